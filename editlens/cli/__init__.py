@@ -1,0 +1,1 @@
+"""The ``editlens`` command line."""

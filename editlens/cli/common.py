@@ -1,0 +1,58 @@
+"""Helpers shared by CLI commands."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Sequence
+
+import typer
+
+from editlens.errors import EditlensError
+
+
+def parse_models(items: Sequence[str] | None) -> dict[str, str]:
+    """``["clip=/models/clip"]`` -> ``{"clip": "/models/clip"}``."""
+    out = {}
+    for item in items or []:
+        role, sep, ref = item.partition("=")
+        if not sep or not role or not ref:
+            raise typer.BadParameter(f"--model {item!r} must look like ROLE=HUB_ID_OR_DIR (e.g. clip=./my-clip)")
+        out[role.strip()] = ref.strip()
+    return out
+
+
+def split_names(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    if not names:
+        raise typer.BadParameter("--metrics needs at least one name")
+    return names
+
+
+def emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str, allow_nan=False) + "\n")
+
+
+def fail(exc: BaseException) -> None:
+    typer.echo(f"error: {exc}", err=True)
+    raise typer.Exit(code=2)
+
+
+def guarded(fn: Any) -> Any:
+    """Turn editlens' own errors into a one-paragraph message and exit code 2."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except EditlensError as exc:
+            fail(exc)
+        except ValueError as exc:
+            if type(exc).__module__.startswith("editlens") or type(exc) is ValueError:
+                fail(exc)
+            raise
+
+    return wrapper

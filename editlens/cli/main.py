@@ -1,0 +1,220 @@
+"""``editlens``: score edits, run datasets, inspect runs, meta-evaluate."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from editlens.cli.common import emit_json, guarded, parse_models, split_names
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Judge instruction-guided image edits: what changed, where, and how well.")
+runs_app = typer.Typer(no_args_is_help=True, help="Inspect run directories.")
+app.add_typer(runs_app, name="runs")
+
+ModelOpt = typer.Option(None, "--model", help="Model for a role, ROLE=HUB_ID_OR_DIR (e.g. clip=./clip). Repeatable.")
+OptionOpt = typer.Option(None, "--option", help="Metric option METRIC.KEY=VALUE (e.g. l1.region=outside). Repeatable.")
+
+
+@app.command("metrics")
+@guarded
+def metrics_cmd(json_out: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """List metrics with what they need, their direction, range and model."""
+    from editlens.metrics.availability import metric_availability
+    from editlens.metrics.registry import list_metrics
+
+    rows = []
+    for spec in list_metrics():
+        ok, reason = metric_availability(spec)
+        rows.append({**spec.to_dict(), "available": ok, "unavailable_reason": reason})
+    if json_out:
+        emit_json(rows)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="editlens metrics")
+    for col in ("name", "needs", "better", "range", "model", "available", "description"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["name"], ", ".join(r["needs"]), "higher" if r["higher_is_better"] else "lower",
+                      f"[{r['range'][0]:g}, {r['range'][1]:g}]", r["model"] or "-",
+                      "yes" if r["available"] else "no", r["description"])
+    Console().print(table)
+
+
+@app.command("score")
+@guarded
+def score_cmd(
+    source: Path = typer.Option(..., "--source", help="Original image."),
+    edited: Path = typer.Option(..., "--edited", help="Edited image."),
+    instruction: str = typer.Option(..., "--instruction", help="The edit instruction."),
+    reference: Optional[Path] = typer.Option(None, "--reference", help="Reference (ground-truth) edit."),
+    metrics: Optional[str] = typer.Option(None, "--metrics", help="Comma-separated metric names (default: all available)."),
+    source_caption: Optional[str] = typer.Option(None, "--source-caption"),
+    target_caption: Optional[str] = typer.Option(None, "--target-caption"),
+    boxes: Optional[str] = typer.Option(None, "--boxes", help="JSON list of [x0,y0,x1,y1] for masked metrics."),
+    mask: Optional[Path] = typer.Option(None, "--mask", help="Mask image for masked metrics."),
+    model: Optional[List[str]] = ModelOpt,
+    option: Optional[List[str]] = OptionOpt,
+    size_policy: str = typer.Option("resize", "--size-policy", help="resize (edited to source size) or error."),
+    max_pixels: int = typer.Option(178_956_970, "--max-pixels", help="Refuse larger images (decompression bombs)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the stable JSON document (schema editlens.score/1)."),
+) -> None:
+    """Score one edit."""
+    from editlens.core.images import ImageLoadOptions
+    from editlens.runner.scoring import score_edit
+    from editlens.runner.selection import parse_options
+
+    meta = {}
+    if boxes:
+        meta["boxes"] = boxes
+    if mask:
+        meta["mask"] = str(mask)
+    report = score_edit(
+        str(source), str(edited), instruction, reference=str(reference) if reference else None,
+        metrics=split_names(metrics), source_caption=source_caption, target_caption=target_caption,
+        models=parse_models(model), options=parse_options(option or []),
+        image_options=ImageLoadOptions(max_pixels=max_pixels, size_policy=size_policy), metadata=meta,
+    )
+    if json_out:
+        emit_json({"schema": "editlens.score/1",
+                   "sample": {"source": str(source), "edited": str(edited), "instruction": instruction,
+                              "reference": str(reference) if reference else None},
+                   **report.to_dict()})
+        return
+    _print_scores(report)
+
+
+def _print_scores(report) -> None:  # type: ignore[no-untyped-def]
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table()
+    for col in ("metric", "value", "status", "note"):
+        table.add_column(col)
+    for name, s in report.scores.items():
+        note = s.reason or ""
+        regions = (s.details or {}).get("regions")
+        if regions is not None:
+            note = f"{len(regions)} changed region(s): " + "; ".join(
+                f"box {r['box']} area {r['area_fraction']:.1%}" for r in regions[:5])
+        table.add_row(name, "-" if s.value is None else f"{s.value:.4f}", s.status, note)
+    console = Console()
+    console.print(table)
+    for note in report.notes:
+        console.print(f"[dim]input: {note}[/dim]")
+
+
+@app.command("run")
+@guarded
+def run_cmd(
+    manifest: Path = typer.Argument(..., help="Manifest of edits (.jsonl or .csv)."),
+    out: Path = typer.Option(..., "--out", help="Run directory (created; rerun to resume)."),
+    metrics: Optional[str] = typer.Option(None, "--metrics", help="Comma-separated metric names (default: all available)."),
+    batch_size: int = typer.Option(16, "--batch-size", min=1),
+    workers: int = typer.Option(2, "--workers", min=1, help="Image-decoding threads."),
+    skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Drop bad manifest rows instead of stopping."),
+    model: Optional[List[str]] = ModelOpt,
+    option: Optional[List[str]] = OptionOpt,
+    size_policy: str = typer.Option("resize", "--size-policy"),
+    max_pixels: int = typer.Option(178_956_970, "--max-pixels"),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:1, mps."),
+    export: Optional[str] = typer.Option(None, "--export", help="Also export long-format rows: csv, parquet, jsonl (comma-separated)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress"),
+) -> None:
+    """Score every edit of a manifest into a resumable run directory."""
+    from editlens.core.images import ImageLoadOptions
+    from editlens.data.manifest import read_manifest
+    from editlens.models.resolve import pick_device
+    from editlens.runner.run import run_evaluation
+    from editlens.runner.selection import parse_options, select_metrics
+    from editlens.runner.store import ResultsStore, export as export_rows
+
+    report = read_manifest(manifest, skip_invalid=skip_invalid)
+    for line, reason in report.problems:
+        typer.echo(f"skipped {manifest}:{line}: {reason}", err=True)
+    sel = select_metrics(split_names(metrics), models=parse_models(model), options=parse_options(option or []),
+                         with_reference=any(s.reference is not None for s in report.samples), device=device)
+    for name, reason in sel.skipped:
+        typer.echo(f"metric {name} skipped: {reason}", err=True)
+    if not sel.metrics:
+        typer.echo("error: no metric can run", err=True)
+        raise typer.Exit(2)
+    result = run_evaluation(
+        report.samples, sel.metrics, out, batch_size=batch_size, workers=workers, progress=progress,
+        image_options=ImageLoadOptions(max_pixels=max_pixels, size_policy=size_policy),
+        command=sys.argv, device=pick_device(device) if device == "auto" else device,
+        extra_manifest={"manifest": str(manifest.resolve()), "skipped_rows": len(report.problems),
+                        "skipped_metrics": dict(sel.skipped)},
+    )
+    if export:
+        store = ResultsStore(out)
+        rows = [r for r in store.rows() if r["evaluator"] in {m.name for m in sel.metrics}]
+        for fmt in export.split(","):
+            typer.echo(f"exported {export_rows(rows, out / f'results_long.{fmt.strip()}')}", err=True)
+        store.close()
+    s = result.summary
+    typer.echo(f"{s['samples']} samples: {result.computed} results computed, {result.reused} reused "
+               f"-> {out}/results.jsonl, summary.json, manifest.json")
+    for name, c in s["counts"].items():
+        mean = s["means"][name]
+        typer.echo(f"  {name:<12} scored {c['scored']:>5}  skipped {c['skipped']:>4}  unscored {c['unscored']:>4}  "
+                   f"failed {c['failed']:>4}  mean {'-' if mean is None else f'{mean:.4f}'}")
+    if result.interrupted:
+        typer.echo("interrupted: finished batches are saved; rerun the same command to continue.", err=True)
+        raise typer.Exit(130)
+
+
+@runs_app.command("show")
+@guarded
+def runs_show(run_dir: Path = typer.Argument(...)) -> None:
+    """Print a run's manifest (how it was produced)."""
+    from editlens.reporting.runs import load_run_meta
+
+    emit_json(load_run_meta(run_dir, "manifest"))
+
+
+@runs_app.command("failures")
+@guarded
+def runs_failures(run_dir: Path = typer.Argument(...), json_out: bool = typer.Option(False, "--json")) -> None:
+    """List samples that failed or could not be scored, with reasons."""
+    from editlens.reporting.runs import failures
+
+    rows = failures(run_dir)
+    if json_out:
+        emit_json(rows)
+        return
+    for r in rows:
+        typer.echo(f"{r['sample_id']}\t{r['evaluator']}\t{r['status']}\t{r['reason']}")
+    typer.echo(f"{len(rows)} failed/unscored result(s)", err=True)
+
+
+@runs_app.command("summary")
+@guarded
+def runs_summary(run_dir: Path = typer.Argument(...), by: Optional[str] = typer.Option(None, "--by", help="Group by: model."),
+                 json_out: bool = typer.Option(False, "--json"), seed: int = typer.Option(0, "--seed")) -> None:
+    """Mean and bootstrap 95% CI of every score (per editing model with --by model)."""
+    from editlens.reporting.runs import summary_table
+
+    table = summary_table(run_dir, by=by, seed=seed)
+    if json_out:
+        emit_json(table)
+        return
+    for r in table:
+        group = f"{r['group']:<20} " if by else ""
+        typer.echo(f"{group}{r['evaluator']:<12} n={r['n']:<5} mean={r['mean']:.4f}  95% CI [{r['ci'][0]:.4f}, {r['ci'][1]:.4f}]")
+
+
+def main() -> None:
+    from editlens.cli.meta import register as register_meta
+
+    register_meta(app)
+    app()
+
+
+if __name__ == "__main__":
+    main()

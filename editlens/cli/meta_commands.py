@@ -1,0 +1,93 @@
+"""``editlens meta-eval`` subcommands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from editlens.cli.common import emit_json, guarded
+
+meta_app = typer.Typer(no_args_is_help=True, help="Agreement of an evaluator with human judgments (official protocols).")
+
+JsonOpt = typer.Option(False, "--json", help="Machine-readable output.")
+
+
+@meta_app.command("imagenhub")
+@guarded
+def imagenhub(
+    ratings: Path = typer.Option(..., "--ratings", help="Folder of Text-Guided_IE_rater*.tsv."),
+    judge_outputs: Optional[Path] = typer.Option(None, "--judge-outputs", help="Folder <Method>/{SC,PQ}.json."),
+    predictions: Optional[Path] = typer.Option(None, "--predictions", help="editlens results.jsonl or {id, score} JSONL (ids METHOD/UID)."),
+    metric: Optional[str] = typer.Option(None, "--metric", help="Score to use from editlens results."),
+    protocol: str = typer.Option("official", "--protocol", help="official (tanh of mean r), fisher, or mean."),
+    n_boot: int = typer.Option(1000, "--n-boot"),
+    seed: int = typer.Option(0, "--seed"),
+    json_out: bool = JsonOpt,
+) -> None:
+    """ImagenHub text-guided editing: per-method Spearman, aggregated."""
+    from editlens.meta.reports import imagenhub_report
+
+    rep = imagenhub_report(ratings, judge_outputs, predictions, metric, protocol, n_boot, seed)
+    if json_out:
+        emit_json(rep)
+        return
+    typer.echo(f"ImagenHub ({rep['protocol']}: {rep['aggregation_note']})")
+    for aspect, a in rep["aspects"].items():
+        typer.echo(f"  {aspect:<3} {a['value']:.4f}  95% CI [{a['ci95'][0]:.4f}, {a['ci95'][1]:.4f}]")
+    typer.echo(f"  items {rep['n_items']}, unparsable answers {rep['n_unparsable']}, "
+               f"human inter-rater ICC(2,1) {rep['human_inter_rater_icc_2_1']:.3f}")
+
+
+@meta_app.command("genai-bench")
+@guarded
+def genai_bench(judge_outputs: Path = typer.Option(..., "--judge-outputs", help="Official result file (JSON list)."),
+                json_out: bool = JsonOpt) -> None:
+    """GenAI-Bench image editing: official 4-way accuracy."""
+    from editlens.meta.reports import genai_bench_report
+
+    rep = genai_bench_report(judge_outputs)
+    if json_out:
+        emit_json(rep)
+        return
+    typer.echo(f"GenAI-Bench accuracy {rep['accuracy']:.4f} over {rep['n']} items ({rep['no_verdict']} without a verdict)")
+
+
+@meta_app.command("pointwise")
+@guarded
+def pointwise(human: Path = typer.Option(..., "--human", help="JSONL {id, model, human}."),
+              predictions: Path = typer.Option(..., "--predictions", help="JSONL {id, score} or editlens results.jsonl."),
+              metric: Optional[str] = typer.Option(None, "--metric"),
+              protocol: str = typer.Option("aurora", "--protocol", help="aurora (mean per-model r), official, fisher, mean."),
+              n_boot: int = typer.Option(1000, "--n-boot"), seed: int = typer.Option(0, "--seed"),
+              json_out: bool = JsonOpt) -> None:
+    """Point-wise agreement (AURORA-Bench style) with CIs and system-level tau."""
+    from editlens.meta.reports import pointwise_report
+
+    rep = pointwise_report(human, predictions, metric, protocol, n_boot, seed)
+    if json_out:
+        emit_json(rep)
+        return
+    typer.echo(f"{rep['protocol']}: {rep['value']:.4f} over {rep['n_items']} items "
+               f"({rep['n_unparsable']} unscored, {rep['n_missing']} missing)")
+    for m, c in rep["overall"].items():
+        typer.echo(f"  {m:<8} {c['value']:.4f}  95% CI [{c['ci95'][0]:.4f}, {c['ci95'][1]:.4f}]")
+    typer.echo(f"  system-level Kendall tau {rep['system_level']['kendall_tau']:.4f}")
+
+
+@meta_app.command("pairwise")
+@guarded
+def pairwise(human: Path = typer.Option(..., "--human", help="JSONL {id, a, b, preference}."),
+             predictions: Path = typer.Option(..., "--predictions", help="JSONL {id, score} or editlens results.jsonl."),
+             metric: Optional[str] = typer.Option(None, "--metric"),
+             json_out: bool = JsonOpt) -> None:
+    """Pair-wise accuracy with tie calibration (Deutsch et al., 2023)."""
+    from editlens.meta.reports import pairwise_report
+
+    rep = pairwise_report(human, predictions, metric)
+    if json_out:
+        emit_json(rep)
+        return
+    typer.echo(f"accuracy {rep['accuracy']:.4f} (tie threshold {rep['threshold']:.4g}) over {rep['n']} pairs; "
+               f"{rep['n_unparsable']} unscored, {rep['n_missing']} missing")

@@ -1,0 +1,161 @@
+"""The data types every part of editlens passes around."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from typing import Any, Literal
+
+import numpy as np
+
+from editlens.core.images import ImageLike, ImageLoadOptions, describe, image_hash, load_image, resize_to
+from editlens.errors import InputError
+
+ScoreStatus = Literal["scored", "skipped", "unscored", "failed"]
+
+
+@dataclass
+class EditSample:
+    """One instruction-guided edit to evaluate.
+
+    Images may be file paths, PIL images or numpy arrays; they are decoded by
+    :meth:`load`. ``metadata`` keeps any extra manifest columns.
+    """
+
+    id: str
+    source: ImageLike
+    edited: ImageLike
+    instruction: str
+    reference: ImageLike | None = None
+    model: str | None = None
+    source_caption: str | None = None
+    target_caption: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id.strip():
+            raise InputError("sample id must be a non-empty string")
+        if not isinstance(self.instruction, str) or not self.instruction.strip():
+            raise InputError(f"sample {self.id!r}: empty instruction")
+        for name in ("source_caption", "target_caption"):
+            value = getattr(self, name)
+            if value is not None and not str(value).strip():
+                setattr(self, name, None)
+
+    def load(self, options: ImageLoadOptions | None = None) -> LoadedEdit:
+        """Decode and normalise the images; see :class:`ImageLoadOptions`."""
+        options = options or ImageLoadOptions()
+        notes: list[str] = []
+        source, n = load_image(self.source, options, name=_label(self.source, "source"))
+        notes += [f"source: {x}" for x in n]
+        edited, n = load_image(self.edited, options, name=_label(self.edited, "edited"))
+        notes += [f"edited: {x}" for x in n]
+        edited = _match_size(edited, source, options, "edited", self.edited, notes)
+        reference = None
+        if self.reference is not None:
+            reference, n = load_image(self.reference, options, name=_label(self.reference, "reference"))
+            notes += [f"reference: {x}" for x in n]
+            reference = _match_size(reference, source, options, "reference", self.reference, notes)
+        return LoadedEdit(
+            id=self.id,
+            source=source,
+            edited=edited,
+            instruction=self.instruction.strip(),
+            reference=reference,
+            model=self.model,
+            source_caption=self.source_caption,
+            target_caption=self.target_caption,
+            metadata=dict(self.metadata),
+            notes=notes,
+        )
+
+
+def _label(src: ImageLike, role: str) -> str:
+    return describe(src) if isinstance(src, (str,)) or hasattr(src, "__fspath__") else f"{role} {describe(src)}"
+
+
+def _match_size(
+    arr: np.ndarray, source: np.ndarray, options: ImageLoadOptions, role: str, src: ImageLike, notes: list[str]
+) -> np.ndarray:
+    if arr.shape[:2] == source.shape[:2]:
+        return arr
+    got = f"{arr.shape[1]}x{arr.shape[0]}"
+    want = f"{source.shape[1]}x{source.shape[0]}"
+    if options.size_policy == "error":
+        raise InputError(
+            f"{describe(src)}: {role} image is {got} but the source is {want} "
+            "(size_policy='error'; use 'resize' to resize it to the source size)"
+        )
+    notes.append(f"{role}: resized from {got} to source size {want} (bicubic)")
+    return resize_to(arr, source.shape[:2])
+
+
+@dataclass
+class LoadedEdit:
+    """An :class:`EditSample` with decoded RGB ``uint8`` arrays of equal size."""
+
+    id: str
+    source: np.ndarray
+    edited: np.ndarray
+    instruction: str
+    reference: np.ndarray | None = None
+    model: str | None = None
+    source_caption: str | None = None
+    target_caption: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @cached_property
+    def source_hash(self) -> str:
+        return image_hash(self.source)
+
+    @cached_property
+    def edited_hash(self) -> str:
+        return image_hash(self.edited)
+
+    @cached_property
+    def reference_hash(self) -> str | None:
+        return None if self.reference is None else image_hash(self.reference)
+
+    @property
+    def resized(self) -> bool:
+        return any("resized" in note for note in self.notes)
+
+
+@dataclass
+class Score:
+    """One evaluator's verdict on one sample.
+
+    ``status`` is ``"scored"`` when ``value`` is a real number; ``"skipped"``
+    when the sample lacks an input the evaluator needs (``reason`` says which);
+    ``"unscored"`` when a model answered but the answer could not be parsed
+    (``details["raw"]`` keeps the text); ``"failed"`` when evaluation raised.
+    A value is never invented for the last three.
+    """
+
+    metric: str
+    value: float | None
+    status: ScoreStatus = "scored"
+    reason: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.status == "scored":
+            if self.value is None or not math.isfinite(float(self.value)):
+                raise ValueError(f"{self.metric}: a scored result needs a finite value, got {self.value!r}")
+            self.value = float(self.value)
+        elif self.value is not None:
+            raise ValueError(f"{self.metric}: a {self.status} result carries no value")
+
+    @classmethod
+    def skipped(cls, metric: str, reason: str) -> Score:
+        return cls(metric, None, "skipped", reason)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        if not out["details"]:
+            del out["details"]
+        if out["reason"] is None:
+            del out["reason"]
+        return out

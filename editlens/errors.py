@@ -1,0 +1,48 @@
+"""Exceptions that carry a message a user can act on.
+
+Every error raised for bad input names the thing at fault (a file, a manifest
+line, a model) and the problem, so that callers never have to read a torch
+traceback to learn what went wrong.
+"""
+
+from __future__ import annotations
+
+
+class EditlensError(Exception):
+    """Base class of all errors editlens raises on purpose."""
+
+
+class InputError(EditlensError, ValueError):
+    """An input (image, instruction, array) is missing or unusable."""
+
+
+class ManifestError(EditlensError, ValueError):
+    """A dataset manifest has rows that cannot be used.
+
+    ``problems`` holds one ``(line_number, reason)`` per bad row.
+    """
+
+    def __init__(self, path: str, problems: list[tuple[int, str]]):
+        self.path = path
+        self.problems = problems
+        shown = "\n".join(f"  line {line}: {reason}" for line, reason in problems[:20])
+        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        super().__init__(
+            f"{path}: {len(problems)} bad row(s)\n{shown}{more}\n"
+            "Fix the rows, or pass skip_invalid=True (CLI: --skip-invalid) to drop them."
+        )
+
+
+class ModelUnavailableError(EditlensError, RuntimeError):
+    """A model's weights cannot be found or loaded."""
+
+
+class UnknownMetricError(EditlensError, KeyError):
+    """A metric name that is not in the registry."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else "unknown metric"
+
+
+class MetricInputError(EditlensError, ValueError):
+    """A metric was asked to score a sample that lacks what it needs."""

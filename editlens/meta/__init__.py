@@ -1,0 +1,1 @@
+"""Meta-evaluation: how well an evaluator agrees with human judgments."""

@@ -1,0 +1,255 @@
+"""The official meta-evaluation protocols of editing benchmarks.
+
+Each protocol is a named function; the docstring says whose protocol it is
+and what published numbers use it.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+from scipy import stats
+
+AGGREGATIONS = ("official", "fisher", "mean")
+
+
+# ---------------------------------------------------------------- ImagenHub
+
+def aggregate_correlations(rs: Sequence[float], how: str = "official") -> float:
+    """Combine per-method correlations.
+
+    * ``official``: ``tanh(mean(r))`` — what ImagenHub's code does and what its
+      published numbers use. The code calls it a Fisher-z average but never
+      applies ``arctanh`` first; reproduce it for comparable numbers.
+    * ``fisher``: the true Fisher-z average ``tanh(mean(arctanh(r)))``.
+    * ``mean``: the plain mean of ``r``.
+
+    >>> round(aggregate_correlations([0.2, 0.4], "official"), 6)
+    0.291313
+    >>> round(aggregate_correlations([0.2, 0.4], "mean"), 6)
+    0.3
+    """
+    r = np.asarray([x for x in rs if np.isfinite(x)], dtype=float)
+    if r.size == 0:
+        return float("nan")
+    if how == "official":
+        return float(np.tanh(r.mean()))
+    if how == "fisher":
+        return float(np.tanh(np.arctanh(np.clip(r, -0.999999, 0.999999)).mean()))
+    if how == "mean":
+        return float(r.mean())
+    raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {how!r}")
+
+
+@dataclass
+class GroupedCorrelation:
+    """Per-group Spearman correlations and their aggregate."""
+
+    protocol: str
+    aggregation: str
+    value: float
+    per_group: dict[str, float]
+    n_per_group: dict[str, int]
+    excluded_groups: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"protocol": self.protocol, "aggregation": self.aggregation, "value": self.value,
+                "per_group": self.per_group, "n_per_group": self.n_per_group,
+                "excluded_groups": self.excluded_groups}
+
+
+def grouped_spearman(pred: Mapping[str, Mapping[str, float]], human: Mapping[str, Mapping[str, float]],
+                     aggregation: str, protocol: str) -> GroupedCorrelation:
+    """Spearman within each group (editing method) over the items present in
+    both ``pred`` and ``human``, then aggregated."""
+    per, ns, excluded = {}, {}, {}
+    for group in sorted(human):
+        items = sorted(set(human[group]) & set(pred.get(group, {})))
+        if len(items) < 2:
+            excluded[group] = f"{len(items)} item(s) with both predictions and human scores"
+            continue
+        x = np.array([pred[group][i] for i in items], dtype=float)
+        y = np.array([human[group][i] for i in items], dtype=float)
+        if np.ptp(x) == 0 or np.ptp(y) == 0:
+            excluded[group] = "constant scores: correlation undefined"
+            continue
+        per[group] = float(stats.spearmanr(x, y)[0])
+        ns[group] = len(items)
+    return GroupedCorrelation(protocol, aggregation, aggregate_correlations(list(per.values()), aggregation),
+                              per, ns, excluded)
+
+
+def imagenhub_correlation(pred: Mapping[str, Mapping[str, float]], human: Mapping[str, Mapping[str, float]],
+                          aggregation: str = "official") -> GroupedCorrelation:
+    """ImagenHub: Spearman per editing method between predicted and human
+    scores over that method's samples, combined by ``aggregation``
+    (``official`` = tanh of the mean raw r, as published)."""
+    return grouped_spearman(pred, human, aggregation, "imagenhub")
+
+
+def aurora_pointwise(pred: Mapping[str, Mapping[str, float]], human: Mapping[str, Mapping[str, float]]) -> GroupedCorrelation:
+    """AURORA-Bench point-wise: plain mean over editing models of per-model Spearman."""
+    return grouped_spearman(pred, human, "mean", "aurora-pointwise")
+
+
+# ---------------------------------------------------------------- VIEScore answers
+
+_NUM_LIST = re.compile(r"\[\s*-?\d+(?:\.\d+)?(?:\s*,\s*-?\d+(?:\.\d+)?)*\s*\]")
+
+
+def parse_score_list(value: Any) -> list[float] | None:
+    """A list of numbers from a judge answer: a list, or a string such as
+    ``"[0, 10]"``, ``"[7,8]"``, or text with such a list in it. ``None`` if
+    there is none (never a made-up number).
+
+    >>> parse_score_list("[0, 10]"), parse_score_list([3, 4]), parse_score_list("no idea")
+    ([0.0, 10.0], [3.0, 4.0], None)
+    """
+    if isinstance(value, (list, tuple)):
+        try:
+            nums = [float(v) for v in value]
+        except (TypeError, ValueError):
+            return None
+        return nums if nums and all(math.isfinite(v) for v in nums) else None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return [float(value)] if math.isfinite(value) else None
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    for parse in (json.loads, ast.literal_eval):
+        try:
+            obj = parse(text)
+        except (ValueError, SyntaxError, TypeError):
+            continue
+        if isinstance(obj, (list, tuple, int, float)) and not isinstance(obj, bool):
+            return parse_score_list(obj if isinstance(obj, (list, tuple)) else [obj])
+        if isinstance(obj, dict) and "score" in obj:
+            return parse_score_list(obj["score"])
+    m = _NUM_LIST.search(text)
+    return parse_score_list(json.loads(m.group(0))) if m else None
+
+
+def viescore_overall(sc: Any, pq: Any) -> tuple[float, float, float] | None:
+    """VIEScore: SC = min(SC list)/10, PQ = min(PQ list)/10, clipped to
+    [0, 1], O = sqrt(SC * PQ). ``None`` when either list cannot be parsed.
+
+    >>> viescore_overall("[0, 10]", [8, 9])
+    (0.0, 0.8, 0.0)
+    """
+    s, p = parse_score_list(sc), parse_score_list(pq)
+    if s is None or p is None:
+        return None
+    sc_v = float(np.clip(min(s) / 10.0, 0.0, 1.0))
+    pq_v = float(np.clip(min(p) / 10.0, 0.0, 1.0))
+    return sc_v, pq_v, math.sqrt(sc_v * pq_v)
+
+
+# ---------------------------------------------------------------- GenAI-Bench
+
+_VERDICT = re.compile(r"\[\[.*?\]\]")
+GENAI_CORRECT = {
+    "leftvote": {"[[A>B]]", "[[A>>B]]"},
+    "rightvote": {"[[B>A]]", "[[B>>A]]"},
+    "tievote": {"[[A=B=Good]]", "[[A=B]]"},
+    "bothbad_vote": {"[[A=B=Bad]]", "[[A=B]]"},
+}
+
+
+def genai_verdict(response: str | None) -> str | None:
+    """The first ``[[...]]`` span on the first line that has one.
+
+    >>> genai_verdict("Reasoning...\\nFinal: [[B>A]] and [[A>B]]")
+    '[[B>A]]'
+    """
+    if not response:
+        return None
+    for line in str(response).splitlines():
+        m = _VERDICT.search(line)
+        if m:
+            return m.group(0).replace(" ", "")
+    return None
+
+
+def genai_bench_accuracy(items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """GenAI-Bench official 4-way accuracy over all items; no verdict counts as wrong."""
+    correct = no_verdict = 0
+    by_vote: dict[str, list[int]] = {}
+    for item in items:
+        vote = item.get("human_vote")
+        if vote not in GENAI_CORRECT:
+            raise ValueError(f"item {item.get('idx')!r}: human_vote {vote!r} is not one of {sorted(GENAI_CORRECT)}")
+        verdict = genai_verdict(item.get("response"))
+        ok = verdict is not None and verdict in GENAI_CORRECT[vote]
+        no_verdict += verdict is None
+        correct += ok
+        by_vote.setdefault(vote, []).append(int(ok))
+    n = len(items)
+    return {"protocol": "genai-bench", "accuracy": correct / n if n else float("nan"), "n": n,
+            "correct": correct, "no_verdict": no_verdict,
+            "accuracy_by_vote": {k: sum(v) / len(v) for k, v in sorted(by_vote.items())}}
+
+
+# ---------------------------------------------------------------- pairwise with ties
+
+def accuracy_with_ties(human: Sequence[int], signal: Sequence[float]) -> dict[str, Any]:
+    """Pairwise accuracy with tie calibration (Deutsch et al., 2023).
+
+    ``human`` in {+1 (A better), -1 (B better), 0 (tie)}; ``signal`` is
+    score(A) - score(B). The model predicts a tie when ``|signal| <= eps``;
+    ``eps`` is chosen among 0 and the observed ``|signal|`` values to maximise
+    accuracy (the smallest such eps is reported).
+
+    >>> r = accuracy_with_ties([1, -1, 0], [0.5, -0.4, 0.05])
+    >>> r["accuracy"], r["threshold"]
+    (1.0, 0.05)
+    """
+    h = np.asarray(human, dtype=int)
+    d = np.asarray(signal, dtype=float)
+    if h.shape != d.shape or h.size == 0:
+        raise ValueError("human labels and signals must be non-empty and of equal length")
+    if not set(np.unique(h)) <= {-1, 0, 1}:
+        raise ValueError("human labels must be +1, -1 or 0")
+    a = np.abs(d)
+    cands = np.unique(np.concatenate([[0.0], a]))
+    order = np.argsort(a, kind="stable")
+    a_sorted = a[order]
+    tie_sorted = (h[order] == 0).astype(int)
+    sign_ok_sorted = ((np.sign(d[order]) == h[order]) & (h[order] != 0)).astype(int)
+    cum_tie = np.concatenate([[0], np.cumsum(tie_sorted)])
+    suffix_ok = np.concatenate([np.cumsum(sign_ok_sorted[::-1])[::-1], [0]])
+    # pairs with |d| <= eps are predicted ties: the first k sorted items
+    k = np.searchsorted(a_sorted, cands, side="right")
+    acc = (cum_tie[k] + suffix_ok[k]) / h.size
+    best = int(np.argmax(acc))
+    return {"protocol": "accuracy-with-ties", "accuracy": float(acc[best]), "threshold": float(cands[best]),
+            "n": int(h.size), "accuracy_at_zero": float(acc[0])}
+
+
+# ---------------------------------------------------------------- retrieval
+
+def retrieval_metrics(ranks: Sequence[int], ks: Sequence[int] = (1, 5, 10)) -> dict[str, Any]:
+    """Recall@k and mean/median rank from 1-based ranks of the correct item.
+
+    >>> retrieval_metrics([1, 2, 10], ks=(1, 5))
+    {'recall@1': 0.3333333333333333, 'recall@5': 0.6666666666666666, 'mean_rank': 4.333333333333333, 'median_rank': 2.0, 'n': 3}
+    """
+    r = np.asarray(ranks, dtype=float)
+    if r.size == 0 or (r < 1).any():
+        raise ValueError("ranks must be non-empty and 1-based")
+    out: dict[str, Any] = {f"recall@{k}": float((r <= k).mean()) for k in ks}
+    out.update({"mean_rank": float(r.mean()), "median_rank": float(np.median(r)), "n": int(r.size)})
+    return out
+
+
+def ranks_from_similarity(sim: np.ndarray) -> np.ndarray:
+    """1-based rank of the diagonal (correct) entry in each row of a
+    query x candidate similarity matrix; ties count against the query."""
+    s = np.asarray(sim, dtype=float)
+    diag = np.diag(s)[:, None]
+    return (s > diag).sum(axis=1) + (s == diag).sum(axis=1)  # includes itself once

@@ -1,0 +1,5 @@
+"""Metrics: the registry, a functional core, and batched metric objects."""
+
+from editlens.metrics.registry import MetricSpec, create_metric, get_spec, list_metrics, register_metric
+
+__all__ = ["MetricSpec", "create_metric", "get_spec", "list_metrics", "register_metric"]

@@ -1,0 +1,34 @@
+"""Which metrics can run here, and why not when they cannot."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from editlens.metrics.registry import MetricSpec
+
+
+def metric_availability(spec: MetricSpec, models: Mapping[str, str] | None = None,
+                        options: Mapping[str, object] | None = None) -> tuple[bool, str | None]:
+    """``(True, None)`` when the metric's model can be loaded without a
+    network, else ``(False, reason)``. Model-free metrics are always available."""
+    options = options or {}
+    role = spec.model
+    if role is None:
+        return True, None
+    if role.startswith("lpips-"):
+        from editlens.metrics.lpips import backbone_path, heads_path
+
+        net = role.split("-", 1)[1]
+        if options.get("backbone_weights"):
+            return True, None
+        if heads_path(net) is None:
+            return False, f"LPIPS heads not installed (pip install --no-deps lpips==0.1.4)"
+        if not backbone_path(net).is_file():
+            return False, f"torchvision {net} weights not at {backbone_path(net)}"
+        return True, None
+    from editlens.models.resolve import is_available, model_reference
+
+    mref = model_reference(str(options.get("model") or role), models)
+    if is_available(mref):
+        return True, None
+    return False, f"model {mref.ref!r} ({role}) not found locally; set EDITLENS_MODEL_{role.upper()} or --model {role}=DIR"

@@ -1,0 +1,49 @@
+"""Built-in metrics, declared as data (see :class:`~editlens.metrics.registry.MetricSpec`)."""
+
+from __future__ import annotations
+
+from editlens.metrics.registry import MetricSpec
+
+INF = float("inf")
+_P = "editlens.metrics.pixel"
+_E = "editlens.metrics.embedding"
+_L = "editlens.metrics.lpips"
+
+_PAIR = ("source", "edited")
+_REF = ("edited", "reference")
+
+
+def _pixel(name: str, cls: str, hib: bool, rng: tuple[float, float], what: str) -> list[MetricSpec]:
+    return [
+        MetricSpec(name, f"{_P}:{cls}", _PAIR, hib, rng, None, f"{what}, source vs edited"),
+        MetricSpec(f"{name}_ref", f"{_P}:{cls}", _REF, hib, rng, None, f"{what}, edited vs reference edit",
+                   {"compare": "reference"}),
+    ]
+
+
+BUILTIN: list[MetricSpec] = [
+    *_pixel("l1", "L1", False, (0.0, 1.0), "mean absolute pixel difference"),
+    *_pixel("l2", "MSE", False, (0.0, 1.0), "mean squared pixel difference (MSE)"),
+    *_pixel("psnr", "PSNR", True, (0.0, 100.0), "peak signal-to-noise ratio in dB (identical: capped at 100)"),
+    *_pixel("ssim", "SSIM", True, (-1.0, 1.0), "structural similarity (scikit-image defaults)"),
+    MetricSpec("lpips", f"{_L}:LPIPS", _PAIR, False, (0.0, INF), "lpips-alex",
+               "LPIPS distance (AlexNet), source vs edited", {"net": "alex"}),
+    MetricSpec("lpips_vgg", f"{_L}:LPIPS", _PAIR, False, (0.0, INF), "lpips-vgg",
+               "LPIPS distance (VGG16), source vs edited", {"net": "vgg"}),
+    MetricSpec("clip_i", f"{_E}:CLIPImage", _PAIR, True, (-1.0, 1.0), "clip",
+               "CLIP image-embedding cosine, source vs edited"),
+    MetricSpec("clip_i_ref", f"{_E}:CLIPImage", _REF, True, (-1.0, 1.0), "clip",
+               "CLIP image-embedding cosine, edited vs reference edit", {"compare": "reference"}),
+    MetricSpec("clip_t", f"{_E}:CLIPText", ("edited", "target_caption"), True, (-1.0, 1.0), "clip",
+               "CLIP cosine of edited image and target caption"),
+    MetricSpec("clip_d", f"{_E}:CLIPDirectional", ("source", "edited", "source_caption", "target_caption"),
+               True, (-1.0, 1.0), "clip", "directional CLIP: image change vs caption change"),
+    MetricSpec("clipscore", f"{_E}:CLIPScoreMetric", ("edited", "target_caption"), True, (0.0, 2.5), "clip",
+               "CLIPScore (Hessel et al.): 2.5 * max(cos(edited, target caption), 0)"),
+    MetricSpec("dino_i", f"{_E}:DINOImage", _PAIR, True, (-1.0, 1.0), "dino",
+               "DINOv2 CLS cosine, source vs edited"),
+    MetricSpec("dino_i_ref", f"{_E}:DINOImage", _REF, True, (-1.0, 1.0), "dino",
+               "DINOv2 CLS cosine, edited vs reference edit", {"compare": "reference"}),
+    MetricSpec("change_map", "editlens.metrics.changemap:ChangeMapMetric", _PAIR, False, (0.0, 1.0), None,
+               "model-free changed-area fraction, with changed regions (boxes) in details"),
+]

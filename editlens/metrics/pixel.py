@@ -1,0 +1,53 @@
+"""Pixel metrics as batched objects (L1, L2/MSE, PSNR, SSIM)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+
+from editlens.core.images import as_float_tensor_batch
+from editlens.core.types import LoadedEdit, Score
+from editlens.metrics import functional as F
+from editlens.metrics.base import PairMetric
+
+
+class _PixelMetric(PairMetric):
+    fn: Callable[..., torch.Tensor]
+
+    def compute(self, batch: Sequence[LoadedEdit]) -> list[float | Score]:
+        out: list[float | Score] = [0.0] * len(batch)
+        groups: dict[tuple[int, ...], list[int]] = defaultdict(list)
+        for i, s in enumerate(batch):
+            groups[s.source.shape].append(i)  # equal-size samples share a tensor
+        for idx in groups.values():
+            pairs = [self.pair(batch[i]) for i in idx]
+            a = as_float_tensor_batch([p[0] for p in pairs])
+            b = as_float_tensor_batch([p[1] for p in pairs])
+            mask = None
+            if self.region != "all":
+                masks = [self.region_mask(batch[i]) for i in idx]
+                mask = torch.from_numpy(np.stack(masks)[:, None].astype(np.float32))
+            with torch.no_grad():
+                values = self.fn(a, b, mask=mask)
+            for i, v in zip(idx, values.tolist()):
+                out[i] = v
+        return out
+
+
+class L1(_PixelMetric):
+    fn = staticmethod(F.l1)
+
+
+class MSE(_PixelMetric):
+    fn = staticmethod(F.mse)
+
+
+class PSNR(_PixelMetric):
+    fn = staticmethod(F.psnr)
+
+
+class SSIM(_PixelMetric):
+    fn = staticmethod(F.ssim)

@@ -1,0 +1,1 @@
+"""Reports of runs: manifests, failures, per-model summaries."""

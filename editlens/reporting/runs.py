@@ -1,0 +1,66 @@
+"""Read a run directory: manifest, failures, summaries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from editlens.errors import InputError
+from editlens.reporting.stats import bootstrap_ci
+from editlens.runner.store import ResultsStore
+
+
+def _open(run_dir: str | Path) -> ResultsStore:
+    path = Path(run_dir)
+    if not (path / "results.sqlite").is_file():
+        raise InputError(f"{path}: not a run directory (no results.sqlite); create one with `editlens run`")
+    return ResultsStore(path)
+
+
+def _current_rows(store: ResultsStore) -> list[dict[str, Any]]:
+    """Rows of the evaluator settings of the latest run (older settings stay in the store)."""
+    manifest = store.get_meta("manifest") or {}
+    configs = {e["name"]: e["config_hash"] for e in manifest.get("evaluators", []) if "config_hash" in e}
+    return store.rows(configs or None)
+
+
+def load_run_meta(run_dir: str | Path, key: str) -> Any:
+    store = _open(run_dir)
+    try:
+        return store.get_meta(key)
+    finally:
+        store.close()
+
+
+def failures(run_dir: str | Path) -> list[dict[str, Any]]:
+    store = _open(run_dir)
+    try:
+        return [
+            {k: r[k] for k in ("sample_id", "evaluator", "status", "reason")}
+            | ({"raw": r["details"].get("raw")} if r["details"] and "raw" in r["details"] else {})
+            for r in _current_rows(store) if r["status"] in ("failed", "unscored")
+        ]
+    finally:
+        store.close()
+
+
+def summary_table(run_dir: str | Path, by: str | None = None, seed: int = 0) -> list[dict[str, Any]]:
+    """Mean and bootstrap 95% CI of each evaluator's scored values, optionally per model."""
+    if by not in (None, "model"):
+        raise InputError(f"--by must be 'model', got {by!r}")
+    store = _open(run_dir)
+    try:
+        rows = _current_rows(store)
+    finally:
+        store.close()
+    groups: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        if r["status"] != "scored":
+            continue
+        g = (r["model"] or "(none)") if by == "model" else "all"
+        groups.setdefault((g, r["evaluator"]), []).append(r["value"])
+    out = []
+    for (g, ev), vals in sorted(groups.items()):
+        out.append({"group": g, "evaluator": ev, "n": len(vals), "mean": sum(vals) / len(vals),
+                    "ci": list(bootstrap_ci(vals, seed=seed))})
+    return out

@@ -1,0 +1,1 @@
+"""Running evaluators over datasets: the results store and the run loop."""

@@ -1,0 +1,228 @@
+"""The run loop: score a dataset with evaluators, durably and resumably.
+
+* Every (sample, evaluator, settings) result is a row in the run directory's
+  :class:`~editlens.runner.store.ResultsStore`, committed per batch; a rerun
+  on the same directory skips finished rows, and changing one evaluator's
+  settings recomputes only that evaluator.
+* Images of the next batch are decoded in background threads while the
+  current batch is scored.
+* Ctrl-C stops cleanly after the batch in flight (a second Ctrl-C aborts).
+* A sample whose images cannot be read is recorded as ``failed`` with the
+  reason, and the run goes on.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Protocol, Sequence
+
+from editlens.core.images import ImageLoadOptions
+from editlens.core.types import EditSample, LoadedEdit, Score
+from editlens.errors import EditlensError, ModelUnavailableError
+from editlens.runner.manifest import new_manifest
+from editlens.runner.store import ResultsStore, atomic_write, config_hash, wide_records
+
+
+class Evaluator(Protocol):
+    """Anything that scores batches: metrics, judges, DICE."""
+
+    name: str
+
+    def score_batch(self, batch: Sequence[LoadedEdit]) -> list[Score]: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+@dataclass
+class RunResult:
+    out_dir: Path
+    computed: int  # rows written in this invocation
+    reused: int  # (sample, evaluator) pairs already in the store
+    interrupted: bool
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def _load(sample: EditSample, options: ImageLoadOptions) -> LoadedEdit | str:
+    try:
+        return sample.load(options)
+    except EditlensError as exc:
+        return str(exc)
+    except Exception as exc:  # a decoder bug must not end a 10k-sample run
+        return f"{type(exc).__name__}: {exc}"
+
+
+class _StopFlag:
+    """SIGINT sets the flag; a second SIGINT raises KeyboardInterrupt."""
+
+    def __init__(self) -> None:
+        self.set = False
+        self._old: Any = None
+
+    def __enter__(self) -> _StopFlag:
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.set:
+            raise KeyboardInterrupt
+        self.set = True
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
+
+
+def run_evaluation(
+    samples: Sequence[EditSample],
+    evaluators: Sequence[Evaluator],
+    out_dir: str | Path,
+    *,
+    batch_size: int = 16,
+    image_options: ImageLoadOptions | None = None,
+    workers: int = 2,
+    progress: bool = True,
+    command: list[str] | None = None,
+    device: str = "cpu",
+    extra_manifest: dict[str, Any] | None = None,
+    on_batch: Callable[[int], None] | None = None,
+) -> RunResult:
+    """Score ``samples`` with ``evaluators`` into ``out_dir`` (resumable)."""
+    out = Path(out_dir)
+    store = ResultsStore(out)
+    image_options = image_options or ImageLoadOptions()
+    hashes = {ev.name: config_hash(ev.describe()) for ev in evaluators}
+    done = {ev.name: store.done(ev.name, hashes[ev.name]) for ev in evaluators}
+    todo = [s for s in samples if any(s.id not in done[ev.name] for ev in evaluators)]
+    reused = sum(len(done[ev.name] & {s.id for s in samples}) for ev in evaluators)
+
+    manifest = new_manifest(command, [{**ev.describe(), "config_hash": hashes[ev.name]} for ev in evaluators],
+                            {"samples": len(samples), **(extra_manifest or {})}, device)
+    previous = store.get_meta("manifest")
+    if previous:
+        manifest["previous_runs"] = (previous.get("previous_runs") or []) + [
+            {k: previous.get(k) for k in ("started", "finished", "command")}]
+    store.set_meta("manifest", manifest)
+
+    batches = [todo[i : i + batch_size] for i in range(0, len(todo), batch_size)]
+    computed = 0
+    interrupted = False
+    bar = _progress(len(todo), progress)
+    started = time.time()
+    with _StopFlag() as stop, ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        def submit(batch: list[EditSample]) -> list[Future]:
+            return [pool.submit(_load, s, image_options) for s in batch]
+
+        pending = submit(batches[0]) if batches else []
+        for bi, batch in enumerate(batches):
+            loaded = [f.result() for f in pending]
+            pending = submit(batches[bi + 1]) if bi + 1 < len(batches) else []  # prefetch
+            rows = _score_batch(batch, loaded, evaluators, hashes, done)
+            computed += store.write(rows)
+            bar.update(len(batch))
+            if on_batch is not None:
+                on_batch(bi)
+            if stop.set:
+                interrupted = True
+                for f in pending:
+                    f.cancel()
+                break
+    bar.close()
+
+    all_rows = store.rows(hashes)
+    ids = {s.id for s in samples}
+    all_rows = [r for r in all_rows if r["sample_id"] in ids]
+    summary = summarize(all_rows, [ev.name for ev in evaluators])
+    summary.update({"samples": len(samples), "computed": computed, "reused": reused,
+                    "interrupted": interrupted, "seconds": round(time.time() - started, 3)})
+    manifest.update({"finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "counts": summary["counts"],
+                     "interrupted": interrupted})
+    store.set_meta("manifest", manifest)
+    store.set_meta("summary", summary)
+    _write_outputs(out, all_rows, samples, summary, manifest)
+    store.close()
+    return RunResult(out, computed, reused, interrupted, summary)
+
+
+def _score_batch(
+    batch: list[EditSample], loaded: list[LoadedEdit | str], evaluators: Sequence[Evaluator],
+    hashes: dict[str, str], done: dict[str, set[str]],
+) -> list[tuple[str, str, str, str | None, Score]]:
+    rows: list[tuple[str, str, str, str | None, Score]] = []
+    for ev in evaluators:
+        need = [(s, ld) for s, ld in zip(batch, loaded) if s.id not in done[ev.name]]
+        ok = [(s, ld) for s, ld in need if isinstance(ld, LoadedEdit)]
+        for s, ld in need:
+            if isinstance(ld, str):
+                rows.append((s.id, ev.name, hashes[ev.name], s.model, Score(ev.name, None, "failed", ld)))
+        if not ok:
+            continue
+        try:
+            scores = ev.score_batch([ld for _, ld in ok])
+        except ModelUnavailableError:
+            raise  # every later batch would fail the same way: stop with the fix
+        except Exception as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+            scores = [Score(ev.name, None, "failed", reason) for _ in ok]
+        for (s, _), score in zip(ok, scores):
+            rows.append((s.id, ev.name, hashes[ev.name], s.model, score))
+    return rows
+
+
+def summarize(rows: Iterable[dict[str, Any]], evaluators: Sequence[str]) -> dict[str, Any]:
+    """Counts per status, mean of scored values, and distinct skip/fail reasons per evaluator."""
+    counts: dict[str, dict[str, int]] = {e: {"scored": 0, "skipped": 0, "unscored": 0, "failed": 0} for e in evaluators}
+    values: dict[str, list[float]] = {e: [] for e in evaluators}
+    reasons: dict[str, dict[str, int]] = {e: {} for e in evaluators}
+    by_model: dict[str, dict[str, list[float]]] = {}
+    for r in rows:
+        ev = r["evaluator"]
+        if ev not in counts:
+            continue
+        counts[ev][r["status"]] += 1
+        if r["status"] == "scored":
+            values[ev].append(r["value"])
+            by_model.setdefault(r["model"] or "(none)", {}).setdefault(ev, []).append(r["value"])
+        elif r["reason"]:
+            key = r["reason"] if len(r["reason"]) < 200 else r["reason"][:200] + "..."
+            reasons[ev][key] = reasons[ev].get(key, 0) + 1
+    means = {e: (sum(v) / len(v) if v else None) for e, v in values.items()}
+    return {
+        "counts": counts,
+        "means": means,
+        "reasons": {e: r for e, r in reasons.items() if r},
+        "by_model": {m: {e: sum(v) / len(v) for e, v in d.items()} for m, d in sorted(by_model.items())},
+    }
+
+
+def _write_outputs(out: Path, rows: list[dict[str, Any]], samples: Sequence[EditSample],
+                   summary: dict[str, Any], manifest: dict[str, Any]) -> None:
+    import json
+
+    extra = {s.id: {"instruction": s.instruction} for s in samples}
+    records = wide_records(rows, extra)
+    order = {s.id: i for i, s in enumerate(samples)}
+    records.sort(key=lambda r: order.get(r["id"], math.inf))
+    atomic_write(out / "results.jsonl", lambda fh: fh.writelines(json.dumps(r, default=str) + "\n" for r in records))
+    atomic_write(out / "summary.json", lambda fh: json.dump(summary, fh, indent=2, default=str))
+    atomic_write(out / "manifest.json", lambda fh: json.dump(manifest, fh, indent=2, default=str))
+
+
+class _NoBar:
+    def update(self, n: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def _progress(total: int, enabled: bool) -> Any:
+    if not enabled or total == 0:
+        return _NoBar()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit="edit", desc="scoring", dynamic_ncols=True)

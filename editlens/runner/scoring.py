@@ -1,0 +1,63 @@
+"""Score one edit from Python: the simplest entry point.
+
+>>> import numpy as np
+>>> from editlens import score_edit
+>>> src = np.zeros((32, 32, 3), dtype=np.uint8)
+>>> out = score_edit(src, src, "do nothing", metrics=["l1"])
+>>> out["l1"].value
+0.0
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from editlens.core.images import ImageLike, ImageLoadOptions
+from editlens.core.types import EditSample, Score
+from editlens.runner.selection import select_metrics
+
+
+@dataclass
+class EditReport:
+    """Scores of one edit, plus how its inputs were normalised."""
+
+    scores: dict[str, Score]
+    notes: list[str] = field(default_factory=list)
+
+    def __getitem__(self, name: str) -> Score:
+        return self.scores[name]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"scores": {k: v.to_dict() for k, v in self.scores.items()}, "input_notes": list(self.notes)}
+
+
+def score_edit(
+    source: ImageLike,
+    edited: ImageLike,
+    instruction: str,
+    *,
+    reference: ImageLike | None = None,
+    metrics: Sequence[str] | None = None,
+    source_caption: str | None = None,
+    target_caption: str | None = None,
+    models: Mapping[str, str] | None = None,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+    image_options: ImageLoadOptions | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> EditReport:
+    """Score one edit; ``report[name]`` is that metric's :class:`Score`.
+
+    With ``metrics=None`` every default metric whose model is present runs;
+    the others appear as *skipped* scores whose reason says what is missing.
+    """
+    sample = EditSample("edit", source, edited, instruction, reference=reference,
+                        source_caption=source_caption, target_caption=target_caption, metadata=metadata or {})
+    loaded = sample.load(image_options)
+    sel = select_metrics(metrics, models=models, options=options, with_reference=reference is not None)
+    out: dict[str, Score] = {}
+    for metric in sel.metrics:
+        out[metric.name] = metric.score_batch([loaded])[0]
+    for name, reason in sel.skipped:
+        out[name] = Score.skipped(name, reason)
+    return EditReport(out, loaded.notes)

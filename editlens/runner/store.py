@@ -1,0 +1,198 @@
+"""The results store of a run directory: one SQLite file, ``results.sqlite``.
+
+One row per (sample, evaluator, config hash). Rows of a batch are written in
+one transaction as the batch finishes, in WAL mode, so a process killed at
+any moment leaves a consistent store that holds every finished batch.
+Exports (JSONL, CSV, Parquet) are written to a temporary file and renamed.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import sqlite3
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from editlens.core.types import Score
+from editlens.errors import EditlensError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS results (
+    sample_id TEXT NOT NULL,
+    evaluator TEXT NOT NULL,
+    config_hash TEXT NOT NULL,
+    model TEXT,
+    status TEXT NOT NULL,
+    value REAL,
+    reason TEXT,
+    details TEXT,
+    created REAL NOT NULL,
+    PRIMARY KEY (sample_id, evaluator, config_hash)
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+def config_hash(config: dict[str, Any]) -> str:
+    """Stable short hash of an evaluator's settings."""
+    blob = json.dumps(config, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+class ResultsStore:
+    """SQLite-backed results of one run directory."""
+
+    def __init__(self, run_dir: str | os.PathLike) -> None:
+        self.dir = Path(run_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.dir / "results.sqlite"
+        self._lock = threading.Lock()
+        try:
+            self.conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            self.conn.executescript(SCHEMA)
+            self.conn.execute("SELECT count(*) FROM results").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise EditlensError(
+                f"{self.path}: the results store cannot be opened ({exc}). If the file is corrupt, "
+                "move it away and rerun; finished work in it is then recomputed."
+            ) from exc
+
+    def close(self) -> None:
+        with self._lock:
+            self.conn.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+                yield self.conn
+                self.conn.execute("COMMIT")
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+
+    def done(self, evaluator: str, chash: str) -> set[str]:
+        """Sample ids already finished for this evaluator configuration."""
+        with self._lock:
+            rows = self.conn.execute(
+                "SELECT sample_id FROM results WHERE evaluator=? AND config_hash=?", (evaluator, chash)
+            ).fetchall()
+        return {r[0] for r in rows}
+
+    def write(self, rows: Iterable[tuple[str, str, str, str | None, Score]]) -> int:
+        """Insert ``(sample_id, evaluator, config_hash, model, score)`` rows in one transaction."""
+        now = time.time()
+        data = [
+            (sid, ev, ch, model, s.status, s.value, s.reason,
+             json.dumps(s.details, default=str) if s.details else None, now)
+            for sid, ev, ch, model, s in rows
+        ]
+        with self._tx() as conn:
+            conn.executemany("INSERT OR REPLACE INTO results VALUES (?,?,?,?,?,?,?,?,?)", data)
+        return len(data)
+
+    def set_meta(self, key: str, value: Any) -> None:
+        with self._tx() as conn:
+            conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value, default=str)))
+
+    def get_meta(self, key: str, default: Any = None) -> Any:
+        with self._lock:
+            row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return json.loads(row[0]) if row else default
+
+    def rows(self, configs: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        """All rows, or only those of the given ``{evaluator: config_hash}``."""
+        with self._lock:
+            cur = self.conn.execute(
+                "SELECT sample_id, evaluator, config_hash, model, status, value, reason, details FROM results "
+                "ORDER BY sample_id, evaluator"
+            )
+            out = []
+            for sid, ev, ch, model, status, value, reason, details in cur.fetchall():
+                if configs is not None and configs.get(ev) != ch:
+                    continue
+                out.append({"sample_id": sid, "evaluator": ev, "config_hash": ch, "model": model,
+                            "status": status, "value": value, "reason": reason,
+                            "details": json.loads(details) if details else None})
+        return out
+
+    def count(self) -> int:
+        with self._lock:
+            return int(self.conn.execute("SELECT count(*) FROM results").fetchone()[0])
+
+
+def atomic_write(path: str | os.PathLike, write: Any, mode: str = "w") -> Path:
+    """Write through ``write(fh)`` into a temp file beside ``path``, then rename."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8", newline="" if "b" not in mode else None) as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return target
+
+
+def wide_records(rows: list[dict[str, Any]], samples: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """One record per sample: ``{"id", "model", "scores": {evaluator: {...}}}``."""
+    by: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        rec = by.setdefault(r["sample_id"], {"id": r["sample_id"], "model": r["model"], "scores": {}})
+        entry = {"value": r["value"], "status": r["status"]}
+        if r["reason"]:
+            entry["reason"] = r["reason"]
+        if r["details"]:
+            entry["details"] = r["details"]
+        rec["scores"][r["evaluator"]] = entry
+    if samples:
+        for sid, extra in samples.items():
+            if sid in by:
+                by[sid].update({k: v for k, v in extra.items() if k not in by[sid]})
+    return [by[k] for k in sorted(by)]
+
+
+def export(rows: list[dict[str, Any]], path: str | os.PathLike, fmt: str | None = None) -> Path:
+    """Export long-format rows (one per sample and evaluator) atomically.
+
+    ``fmt`` is ``jsonl``, ``csv`` or ``parquet`` (default: from the suffix).
+    """
+    target = Path(path)
+    fmt = fmt or target.suffix.lstrip(".").lower()
+    flat = [{**{k: v for k, v in r.items() if k != "details"},
+             "details": json.dumps(r["details"]) if r.get("details") else None} for r in rows]
+    if fmt == "jsonl":
+        return atomic_write(target, lambda fh: fh.writelines(json.dumps(r, default=str) + "\n" for r in rows))
+    if fmt == "csv":
+        cols = ["sample_id", "evaluator", "config_hash", "model", "status", "value", "reason", "details"]
+
+        def w(fh: Any) -> None:
+            writer = csv.DictWriter(fh, fieldnames=cols)
+            writer.writeheader()
+            writer.writerows(flat)
+
+        return atomic_write(target, w)
+    if fmt == "parquet":
+        try:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+        except ImportError as exc:
+            raise EditlensError("Parquet export needs pyarrow: pip install 'editlens[parquet]'") from exc
+        table = pa.Table.from_pylist(flat)
+        return atomic_write(target, lambda fh: pq.write_table(table, fh), mode="wb")
+    raise EditlensError(f"unknown export format {fmt!r}; use jsonl, csv or parquet")
