@@ -37,11 +37,12 @@ def metrics_cmd(json_out: bool = typer.Option(False, "--json", help="Machine-rea
     from rich.table import Table
 
     table = Table(title="editlens metrics")
-    for col in ("name", "needs", "better", "range", "model", "available", "description"):
-        table.add_column(col)
+    for col in ("name", "needs", "better", "range", "model", "available"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("description")
     for r in rows:
         table.add_row(r["name"], ", ".join(r["needs"]), "higher" if r["higher_is_better"] else "lower",
-                      f"[{r['range'][0]:g}, {r['range'][1]:g}]", r["model"] or "-",
+                      "[" + ", ".join("inf" if v is None else f"{v:g}" for v in r["range"]) + "]", r["model"] or "-",
                       "yes" if r["available"] else "no", r["description"])
     Console().print(table)
 

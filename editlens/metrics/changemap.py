@@ -110,16 +110,18 @@ def _align_photometric(src: np.ndarray, edt: np.ndarray) -> np.ndarray:
     out = np.empty_like(edt)
     for c in range(src.shape[-1]):
         x, y = edt[..., c].ravel(), src[..., c].ravel()
-        keep = np.ones_like(x, dtype=bool)
-        gain, offset = 1.0, 0.0
+        # Start from identity so that edited pixels are outliers from the first
+        # step; refit gain only when the inliers span enough intensities.
+        gain, offset = 1.0, float(np.median(y - x))
         for _ in range(3):
-            if keep.sum() < 16 or np.var(x[keep]) < 1e-8:
-                gain, offset = 1.0, float(np.median(y - x))
-                break
-            gain, offset = np.polyfit(x[keep], y[keep], 1)
             res = y - (gain * x + offset)
             mad = np.median(np.abs(res - np.median(res))) + 1e-6
             keep = np.abs(res) < 3.0 * 1.4826 * mad + 0.01
+            if keep.sum() < 16 or np.var(x[keep]) < 1e-3:
+                if keep.any():
+                    gain, offset = 1.0, float(np.median((y - x)[keep]))
+                break
+            gain, offset = np.polyfit(x[keep], y[keep], 1)
         gain = float(np.clip(gain, 0.5, 2.0))  # a drift, not a new image
         out[..., c] = gain * edt[..., c] + offset
     return out

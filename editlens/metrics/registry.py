@@ -66,7 +66,8 @@ class MetricSpec:
             "name": self.name,
             "needs": list(self.needs),
             "higher_is_better": self.higher_is_better,
-            "range": list(self.value_range),
+            # JSON has no infinity: an unbounded end is null
+            "range": [None if abs(v) == float("inf") else v for v in self.value_range],
             "model": self.model,
             "description": self.description,
             "defaults": dict(self.defaults),

@@ -1,0 +1,99 @@
+"""Shared fixtures: real sample images, and tiny random models built offline.
+
+The tiny models are randomly initialised from ``transformers`` config
+classes, saved to a temp dir and loaded back through editlens' real loading
+code; no download happens. The real CLIP tokenizer files are used when
+``../shared`` is present, else a small BPE tokenizer is trained on the spot.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from helpers import EXAMPLES, SHARED
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+
+@pytest.fixture(scope="session")
+def example_pairs() -> list[tuple[Path, Path, str]]:
+    import json
+
+    rows = [json.loads(line) for line in open(EXAMPLES / "manifest.jsonl")]
+    return [(EXAMPLES / r["source"], EXAMPLES / r["edited"], r["instruction"]) for r in rows if r["source"] != r["edited"]]
+
+
+def _train_tokenizer(tmp: Path):  # type: ignore[no-untyped-def]
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token="<|unk|>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<|startoftext|>", "<|endoftext|>", "<|unk|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    corpus = ["a photo of a cat", "a dog on a sofa", "make the sky blue", "add a red hat", "remove the car"] * 4
+    tok.train_from_iterator(corpus, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|startoftext|>", eos_token="<|endoftext|>",
+                                   pad_token="<|endoftext|>", unk_token="<|unk|>", model_max_length=77)
+
+
+@pytest.fixture(scope="session")
+def clip_tokenizer(tmp_path_factory):  # type: ignore[no-untyped-def]
+    real = SHARED / "tokenizers" / "clip-vit-base-patch32"
+    if real.is_dir():
+        from transformers import CLIPTokenizerFast
+
+        return CLIPTokenizerFast.from_pretrained(str(real))
+    return _train_tokenizer(tmp_path_factory.mktemp("tok"))
+
+
+@pytest.fixture(scope="session")
+def tiny_clip_dir(tmp_path_factory, clip_tokenizer) -> Path:  # type: ignore[no-untyped-def]
+    import torch
+    from transformers import CLIPConfig, CLIPImageProcessorPil, CLIPModel
+
+    torch.manual_seed(0)
+    out = tmp_path_factory.mktemp("tiny-clip")
+    cfg = CLIPConfig(
+        text_config=dict(hidden_size=32, intermediate_size=37, num_hidden_layers=2, num_attention_heads=2,
+                         vocab_size=len(clip_tokenizer), max_position_embeddings=77,
+                         eos_token_id=clip_tokenizer.eos_token_id, bos_token_id=clip_tokenizer.bos_token_id,
+                         pad_token_id=clip_tokenizer.pad_token_id),
+        vision_config=dict(hidden_size=32, intermediate_size=37, num_hidden_layers=2, num_attention_heads=2,
+                           image_size=32, patch_size=8),
+        projection_dim=16,
+    )
+    CLIPModel(cfg).save_pretrained(out)
+    clip_tokenizer.save_pretrained(out)
+    CLIPImageProcessorPil(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_dino_dir(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
+    import torch
+    from transformers import BitImageProcessorPil, Dinov2Config, Dinov2Model
+
+    torch.manual_seed(0)
+    out = tmp_path_factory.mktemp("tiny-dino")
+    cfg = Dinov2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+                       image_size=32, patch_size=8)
+    Dinov2Model(cfg).save_pretrained(out)
+    BitImageProcessorPil(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32},
+                         image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225]).save_pretrained(out)
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _fresh_encoders():  # type: ignore[no-untyped-def]
+    yield
+    import sys
+
+    if "editlens.models.encoders" in sys.modules:
+        sys.modules["editlens.models.encoders"].clear_encoders()
+
