@@ -1,0 +1,46 @@
+"""Helpers shared by the benchmark scripts (not part of the package)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+AURORA = SHARED / "data" / "aurora"
+
+
+def aurora_rows() -> list[dict]:
+    path = AURORA / "edits.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in open(path)]
+
+
+def source_images(n: int, size: int = 256, seed: int = 0) -> list[np.ndarray]:
+    """``n`` real source photos from AURORA when present, else seeded noise images."""
+    rows = aurora_rows()
+    out = []
+    for r in rows[:n]:
+        im = Image.open(AURORA / r["input"]).convert("RGB").resize((size, size), Image.Resampling.BICUBIC)
+        out.append(np.asarray(im))
+    rng = np.random.default_rng(seed)
+    while len(out) < n:
+        out.append(rng.integers(0, 256, (size, size, 3), dtype=np.uint8))
+    return out
+
+
+def clip_tokenizer():  # type: ignore[no-untyped-def]
+    from transformers import CLIPTokenizerFast
+
+    real = SHARED / "tokenizers" / "clip-vit-base-patch32"
+    if real.is_dir():
+        return CLIPTokenizerFast.from_pretrained(str(real))
+    raise SystemExit(f"{real} not found: this benchmark needs the real CLIP tokenizer files")
+
+
+def median(xs: list[float]) -> float:
+    return float(np.median(xs))
