@@ -124,3 +124,20 @@ def test_env_var_resolves_model(tiny_clip_dir, monkeypatch):
     sel = select_metrics(["clip_i"])
     a = rng_image(0)
     assert sel.metrics[0]([EditSample("x", a, a, "n").load()])[0].value == pytest.approx(1.0, abs=1e-6)
+
+
+def test_manifest_records_weight_hashes(tiny_clip_dir, tmp_path, monkeypatch):
+    import hashlib
+    import json
+
+    from editlens.runner.run import run_evaluation
+
+    monkeypatch.setenv("EDITLENS_CACHE_DIR", str(tmp_path / "cache"))
+    a = rng_image(0)
+    run_evaluation([EditSample("x", a, a, "n")], [create_metric("clip_i", models={"clip": str(tiny_clip_dir)})],
+                   tmp_path / "run", progress=False)
+    model = json.load(open(tmp_path / "run" / "manifest.json"))["evaluators"][0]["model"]
+    weights = tiny_clip_dir / "model.safetensors"
+    assert model["path"] == str(tiny_clip_dir.resolve()) and model["origin"] == "override"
+    assert model["weights"]["model.safetensors"] == hashlib.sha256(weights.read_bytes()).hexdigest()
+    assert (tmp_path / "cache" / "file_hashes.json").is_file()

@@ -126,6 +126,10 @@ def run_cmd(
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:1, mps."),
     export: Optional[str] = typer.Option(None, "--export", help="Also export long-format rows: csv, parquet, jsonl (comma-separated)."),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
+    executor: str = typer.Option("local", "--executor", help="local, or ray (batches spread over a Ray cluster)."),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: start a local Ray)."),
+    ray_workers: Optional[int] = typer.Option(None, "--ray-workers", help="Ray actors (default: one per CPU, or per GPU)."),
+    gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="GPUs each Ray actor holds (e.g. 1)."),
 ) -> None:
     """Score every edit of a manifest into a resumable run directory."""
     from editlens.core.images import ImageLoadOptions
@@ -145,9 +149,18 @@ def run_cmd(
     if not sel.metrics:
         typer.echo("error: no metric can run", err=True)
         raise typer.Exit(2)
+    image_options = ImageLoadOptions(max_pixels=max_pixels, size_policy=size_policy)
+    runner_executor = None
+    if executor == "ray":
+        from editlens.runner.executors import RayExecutor
+
+        runner_executor = RayExecutor(sel.metrics, image_options, address=address, num_workers=ray_workers,
+                                      gpus_per_worker=gpus_per_worker)
+    elif executor != "local":
+        raise typer.BadParameter(f"--executor must be local or ray, got {executor!r}")
     result = run_evaluation(
         report.samples, sel.metrics, out, batch_size=batch_size, workers=workers, progress=progress,
-        image_options=ImageLoadOptions(max_pixels=max_pixels, size_policy=size_policy),
+        image_options=image_options, executor=runner_executor,
         command=sys.argv, device=pick_device(device) if device == "auto" else device,
         extra_manifest={"manifest": str(manifest.resolve()), "skipped_rows": len(report.problems),
                         "skipped_metrics": dict(sel.skipped)},

@@ -46,10 +46,11 @@ class _ModelOptions:
         return self._encoder
 
     def model_describe(self) -> dict[str, Any]:
+        from editlens.models.fingerprint import fingerprint
         from editlens.models.resolve import model_reference
 
-        mref = model_reference(self.model_name or self.kind, self.model_overrides)
-        return {"ref": mref.ref, "origin": mref.origin}
+        # weight hashes are part of the settings: new weights mean new results
+        return fingerprint(model_reference(self.model_name or self.kind, self.model_overrides))
 
 
 class _ImagePair(_ModelOptions, PairMetric):

@@ -218,5 +218,12 @@ class LPIPS(PairMetric):
         return out
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "model": {"net": self.net, "heads": str(self.heads or heads_path(self.net)),
-                                                "backbone": str(self.backbone_weights or backbone_path(self.net))}}
+        from editlens.models.fingerprint import cached_sha256
+
+        files = {"heads": Path(self.heads) if self.heads else heads_path(self.net),
+                 "backbone": Path(self.backbone_weights) if self.backbone_weights else backbone_path(self.net)}
+        model = {"net": self.net}
+        for role, path in files.items():
+            model[role] = str(path) if path else None
+            model[f"{role}_sha256"] = cached_sha256(path) if path and path.is_file() else None
+        return {**super().describe(), "model": model}

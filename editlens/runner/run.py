@@ -17,14 +17,13 @@ import math
 import signal
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from editlens.core.images import ImageLoadOptions
 from editlens.core.types import EditSample, LoadedEdit, Score
-from editlens.errors import EditlensError, ModelUnavailableError
+from editlens.runner.executors import LocalExecutor
 from editlens.runner.manifest import new_manifest
 from editlens.runner.store import ResultsStore, atomic_write, config_hash, wide_records
 
@@ -46,15 +45,6 @@ class RunResult:
     reused: int  # (sample, evaluator) pairs already in the store
     interrupted: bool
     summary: dict[str, Any] = field(default_factory=dict)
-
-
-def _load(sample: EditSample, options: ImageLoadOptions) -> LoadedEdit | str:
-    try:
-        return sample.load(options)
-    except EditlensError as exc:
-        return str(exc)
-    except Exception as exc:  # a decoder bug must not end a 10k-sample run
-        return f"{type(exc).__name__}: {exc}"
 
 
 class _StopFlag:
@@ -92,8 +82,14 @@ def run_evaluation(
     device: str = "cpu",
     extra_manifest: dict[str, Any] | None = None,
     on_batch: Callable[[int], None] | None = None,
+    executor: Any = None,
 ) -> RunResult:
-    """Score ``samples`` with ``evaluators`` into ``out_dir`` (resumable)."""
+    """Score ``samples`` with ``evaluators`` into ``out_dir`` (resumable).
+
+    ``executor`` defaults to a :class:`~editlens.runner.executors.LocalExecutor`;
+    pass a :class:`~editlens.runner.executors.RayExecutor` to spread batches
+    over a Ray cluster. Either way this process writes the store.
+    """
     out = Path(out_dir)
     store = ResultsStore(out)
     image_options = image_options or ImageLoadOptions()
@@ -115,24 +111,20 @@ def run_evaluation(
     interrupted = False
     bar = _progress(len(todo), progress)
     started = time.time()
-    with _StopFlag() as stop, ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        def submit(batch: list[EditSample]) -> list[Future]:
-            return [pool.submit(_load, s, image_options) for s in batch]
-
-        pending = submit(batches[0]) if batches else []
-        for bi, batch in enumerate(batches):
-            loaded = [f.result() for f in pending]
-            pending = submit(batches[bi + 1]) if bi + 1 < len(batches) else []  # prefetch
-            rows = _score_batch(batch, loaded, evaluators, hashes, done)
-            computed += store.write(rows)
-            bar.update(len(batch))
-            if on_batch is not None:
-                on_batch(bi)
-            if stop.set:
-                interrupted = True
-                for f in pending:
-                    f.cancel()
-                break
+    if executor is None:
+        executor = LocalExecutor(evaluators, image_options, workers)
+    try:
+        with _StopFlag() as stop:
+            for bi, (batch, rows) in enumerate(executor.map(batches, hashes, done)):
+                computed += store.write(rows)
+                bar.update(len(batch))
+                if on_batch is not None:
+                    on_batch(bi)
+                if stop.set:
+                    interrupted = True
+                    break
+    finally:
+        executor.close()
     bar.close()
 
     all_rows = store.rows(hashes)
@@ -141,38 +133,13 @@ def run_evaluation(
     summary = summarize(all_rows, [ev.name for ev in evaluators])
     summary.update({"samples": len(samples), "computed": computed, "reused": reused,
                     "interrupted": interrupted, "seconds": round(time.time() - started, 3)})
-    manifest.update({"finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "counts": summary["counts"],
+    manifest.update({"executor": executor.name, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "counts": summary["counts"],
                      "interrupted": interrupted})
     store.set_meta("manifest", manifest)
     store.set_meta("summary", summary)
     _write_outputs(out, all_rows, samples, summary, manifest)
     store.close()
     return RunResult(out, computed, reused, interrupted, summary)
-
-
-def _score_batch(
-    batch: list[EditSample], loaded: list[LoadedEdit | str], evaluators: Sequence[Evaluator],
-    hashes: dict[str, str], done: dict[str, set[str]],
-) -> list[tuple[str, str, str, str | None, Score]]:
-    rows: list[tuple[str, str, str, str | None, Score]] = []
-    for ev in evaluators:
-        need = [(s, ld) for s, ld in zip(batch, loaded) if s.id not in done[ev.name]]
-        ok = [(s, ld) for s, ld in need if isinstance(ld, LoadedEdit)]
-        for s, ld in need:
-            if isinstance(ld, str):
-                rows.append((s.id, ev.name, hashes[ev.name], s.model, Score(ev.name, None, "failed", ld)))
-        if not ok:
-            continue
-        try:
-            scores = ev.score_batch([ld for _, ld in ok])
-        except ModelUnavailableError:
-            raise  # every later batch would fail the same way: stop with the fix
-        except Exception as exc:
-            reason = f"{type(exc).__name__}: {exc}"
-            scores = [Score(ev.name, None, "failed", reason) for _ in ok]
-        for (s, _), score in zip(ok, scores):
-            rows.append((s.id, ev.name, hashes[ev.name], s.model, score))
-    return rows
 
 
 def summarize(rows: Iterable[dict[str, Any]], evaluators: Sequence[str]) -> dict[str, Any]:
