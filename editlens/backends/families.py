@@ -1,0 +1,59 @@
+"""Model families the local backend can run, as data: ``model_type`` (from
+the checkpoint's config.json) -> model class and, where AutoProcessor needs
+torchvision, a processor built from torchvision-free parts."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class Family:
+    model_class: str  # attribute of the transformers package
+    fallback_processor: Callable[[str], Any] | None = None
+
+
+def _read_chat_template(path: str) -> str | None:
+    folder = Path(path)
+    for name in ("chat_template.jinja", "chat_template.json"):
+        f = folder / name
+        if f.is_file():
+            text = f.read_text(encoding="utf-8")
+            return json.loads(text)["chat_template"] if name.endswith(".json") else text
+    cfg = folder / "tokenizer_config.json"
+    if cfg.is_file():
+        return json.loads(cfg.read_text(encoding="utf-8")).get("chat_template")
+    return None
+
+
+def _qwen2_vl_processor(path: str) -> Any:
+    """Qwen2-VL's processor insists on a video processor, which needs
+    torchvision; images need only the image processor and the tokenizer."""
+    import transformers
+    from transformers import AutoTokenizer, Qwen2VLImageProcessorPil
+
+    class ImageOnlyQwen2VLProcessor(transformers.Qwen2VLProcessor):
+        attributes = ["image_processor", "tokenizer"]
+
+        def __init__(self, image_processor: Any = None, tokenizer: Any = None, chat_template: Any = None, **kw: Any):
+            self.image_token = getattr(tokenizer, "image_token", None) or "<|image_pad|>"
+            self.video_token = getattr(tokenizer, "video_token", None) or "<|video_pad|>"
+            self.image_token_id = tokenizer.convert_tokens_to_ids(self.image_token)
+            self.video_token_id = tokenizer.convert_tokens_to_ids(self.video_token)
+            transformers.ProcessorMixin.__init__(self, image_processor, tokenizer, chat_template=chat_template)
+
+    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    ip = Qwen2VLImageProcessorPil.from_pretrained(path, local_files_only=True)
+    return ImageOnlyQwen2VLProcessor(image_processor=ip, tokenizer=tok, chat_template=_read_chat_template(path))
+
+
+FAMILIES: dict[str, Family] = {
+    "idefics3": Family("Idefics3ForConditionalGeneration"),
+    "smolvlm": Family("SmolVLMForConditionalGeneration"),
+    "qwen2_vl": Family("Qwen2VLForConditionalGeneration", _qwen2_vl_processor),
+    "qwen2_5_vl": Family("Qwen2_5_VLForConditionalGeneration", _qwen2_vl_processor),
+    "llava_next": Family("LlavaNextForConditionalGeneration"),
+}

@@ -1,0 +1,191 @@
+"""Local transformers backend: batched multi-image generation with the
+model's own chat template and image processor, and token log-probabilities."""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from PIL import Image
+
+from editlens.backends.families import FAMILIES
+from editlens.backends.types import ChatRequest, Generation, TokenStep
+from editlens.errors import ModelUnavailableError
+from editlens.models.resolve import ModelRef, load_pretrained, model_reference, pick_device
+
+_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+           "float16": torch.float16, "fp16": torch.float16}
+
+
+def _model_type(mref: ModelRef) -> str:
+    from transformers import AutoConfig
+
+    cfg = load_pretrained(AutoConfig, mref)
+    return str(cfg.model_type)
+
+
+class TransformersBackend:
+    """Runs a local (or hub-cached) vision-language model.
+
+    Args:
+        model: hub id, local directory, or role name (default role ``vlm``).
+        device: ``auto``, ``cpu``, ``cuda``...
+        dtype: ``auto`` (bfloat16 on GPU, float32 on CPU) or an explicit dtype.
+        batch_size: requests per ``generate`` call.
+    """
+
+    name = "transformers"
+
+    def __init__(self, model: str = "vlm", device: str = "auto", dtype: str = "auto", batch_size: int = 8,
+                 models: dict[str, str] | None = None) -> None:
+        self.mref = model_reference(model, models)
+        if self.mref.role == "vlm" and self.mref.origin == "literal":
+            raise ModelUnavailableError("no vision-language model given: pass --vlm HUB_ID_OR_DIR_OR_URL "
+                                        "(or set EDITLENS_MODEL_VLM)")
+        model_type = _model_type(self.mref)
+        family = FAMILIES.get(model_type)
+        if family is None:
+            raise ModelUnavailableError(
+                f"model {self.mref.ref!r} is a {model_type!r} model; the local backend runs "
+                f"{', '.join(sorted(FAMILIES))}. Serve other models with vLLM/SGLang/TGI and pass their URL as --vlm.")
+        import transformers
+
+        self.device = pick_device(device)
+        self.dtype = (torch.bfloat16 if self.device.startswith("cuda") else torch.float32) if dtype == "auto" \
+            else _DTYPES[dtype]
+        cls = getattr(transformers, family.model_class)
+        self.model = load_pretrained(cls, self.mref, dtype=self.dtype).to(self.device).eval()
+        try:
+            self.processor = load_pretrained(transformers.AutoProcessor, self.mref)
+        except Exception:
+            if family.fallback_processor is None:
+                raise
+            local = self.mref.local_dir or _snapshot(self.mref.ref)
+            self.processor = family.fallback_processor(str(local))
+        self.tokenizer = self.processor.tokenizer
+        self.tokenizer.padding_side = "left"  # decoder-only batching
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.model_type = model_type
+        self.model_id = self.mref.ref
+        self.revision = getattr(self.model.config, "_commit_hash", None)
+        self.batch_size = batch_size
+        self.calls = 0  # generate() calls on the model (tests and benchmarks read it)
+        self._lock = threading.Lock()
+        self._cand_ids: dict[str, list[int]] = {}
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "model": self.model_id, "revision": self.revision,
+                "model_type": self.model_type, "device": self.device, "dtype": str(self.dtype).replace("torch.", "")}
+
+    # -- prompt building ---------------------------------------------------------
+    def _prompt(self, req: ChatRequest) -> tuple[str, list[Image.Image]]:
+        conv, images = [], []
+        for m in req.messages:
+            content = []
+            for p in m.parts:
+                if isinstance(p, str):
+                    content.append({"type": "text", "text": p})
+                else:
+                    content.append({"type": "image"})
+                    images.append(Image.fromarray(p))
+            conv.append({"role": m.role, "content": content})
+        text = self.processor.apply_chat_template(conv, add_generation_prompt=True, tokenize=False)
+        return text, images
+
+    def _candidate_ids(self, cand: str) -> list[int]:
+        """Token ids that start ``cand`` with and without a leading space
+        (tokenisers differ in whether a word after a space is one token)."""
+        if cand not in self._cand_ids:
+            ids = set()
+            for variant in (cand, " " + cand):
+                toks = self.tokenizer.encode(variant, add_special_tokens=False)
+                if toks:
+                    ids.add(toks[0])
+            self._cand_ids[cand] = sorted(ids)
+        return self._cand_ids[cand]
+
+    # -- generation ----------------------------------------------------------------
+    def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
+        out: list[Generation | None] = [None] * len(requests)
+        groups: dict[Any, list[int]] = defaultdict(list)
+        for i, r in enumerate(requests):
+            groups[(r.settings, r.candidates)].append(i)
+        for (settings, candidates), idx in groups.items():
+            for k in range(0, len(idx), self.batch_size):
+                chunk = idx[k : k + self.batch_size]
+                try:
+                    gens = self._generate_batch([requests[i] for i in chunk])
+                except Exception as exc:  # one bad batch must not lose the others
+                    gens = [Generation(None, error=f"{type(exc).__name__}: {exc}") for _ in chunk]
+                for i, g in zip(chunk, gens):
+                    out[i] = g
+        return [g for g in out if g is not None]
+
+    @torch.inference_mode()
+    def _generate_batch(self, reqs: list[ChatRequest]) -> list[Generation]:
+        settings, candidates = reqs[0].settings, reqs[0].candidates
+        prompts = [self._prompt(r) for r in reqs]
+        texts = [p[0] for p in prompts]
+        images = [p[1] for p in prompts]
+        kwargs: dict[str, Any] = {"text": texts, "return_tensors": "pt", "padding": True}
+        if any(images):
+            kwargs["images"] = images
+        inputs = self.processor(**kwargs).to(self.device)
+        if "pixel_values" in inputs:
+            inputs["pixel_values"] = inputs["pixel_values"].to(self.dtype)
+        sample = settings.temperature > 0
+        if settings.seed is not None:
+            torch.manual_seed(settings.seed)
+        want_lp = bool(candidates) or settings.top_logprobs > 0
+        with self._lock:
+            self.calls += 1
+            gen = self.model.generate(
+                **inputs, max_new_tokens=settings.max_new_tokens, do_sample=sample,
+                temperature=settings.temperature if sample else None, top_p=None, top_k=None,
+                num_return_sequences=settings.n, return_dict_in_generate=True, output_logits=want_lp,
+                pad_token_id=self.tokenizer.pad_token_id,
+            )
+        prompt_len = inputs["input_ids"].shape[1]
+        new = gen.sequences[:, prompt_len:]
+        eos = set(np.atleast_1d(self.model.generation_config.eos_token_id or []).tolist()) | {self.tokenizer.pad_token_id}
+        results = []
+        for b in range(len(reqs)):
+            answers, steps_first, finish = [], None, "length"
+            for s in range(settings.n):
+                row = b * settings.n + s
+                ids = new[row].tolist()
+                end = next((j for j, t in enumerate(ids) if t in eos), len(ids))
+                if end < len(ids):
+                    finish = "stop"
+                answers.append(self.tokenizer.decode(ids[:end], skip_special_tokens=True))
+                if s == 0 and want_lp:
+                    steps_first = self._steps(gen.logits, row, ids[:end], candidates, settings.top_logprobs)
+            results.append(Generation(answers[0], steps_first, finish, samples=answers if settings.n > 1 else []))
+        return results
+
+    def _steps(self, logits: tuple[torch.Tensor, ...], row: int, ids: list[int], candidates: tuple[str, ...],
+               top_k: int) -> list[TokenStep]:
+        steps = []
+        for j, tok in enumerate(ids):
+            lp = torch.log_softmax(logits[j][row].float(), dim=-1)
+            cands = {c: float(torch.logsumexp(lp[self._candidate_ids(c)], 0)) if self._candidate_ids(c) else None
+                     for c in candidates}
+            top = []
+            if top_k:
+                vals, inds = lp.topk(top_k)
+                top = [(self.tokenizer.decode([int(i)]), float(v)) for v, i in zip(vals, inds)]
+            lpv = float(lp[tok])
+            steps.append(TokenStep(self.tokenizer.decode([tok]), lpv if math.isfinite(lpv) else None, cands, top))
+        return steps
+
+
+def _snapshot(repo_id: str) -> Path:
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(repo_id, local_files_only=True))

@@ -1,0 +1,165 @@
+"""Requests and answers exchanged with vision-language backends."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol, Sequence, Union
+
+import numpy as np
+
+from editlens.core.images import image_hash
+
+#: A message part: text, or an RGB uint8 image array.
+Part = Union[str, np.ndarray]
+
+
+@dataclass
+class Message:
+    role: str  # "system", "user" or "assistant"
+    parts: list[Part]
+
+    def __post_init__(self) -> None:
+        if self.role not in ("system", "user", "assistant"):
+            raise ValueError(f"message role must be system, user or assistant, got {self.role!r}")
+        for p in self.parts:
+            if not isinstance(p, (str, np.ndarray)):
+                raise TypeError(f"message parts are text or RGB arrays, got {type(p).__name__}")
+
+    @property
+    def images(self) -> list[np.ndarray]:
+        return [p for p in self.parts if isinstance(p, np.ndarray)]
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """Greedy and deterministic by default; sampling when ``temperature > 0``."""
+
+    max_new_tokens: int = 256
+    temperature: float = 0.0
+    n: int = 1
+    seed: int | None = None
+    top_logprobs: int = 0  # also return the k most likely tokens at each step
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ValueError("max_new_tokens must be at least 1")
+        if self.n < 1:
+            raise ValueError("n must be at least 1")
+        if self.n > 1 and self.temperature <= 0:
+            raise ValueError("n > 1 samples need temperature > 0 (greedy decoding gives one answer)")
+
+
+@dataclass
+class ChatRequest:
+    """A conversation to continue.
+
+    ``candidates``: strings whose log-probability the caller wants at every
+    generated step (e.g. ``("ADD", "REMOVE", "EDIT")`` or ``("YES", "NO")``).
+    """
+
+    messages: list[Message]
+    settings: GenerationSettings = field(default_factory=GenerationSettings)
+    candidates: tuple[str, ...] = ()
+
+    @property
+    def images(self) -> list[np.ndarray]:
+        return [img for m in self.messages for img in m.images]
+
+    def cache_payload(self) -> dict[str, Any]:
+        """The request with images replaced by content hashes (for cache keys)."""
+        return {
+            "messages": [{"role": m.role, "parts": [p if isinstance(p, str) else {"image": image_hash(p)} for p in m.parts]}
+                         for m in self.messages],
+            "settings": asdict(self.settings),
+            "candidates": list(self.candidates),
+        }
+
+
+@dataclass
+class TokenStep:
+    """One generated token: its text, log-probability, the log-probabilities
+    of the requested candidates (``None`` = not available), and the top-k."""
+
+    token: str
+    logprob: float | None
+    candidates: dict[str, float | None] = field(default_factory=dict)
+    top: list[tuple[str, float]] = field(default_factory=list)
+
+
+@dataclass
+class Generation:
+    """One answer. ``text`` is ``None`` when there is no answer; ``error``
+    (transport/model failure) or ``refusal`` then says why."""
+
+    text: str | None
+    steps: list[TokenStep] | None = None
+    finish_reason: str | None = None
+    refusal: str | None = None
+    error: str | None = None
+    cached: bool = False
+    samples: list[str] = field(default_factory=list)  # all n answers when n > 1
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.refusal is None and bool(self.text and self.text.strip())
+
+    @property
+    def problem(self) -> str | None:
+        if self.error:
+            return f"backend error: {self.error}"
+        if self.refusal:
+            return f"model refused: {self.refusal}"
+        if not (self.text and self.text.strip()):
+            return "empty answer"
+        return None
+
+    def candidate_distribution(self, step: int) -> dict[str, float] | None:
+        """Normalised probabilities of the candidates at ``step``, or ``None``
+        when any candidate's log-probability is unavailable there."""
+        if self.steps is None or step >= len(self.steps):
+            return None
+        lp = self.steps[step].candidates
+        if not lp or any(v is None for v in lp.values()):
+            return None
+        m = max(v for v in lp.values() if v is not None)
+        ex = {k: math.exp(v - m) for k, v in lp.items() if v is not None}
+        z = sum(ex.values())
+        return {k: v / z for k, v in ex.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("cached")
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Generation:
+        steps = d.get("steps")
+        return cls(
+            text=d.get("text"),
+            steps=None if steps is None else [TokenStep(s["token"], s["logprob"], dict(s.get("candidates") or {}),
+                                                        [tuple(t) for t in s.get("top") or []]) for s in steps],
+            finish_reason=d.get("finish_reason"), refusal=d.get("refusal"), error=d.get("error"),
+            samples=list(d.get("samples") or []),
+        )
+
+
+class Backend(Protocol):
+    """What every backend offers."""
+
+    name: str  # "transformers", "openai-http", ...
+    model_id: str
+    revision: str | None
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+def request_key(backend: Backend, request: ChatRequest) -> str:
+    """Cache key: backend, model id and revision, exact prompt, image hashes, settings."""
+    blob = json.dumps({"backend": backend.name, "model": backend.model_id, "revision": backend.revision,
+                       **request.cache_payload()}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()

@@ -1,0 +1,1 @@
+"""Tiny randomly initialised models for tests and benchmarks (no download)."""

@@ -1,0 +1,128 @@
+"""Build small random vision-language models offline, save them with their
+processors, and return the directory: tests and benchmarks then load them
+through editlens' real loading code. Outputs of such models are noise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+CORPUS = ["ADD: a cat, [0.1, 0.2, 0.3, 0.4]", "REMOVE: the dog, [0.5, 0.5, 0.9, 0.9]", "EDIT: the sky",
+          "YES", "NO", '{"score": [7, 8], "reasoning": "fine"}', "a photo of a red car on a street",
+          "User: Assistant: system user assistant"]
+
+
+def train_tokenizer(specials: list[str], vocab_size: int = 400) -> Any:
+    """A byte-level BPE trained on a few sentences, wrapped for transformers."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<unk>", "<s>", "</s>", "<pad>"] + specials,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(CORPUS * 4, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+                                   unk_token="<unk>", additional_special_tokens=specials)
+
+
+IDEFICS3_TEMPLATE = ("{% for message in messages %}{{ message['role'] | capitalize }}:{% for c in message['content'] %}"
+                     "{% if c['type'] == 'image' %}<image>{% else %} {{ c['text'] }}{% endif %}{% endfor %}"
+                     "<end_of_utterance>\n{% endfor %}{% if add_generation_prompt %}Assistant:{% endif %}")
+QWEN_TEMPLATE = ("{% for message in messages %}<|im_start|>{{ message['role'] }}\n{% for c in message['content'] %}"
+                 "{% if c['type'] == 'image' %}<|vision_start|><|image_pad|><|vision_end|>{% else %}{{ c['text'] }}"
+                 "{% endif %}{% endfor %}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n"
+                 "{% endif %}")
+LLAVA_TEMPLATE = ("{% for message in messages %}{{ message['role'] | upper }}: {% for c in message['content'] %}"
+                  "{% if c['type'] == 'image' %}<image>\n{% else %}{{ c['text'] }}{% endif %}{% endfor %}\n"
+                  "{% endfor %}{% if add_generation_prompt %}ASSISTANT:{% endif %}")
+
+
+def _text(hidden: int, layers: int, heads: int, kv: int, inter: int, vocab: int, tok: Any, **extra: Any) -> dict:
+    return dict(hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers, num_attention_heads=heads,
+                num_key_value_heads=kv, vocab_size=vocab, pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
+                eos_token_id=tok.eos_token_id, **extra)
+
+
+def build_idefics3(out: Path, size: str = "tiny") -> Path:
+    """``size="tiny"``: hidden 32, 2 layers. ``"smolvlm-256m"``: the
+    architecture of SmolVLM-256M (SigLIP-base-like 93M vision tower at 512 px,
+    a 576-wide 30-layer text model), random weights."""
+    import torch
+    from transformers import Idefics3Config, Idefics3ForConditionalGeneration, Idefics3ImageProcessorPil, Idefics3Processor
+
+    specials = ["<fake_token_around_image>", "<image>", "<end_of_utterance>", "<global-img>"] + [
+        f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7)]
+    tok = train_tokenizer(specials)
+    if size == "tiny":
+        vision = dict(hidden_size=32, intermediate_size=37, num_hidden_layers=2, num_attention_heads=2, image_size=32,
+                      patch_size=8)
+        text = _text(32, 2, 2, 2, 37, len(tok), tok)
+        scale, image_px = 2, 32
+    elif size == "smolvlm-256m":
+        vision = dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
+                      image_size=512, patch_size=16)
+        text = _text(576, 30, 9, 3, 1536, 49280, tok)
+        scale, image_px = 4, 512
+    else:
+        raise ValueError(f"unknown size {size!r}")
+    seq_len = (image_px // vision["patch_size"]) ** 2 // scale**2
+    cfg = Idefics3Config(vision_config=vision, text_config=text, scale_factor=scale,
+                         image_token_id=tok.convert_tokens_to_ids("<image>"))
+    torch.manual_seed(0)
+    model = Idefics3ForConditionalGeneration(cfg)
+    ip = Idefics3ImageProcessorPil(do_image_splitting=False, size={"longest_edge": image_px},
+                                   max_image_size={"longest_edge": image_px})
+    proc = Idefics3Processor(image_processor=ip, tokenizer=tok, image_seq_len=seq_len, chat_template=IDEFICS3_TEMPLATE)
+    model.save_pretrained(out)
+    proc.save_pretrained(out)
+    return out
+
+
+def build_qwen2_vl(out: Path) -> Path:
+    import torch
+    from transformers import AutoTokenizer, Qwen2VLConfig, Qwen2VLForConditionalGeneration, Qwen2VLImageProcessorPil
+
+    tok = train_tokenizer(["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>", "<|im_start|>",
+                           "<|im_end|>"])
+    rope = {"rope_type": "default", "mrope_section": [4, 2, 2], "rope_theta": 10000.0}
+    cfg = Qwen2VLConfig(
+        text_config=_text(32, 2, 2, 2, 37, len(tok), tok, rope_scaling={"type": "mrope", "mrope_section": [4, 2, 2]},
+                          rope_parameters=rope),
+        vision_config=dict(depth=2, embed_dim=32, hidden_size=32, num_heads=2, patch_size=8, spatial_merge_size=2,
+                           temporal_patch_size=2, in_channels=3),
+        image_token_id=tok.convert_tokens_to_ids("<|image_pad|>"), video_token_id=tok.convert_tokens_to_ids("<|video_pad|>"),
+        vision_start_token_id=tok.convert_tokens_to_ids("<|vision_start|>"),
+        vision_end_token_id=tok.convert_tokens_to_ids("<|vision_end|>"))
+    torch.manual_seed(0)
+    Qwen2VLForConditionalGeneration(cfg).save_pretrained(out)
+    tok.chat_template = QWEN_TEMPLATE
+    tok.save_pretrained(out)
+    Qwen2VLImageProcessorPil(patch_size=8, merge_size=2, temporal_patch_size=2, min_pixels=32 * 32,
+                             max_pixels=64 * 64).save_pretrained(out)
+    (out / "chat_template.jinja").write_text(QWEN_TEMPLATE)
+    return out
+
+
+def build_llava_next(out: Path) -> Path:
+    import torch
+    from transformers import LlavaNextConfig, LlavaNextForConditionalGeneration, LlavaNextImageProcessorPil, LlavaNextProcessor
+
+    tok = train_tokenizer(["<image>"])
+    pinpoints = [[32, 32], [32, 64], [64, 32]]
+    cfg = LlavaNextConfig(
+        vision_config=dict(model_type="clip_vision_model", hidden_size=32, intermediate_size=37, num_hidden_layers=2,
+                           num_attention_heads=2, image_size=32, patch_size=8, projection_dim=32),
+        text_config=dict(model_type="llama", **_text(32, 2, 2, 2, 37, len(tok), tok)),
+        image_token_index=tok.convert_tokens_to_ids("<image>"), image_grid_pinpoints=pinpoints, vision_feature_layer=-1)
+    torch.manual_seed(0)
+    LlavaNextForConditionalGeneration(cfg).save_pretrained(out)
+    ip = LlavaNextImageProcessorPil(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32},
+                                    image_grid_pinpoints=pinpoints)
+    LlavaNextProcessor(image_processor=ip, tokenizer=tok, patch_size=8, vision_feature_select_strategy="default",
+                       chat_template=LLAVA_TEMPLATE, num_additional_image_tokens=1).save_pretrained(out)
+    return out
+
+
+BUILDERS = {"idefics3": build_idefics3, "qwen2_vl": build_qwen2_vl, "llava_next": build_llava_next}
