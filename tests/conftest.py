@@ -97,3 +97,21 @@ def _fresh_encoders():  # type: ignore[no-untyped-def]
     if "editlens.models.encoders" in sys.modules:
         sys.modules["editlens.models.encoders"].clear_encoders()
 
+
+
+@pytest.fixture(scope="session")
+def tiny_vlm_dirs(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """Tiny random Idefics3, Qwen2-VL and LLaVA-NeXT checkpoints, saved offline."""
+    from editlens.testing.tiny_models import BUILDERS
+
+    return {fam: build(tmp_path_factory.mktemp(f"tiny-{fam}")) for fam, build in BUILDERS.items()}
+
+
+@pytest.fixture(autouse=True)
+def _isolated_caches(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("EDITLENS_CACHE_DIR", str(tmp_path / "editlens-cache"))
+    yield
+    import sys
+
+    if "editlens.backends.factory" in sys.modules:
+        sys.modules["editlens.backends.factory"].clear_backends()

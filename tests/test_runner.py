@@ -60,7 +60,7 @@ def test_settings_change_recomputes_only_that_metric(tmp_path):
 def test_failures_are_recorded_and_run_continues(tmp_path):
     samples = _dataset(tmp_path, n=6, broken={2})
     res = run_evaluation(samples, [create_metric("l1")], tmp_path / "run", progress=False)
-    assert res.summary["counts"]["l1"] == {"scored": 5, "skipped": 0, "unscored": 0, "failed": 1}
+    assert res.summary["counts"]["l1"] == {"scored": 5, "skipped": 0, "unscored": 0, "failed": 1, "info": 0}
     from editlens.reporting.runs import failures
 
     (f,) = failures(tmp_path / "run")

@@ -17,6 +17,32 @@ app.add_typer(runs_app, name="runs")
 
 ModelOpt = typer.Option(None, "--model", help="Model for a role, ROLE=HUB_ID_OR_DIR (e.g. clip=./clip). Repeatable.")
 OptionOpt = typer.Option(None, "--option", help="Metric option METRIC.KEY=VALUE (e.g. l1.region=outside). Repeatable.")
+JudgeOpt = typer.Option(None, "--judge", help="Comma-separated judges: viescore, yes_no (need --vlm).")
+VlmOpt = typer.Option(None, "--vlm", help="Vision-language model: hub id, local dir, or http(s)://HOST/v1 of an OpenAI-compatible server.")
+VlmModelOpt = typer.Option(None, "--vlm-model", help="Model name on the server (default: the first it lists).")
+CacheOpt = typer.Option("default", "--cache", help="Response cache: 'default' (user cache dir), a file path, or 'none'.")
+TemplateOpt = typer.Option(None, "--template", help="Replace a prompt template, NAME=PATH (e.g. viescore_sc=my.txt). Repeatable.")
+
+
+def _vlm_options(vlm, vlm_model, cache, template, device="auto"):  # type: ignore[no-untyped-def]
+    if not vlm:
+        return None
+    templates = parse_models(template)  # same NAME=VALUE syntax
+    return {"vlm": vlm, "vlm_model": vlm_model, "device": device, "templates": templates,
+            "cache": {"default": True, "none": False}.get(cache, cache)}
+
+
+def _names(metrics, judge, captions=False):  # type: ignore[no-untyped-def]
+    names = split_names(metrics)
+    judges = split_names(judge) or []
+    if judges or captions:
+        base = names if names is not None else None
+        if base is None:
+            from editlens.runner.selection import DEFAULT_METRICS
+
+            base = list(DEFAULT_METRICS)
+        names = (["captions"] if captions else []) + base + judges
+    return names, names is not None and split_names(metrics) is None
 
 
 @app.command("metrics")
@@ -64,6 +90,12 @@ def score_cmd(
     size_policy: str = typer.Option("resize", "--size-policy", help="resize (edited to source size) or error."),
     max_pixels: int = typer.Option(178_956_970, "--max-pixels", help="Refuse larger images (decompression bombs)."),
     json_out: bool = typer.Option(False, "--json", help="Print the stable JSON document (schema editlens.score/1)."),
+    judge: Optional[str] = JudgeOpt,
+    vlm: Optional[str] = VlmOpt,
+    vlm_model: Optional[str] = VlmModelOpt,
+    cache: str = CacheOpt,
+    template: Optional[List[str]] = TemplateOpt,
+    captions: bool = typer.Option(False, "--captions", help="Write missing captions with the VLM (for CLIP-T/CLIP-D)."),
 ) -> None:
     """Score one edit."""
     from editlens.core.images import ImageLoadOptions
@@ -75,9 +107,11 @@ def score_cmd(
         meta["boxes"] = boxes
     if mask:
         meta["mask"] = str(mask)
+    names, lenient = _names(metrics, judge, captions)
     report = score_edit(
         str(source), str(edited), instruction, reference=str(reference) if reference else None,
-        metrics=split_names(metrics), source_caption=source_caption, target_caption=target_caption,
+        metrics=names, lenient=lenient, vlm=_vlm_options(vlm, vlm_model, cache, template),
+        source_caption=source_caption, target_caption=target_caption,
         models=parse_models(model), options=parse_options(option or []),
         image_options=ImageLoadOptions(max_pixels=max_pixels, size_policy=size_policy), metadata=meta,
     )
@@ -130,6 +164,12 @@ def run_cmd(
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: start a local Ray)."),
     ray_workers: Optional[int] = typer.Option(None, "--ray-workers", help="Ray actors (default: one per CPU, or per GPU)."),
     gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="GPUs each Ray actor holds (e.g. 1)."),
+    judge: Optional[str] = JudgeOpt,
+    vlm: Optional[str] = VlmOpt,
+    vlm_model: Optional[str] = VlmModelOpt,
+    cache: str = CacheOpt,
+    template: Optional[List[str]] = TemplateOpt,
+    captions: bool = typer.Option(False, "--captions", help="Write missing captions with the VLM (for CLIP-T/CLIP-D)."),
 ) -> None:
     """Score every edit of a manifest into a resumable run directory."""
     from editlens.core.images import ImageLoadOptions
@@ -142,8 +182,10 @@ def run_cmd(
     report = read_manifest(manifest, skip_invalid=skip_invalid)
     for line, reason in report.problems:
         typer.echo(f"skipped {manifest}:{line}: {reason}", err=True)
-    sel = select_metrics(split_names(metrics), models=parse_models(model), options=parse_options(option or []),
-                         with_reference=any(s.reference is not None for s in report.samples), device=device)
+    names, lenient = _names(metrics, judge, captions)
+    sel = select_metrics(names, models=parse_models(model), options=parse_options(option or []),
+                         with_reference=any(s.reference is not None for s in report.samples), device=device,
+                         vlm=_vlm_options(vlm, vlm_model, cache, template, device), lenient=lenient)
     for name, reason in sel.skipped:
         typer.echo(f"metric {name} skipped: {reason}", err=True)
     if not sel.metrics:
@@ -221,6 +263,70 @@ def runs_summary(run_dir: Path = typer.Argument(...), by: Optional[str] = typer.
     for r in table:
         group = f"{r['group']:<20} " if by else ""
         typer.echo(f"{group}{r['evaluator']:<12} n={r['n']:<5} mean={r['mean']:.4f}  95% CI [{r['ci'][0]:.4f}, {r['ci'][1]:.4f}]")
+
+
+@app.command("serve")
+@guarded
+def serve_cmd(
+    vlm: str = typer.Option(..., "--vlm", help="Local model: hub id or directory."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (default: this machine only)."),
+    port: int = typer.Option(8000, "--port"),
+    name: Optional[str] = typer.Option(None, "--name", help="Model name clients use (default: the --vlm value)."),
+    api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="Require the key held in this environment variable."),
+    max_image_mb: float = typer.Option(20.0, "--max-image-mb", help="Largest accepted image payload."),
+    max_batch: int = typer.Option(8, "--max-batch", help="Requests answered by one generate() call."),
+    device: str = typer.Option("auto", "--device"),
+    dtype: str = typer.Option("auto", "--dtype"),
+) -> None:
+    """Serve a local VLM over an OpenAI-compatible /v1/chat/completions API."""
+    import os
+
+    import uvicorn
+
+    from editlens.backends.local import TransformersBackend
+    from editlens.backends.server import build_app
+
+    key = None
+    if api_key_env:
+        key = os.environ.get(api_key_env)
+        if not key:
+            typer.echo(f"error: --api-key-env {api_key_env} is set but ${api_key_env} is empty", err=True)
+            raise typer.Exit(2)
+    backend = TransformersBackend(vlm, device=device, dtype=dtype, batch_size=max_batch)
+    app_ = build_app(backend, name or vlm, api_key=key, max_image_bytes=int(max_image_mb * 1024 * 1024),
+                     max_batch=max_batch)
+    typer.echo(f"serving {name or vlm} at http://{host}:{port}/v1" + (" (API key required)" if key else ""), err=True)
+    uvicorn.run(app_, host=host, port=port, log_level="warning")
+
+
+@app.command("compare")
+@guarded
+def compare_cmd(
+    source: Path = typer.Option(..., "--source"),
+    edited_a: Path = typer.Option(..., "--edited-a"),
+    edited_b: Path = typer.Option(..., "--edited-b"),
+    instruction: str = typer.Option(..., "--instruction"),
+    vlm: str = VlmOpt,
+    vlm_model: Optional[str] = VlmModelOpt,
+    cache: str = CacheOpt,
+    template: Optional[List[str]] = TemplateOpt,
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
+    """Pairwise judge: which of two edits of the same source is better."""
+    from editlens.judges.pairwise import PairwiseJudge
+
+    if not instruction.strip():
+        typer.echo("error: empty instruction", err=True)
+        raise typer.Exit(2)
+    opts = _vlm_options(vlm, vlm_model, cache, template) or {}
+    judge = PairwiseJudge(**opts)
+    (v,) = judge.compare([(str(source), str(edited_a), str(edited_b), instruction)])
+    if json_out:
+        emit_json({"schema": "editlens.compare/1", **v.to_dict()})
+        return
+    typer.echo(f"verdict: {v.verdict or 'unscored (' + str(v.reason) + ')'}")
+    if v.raw:
+        typer.echo(v.raw)
 
 
 def main() -> None:

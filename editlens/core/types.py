@@ -12,7 +12,7 @@ import numpy as np
 from editlens.core.images import ImageLike, ImageLoadOptions, describe, image_hash, load_image, resize_to
 from editlens.errors import InputError
 
-ScoreStatus = Literal["scored", "skipped", "unscored", "failed"]
+ScoreStatus = Literal["scored", "skipped", "unscored", "failed", "info"]
 
 
 @dataclass
@@ -130,8 +130,9 @@ class Score:
     ``status`` is ``"scored"`` when ``value`` is a real number; ``"skipped"``
     when the sample lacks an input the evaluator needs (``reason`` says which);
     ``"unscored"`` when a model answered but the answer could not be parsed
-    (``details["raw"]`` keeps the text); ``"failed"`` when evaluation raised.
-    A value is never invented for the last three.
+    (``details["raw"]`` keeps the text); ``"failed"`` when evaluation raised;
+    ``"info"`` for rows that carry data but no score (e.g. generated captions).
+    A value is never invented for any but ``"scored"``.
     """
 
     metric: str

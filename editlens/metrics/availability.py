@@ -15,6 +15,8 @@ def metric_availability(spec: MetricSpec, models: Mapping[str, str] | None = Non
     role = spec.model
     if role is None:
         return True, None
+    if role == "vlm":
+        return (True, None) if options.get("vlm") else (False, "needs a vision-language model (--vlm)")
     if role.startswith("lpips-"):
         from editlens.metrics.lpips import backbone_path, heads_path
 

@@ -44,6 +44,12 @@ BUILTIN: list[MetricSpec] = [
                "DINOv2 CLS cosine, source vs edited"),
     MetricSpec("dino_i_ref", f"{_E}:DINOImage", _REF, True, (-1.0, 1.0), "dino",
                "DINOv2 CLS cosine, edited vs reference edit", {"compare": "reference"}),
+    MetricSpec("viescore", "editlens.judges.viescore:VIEScoreJudge", ("source", "edited", "instruction"), True,
+               (0.0, 1.0), "vlm", "VIEScore-style VLM judge: sqrt(min(SC) * min(PQ)) / 10, reasoning kept"),
+    MetricSpec("yes_no", "editlens.judges.yesno:YesNoJudge", ("source", "edited", "instruction"), True, (0.0, 1.0),
+               "vlm", "VLM judge: P(YES) that the instruction was carried out, from token log-probabilities"),
+    MetricSpec("captions", "editlens.judges.captioner:Captioner", ("source", "instruction"), True, (0.0, 0.0),
+               "vlm", "VLM captioner: fills missing source/target captions for CLIP-T and CLIP-D (no score)"),
     MetricSpec("change_map", "editlens.metrics.changemap:ChangeMapMetric", _PAIR, False, (0.0, 1.0), None,
                "model-free changed-area fraction, with changed regions (boxes) in details"),
 ]

@@ -94,8 +94,11 @@ def run_evaluation(
     store = ResultsStore(out)
     image_options = image_options or ImageLoadOptions()
     hashes = {ev.name: config_hash(ev.describe()) for ev in evaluators}
-    done = {ev.name: store.done(ev.name, hashes[ev.name]) for ev in evaluators}
-    todo = [s for s in samples if any(s.id not in done[ev.name] for ev in evaluators)]
+    # evaluators marked always_run (the captioner) prepare samples for the others
+    done = {ev.name: set() if getattr(ev, "always_run", False) else store.done(ev.name, hashes[ev.name])
+            for ev in evaluators}
+    regular = [ev for ev in evaluators if not getattr(ev, "always_run", False)] or list(evaluators)
+    todo = [s for s in samples if any(s.id not in done[ev.name] for ev in regular)]
     reused = sum(len(done[ev.name] & {s.id for s in samples}) for ev in evaluators)
 
     manifest = new_manifest(command, [{**ev.describe(), "config_hash": hashes[ev.name]} for ev in evaluators],
@@ -144,7 +147,8 @@ def run_evaluation(
 
 def summarize(rows: Iterable[dict[str, Any]], evaluators: Sequence[str]) -> dict[str, Any]:
     """Counts per status, mean of scored values, and distinct skip/fail reasons per evaluator."""
-    counts: dict[str, dict[str, int]] = {e: {"scored": 0, "skipped": 0, "unscored": 0, "failed": 0} for e in evaluators}
+    counts: dict[str, dict[str, int]] = {e: {"scored": 0, "skipped": 0, "unscored": 0, "failed": 0, "info": 0}
+                                         for e in evaluators}
     values: dict[str, list[float]] = {e: [] for e in evaluators}
     reasons: dict[str, dict[str, int]] = {e: {} for e in evaluators}
     by_model: dict[str, dict[str, list[float]]] = {}

@@ -45,6 +45,8 @@ def score_edit(
     options: Mapping[str, Mapping[str, Any]] | None = None,
     image_options: ImageLoadOptions | None = None,
     metadata: dict[str, Any] | None = None,
+    vlm: Mapping[str, Any] | None = None,
+    lenient: bool = False,
 ) -> EditReport:
     """Score one edit; ``report[name]`` is that metric's :class:`Score`.
 
@@ -54,7 +56,8 @@ def score_edit(
     sample = EditSample("edit", source, edited, instruction, reference=reference,
                         source_caption=source_caption, target_caption=target_caption, metadata=metadata or {})
     loaded = sample.load(image_options)
-    sel = select_metrics(metrics, models=models, options=options, with_reference=reference is not None)
+    sel = select_metrics(metrics, models=models, options=options, with_reference=reference is not None, vlm=vlm,
+                         lenient=lenient)
     out: dict[str, Score] = {}
     for metric in sel.metrics:
         out[metric.name] = metric.score_batch([loaded])[0]

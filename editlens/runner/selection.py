@@ -50,8 +50,11 @@ def select_metrics(
     options: Mapping[str, Mapping[str, Any]] | None = None,
     with_reference: bool = False,
     device: str = "auto",
+    vlm: Mapping[str, Any] | None = None,
+    lenient: bool = False,
 ) -> Selection:
-    """Build metric objects.
+    """Build metric objects (judges too: ``vlm`` holds their shared options,
+    e.g. ``{"vlm": "HuggingFaceTB/SmolVLM-256M-Instruct", "cache": True}``).
 
     Named metrics must be available: a missing model raises
     :class:`ModelUnavailableError` with the fix. With ``names=None``, every
@@ -60,17 +63,22 @@ def select_metrics(
     """
     options = options or {}
     models = dict(models or {})
-    explicit = names is not None
+    # lenient: names came from the defaults plus judges; unavailable defaults are skipped, not errors
+    explicit = names is not None and not lenient
     wanted = list(names) if names is not None else list(DEFAULT_METRICS) + (
         list(REFERENCE_METRICS) if with_reference else [])
     sel = Selection([])
+    required = set(n for n in wanted if get_spec(n).model == "vlm") if lenient else set()
     for name in wanted:
         spec = get_spec(name)
         opts = dict(options.get(spec.name, {}))
+        if spec.model == "vlm" and vlm:
+            for k, v in vlm.items():
+                opts.setdefault(k, v)
         ok, reason = metric_availability(spec, models, opts)
         if not ok:
-            if explicit:
-                if spec.model in ("clip", "dino"):
+            if explicit or spec.name in required:
+                if spec.model in ("clip", "dino", "vlm"):
                     from editlens.models.resolve import model_reference, unavailable_message
 
                     mref = model_reference(str(opts.get("model") or spec.model), models)
@@ -78,7 +86,7 @@ def select_metrics(
                 raise ModelUnavailableError(f"metric {spec.name!r} cannot run: {reason}")
             sel.skipped.append((spec.name, reason or "unavailable"))
             continue
-        if spec.model in ("clip", "dino"):
+        if spec.model in ("clip", "dino", "vlm"):
             opts.setdefault("models", models)
             opts.setdefault("device", device)
         sel.metrics.append(create_metric(spec.name, **opts))

@@ -1,0 +1,1 @@
+"""Prompted judges on any vision-language backend."""

@@ -1,0 +1,57 @@
+"""A judge is a metric whose scores come from a vision-language model."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from editlens.core.types import LoadedEdit, Score
+from editlens.errors import ModelUnavailableError
+from editlens.judges.templates import Template, load_template
+from editlens.metrics.base import Metric
+
+
+class VLMJudge(Metric):
+    """Options shared by every judge.
+
+    Args:
+        vlm: hub id, local directory, or ``http(s)://.../v1`` URL of an
+            OpenAI-compatible server.
+        vlm_model: model name on the server (default: the first it lists).
+        cache: ``True`` (default response cache), a path, or ``False``.
+        templates: ``{template name: path}`` overrides.
+        max_new_tokens: answer length limit.
+    """
+
+    template_names: tuple[str, ...] = ()
+
+    def __init__(self, vlm: str | None = None, vlm_model: str | None = None, device: str = "auto",
+                 dtype: str = "auto", cache: bool | str = True, templates: dict[str, str] | None = None,
+                 max_new_tokens: int = 256, batch_size: int = 8, models: dict[str, str] | None = None) -> None:
+        if not vlm:
+            raise ModelUnavailableError("this judge needs a vision-language model: pass --vlm HUB_ID_OR_DIR_OR_URL "
+                                        "(Python: vlm=...)")
+        self.vlm, self.vlm_model, self.device, self.dtype = vlm, vlm_model, device, dtype
+        self.cache, self.batch_size, self.models = cache, batch_size, models
+        self.max_new_tokens = max_new_tokens
+        self.templates: dict[str, Template] = {n: load_template(n, templates) for n in self.template_names}
+        self._backend: Any = None
+
+    @property
+    def backend(self) -> Any:
+        if self._backend is None:
+            from editlens.backends.factory import create_backend
+
+            self._backend = create_backend(self.vlm, device=self.device, dtype=self.dtype, batch_size=self.batch_size,
+                                           cache=self.cache, http_model=self.vlm_model, models=self.models)
+        return self._backend
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "backend": self.backend.describe(),
+                "templates": {n: {"source": t.source, "sha256": t.sha256} for n, t in self.templates.items()}}
+
+    @staticmethod
+    def unscored(name: str, reason: str, raw: Any) -> Score:
+        return Score(name, None, "unscored", reason, {"raw": raw})
+
+    def compute(self, batch: Sequence[LoadedEdit]) -> list[float | Score]:
+        raise NotImplementedError

@@ -1,0 +1,50 @@
+"""Captions for CLIP-T and CLIP-D written by a vision-language model: the
+source caption from the source image, the target caption from that caption
+plus the instruction (the route DICE and ADIEE take).
+
+As an evaluator it runs before the metrics of each batch, fills the
+captions a sample lacks, and records the captions it used as an ``info``
+row; its answers are cached like every other, so reruns cost nothing."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from editlens.backends.types import ChatRequest, GenerationSettings, Message
+from editlens.core.types import LoadedEdit, Score
+from editlens.judges.base import VLMJudge
+
+
+
+def _clean(text: str | None) -> str | None:
+    if not text:
+        return None
+    line = next((x.strip() for x in text.strip().splitlines() if x.strip()), "")
+    line = line.strip().strip('"').strip("'").strip()
+    return line or None
+
+
+class Captioner(VLMJudge):
+    template_names = ("caption_source", "caption_target")
+    always_run = True  # the run loop runs it even when its rows exist, so metrics always see captions
+
+    def compute(self, batch: Sequence[LoadedEdit]) -> list[float | Score]:
+        settings = GenerationSettings(max_new_tokens=min(self.max_new_tokens, 64))
+        need_src = [s for s in batch if s.source_caption is None]
+        gens = self.backend.generate([ChatRequest([Message("user", self.templates["caption_source"].render(
+            {"source": s.source}))], settings) for s in need_src])
+        generated: dict[str, dict[str, str | None]] = {s.id: {} for s in batch}
+        for s, g in zip(need_src, gens):
+            cap = _clean(g.text)
+            s.source_caption = cap
+            generated[s.id]["source_caption"] = cap
+        need_tgt = [s for s in batch if s.target_caption is None and s.source_caption]
+        gens = self.backend.generate([ChatRequest([Message("user", self.templates["caption_target"].render(
+            {}, source_caption=s.source_caption, instruction=s.instruction))], settings) for s in need_tgt])
+        for s, g in zip(need_tgt, gens):
+            cap = _clean(g.text)
+            s.target_caption = cap
+            generated[s.id]["target_caption"] = cap
+        return [Score(self.name, None, "info", None, {"source_caption": s.source_caption,
+                                                      "target_caption": s.target_caption,
+                                                      "generated": sorted(generated[s.id])}) for s in batch]
