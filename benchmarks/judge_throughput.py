@@ -1,0 +1,77 @@
+"""Judge throughput on a ~256M-parameter random model of SmolVLM-256M's
+architecture (Idefics3: 93M SigLIP-like vision tower at 512 px, 576-wide
+30-layer text model), in one run:
+
+1. batched generation (one generate() per batch) vs one request at a time;
+2. a cached rerun (SQLite response cache) vs the first run.
+
+    python benchmarks/judge_throughput.py [--requests 8] [--new-tokens 24] [--dtype bfloat16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import source_images  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--requests", type=int, default=8)
+    ap.add_argument("--new-tokens", type=int, default=24)
+    ap.add_argument("--dtype", default="bfloat16")
+    args = ap.parse_args()
+    from editlens.backends.cache import CachedBackend, ResponseCache
+    from editlens.backends.local import TransformersBackend
+    from editlens.backends.types import ChatRequest, GenerationSettings, Message
+    from editlens.testing.tiny_models import build_idefics3
+
+    with tempfile.TemporaryDirectory() as tmp:
+        t = time.perf_counter()
+        build_idefics3(Path(tmp) / "model", size="smolvlm-256m")
+        build_s = time.perf_counter() - t
+        backend = TransformersBackend(str(Path(tmp) / "model"), dtype=args.dtype, batch_size=args.requests)
+        params = sum(p.numel() for p in backend.model.parameters())
+        imgs = source_images(args.requests + 1, size=512)
+        settings = GenerationSettings(max_new_tokens=args.new_tokens)
+        reqs = [ChatRequest([Message("user", [imgs[i], imgs[i + 1], f"Edit instruction {i}: was it carried out?"])],
+                            settings, ("YES", "NO")) for i in range(args.requests)]
+        backend.generate(reqs[:1])  # warm-up
+        t = time.perf_counter()
+        for r in reqs:
+            backend.generate([r])
+        single = time.perf_counter() - t
+        t = time.perf_counter()
+        backend.generate(reqs)
+        batched = time.perf_counter() - t
+
+        cached = CachedBackend(backend, ResponseCache(Path(tmp) / "cache.sqlite"))
+        t = time.perf_counter()
+        cached.generate(reqs)
+        first = time.perf_counter() - t
+        calls = backend.calls
+        t = time.perf_counter()
+        cached.generate(reqs)
+        rerun = time.perf_counter() - t
+        result = {
+            "params_millions": round(params / 1e6, 1), "dtype": args.dtype, "requests": args.requests,
+            "images_per_request": 2, "image_px": 512, "new_tokens": args.new_tokens, "model_build_s": round(build_s, 1),
+            "one_at_a_time_s": single, "batched_s": batched, "batching_speedup": single / batched,
+            "first_run_s": first, "cached_rerun_s": rerun, "cache_speedup": first / rerun,
+            "model_calls_in_rerun": backend.calls - calls,
+        }
+        print(json.dumps(result, indent=2))
+        ok = result["batching_speedup"] >= 2 and result["cache_speedup"] >= 50 and result["model_calls_in_rerun"] == 0
+        print("PASS" if ok else "FAIL", f"batching {result['batching_speedup']:.2f}x (target >= 2x), "
+              f"cache {result['cache_speedup']:.0f}x (target >= 50x)")
+        sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
