@@ -170,6 +170,7 @@ def run_cmd(
     cache: str = CacheOpt,
     template: Optional[List[str]] = TemplateOpt,
     captions: bool = typer.Option(False, "--captions", help="Write missing captions with the VLM (for CLIP-T/CLIP-D)."),
+    dice: bool = typer.Option(False, "--dice", help="Also run DICE (differences + coherence; model-free detector without --vlm)."),
 ) -> None:
     """Score every edit of a manifest into a resumable run directory."""
     from editlens.core.images import ImageLoadOptions
@@ -182,7 +183,7 @@ def run_cmd(
     report = read_manifest(manifest, skip_invalid=skip_invalid)
     for line, reason in report.problems:
         typer.echo(f"skipped {manifest}:{line}: {reason}", err=True)
-    names, lenient = _names(metrics, judge, captions)
+    names, lenient = _names(metrics, (judge + ",dice" if judge else "dice") if dice else judge, captions)
     sel = select_metrics(names, models=parse_models(model), options=parse_options(option or []),
                          with_reference=any(s.reference is not None for s in report.samples), device=device,
                          vlm=_vlm_options(vlm, vlm_model, cache, template, device), lenient=lenient)
@@ -219,7 +220,7 @@ def run_cmd(
     for name, c in s["counts"].items():
         mean = s["means"][name]
         typer.echo(f"  {name:<12} scored {c['scored']:>5}  skipped {c['skipped']:>4}  unscored {c['unscored']:>4}  "
-                   f"failed {c['failed']:>4}  mean {'-' if mean is None else f'{mean:.4f}'}")
+                   f"failed {c['failed']:>4}  info {c.get('info', 0):>4}  mean {'-' if mean is None else f'{mean:.4f}'}")
     if result.interrupted:
         typer.echo("interrupted: finished batches are saved; rerun the same command to continue.", err=True)
         raise typer.Exit(130)
@@ -263,6 +264,109 @@ def runs_summary(run_dir: Path = typer.Argument(...), by: Optional[str] = typer.
     for r in table:
         group = f"{r['group']:<20} " if by else ""
         typer.echo(f"{group}{r['evaluator']:<12} n={r['n']:<5} mean={r['mean']:.4f}  95% CI [{r['ci'][0]:.4f}, {r['ci'][1]:.4f}]")
+    from editlens.reporting.runs import dice_ranking
+
+    ranking = dice_ranking(run_dir)
+    if ranking:
+        typer.echo("")
+        _print_ranking(ranking)
+
+
+def _print_ranking(rows) -> None:  # type: ignore[no-untyped-def]
+    fmt = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
+    typer.echo("DICE ranking          samples  judged  correct edits %  unwanted edits %  no visual change %")
+    for r in rows:
+        typer.echo(f"{r['model']:<20} {r['samples']:>8} {r['judged']:>7} {fmt(r['correct_edits']):>16} "
+                   f"{fmt(r['unwanted_edits']):>17} {fmt(r['no_visual_change']):>19}")
+
+
+@app.command("dice-rank")
+@guarded
+def dice_rank_cmd(run_dir: Path = typer.Argument(...), json_out: bool = typer.Option(False, "--json")) -> None:
+    """DICE model ranking of a run: correct edits, unwanted edits, no visual change."""
+    from editlens.reporting.runs import dice_ranking
+
+    rows = dice_ranking(run_dir)
+    if not rows:
+        typer.echo(f"error: {run_dir} has no DICE results; run with --dice", err=True)
+        raise typer.Exit(2)
+    emit_json(rows) if json_out else _print_ranking(rows)
+
+
+@app.command("dice-eval")
+@guarded
+def dice_eval_cmd(gt: Path = typer.Option(..., "--gt", help="Annotated JSONL (DICE-D style)."),
+                  predictions: Path = typer.Option(..., "--predictions", help="results.jsonl of `run --dice`, or DICE JSONL."),
+                  json_out: bool = typer.Option(False, "--json")) -> None:
+    """COCO-style AP of DICE's detections (pycocotools), class-agnostic and -aware, and coherence AP."""
+    from editlens.dice.evaluation import evaluate_detection, load_ground_truth, load_predictions
+
+    rep = evaluate_detection(load_ground_truth(gt), load_predictions(predictions))
+    if json_out:
+        emit_json(rep)
+        return
+    f = lambda v: "-" if v is None else f"{100 * v:.1f}"  # noqa: E731
+    for name, r in rep.items():
+        typer.echo(f"{name:<15} AP {f(r['AP'])}  AP50 {f(r['AP50'])}  AP75 {f(r['AP75'])}  "
+                   f"S/M/L {f(r['APs'])}/{f(r['APm'])}/{f(r['APl'])}  (gt {r['n_gt']}, pred {r['n_pred']})")
+    typer.echo("per command: " + ", ".join(f"{k} {f(v)}" for k, v in rep["class_aware"]["per_command"].items()))
+
+
+@app.command("dice")
+@guarded
+def dice_cmd(
+    source: Path = typer.Option(..., "--source"),
+    edited: Path = typer.Option(..., "--edited"),
+    instruction: str = typer.Option(..., "--instruction"),
+    vlm: Optional[str] = VlmOpt,
+    vlm_model: Optional[str] = VlmModelOpt,
+    detector: str = typer.Option("auto", "--detector", help="auto (mllm with --vlm, else changemap), mllm, changemap."),
+    cache: str = CacheOpt,
+    template: Optional[List[str]] = TemplateOpt,
+    draw: Optional[Path] = typer.Option(None, "--draw", help="Write both images with the boxes drawn into this folder."),
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
+    """DICE on one edit: what changed, where, and whether each change was asked for."""
+    from editlens.core.types import EditSample
+    from editlens.dice.drawing import draw_differences
+    from editlens.dice.pipeline import DicePipeline
+
+    sample = EditSample("edit", str(source), str(edited), instruction).load()
+    opts = _vlm_options(vlm, vlm_model, cache, template) or {}
+    opts.pop("vlm", None)
+    pipe = DicePipeline(vlm, detector, **opts)
+    (res,) = pipe.run([sample])
+    doc = {"schema": "editlens.dice/1", "instruction": instruction, **res.to_dict()}
+    if draw:
+        from PIL import Image
+
+        draw.mkdir(parents=True, exist_ok=True)
+        a, b = draw_differences(sample.source, sample.edited, res.differences)
+        Image.fromarray(a).save(draw / "source_boxes.png")
+        Image.fromarray(b).save(draw / "edited_boxes.png")
+        doc["drawn"] = [str(draw / "source_boxes.png"), str(draw / "edited_boxes.png")]
+    if json_out:
+        emit_json(doc)
+        return
+    if res.unparsable:
+        typer.echo(f"unscored: {res.problem}\nraw answer: {res.raw}")
+        return
+    if not res.differences:
+        typer.echo("no visual change detected")
+    for i, d in enumerate(res.differences):
+        conf = "n/a" if d.confidence is None else f"{d.confidence:.2f}"
+        line = f"{d.command}: {d.object or '(region)'}, box {[round(v, 3) for v in d.box]}, confidence {conf}"
+        if res.verdicts is not None:
+            v = res.verdicts[i]
+            verdict = {True: "coherent", False: "NOT coherent", None: "unscored"}[v.coherent]
+            line += f" -> {verdict}" + (f" (P(YES) {v.p_yes:.2f})" if v.p_yes is not None else "")
+            if v.reasoning:
+                line += f"\n    {v.reasoning}"
+        typer.echo(line)
+    if res.verdicts is None:
+        typer.echo("(coherence not judged: pass --vlm to ask whether each change was requested)")
+    for p in doc.get("drawn", []):
+        typer.echo(f"wrote {p}")
 
 
 @app.command("serve")

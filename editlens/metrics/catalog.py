@@ -50,6 +50,12 @@ BUILTIN: list[MetricSpec] = [
                "vlm", "VLM judge: P(YES) that the instruction was carried out, from token log-probabilities"),
     MetricSpec("captions", "editlens.judges.captioner:Captioner", ("source", "instruction"), True, (0.0, 0.0),
                "vlm", "VLM captioner: fills missing source/target captions for CLIP-T and CLIP-D (no score)"),
+    MetricSpec("dice", "editlens.dice.pipeline:DiceEvaluator", ("source", "edited", "instruction"), True, (0.0, 1.0),
+               None, "DICE: differences (boxes) + coherence per difference; 1 = at least one coherent change"),
+    MetricSpec("dice_clip_i", "editlens.dice.pipeline:DiceCLIPImage", ("source", "edited", "instruction"), True,
+               (-1.0, 1.0), "clip", "CLIP-I with DICE's coherent differences patched (background preservation; needs --vlm)"),
+    MetricSpec("dice_clip_t", "editlens.dice.pipeline:DiceCLIPText", ("source", "edited", "instruction", "target_caption"),
+               True, (-1.0, 1.0), "clip", "CLIP-T with DICE's non-coherent differences patched (prompt adherence; needs --vlm)"),
     MetricSpec("change_map", "editlens.metrics.changemap:ChangeMapMetric", _PAIR, False, (0.0, 1.0), None,
                "model-free changed-area fraction, with changed regions (boxes) in details"),
 ]

@@ -64,3 +64,16 @@ def summary_table(run_dir: str | Path, by: str | None = None, seed: int = 0) -> 
         out.append({"group": g, "evaluator": ev, "n": len(vals), "mean": sum(vals) / len(vals),
                     "ci": list(bootstrap_ci(vals, seed=seed))})
     return out
+
+
+def dice_ranking(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The DICE ranking table of a run (empty when DICE did not run)."""
+    from editlens.dice.ranking import rank_models
+
+    store = _open(run_dir)
+    try:
+        rows = [r for r in _current_rows(store) if r["evaluator"] == "dice" and r["details"]
+                and "differences" in r["details"]]
+    finally:
+        store.close()
+    return rank_models((r["model"], r["details"]) for r in rows)

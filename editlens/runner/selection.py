@@ -72,13 +72,13 @@ def select_metrics(
     for name in wanted:
         spec = get_spec(name)
         opts = dict(options.get(spec.name, {}))
-        if spec.model == "vlm" and vlm:
+        if (spec.model == "vlm" or spec.name.startswith("dice")) and vlm:
             for k, v in vlm.items():
                 opts.setdefault(k, v)
         ok, reason = metric_availability(spec, models, opts)
         if not ok:
             if explicit or spec.name in required:
-                if spec.model in ("clip", "dino", "vlm"):
+                if spec.model in ("clip", "dino", "vlm") or spec.name == "dice":
                     from editlens.models.resolve import model_reference, unavailable_message
 
                     mref = model_reference(str(opts.get("model") or spec.model), models)
@@ -86,7 +86,7 @@ def select_metrics(
                 raise ModelUnavailableError(f"metric {spec.name!r} cannot run: {reason}")
             sel.skipped.append((spec.name, reason or "unavailable"))
             continue
-        if spec.model in ("clip", "dino", "vlm"):
+        if spec.model in ("clip", "dino", "vlm") or spec.name == "dice":
             opts.setdefault("models", models)
             opts.setdefault("device", device)
         sel.metrics.append(create_metric(spec.name, **opts))

@@ -1,0 +1,169 @@
+"""The DICE pipeline as an evaluator (registry name ``dice``) and the
+DICE-masked CLIP metrics.
+
+With a VLM: the MLLM detector, then the coherence estimator on each
+difference. Without one: the model-free change-map detector; differences
+are reported but their coherence is unknown, so the sample gets an
+``info`` row (no score is made up). With ``detector="changemap"`` and a VLM,
+change-map regions are judged by the VLM.
+
+Score of a judged sample: 1.0 when at least one difference is coherent (a
+"correct edit" in the paper's ranking), else 0.0; ``details`` hold every
+difference with its box, confidence and verdict, the unwanted area and the
+no-change flag.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from editlens.core.types import LoadedEdit, Score
+from editlens.dice.coherence import CoherenceEstimator
+from editlens.dice.detectors import ChangeMapDetector, MLLMDetector
+from editlens.dice.ranking import sample_stats
+from editlens.dice.types import DiceResult
+from editlens.judges.templates import load_template
+from editlens.metrics.base import Metric
+from editlens.metrics.embedding import PATCH_FILL, _ModelOptions
+from editlens.metrics import functional as F
+from editlens.metrics.masks import boxes_to_mask
+
+DETECTORS = ("auto", "mllm", "changemap")
+
+
+class DicePipeline:
+    def __init__(self, vlm: str | None = None, detector: str = "auto", vlm_model: str | None = None,
+                 device: str = "auto", dtype: str = "auto", cache: bool | str = True,
+                 templates: dict[str, str] | None = None, batch_size: int = 8) -> None:
+        if detector not in DETECTORS:
+            raise ValueError(f"detector must be one of {DETECTORS}, got {detector!r}")
+        if detector == "mllm" and not vlm:
+            from editlens.errors import ModelUnavailableError
+
+            raise ModelUnavailableError("the MLLM detector needs --vlm; without one use detector=changemap")
+        self.vlm, self.vlm_model, self.device, self.dtype, self.cache = vlm, vlm_model, device, dtype, cache
+        self.batch_size = batch_size
+        self.detector_name = ("mllm" if vlm else "changemap") if detector == "auto" else detector
+        self.templates = {n: load_template(n, templates) for n in ("dice_detect", "dice_coherence")}
+        self._backend: Any = None
+
+    @property
+    def backend(self) -> Any:
+        if self._backend is None and self.vlm:
+            from editlens.backends.factory import create_backend
+
+            self._backend = create_backend(self.vlm, device=self.device, dtype=self.dtype, cache=self.cache,
+                                           http_model=self.vlm_model, batch_size=self.batch_size)
+        return self._backend
+
+    def run(self, batch: Sequence[LoadedEdit]) -> list[DiceResult]:
+        if self.detector_name == "mllm":
+            results = MLLMDetector(self.backend, self.templates["dice_detect"]).detect(batch)
+        else:
+            results = ChangeMapDetector().detect(batch)
+        if self.vlm:
+            CoherenceEstimator(self.backend, self.templates["dice_coherence"]).judge(batch, results)
+        return results
+
+    def describe(self) -> dict[str, Any]:
+        return {"detector": self.detector_name, "backend": self.backend.describe() if self.vlm else None,
+                "templates": {n: {"source": t.source, "sha256": t.sha256} for n, t in self.templates.items()}}
+
+
+class DiceEvaluator(Metric):
+    def __init__(self, vlm: str | None = None, detector: str = "auto", **kw: Any) -> None:
+        kw.pop("models", None)
+        self.pipeline = DicePipeline(vlm, detector, **kw)
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "dice": self.pipeline.describe()}
+
+    def compute(self, batch: Sequence[LoadedEdit]) -> list[float | Score]:
+        out: list[float | Score] = []
+        for res in self.pipeline.run(batch):
+            d = res.to_dict()
+            if res.unparsable:
+                out.append(Score(self.name, None, "unscored", res.problem, d))
+                continue
+            stats = sample_stats(d)
+            d["unwanted_area"] = stats["unwanted_area"]
+            if res.verdicts is None:
+                out.append(Score(self.name, None, "info", "no VLM: differences found, coherence not judged", d))
+            elif not stats["judged"]:
+                out.append(Score(self.name, None, "unscored", "a coherence answer could not be parsed", d))
+            else:
+                out.append(Score(self.name, 1.0 if stats["correct"] else 0.0, details=d))
+        return out
+
+
+def _patch(arr: np.ndarray, boxes: list[tuple[float, ...]]) -> np.ndarray:
+    if not boxes:
+        return arr
+    h, w = arr.shape[:2]
+    mask = boxes_to_mask([list(b) for b in boxes], h, w)
+    out = arr.copy()
+    out[mask] = PATCH_FILL
+    return out
+
+
+class _DiceMasked(_ModelOptions, Metric):
+    """Base of DICE-masked CLIP metrics: patch (fill with mid-grey) some of
+    DICE's differences in both images, then compute the CLIP metric."""
+
+    kind = "clip"
+    patch_coherent: bool
+
+    def __init__(self, vlm: str | None = None, detector: str = "auto", model: str | None = None, device: str = "auto",
+                 dtype: str = "auto", models: dict[str, str] | None = None, **kw: Any) -> None:
+        self._init_model(model, device, dtype, models)
+        if not vlm:
+            from editlens.errors import ModelUnavailableError
+
+            raise ModelUnavailableError("DICE-masked CLIP needs coherence verdicts, so a VLM: pass --vlm")
+        self.pipeline = DicePipeline(vlm, detector, device=device, **kw)
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "model": self.model_describe(), "dice": self.pipeline.describe()}
+
+    def _patched(self, batch: Sequence[LoadedEdit]) -> list[tuple[np.ndarray, np.ndarray] | Score]:
+        out: list[tuple[np.ndarray, np.ndarray] | Score] = []
+        for s, res in zip(batch, self.pipeline.run(batch)):
+            if res.unparsable or not res.judged:
+                out.append(Score(self.name, None, "unscored", res.problem or "a coherence answer could not be parsed",
+                                 {"dice": res.to_dict()}))
+                continue
+            boxes = [d.box for d, v in zip(res.differences, res.verdicts or []) if v.coherent is self.patch_coherent]
+            out.append((_patch(s.source, boxes), _patch(s.edited, boxes)))
+        return out
+
+
+class DiceCLIPImage(_DiceMasked):
+    """CLIP-I (source vs edited) with coherent differences patched: background preservation."""
+
+    patch_coherent = True
+
+    def compute(self, batch: Sequence[LoadedEdit]) -> list[float | Score]:
+        pairs = self._patched(batch)
+        ok = [p for p in pairs if not isinstance(p, Score)]
+        if ok:
+            a = self.encoder.encode_images([p[0] for p in ok])
+            b = self.encoder.encode_images([p[1] for p in ok])
+            vals = iter(F.cosine(a, b).tolist())
+        return [p if isinstance(p, Score) else next(vals) for p in pairs]
+
+
+class DiceCLIPText(_DiceMasked):
+    """CLIP-T (edited vs target caption) with non-coherent differences patched: prompt adherence."""
+
+    patch_coherent = False
+
+    def compute(self, batch: Sequence[LoadedEdit]) -> list[float | Score]:
+        pairs = self._patched(batch)
+        idx = [i for i, p in enumerate(pairs) if not isinstance(p, Score)]
+        if idx:
+            img = self.encoder.encode_images([pairs[i][1] for i in idx])  # type: ignore[index]
+            txt = self.encoder.encode_texts([batch[i].target_caption for i in idx])
+            vals = dict(zip(idx, F.cosine(img, txt).tolist()))
+        return [p if isinstance(p, Score) else vals[i] for i, p in enumerate(pairs)]

@@ -1,0 +1,84 @@
+"""Differences and verdicts, shared by both detectors and everything downstream."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+COMMANDS = ("ADD", "REMOVE", "EDIT")
+#: The model-free detector cannot tell the kind of change.
+CHANGE = "CHANGE"
+
+
+@dataclass
+class Difference:
+    """One detected difference. ``box`` is ``(x0, y0, x1, y1)`` as fractions
+    of the image size. ``confidence`` is ``None`` when it cannot be known
+    (``confidence_source`` says why), never a stand-in 1."""
+
+    command: str
+    object: str | None
+    box: tuple[float, float, float, float]
+    confidence: float | None = None
+    confidence_source: str | None = None  # "logprobs", "change strength", "unavailable: ..."
+    flags: list[str] = field(default_factory=list)
+    char_offset: int | None = None  # where the command starts in the raw answer
+
+    @property
+    def area(self) -> float:
+        x0, y0, x1, y1 = self.box
+        return max(0.0, x1 - x0) * max(0.0, y1 - y0)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("char_offset")
+        d["box"] = [round(v, 5) for v in self.box]
+        if not d["flags"]:
+            d.pop("flags")
+        return d
+
+
+@dataclass
+class Verdict:
+    """Coherence of one difference with the instruction."""
+
+    coherent: bool | None  # None: the answer could not be parsed (raw kept)
+    p_yes: float | None = None
+    reasoning: str | None = None
+    raw: str | None = None
+    problem: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+@dataclass
+class DiceResult:
+    differences: list[Difference]
+    verdicts: list[Verdict] | None = None  # None when no coherence estimator ran
+    detector: str = ""
+    raw: str | None = None
+    unparsable: bool = False
+    problem: str | None = None
+
+    @property
+    def no_change(self) -> bool:
+        return not self.unparsable and not self.differences
+
+    @property
+    def judged(self) -> bool:
+        return self.verdicts is not None and all(v.coherent is not None for v in self.verdicts)
+
+    def to_dict(self) -> dict[str, Any]:
+        diffs = []
+        for i, d in enumerate(self.differences):
+            item = d.to_dict()
+            if self.verdicts is not None:
+                item["verdict"] = self.verdicts[i].to_dict()
+            diffs.append(item)
+        out: dict[str, Any] = {"detector": self.detector, "differences": diffs, "no_change": self.no_change}
+        if self.raw is not None:
+            out["raw"] = self.raw
+        if self.problem:
+            out["problem"] = self.problem
+        return out
