@@ -128,8 +128,8 @@ def get_spec(name: str) -> MetricSpec:
 def list_metrics() -> list[MetricSpec]:
     """All registered metrics, sorted by name.
 
-    >>> [s.name for s in list_metrics()][:3]
-    ['change_map', 'clip_d', 'clip_i']
+    >>> {"ssim", "clip_t", "change_map"} <= {s.name for s in list_metrics()}
+    True
     """
     _ensure_loaded()
     return [_REGISTRY[k] for k in sorted(_REGISTRY)]
