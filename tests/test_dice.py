@@ -219,3 +219,21 @@ def test_cli_run_dice_with_tiny_vlm_and_ranking(tiny_vlm_dirs, tmp_path):
         assert d["status"] in ("scored", "unscored") and (d["status"] == "scored" or "raw" in d["details"])
     summary = CliRunner().invoke(app, ["runs", "summary", str(out), "--by", "model"], catch_exceptions=False)
     assert "DICE ranking" in summary.stdout and "ground_truth" in summary.stdout
+
+
+def test_cli_dice_through_serve(tiny_vlm_dirs, tmp_path):
+    from editlens.backends.local import TransformersBackend
+    from editlens.backends.server import build_app
+    from editlens.cli.main import app
+    from servers import running
+
+    with running(build_app(TransformersBackend(str(tiny_vlm_dirs["llava_next"])), "tiny")) as url:
+        res = CliRunner().invoke(app, ["dice", "--source", str(EXAMPLES / "images" / "hydrant_source.png"),
+                                       "--edited", str(EXAMPLES / "images" / "hydrant_edited.png"),
+                                       "--instruction", "Put the hydrant on asphalt.", "--vlm", url, "--json"],
+                                 catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["detector"] == "mllm"
+    # a random model's answer is noise: either parsed differences or an honest unscored record with the raw text
+    assert doc["differences"] or "raw" in doc

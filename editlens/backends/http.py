@@ -112,5 +112,6 @@ class OpenAIBackend:
                         await asyncio.sleep(min(float(retry_after), 60.0))
                         continue
                 if attempt < self.max_retries:
-                    await asyncio.sleep(self.backoff * (2**attempt) * (0.5 + random.random()))
+                    # exponential backoff with jitter, so many clients do not retry in lockstep
+                    await asyncio.sleep(self.backoff * (2**attempt) * (0.5 + random.random()))  # jitter
         return Generation(None, error=f"gave up after {self.max_retries + 1} attempts: {last}")

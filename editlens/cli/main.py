@@ -21,6 +21,7 @@ JudgeOpt = typer.Option(None, "--judge", help="Comma-separated judges: viescore,
 VlmOpt = typer.Option(None, "--vlm", help="Vision-language model: hub id, local dir, or http(s)://HOST/v1 of an OpenAI-compatible server.")
 VlmModelOpt = typer.Option(None, "--vlm-model", help="Model name on the server (default: the first it lists).")
 CacheOpt = typer.Option("default", "--cache", help="Response cache: 'default' (user cache dir), a file path, or 'none'.")
+CaptionsOpt = typer.Option(False, "--captions", help="Write missing captions with the VLM (for CLIP-T/CLIP-D).")
 TemplateOpt = typer.Option(None, "--template", help="Replace a prompt template, NAME=PATH (e.g. viescore_sc=my.txt). Repeatable.")
 
 
@@ -95,7 +96,7 @@ def score_cmd(
     vlm_model: Optional[str] = VlmModelOpt,
     cache: str = CacheOpt,
     template: Optional[List[str]] = TemplateOpt,
-    captions: bool = typer.Option(False, "--captions", help="Write missing captions with the VLM (for CLIP-T/CLIP-D)."),
+    captions: bool = CaptionsOpt,
 ) -> None:
     """Score one edit."""
     from editlens.core.images import ImageLoadOptions
@@ -169,7 +170,7 @@ def run_cmd(
     vlm_model: Optional[str] = VlmModelOpt,
     cache: str = CacheOpt,
     template: Optional[List[str]] = TemplateOpt,
-    captions: bool = typer.Option(False, "--captions", help="Write missing captions with the VLM (for CLIP-T/CLIP-D)."),
+    captions: bool = CaptionsOpt,
     dice: bool = typer.Option(False, "--dice", help="Also run DICE (differences + coherence; model-free detector without --vlm)."),
 ) -> None:
     """Score every edit of a manifest into a resumable run directory."""

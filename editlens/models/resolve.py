@@ -159,6 +159,9 @@ def load_pretrained(loader: Callable[..., Any], mref: ModelRef | str, **kwargs: 
     if local is None and _offline() and not _in_hub_cache(mref.ref):
         raise ModelUnavailableError(unavailable_message(mref, "not in the local cache and HF_HUB_OFFLINE is set"))
     try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # our own progress bar is the one that matters
         return loader.from_pretrained(target, local_files_only=offline, **kwargs)
     except (OSError, ValueError, EnvironmentError) as exc:
         raise ModelUnavailableError(unavailable_message(mref, f"{type(exc).__name__}: {str(exc).splitlines()[0]}")) from exc
