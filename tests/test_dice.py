@@ -237,3 +237,23 @@ def test_cli_dice_through_serve(tiny_vlm_dirs, tmp_path):
     assert doc["detector"] == "mllm"
     # a random model's answer is noise: either parsed differences or an honest unscored record with the raw text
     assert doc["differences"] or "raw" in doc
+
+
+def test_cli_dice_eval_with_gt_judging(tiny_vlm_dirs, tmp_path):
+    from editlens.cli.main import app
+
+    gt = tmp_path / "gt.jsonl"
+    gt.write_text(json.dumps({"id": "a", "width": 320, "height": 320,
+                              "source": str(EXAMPLES / "images" / "cat_seat_source.png"),
+                              "edited": str(EXAMPLES / "images" / "cat_seat_edited.png"),
+                              "instruction": "Put a cat on the seat.",
+                              "differences": [{"command": "ADD", "object": "cat", "box": [0.4, 0.35, 0.75, 0.7],
+                                               "coherent": True}]}) + "\n")
+    preds = tmp_path / "p.jsonl"
+    preds.write_text(json.dumps({"id": "a", "differences": [{"command": "CHANGE", "box": [0.41, 0.32, 0.75, 0.7],
+                                                             "confidence": 0.66}]}) + "\n")
+    res = CliRunner().invoke(app, ["dice-eval", "--gt", str(gt), "--predictions", str(preds), "--judge-gt",
+                                   "--vlm", str(tiny_vlm_dirs["idefics3"]), "--json"], catch_exceptions=False)
+    rep = json.loads(res.stdout)
+    assert rep["class_agnostic"]["AP50"] == pytest.approx(1.0)
+    assert rep["coherence_accuracy"]["n"] == 1  # the random model's verdict is noise, but it was asked

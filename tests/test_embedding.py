@@ -141,3 +141,20 @@ def test_manifest_records_weight_hashes(tiny_clip_dir, tmp_path, monkeypatch):
     assert model["path"] == str(tiny_clip_dir.resolve()) and model["origin"] == "override"
     assert model["weights"]["model.safetensors"] == hashlib.sha256(weights.read_bytes()).hexdigest()
     assert (tmp_path / "cache" / "file_hashes.json").is_file()
+
+
+def test_user_config_file_resolves_roles(tmp_path, monkeypatch, tiny_dino_dir):
+    from editlens.models.resolve import model_reference
+
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f'[models]\ndino = "{tiny_dino_dir}"\n')
+    monkeypatch.setenv("EDITLENS_CONFIG", str(cfg))
+    monkeypatch.delenv("EDITLENS_MODEL_DINO", raising=False)
+    ref = model_reference("dino")
+    assert ref.ref == str(tiny_dino_dir) and ref.origin == "config"
+    monkeypatch.setenv("EDITLENS_MODEL_DINO", "/env/wins")
+    assert model_reference("dino").origin == "env"
+    assert model_reference("dino", {"dino": "/override/wins"}).ref == "/override/wins"
+    a = rng_image(0)
+    monkeypatch.delenv("EDITLENS_MODEL_DINO")
+    assert create_metric("dino_i")([EditSample("x", a, a, "n").load()])[0].value == pytest.approx(1.0, abs=1e-6)

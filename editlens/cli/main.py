@@ -298,19 +298,39 @@ def dice_rank_cmd(run_dir: Path = typer.Argument(...), json_out: bool = typer.Op
 @guarded
 def dice_eval_cmd(gt: Path = typer.Option(..., "--gt", help="Annotated JSONL (DICE-D style)."),
                   predictions: Path = typer.Option(..., "--predictions", help="results.jsonl of `run --dice`, or DICE JSONL."),
+                  judge_gt: bool = typer.Option(False, "--judge-gt", help="Also judge the ground-truth differences "
+                                                "with --vlm and report coherence accuracy."),
+                  vlm: Optional[str] = VlmOpt, vlm_model: Optional[str] = VlmModelOpt, cache: str = CacheOpt,
+                  template: Optional[List[str]] = TemplateOpt,
                   json_out: bool = typer.Option(False, "--json")) -> None:
-    """COCO-style AP of DICE's detections (pycocotools), class-agnostic and -aware, and coherence AP."""
-    from editlens.dice.evaluation import evaluate_detection, load_ground_truth, load_predictions
+    """COCO-style AP of DICE's detections (pycocotools), class-agnostic and -aware, coherence AP and accuracy."""
+    from editlens.dice.evaluation import (coherence_accuracy, evaluate_detection, judge_ground_truth,
+                                          load_ground_truth, load_predictions)
 
-    rep = evaluate_detection(load_ground_truth(gt), load_predictions(predictions))
+    rows = load_ground_truth(gt)
+    rep = evaluate_detection(rows, load_predictions(predictions))
+    if judge_gt:
+        if not vlm:
+            typer.echo("error: --judge-gt needs --vlm", err=True)
+            raise typer.Exit(2)
+        from editlens.dice.pipeline import DicePipeline
+
+        opts = _vlm_options(vlm, vlm_model, cache, template) or {}
+        opts.pop("vlm", None)
+        pipe = DicePipeline(vlm, "mllm", **opts)
+        rep["coherence_accuracy"] = coherence_accuracy(rows, judge_ground_truth(rows, pipe, gt.resolve().parent))
     if json_out:
         emit_json(rep)
         return
     f = lambda v: "-" if v is None else f"{100 * v:.1f}"  # noqa: E731
+    acc = rep.pop("coherence_accuracy", None)
     for name, r in rep.items():
         typer.echo(f"{name:<15} AP {f(r['AP'])}  AP50 {f(r['AP50'])}  AP75 {f(r['AP75'])}  "
                    f"S/M/L {f(r['APs'])}/{f(r['APm'])}/{f(r['APl'])}  (gt {r['n_gt']}, pred {r['n_pred']})")
     typer.echo("per command: " + ", ".join(f"{k} {f(v)}" for k, v in rep["class_aware"]["per_command"].items()))
+    if acc:
+        typer.echo(f"coherence accuracy on ground-truth differences: {f(acc['accuracy'])} over {acc['n']} "
+                   f"({acc['unparsable']} unparsable)")
 
 
 @app.command("dice")

@@ -168,3 +168,26 @@ def coherence_accuracy(gt: list[dict[str, Any]], verdicts: dict[str, list[bool |
     return {"accuracy": correct / total if total else None, "n": total, "unparsable": unparsable, "missing": missing}
 
 
+
+
+def judge_ground_truth(gt: list[dict[str, Any]], pipeline: Any, base: Path) -> dict[str, list[bool | None]]:
+    """Run the coherence estimator on each sample's ground-truth differences.
+
+    Rows need ``source``, ``edited`` (paths, relative to ``base``) and
+    ``instruction``. Returns ``{id: [coherent or None per GT difference]}``.
+    """
+    from editlens.core.types import EditSample
+    from editlens.dice.coherence import CoherenceEstimator
+    from editlens.dice.types import DiceResult, Difference
+
+    est = CoherenceEstimator(pipeline.backend, pipeline.templates["dice_coherence"])
+    out: dict[str, list[bool | None]] = {}
+    for n, r in enumerate(gt, 1):
+        if not all(r.get(k) for k in ("source", "edited", "instruction")):
+            raise InputError(f"ground truth line {n}: judging ground-truth differences needs source, edited, instruction")
+        s = EditSample(str(r["id"]), str(base / r["source"]), str(base / r["edited"]), r["instruction"]).load()
+        res = DiceResult([Difference(str(d.get("command", "EDIT")).upper(), d.get("object"), tuple(d["box"]))
+                          for d in r["differences"]])
+        est.judge([s], [res])
+        out[str(r["id"])] = [v.coherent for v in res.verdicts or []]
+    return out
