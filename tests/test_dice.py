@@ -232,11 +232,18 @@ def test_cli_dice_through_serve(tiny_vlm_dirs, tmp_path):
                                        "--edited", str(EXAMPLES / "images" / "hydrant_edited.png"),
                                        "--instruction", "Put the hydrant on asphalt.", "--vlm", url, "--json"],
                                  catch_exceptions=False)
-    assert res.exit_code == 0, res.output
-    doc = json.loads(res.stdout)
-    assert doc["detector"] == "mllm"
-    # a random model's answer is noise: either parsed differences or an honest unscored record with the raw text
-    assert doc["differences"] or "raw" in doc
+        assert res.exit_code == 0, res.output
+        doc = json.loads(res.stdout)
+        assert doc["detector"] == "mllm"
+        # a random model's answer is noise: parsed differences or an honest unscored record with the raw text
+        assert doc["differences"] or "raw" in doc
+        out = tmp_path / "r"
+        res = CliRunner().invoke(app, ["run", str(EXAMPLES / "manifest.jsonl"), "--out", str(out), "--metrics", "l1",
+                                       "--dice", "--vlm", url, "--no-progress"], catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+    rank = CliRunner().invoke(app, ["dice-rank", str(out), "--json"], catch_exceptions=False)
+    rows = {r["model"]: r for r in json.loads(rank.stdout)}
+    assert set(rows) == {"ground_truth", "no_op"} and rows["ground_truth"]["samples"] == 4
 
 
 def test_cli_dice_eval_with_gt_judging(tiny_vlm_dirs, tmp_path):
