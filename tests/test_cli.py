@@ -2,9 +2,7 @@
 
 import json
 
-import numpy as np
 import pytest
-from PIL import Image
 from typer.testing import CliRunner
 
 from editlens.cli.main import app

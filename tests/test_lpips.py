@@ -8,13 +8,12 @@ normalisation, heads and averaging of the reference implementation."""
 import sys
 import types
 
-import numpy as np
 import pytest
 import torch
 
 from editlens import EditSample, create_metric
 from editlens.errors import ModelUnavailableError
-from editlens.metrics.lpips import Backbone, LPIPSNet, build_lpips, heads_path
+from editlens.metrics.lpips import Backbone, build_lpips, heads_path
 
 from helpers import rng_image
 

@@ -24,7 +24,7 @@ def metric_availability(spec: MetricSpec, models: Mapping[str, str] | None = Non
         if options.get("backbone_weights"):
             return True, None
         if heads_path(net) is None:
-            return False, f"LPIPS heads not installed (pip install --no-deps lpips==0.1.4)"
+            return False, "LPIPS heads not installed (pip install --no-deps lpips==0.1.4)"
         if not backbone_path(net).is_file():
             return False, f"torchvision {net} weights not at {backbone_path(net)}"
         return True, None

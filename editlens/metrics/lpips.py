@@ -19,7 +19,6 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
 import torch
 from torch import nn
 

@@ -82,7 +82,7 @@ def build_idefics3(out: Path, size: str = "tiny") -> Path:
 
 def build_qwen2_vl(out: Path) -> Path:
     import torch
-    from transformers import AutoTokenizer, Qwen2VLConfig, Qwen2VLForConditionalGeneration, Qwen2VLImageProcessorPil
+    from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration, Qwen2VLImageProcessorPil
 
     tok = train_tokenizer(["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>", "<|im_start|>",
                            "<|im_end|>"])
