@@ -90,3 +90,21 @@ def test_round_trip(tmp_path, images):
     out = write_manifest(samples, tmp_path / "again.jsonl")
     again = read_manifest(out).samples
     assert [(s.id, s.source, s.model, s.metadata) for s in again] == [(s.id, s.source, s.model, s.metadata) for s in samples]
+
+
+def test_mask_column_resolved_against_manifest(tmp_path, images, monkeypatch):
+    from editlens import create_metric
+
+    m = np.zeros((8, 8), np.uint8)
+    m[:4] = 255
+    Image.fromarray(m).save(images / "mask.png")
+    man = _jsonl(tmp_path / "m.jsonl", [
+        {"id": "1", "source": "imgs/a.png", "edited": "imgs/b.png", "instruction": "ok", "mask": "imgs/mask.png"}])
+    monkeypatch.chdir(images)  # a relative mask path must not depend on the working folder
+    s = read_manifest(man).samples[0]
+    assert s.metadata["mask"] == str(images / "mask.png")
+    assert create_metric("l1", region="inside")([s.load()])[0].status == "scored"
+    bad = _jsonl(tmp_path / "bad.jsonl", [
+        {"id": "1", "source": "imgs/a.png", "edited": "imgs/b.png", "instruction": "ok", "mask": "imgs/nope.png"}])
+    with pytest.raises(ManifestError, match="mask file not found"):
+        read_manifest(bad)

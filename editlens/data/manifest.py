@@ -2,8 +2,9 @@
 
 Required columns: ``id, source, edited, instruction``. Optional:
 ``reference, model, source_caption, target_caption``. Any other column is
-kept in ``EditSample.metadata``. Relative image paths are resolved against
-the manifest's folder. Validation collects every bad row (line number and
+kept in ``EditSample.metadata``; ``mask`` (a mask image) and ``boxes`` (JSON
+list of ``[x0, y0, x1, y1]``) feed the masked metric variants. Relative image
+and mask paths are resolved against the manifest's folder. Validation collects every bad row (line number and
 reason) instead of stopping at the first.
 """
 
@@ -21,7 +22,7 @@ from editlens.errors import InputError, ManifestError
 
 REQUIRED = ("id", "source", "edited", "instruction")
 OPTIONAL = ("reference", "model", "source_caption", "target_caption")
-IMAGE_COLUMNS = ("source", "edited", "reference")
+IMAGE_COLUMNS = ("source", "edited", "reference", "mask")
 
 
 @dataclass
@@ -142,7 +143,8 @@ def _to_sample(row: dict[str, Any], base: Path) -> EditSample:
         model=str(row["model"]) if row.get("model") not in (None, "") else None,
         source_caption=row.get("source_caption"),
         target_caption=row.get("target_caption"),
-        metadata={k: v for k, v in row.items() if k not in known},
+        metadata={k: (str(_resolve(str(v), base)) if k == "mask" and v else v)
+                  for k, v in row.items() if k not in known},
     )
 
 
