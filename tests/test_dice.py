@@ -264,3 +264,24 @@ def test_cli_dice_eval_with_gt_judging(tiny_vlm_dirs, tmp_path):
     rep = json.loads(res.stdout)
     assert rep["class_agnostic"]["AP50"] == pytest.approx(1.0)
     assert rep["coherence_accuracy"]["n"] == 1  # the random model's verdict is noise, but it was asked
+
+
+def test_dice_and_change_map_computed_once_per_sample(tiny_clip_dir):
+    from editlens.metrics.registry import create_metric
+
+    s = EditSample("x", str(EXAMPLES / "images" / "cat_seat_source.png"),
+                   str(EXAMPLES / "images" / "cat_seat_edited.png"), "Put a cat on the seat.").load()
+    cm = create_metric("change_map")([s])[0]
+    dice = create_metric("dice")([s])[0]  # model-free detector reuses the sample's change map
+    assert [d["box"] for d in dice.details["differences"]] == [r["box_norm"] for r in cm.details["regions"]]
+    assert sum(1 for k in s.derived if k[0] == "change_map") == 1
+
+    backend = _scripted_dice("ADD: a cat, [0.4, 0.3, 0.75, 0.7]")
+    s2 = EditSample("y", rng_image(0), rng_image(1), "add a cat").load()
+    dice_m = create_metric("dice", vlm="scripted")
+    masked = create_metric("dice_clip_i", vlm="scripted", models={"clip": str(tiny_clip_dir)})
+    dice_m.pipeline._backend = masked.pipeline._backend = backend  # one backend, as one --vlm gives
+    dice_m([s2])
+    calls = backend.calls
+    masked([s2])
+    assert backend.calls == calls  # the DICE-masked metric reused the sample's DICE result

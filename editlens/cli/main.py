@@ -33,17 +33,9 @@ def _vlm_options(vlm, vlm_model, cache, template, device="auto"):  # type: ignor
             "cache": {"default": True, "none": False}.get(cache, cache)}
 
 
-def _names(metrics, judge, captions=False):  # type: ignore[no-untyped-def]
-    names = split_names(metrics)
-    judges = split_names(judge) or []
-    if judges or captions:
-        base = names if names is not None else None
-        if base is None:
-            from editlens.runner.selection import DEFAULT_METRICS
-
-            base = list(DEFAULT_METRICS)
-        names = (["captions"] if captions else []) + base + judges
-    return names, names is not None and split_names(metrics) is None
+def _extra(judge, captions=False, dice=False):  # type: ignore[no-untyped-def]
+    """Metrics asked for by --judge, --captions and --dice, added to --metrics or the defaults."""
+    return (["captions"] if captions else []) + (split_names(judge) or []) + (["dice"] if dice else [])
 
 
 @app.command("metrics")
@@ -108,10 +100,9 @@ def score_cmd(
         meta["boxes"] = boxes
     if mask:
         meta["mask"] = str(mask)
-    names, lenient = _names(metrics, judge, captions)
     report = score_edit(
         str(source), str(edited), instruction, reference=str(reference) if reference else None,
-        metrics=names, lenient=lenient, vlm=_vlm_options(vlm, vlm_model, cache, template),
+        metrics=split_names(metrics), extra=_extra(judge, captions), vlm=_vlm_options(vlm, vlm_model, cache, template),
         source_caption=source_caption, target_caption=target_caption,
         models=parse_models(model), options=parse_options(option or []),
         image_options=ImageLoadOptions(max_pixels=max_pixels, size_policy=size_policy), metadata=meta,
@@ -184,10 +175,10 @@ def run_cmd(
     report = read_manifest(manifest, skip_invalid=skip_invalid)
     for line, reason in report.problems:
         typer.echo(f"skipped {manifest}:{line}: {reason}", err=True)
-    names, lenient = _names(metrics, (judge + ",dice" if judge else "dice") if dice else judge, captions)
-    sel = select_metrics(names, models=parse_models(model), options=parse_options(option or []),
-                         with_reference=any(s.reference is not None for s in report.samples), device=device,
-                         vlm=_vlm_options(vlm, vlm_model, cache, template, device), lenient=lenient)
+    sel = select_metrics(split_names(metrics), extra=_extra(judge, captions, dice), models=parse_models(model),
+                         options=parse_options(option or []), device=device,
+                         with_reference=any(s.reference is not None for s in report.samples),
+                         vlm=_vlm_options(vlm, vlm_model, cache, template, device))
     for name, reason in sel.skipped:
         typer.echo(f"metric {name} skipped: {reason}", err=True)
     if not sel.metrics:

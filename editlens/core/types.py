@@ -105,6 +105,15 @@ class LoadedEdit:
     target_caption: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: results derived from the images that several evaluators need (the change
+    #: map, DICE's differences), computed once per sample; see :meth:`derive`
+    derived: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def derive(self, key: Any, compute: Any) -> Any:
+        """``compute()`` once per ``key`` for this sample, then the stored result."""
+        if key not in self.derived:
+            self.derived[key] = compute()
+        return self.derived[key]
 
     @cached_property
     def source_hash(self) -> str:

@@ -12,7 +12,7 @@ from editlens.dice.confidence import assign_confidence
 from editlens.dice.parsing import parse_differences
 from editlens.dice.types import CHANGE, COMMANDS, DiceResult, Difference
 from editlens.judges.templates import Template, load_template
-from editlens.metrics.changemap import ChangeMapParams, change_map
+from editlens.metrics.changemap import ChangeMapParams, sample_change_map
 
 
 class MLLMDetector:
@@ -58,7 +58,7 @@ class ChangeMapDetector:
     def detect(self, batch: Sequence[LoadedEdit]) -> list[DiceResult]:
         out = []
         for s in batch:
-            cm = change_map(s.source, s.edited, self.params)
+            cm = sample_change_map(s, self.params)
             diffs = [Difference(CHANGE, None, r.box_norm, r.confidence, "change strength") for r in cm.regions]
             out.append(DiceResult(diffs, detector=self.name))
         return out

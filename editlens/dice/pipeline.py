@@ -58,7 +58,24 @@ class DicePipeline:
                                            http_model=self.vlm_model, batch_size=self.batch_size)
         return self._backend
 
+    def key(self) -> tuple:
+        """Identity of this pipeline's settings: results are shared per sample and key."""
+        # the backend object itself: metrics built from the same --vlm get the same
+        # pooled backend (and share results); an injected backend never collides
+        backend = id(self.backend) if self.vlm else None
+        return ("dice", self.detector_name, backend, tuple(t.sha256 for t in self.templates.values()))
+
     def run(self, batch: Sequence[LoadedEdit]) -> list[DiceResult]:
+        """DICE results for the batch; a sample already processed with the same
+        settings (by ``dice``, ``dice_clip_i`` or ``dice_clip_t``) is not redone."""
+        key = self.key()
+        todo = [s for s in batch if key not in s.derived]
+        if todo:
+            for s, res in zip(todo, self._run(todo)):
+                s.derived[key] = res
+        return [s.derived[key] for s in batch]
+
+    def _run(self, batch: Sequence[LoadedEdit]) -> list[DiceResult]:
         if self.detector_name == "mllm":
             results = MLLMDetector(self.backend, self.templates["dice_detect"]).detect(batch)
         else:

@@ -12,11 +12,11 @@ def metric_availability(spec: MetricSpec, models: Mapping[str, str] | None = Non
     """``(True, None)`` when the metric's model can be loaded without a
     network, else ``(False, reason)``. Model-free metrics are always available."""
     options = options or {}
+    if spec.vlm == "required" and not options.get("vlm"):
+        return False, "needs a vision-language model (--vlm)"
     role = spec.model
-    if role is None:
+    if role is None or role == "vlm":
         return True, None
-    if role == "vlm":
-        return (True, None) if options.get("vlm") else (False, "needs a vision-language model (--vlm)")
     if role.startswith("lpips-"):
         from editlens.metrics.lpips import backbone_path, heads_path
 

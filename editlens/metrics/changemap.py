@@ -200,6 +200,15 @@ def change_map(source: np.ndarray, edited: np.ndarray, params: ChangeMapParams |
     return ChangeMap(dist.astype(np.float32), keep_mask, threshold, regions, (h, w))
 
 
+def sample_change_map(sample: LoadedEdit, params: ChangeMapParams | None = None,
+                      compare: str = "source") -> ChangeMap:
+    """The change map of a sample's pair, computed once per sample and settings
+    (the change_map metric and DICE's model-free detector share it)."""
+    params = params or ChangeMapParams()
+    a, b = (sample.edited, sample.reference) if compare == "reference" else (sample.source, sample.edited)
+    return sample.derive(("change_map", compare, params), lambda: change_map(a, b, params))
+
+
 class ChangeMapMetric(PairMetric):
     """Changed-area fraction from :func:`change_map`, with the regions in ``details``."""
 
@@ -210,8 +219,7 @@ class ChangeMapMetric(PairMetric):
     def compute(self, batch: Sequence[LoadedEdit]) -> list[float | Score]:
         out: list[float | Score] = []
         for sample in batch:
-            a, b = self.pair(sample)
-            cm = change_map(a, b, self.params)
+            cm = sample_change_map(sample, self.params, self.compare)
             out.append(Score(self.name, cm.changed_fraction, details={
                 "threshold": round(cm.threshold, 5),
                 "regions": [r.to_dict() for r in cm.regions],

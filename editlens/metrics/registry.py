@@ -39,6 +39,9 @@ class MetricSpec:
             ``"lpips-alex"``, ...) or ``None`` for model-free metrics.
         description: one line for ``editlens metrics``.
         defaults: options passed to the class unless the caller overrides them.
+        vlm: whether the metric uses a vision-language model: ``"none"``,
+            ``"optional"`` (DICE: model-free without one) or ``"required"``
+            (judges). Metrics that use one receive the run's VLM options.
     """
 
     name: str
@@ -49,8 +52,11 @@ class MetricSpec:
     model: str | None = None
     description: str = ""
     defaults: dict[str, Any] = field(default_factory=dict)
+    vlm: str = "none"
 
     def __post_init__(self) -> None:
+        if self.vlm not in ("none", "optional", "required"):
+            raise ValueError(f"metric {self.name!r}: vlm must be none, optional or required, got {self.vlm!r}")
         unknown = set(self.needs) - set(INPUTS)
         if unknown:
             raise ValueError(f"metric {self.name!r}: unknown inputs {sorted(unknown)}")
@@ -71,6 +77,7 @@ class MetricSpec:
             "model": self.model,
             "description": self.description,
             "defaults": dict(self.defaults),
+            "vlm": self.vlm,
         }
 
 

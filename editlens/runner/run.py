@@ -47,6 +47,12 @@ class RunResult:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
+def in_run_order(evaluators: Sequence[Any]) -> list[Any]:
+    """Evaluators marked ``always_run`` (the captioner) prepare samples for
+    the others, so they go first; the rest keep their order."""
+    return sorted(evaluators, key=lambda ev: not getattr(ev, "always_run", False))
+
+
 class _StopFlag:
     """SIGINT sets the flag; a second SIGINT raises KeyboardInterrupt."""
 
@@ -91,6 +97,7 @@ def run_evaluation(
     over a Ray cluster. Either way this process writes the store.
     """
     out = Path(out_dir)
+    evaluators = in_run_order(evaluators)
     store = ResultsStore(out)
     image_options = image_options or ImageLoadOptions()
     hashes = {ev.name: config_hash(ev.describe()) for ev in evaluators}

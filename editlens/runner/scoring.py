@@ -45,8 +45,8 @@ def score_edit(
     options: Mapping[str, Mapping[str, Any]] | None = None,
     image_options: ImageLoadOptions | None = None,
     metadata: dict[str, Any] | None = None,
+    extra: Sequence[str] = (),
     vlm: Mapping[str, Any] | None = None,
-    lenient: bool = False,
 ) -> EditReport:
     """Score one edit; ``report[name]`` is that metric's :class:`Score`.
 
@@ -56,10 +56,12 @@ def score_edit(
     sample = EditSample("edit", source, edited, instruction, reference=reference,
                         source_caption=source_caption, target_caption=target_caption, metadata=metadata or {})
     loaded = sample.load(image_options)
-    sel = select_metrics(metrics, models=models, options=options, with_reference=reference is not None, vlm=vlm,
-                         lenient=lenient)
+    sel = select_metrics(metrics, extra=extra, models=models, options=options, with_reference=reference is not None,
+                         vlm=vlm)
     out: dict[str, Score] = {}
-    for metric in sel.metrics:
+    from editlens.runner.run import in_run_order
+
+    for metric in in_run_order(sel.metrics):
         out[metric.name] = metric.score_batch([loaded])[0]
     for name, reason in sel.skipped:
         out[name] = Score.skipped(name, reason)

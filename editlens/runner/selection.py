@@ -8,7 +8,7 @@ from typing import Any, Mapping, Sequence
 from editlens.errors import ModelUnavailableError
 from editlens.metrics.availability import metric_availability
 from editlens.metrics.base import Metric
-from editlens.metrics.registry import create_metric, get_spec, list_metrics
+from editlens.metrics.registry import create_metric, get_spec
 
 #: Metrics tried when the user names none (those whose models are present run).
 DEFAULT_METRICS = ("change_map", "l1", "l2", "psnr", "ssim", "lpips", "clip_i", "clip_t", "clip_d",
@@ -46,52 +46,48 @@ def _coerce(value: str) -> Any:
 def select_metrics(
     names: Sequence[str] | None,
     *,
+    extra: Sequence[str] = (),
     models: Mapping[str, str] | None = None,
     options: Mapping[str, Mapping[str, Any]] | None = None,
     with_reference: bool = False,
     device: str = "auto",
     vlm: Mapping[str, Any] | None = None,
-    lenient: bool = False,
 ) -> Selection:
-    """Build metric objects (judges too: ``vlm`` holds their shared options,
-    e.g. ``{"vlm": "HuggingFaceTB/SmolVLM-256M-Instruct", "cache": True}``).
+    """Build metric objects.
 
-    Named metrics must be available: a missing model raises
-    :class:`ModelUnavailableError` with the fix. With ``names=None``, every
-    default metric whose model is present is used, and the others are listed
-    in ``skipped`` with the reason.
+    ``names``: metrics that must run (a missing model raises
+    :class:`ModelUnavailableError` with the fix), or ``None`` for every
+    default metric whose model is present (the others are listed in
+    ``skipped`` with the reason). ``extra``: more metrics that must run,
+    added to either (judges, DICE, the captioner). ``vlm`` holds the options
+    of metrics that use a vision-language model, e.g.
+    ``{"vlm": "HuggingFaceTB/SmolVLM-256M-Instruct", "cache": True}``.
     """
     options = options or {}
     models = dict(models or {})
-    # lenient: names came from the defaults plus judges; unavailable defaults are skipped, not errors
-    explicit = names is not None and not lenient
-    wanted = list(names) if names is not None else list(DEFAULT_METRICS) + (
-        list(REFERENCE_METRICS) if with_reference else [])
+    defaults = list(DEFAULT_METRICS) + (list(REFERENCE_METRICS) if with_reference else [])
+    wanted = [(n, True) for n in names] if names is not None else [(n, False) for n in defaults]
+    wanted += [(n, True) for n in extra]
     sel = Selection([])
-    required = set(n for n in wanted if get_spec(n).model == "vlm") if lenient else set()
-    for name in wanted:
+    for name, required in wanted:
         spec = get_spec(name)
         opts = dict(options.get(spec.name, {}))
-        if (spec.model == "vlm" or spec.name.startswith("dice")) and vlm:
+        if spec.vlm != "none" and vlm:
             for k, v in vlm.items():
                 opts.setdefault(k, v)
         ok, reason = metric_availability(spec, models, opts)
         if not ok:
-            if explicit or spec.name in required:
-                if spec.model in ("clip", "dino", "vlm") or spec.name == "dice":
+            if required:
+                if spec.model in ("clip", "dino"):
                     from editlens.models.resolve import model_reference, unavailable_message
 
-                    mref = model_reference(str(opts.get("model") or spec.model), models)
-                    reason = unavailable_message(mref, "not found locally")
+                    reason = unavailable_message(model_reference(str(opts.get("model") or spec.model), models),
+                                                 "not found locally")
                 raise ModelUnavailableError(f"metric {spec.name!r} cannot run: {reason}")
             sel.skipped.append((spec.name, reason or "unavailable"))
             continue
-        if spec.model in ("clip", "dino", "vlm") or spec.name == "dice":
+        if spec.model in ("clip", "dino") or spec.vlm != "none":
             opts.setdefault("models", models)
             opts.setdefault("device", device)
         sel.metrics.append(create_metric(spec.name, **opts))
     return sel
-
-
-def all_metric_names() -> list[str]:
-    return [s.name for s in list_metrics()]
