@@ -52,18 +52,12 @@ def metrics_cmd(json_out: bool = typer.Option(False, "--json", help="Machine-rea
     if json_out:
         emit_json(rows)
         return
-    from rich.console import Console
-    from rich.table import Table
+    from editlens.cli.tables import print_table
 
-    table = Table(title="editlens metrics")
-    for col in ("name", "needs", "better", "range", "model", "available"):
-        table.add_column(col, no_wrap=True)
-    table.add_column("description")
-    for r in rows:
-        table.add_row(r["name"], ", ".join(r["needs"]), "higher" if r["higher_is_better"] else "lower",
-                      "[" + ", ".join("inf" if v is None else f"{v:g}" for v in r["range"]) + "]", r["model"] or "-",
-                      "yes" if r["available"] else "no", r["description"])
-    Console().print(table)
+    print_table("editlens metrics", ["name", "needs", "better", "range", "model", "available", "description"],
+                [[r["name"], ", ".join(r["needs"]), "higher" if r["higher_is_better"] else "lower",
+                  "[" + ", ".join("inf" if v is None else f"{v:g}" for v in r["range"]) + "]", r["model"] or "-",
+                  "yes" if r["available"] else "no", r["description"]] for r in rows])
 
 
 @app.command("score")

@@ -90,9 +90,9 @@ class DicePipeline:
 
 
 class DiceEvaluator(Metric):
-    def __init__(self, vlm: str | None = None, detector: str = "auto", **kw: Any) -> None:
-        kw.pop("models", None)
-        self.pipeline = DicePipeline(vlm, detector, **kw)
+    def __init__(self, vlm: str | None = None, detector: str = "auto", device: str = "auto",
+                 models: dict[str, str] | None = None, **kw: Any) -> None:
+        self.pipeline = DicePipeline(vlm, detector, device=device, **kw)
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "dice": self.pipeline.describe()}

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from editlens.metrics.registry import MetricSpec
+from editlens.metrics.spec import MetricSpec
 
 
 def metric_availability(spec: MetricSpec, models: Mapping[str, str] | None = None,
-                        options: Mapping[str, object] | None = None) -> tuple[bool, str | None]:
+                        options: Mapping[str, object] | None = None,
+                        detailed: bool = False) -> tuple[bool, str | None]:
     """``(True, None)`` when the metric's model can be loaded without a
-    network, else ``(False, reason)``. Model-free metrics are always available."""
+    network, else ``(False, reason)``. Model-free metrics are always available.
+    ``detailed``: a reason with where it looked and how to fix it (for a
+    metric the user asked for by name)."""
     options = options or {}
     if spec.vlm == "required" and not options.get("vlm"):
         return False, "needs a vision-language model (--vlm)"
@@ -28,9 +31,11 @@ def metric_availability(spec: MetricSpec, models: Mapping[str, str] | None = Non
         if not backbone_path(net).is_file():
             return False, f"torchvision {net} weights not at {backbone_path(net)}"
         return True, None
-    from editlens.models.resolve import is_available, model_reference
+    from editlens.models.resolve import is_available, model_reference, unavailable_message
 
     mref = model_reference(str(options.get("model") or role), models)
     if is_available(mref):
         return True, None
+    if detailed:
+        return False, unavailable_message(mref, "not found locally")
     return False, f"model {mref.ref!r} ({role}) not found locally; set EDITLENS_MODEL_{role.upper()} or --model {role}=DIR"

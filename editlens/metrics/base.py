@@ -8,7 +8,7 @@ import numpy as np
 
 from editlens.core.types import LoadedEdit, Score
 from editlens.metrics.masks import REGIONS, sample_mask, select_region
-from editlens.metrics.registry import MetricSpec
+from editlens.metrics.spec import MetricSpec
 
 _INPUT_ATTR = {
     "source": "source",

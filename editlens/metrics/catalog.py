@@ -1,8 +1,16 @@
-"""Built-in metrics, declared as data (see :class:`~editlens.metrics.registry.MetricSpec`)."""
+"""Built-in metrics, declared as data (see :class:`~editlens.metrics.spec.MetricSpec`).
+
+Which metrics run by default, what run-level summary an evaluator adds and
+whether a judge self-ensembles are metadata here too (``default=``,
+``summary=``, ``ensemble=``), so the runner and the reports know no metric
+by name.
+"""
 
 from __future__ import annotations
 
-from editlens.metrics.registry import MetricSpec
+from dataclasses import replace
+
+from editlens.metrics.spec import MetricSpec
 
 INF = float("inf")
 _P = "editlens.metrics.pixel"
@@ -61,3 +69,22 @@ BUILTIN: list[MetricSpec] = [
     MetricSpec("change_map", "editlens.metrics.changemap:ChangeMapMetric", _PAIR, False, (0.0, 1.0), None,
                "model-free changed-area fraction, with changed regions (boxes) in details"),
 ]
+
+# -- run metadata (the runner and the reports read these, never metric names) --
+_DEFAULT = {"change_map": "yes", "l1": "yes", "l2": "yes", "psnr": "yes", "ssim": "yes", "lpips": "yes",
+            "clip_i": "yes", "clip_t": "yes", "clip_d": "yes", "clipscore": "yes", "dino_i": "yes",
+            "l1_ref": "with_reference", "l2_ref": "with_reference", "clip_i_ref": "with_reference",
+            "dino_i_ref": "with_reference"}
+_EXTRA: dict[str, dict] = {
+    # LPIPS picks its own device (CPU unless told otherwise)
+    "lpips": {"runtime": ()},
+    "lpips_vgg": {"runtime": ()},
+    "viescore": {"ensemble": True},
+    "yes_no": {"ensemble": True},
+    "dice": {"ensemble": True, "summary": "editlens.dice.ranking:ranking_summary",
+             "summary_title": "DICE ranking (rates over ranked samples: parsed and fully judged)"},
+    "dice_clip_i": {"ensemble": True},
+    "dice_clip_t": {"ensemble": True},
+}
+BUILTIN = [replace(s, **({"default": _DEFAULT[s.name]} if s.name in _DEFAULT else {}), **_EXTRA.get(s.name, {}))
+           for s in BUILTIN]

@@ -10,92 +10,55 @@ a ``spec`` attribute.
 
 from __future__ import annotations
 
-import importlib
 import threading
-from dataclasses import dataclass, field, replace
+import warnings
+from dataclasses import replace
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
 from editlens.errors import UnknownMetricError
+from editlens.metrics.spec import INPUTS, MetricSpec  # noqa: F401  (re-exported: the old import path)
 
 if TYPE_CHECKING:
     from editlens.metrics.base import Metric
 
-#: Inputs a metric can need from a sample.
-INPUTS = ("source", "edited", "reference", "instruction", "source_caption", "target_caption", "mask")
-
-
-@dataclass(frozen=True)
-class MetricSpec:
-    """What a metric is and needs.
-
-    Attributes:
-        name: registry name (lower case, ``[a-z0-9_]``).
-        target: ``"module:Class"`` import path (or the class itself).
-        needs: sample inputs required; a sample lacking one is skipped with a reason.
-        higher_is_better: direction of the score.
-        value_range: ``(low, high)`` of possible values (``inf`` allowed).
-        model: model role the metric loads (``"clip"``, ``"dino"``,
-            ``"lpips-alex"``, ...) or ``None`` for model-free metrics.
-        description: one line for ``editlens metrics``.
-        defaults: options passed to the class unless the caller overrides them.
-        vlm: whether the metric uses a vision-language model: ``"none"``,
-            ``"optional"`` (DICE: model-free without one) or ``"required"``
-            (judges). Metrics that use one receive the run's VLM options.
-    """
-
-    name: str
-    target: Any
-    needs: tuple[str, ...]
-    higher_is_better: bool
-    value_range: tuple[float, float]
-    model: str | None = None
-    description: str = ""
-    defaults: dict[str, Any] = field(default_factory=dict)
-    vlm: str = "none"
-
-    def __post_init__(self) -> None:
-        if self.vlm not in ("none", "optional", "required"):
-            raise ValueError(f"metric {self.name!r}: vlm must be none, optional or required, got {self.vlm!r}")
-        unknown = set(self.needs) - set(INPUTS)
-        if unknown:
-            raise ValueError(f"metric {self.name!r}: unknown inputs {sorted(unknown)}")
-
-    def load_class(self) -> type[Metric]:
-        if not isinstance(self.target, str):
-            return self.target
-        module, _, attr = self.target.partition(":")
-        return getattr(importlib.import_module(module), attr)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "needs": list(self.needs),
-            "higher_is_better": self.higher_is_better,
-            # JSON has no infinity: an unbounded end is null
-            "range": [None if abs(v) == float("inf") else v for v in self.value_range],
-            "model": self.model,
-            "description": self.description,
-            "defaults": dict(self.defaults),
-            "vlm": self.vlm,
-        }
-
-
 _REGISTRY: dict[str, MetricSpec] = {}
-_LOCK = threading.Lock()
+_BUILTIN_NAMES: set[str] = set()
+# re-entrant: register_metric takes it too, from inside plugin loading
+_LOCK = threading.RLock()
 _LOADED = False
 
 
 def register_metric(spec: MetricSpec, *, overwrite: bool = False) -> MetricSpec:
-    """Add a metric to the registry."""
+    """Add a metric to the registry. A built-in metric cannot be replaced
+    (``overwrite`` applies to metrics registered by code or plugins)."""
+    _ensure_loaded()
     with _LOCK:
-        if spec.name in _REGISTRY and not overwrite:
-            raise ValueError(f"metric {spec.name!r} is already registered")
+        if spec.name in _REGISTRY:
+            if spec.name in _BUILTIN_NAMES:
+                raise ValueError(f"metric {spec.name!r} is built in and cannot be replaced; register it under another name")
+            if not overwrite:
+                raise ValueError(f"metric {spec.name!r} is already registered")
         _REGISTRY[spec.name] = spec
     return spec
 
 
+def _plugin_spec(ep: Any) -> MetricSpec:
+    obj = ep.load()
+    spec = obj if isinstance(obj, MetricSpec) else getattr(obj, "spec", None)
+    if not isinstance(spec, MetricSpec):
+        raise TypeError(f"it provides no MetricSpec ({ep.value})")
+    if isinstance(obj, type) and (isinstance(spec.target, str) or spec.target is None):
+        spec = replace(spec, target=obj)
+    return replace(spec, name=spec.name or ep.name)
+
+
 def _ensure_loaded() -> None:
+    """Built-ins, then plugins, once, under the lock: no thread sees a half-loaded registry.
+
+    A plugin that fails to load, or that names a metric already registered
+    (a built-in or an earlier plugin), is left out with a warning; the rest load.
+    """
     global _LOADED
     if _LOADED:
         return
@@ -106,15 +69,21 @@ def _ensure_loaded() -> None:
 
         for spec in BUILTIN:
             _REGISTRY.setdefault(spec.name, spec)
+            _BUILTIN_NAMES.add(spec.name)
+        for ep in entry_points(group="editlens.metrics"):
+            try:
+                spec = _plugin_spec(ep)
+            except Exception as exc:  # a broken plugin must not take the others down
+                warnings.warn(f"editlens metric plugin {ep.name!r} could not be loaded and is left out: "
+                              f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=2)
+                continue
+            if spec.name in _REGISTRY:
+                warnings.warn(f"editlens metric plugin {ep.name!r} ({ep.value}) registers {spec.name!r}, which "
+                              "already exists; the plugin is left out (rename its metric)", RuntimeWarning,
+                              stacklevel=2)
+                continue
+            _REGISTRY[spec.name] = spec
         _LOADED = True
-    for ep in entry_points(group="editlens.metrics"):
-        obj = ep.load()
-        spec = obj if isinstance(obj, MetricSpec) else getattr(obj, "spec", None)
-        if not isinstance(spec, MetricSpec):
-            raise TypeError(f"entry point {ep.name!r} ({ep.value}) provides no MetricSpec")
-        if isinstance(spec.target, str) or spec.target is None:
-            spec = spec if not isinstance(obj, type) else replace(spec, target=obj)
-        register_metric(replace(spec, name=spec.name or ep.name), overwrite=True)
 
 
 def get_spec(name: str) -> MetricSpec:
@@ -130,6 +99,13 @@ def get_spec(name: str) -> MetricSpec:
         raise UnknownMetricError(
             f"unknown metric {name!r}.{hint} Run `editlens metrics` to list them."
         ) from None
+
+
+def default_metric_names(with_reference: bool = False) -> list[str]:
+    """Metrics tried when the user names none, in registration order (the
+    ones whose ``default`` metadata says so)."""
+    _ensure_loaded()
+    return [n for n, s in _REGISTRY.items() if s.in_defaults(with_reference)]
 
 
 def list_metrics() -> list[MetricSpec]:

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from editlens.errors import ModelUnavailableError
 from editlens.metrics.availability import metric_availability
 from editlens.metrics.base import Metric
-from editlens.metrics.registry import create_metric, get_spec
+from editlens.metrics.registry import create_metric, default_metric_names, get_spec
+from editlens.metrics.spec import MetricSpec
 
-#: Metrics tried when the user names none (those whose models are present run).
-DEFAULT_METRICS = ("change_map", "l1", "l2", "psnr", "ssim", "lpips", "clip_i", "clip_t", "clip_d",
-                   "clipscore", "dino_i")
-REFERENCE_METRICS = ("l1_ref", "l2_ref", "clip_i_ref", "dino_i_ref")
+#: Run-time options the runner hands to metrics whose constructor takes them.
+RUNTIME_OPTIONS = ("models", "device")
 
 
 @dataclass
@@ -65,7 +65,8 @@ def select_metrics(
     """
     options = options or {}
     models = dict(models or {})
-    defaults = list(DEFAULT_METRICS) + (list(REFERENCE_METRICS) if with_reference else [])
+    # which metrics are defaults is registry metadata (MetricSpec.default), not a list here
+    defaults = default_metric_names(with_reference)
     wanted = [(n, True) for n in names] if names is not None else [(n, False) for n in defaults]
     wanted += [(n, True) for n in extra]
     sel = Selection([])
@@ -75,19 +76,24 @@ def select_metrics(
         if spec.vlm != "none" and vlm:
             for k, v in vlm.items():
                 opts.setdefault(k, v)
-        ok, reason = metric_availability(spec, models, opts)
+        ok, reason = metric_availability(spec, models, opts, detailed=required)
         if not ok:
             if required:
-                if spec.model in ("clip", "dino"):
-                    from editlens.models.resolve import model_reference, unavailable_message
-
-                    reason = unavailable_message(model_reference(str(opts.get("model") or spec.model), models),
-                                                 "not found locally")
                 raise ModelUnavailableError(f"metric {spec.name!r} cannot run: {reason}")
             sel.skipped.append((spec.name, reason or "unavailable"))
             continue
-        if spec.model in ("clip", "dino") or spec.vlm != "none":
-            opts.setdefault("models", models)
-            opts.setdefault("device", device)
+        runtime = {"models": models, "device": device}
+        for key in _runtime_options(spec):
+            opts.setdefault(key, runtime[key])
         sel.metrics.append(create_metric(spec.name, **opts))
     return sel
+
+
+def _runtime_options(spec: MetricSpec) -> tuple[str, ...]:
+    """The run-time options a metric receives: those its spec declares, else
+    those its constructor names as parameters (no metric or model role is
+    named here; a ``**kwargs`` catch-all does not count)."""
+    if spec.runtime is not None:
+        return tuple(k for k in spec.runtime if k in RUNTIME_OPTIONS)
+    params = inspect.signature(spec.load_class().__init__).parameters
+    return tuple(k for k in RUNTIME_OPTIONS if k in params)
