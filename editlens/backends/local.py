@@ -77,7 +77,7 @@ class TransformersBackend:
         self.batch_size = batch_size
         self.calls = 0  # generate() calls on the model (tests and benchmarks read it)
         self._lock = threading.Lock()
-        self._cand_ids: dict[str, list[int]] = {}
+        self._cand_ids: dict[tuple, list[int]] = {}
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "model": self.model_id, "revision": self.revision,
@@ -98,17 +98,26 @@ class TransformersBackend:
         text = self.processor.apply_chat_template(conv, add_generation_prompt=True, tokenize=False)
         return text, images
 
-    def _candidate_ids(self, cand: str) -> list[int]:
+    def _candidate_ids(self, cand: str, others: tuple[str, ...] = ()) -> list[int]:
         """Token ids that start ``cand`` with and without a leading space
-        (tokenisers differ in whether a word after a space is one token)."""
-        if cand not in self._cand_ids:
-            ids = set()
-            for variant in (cand, " " + cand):
-                toks = self.tokenizer.encode(variant, add_special_tokens=False)
-                if toks:
-                    ids.add(toks[0])
-            self._cand_ids[cand] = sorted(ids)
-        return self._cand_ids[cand]
+        (tokenisers differ in whether a word after a space is one token).
+        A first token shared with another candidate (``E`` of EDIT and of a
+        hypothetical ERASE) cannot tell them apart: such candidates get no
+        ids, so their log-probability is reported missing rather than mixed."""
+        key = (cand, others)
+        if key not in self._cand_ids:
+            def first_ids(c: str) -> set[int]:
+                ids = set()
+                for variant in (c, " " + c):
+                    toks = self.tokenizer.encode(variant, add_special_tokens=False)
+                    if toks:
+                        ids.add(toks[0])
+                return ids
+
+            mine = first_ids(cand)
+            shared = any(mine & first_ids(o) for o in others if o != cand)
+            self._cand_ids[key] = [] if shared else sorted(mine)
+        return self._cand_ids[key]
 
     # -- generation ----------------------------------------------------------------
     def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
@@ -174,8 +183,8 @@ class TransformersBackend:
         steps = []
         for j, tok in enumerate(ids):
             lp = torch.log_softmax(logits[j][row].float(), dim=-1)
-            cands = {c: float(torch.logsumexp(lp[self._candidate_ids(c)], 0)) if self._candidate_ids(c) else None
-                     for c in candidates}
+            cands = {c: float(torch.logsumexp(lp[self._candidate_ids(c, candidates)], 0))
+                     if self._candidate_ids(c, candidates) else None for c in candidates}
             top = []
             if top_k:
                 vals, inds = lp.topk(top_k)

@@ -116,6 +116,12 @@ class Generation:
             return "empty answer"
         return None
 
+    @property
+    def truncated(self) -> bool:
+        """The answer was cut off at the token limit (``finish_reason == "length"``):
+        whatever it lists may be incomplete."""
+        return self.finish_reason == "length"
+
     def candidate_distribution(self, step: int) -> dict[str, float] | None:
         """Normalised probabilities of the candidates at ``step``, or ``None``
         when any candidate's log-probability is unavailable there."""

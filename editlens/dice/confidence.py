@@ -1,23 +1,27 @@
 """Confidence of a detected difference: the probability of its command token
-divided by the total probability of ADD, REMOVE and EDIT at that position."""
+divided by the total probability of ADD, REMOVE and EDIT at that position.
+
+The position is checked before any probability is read: the generated
+tokens are aligned with the answer text (:mod:`editlens.backends.alignment`),
+and the token at the chosen step must really begin the command word. A
+command split into several tokens (``RE`` + ``MOVE``) is read at its first
+piece, where the three commands part ways. When the step cannot be found or
+checked, the confidence is missing with the reason, never the probability of
+some other token.
+"""
 
 from __future__ import annotations
 
+from editlens.backends.alignment import step_covering, token_spans, word_step
 from editlens.backends.types import Generation
 from editlens.dice.types import COMMANDS, Difference
 
 
 def step_at_offset(gen: Generation, offset: int) -> int | None:
-    """Index of the generated token covering character ``offset`` of the text."""
-    if gen.steps is None:
-        return None
-    pos = 0
-    for j, step in enumerate(gen.steps):
-        end = pos + len(step.token)
-        if pos <= offset < end or (offset == pos and step.token.strip()):
-            return j
-        pos = end
-    return None
+    """Index of the generated token covering character ``offset`` of the text
+    (``None`` when there is none or the tokens do not align with the text)."""
+    spans = token_spans(gen)
+    return None if spans is None else step_covering(spans, offset)
 
 
 def assign_confidence(gen: Generation, diffs: list[Difference]) -> None:
@@ -25,9 +29,13 @@ def assign_confidence(gen: Generation, diffs: list[Difference]) -> None:
         if gen.steps is None:
             d.confidence, d.confidence_source = None, "unavailable: the backend returned no log-probabilities"
             continue
-        j = None if d.char_offset is None else step_at_offset(gen, d.char_offset)
-        dist = None if j is None else gen.candidate_distribution(j)
+        j, pieces, problem = word_step(gen, d.char_offset, d.command)
+        if j is None:
+            d.confidence, d.confidence_source = None, f"unavailable: {problem}"
+            continue
+        dist = gen.candidate_distribution(j)
         if dist is None or set(dist) != set(COMMANDS):
             d.confidence, d.confidence_source = None, "unavailable: no command probabilities at this token"
             continue
-        d.confidence, d.confidence_source = dist[d.command], "logprobs"
+        d.confidence = dist[d.command]
+        d.confidence_source = "logprobs" if pieces == 1 else f"logprobs (first of {pieces} tokens)"

@@ -26,7 +26,8 @@ from editlens.dice.ranking import sample_stats
 from editlens.dice.types import DiceResult
 from editlens.judges.templates import load_template
 from editlens.metrics.base import Metric
-from editlens.metrics.embedding import PATCH_FILL, _ModelOptions
+from editlens.metrics.embedding import PATCH_FILL
+from editlens.metrics.model_options import EncoderModelOptions
 from editlens.metrics import functional as F
 from editlens.metrics.masks import boxes_to_mask
 
@@ -125,7 +126,7 @@ def _patch(arr: np.ndarray, boxes: list[tuple[float, ...]]) -> np.ndarray:
     return out
 
 
-class _DiceMasked(_ModelOptions, Metric):
+class _DiceMasked(EncoderModelOptions, Metric):
     """Base of DICE-masked CLIP metrics: patch (fill with mid-grey) some of
     DICE's differences in both images, then compute the CLIP metric."""
 

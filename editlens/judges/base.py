@@ -6,6 +6,8 @@ from typing import Any, Sequence
 
 from editlens.core.types import LoadedEdit, Score
 from editlens.errors import ModelUnavailableError
+from editlens.backends.types import ChatRequest, Generation
+from editlens.judges.ensemble import check_sampling, expand, regroup
 from editlens.judges.templates import Template, load_template
 from editlens.metrics.base import Metric
 
@@ -20,13 +22,21 @@ class VLMJudge(Metric):
         cache: ``True`` (default response cache), a path, or ``False``.
         templates: ``{template name: path}`` overrides.
         max_new_tokens: answer length limit.
+        samples: answers asked per question (self-ensembling; needs
+            ``temperature`` > 0 when more than 1). The score is the mean over
+            the parsed answers; see :mod:`editlens.judges.ensemble`.
+        temperature: sampling temperature (0: greedy, one answer).
+        seed: seed of the first sampled answer (sample k uses seed + k).
     """
 
     template_names: tuple[str, ...] = ()
 
     def __init__(self, vlm: str | None = None, vlm_model: str | None = None, device: str = "auto",
                  dtype: str = "auto", cache: bool | str = True, templates: dict[str, str] | None = None,
-                 max_new_tokens: int = 256, batch_size: int = 8, models: dict[str, str] | None = None) -> None:
+                 max_new_tokens: int = 256, batch_size: int = 8, models: dict[str, str] | None = None,
+                 samples: int = 1, temperature: float = 0.0, seed: int = 0) -> None:
+        check_sampling(samples, temperature)
+        self.samples, self.temperature, self.seed = int(samples), float(temperature), int(seed)
         if not vlm:
             raise ModelUnavailableError("this judge needs a vision-language model: pass --vlm HUB_ID_OR_DIR_OR_URL "
                                         "(Python: vlm=...)")
@@ -48,6 +58,12 @@ class VLMJudge(Metric):
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "backend": self.backend.describe(),
                 "templates": {n: {"source": t.source, "sha256": t.sha256} for n, t in self.templates.items()}}
+
+    def ask(self, requests: Sequence[ChatRequest]) -> list[list[Generation]]:
+        """Every request's answers: ``samples`` of them (each cached on its own)."""
+        n = self.samples if self.temperature > 0 else 1
+        gens = self.backend.generate(expand(requests, n, self.temperature, self.seed)) if requests else []
+        return regroup(gens, n)
 
     @staticmethod
     def unscored(name: str, reason: str, raw: Any) -> Score:

@@ -4,16 +4,22 @@ plus the instruction (the route DICE and ADIEE take).
 
 As an evaluator it runs before the metrics of each batch, fills the
 captions a sample lacks, and records the captions it used as an ``info``
-row; its answers are cached like every other, so reruns cost nothing."""
+row; its answers are cached like every other, so reruns cost nothing.
+
+A backend error, a refusal ("I'm sorry, I can't..."), an empty answer or
+one cut off before its first line ended is a *failed* caption: the sample
+keeps no caption (metrics that need it are skipped with the reason) and
+the row is ``failed`` with the reason, never a caption made of that text.
+"""
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from editlens.backends.types import ChatRequest, GenerationSettings, Message
+from editlens.backends.types import ChatRequest, Generation, GenerationSettings, Message
 from editlens.core.types import LoadedEdit, Score
 from editlens.judges.base import VLMJudge
-
+from editlens.judges.parsing import refusal_in
 
 
 def _clean(text: str | None) -> str | None:
@@ -22,6 +28,19 @@ def _clean(text: str | None) -> str | None:
     line = next((x.strip() for x in text.strip().splitlines() if x.strip()), "")
     line = line.strip().strip('"').strip("'").strip()
     return line or None
+
+
+def caption_from(g: Generation) -> tuple[str | None, str | None]:
+    """``(caption, None)`` or ``(None, why there is none)``."""
+    if g.problem:
+        return None, g.problem
+    refused = refusal_in(g.text)
+    if refused:
+        return None, f"model refused: {refused}"
+    if g.truncated and "\n" not in (g.text or "").strip():
+        return None, "caption cut off at the token limit"
+    cap = _clean(g.text)
+    return (cap, None) if cap else (None, "empty answer")
 
 
 class Captioner(VLMJudge):
@@ -34,17 +53,32 @@ class Captioner(VLMJudge):
         gens = self.backend.generate([ChatRequest([Message("user", self.templates["caption_source"].render(
             {"source": s.source}))], settings) for s in need_src])
         generated: dict[str, dict[str, str | None]] = {s.id: {} for s in batch}
+        failed: dict[str, dict[str, dict[str, str | None]]] = {s.id: {} for s in batch}
         for s, g in zip(need_src, gens):
-            cap = _clean(g.text)
+            cap, why = caption_from(g)
             s.source_caption = cap
-            generated[s.id]["source_caption"] = cap
+            if cap is None:
+                failed[s.id]["source_caption"] = {"reason": why, "raw": g.text}
+            else:
+                generated[s.id]["source_caption"] = cap
         need_tgt = [s for s in batch if s.target_caption is None and s.source_caption]
         gens = self.backend.generate([ChatRequest([Message("user", self.templates["caption_target"].render(
             {}, source_caption=s.source_caption, instruction=s.instruction))], settings) for s in need_tgt])
         for s, g in zip(need_tgt, gens):
-            cap = _clean(g.text)
+            cap, why = caption_from(g)
             s.target_caption = cap
-            generated[s.id]["target_caption"] = cap
-        return [Score(self.name, None, "info", None, {"source_caption": s.source_caption,
-                                                      "target_caption": s.target_caption,
-                                                      "generated": sorted(generated[s.id])}) for s in batch]
+            if cap is None:
+                failed[s.id]["target_caption"] = {"reason": why, "raw": g.text}
+            else:
+                generated[s.id]["target_caption"] = cap
+        out: list[float | Score] = []
+        for s in batch:
+            details = {"source_caption": s.source_caption, "target_caption": s.target_caption,
+                       "generated": sorted(generated[s.id])}
+            if failed[s.id]:
+                details["failed"] = failed[s.id]
+                reason = "; ".join(f"{k.replace('_', ' ')}: {v['reason']}" for k, v in failed[s.id].items())
+                out.append(Score(self.name, None, "failed", f"caption failed ({reason})", details))
+            else:
+                out.append(Score(self.name, None, "info", None, details))
+        return out

@@ -1,21 +1,28 @@
-"""Pairwise judge: which of two edits of the same source is better."""
+"""Pairwise judge: which of two edits of the same source is better.
+
+With ``samples`` > 1 the verdict is the majority over the sampled answers
+that gave one (a tie between verdicts is no verdict), with the agreement and
+the count of answers without a verdict.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from editlens.backends.types import ChatRequest, GenerationSettings, Message
 from editlens.core.images import ImageLike, load_image
 from editlens.judges.base import VLMJudge
-from editlens.judges.parsing import parse_verdict
+from editlens.judges.ensemble import majority
+from editlens.judges.parsing import parse_verdict, refusal_in
 
 
 @dataclass
 class PairVerdict:
     verdict: str | None  # A>B, B>A, A=B=Good, A=B=Bad; None = unparsable (raw kept)
-    raw: str | None
+    raw: str | list[str | None] | None
     reason: str | None = None
+    ensemble: dict[str, Any] = field(default_factory=dict)  # samples, agreement, votes (when samples > 1)
 
     @property
     def label(self) -> int | None:
@@ -23,7 +30,20 @@ class PairVerdict:
         return {"A>B": 1, "B>A": -1, "A=B=Good": 0, "A=B=Bad": 0}.get(self.verdict or "")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"verdict": self.verdict, "raw": self.raw, "reason": self.reason}
+        d: dict[str, Any] = {"verdict": self.verdict, "raw": self.raw, "reason": self.reason}
+        if self.ensemble:
+            d["ensemble"] = self.ensemble
+        return d
+
+
+def _one(g: Any) -> tuple[str | None, str | None]:
+    if g.problem:
+        return None, g.problem
+    v = parse_verdict(g.text)
+    if v:
+        return v, None
+    refused = refusal_in(g.text)
+    return None, f"model refused: {refused}" if refused else "no [[...]] verdict in the answer"
 
 
 class PairwiseJudge(VLMJudge):
@@ -38,10 +58,18 @@ class PairwiseJudge(VLMJudge):
             imgs = {k: load_image(v)[0] for k, v in (("source", src), ("edited_a", a), ("edited_b", b))}
             reqs.append(ChatRequest([Message("user", t.render(imgs, instruction=instruction))], settings))
         out = []
-        for g in self.backend.generate(reqs):
-            if g.problem:
-                out.append(PairVerdict(None, g.text, g.problem))
+        for gens in self.ask(reqs):
+            results = [_one(g) for g in gens]
+            if len(gens) == 1:
+                out.append(PairVerdict(results[0][0], gens[0].text, results[0][1]))
                 continue
-            v = parse_verdict(g.text)
-            out.append(PairVerdict(v, g.text, None if v else "no [[...]] verdict in the answer"))
+            votes = [v for v, _ in results]
+            top, agreement, unusable = majority(votes)
+            reason = None
+            if top is None:
+                reason = ("sampled verdicts are tied" if unusable < len(votes)
+                          else f"no sampled answer had a verdict ({results[0][1]})")
+            out.append(PairVerdict(top, [g.text for g in gens], reason,  # type: ignore[arg-type]
+                                   {"samples": len(gens), "votes": votes, "agreement": agreement,
+                                    "unscored_samples": unusable}))
         return out

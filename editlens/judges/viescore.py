@@ -1,16 +1,47 @@
 """VIEScore-style judge: semantic consistency (edit success, restraint) and
 perceptual quality (naturalness, cleanliness), each two 0-10 scores;
-overall = sqrt(min(SC) * min(PQ)) / 10, in [0, 1]."""
+overall = sqrt(min(SC) * min(PQ)) / 10, in [0, 1].
+
+Scores are read strictly (:func:`~editlens.judges.parsing.read_scores`):
+the JSON ``score`` field, a ``score: [...]`` list, or an answer that is only
+the list; anything else is *unscored* with the raw text. With ``samples`` >
+1 the overall score is the mean over the sampled answer pairs that parsed.
+"""
 
 from __future__ import annotations
 
 import math
 from typing import Sequence
 
-from editlens.backends.types import ChatRequest, GenerationSettings, Message
+from editlens.backends.types import ChatRequest, Generation, GenerationSettings, Message
 from editlens.core.types import LoadedEdit, Score
 from editlens.judges.base import VLMJudge
-from editlens.judges.parsing import parse_scores
+from editlens.judges.ensemble import Outcome, combine
+from editlens.judges.parsing import read_scores
+
+
+def _read(g: Generation) -> tuple[list[float] | None, str | None, str | None]:
+    if g.problem:
+        return None, None, g.problem
+    scores, reasoning, problem = read_scores(g.text)
+    if scores is None and g.truncated:
+        problem = f"answer cut off at the token limit ({problem})"
+    return scores, reasoning, problem
+
+
+def viescore_outcome(sc_g: Generation, pq_g: Generation) -> Outcome:
+    """One answer pair (SC, PQ) as an ensemble outcome."""
+    raw = {"SC": sc_g.text, "PQ": pq_g.text}
+    (sc, sc_why, sc_p), (pq, pq_why, pq_p) = _read(sc_g), _read(pq_g)
+    if sc is None or pq is None:
+        problem = "; ".join(f"{k}: {p}" for k, p, v in (("SC", sc_p, sc), ("PQ", pq_p, pq)) if v is None)
+        return Outcome(None, problem=problem, raw=raw)
+    value = math.sqrt(min(sc) * min(pq)) / 10.0
+    details = {"SC": sc, "PQ": pq, "reasoning": {"SC": sc_why, "PQ": pq_why},
+               "cached": sc_g.cached and pq_g.cached}
+    if sc_g.truncated or pq_g.truncated:
+        details["truncated"] = [k for k, g in (("SC", sc_g), ("PQ", pq_g)) if g.truncated]
+    return Outcome(value, details, raw=raw)
 
 
 class VIEScoreJudge(VLMJudge):
@@ -24,21 +55,9 @@ class VIEScoreJudge(VLMJudge):
             imgs = {"source": s.source, "edited": s.edited}
             reqs.append(ChatRequest([Message("user", sc_t.render(imgs, instruction=s.instruction))], settings))
             reqs.append(ChatRequest([Message("user", pq_t.render(imgs, instruction=s.instruction))], settings))
-        gens = self.backend.generate(reqs)
+        answers = self.ask(reqs)
         out: list[float | Score] = []
         for i, _ in enumerate(batch):
-            sc_g, pq_g = gens[2 * i], gens[2 * i + 1]
-            raw = {"SC": sc_g.text, "PQ": pq_g.text}
-            problem = sc_g.problem or pq_g.problem
-            if problem:
-                out.append(self.unscored(self.name, problem, raw))
-                continue
-            sc, pq = parse_scores(sc_g.text), parse_scores(pq_g.text)
-            if sc is None or pq is None:
-                which = " and ".join(k for k, v in (("SC", sc), ("PQ", pq)) if v is None)
-                out.append(self.unscored(self.name, f"{which} answer has no two 0-10 scores", raw))
-                continue
-            value = math.sqrt(min(sc[0]) * min(pq[0])) / 10.0
-            out.append(Score(self.name, value, details={
-                "SC": sc[0], "PQ": pq[0], "reasoning": {"SC": sc[1], "PQ": pq[1]}, "cached": sc_g.cached and pq_g.cached}))
+            sc_gens, pq_gens = answers[2 * i], answers[2 * i + 1]
+            out.append(combine(self.name, [viescore_outcome(a, b) for a, b in zip(sc_gens, pq_gens)]))
         return out

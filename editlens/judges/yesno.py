@@ -1,14 +1,45 @@
 """Yes/no judge: score = P(YES) that the instruction was carried out, from
-the token log-probabilities of YES and NO at the answer's first token."""
+the token log-probabilities of YES and NO at the answer's YES/NO token.
+
+P(YES) counts only when the answer itself is a yes/no answer (it starts
+with YES or NO) and the token at the step read is that word; an empty
+answer, a refusal or any other text is *unscored* with the reason and the
+raw text. A backend without log-probabilities gives the stated answer (1 or
+0), and ``details["p_yes_from"]`` says so. With ``samples`` > 1 the score is
+the mean over the sampled yes/no answers, with their agreement.
+"""
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from editlens.backends.types import ChatRequest, GenerationSettings, Message
+from editlens.backends.alignment import word_step
+from editlens.backends.types import ChatRequest, Generation, GenerationSettings, Message
 from editlens.core.types import LoadedEdit, Score
 from editlens.judges.base import VLMJudge
-from editlens.judges.parsing import parse_yes_no
+from editlens.judges.ensemble import Outcome, combine
+from editlens.judges.parsing import refusal_in, yes_no_span
+
+
+def yes_no_outcome(g: Generation) -> Outcome:
+    if g.problem:
+        return Outcome(None, problem=g.problem, raw=g.text)
+    span = yes_no_span(g.text)
+    if span is None:
+        refused = refusal_in(g.text)
+        problem = f"model refused: {refused}" if refused else "the answer is neither YES nor NO"
+        return Outcome(None, problem=problem, raw=g.text)
+    said, offset = span
+    word = "YES" if said else "NO"
+    details = {"answer": g.text, "said": word}
+    j, _, why = word_step(g, offset, (g.text or "")[offset : offset + len(word)])
+    dist = None if j is None else g.candidate_distribution(j)
+    if dist is not None and "YES" in dist:
+        return Outcome(dist["YES"], {**details, "p_yes_from": "logprobs"}, raw=g.text, vote=word)
+    # no usable log-probabilities: the stated answer is the only evidence, and details say so
+    note = why if j is None else "no YES/NO log-probabilities at the answer token"
+    return Outcome(1.0 if said else 0.0, {**details, "p_yes_from": "text", "logprobs_unavailable": note},
+                   raw=g.text, vote=word)
 
 
 class YesNoJudge(VLMJudge):
@@ -20,20 +51,4 @@ class YesNoJudge(VLMJudge):
         reqs = [ChatRequest([Message("user", t.render({"source": s.source, "edited": s.edited},
                                                       instruction=s.instruction))], settings, ("YES", "NO"))
                 for s in batch]
-        out: list[float | Score] = []
-        for g in self.backend.generate(reqs):
-            if g.error or g.refusal:
-                out.append(self.unscored(self.name, g.problem or "no answer", g.text))
-                continue
-            dist = g.candidate_distribution(0)
-            if dist is not None:
-                out.append(Score(self.name, dist["YES"], details={"answer": g.text, "p_yes_from": "logprobs"}))
-                continue
-            said = parse_yes_no(g.text)
-            if said is None:
-                out.append(self.unscored(self.name, "no log-probabilities and the answer is not YES or NO", g.text))
-            else:
-                # The backend gave no log-probabilities: the stated answer is the
-                # only evidence, and details say so.
-                out.append(Score(self.name, 1.0 if said else 0.0, details={"answer": g.text, "p_yes_from": "text"}))
-        return out
+        return [combine(self.name, [yes_no_outcome(g) for g in gens]) for gens in self.ask(reqs)]

@@ -100,39 +100,8 @@ def aurora_pointwise(pred: Mapping[str, Mapping[str, float]], human: Mapping[str
 
 # ---------------------------------------------------------------- VIEScore answers
 
-_NUM_LIST = re.compile(r"\[\s*-?\d+(?:\.\d+)?(?:\s*,\s*-?\d+(?:\.\d+)?)*\s*\]")
-
-
-def parse_score_list(value: Any) -> list[float] | None:
-    """A list of numbers from a judge answer: a list, or a string such as
-    ``"[0, 10]"``, ``"[7,8]"``, or text with such a list in it. ``None`` if
-    there is none (never a made-up number).
-
-    >>> parse_score_list("[0, 10]"), parse_score_list([3, 4]), parse_score_list("no idea")
-    ([0.0, 10.0], [3.0, 4.0], None)
-    """
-    if isinstance(value, (list, tuple)):
-        try:
-            nums = [float(v) for v in value]
-        except (TypeError, ValueError):
-            return None
-        return nums if nums and all(math.isfinite(v) for v in nums) else None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return [float(value)] if math.isfinite(value) else None
-    if not isinstance(value, str):
-        return None
-    text = value.strip()
-    for parse in (json.loads, ast.literal_eval):
-        try:
-            obj = parse(text)
-        except (ValueError, SyntaxError, TypeError):
-            continue
-        if isinstance(obj, (list, tuple, int, float)) and not isinstance(obj, bool):
-            return parse_score_list(obj if isinstance(obj, (list, tuple)) else [obj])
-        if isinstance(obj, dict) and "score" in obj:
-            return parse_score_list(obj["score"])
-    m = _NUM_LIST.search(text)
-    return parse_score_list(json.loads(m.group(0))) if m else None
+# the parser lives with the judges (one parser for judge answers and stored ratings)
+from editlens.judges.parsing import genai_verdict, parse_score_list  # noqa: E402,F401
 
 
 def viescore_overall(sc: Any, pq: Any) -> tuple[float, float, float] | None:
@@ -152,28 +121,12 @@ def viescore_overall(sc: Any, pq: Any) -> tuple[float, float, float] | None:
 
 # ---------------------------------------------------------------- GenAI-Bench
 
-_VERDICT = re.compile(r"\[\[.*?\]\]")
 GENAI_CORRECT = {
     "leftvote": {"[[A>B]]", "[[A>>B]]"},
     "rightvote": {"[[B>A]]", "[[B>>A]]"},
     "tievote": {"[[A=B=Good]]", "[[A=B]]"},
     "bothbad_vote": {"[[A=B=Bad]]", "[[A=B]]"},
 }
-
-
-def genai_verdict(response: str | None) -> str | None:
-    """The first ``[[...]]`` span on the first line that has one.
-
-    >>> genai_verdict("Reasoning...\\nFinal: [[B>A]] and [[A>B]]")
-    '[[B>A]]'
-    """
-    if not response:
-        return None
-    for line in str(response).splitlines():
-        m = _VERDICT.search(line)
-        if m:
-            return m.group(0).replace(" ", "")
-    return None
 
 
 def genai_bench_accuracy(items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from editlens.core.images import image_hash
 from editlens.core.types import LoadedEdit, Score
 from editlens.metrics import functional as F
 from editlens.metrics.base import Metric, PairMetric
-from editlens.models.encoders import get_encoder
+from editlens.metrics.model_options import EncoderModelOptions
 
 PATCH_FILL = (128, 128, 128)
 
@@ -29,28 +29,7 @@ def patch(arr: np.ndarray, keep: np.ndarray) -> np.ndarray:
     return out
 
 
-class _ModelOptions:
-    kind = "clip"
-
-    def _init_model(self, model: str | None, device: str, dtype: str, models: dict[str, str] | None) -> None:
-        self.model_name = model
-        self.device = device
-        self.dtype = dtype
-        self.model_overrides = dict(models or {})
-        self._encoder: Any = None
-
-    @property
-    def encoder(self) -> Any:
-        if self._encoder is None:
-            self._encoder = get_encoder(self.kind, self.model_name, self.device, self.dtype, self.model_overrides)
-        return self._encoder
-
-    def model_describe(self) -> dict[str, Any]:
-        from editlens.models.fingerprint import fingerprint
-        from editlens.models.resolve import model_reference
-
-        # weight hashes are part of the settings: new weights mean new results
-        return fingerprint(model_reference(self.model_name or self.kind, self.model_overrides))
+_ModelOptions = EncoderModelOptions  # the old private name
 
 
 class _ImagePair(_ModelOptions, PairMetric):
