@@ -54,13 +54,15 @@ def test_prose_without_differences_is_unparsable(text):
 
 
 def test_pixels_clamping_duplicates():
-    text = "ADD: cat, [100, 50, 300, 250]\nADD: cat, [100, 50, 300, 251]\nEDIT: sky, [-0.2, 0, 0.5, 1.4]"
-    a, e = parse_differences(text, size=(400, 500))
-    assert a.box == pytest.approx((0.25, 0.1, 0.75, 0.5)) and "pixel coordinates normalised" in a.flags
-    assert "duplicates merged" in a.flags
+    text = "ADD: cat, [100, 50, 300, 250]\nADD: cat, [100, 50, 300, 251]"
+    (a,) = parse_differences(text, size=(400, 500), convention="pixels")
+    assert a.box == pytest.approx((0.25, 0.1, 0.75, 0.5)) and "duplicates merged" in a.flags
+    (e,) = parse_differences("EDIT: sky, [-0.03, 0, 0.5, 1.04]")
     assert e.box == (0.0, 0.0, 0.5, 1.0) and "clamped to the image" in e.flags
     # pixels but no image size: nothing can be located, so unparsable (not "no change")
-    assert parse_differences("ADD: cat, [100, 50, 300, 250]") is None
+    assert parse_differences("ADD: cat, [100, 50, 300, 250]", convention="pixels") is None
+    # numbers past 1 in the fraction convention are not silently taken for pixels
+    assert parse_differences(text, size=(400, 500)) is None
     assert parse_differences("None.") == [] and parse_differences("No differences") == []
 
 
@@ -106,8 +108,9 @@ def test_ranking_arithmetic():
     m1, m2 = rank_models(recs)
     assert m1["correct_edits"] == pytest.approx(100 / 3) and m1["unwanted_edits"] == pytest.approx(25.0)
     assert m1["no_visual_change"] == pytest.approx(100 / 3)
-    assert m2 == {"model": "M2", "samples": 1, "judged": 1, "correct_edits": 100.0, "unwanted_edits": 0.0,
-                  "no_visual_change": 0.0}
+    assert {k: m2[k] for k in ("model", "samples", "ranked", "correct_edits", "unwanted_edits", "no_visual_change")} \
+        == {"model": "M2", "samples": 1, "ranked": 1, "correct_edits": 100.0, "unwanted_edits": 0.0,
+            "no_visual_change": 0.0}
     assert union_area([[0, 0, 0.5, 1], [0, 0, 0.5, 1]]) == 0.5
 
 

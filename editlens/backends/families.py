@@ -1,6 +1,14 @@
 """Model families the local backend can run, as data: ``model_type`` (from
-the checkpoint's config.json) -> model class and, where AutoProcessor needs
-torchvision, a processor built from torchvision-free parts."""
+the checkpoint's config.json) -> model class, the box convention the family
+answers in, and, where AutoProcessor needs torchvision, a processor built
+from torchvision-free parts.
+
+Box conventions (:data:`BOX_CONVENTIONS`): how a family writes box
+coordinates when asked to locate something. ``fraction``: 0-1 of the image
+width/height; ``per-mille``: integers 0-1000 (Qwen2-VL's grounding format);
+``pixels``: pixel coordinates of the image as the model saw it (Qwen2.5-VL).
+Readers of boxes take the convention from here (or from the user), never
+from the size of the numbers."""
 
 from __future__ import annotations
 
@@ -10,10 +18,25 @@ from pathlib import Path
 from typing import Any, Callable
 
 
+#: convention -> what the prompt says about coordinates
+BOX_CONVENTIONS: dict[str, str] = {
+    "fraction": "as fractions of the picture width and height between 0 and 1",
+    "per-mille": "as thousandths of the picture width and height, whole numbers from 0 to 1000",
+    "pixels": "in pixels of the picture",
+}
+#: the convention used when the model family is unknown (e.g. behind an HTTP server)
+DEFAULT_BOX_CONVENTION = "fraction"
+
+
 @dataclass(frozen=True)
 class Family:
     model_class: str  # attribute of the transformers package
     fallback_processor: Callable[[str], Any] | None = None
+    boxes: str = DEFAULT_BOX_CONVENTION  # a key of BOX_CONVENTIONS
+
+    def __post_init__(self) -> None:
+        if self.boxes not in BOX_CONVENTIONS:
+            raise ValueError(f"unknown box convention {self.boxes!r}; known: {sorted(BOX_CONVENTIONS)}")
 
 
 def _read_chat_template(path: str) -> str | None:
@@ -53,7 +76,14 @@ def _qwen2_vl_processor(path: str) -> Any:
 FAMILIES: dict[str, Family] = {
     "idefics3": Family("Idefics3ForConditionalGeneration"),
     "smolvlm": Family("SmolVLMForConditionalGeneration"),
-    "qwen2_vl": Family("Qwen2VLForConditionalGeneration", _qwen2_vl_processor),
-    "qwen2_5_vl": Family("Qwen2_5_VLForConditionalGeneration", _qwen2_vl_processor),
+    "qwen2_vl": Family("Qwen2VLForConditionalGeneration", _qwen2_vl_processor, boxes="per-mille"),
+    "qwen2_5_vl": Family("Qwen2_5_VLForConditionalGeneration", _qwen2_vl_processor, boxes="pixels"),
     "llava_next": Family("LlavaNextForConditionalGeneration"),
 }
+
+
+def box_convention(backend_description: dict[str, Any] | None) -> str:
+    """The box convention of the model a backend runs (its ``model_type``),
+    or :data:`DEFAULT_BOX_CONVENTION` when the family is unknown."""
+    family = FAMILIES.get(str((backend_description or {}).get("model_type")))
+    return family.boxes if family else DEFAULT_BOX_CONVENTION

@@ -250,33 +250,43 @@ def runs_summary(run_dir: Path = typer.Argument(...), by: Optional[str] = typer.
     for r in table:
         group = f"{r['group']:<20} " if by else ""
         typer.echo(f"{group}{r['evaluator']:<12} n={r['n']:<5} mean={r['mean']:.4f}  95% CI [{r['ci'][0]:.4f}, {r['ci'][1]:.4f}]")
-    from editlens.reporting.runs import dice_ranking
+    from editlens.reporting.runs import evaluator_summaries
 
-    ranking = dice_ranking(run_dir)
-    if ranking:
+    for extra in evaluator_summaries(run_dir):  # what each evaluator contributes (registry metadata)
         typer.echo("")
-        _print_ranking(ranking)
+        typer.echo(extra["title"])
+        _print_rows(extra["rows"])
 
 
-def _print_ranking(rows) -> None:  # type: ignore[no-untyped-def]
-    fmt = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
-    typer.echo("DICE ranking          samples  judged  correct edits %  unwanted edits %  no visual change %")
+def _print_rows(rows) -> None:  # type: ignore[no-untyped-def]
+    """A list of dicts as aligned columns; None is '-', floats one decimal."""
+    if not rows:
+        return
+    cols = [k for k in rows[0] if k != "judged"]  # "judged" repeats "ranked" (kept in JSON for old readers)
+    cell = lambda v: "-" if v is None else (f"{v:.1f}" if isinstance(v, float) else str(v))  # noqa: E731
+    widths = {c: max(len(c), *(len(cell(r.get(c))) for r in rows)) for c in cols}
+    typer.echo("  ".join(c.ljust(widths[c]) if i == 0 else c.rjust(widths[c]) for i, c in enumerate(cols)))
     for r in rows:
-        typer.echo(f"{r['model']:<20} {r['samples']:>8} {r['judged']:>7} {fmt(r['correct_edits']):>16} "
-                   f"{fmt(r['unwanted_edits']):>17} {fmt(r['no_visual_change']):>19}")
+        typer.echo("  ".join(cell(r.get(c)).ljust(widths[c]) if i == 0 else cell(r.get(c)).rjust(widths[c])
+                             for i, c in enumerate(cols)))
 
 
 @app.command("dice-rank")
 @guarded
 def dice_rank_cmd(run_dir: Path = typer.Argument(...), json_out: bool = typer.Option(False, "--json")) -> None:
-    """DICE model ranking of a run: correct edits, unwanted edits, no visual change."""
-    from editlens.reporting.runs import dice_ranking
+    """DICE model ranking of a run: correct edits, unwanted edits, no visual change
+    (rates over ranked samples; unparsable, truncated and partly judged ones counted apart)."""
+    from editlens.reporting.runs import evaluator_summary
 
-    rows = dice_ranking(run_dir)
+    rows = evaluator_summary(run_dir, "dice")
     if not rows:
         typer.echo(f"error: {run_dir} has no DICE results; run with --dice", err=True)
         raise typer.Exit(2)
-    emit_json(rows) if json_out else _print_ranking(rows)
+    if json_out:
+        emit_json(rows)
+        return
+    typer.echo("DICE ranking (rates over ranked samples: parsed and fully judged)")
+    _print_rows(rows)
 
 
 @app.command("dice-eval")

@@ -9,40 +9,68 @@ from typing import Any, Sequence
 from editlens.backends.types import ChatRequest, GenerationSettings, Message
 from editlens.core.types import LoadedEdit
 from editlens.dice.confidence import assign_confidence
-from editlens.dice.parsing import parse_differences
+from editlens.backends.families import BOX_CONVENTIONS, DEFAULT_BOX_CONVENTION
+from editlens.dice.parsing import parse_differences_detailed
 from editlens.dice.types import CHANGE, COMMANDS, DiceResult, Difference
+from editlens.judges.parsing import refusal_in
 from editlens.judges.templates import Template, load_template
 from editlens.metrics.changemap import ChangeMapParams, sample_change_map
 
 
 class MLLMDetector:
     """Asks a multi-image VLM for the differences, without the instruction
-    (the detector must see what changed, not what was asked)."""
+    (the detector must see what changed, not what was asked).
+
+    ``convention``: how the model writes box coordinates (a key of
+    :data:`~editlens.backends.families.BOX_CONVENTIONS`); the prompt asks for
+    that convention and the answer is read in it. An answer cut off at the
+    token limit is marked ``truncated``: its list may be incomplete.
+    """
 
     name = "mllm"
 
-    def __init__(self, backend: Any, template: Template | None = None, max_new_tokens: int = 256) -> None:
+    def __init__(self, backend: Any, template: Template | None = None, max_new_tokens: int = 256,
+                 convention: str = DEFAULT_BOX_CONVENTION) -> None:
+        if convention not in BOX_CONVENTIONS:
+            raise ValueError(f"unknown box convention {convention!r}; known: {sorted(BOX_CONVENTIONS)}")
         self.backend = backend
         self.template = template or load_template("dice_detect")
         self.max_new_tokens = max_new_tokens
+        self.convention = convention
 
     def detect(self, batch: Sequence[LoadedEdit]) -> list[DiceResult]:
         settings = GenerationSettings(max_new_tokens=self.max_new_tokens)
-        reqs = [ChatRequest([Message("user", self.template.render({"source": s.source, "edited": s.edited}))],
-                            settings, COMMANDS) for s in batch]
+        units = BOX_CONVENTIONS[self.convention]
+        reqs = [ChatRequest([Message("user", self.template.render({"source": s.source, "edited": s.edited},
+                                                                  box_units=units))], settings, COMMANDS)
+                for s in batch]
         out = []
         for s, g in zip(batch, self.backend.generate(reqs)):
             if g.problem:
                 out.append(DiceResult([], detector=self.name, raw=g.text, unparsable=True, problem=g.problem))
                 continue
             h, w = s.source.shape[:2]
-            diffs = parse_differences(g.text, (w, h))
+            parsed = parse_differences_detailed(g.text, (w, h), convention=self.convention)
+            diffs = parsed.differences
             if diffs is None:
-                out.append(DiceResult([], detector=self.name, raw=g.text, unparsable=True,
-                                      problem="no 'COMMAND: object, [x0, y0, x1, y1]' line in the answer"))
+                refused = refusal_in(g.text)
+                if refused:
+                    problem = f"model refused: {refused}"
+                elif parsed.rejected:
+                    problem = (f"no usable difference line: {parsed.rejected[0]} (boxes are read as "
+                               f"{self.convention}; set the model's convention with --boxes)")
+                elif g.truncated:
+                    problem = "answer cut off at the token limit before any complete difference line"
+                else:
+                    problem = "no 'COMMAND: object, [x0, y0, x1, y1]' line in the answer"
+                out.append(DiceResult([], detector=self.name, raw=g.text, unparsable=True, problem=problem,
+                                      truncated=g.truncated, rejected=parsed.rejected))
                 continue
             assign_confidence(g, diffs)
-            out.append(DiceResult(diffs, detector=self.name, raw=g.text))
+            res = DiceResult(diffs, detector=self.name, raw=g.text, truncated=g.truncated, rejected=parsed.rejected)
+            if g.truncated:
+                res.problem = "answer cut off at the token limit: the difference list may be incomplete"
+            out.append(res)
         return out
 
 

@@ -1,16 +1,21 @@
 """Parse difference lists: ``COMMAND: object, [x0, y0, x1, y1]``.
 
-Tolerates a JSON list of such strings, extra spaces, pixel coordinates,
-swapped corners, out-of-range values (clamped and flagged) and duplicates
-(merged). Returns ``None`` for an answer with no difference line that is
-not an explicit "no difference" answer.
+Tolerates a JSON list of such strings, extra spaces, swapped corners,
+slightly out-of-range values (clamped and flagged) and duplicates (merged).
+Box coordinates are read in the model family's convention (0-1 fractions,
+Qwen2-VL's 0-1000, pixels), given by the caller, never guessed from their
+size. Returns ``None`` for an answer with no difference line that is not an
+explicit "no difference" answer.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
+from typing import Any
 
+from editlens.backends.families import BOX_CONVENTIONS, DEFAULT_BOX_CONVENTION
 from editlens.dice.types import Difference
 
 _NUM = r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
@@ -42,37 +47,73 @@ def _flatten_json(text: str) -> str:
     return text
 
 
-def parse_differences(text: str | None, size: tuple[int, int] | None = None,
-                      merge_iou: float = 0.9) -> list[Difference] | None:
-    """Differences in ``text``; ``size`` = (width, height) of the image the
-    boxes refer to, needed to normalise pixel coordinates.
+@dataclass
+class ParsedDifferences:
+    """What a detector answer holds: the differences (``None``: no difference
+    line and no explicit "none"), and the lines left out with the reason."""
 
-    >>> [(d.command, d.object, d.box) for d in parse_differences("ADD: a red hat, [0.1, 0.2, 0.3, 0.4]")]
-    [('ADD', 'a red hat', (0.1, 0.2, 0.3, 0.4))]
-    >>> parse_differences("NONE")
-    []
-    >>> parse_differences("the cat looks happier") is None
-    True
-    """
-    if text is None:
+    differences: list[Difference] | None
+    rejected: list[str] = field(default_factory=list)
+
+
+#: how far past the edge a coordinate may stray and still be clamped (5% of the image)
+TOLERANCE = 0.05
+
+
+def _json_offsets(text: str, flat: str) -> Any:
+    """Map offsets of ``flat`` (a JSON list's strings joined by newlines) back
+    to ``text`` by finding each string in order; ``None`` where not found."""
+    cursor = 0
+    starts: list[tuple[int, int | None]] = []
+    pos = 0
+    for line in flat.split("\n"):
+        at = text.find(line, cursor) if line else -1
+        starts.append((pos, at if at >= 0 else None))
+        if at >= 0:
+            cursor = at + len(line)
+        pos += len(line) + 1
+
+    def to_text(offset: int) -> int | None:
+        for line_start, at in reversed(starts):
+            if offset >= line_start:
+                return None if at is None else at + offset - line_start
         return None
+
+    return to_text
+
+
+def parse_differences_detailed(text: str | None, size: tuple[int, int] | None = None, merge_iou: float = 0.9,
+                               *, convention: str = DEFAULT_BOX_CONVENTION) -> ParsedDifferences:
+    """Differences in ``text`` with boxes in ``convention`` (see
+    :data:`~editlens.backends.families.BOX_CONVENTIONS`); ``size`` =
+    (width, height) of the image, needed for ``pixels``. A box outside the
+    convention's range (beyond a 5% margin, which is clamped and flagged) is
+    left out with the reason: the convention is never guessed from the
+    numbers."""
+    if convention not in BOX_CONVENTIONS:
+        raise ValueError(f"unknown box convention {convention!r}; known: {sorted(BOX_CONVENTIONS)}")
+    if text is None:
+        return ParsedDifferences(None)
     flat = _flatten_json(text)
-    offset_base = 0 if flat is text else None
+    to_text = (lambda o: o) if flat is text else _json_offsets(text, flat)
     out: list[Difference] = []
+    rejected: list[str] = []
     for m in _LINE.finditer(flat):
         cmd = m.group(1).upper()
         obj = m.group("obj").strip().strip(",").strip().strip('"').strip() or None
         vals = [float(m.group(k)) for k in "abcd"]
         flags: list[str] = []
-        # Fractions slightly out of range (1.05) are clamped; values above 2
-        # can only be pixels (a 2-pixel box would locate nothing anyway).
-        if any(v > 2.0 for v in vals):
+        if convention == "pixels":
             if size is None:
-                flags.append("pixel coordinates without an image size")
+                rejected.append(f"{m.group(0).strip()}: pixel coordinates without an image size")
                 continue
             w, h = size
             vals = [vals[0] / w, vals[1] / h, vals[2] / w, vals[3] / h]
-            flags.append("pixel coordinates normalised")
+        elif convention == "per-mille":
+            vals = [v / 1000.0 for v in vals]
+        if any(v < -TOLERANCE or v > 1 + TOLERANCE for v in vals):
+            rejected.append(f"{m.group(0).strip()}: outside the image in the {convention} convention")
+            continue
         x0, y0, x1, y1 = vals
         if x0 > x1 or y0 > y1:
             x0, x1 = sorted((x0, x1))
@@ -83,12 +124,31 @@ def parse_differences(text: str | None, size: tuple[int, int] | None = None,
             flags.append("clamped to the image")
         box = tuple(clamped)
         if box[2] - box[0] <= 0 or box[3] - box[1] <= 0:
+            rejected.append(f"{m.group(0).strip()}: empty box")
             continue  # an empty box locates nothing
-        out.append(Difference(cmd, obj, box, flags=flags,
-                              char_offset=m.start(1) if offset_base is not None else None))
+        out.append(Difference(cmd, obj, box, flags=flags, char_offset=to_text(m.start(1))))
     if not out:
-        return [] if _NONE.match(flat.strip()) else None
-    return merge_duplicates(out, merge_iou)
+        none = not rejected and _NONE.match(flat.strip())
+        return ParsedDifferences([] if none else None, rejected)
+    return ParsedDifferences(merge_duplicates(out, merge_iou), rejected)
+
+
+def parse_differences(text: str | None, size: tuple[int, int] | None = None,
+                      merge_iou: float = 0.9, *, convention: str = DEFAULT_BOX_CONVENTION) -> list[Difference] | None:
+    """Differences in ``text``; ``size`` = (width, height) of the image the
+    boxes refer to (needed for the ``pixels`` convention). See
+    :func:`parse_differences_detailed`.
+
+    >>> [(d.command, d.object, d.box) for d in parse_differences("ADD: a red hat, [0.1, 0.2, 0.3, 0.4]")]
+    [('ADD', 'a red hat', (0.1, 0.2, 0.3, 0.4))]
+    >>> parse_differences("ADD: a hat, [100, 200, 300, 400]", convention="per-mille")[0].box
+    (0.1, 0.2, 0.3, 0.4)
+    >>> parse_differences("NONE")
+    []
+    >>> parse_differences("the cat looks happier") is None
+    True
+    """
+    return parse_differences_detailed(text, size, merge_iou, convention=convention).differences
 
 
 def merge_duplicates(diffs: list[Difference], threshold: float = 0.9) -> list[Difference]:

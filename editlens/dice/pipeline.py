@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from editlens.backends.families import BOX_CONVENTIONS, box_convention
 from editlens.core.types import LoadedEdit, Score
 from editlens.dice.coherence import CoherenceEstimator
 from editlens.dice.detectors import ChangeMapDetector, MLLMDetector
@@ -37,7 +38,14 @@ DETECTORS = ("auto", "mllm", "changemap")
 class DicePipeline:
     def __init__(self, vlm: str | None = None, detector: str = "auto", vlm_model: str | None = None,
                  device: str = "auto", dtype: str = "auto", cache: bool | str = True,
-                 templates: dict[str, str] | None = None, batch_size: int = 8) -> None:
+                 templates: dict[str, str] | None = None, batch_size: int = 8, boxes: str = "auto",
+                 samples: int = 1, temperature: float = 0.0, seed: int = 0) -> None:
+        from editlens.judges.ensemble import check_sampling
+
+        check_sampling(samples, temperature)
+        if boxes != "auto" and boxes not in BOX_CONVENTIONS:
+            raise ValueError(f"boxes must be auto or one of {sorted(BOX_CONVENTIONS)}, got {boxes!r}")
+        self.boxes, self.samples, self.temperature, self.seed = boxes, int(samples), float(temperature), int(seed)
         if detector not in DETECTORS:
             raise ValueError(f"detector must be one of {DETECTORS}, got {detector!r}")
         if detector == "mllm" and not vlm:
@@ -64,7 +72,14 @@ class DicePipeline:
         # the backend object itself: metrics built from the same --vlm get the same
         # pooled backend (and share results); an injected backend never collides
         backend = id(self.backend) if self.vlm else None
-        return ("dice", self.detector_name, backend, tuple(t.sha256 for t in self.templates.values()))
+        return ("dice", self.detector_name, backend, tuple(t.sha256 for t in self.templates.values()),
+                self.box_convention(), self.samples, self.temperature, self.seed)
+
+    def box_convention(self) -> str:
+        """``boxes``, or with ``auto`` the convention of the backend's model family."""
+        if self.boxes != "auto":
+            return self.boxes
+        return box_convention(self.backend.describe()) if self.vlm else "fraction"
 
     def run(self, batch: Sequence[LoadedEdit]) -> list[DiceResult]:
         """DICE results for the batch; a sample already processed with the same
@@ -78,15 +93,19 @@ class DicePipeline:
 
     def _run(self, batch: Sequence[LoadedEdit]) -> list[DiceResult]:
         if self.detector_name == "mllm":
-            results = MLLMDetector(self.backend, self.templates["dice_detect"]).detect(batch)
+            results = MLLMDetector(self.backend, self.templates["dice_detect"],
+                                   convention=self.box_convention()).detect(batch)
         else:
             results = ChangeMapDetector().detect(batch)
         if self.vlm:
-            CoherenceEstimator(self.backend, self.templates["dice_coherence"]).judge(batch, results)
+            CoherenceEstimator(self.backend, self.templates["dice_coherence"], samples=self.samples,
+                               temperature=self.temperature, seed=self.seed).judge(batch, results)
         return results
 
     def describe(self) -> dict[str, Any]:
         return {"detector": self.detector_name, "backend": self.backend.describe() if self.vlm else None,
+                "boxes": self.box_convention() if self.detector_name == "mllm" else None,
+                "samples": self.samples, "temperature": self.temperature,
                 "templates": {n: {"source": t.source, "sha256": t.sha256} for n, t in self.templates.items()}}
 
 
@@ -103,6 +122,10 @@ class DiceEvaluator(Metric):
         for res in self.pipeline.run(batch):
             d = res.to_dict()
             if res.unparsable:
+                out.append(Score(self.name, None, "unscored", res.problem, d))
+                continue
+            if res.truncated:
+                # an incomplete list cannot say "no unwanted change" or "no change at all"
                 out.append(Score(self.name, None, "unscored", res.problem, d))
                 continue
             stats = sample_stats(d)
@@ -148,7 +171,7 @@ class _DiceMasked(EncoderModelOptions, Metric):
     def _patched(self, batch: Sequence[LoadedEdit]) -> list[tuple[np.ndarray, np.ndarray] | Score]:
         out: list[tuple[np.ndarray, np.ndarray] | Score] = []
         for s, res in zip(batch, self.pipeline.run(batch)):
-            if res.unparsable or not res.judged:
+            if res.unparsable or res.truncated or not res.judged:
                 out.append(Score(self.name, None, "unscored", res.problem or "a coherence answer could not be parsed",
                                  {"dice": res.to_dict()}))
                 continue

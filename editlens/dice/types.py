@@ -47,6 +47,8 @@ class Verdict:
     reasoning: str | None = None
     raw: str | None = None
     problem: str | None = None
+    ensemble: dict[str, Any] | None = None  # samples, votes, agreement (self-ensembling)
+    raws: list[str | None] | None = None  # every sampled answer
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -60,10 +62,15 @@ class DiceResult:
     raw: str | None = None
     unparsable: bool = False
     problem: str | None = None
+    #: the detector's answer was cut off at the token limit: the list may be incomplete
+    truncated: bool = False
+    #: lines that looked like differences but were left out, with the reason
+    rejected: list[str] = field(default_factory=list)
 
     @property
     def no_change(self) -> bool:
-        return not self.unparsable and not self.differences
+        """Judged to show no change: only from a complete, parsed answer listing nothing."""
+        return not self.unparsable and not self.truncated and not self.differences
 
     @property
     def judged(self) -> bool:
@@ -77,6 +84,12 @@ class DiceResult:
                 item["verdict"] = self.verdicts[i].to_dict()
             diffs.append(item)
         out: dict[str, Any] = {"detector": self.detector, "differences": diffs, "no_change": self.no_change}
+        if self.unparsable:
+            out["unparsable"] = True
+        if self.truncated:
+            out["truncated"] = True
+        if self.rejected:
+            out["rejected"] = list(self.rejected)
         if self.raw is not None:
             out["raw"] = self.raw
         if self.problem:

@@ -204,15 +204,16 @@ def yes_no_span(text: str | None) -> tuple[bool, int] | None:
     return None if m is None else (m.group(1).lower() == "yes", m.start(1))
 
 
-#: a decision line: "ANSWER: YES", "Decision: no", 'Answer: "YES"', "**ANSWER:** NO"
-_DECISION = re.compile(r"""^[\s*_#>-]*(?:final\s+)?(?:answer|decision)\s*[*_]*\s*[:=]\s*[*_]*\s*["'`]?\s*(YES|NO)\b["'`]?[\s.!*_]*$""",
-                       re.I | re.M)
+#: a decision: "ANSWER: YES", "Decision: no", 'Answer: "YES"', "**ANSWER:** NO", closing its line
+_DECISION = re.compile(r"""(?:^|(?<=[\s*_#>.:;-]))(?:final\s+)?(?:answer|decision)\s*[*_]*\s*[:=]\s*[*_]*\s*["'`]?"""
+                       r"""\s*(YES|NO)\b["'`]?[\s.!*_]*$""", re.I | re.M)
 
 
 def parse_decision(text: str | None) -> tuple[bool, int] | None:
     """``(said YES, character offset of YES/NO)`` from the last explicit
-    decision line (``ANSWER: YES``, ``Decision: "NO"``); ``None`` when there is
-    none. A bare YES or NO inside the reasoning is not a decision.
+    decision (``ANSWER: YES``, ``Decision: "NO"``) that ends its line;
+    ``None`` when there is none. A bare YES or NO inside the reasoning is not
+    a decision.
 
     >>> parse_decision("It was asked for.\\nANSWER: YES")
     (True, 26)

@@ -66,14 +66,40 @@ def summary_table(run_dir: str | Path, by: str | None = None, seed: int = 0) -> 
     return out
 
 
-def dice_ranking(run_dir: str | Path) -> list[dict[str, Any]]:
-    """The DICE ranking table of a run (empty when DICE did not run)."""
-    from editlens.dice.ranking import rank_models
+def evaluator_summaries(run_dir: str | Path, only: str | None = None) -> list[dict[str, Any]]:
+    """Run-level summaries that evaluators contribute (``MetricSpec.summary``):
+    ``[{"evaluator", "title", "rows"}]``, one per evaluator of the run that
+    declares one (``only``: that evaluator alone). Nothing here knows an
+    evaluator by name: the registry metadata says who adds what."""
+    from editlens.errors import UnknownMetricError
+    from editlens.metrics.registry import get_spec
 
     store = _open(run_dir)
     try:
-        rows = [r for r in _current_rows(store) if r["evaluator"] == "dice" and r["details"]
-                and "differences" in r["details"]]
+        rows = _current_rows(store)
     finally:
         store.close()
-    return rank_models((r["model"], r["details"]) for r in rows)
+    by: dict[str, list[tuple[str | None, dict[str, Any]]]] = {}
+    for r in rows:
+        by.setdefault(r["evaluator"], []).append((r["model"], r["details"] or {}))
+    out = []
+    for name in sorted(by):
+        if only is not None and name != only:
+            continue
+        try:
+            spec = get_spec(name)
+        except UnknownMetricError:
+            continue  # an evaluator no longer installed: its rows stay, its summary cannot be made
+        fn = spec.load_summary()
+        if fn is None:
+            continue
+        table = fn(by[name])
+        if table:
+            out.append({"evaluator": name, "title": spec.summary_title or f"{name} summary", "rows": table})
+    return out
+
+
+def evaluator_summary(run_dir: str | Path, evaluator: str) -> list[dict[str, Any]]:
+    """The summary rows one evaluator contributes to a run (empty when it did not run)."""
+    found = evaluator_summaries(run_dir, only=evaluator)
+    return found[0]["rows"] if found else []
