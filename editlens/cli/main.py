@@ -23,14 +23,23 @@ VlmModelOpt = typer.Option(None, "--vlm-model", help="Model name on the server (
 CacheOpt = typer.Option("default", "--cache", help="Response cache: 'default' (user cache dir), a file path, or 'none'.")
 CaptionsOpt = typer.Option(False, "--captions", help="Write missing captions with the VLM (for CLIP-T/CLIP-D).")
 TemplateOpt = typer.Option(None, "--template", help="Replace a prompt template, NAME=PATH (e.g. viescore_sc=my.txt). Repeatable.")
+SamplesOpt = typer.Option(1, "--samples", min=1, help="Self-ensembling: answers asked per judge question "
+                          "(needs --temperature > 0); the score is the mean over parsed answers. Each is cached.")
+TemperatureOpt = typer.Option(0.0, "--temperature", min=0.0, help="Sampling temperature of judge answers (0: greedy).")
 
 
-def _vlm_options(vlm, vlm_model, cache, template, device="auto"):  # type: ignore[no-untyped-def]
+def _vlm_options(vlm, vlm_model, cache, template, device="auto", samples=1, temperature=0.0):  # type: ignore[no-untyped-def]
     if not vlm:
         return None
+    from editlens.judges.ensemble import check_sampling
+
+    check_sampling(samples, temperature)  # a clear error before any model loads
     templates = parse_models(template)  # same NAME=VALUE syntax
-    return {"vlm": vlm, "vlm_model": vlm_model, "device": device, "templates": templates,
+    opts = {"vlm": vlm, "vlm_model": vlm_model, "device": device, "templates": templates,
             "cache": {"default": True, "none": False}.get(cache, cache)}
+    if samples > 1 or temperature > 0:  # only then, so settings (and cached rows) of greedy runs stay as they were
+        opts.update(samples=samples, temperature=temperature)
+    return opts
 
 
 def _extra(judge, captions=False, dice=False):  # type: ignore[no-untyped-def]
@@ -83,6 +92,8 @@ def score_cmd(
     cache: str = CacheOpt,
     template: Optional[List[str]] = TemplateOpt,
     captions: bool = CaptionsOpt,
+    samples: int = SamplesOpt,
+    temperature: float = TemperatureOpt,
 ) -> None:
     """Score one edit."""
     from editlens.core.images import ImageLoadOptions
@@ -96,7 +107,8 @@ def score_cmd(
         meta["mask"] = str(mask)
     report = score_edit(
         str(source), str(edited), instruction, reference=str(reference) if reference else None,
-        metrics=split_names(metrics), extra=_extra(judge, captions), vlm=_vlm_options(vlm, vlm_model, cache, template),
+        metrics=split_names(metrics), extra=_extra(judge, captions),
+        vlm=_vlm_options(vlm, vlm_model, cache, template, samples=samples, temperature=temperature),
         source_caption=source_caption, target_caption=target_caption,
         models=parse_models(model), options=parse_options(option or []),
         image_options=ImageLoadOptions(max_pixels=max_pixels, size_policy=size_policy), metadata=meta,
@@ -157,6 +169,8 @@ def run_cmd(
     template: Optional[List[str]] = TemplateOpt,
     captions: bool = CaptionsOpt,
     dice: bool = typer.Option(False, "--dice", help="Also run DICE (differences + coherence; model-free detector without --vlm)."),
+    samples: int = SamplesOpt,
+    temperature: float = TemperatureOpt,
 ) -> None:
     """Score every edit of a manifest into a resumable run directory."""
     from editlens.core.images import ImageLoadOptions
@@ -172,7 +186,7 @@ def run_cmd(
     sel = select_metrics(split_names(metrics), extra=_extra(judge, captions, dice), models=parse_models(model),
                          options=parse_options(option or []), device=device,
                          with_reference=any(s.reference is not None for s in report.samples),
-                         vlm=_vlm_options(vlm, vlm_model, cache, template, device))
+                         vlm=_vlm_options(vlm, vlm_model, cache, template, device, samples, temperature))
     for name, reason in sel.skipped:
         typer.echo(f"metric {name} skipped: {reason}", err=True)
     if not sel.metrics:
@@ -297,20 +311,25 @@ def dice_eval_cmd(gt: Path = typer.Option(..., "--gt", help="Annotated JSONL (DI
                                                 "with --vlm and report coherence accuracy."),
                   vlm: Optional[str] = VlmOpt, vlm_model: Optional[str] = VlmModelOpt, cache: str = CacheOpt,
                   template: Optional[List[str]] = TemplateOpt,
+                  gt_boxes: str = typer.Option("fraction", "--gt-boxes", help="Units of the ground-truth boxes: "
+                                               "fraction (0-1) or pixels (a line may set its own 'box_units')."),
+                  samples: int = SamplesOpt, temperature: float = TemperatureOpt,
                   json_out: bool = typer.Option(False, "--json")) -> None:
     """COCO-style AP of DICE's detections (pycocotools), class-agnostic and -aware, coherence AP and accuracy."""
     from editlens.dice.evaluation import (coherence_accuracy, evaluate_detection, judge_ground_truth,
-                                          load_ground_truth, load_predictions)
+                                          load_ground_truth, load_predictions_detailed)
 
-    rows = load_ground_truth(gt)
-    rep = evaluate_detection(rows, load_predictions(predictions))
+    rows = load_ground_truth(gt, gt_boxes)
+    preds, pred_problems = load_predictions_detailed(predictions)
+    rep = evaluate_detection(rows, preds)
+    rep["predictions_without_usable_answer"] = {"n": len(pred_problems), "samples": pred_problems}
     if judge_gt:
         if not vlm:
             typer.echo("error: --judge-gt needs --vlm", err=True)
             raise typer.Exit(2)
         from editlens.dice.pipeline import DicePipeline
 
-        opts = _vlm_options(vlm, vlm_model, cache, template) or {}
+        opts = _vlm_options(vlm, vlm_model, cache, template, samples=samples, temperature=temperature) or {}
         opts.pop("vlm", None)
         pipe = DicePipeline(vlm, "mllm", **opts)
         rep["coherence_accuracy"] = coherence_accuracy(rows, judge_ground_truth(rows, pipe, gt.resolve().parent))
@@ -319,10 +338,13 @@ def dice_eval_cmd(gt: Path = typer.Option(..., "--gt", help="Annotated JSONL (DI
         return
     f = lambda v: "-" if v is None else f"{100 * v:.1f}"  # noqa: E731
     acc = rep.pop("coherence_accuracy", None)
+    unusable = rep.pop("predictions_without_usable_answer")
     for name, r in rep.items():
         typer.echo(f"{name:<15} AP {f(r['AP'])}  AP50 {f(r['AP50'])}  AP75 {f(r['AP75'])}  "
                    f"S/M/L {f(r['APs'])}/{f(r['APm'])}/{f(r['APl'])}  (gt {r['n_gt']}, pred {r['n_pred']})")
     typer.echo("per command: " + ", ".join(f"{k} {f(v)}" for k, v in rep["class_aware"]["per_command"].items()))
+    typer.echo(f"coherence AP leaves out {rep['coherence_ap']['n_pred_unjudged']} detection(s) without a verdict; "
+               f"{unusable['n']} sample(s) had no usable detector answer (counted as detecting nothing)")
     if acc:
         typer.echo(f"coherence accuracy on ground-truth differences: {f(acc['accuracy'])} over {acc['n']} "
                    f"({acc['unparsable']} unparsable)")
@@ -340,6 +362,10 @@ def dice_cmd(
     cache: str = CacheOpt,
     template: Optional[List[str]] = TemplateOpt,
     draw: Optional[Path] = typer.Option(None, "--draw", help="Write both images with the boxes drawn into this folder."),
+    boxes: str = typer.Option("auto", "--boxes", help="How the VLM writes box coordinates: auto (from the model "
+                              "family), fraction (0-1), per-mille (0-1000, Qwen2-VL), pixels."),
+    samples: int = SamplesOpt,
+    temperature: float = TemperatureOpt,
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
     """DICE on one edit: what changed, where, and whether each change was asked for."""
@@ -348,9 +374,9 @@ def dice_cmd(
     from editlens.dice.pipeline import DicePipeline
 
     sample = EditSample("edit", str(source), str(edited), instruction).load()
-    opts = _vlm_options(vlm, vlm_model, cache, template) or {}
+    opts = _vlm_options(vlm, vlm_model, cache, template, samples=samples, temperature=temperature) or {}
     opts.pop("vlm", None)
-    pipe = DicePipeline(vlm, detector, **opts)
+    pipe = DicePipeline(vlm, detector, boxes=boxes, **opts)
     (res,) = pipe.run([sample])
     doc = {"schema": "editlens.dice/1", "instruction": instruction, **res.to_dict()}
     if draw:
@@ -367,7 +393,9 @@ def dice_cmd(
     if res.unparsable:
         typer.echo(f"unscored: {res.problem}\nraw answer: {res.raw}")
         return
-    if not res.differences:
+    if res.truncated:
+        typer.echo(f"incomplete: {res.problem}")
+    elif not res.differences:
         typer.echo("no visual change detected")
     for i, d in enumerate(res.differences):
         conf = "n/a" if d.confidence is None else f"{d.confidence:.2f}"
@@ -430,6 +458,8 @@ def compare_cmd(
     vlm_model: Optional[str] = VlmModelOpt,
     cache: str = CacheOpt,
     template: Optional[List[str]] = TemplateOpt,
+    samples: int = SamplesOpt,
+    temperature: float = TemperatureOpt,
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
     """Pairwise judge: which of two edits of the same source is better."""
@@ -438,15 +468,18 @@ def compare_cmd(
     if not instruction.strip():
         typer.echo("error: empty instruction", err=True)
         raise typer.Exit(2)
-    opts = _vlm_options(vlm, vlm_model, cache, template) or {}
+    opts = _vlm_options(vlm, vlm_model, cache, template, samples=samples, temperature=temperature) or {}
     judge = PairwiseJudge(**opts)
     (v,) = judge.compare([(str(source), str(edited_a), str(edited_b), instruction)])
     if json_out:
         emit_json({"schema": "editlens.compare/1", **v.to_dict()})
         return
     typer.echo(f"verdict: {v.verdict or 'unscored (' + str(v.reason) + ')'}")
-    if v.raw:
-        typer.echo(v.raw)
+    if v.ensemble:
+        typer.echo(f"{v.ensemble['samples']} sampled answers, agreement {v.ensemble['agreement']}, "
+                   f"{v.ensemble['unscored_samples']} without a verdict")
+    elif v.raw:
+        typer.echo(str(v.raw))
 
 
 def main() -> None:

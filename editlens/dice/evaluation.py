@@ -6,13 +6,16 @@ Ground truth: JSONL, one sample per line::
     {"id": "...", "width": 512, "height": 512,
      "differences": [{"command": "ADD", "object": "cat", "box": [x0, y0, x1, y1], "coherent": true}, ...]}
 
-(boxes as fractions; ``width``/``height`` in pixels, needed for the COCO
+(boxes as fractions, or pixels with ``box_units="pixels"`` / ``"box_units":
+"pixels"`` on the line; every box is checked and an out-of-range one is an
+error naming the line; ``width``/``height`` in pixels, needed for the COCO
 size buckets S/M/L). Predictions: the ``results.jsonl`` of ``editlens run
 --dice`` or JSONL ``{"id", "differences": [...]}`` in DICE's own format.
 
 Figures: AP over IoU 0.50:0.95, AP50, AP75, AP small/medium/large,
 class-agnostic and class-aware (command as category), AP per command;
-coherence AP over detected differences (category = coherence label);
+coherence AP over detected differences (category = coherence label), with
+the detections that got no verdict counted in ``n_pred_unjudged``;
 coherence accuracy over ground-truth differences (verdicts given for them).
 A prediction without a confidence is ranked with confidence 1 and counted
 in ``n_without_confidence``.
@@ -23,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -36,38 +40,112 @@ COHERENCE_IDS = {True: 1, False: 2}
 
 
 def _read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of a JSONL file; each row's line number is kept under ``"_line"``."""
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{p}: file not found")
     rows = []
-    for n, line in enumerate(open(p, encoding="utf-8"), 1):
+    try:
+        lines = list(open(p, encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    for n, line in enumerate(lines, 1):
         if line.strip():
             try:
-                rows.append(json.loads(line))
+                row = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise InputError(f"{p}:{n}: not valid JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise InputError(f"{p}:{n}: expected a JSON object, got {type(row).__name__}")
+            row["_line"] = n
+            rows.append(row)
     return rows
 
 
-def load_ground_truth(path: str | Path) -> list[dict[str, Any]]:
+BOX_UNITS = ("fraction", "pixels")
+
+
+def _checked_box(box: Any, units: str, w: float | None, h: float | None, where: str) -> list[float]:
+    """The box as fractions, or an :class:`InputError` saying what is wrong and where."""
+    if not isinstance(box, (list, tuple)) or len(box) != 4:
+        raise InputError(f"{where}: box must be [x0, y0, x1, y1], got {box!r}")
+    try:
+        vals = [float(v) for v in box]
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: box must hold four numbers, got {box!r}") from None
+    if not all(math.isfinite(v) for v in vals):
+        raise InputError(f"{where}: box has a non-finite value: {box!r}")
+    x0, y0, x1, y1 = vals
+    if x0 >= x1 or y0 >= y1:
+        raise InputError(f"{where}: box {box!r} is empty or its corners are swapped (need x0 < x1, y0 < y1)")
+    if units == "pixels":
+        assert w is not None and h is not None
+        if min(vals) < 0 or x1 > w or y1 > h:
+            raise InputError(f"{where}: pixel box {box!r} lies outside the {w:g}x{h:g} image")
+        return [x0 / w, y0 / h, x1 / w, y1 / h]
+    eps = 1e-6
+    if min(vals) < -eps or max(vals) > 1 + eps:
+        hint = (" (these look like pixels: pass --gt-boxes pixels, or put \"box_units\": \"pixels\" on the line)"
+                if max(vals) > 1 else "")
+        raise InputError(f"{where}: box {box!r} is outside [0, 1] for fraction coordinates{hint}")
+    return [min(1.0, max(0.0, v)) for v in vals]
+
+
+def load_ground_truth(path: str | Path, box_units: str = "fraction") -> list[dict[str, Any]]:
+    """Annotated samples with every box checked and stated as fractions.
+
+    ``box_units``: ``"fraction"`` (0-1 of the image size) or ``"pixels"``
+    (converted with the row's ``width``/``height``); a row may override it
+    with its own ``"box_units"``. A box outside the image, empty, or of the
+    wrong shape is an error naming the line.
+    """
+    if box_units not in BOX_UNITS:
+        raise InputError(f"box units must be one of {BOX_UNITS}, got {box_units!r}")
     rows = _read_jsonl(path)
-    for n, r in enumerate(rows, 1):
+    for r in rows:
+        n = r.pop("_line")
         if "id" not in r or "differences" not in r:
             raise InputError(f"{path}:{n}: needs 'id' and 'differences'")
         if not (r.get("width") and r.get("height")):
             raise InputError(f"{path}:{n}: needs 'width' and 'height' in pixels (for the COCO size buckets)")
+        if not isinstance(r["differences"], list):
+            raise InputError(f"{path}:{n}: 'differences' must be a list")
+        units = r.get("box_units", box_units)
+        if units not in BOX_UNITS:
+            raise InputError(f"{path}:{n}: box_units must be one of {BOX_UNITS}, got {units!r}")
+        w, h = float(r["width"]), float(r["height"])
+        for k, d in enumerate(r["differences"], 1):
+            if not isinstance(d, dict):
+                raise InputError(f"{path}:{n}: difference {k} must be an object")
+            d["box"] = _checked_box(d.get("box"), units, w, h, f"{path}:{n}: difference {k}")
+        r["box_units"] = "fraction"  # converted
     return rows
 
 
 def load_predictions(path: str | Path) -> dict[str, list[dict[str, Any]]]:
-    out = {}
+    """Predicted differences per sample id (boxes checked: fractions of the image)."""
+    return load_predictions_detailed(path)[0]
+
+
+def load_predictions_detailed(path: str | Path) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]]:
+    """``(predictions, problems)``: ``problems[id]`` says why a sample has no
+    usable prediction (the detector's answer was unparsable or truncated);
+    such samples count as predicting nothing, and are reported, not hidden."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    problems: dict[str, str] = {}
     for r in _read_jsonl(path):
+        n = r.pop("_line")
         if "scores" in r:  # editlens run results
             dice = (r["scores"].get("dice") or {}).get("details") or {}
-            out[str(r["id"])] = list(dice.get("differences") or [])
+            diffs = list(dice.get("differences") or [])
+            if dice.get("unparsable") or dice.get("truncated"):
+                problems[str(r["id"])] = str(dice.get("problem") or "unparsable")
         else:
-            out[str(r["id"])] = list(r.get("differences") or [])
-    return out
+            diffs = list(r.get("differences") or [])
+        for k, d in enumerate(diffs, 1):
+            d["box"] = _checked_box(d.get("box"), "fraction", None, None, f"{path}:{n}: predicted difference {k}")
+        out[str(r["id"])] = diffs
+    return out, problems
 
 
 def _xywh(box: Iterable[float], w: int, h: int) -> list[float]:
@@ -145,6 +223,10 @@ def evaluate_detection(gt: list[dict[str, Any]], preds: dict[str, list[dict[str,
     coherence = coco_ap(gt, preds, coh)
     coherence["per_label"] = {("coherent" if c == 1 else "not coherent"): ap
                               for c, ap in coherence.pop("per_category").items()}
+    # detections without a verdict cannot enter coherence AP; they are counted, never silently dropped
+    ids = {str(r["id"]) for r in gt}
+    coherence["n_pred_unjudged"] = sum(1 for i in ids for d in preds.get(i, []) if coh(d, False) is None)
+    coherence["n_gt_unlabelled"] = sum(1 for r in gt for d in r["differences"] if coh(d, True) is None)
     return {"class_agnostic": agnostic, "class_aware": aware, "coherence_ap": coherence}
 
 
@@ -180,7 +262,9 @@ def judge_ground_truth(gt: list[dict[str, Any]], pipeline: Any, base: Path) -> d
     from editlens.dice.coherence import CoherenceEstimator
     from editlens.dice.types import DiceResult, Difference
 
-    est = CoherenceEstimator(pipeline.backend, pipeline.templates["dice_coherence"])
+    est = CoherenceEstimator(pipeline.backend, pipeline.templates["dice_coherence"],
+                             samples=getattr(pipeline, "samples", 1), temperature=getattr(pipeline, "temperature", 0.0),
+                             seed=getattr(pipeline, "seed", 0))
     out: dict[str, list[bool | None]] = {}
     for n, r in enumerate(gt, 1):
         if not all(r.get(k) for k in ("source", "edited", "instruction")):

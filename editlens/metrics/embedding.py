@@ -102,11 +102,15 @@ class CLIPScoreMetric(_TextMetric):
 
 
 class CLIPDirectional(_TextMetric):
-    """CLIP-D: cosine between image-embedding change and caption-embedding change."""
+    """CLIP-D: cosine between image-embedding change and caption-embedding change.
+    An edit that changed nothing scores 0 (see :func:`~editlens.metrics.functional.clip_directional`)."""
 
     def compute(self, batch: Sequence[LoadedEdit]) -> list[float | Score]:
         src = self.encoder.encode_images([s.source for s in batch], [s.source_hash for s in batch])
         edt = self.encoder.encode_images([s.edited for s in batch], [s.edited_hash for s in batch])
         cs = self.encoder.encode_texts([s.source_caption for s in batch])
         ct = self.encoder.encode_texts([s.target_caption for s in batch])
-        return F.clip_directional(src, edt, cs, ct).tolist()
+        # an unchanged image scores 0 (a failed edit); identical captions have no direction to compare with
+        return [Score.skipped(self.name, "source and target captions embed identically: no caption change "
+                                         "to compare the image change with") if v != v else v
+                for v in F.clip_directional(src, edt, cs, ct).tolist()]

@@ -50,4 +50,18 @@ class PSNR(_PixelMetric):
 
 
 class SSIM(_PixelMetric):
+    """SSIM with scikit-image's 7x7 window: an image smaller than the window
+    has no SSIM, so such a sample is *skipped* with the reason (the other
+    metrics still score it)."""
+
     fn = staticmethod(F.ssim)
+    win_size = 7
+
+    def missing(self, sample: LoadedEdit) -> str | None:
+        reason = super().missing(sample)
+        if reason is not None:
+            return reason
+        h, w = sample.source.shape[:2]
+        if min(h, w) < self.win_size:
+            return f"image is {w}x{h}, smaller than SSIM's {self.win_size}x{self.win_size} window"
+        return None

@@ -36,15 +36,24 @@ def clip_directional(
     Cosine between the change of image embedding (edited - source) and the
     change of caption embedding (target - source). Embeddings are L2-normalised
     before the differences are taken, as in the reference implementations.
-    A zero change on either side has no direction: the result is NaN.
+
+    An edit that changed nothing (zero image-embedding change) moved in no
+    direction, so it moved *not at all* towards the caption change: its
+    score is 0, the value of a failed edit, and it stays in means and
+    correlations. Identical captions (zero caption change) leave nothing to
+    compare with: the result is NaN, and the metric reports the sample as
+    skipped with that reason.
 
     >>> import torch
     >>> e = torch.eye(3)
     >>> clip_directional(e[:1], e[1:2], e[:1], e[1:2]).round(decimals=4)  # same direction
     tensor([1.])
+    >>> clip_directional(e[:1], e[:1], e[:1], e[1:2])  # nothing changed: a failed edit
+    tensor([0.])
     """
     di = F.normalize(edited_img.float(), dim=-1) - F.normalize(source_img.float(), dim=-1)
     dt = F.normalize(target_txt.float(), dim=-1) - F.normalize(source_txt.float(), dim=-1)
     ni, nt = di.norm(dim=-1), dt.norm(dim=-1)
     out = (di * dt).sum(-1) / (ni * nt).clamp_min(1e-12)
-    return torch.where((ni > 1e-8) & (nt > 1e-8), out, torch.full_like(out, float("nan")))
+    out = torch.where(ni > 1e-8, out, torch.zeros_like(out))
+    return torch.where(nt > 1e-8, out, torch.full_like(out, float("nan")))
