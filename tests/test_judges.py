@@ -139,7 +139,9 @@ def test_cli_score_with_local_tiny_vlm(tiny_vlm_dirs):
     scores = json.loads(res.stdout)["scores"]
     # a random model answers noise: recorded honestly, raw text kept
     assert scores["viescore"]["status"] == "unscored" and "raw" in scores["viescore"]["details"]
-    assert scores["yes_no"]["status"] == "scored" and 0 <= scores["yes_no"]["value"] <= 1
+    # P(YES) only when the noise happens to be a yes/no answer; otherwise unscored with the raw text
+    yn = scores["yes_no"]
+    assert (yn["status"] == "scored" and 0 <= yn["value"] <= 1) or (yn["status"] == "unscored" and "raw" in yn["details"])
     assert scores["l1"]["status"] == "scored"
 
 
@@ -158,7 +160,10 @@ def test_cli_run_through_serve_and_cached_rerun(tiny_vlm_dirs, tmp_path):
         assert calls > 0
         records = [json.loads(x) for x in open(tmp_path / "r" / "results.jsonl")]
         assert all(r["scores"]["viescore"]["status"] in ("scored", "unscored") for r in records)
-        assert all(r["scores"]["captions"]["status"] == "info" for r in records)
+        # noise captions: used when complete, else a failed caption with its reason (never the noise)
+        for r in records:
+            cap = r["scores"]["captions"]
+            assert cap["status"] == "info" or (cap["status"] == "failed" and cap["details"]["failed"])
         # rerun with a different output dir: every answer comes from the response cache
         res = CliRunner().invoke(app, args[:3] + [str(tmp_path / "r2")] + args[4:], catch_exceptions=False)
         assert res.exit_code == 0 and backend.calls == calls

@@ -101,9 +101,10 @@ class TransformersBackend:
     def _candidate_ids(self, cand: str, others: tuple[str, ...] = ()) -> list[int]:
         """Token ids that start ``cand`` with and without a leading space
         (tokenisers differ in whether a word after a space is one token).
-        A first token shared with another candidate (``E`` of EDIT and of a
-        hypothetical ERASE) cannot tell them apart: such candidates get no
-        ids, so their log-probability is reported missing rather than mixed."""
+        A first token shared with another candidate (a lone space, or ``E``
+        of EDIT and of a hypothetical ERASE) cannot tell them apart and is
+        left out; a candidate left with no token of its own gets none, so its
+        log-probability is reported missing rather than mixed."""
         key = (cand, others)
         if key not in self._cand_ids:
             def first_ids(c: str) -> set[int]:
@@ -115,8 +116,10 @@ class TransformersBackend:
                 return ids
 
             mine = first_ids(cand)
-            shared = any(mine & first_ids(o) for o in others if o != cand)
-            self._cand_ids[key] = [] if shared else sorted(mine)
+            for o in others:
+                if o != cand:
+                    mine -= first_ids(o)
+            self._cand_ids[key] = sorted(mine)
         return self._cand_ids[key]
 
     # -- generation ----------------------------------------------------------------
