@@ -43,7 +43,11 @@ def _one(g: Any) -> tuple[str | None, str | None]:
     if v:
         return v, None
     refused = refusal_in(g.text)
-    return None, f"model refused: {refused}" if refused else "no [[...]] verdict in the answer"
+    if refused:
+        return None, f"model refused: {refused}"
+    if g.truncated:
+        return None, "answer cut off at the token limit before its [[...]] verdict"
+    return None, "no [[...]] verdict in the answer"
 
 
 class PairwiseJudge(VLMJudge):

@@ -31,7 +31,9 @@ def yes_no_outcome(g: Generation) -> Outcome:
         return Outcome(None, problem=problem, raw=g.text)
     said, offset = span
     word = "YES" if said else "NO"
-    details = {"answer": g.text, "said": word}
+    details: dict = {"answer": g.text, "said": word}
+    if g.truncated:
+        details["truncated"] = True  # the decision came first; what was cut is the explanation
     j, _, why = word_step(g, offset, (g.text or "")[offset : offset + len(word)])
     dist = None if j is None else g.candidate_distribution(j)
     if dist is not None and "YES" in dist:
