@@ -197,3 +197,15 @@ def test_coherence_samples_majority():
 def test_samples_need_temperature():
     with pytest.raises(ValueError, match="temperature"):
         _judge(YesNoJudge, ScriptedBackend(lambda r: "YES"), samples=3)
+
+
+def test_confidence_of_a_json_list_answer():
+    text = '["ADD: a, [0.1, 0.1, 0.2, 0.2]", "EDIT: b, [0.3, 0.3, 0.5, 0.5]"]'
+    toks = ['["', "ADD", ': a, [0.1, 0.1, 0.2, 0.2]", "', "EDIT", ': b, [0.3, 0.3, 0.5, 0.5]"]']
+    assert "".join(toks) == text
+    steps = [TokenStep(t, -0.1, CMD(0.2, 0.2, 0.6)) for t in toks]
+    steps[1] = TokenStep("ADD", -0.1, CMD(0.9, 0.05, 0.05))
+    steps[3] = TokenStep("EDIT", -0.1, CMD(0.1, 0.2, 0.7))
+    diffs = parse_differences(text)
+    assign_confidence(Generation(text, steps), diffs)
+    assert [d.confidence for d in diffs] == [pytest.approx(0.9), pytest.approx(0.7)]

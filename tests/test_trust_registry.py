@@ -130,3 +130,19 @@ def test_meta_imports_no_model_code():
             "or m.startswith(('editlens.backends', 'editlens.models', 'editlens.metrics'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_score_table_piped_and_tiny_image(tmp_path):
+    import numpy as np
+    from PIL import Image
+
+    from editlens.cli.main import app
+
+    Image.fromarray(np.zeros((1, 1, 3), np.uint8)).save(tmp_path / "a.png")
+    Image.fromarray(np.full((1, 1, 3), 51, np.uint8)).save(tmp_path / "b.png")
+    res = CliRunner().invoke(app, ["score", "--source", str(tmp_path / "a.png"), "--edited", str(tmp_path / "b.png"),
+                                   "--instruction", "brighten", "--metrics", "ssim,l1"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    rows = {line.split("\t")[0]: line.split("\t") for line in res.stdout.splitlines()[1:]}
+    assert rows["ssim"][2] == "skipped" and "window" in rows["ssim"][3]
+    assert rows["l1"][1:3] == ["0.2000", "scored"]

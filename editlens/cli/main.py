@@ -123,23 +123,19 @@ def score_cmd(
 
 
 def _print_scores(report) -> None:  # type: ignore[no-untyped-def]
-    from rich.console import Console
-    from rich.table import Table
+    from editlens.cli.tables import print_table
 
-    table = Table()
-    for col in ("metric", "value", "status", "note"):
-        table.add_column(col)
+    rows = []
     for name, s in report.scores.items():
         note = s.reason or ""
         regions = (s.details or {}).get("regions")
         if regions is not None:
             note = f"{len(regions)} changed region(s): " + "; ".join(
                 f"box {r['box']} area {r['area_fraction']:.1%}" for r in regions[:5])
-        table.add_row(name, "-" if s.value is None else f"{s.value:.4f}", s.status, note)
-    console = Console()
-    console.print(table)
+        rows.append([name, "-" if s.value is None else f"{s.value:.4f}", s.status, note])
+    print_table("scores", ["metric", "value", "status", "note"], rows)  # full metric names, piped or not
     for note in report.notes:
-        console.print(f"[dim]input: {note}[/dim]")
+        typer.echo(f"input: {note}", err=True)
 
 
 @app.command("run")
