@@ -27,6 +27,7 @@ _BUILTIN_NAMES: set[str] = set()
 # re-entrant: register_metric takes it too, from inside plugin loading
 _LOCK = threading.RLock()
 _LOADED = False
+_LOADING = False
 
 
 def register_metric(spec: MetricSpec, *, overwrite: bool = False) -> MetricSpec:
@@ -59,31 +60,40 @@ def _ensure_loaded() -> None:
     A plugin that fails to load, or that names a metric already registered
     (a built-in or an earlier plugin), is left out with a warning; the rest load.
     """
-    global _LOADED
+    global _LOADED, _LOADING
     if _LOADED:
         return
     with _LOCK:
-        if _LOADED:
+        if _LOADED or _LOADING:  # _LOADING: a plugin module calling register_metric while it is imported
             return
-        from editlens.metrics.catalog import BUILTIN
+        _LOADING = True
+        try:
+            _load_all()
+            _LOADED = True
+        finally:
+            _LOADING = False
 
-        for spec in BUILTIN:
-            _REGISTRY.setdefault(spec.name, spec)
-            _BUILTIN_NAMES.add(spec.name)
-        for ep in entry_points(group="editlens.metrics"):
-            try:
-                spec = _plugin_spec(ep)
-            except Exception as exc:  # a broken plugin must not take the others down
-                warnings.warn(f"editlens metric plugin {ep.name!r} could not be loaded and is left out: "
-                              f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=2)
-                continue
-            if spec.name in _REGISTRY:
-                warnings.warn(f"editlens metric plugin {ep.name!r} ({ep.value}) registers {spec.name!r}, which "
-                              "already exists; the plugin is left out (rename its metric)", RuntimeWarning,
-                              stacklevel=2)
-                continue
-            _REGISTRY[spec.name] = spec
-        _LOADED = True
+
+def _load_all() -> None:
+    """Built-ins, then each entry-point plugin (called under the lock)."""
+    from editlens.metrics.catalog import BUILTIN
+
+    for spec in BUILTIN:
+        _REGISTRY.setdefault(spec.name, spec)
+        _BUILTIN_NAMES.add(spec.name)
+    for ep in entry_points(group="editlens.metrics"):
+        try:
+            spec = _plugin_spec(ep)
+        except Exception as exc:  # a broken plugin must not take the others down
+            warnings.warn(f"editlens metric plugin {ep.name!r} could not be loaded and is left out: "
+                          f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=2)
+            continue
+        if spec.name in _REGISTRY:
+            warnings.warn(f"editlens metric plugin {ep.name!r} ({ep.value}) registers {spec.name!r}, which "
+                          "already exists; the plugin is left out (rename its metric)", RuntimeWarning,
+                          stacklevel=2)
+            continue
+        _REGISTRY[spec.name] = spec
 
 
 def get_spec(name: str) -> MetricSpec:
