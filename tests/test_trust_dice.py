@@ -11,7 +11,6 @@ from editlens.backends.types import Generation
 from editlens.core.types import EditSample
 from editlens.dice.evaluation import evaluate_detection, load_ground_truth
 from editlens.dice.parsing import parse_differences, parse_differences_detailed
-from editlens.dice.pipeline import DicePipeline
 from editlens.dice.ranking import rank_models
 from editlens.errors import InputError
 from editlens.metrics.registry import create_metric

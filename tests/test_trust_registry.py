@@ -3,7 +3,6 @@ replace built-ins, loading is thread-safe, names are never cut, and the
 runner and reports know no metric by name."""
 
 import threading
-import warnings
 from importlib.metadata import EntryPoint
 
 import pytest

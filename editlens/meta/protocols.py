@@ -6,8 +6,6 @@ and what published numbers use it.
 
 from __future__ import annotations
 
-import ast
-import json
 import math
 import re
 from dataclasses import dataclass, field
