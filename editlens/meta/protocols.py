@@ -7,7 +7,6 @@ and what published numbers use it.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
