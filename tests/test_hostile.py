@@ -194,3 +194,17 @@ def test_dice_command(server, manifest):
     assert "confidence n/a" in dice("wrong_token")
     doc = json.loads(dice("prose", "--json"))
     assert doc["unparsable"] and doc["raw"].startswith("The edit looks fine")
+
+
+def test_compare_with_samples(server, manifest):
+    img = lambda c: manifest / f"{c}_src.png"  # noqa: E731
+    res = _cli("compare", "--source", img("good"), "--edited-a", img("good"), "--edited-b", img("good"),
+               "--instruction", "add a hat", "--vlm", server, "--cache", "none", "--samples", "3",
+               "--temperature", "0.5", "--json")
+    doc = json.loads(res.stdout)
+    # a JSON score answer is not a [[...]] verdict: no verdict, with the reason and every answer kept
+    assert doc["verdict"] is None and "no sampled answer had a verdict" in doc["reason"]
+    assert doc["ensemble"]["samples"] == 3 and len(doc["raw"]) == 3
+    bad = _cli("compare", "--source", img("good"), "--edited-a", img("good"), "--edited-b", img("good"),
+               "--instruction", "add a hat", "--vlm", server, "--samples", "3")
+    assert bad.exit_code == 2 and "needs temperature > 0" in bad.output

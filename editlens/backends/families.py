@@ -6,7 +6,9 @@ from torchvision-free parts.
 Box conventions (:data:`BOX_CONVENTIONS`): how a family writes box
 coordinates when asked to locate something. ``fraction``: 0-1 of the image
 width/height; ``per-mille``: integers 0-1000 (Qwen2-VL's grounding format);
-``pixels``: pixel coordinates of the image as the model saw it (Qwen2.5-VL).
+``pixels``: pixel coordinates of the image as the model saw it (Qwen2.5-VL;
+its processor rounds each side to a multiple of 28, so boxes carry that
+rounding, under 28 px, when read against the original size).
 Readers of boxes take the convention from here (or from the user), never
 from the size of the numbers."""
 
