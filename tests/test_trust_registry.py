@@ -145,3 +145,11 @@ def test_score_table_piped_and_tiny_image(tmp_path):
     rows = {line.split("\t")[0]: line.split("\t") for line in res.stdout.splitlines()[1:]}
     assert rows["ssim"][2] == "skipped" and "window" in rows["ssim"][3]
     assert rows["l1"][1:3] == ["0.2000", "scored"]
+
+
+def test_sampling_options_reach_only_ensembling_evaluators():
+    from editlens.runner.selection import select_metrics
+
+    sel = select_metrics(["captions", "viescore", "yes_no"], vlm={"vlm": "unused", "samples": 3, "temperature": 0.5})
+    got = {m.name: (m.samples, m.temperature) for m in sel.metrics}
+    assert got == {"captions": (1, 0.0), "viescore": (3, 0.5), "yes_no": (3, 0.5)}

@@ -14,6 +14,8 @@ from editlens.metrics.spec import MetricSpec
 
 #: Run-time options the runner hands to metrics whose constructor takes them.
 RUNTIME_OPTIONS = ("models", "device")
+#: VLM options of self-ensembling (``--samples``, ``--temperature``)
+ENSEMBLE_OPTIONS = ("samples", "temperature", "seed")
 
 
 @dataclass
@@ -75,6 +77,8 @@ def select_metrics(
         opts = dict(options.get(spec.name, {}))
         if spec.vlm != "none" and vlm:
             for k, v in vlm.items():
+                if k in ENSEMBLE_OPTIONS and not spec.ensemble:
+                    continue  # self-ensembling goes only to evaluators that declare it (MetricSpec.ensemble)
                 opts.setdefault(k, v)
         ok, reason = metric_availability(spec, models, opts, detailed=required)
         if not ok:
