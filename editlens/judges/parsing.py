@@ -23,7 +23,7 @@ _VERDICT = re.compile(r"\[\[.*?\]\]")
 _VERDICTS = {"[[A>B]]": "A>B", "[[A>>B]]": "A>B", "[[B>A]]": "B>A", "[[B>>A]]": "B>A",
              "[[A=B=Good]]": "A=B=Good", "[[A=B=Bad]]": "A=B=Bad"}
 # an answer that opens like this declines the task (it is not a caption, a score or a verdict)
-_REFUSAL = re.compile(r"^\W*(i'?m sorry|i am sorry|sorry\b|i can ?not\b|i can'?t\b|i'?m (not )?(un)?able|"
+_REFUSAL = re.compile(r"^\W*(i'?m sorry|i am sorry|sorry\s*[,.!]|sorry,? but\b|i can ?not\b|i can'?t\b|i'?m (not )?(un)?able|"
                       r"i am (not )?(un)?able|as an ai\b|i won'?t\b|i will not\b|unfortunately,? i\b)", re.I)
 
 
@@ -32,8 +32,8 @@ def refusal_in(text: str | None) -> str | None:
 
     >>> refusal_in("I'm sorry, but I can't help with that.")
     "I'm sorry, but I can't help with that."
-    >>> refusal_in("A cat sits on a sofa.") is None
-    True
+    >>> refusal_in("A cat sits on a sofa.") is None, refusal_in("Sorry-looking dog on a couch") is None
+    (True, True)
     """
     if not text or not _REFUSAL.match(text.strip()):
         return None
