@@ -131,3 +131,18 @@ def test_tiny_image_skips_ssim_only():
     rep = score_edit(a, b, "brighten", metrics=["ssim", "l1", "psnr"])
     assert rep["ssim"].status == "skipped" and "smaller than SSIM's 7x7 window" in rep["ssim"].reason
     assert rep["l1"].value == pytest.approx(200 / 255) and rep["psnr"].status == "scored"
+
+
+def test_dice_coherence_self_ensembling_through_the_pipeline():
+    answers = {0: "ok\nANSWER: YES", 1: "no\nANSWER: NO", 2: "fine\nANSWER: YES"}
+    be = ScriptedBackend(lambda r: LINE if len(r.candidates) == 3 else answers[r.settings.seed])
+    m = _metric(be, samples=3, temperature=0.6)
+    (s,) = m([S.load()])
+    v = s.details["differences"][0]["verdict"]
+    assert s.status == "scored" and v["coherent"] is True and v["ensemble"]["agreement"] == pytest.approx(2 / 3)
+    seeds = sorted(r.settings.seed for r in be.requests if len(r.candidates) == 2)
+    assert seeds == [0, 1, 2]
+    assert [r.settings.temperature for r in be.requests if len(r.candidates) == 3] == [0.0]  # detection stays greedy
+
+
+LINE = "ADD: hat, [0.1, 0.1, 0.4, 0.4]"

@@ -319,6 +319,7 @@ def dice_eval_cmd(gt: Path = typer.Option(..., "--gt", help="Annotated JSONL (DI
     preds, pred_problems = load_predictions_detailed(predictions)
     rep = evaluate_detection(rows, preds)
     rep["predictions_without_usable_answer"] = {"n": len(pred_problems), "samples": pred_problems}
+    rep["ground_truth_boxes"] = gt_boxes  # the units the ground truth was read in (lines may set their own)
     if judge_gt:
         if not vlm:
             typer.echo("error: --judge-gt needs --vlm", err=True)
@@ -335,6 +336,7 @@ def dice_eval_cmd(gt: Path = typer.Option(..., "--gt", help="Annotated JSONL (DI
     f = lambda v: "-" if v is None else f"{100 * v:.1f}"  # noqa: E731
     acc = rep.pop("coherence_accuracy", None)
     unusable = rep.pop("predictions_without_usable_answer")
+    typer.echo(f"ground-truth boxes read as {rep.pop('ground_truth_boxes')} (unless a line sets box_units)")
     for name, r in rep.items():
         typer.echo(f"{name:<15} AP {f(r['AP'])}  AP50 {f(r['AP50'])}  AP75 {f(r['AP75'])}  "
                    f"S/M/L {f(r['APs'])}/{f(r['APm'])}/{f(r['APl'])}  (gt {r['n_gt']}, pred {r['n_pred']})")
