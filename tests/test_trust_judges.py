@@ -209,3 +209,12 @@ def test_confidence_of_a_json_list_answer():
     diffs = parse_differences(text)
     assign_confidence(Generation(text, steps), diffs)
     assert [d.confidence for d in diffs] == [pytest.approx(0.9), pytest.approx(0.7)]
+
+
+def test_wire_candidates_count_every_capitalisation():
+    from editlens.backends.wire import _candidates_from_top
+
+    top = [{"token": "Yes", "logprob": math.log(0.3)}, {"token": " YES", "logprob": math.log(0.2)},
+           {"token": "No", "logprob": math.log(0.1)}]
+    got = _candidates_from_top(top, ("YES", "NO"))
+    assert got["YES"] == pytest.approx(math.log(0.5)) and got["NO"] == pytest.approx(math.log(0.1))

@@ -108,8 +108,11 @@ class TransformersBackend:
         key = (cand, others)
         if key not in self._cand_ids:
             def first_ids(c: str) -> set[int]:
+                # the word as asked, capitalised and lower case, with and without a leading space:
+                # "Yes" and "yes" are the answer YES too
                 ids = set()
-                for variant in (c, " " + c):
+                forms = dict.fromkeys((c, c.capitalize(), c.lower()))
+                for variant in [f for w in forms for f in (w, " " + w)]:
                     toks = self.tokenizer.encode(variant, add_special_tokens=False)
                     if toks:
                         ids.add(toks[0])

@@ -42,7 +42,9 @@ def request_body(req: ChatRequest, model: str, extensions: bool) -> dict[str, An
 def _candidates_from_top(top: list[dict[str, Any]], candidates: tuple[str, ...]) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     for c in candidates:
-        hits = [t["logprob"] for t in top if str(t.get("token", "")).strip() == c and t.get("logprob") is not None]
+        # any capitalisation of the word counts ("YES", "Yes", " yes")
+        hits = [t["logprob"] for t in top
+                if str(t.get("token", "")).strip().upper() == c.upper() and t.get("logprob") is not None]
         if hits:
             m = max(hits)
             out[c] = m + math.log(sum(math.exp(h - m) for h in hits))
