@@ -29,11 +29,11 @@ TemperatureOpt = typer.Option(0.0, "--temperature", min=0.0, help="Sampling temp
 
 
 def _vlm_options(vlm, vlm_model, cache, template, device="auto", samples=1, temperature=0.0):  # type: ignore[no-untyped-def]
-    if not vlm:
-        return None
     from editlens.judges.ensemble import check_sampling
 
     check_sampling(samples, temperature)  # a clear error before any model loads
+    if not vlm:
+        return None
     templates = parse_models(template)  # same NAME=VALUE syntax
     opts = {"vlm": vlm, "vlm_model": vlm_model, "device": device, "templates": templates,
             "cache": {"default": True, "none": False}.get(cache, cache)}
