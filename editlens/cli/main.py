@@ -23,6 +23,17 @@ VlmModelOpt = typer.Option(None, "--vlm-model", help="Model name on the server (
 CacheOpt = typer.Option("default", "--cache", help="Response cache: 'default' (user cache dir), a file path, or 'none'.")
 CaptionsOpt = typer.Option(False, "--captions", help="Write missing captions with the VLM (for CLIP-T/CLIP-D).")
 TemplateOpt = typer.Option(None, "--template", help="Replace a prompt template, NAME=PATH (e.g. viescore_sc=my.txt). Repeatable.")
+TimeoutOpt = typer.Option(None, "--timeout", help="Seconds an HTTP judge request may take before it is retried (default 120).")
+RetriesOpt = typer.Option(None, "--max-retries", help="Retries of an HTTP judge request after 429/5xx/time-outs (default 5).")
+ConcurrencyOpt = typer.Option(None, "--concurrency", help="HTTP judge requests in flight at once (default 8).")
+
+
+def _http(timeout, max_retries, concurrency):  # type: ignore[no-untyped-def]
+    """Apply --timeout/--max-retries/--concurrency to the HTTP backends this command creates."""
+    from editlens.backends.factory import HTTP_BUILTIN, set_http_defaults
+
+    given = {"timeout": timeout, "max_retries": max_retries, "concurrency": concurrency}
+    set_http_defaults(**{k: HTTP_BUILTIN[k] if v is None else v for k, v in given.items()})
 
 
 def _vlm_options(vlm, vlm_model, cache, template, device="auto"):  # type: ignore[no-untyped-def]
@@ -89,12 +100,16 @@ def score_cmd(
     cache: str = CacheOpt,
     template: Optional[List[str]] = TemplateOpt,
     captions: bool = CaptionsOpt,
+    timeout: Optional[float] = TimeoutOpt,
+    max_retries: Optional[int] = RetriesOpt,
+    concurrency: Optional[int] = ConcurrencyOpt,
 ) -> None:
     """Score one edit."""
     from editlens.core.images import ImageLoadOptions
     from editlens.runner.scoring import score_edit
     from editlens.runner.selection import parse_options
 
+    _http(timeout, max_retries, concurrency)
     meta = {}
     if boxes:
         meta["boxes"] = boxes
@@ -163,8 +178,17 @@ def run_cmd(
     template: Optional[List[str]] = TemplateOpt,
     captions: bool = CaptionsOpt,
     dice: bool = typer.Option(False, "--dice", help="Also run DICE (differences + coherence; model-free detector without --vlm)."),
+    retry_failed: bool = typer.Option(True, "--retry-failed/--no-retry-failed",
+                                      help="Rerun: retry results that failed (transport errors, crashes)."),
+    retry_unscored: bool = typer.Option(False, "--retry-unscored",
+                                        help="Rerun: also retry answers that could not be parsed."),
+    wait: bool = typer.Option(False, "--wait", help="If another run holds --out, queue behind it instead of exiting."),
+    timeout: Optional[float] = TimeoutOpt,
+    max_retries: Optional[int] = RetriesOpt,
+    concurrency: Optional[int] = ConcurrencyOpt,
 ) -> None:
     """Score every edit of a manifest into a resumable run directory."""
+    _http(timeout, max_retries, concurrency)
     from editlens.core.images import ImageLoadOptions
     from editlens.data.manifest import read_manifest
     from editlens.models.resolve import pick_device
@@ -196,6 +220,7 @@ def run_cmd(
     result = run_evaluation(
         report.samples, sel.metrics, out, batch_size=batch_size, workers=workers, progress=progress,
         image_options=image_options, executor=runner_executor,
+        retry_failed=retry_failed, retry_unscored=retry_unscored, wait=wait,
         command=sys.argv, device=pick_device(device) if device == "auto" else device,
         extra_manifest={"manifest": str(manifest.resolve()), "skipped_rows": len(report.problems),
                         "skipped_metrics": dict(sel.skipped)},
@@ -255,7 +280,15 @@ def runs_summary(run_dir: Path = typer.Argument(...), by: Optional[str] = typer.
         return
     for r in table:
         group = f"{r['group']:<20} " if by else ""
-        typer.echo(f"{group}{r['evaluator']:<12} n={r['n']:<5} mean={r['mean']:.4f}  95% CI [{r['ci'][0]:.4f}, {r['ci'][1]:.4f}]")
+        ci = "undefined (n < 2)" if r["ci"] is None else f"[{r['ci'][0]:.4f}, {r['ci'][1]:.4f}]"
+        typer.echo(f"{group}{r['evaluator']:<12} n={r['n']:<5} mean={r['mean']:.4f}  95% CI {ci}")
+    from editlens.reporting.runs import status_counts
+
+    # evaluators with no scored value would otherwise vanish from the table
+    for ev, counts in sorted(status_counts(run_dir).items()):
+        if not counts.get("scored") and not counts.get("info"):
+            what = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+            typer.echo(f"{ev:<12} no scored value: {what} (see `editlens runs failures {run_dir}` for reasons)")
     from editlens.reporting.runs import dice_ranking
 
     ranking = dice_ranking(run_dir)
@@ -427,9 +460,14 @@ def compare_cmd(
     cache: str = CacheOpt,
     template: Optional[List[str]] = TemplateOpt,
     json_out: bool = typer.Option(False, "--json"),
+    timeout: Optional[float] = TimeoutOpt,
+    max_retries: Optional[int] = RetriesOpt,
+    concurrency: Optional[int] = ConcurrencyOpt,
 ) -> None:
     """Pairwise judge: which of two edits of the same source is better."""
     from editlens.judges.pairwise import PairwiseJudge
+
+    _http(timeout, max_retries, concurrency)
 
     if not instruction.strip():
         typer.echo("error: empty instruction", err=True)
@@ -439,10 +477,12 @@ def compare_cmd(
     (v,) = judge.compare([(str(source), str(edited_a), str(edited_b), instruction)])
     if json_out:
         emit_json({"schema": "editlens.compare/1", **v.to_dict()})
-        return
-    typer.echo(f"verdict: {v.verdict or 'unscored (' + str(v.reason) + ')'}")
-    if v.raw:
-        typer.echo(v.raw)
+    else:
+        typer.echo(f"verdict: {v.verdict or 'unscored (' + str(v.reason) + ')'}")
+        if v.raw:
+            typer.echo(v.raw)
+    if v.verdict is None:
+        raise typer.Exit(1)  # no verdict: scripts must not read success
 
 
 def main() -> None:

@@ -11,11 +11,16 @@ def bootstrap_ci(values: Sequence[float] | np.ndarray, stat: Callable[[np.ndarra
                  n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap CI of ``stat`` over resampled values (seeded).
 
+    Fewer than two values give no spread to resample: the interval is
+    undefined, ``(nan, nan)``, not the degenerate ``[x, x]``.
+
     >>> bootstrap_ci([1.0, 1.0, 1.0])
     (1.0, 1.0)
+    >>> bootstrap_ci([0.7])
+    (nan, nan)
     """
     x = np.asarray(values, dtype=np.float64)
-    if x.size == 0:
+    if x.size < 2:
         return (float("nan"), float("nan"))
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, x.size, size=(n_boot, x.size))
