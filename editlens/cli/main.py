@@ -121,6 +121,7 @@ def score_cmd(
         source_caption=source_caption, target_caption=target_caption,
         models=parse_models(model), options=parse_options(option or []),
         image_options=ImageLoadOptions(max_pixels=max_pixels, size_policy=size_policy), metadata=meta,
+        progress=sys.stderr.isatty(),  # judge calls take seconds: show which metric is running
     )
     if json_out:
         emit_json({"schema": "editlens.score/1",

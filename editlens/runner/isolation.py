@@ -29,7 +29,7 @@ def settle(score: Score) -> Score:
     'unscored'
     """
     if score.status == "unscored" and is_backend_failure(score.reason):
-        return Score(score.name, None, "failed", score.reason, score.details)
+        return Score(score.metric, None, "failed", score.reason, score.details)
     return score
 
 

@@ -128,7 +128,7 @@ def _run_locked(samples: Sequence[EditSample], evaluators: Sequence[Evaluator], 
     evaluators = in_run_order(evaluators)
     store = ResultsStore(out)
     image_options = image_options or ImageLoadOptions()
-    hashes = {ev.name: config_hash(ev.describe()) for ev in evaluators}
+    hashes = {ev.name: config_hash(result_identity(ev.describe())) for ev in evaluators}
     # evaluators marked always_run (the captioner) prepare samples for the others
     done = {ev.name: set() if getattr(ev, "always_run", False) else store.done(ev.name, hashes[ev.name], redo)
             for ev in evaluators}
@@ -181,6 +181,19 @@ def _run_locked(samples: Sequence[EditSample], evaluators: Sequence[Evaluator], 
     _write_outputs(out, all_rows, samples, summary, manifest)
     store.close()
     return RunResult(out, computed, reused, interrupted, summary)
+
+
+def result_identity(described: dict[str, Any]) -> dict[str, Any]:
+    """An evaluator's settings less those that cannot change its results
+    (where answers are cached), so changing them recomputes nothing.
+
+    >>> result_identity({"name": "viescore", "options": {"cache": False, "vlm": "u"}})
+    {'name': 'viescore', 'options': {'vlm': 'u'}}
+    """
+    options = described.get("options")
+    if isinstance(options, dict) and "cache" in options:
+        return {**described, "options": {k: v for k, v in options.items() if k != "cache"}}
+    return described
 
 
 def summarize(rows: Iterable[dict[str, Any]], evaluators: Sequence[str]) -> dict[str, Any]:

@@ -50,13 +50,13 @@ def config_hash(config: dict[str, Any]) -> str:
 class ResultsStore:
     """SQLite-backed results of one run directory."""
 
-    def __init__(self, run_dir: str | os.PathLike) -> None:
+    def __init__(self, run_dir: str | os.PathLike, timeout: float = 30.0) -> None:
         self.dir = Path(run_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.path = self.dir / "results.sqlite"
         self._lock = threading.Lock()
         try:
-            self.conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
+            self.conn = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False)
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=NORMAL")
             self.conn.executescript(SCHEMA)
