@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -420,21 +421,23 @@ def dice_cmd(
 def serve_cmd(
     vlm: str = typer.Option(..., "--vlm", help="Local model: hub id or directory."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (default: this machine only)."),
-    port: int = typer.Option(8000, "--port"),
+    port: int = typer.Option(8000, "--port", help="Port to bind (0: any free port; the URL printed says which)."),
     name: Optional[str] = typer.Option(None, "--name", help="Model name clients use (default: the --vlm value)."),
     api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="Require the key held in this environment variable."),
     max_image_mb: float = typer.Option(20.0, "--max-image-mb", help="Largest accepted image payload."),
+    max_image_pixels: int = typer.Option(40_000_000, "--max-image-pixels", help="Largest decoded image (width x height)."),
     max_batch: int = typer.Option(8, "--max-batch", help="Requests answered by one generate() call."),
+    max_tokens: int = typer.Option(2048, "--max-tokens", min=1, help="Largest max_tokens a request may ask for."),
+    max_n: int = typer.Option(8, "--max-n", min=1, help="Largest n (answers per request)."),
+    request_timeout: float = typer.Option(300.0, "--request-timeout", help="Seconds a request may wait (504 after)."),
+    access_log: bool = typer.Option(True, "--access-log/--no-access-log", help="One stderr line per request."),
     device: str = typer.Option("auto", "--device"),
     dtype: str = typer.Option("auto", "--dtype"),
 ) -> None:
     """Serve a local VLM over an OpenAI-compatible /v1/chat/completions API."""
-    import os
-
-    import uvicorn
-
     from editlens.backends.local import TransformersBackend
-    from editlens.backends.server import build_app
+    from editlens.backends.serving import serve_app
+    from editlens.backends.server import ServeLimits, build_app
 
     key = None
     if api_key_env:
@@ -442,11 +445,12 @@ def serve_cmd(
         if not key:
             typer.echo(f"error: --api-key-env {api_key_env} is set but ${api_key_env} is empty", err=True)
             raise typer.Exit(2)
+    limits = ServeLimits(max_tokens=max_tokens, max_n=max_n, request_timeout=request_timeout,
+                         max_image_bytes=int(max_image_mb * 1024 * 1024), max_image_pixels=max_image_pixels)
     backend = TransformersBackend(vlm, device=device, dtype=dtype, batch_size=max_batch)
-    app_ = build_app(backend, name or vlm, api_key=key, max_image_bytes=int(max_image_mb * 1024 * 1024),
-                     max_batch=max_batch)
-    typer.echo(f"serving {name or vlm} at http://{host}:{port}/v1" + (" (API key required)" if key else ""), err=True)
-    uvicorn.run(app_, host=host, port=port, log_level="warning")
+    app_ = build_app(backend, name or vlm, api_key=key, max_batch=max_batch, limits=limits)
+    serve_app(app_, host, port, banner=lambda url: f"serving {name or vlm} at {url}"
+              + (" (API key required)" if key else ""), access_log=access_log)
 
 
 @app.command("compare")
