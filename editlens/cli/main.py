@@ -10,6 +10,7 @@ from typing import List, Optional
 import typer
 
 from editlens.cli.common import emit_json, guarded, parse_models, split_names
+from editlens.errors import EditlensError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Judge instruction-guided image edits: what changed, where, and how well.")
@@ -111,9 +112,14 @@ def score_cmd(
     from editlens.runner.selection import parse_options
 
     _http(timeout, max_retries, concurrency)
+    from editlens.data.validation import parse_boxes
+
     meta = {}
     if boxes:
-        meta["boxes"] = boxes
+        try:
+            meta["boxes"] = parse_boxes(boxes)
+        except EditlensError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--boxes") from None
     if mask:
         meta["mask"] = str(mask)
     report = score_edit(
@@ -185,6 +191,9 @@ def run_cmd(
     retry_unscored: bool = typer.Option(False, "--retry-unscored",
                                         help="Rerun: also retry answers that could not be parsed."),
     wait: bool = typer.Option(False, "--wait", help="If another run holds --out, queue behind it instead of exiting."),
+    columns: Optional[str] = typer.Option(None, "--columns", help="Map the file's columns, e.g. source=input,edited=output "
+                                          "(AURORA's edits.jsonl); without an id column, line numbers are ids."),
+    encoding: str = typer.Option("utf-8", "--encoding", help="Text encoding of the manifest (e.g. latin-1)."),
     timeout: Optional[float] = TimeoutOpt,
     max_retries: Optional[int] = RetriesOpt,
     concurrency: Optional[int] = ConcurrencyOpt,
@@ -198,7 +207,7 @@ def run_cmd(
     from editlens.runner.selection import parse_options, select_metrics
     from editlens.runner.store import ResultsStore, export as export_rows
 
-    report = read_manifest(manifest, skip_invalid=skip_invalid)
+    report = read_manifest(manifest, skip_invalid=skip_invalid, columns=columns, encoding=encoding)
     for line, reason in report.problems:
         typer.echo(f"skipped {manifest}:{line}: {reason}", err=True)
     sel = select_metrics(split_names(metrics), extra=_extra(judge, captions, dice), models=parse_models(model),
