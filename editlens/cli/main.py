@@ -42,6 +42,9 @@ def _vlm_options(vlm, vlm_model, cache, template, device="auto"):  # type: ignor
     if not vlm:
         return None
     templates = parse_models(template)  # same NAME=VALUE syntax
+    from editlens.runner.checks import check_templates
+
+    check_templates(templates)  # before any model loads
     return {"vlm": vlm, "vlm_model": vlm_model, "device": device, "templates": templates,
             "cache": {"default": True, "none": False}.get(cache, cache)}
 

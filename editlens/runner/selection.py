@@ -51,7 +51,7 @@ def select_metrics(
     options: Mapping[str, Mapping[str, Any]] | None = None,
     with_reference: bool = False,
     device: str = "auto",
-    vlm: Mapping[str, Any] | None = None,
+    vlm: str | Mapping[str, Any] | None = None,
 ) -> Selection:
     """Build metric objects.
 
@@ -63,7 +63,13 @@ def select_metrics(
     of metrics that use a vision-language model, e.g.
     ``{"vlm": "HuggingFaceTB/SmolVLM-256M-Instruct", "cache": True}``.
     """
+    from editlens.runner.checks import check_options, check_templates
+
     options = options or {}
+    if isinstance(vlm, str):
+        vlm = {"vlm": vlm}
+    check_options(options)  # typos fail here, before any model loads
+    check_templates((vlm or {}).get("templates"))
     models = dict(models or {})
     defaults = list(DEFAULT_METRICS) + (list(REFERENCE_METRICS) if with_reference else [])
     wanted = [(n, True) for n in names] if names is not None else [(n, False) for n in defaults]
