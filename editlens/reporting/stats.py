@@ -27,3 +27,13 @@ def bootstrap_ci(values: Sequence[float] | np.ndarray, stat: Callable[[np.ndarra
     stats = np.array([stat(x[i]) for i in idx])
     alpha = (1 - level) / 2
     return (float(np.nanquantile(stats, alpha)), float(np.nanquantile(stats, 1 - alpha)))
+
+
+def ci_or_none(values: Sequence[float] | np.ndarray, **kwargs: float) -> list[float] | None:
+    """:func:`bootstrap_ci` as a list for JSON reports, ``None`` when undefined (n < 2).
+
+    >>> ci_or_none([0.5]) is None, ci_or_none([1.0, 1.0])
+    (True, [1.0, 1.0])
+    """
+    lo, hi = bootstrap_ci(values, **kwargs)  # type: ignore[arg-type]
+    return None if np.isnan(lo) or np.isnan(hi) else [lo, hi]
