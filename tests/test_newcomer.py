@@ -148,3 +148,13 @@ def test_meta_eval_pointwise_labels_its_headline(tmp_path):
                               "--n-boot", "20"])
     assert res.exit_code == 0, res.output
     assert res.output.splitlines()[0].startswith("aurora-pointwise (mean over editing models of per-model Spearman rho): 1.0000")
+
+
+def test_score_with_a_judge_shows_progress(tmp_path, capsys):
+    from editlens import score_edit
+
+    src, edt = _pair(tmp_path)
+    with FakeServer().running() as url:
+        score_edit(str(src), str(edt), "add a hat", metrics=["l1", "viescore"], vlm=url, progress=True)
+    err = capsys.readouterr().err
+    assert "scoring" in err and "viescore" in err

@@ -34,8 +34,7 @@ class RunLock:
         on_wait: called once with the holder's description when waiting starts.
 
     >>> import tempfile
-    >>> d = tempfile.mkdtemp()
-    >>> with RunLock(d):
+    >>> with tempfile.TemporaryDirectory() as d, RunLock(d):
     ...     try:
     ...         RunLock(d).acquire()
     ...     except RunLockedError as exc:
