@@ -20,7 +20,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterator
 
 GOOD = '{"score": [8, 7], "reasoning": "the edit was done"}'
-CASES = ("ok", "429", "500", "reset", "hang", "empty_choices", "garbage", "truncated", "array", "unparsable")
+CASES = ("ok", "429", "500", "reset", "hang", "empty_choices", "empty_content", "garbage", "truncated", "array",
+         "unparsable")
 
 
 def answer(content: str) -> dict[str, Any]:
@@ -93,6 +94,8 @@ class FakeServer:
                     self.close_connection = True
                 elif case == "empty_choices":
                     self._send(200, b'{"choices": []}')
+                elif case == "empty_content":
+                    self._send(200, b'{"choices": [{"message": {"role": "assistant", "content": ""}}]}')
                 elif case == "garbage":
                     self._send(200, b"<html>502 Bad Gateway</html>")
                 elif case == "truncated":

@@ -26,7 +26,7 @@ from helpers import rng_image
 runner = CliRunner()
 
 EXPECTED_REASON = {"429": "HTTP 429", "500": "HTTP 500", "reset": "gave up", "hang": "Timeout",
-                   "empty_choices": "without choices", "garbage": "not JSON", "truncated": "not JSON",
+                   "empty_choices": "without choices", "empty_content": "without a finish reason", "garbage": "not JSON", "truncated": "not JSON",
                    "array": "JSON list"}
 FAST = ["--timeout", "0.5", "--max-retries", "1", "--concurrency", "8"]
 
@@ -127,6 +127,7 @@ def test_garbage_is_not_cached_as_an_answer(tmp_path):
     with fake.running() as url:
         be = CachedBackend(OpenAIBackend(url, max_retries=0, timeout=1), ResponseCache(tmp_path / "c.sqlite"))
         reqs = [ChatRequest([Message("user", [f"case:{c}"])]) for c in ("garbage", "array", "empty_choices")]
+        assert be.revision == '{"owned_by": "tests", "root": "fake-v1"}'  # what the server serves keys the cache
         assert all(g.error for g in be.generate(reqs))
         assert len(be.cache) == 0
         fake.broken = False
@@ -197,6 +198,46 @@ def test_cli_run_names_the_holder_and_exits_nonzero(tmp_path):
         res = runner.invoke(app, ["run", str(manifest), "--out", str(tmp_path / "run"), "--metrics", "l1",
                                   "--no-progress"])
     assert res.exit_code == 2 and f"process {os.getpid()}" in res.output and "--wait" in res.output
+
+
+HOLDER = """
+import select, sys
+from editlens.runner.lock import RunLock
+with RunLock(sys.argv[1]):
+    print("held", flush=True)
+    select.select([sys.stdin], [], [], 60)  # until the test says so (at most a minute)
+"""
+
+
+def test_two_processes_on_one_run_directory(tmp_path):
+    import subprocess
+    import sys
+
+    from helpers import REPO
+
+    manifest = _manifest(tmp_path, cases=("ok",))
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path / "run")], stdout=subprocess.PIPE,
+                              stdin=subprocess.PIPE, text=True, env=env)
+
+    def release():
+        holder.stdin.write("done\n")
+        holder.stdin.flush()
+
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        res = runner.invoke(app, ["run", str(manifest), "--out", str(tmp_path / "run"), "--metrics", "l1",
+                                  "--no-progress"])
+        assert res.exit_code == 2 and f"process {holder.pid} on" in res.output
+        threading.Timer(1.0, release).start()
+        queued = runner.invoke(app, ["run", str(manifest), "--out", str(tmp_path / "run"), "--metrics", "l1",
+                                     "--no-progress", "--wait"])
+        assert queued.exit_code == 0 and "1 results computed" in queued.output
+        assert f"waiting for process {holder.pid}" in queued.output
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+        holder.wait(timeout=10)
 
 
 # -- results store ------------------------------------------------------------------------------

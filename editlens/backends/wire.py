@@ -86,7 +86,11 @@ def parse_response(data: Any, candidates: tuple[str, ...]) -> Generation:
                for c in choices] if len(choices) > 1 else []
     if text is not None and not isinstance(text, str):
         return Generation(None, error=f"response content is a JSON {_json_kind(text)}, not text")
-    return Generation(text, steps, first.get("finish_reason"), refusal=msg.get("refusal") or None, samples=samples)
+    refusal = msg.get("refusal") or None
+    if not (text or "").strip() and refusal is None and first.get("finish_reason") in (None, "error", "abort"):
+        # nothing said and no reason for stopping: the answer was lost on the way
+        return Generation(None, error=f"empty answer without a finish reason ({str(data)[:120]})")
+    return Generation(text, steps, first.get("finish_reason"), refusal=refusal, samples=samples)
 
 
 def _json_kind(value: Any) -> str:
