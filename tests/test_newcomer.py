@@ -158,3 +158,12 @@ def test_score_with_a_judge_shows_progress(tmp_path, capsys):
         score_edit(str(src), str(edt), "add a hat", metrics=["l1", "viescore"], vlm=url, progress=True)
     err = capsys.readouterr().err
     assert "scoring" in err and "viescore" in err
+
+
+def test_flag_hints_name_the_flag_used(tmp_path):
+    src, edt = _pair(tmp_path)
+    res = runner.invoke(app, ["score", "--source", str(src), "--edited", str(edt), "--instruction", "x",
+                              "--judge", "viescore", "--vlm", "somewhere", "--template", "viescore_sc"])
+    assert res.exit_code == 2 and "--template 'viescore_sc' must look like NAME=PATH" in res.output
+    res = runner.invoke(app, ["serve", "--vlm", "http://127.0.0.1:8000/v1"])
+    assert res.exit_code == 2 and "pass it as --vlm to score, run or compare" in res.output

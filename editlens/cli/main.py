@@ -41,7 +41,7 @@ def _http(timeout, max_retries, concurrency):  # type: ignore[no-untyped-def]
 def _vlm_options(vlm, vlm_model, cache, template, device="auto"):  # type: ignore[no-untyped-def]
     if not vlm:
         return None
-    templates = parse_models(template)  # same NAME=VALUE syntax
+    templates = parse_models(template, "--template", "NAME=PATH (e.g. viescore_sc=my_prompt.txt)")
     from editlens.runner.checks import check_templates
 
     check_templates(templates)  # before any model loads
@@ -252,6 +252,10 @@ def run_cmd(
         mean = s["means"][name]
         typer.echo(f"  {name:<12} scored {c['scored']:>5}  skipped {c['skipped']:>4}  unscored {c['unscored']:>4}  "
                    f"failed {c['failed']:>4}  info {c.get('info', 0):>4}  mean {'-' if mean is None else f'{mean:.4f}'}")
+    failed = sum(c["failed"] for c in s["counts"].values())
+    if failed and not result.interrupted:
+        typer.echo(f"{failed} result(s) failed (see `editlens runs failures {out}`); rerun the same command to "
+                   "retry them.", err=True)
     if result.interrupted:
         typer.echo("interrupted: finished batches are saved; rerun the same command to continue.", err=True)
         raise typer.Exit(130)
@@ -340,8 +344,10 @@ def dice_eval_cmd(gt: Path = typer.Option(..., "--gt", help="Annotated JSONL (DI
                                                 "with --vlm and report coherence accuracy."),
                   vlm: Optional[str] = VlmOpt, vlm_model: Optional[str] = VlmModelOpt, cache: str = CacheOpt,
                   template: Optional[List[str]] = TemplateOpt,
-                  json_out: bool = typer.Option(False, "--json")) -> None:
+                  json_out: bool = typer.Option(False, "--json"), timeout: Optional[float] = TimeoutOpt,
+                  max_retries: Optional[int] = RetriesOpt, concurrency: Optional[int] = ConcurrencyOpt) -> None:
     """COCO-style AP of DICE's detections (pycocotools), class-agnostic and -aware, coherence AP and accuracy."""
+    _http(timeout, max_retries, concurrency)
     from editlens.dice.evaluation import (coherence_accuracy, evaluate_detection, judge_ground_truth,
                                           load_ground_truth, load_predictions)
 
@@ -384,8 +390,12 @@ def dice_cmd(
     template: Optional[List[str]] = TemplateOpt,
     draw: Optional[Path] = typer.Option(None, "--draw", help="Write both images with the boxes drawn into this folder."),
     json_out: bool = typer.Option(False, "--json"),
+    timeout: Optional[float] = TimeoutOpt,
+    max_retries: Optional[int] = RetriesOpt,
+    concurrency: Optional[int] = ConcurrencyOpt,
 ) -> None:
     """DICE on one edit: what changed, where, and whether each change was asked for."""
+    _http(timeout, max_retries, concurrency)
     from editlens.core.types import EditSample
     from editlens.dice.drawing import draw_differences
     from editlens.dice.pipeline import DicePipeline
@@ -451,6 +461,10 @@ def serve_cmd(
     from editlens.backends.serving import serve_app
     from editlens.backends.server import ServeLimits, build_app
 
+    if vlm.startswith(("http://", "https://")):
+        typer.echo(f"error: editlens serve loads a local model (--vlm HUB_ID_OR_DIR); {vlm} is already a server: "
+                   "pass it as --vlm to score, run or compare instead", err=True)
+        raise typer.Exit(2)
     key = None
     if api_key_env:
         key = os.environ.get(api_key_env)
