@@ -93,8 +93,9 @@ def test_column_mapping_loads_aurora_style_files(tmp_path, images):
     p = tmp_path / "edits.jsonl"
     p.write_text("".join(json.dumps({"input": "imgs/a.png", "output": "imgs/b.png", "instruction": f"edit {i}",
                                      "task": "magicbrush"}) + "\n" for i in range(3)))
-    with pytest.raises(ManifestError, match="missing 'source'"):
+    with pytest.raises(ManifestError, match="missing 'source'") as info:
         read_manifest(p)
+    assert "other columns are input, output, task; map them with e.g. --columns" in str(info.value)
     rep = read_manifest(p, columns="source=input,edited=output")
     assert [s.id for s in rep.samples] == ["line-1", "line-2", "line-3"]
     assert rep.samples[0].source.endswith("imgs/a.png") and rep.samples[0].metadata == {"task": "magicbrush"}

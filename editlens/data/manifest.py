@@ -167,7 +167,13 @@ def read_manifest(
     if not samples and not problems:
         raise InputError(f"{mpath}: manifest has no rows")
     if problems and not skip_invalid:
-        raise ManifestError(str(mpath), problems)
+        err = ManifestError(str(mpath), problems)
+        theirs = sorted({k for _, row, _ in rows if row is not None for k in row} - set(KNOWN_COLUMNS))
+        if theirs and any("missing '" in reason for _, reason in problems):
+            # a benchmark file with its own column names: say how to map them
+            err.args = (f"{err.args[0]}\nThe file's other columns are {', '.join(theirs)}; map them with e.g. "
+                        "--columns source=COLUMN,edited=COLUMN (Python: columns=...).",)
+        raise err
     return ManifestReport(str(mpath), samples, problems)
 
 
