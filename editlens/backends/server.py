@@ -39,6 +39,7 @@ from editlens.backends.types import ChatRequest, Generation, GenerationSettings,
 access_log = logging.getLogger("editlens.serve")
 
 SHUTTING_DOWN = "the server is shutting down"
+DEADLINE = "no answer within the server's deadline"
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,6 @@ class Batcher:
         self._running: list[_Job] = []
         self._closed = False
         self._seq = 0
-        self._stop_running = False
         make_cancellable(backend)
         self.thread = threading.Thread(target=self._loop, daemon=True, name="editlens-batcher")
         self.thread.start()
@@ -164,11 +164,16 @@ class Batcher:
                     gens = self.backend.generate([j.req for j in batch])
             except Exception as exc:
                 gens = [Generation(None, error=f"{type(exc).__name__}: {exc}") for _ in batch]
-            closed = self._closed
+            closed, now = self._closed, time.monotonic()
             with self._cv:
                 self._running = []
             for job, g in zip(batch, gens):
-                _resolve(job.fut, Generation(None, error=SHUTTING_DOWN) if closed else g)
+                # a generation stopped early is never passed off as a whole answer
+                if closed:
+                    g = Generation(None, error=SHUTTING_DOWN)
+                elif now > job.deadline:
+                    g = Generation(None, error=DEADLINE)
+                _resolve(job.fut, g)
 
     def close(self) -> None:
         """Stop: the generation in flight ends at its next token; waiting requests get 503."""
@@ -378,8 +383,10 @@ def build_app(backend: Any, model_name: str, api_key: str | None = None, max_ima
             gen = await asyncio.wait_for(asyncio.wrap_future(fut), timeout=limits.request_timeout)
         except asyncio.TimeoutError:
             fut.cancel()
-            return error(504, f"no answer within the server's deadline of {limits.request_timeout:g} s "
-                              "(editlens serve --request-timeout)", "timeout")
+            gen = Generation(None, error=DEADLINE)
+        if gen.error == DEADLINE:
+            return error(504, f"{DEADLINE} of {limits.request_timeout:g} s (editlens serve --request-timeout)",
+                         "timeout")
         if gen.error == SHUTTING_DOWN:
             return error(503, gen.error, "server_error")
         if gen.error:
