@@ -28,7 +28,7 @@ def example_pairs() -> list[tuple[Path, Path, str]]:
 
 
 def _train_tokenizer(tmp: Path):  # type: ignore[no-untyped-def]
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE(unk_token="<|unk|>"))
@@ -37,6 +37,12 @@ def _train_tokenizer(tmp: Path):  # type: ignore[no-untyped-def]
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     corpus = ["a photo of a cat", "a dog on a sofa", "make the sky blue", "add a red hat", "remove the car"] * 4
     tok.train_from_iterator(corpus, trainer)
+    # like CLIP's: every text starts and ends with its markers. CLIP pools the
+    # text at the end marker; without one every text would pool at its first
+    # token ("a"), making "a photo of a cat" and "a photo of a dog" identical.
+    bos, eos = tok.token_to_id("<|startoftext|>"), tok.token_to_id("<|endoftext|>")
+    tok.post_processor = processors.TemplateProcessing(single="<|startoftext|> $A <|endoftext|>",
+                                                       special_tokens=[("<|startoftext|>", bos), ("<|endoftext|>", eos)])
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|startoftext|>", eos_token="<|endoftext|>",
                                    pad_token="<|endoftext|>", unk_token="<|unk|>", model_max_length=77)
 

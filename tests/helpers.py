@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +10,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
-SHARED = REPO.parent / "shared"
+#: The optional ../shared folder (papers, real data, tokenizers). Set
+#: EDITLENS_TEST_SHARED to look elsewhere, e.g. to a missing path to run the
+#: suite as a fresh clone without it would (CI does both).
+SHARED = Path(os.environ.get("EDITLENS_TEST_SHARED") or REPO.parent / "shared")
 
 
 def shared_path(*parts: str) -> Path:

@@ -1,5 +1,6 @@
 """The SQLite response cache."""
 
+import os
 import threading
 
 import pytest
@@ -67,3 +68,140 @@ def test_corrupt_cache_is_a_clear_error(tmp_path):
     p.write_bytes(b"garbage" * 1000)
     with pytest.raises(EditlensError, match="response cache is corrupt"):
         ResponseCache(p)
+
+
+# -- a cache that cannot be written never costs a received answer ----------------------------------
+
+def _answers(n):
+    return [_req(f"q{i}") for i in range(n)]
+
+
+def test_locked_cache_keeps_every_answer(tmp_path, caplog):
+    import sqlite3
+    import time
+
+    path = tmp_path / "c.sqlite"
+    ResponseCache(path).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # another process holds the cache for long
+    try:
+        inner = ScriptedBackend(lambda r: "paid for " + r.messages[0].parts[1])
+        be = CachedBackend(inner, ResponseCache(path, timeout=0.3))
+        with caplog.at_level("WARNING", logger="editlens.cache"):
+            first = be.generate(_answers(20))
+            t0 = time.monotonic()
+            second = be.generate([_req("more")])
+            assert time.monotonic() - t0 < 0.25  # gave up writing once, does not wait again
+    finally:
+        holder.execute("ROLLBACK")
+    assert [g.text for g in first] == [f"paid for q{i}" for i in range(20)] and second[0].text == "paid for more"
+    warnings = [r for r in caplog.records if r.name == "editlens.cache"]
+    assert len(warnings) == 1 and "without caching" in warnings[0].getMessage()
+
+
+def test_read_only_cache_is_read_and_answers_kept(tmp_path, monkeypatch, caplog):
+    from editlens.backends import cache as cache_mod
+
+    path = tmp_path / "c.sqlite"
+    be = CachedBackend(ScriptedBackend(lambda r: "old"), ResponseCache(path))
+    be.generate([_req("known")])
+    be.cache.close()
+    # the file can only be opened read-only (as for a file the user may not write)
+    monkeypatch.setattr(cache_mod, "_connect", cache_mod._connect_readonly)
+    inner = ScriptedBackend(lambda r: "new")
+    with caplog.at_level("WARNING", logger="editlens.cache"):
+        ro = ResponseCache(path)
+        got = CachedBackend(inner, ro).generate([_req("known"), _req("unknown")])
+    assert not ro.writable
+    assert [g.text for g in got] == ["old", "new"] and got[0].cached  # cached answer read, new one kept
+    assert "without caching" in caplog.text and caplog.text.count("response cache") == 1
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes read-only files anyway")
+def test_read_only_file_for_real(tmp_path):
+    path = tmp_path / "c.sqlite"
+    ResponseCache(path).close()
+    os.chmod(path, 0o444)
+    os.chmod(tmp_path, 0o555)
+    try:
+        got = CachedBackend(ScriptedBackend(lambda r: "x"), ResponseCache(path)).generate(_answers(3))
+    finally:
+        os.chmod(tmp_path, 0o755)
+    assert [g.text for g in got] == ["x"] * 3
+
+
+def test_cache_folder_that_cannot_exist(tmp_path, caplog):
+    (tmp_path / "afile").write_text("not a folder")
+    with caplog.at_level("WARNING", logger="editlens.cache"):
+        got = CachedBackend(ScriptedBackend(lambda r: "x"), ResponseCache(tmp_path / "afile" / "c.sqlite")).generate(
+            _answers(2))
+    assert [g.text for g in got] == ["x", "x"] and "without a cache" in caplog.text
+
+
+def test_undecodable_row_is_reported_and_recomputed(tmp_path, caplog):
+    import sqlite3
+
+    path = tmp_path / "c.sqlite"
+    inner = ScriptedBackend(lambda r: "fresh")
+    be = CachedBackend(inner, ResponseCache(path))
+    be.generate([_req("a")])
+    con = sqlite3.connect(path)
+    con.execute("UPDATE responses SET response = '{broken json'")
+    con.commit()
+    con.close()
+    with caplog.at_level("WARNING", logger="editlens.cache"):
+        again = CachedBackend(inner, ResponseCache(path)).generate([_req("a")])
+    assert again[0].text == "fresh" and not again[0].cached and inner.calls == 2
+    assert "cannot be decoded" in caplog.text
+    assert CachedBackend(inner, ResponseCache(path)).generate([_req("a")])[0].cached  # repaired
+
+
+def test_key_covers_device_dtype_and_served_revision(tmp_path):
+    from editlens.backends.types import request_key
+
+    class Local(ScriptedBackend):
+        def __init__(self, device, dtype, revision=None):
+            super().__init__(lambda r: "x")
+            self.device, self.dtype, self.revision = device, dtype, revision
+
+        def describe(self):
+            return {"backend": self.name, "device": self.device, "dtype": self.dtype}
+
+    r = _req("a")
+    keys = {request_key(Local("cpu", "float32"), r), request_key(Local("cuda", "bfloat16"), r),
+            request_key(Local("cpu", "bfloat16"), r), request_key(Local("cpu", "float32", '{"root": "v2"}'), r)}
+    assert len(keys) == 4
+    assert request_key(Local("cpu", "float32"), r) == request_key(Local("cpu", "float32"), r)
+
+
+WRITER = """
+import sys
+sys.path.insert(0, {tests!r})
+from editlens.backends.cache import CachedBackend, ResponseCache
+from editlens.backends.types import ChatRequest, Message
+from scripted import ScriptedBackend
+k = int(sys.argv[1])
+be = CachedBackend(ScriptedBackend(lambda r: r.messages[0].parts[0].upper()), ResponseCache({path!r}))
+for i in range(25):
+    assert be.generate([ChatRequest([Message("user", [f"p{{k}}-{{i}}"])])])[0].text == f"P{{k}}-{{i}}"
+"""
+
+
+def test_several_processes_write_at_once(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "c.sqlite"
+    script = tmp_path / "w.py"
+    script.write_text(WRITER.format(tests=os.path.dirname(__file__), path=str(path)))
+    procs = [subprocess.Popen([sys.executable, str(script), str(k)], stderr=subprocess.PIPE, text=True)
+             for k in range(3)]
+    errs = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], errs
+    assert not any("warning" in e for e in errs)  # nobody gave up caching
+    cache = ResponseCache(path)
+    assert len(cache) == 75
+    inner = ScriptedBackend(lambda r: "recomputed")
+    got = CachedBackend(inner, cache).generate([ChatRequest([Message("user", [f"p{k}-{i}"])])
+                                                for k in range(3) for i in range(25)])
+    assert inner.calls == 0 and got[-1].text == "P2-24"

@@ -101,7 +101,7 @@ def test_missing_model_message_is_actionable(tmp_path, monkeypatch):
     with pytest.raises(ModelUnavailableError) as err:
         select_metrics(["clip_i"], models={"clip": "someone/not-cached-model"})
     msg = str(err.value)
-    assert "someone/not-cached-model" in msg and "huggingface-cli download someone/not-cached-model" in msg
+    assert "someone/not-cached-model" in msg and "hf download someone/not-cached-model" in msg
     assert "--model clip=DIR" in msg and "EDITLENS_MODEL_CLIP" in msg
 
 

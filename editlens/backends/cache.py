@@ -1,9 +1,15 @@
 """SQLite response cache: a rerun of the same evaluation makes no model calls.
 
-Keyed by backend, model id and revision, the exact prompt text, image
-content hashes and generation settings (:func:`request_key`). WAL mode and
-a busy timeout make it safe for several processes writing at once; a
-corrupt or locked file raises one clear error instead of losing results.
+Keyed by backend, model id and revision (for HTTP: what the server reports it
+serves; for local models: also device and dtype), the exact prompt text,
+image content hashes and generation settings (:func:`request_key`). WAL
+mode and a busy timeout make it safe for several processes writing at once.
+
+A cache must never cost an answer that was already paid for: when it cannot
+be written (locked for longer than the time-out, a read-only file or
+folder) editlens warns once and goes on without caching; a row that cannot
+be decoded is reported and recomputed. Only a corrupt file is an error,
+raised when the cache is opened, before any model call.
 Answers with a transport error are not cached (they are retried next time);
 refusals and empty answers are model outputs and are cached as such.
 """
@@ -11,6 +17,7 @@ refusals and empty answers are model outputs and are cached as such.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -21,60 +28,148 @@ from editlens.backends.types import Backend, ChatRequest, Generation, request_ke
 from editlens.errors import EditlensError
 from editlens.paths import cache_dir
 
+log = logging.getLogger("editlens.cache")
+
+_SCHEMA = ("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, backend TEXT, model TEXT,"
+           " created REAL, response TEXT NOT NULL)")
+
 
 def default_cache_path() -> Path:
     return cache_dir() / "responses.sqlite"
 
 
+def _connect(path: Path, timeout: float) -> sqlite3.Connection:
+    return sqlite3.connect(path, timeout=timeout, check_same_thread=False)
+
+
+def _connect_readonly(path: Path, timeout: float) -> sqlite3.Connection:
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=timeout, check_same_thread=False)
+
+
 class ResponseCache:
-    def __init__(self, path: str | Path | None = None, timeout: float = 60.0) -> None:
+    """Cached answers in one SQLite file.
+
+    Args:
+        path: the file (default: ``responses.sqlite`` in the user cache folder).
+        timeout: seconds to wait for another process's lock before giving up
+            writing (answers are then returned uncached, with one warning).
+    """
+
+    def __init__(self, path: str | Path | None = None, timeout: float = 10.0) -> None:
         self.path = Path(path) if path else default_cache_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.timeout = timeout
         self._lock = threading.Lock()
+        self.writable = True
+        self.conn: sqlite3.Connection | None = None
+        self._warned: set[str] = set()
+        self.bad_rows = 0
         try:
-            self.conn = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False)
-            self.conn.execute("PRAGMA journal_mode=WAL")
-            self.conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
-            self.conn.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, backend TEXT, model TEXT,"
-                              " created REAL, response TEXT NOT NULL)")
-            self.conn.execute("SELECT count(*) FROM responses").fetchone()
-        except sqlite3.OperationalError as exc:
-            raise EditlensError(f"{self.path}: the response cache is locked or unusable ({exc}). "
-                                "Another process may hold it; retry, or pass a different --cache path.") from exc
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.conn = self._open(timeout)
         except sqlite3.DatabaseError as exc:
-            raise EditlensError(f"{self.path}: the response cache is corrupt ({exc}). Move it away to start a "
-                                "fresh cache (cached answers will then be recomputed).") from exc
+            if not isinstance(exc, sqlite3.OperationalError):  # "file is not a database", malformed
+                raise EditlensError(f"{self.path}: the response cache is corrupt ({exc}). Move it away to start a "
+                                    "fresh cache (cached answers will then be recomputed).") from exc
+            self._fall_back(exc)
+        except OSError as exc:  # the folder cannot be created
+            self._fall_back(exc)
+
+    def _open(self, timeout: float) -> sqlite3.Connection:
+        # Switching to WAL needs a moment of exclusive access and SQLite does not
+        # wait for it (busy_timeout does not apply), so several processes opening
+        # the same new cache at once retry here instead of giving up on caching.
+        deadline = time.monotonic() + timeout
+        while True:
+            conn = _connect(self.path, timeout)
+            try:
+                conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+                if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                    conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(_SCHEMA)
+                conn.execute("SELECT count(*) FROM responses").fetchone()
+                return conn
+            except sqlite3.OperationalError as exc:
+                conn.close()
+                if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def _fall_back(self, exc: BaseException) -> None:
+        """Go on reading what can be read, without writing."""
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+        self.writable = False
+        try:
+            if self.path.is_file():
+                conn = _connect_readonly(self.path, self.timeout)
+                conn.execute("SELECT count(*) FROM responses").fetchone()
+                self.conn = conn
+        except (sqlite3.Error, OSError):
+            self.conn = None
+        what = "reading cached answers only" if self.conn is not None else "without a cache"
+        self._warn("open", f"{self.path}: the response cache cannot be written ({exc}); going on {what}. "
+                           "Pass --cache PATH for another file, or --cache none.")
+
+    def _warn(self, kind: str, message: str) -> None:
+        if kind not in self._warned:
+            self._warned.add(kind)
+            log.warning("warning: %s", message)
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Generation]:
-        if not keys:
+        """Cached answers of ``keys``; a row that cannot be decoded counts as missing."""
+        if not keys or self.conn is None:
             return {}
         out = {}
         with self._lock:
             for i in range(0, len(keys), 500):
                 part = list(keys[i : i + 500])
                 q = f"SELECT key, response FROM responses WHERE key IN ({','.join('?' * len(part))})"
-                for key, resp in self.conn.execute(q, part).fetchall():
-                    g = Generation.from_dict(json.loads(resp))
+                try:
+                    found = self.conn.execute(q, part).fetchall()
+                except sqlite3.Error as exc:
+                    self._warn("read", f"{self.path}: cached answers cannot be read ({exc}); asking the model")
+                    return out
+                for key, resp in found:
+                    try:
+                        g = Generation.from_dict(json.loads(resp))
+                    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                        self.bad_rows += 1
+                        self._warn("decode", f"{self.path}: a cached answer cannot be decoded "
+                                             f"({type(exc).__name__}: {exc}); it is recomputed")
+                        continue
                     g.cached = True
                     out[key] = g
         return out
 
-    def put_many(self, items: Sequence[tuple[str, str, str, Generation]]) -> None:
+    def put_many(self, items: Sequence[tuple[str, str, str, Generation]]) -> bool:
+        """Store answers; ``False`` (with one warning) when the cache cannot be written."""
+        if not items or not self.writable or self.conn is None:
+            return False
         rows = [(k, b, m, time.time(), json.dumps(g.to_dict())) for k, b, m, g in items]
         with self._lock:
             try:
                 with self.conn:
                     self.conn.executemany("INSERT OR REPLACE INTO responses VALUES (?,?,?,?,?)", rows)
-            except sqlite3.OperationalError as exc:
-                raise EditlensError(f"{self.path}: could not write to the response cache ({exc})") from exc
+            except sqlite3.Error as exc:
+                # the answers are in hand: keep them, stop trying to cache
+                self.writable = False
+                self._warn("write", f"{self.path}: could not write to the response cache ({exc}); going on "
+                                    "without caching new answers")
+                return False
+        return True
 
     def __len__(self) -> int:
+        if self.conn is None:
+            return 0
         with self._lock:
             return int(self.conn.execute("SELECT count(*) FROM responses").fetchone()[0])
 
     def close(self) -> None:
         with self._lock:
-            self.conn.close()
+            if self.conn is not None:
+                self.conn.close()
+                self.conn = None
 
 
 class CachedBackend:

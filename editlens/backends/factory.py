@@ -12,19 +12,52 @@ from editlens.backends.cache import CachedBackend, ResponseCache
 _POOL: dict[tuple, Any] = {}
 _LOCK = threading.Lock()
 
+#: How HTTP backends fetch answers unless a caller says otherwise (CLI:
+#: ``--timeout``, ``--max-retries``, ``--concurrency``).
+HTTP_BUILTIN: dict[str, Any] = {"timeout": 120.0, "max_retries": 5, "concurrency": 8}
+HTTP_DEFAULTS: dict[str, Any] = dict(HTTP_BUILTIN)
+
+
+def set_http_defaults(*, timeout: float | None = None, max_retries: int | None = None,
+                      concurrency: int | None = None) -> dict[str, Any]:
+    """Change how HTTP backends created from now on fetch answers; returns the new defaults.
+
+    >>> set_http_defaults(timeout=30)["timeout"]
+    30.0
+    >>> _ = set_http_defaults(timeout=120)
+    """
+    if timeout is not None:
+        if not timeout > 0:
+            raise ValueError(f"--timeout must be a positive number of seconds, got {timeout}")
+        HTTP_DEFAULTS["timeout"] = float(timeout)
+    if max_retries is not None:
+        if max_retries < 0:
+            raise ValueError(f"--max-retries must be 0 or more, got {max_retries}")
+        HTTP_DEFAULTS["max_retries"] = int(max_retries)
+    if concurrency is not None:
+        if concurrency < 1:
+            raise ValueError(f"--concurrency must be at least 1, got {concurrency}")
+        HTTP_DEFAULTS["concurrency"] = int(concurrency)
+    return dict(HTTP_DEFAULTS)
+
 
 def create_backend(ref: str, *, device: str = "auto", dtype: str = "auto", batch_size: int = 8,
                    cache: bool | str = True, http_model: str | None = None, api_key_env: str = "EDITLENS_API_KEY",
-                   concurrency: int = 8, models: dict[str, str] | None = None) -> Any:
-    """``cache``: True for the default cache file, a path, or False for none."""
-    key = (ref, device, dtype, batch_size, str(cache), http_model, api_key_env, concurrency)
+                   concurrency: int | None = None, models: dict[str, str] | None = None,
+                   timeout: float | None = None, max_retries: int | None = None) -> Any:
+    """``cache``: True for the default cache file, a path, or False for none.
+    ``concurrency``, ``timeout``, ``max_retries``: HTTP only; ``None`` takes :data:`HTTP_DEFAULTS`."""
+    http = {"concurrency": concurrency if concurrency is not None else HTTP_DEFAULTS["concurrency"],
+            "timeout": timeout if timeout is not None else HTTP_DEFAULTS["timeout"],
+            "max_retries": max_retries if max_retries is not None else HTTP_DEFAULTS["max_retries"]}
+    key = (ref, device, dtype, batch_size, str(cache), http_model, api_key_env, tuple(sorted(http.items())))
     with _LOCK:
         if key in _POOL:
             return _POOL[key]
     if ref.startswith(("http://", "https://")):
         from editlens.backends.http import OpenAIBackend
 
-        backend: Any = OpenAIBackend(ref, model=http_model, api_key_env=api_key_env, concurrency=concurrency)
+        backend: Any = OpenAIBackend(ref, model=http_model, api_key_env=api_key_env, **http)
     else:
         from editlens.backends.local import TransformersBackend
 

@@ -9,6 +9,7 @@ refusal or an empty answer is recorded as such, never as a score.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import threading
@@ -31,42 +32,65 @@ class OpenAIBackend:
         self.base_url = base_url.rstrip("/")
         self.api_key = os.environ.get(api_key_env) or None
         self.api_key_env = api_key_env
-        self.concurrency = max(1, concurrency)
-        self.timeout = timeout
-        self.max_retries = max_retries
+        self.concurrency = max(1, int(concurrency))
+        if not timeout > 0:
+            raise ValueError(f"timeout must be positive seconds, got {timeout}")
+        self.timeout = float(timeout)
+        self.max_retries = max(0, int(max_retries))
         self.backoff = backoff
-        self.revision = None
+        self.revision: str | None = None
         self.calls = 0
-        info = self._models()
+        info = self._discover()
         ids = [m.get("id") for m in info]
         if model is None:
             if not ids:
-                raise ModelUnavailableError(f"{self.base_url}/models lists no model; pass --vlm-model NAME")
+                raise ModelUnavailableError(f"{self.base_url}/models lists no model; name the model the server "
+                                            "serves with --vlm-model NAME (Python: vlm_model=...)")
             model = ids[0]
         self.model_id = str(model)
-        owner = next((m.get("owned_by") for m in info if m.get("id") == model), None)
-        self.extensions = owner == "editlens"
+        entry = next((m for m in info if m.get("id") == model), {})
+        self.extensions = entry.get("owned_by") == "editlens"
+        # What the server says it serves goes into cache keys: a new checkpoint
+        # behind the same name must not be answered from old cache rows.
+        served = {k: entry[k] for k in ("root", "parent", "revision", "owned_by") if entry.get(k) is not None}
+        self.revision = json.dumps(served, sort_keys=True, default=str) if served else None
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
-    def _models(self) -> list[dict[str, Any]]:
+    def _discover(self) -> list[dict[str, Any]]:
+        """The server's model list; a URL given without ``/v1`` is retried with it."""
+        status, info = self._models(self.base_url)
+        if status == 404 and not self.base_url.endswith("/v1"):
+            status_v1, info_v1 = self._models(self.base_url + "/v1")
+            if status_v1 < 400:
+                self.base_url += "/v1"
+                return info_v1
+            raise ModelUnavailableError(f"{self.base_url}/models: HTTP 404; OpenAI-compatible servers answer under "
+                                        f"/v1: pass --vlm {self.base_url}/v1")
+        return info
+
+    def _models(self, base: str) -> tuple[int, list[dict[str, Any]]]:
         try:
-            r = httpx.get(f"{self.base_url}/models", headers=self._headers(), timeout=min(self.timeout, 30))
+            r = httpx.get(f"{base}/models", headers=self._headers(), timeout=min(self.timeout, 30))
         except httpx.HTTPError as exc:
-            raise ModelUnavailableError(f"cannot reach {self.base_url} ({type(exc).__name__}: {exc}); "
+            raise ModelUnavailableError(f"cannot reach {base} ({type(exc).__name__}: {exc}); "
                                         "is the server running, and does the URL end in /v1?") from exc
         if r.status_code == 401:
-            raise ModelUnavailableError(f"{self.base_url}: 401 unauthorised; set the API key in ${self.api_key_env}")
+            raise ModelUnavailableError(f"{base}: 401 unauthorised; set the API key in ${self.api_key_env}")
         if r.status_code >= 400:
-            return []
+            return r.status_code, []
         try:
-            return list(r.json().get("data") or [])
+            data = r.json()
+            models = data.get("data") if isinstance(data, dict) else None
+            return r.status_code, [m for m in models or [] if isinstance(m, dict)]
         except ValueError:
-            return []
+            return r.status_code, []
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.name, "url": self.base_url, "model": self.model_id, "concurrency": self.concurrency}
+        # concurrency, time-out and retries change how answers are fetched, not
+        # what they are: they stay out of the settings that key stored results
+        return {"backend": self.name, "url": self.base_url, "model": self.model_id, "served": self.revision}
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
         if not requests:
@@ -97,21 +121,29 @@ class OpenAIBackend:
                 try:
                     r = await client.post(f"{self.base_url}/chat/completions", json=body)
                 except (httpx.TimeoutException, httpx.TransportError) as exc:
-                    last = f"{type(exc).__name__}: {exc}"
+                    last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                 else:
                     if r.status_code < 400:
                         try:
-                            return parse_response(r.json(), req.candidates)
+                            data = r.json()
                         except ValueError:
-                            return Generation(None, error=f"HTTP {r.status_code}: response is not JSON")
-                    last = f"HTTP {r.status_code}: {r.text[:300]}"
-                    if r.status_code not in RETRY_STATUS:
-                        return Generation(None, error=last)
-                    retry_after = r.headers.get("retry-after")
-                    if retry_after and retry_after.replace(".", "", 1).isdigit():
-                        await asyncio.sleep(min(float(retry_after), 60.0))
-                        continue
+                            # a proxy's error page or a cut-off body: a fault of the
+                            # transport, retried and never cached as an answer
+                            last = f"HTTP {r.status_code}: response is not JSON ({r.text[:80]!r})"
+                        else:
+                            gen = parse_response(data, req.candidates)
+                            if gen.error is None:
+                                return gen
+                            last = f"HTTP {r.status_code}: {gen.error}"
+                    else:
+                        last = f"HTTP {r.status_code}: {r.text[:300]}"
+                        if r.status_code not in RETRY_STATUS:
+                            return Generation(None, error=last)
+                        retry_after = r.headers.get("retry-after")
+                        if attempt < self.max_retries and retry_after and retry_after.replace(".", "", 1).isdigit():
+                            await asyncio.sleep(min(float(retry_after), 60.0))
+                            continue
                 if attempt < self.max_retries:
                     # exponential backoff with jitter, so many clients do not retry in lockstep
-                    await asyncio.sleep(self.backoff * (2**attempt) * (0.5 + random.random()))  # jitter
+                    await asyncio.sleep(self.backoff * (2**attempt) * (0.5 + random.random()))
         return Generation(None, error=f"gave up after {self.max_retries + 1} attempts: {last}")

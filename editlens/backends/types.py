@@ -12,6 +12,21 @@ import numpy as np
 
 from editlens.core.images import image_hash
 
+#: How :attr:`Generation.problem` starts when the backend failed (transport
+#: error, 5xx after retries, a model crash) rather than the model answering.
+#: Scores with such a reason are *failed* (retried on rerun), not *unscored*.
+BACKEND_ERROR = "backend error: "
+
+
+def is_backend_failure(reason: str | None) -> bool:
+    """Whether a score's reason says the backend failed (not the model's answer).
+
+    >>> is_backend_failure("backend error: HTTP 503"), is_backend_failure("empty answer")
+    (True, False)
+    """
+    return bool(reason) and str(reason).startswith(BACKEND_ERROR)
+
+
 #: A message part: text, or an RGB uint8 image array.
 Part = Union[str, np.ndarray]
 
@@ -109,7 +124,7 @@ class Generation:
     @property
     def problem(self) -> str | None:
         if self.error:
-            return f"backend error: {self.error}"
+            return f"{BACKEND_ERROR}{self.error}"
         if self.refusal:
             return f"model refused: {self.refusal}"
         if not (self.text and self.text.strip()):
@@ -165,7 +180,11 @@ class Backend(Protocol):
 
 
 def request_key(backend: Backend, request: ChatRequest) -> str:
-    """Cache key: backend, model id and revision, exact prompt, image hashes, settings."""
+    """Cache key: backend, model id and revision, device and dtype (local
+    models: bf16 on GPU answers differently from fp32 on CPU), exact prompt,
+    image hashes, settings."""
+    described = backend.describe() if hasattr(backend, "describe") else {}
+    numerics = {k: str(described[k]) for k in ("device", "dtype") if described.get(k) is not None}
     blob = json.dumps({"backend": backend.name, "model": backend.model_id, "revision": backend.revision,
-                       **request.cache_payload()}, sort_keys=True)
+                       **numerics, **request.cache_payload()}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()

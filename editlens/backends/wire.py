@@ -53,25 +53,48 @@ def _candidates_from_top(top: list[dict[str, Any]], candidates: tuple[str, ...])
     return out
 
 
-def parse_response(data: dict[str, Any], candidates: tuple[str, ...]) -> Generation:
+def parse_response(data: Any, candidates: tuple[str, ...]) -> Generation:
+    """A :class:`Generation` from a chat-completions body; a body that is not
+    one (an array, no choices) is a backend error, never an answer.
+
+    >>> parse_response([1, 2], ()).error
+    'response is a JSON list, not an object'
+    >>> parse_response({"choices": [{"message": {"content": "YES"}}]}, ()).text
+    'YES'
+    """
+    if not isinstance(data, dict):
+        return Generation(None, error=f"response is a JSON {_json_kind(data)}, not an object")
     choices = data.get("choices")
-    if not isinstance(choices, list) or not choices:
+    if not isinstance(choices, list) or not choices or not all(isinstance(c, dict) for c in choices):
         return Generation(None, error=f"response without choices: {str(data)[:200]}")
     first = choices[0]
-    msg = first.get("message") or {}
+    msg = first.get("message") if isinstance(first.get("message"), dict) else {}
     text = msg.get("content")
     if isinstance(text, list):  # some servers return content parts
         text = "".join(p.get("text", "") for p in text if isinstance(p, dict))
     steps = None
-    lp = (first.get("logprobs") or {}).get("content")
+    logprobs = first.get("logprobs")
+    lp = logprobs.get("content") if isinstance(logprobs, dict) else None
     if isinstance(lp, list):
         steps = []
-        for e in lp:
-            top = e.get("top_logprobs") or []
+        for e in (e for e in lp if isinstance(e, dict)):
+            top = [t for t in e.get("top_logprobs") or [] if isinstance(t, dict)]
             cands = e.get("candidates")
             if not isinstance(cands, dict):
                 cands = _candidates_from_top(top, candidates)
             steps.append(TokenStep(str(e.get("token", "")), e.get("logprob"), dict(cands),
                                    [(t.get("token", ""), t.get("logprob")) for t in top]))
-    samples = [((c.get("message") or {}).get("content") or "") for c in choices] if len(choices) > 1 else []
-    return Generation(text, steps, first.get("finish_reason"), refusal=msg.get("refusal") or None, samples=samples)
+    samples = [(((c.get("message") if isinstance(c.get("message"), dict) else {}) or {}).get("content") or "")
+               for c in choices] if len(choices) > 1 else []
+    if text is not None and not isinstance(text, str):
+        return Generation(None, error=f"response content is a JSON {_json_kind(text)}, not text")
+    refusal = msg.get("refusal") or None
+    if not (text or "").strip() and refusal is None and first.get("finish_reason") in (None, "error", "abort"):
+        # nothing said and no reason for stopping: the answer was lost on the way
+        return Generation(None, error=f"empty answer without a finish reason ({str(data)[:120]})")
+    return Generation(text, steps, first.get("finish_reason"), refusal=refusal, samples=samples)
+
+
+def _json_kind(value: Any) -> str:
+    return {list: "list", str: "string", int: "number", float: "number", bool: "boolean",
+            type(None): "null", dict: "object"}.get(type(value), type(value).__name__)

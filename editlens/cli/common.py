@@ -11,13 +11,14 @@ import typer
 from editlens.errors import EditlensError
 
 
-def parse_models(items: Sequence[str] | None) -> dict[str, str]:
+def parse_models(items: Sequence[str] | None, flag: str = "--model",
+                 form: str = "ROLE=HUB_ID_OR_DIR (e.g. clip=./my-clip)") -> dict[str, str]:
     """``["clip=/models/clip"]`` -> ``{"clip": "/models/clip"}``."""
     out = {}
     for item in items or []:
         role, sep, ref = item.partition("=")
         if not sep or not role or not ref:
-            raise typer.BadParameter(f"--model {item!r} must look like ROLE=HUB_ID_OR_DIR (e.g. clip=./my-clip)")
+            raise typer.BadParameter(f"{flag} {item!r} must look like {form}")
         out[role.strip()] = ref.strip()
     return out
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -9,6 +10,7 @@ from typing import List, Optional
 import typer
 
 from editlens.cli.common import emit_json, guarded, parse_models, split_names
+from editlens.errors import EditlensError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Judge instruction-guided image edits: what changed, where, and how well.")
@@ -26,6 +28,17 @@ TemplateOpt = typer.Option(None, "--template", help="Replace a prompt template, 
 SamplesOpt = typer.Option(1, "--samples", min=1, help="Self-ensembling: answers asked per judge question "
                           "(needs --temperature > 0); the score is the mean over parsed answers. Each is cached.")
 TemperatureOpt = typer.Option(0.0, "--temperature", min=0.0, help="Sampling temperature of judge answers (0: greedy).")
+TimeoutOpt = typer.Option(None, "--timeout", help="Seconds an HTTP judge request may take before it is retried (default 120).")
+RetriesOpt = typer.Option(None, "--max-retries", help="Retries of an HTTP judge request after 429/5xx/time-outs (default 5).")
+ConcurrencyOpt = typer.Option(None, "--concurrency", help="HTTP judge requests in flight at once (default 8).")
+
+
+def _http(timeout, max_retries, concurrency):  # type: ignore[no-untyped-def]
+    """Apply --timeout/--max-retries/--concurrency to the HTTP backends this command creates."""
+    from editlens.backends.factory import HTTP_BUILTIN, set_http_defaults
+
+    given = {"timeout": timeout, "max_retries": max_retries, "concurrency": concurrency}
+    set_http_defaults(**{k: HTTP_BUILTIN[k] if v is None else v for k, v in given.items()})
 
 
 def _vlm_options(vlm, vlm_model, cache, template, device="auto", samples=1, temperature=0.0):  # type: ignore[no-untyped-def]
@@ -34,7 +47,10 @@ def _vlm_options(vlm, vlm_model, cache, template, device="auto", samples=1, temp
     check_sampling(samples, temperature)  # a clear error before any model loads
     if not vlm:
         return None
-    templates = parse_models(template)  # same NAME=VALUE syntax
+    templates = parse_models(template, "--template", "NAME=PATH (e.g. viescore_sc=my_prompt.txt)")
+    from editlens.runner.checks import check_templates
+
+    check_templates(templates)  # before any model loads
     opts = {"vlm": vlm, "vlm_model": vlm_model, "device": device, "templates": templates,
             "cache": {"default": True, "none": False}.get(cache, cache)}
     if samples > 1 or temperature > 0:  # only then, so settings (and cached rows) of greedy runs stay as they were
@@ -94,15 +110,24 @@ def score_cmd(
     captions: bool = CaptionsOpt,
     samples: int = SamplesOpt,
     temperature: float = TemperatureOpt,
+    timeout: Optional[float] = TimeoutOpt,
+    max_retries: Optional[int] = RetriesOpt,
+    concurrency: Optional[int] = ConcurrencyOpt,
 ) -> None:
     """Score one edit."""
     from editlens.core.images import ImageLoadOptions
     from editlens.runner.scoring import score_edit
     from editlens.runner.selection import parse_options
 
+    _http(timeout, max_retries, concurrency)
+    from editlens.data.validation import parse_boxes
+
     meta = {}
     if boxes:
-        meta["boxes"] = boxes
+        try:
+            meta["boxes"] = parse_boxes(boxes)
+        except EditlensError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--boxes") from None
     if mask:
         meta["mask"] = str(mask)
     report = score_edit(
@@ -112,6 +137,7 @@ def score_cmd(
         source_caption=source_caption, target_caption=target_caption,
         models=parse_models(model), options=parse_options(option or []),
         image_options=ImageLoadOptions(max_pixels=max_pixels, size_policy=size_policy), metadata=meta,
+        progress=sys.stderr.isatty(),  # judge calls take seconds: show which metric is running
     )
     if json_out:
         emit_json({"schema": "editlens.score/1",
@@ -167,8 +193,20 @@ def run_cmd(
     dice: bool = typer.Option(False, "--dice", help="Also run DICE (differences + coherence; model-free detector without --vlm)."),
     samples: int = SamplesOpt,
     temperature: float = TemperatureOpt,
+    retry_failed: bool = typer.Option(True, "--retry-failed/--no-retry-failed",
+                                      help="Rerun: retry results that failed (transport errors, crashes)."),
+    retry_unscored: bool = typer.Option(False, "--retry-unscored",
+                                        help="Rerun: also retry answers that could not be parsed."),
+    wait: bool = typer.Option(False, "--wait", help="If another run holds --out, queue behind it instead of exiting."),
+    columns: Optional[str] = typer.Option(None, "--columns", help="Map the file's columns, e.g. source=input,edited=output "
+                                          "(AURORA's edits.jsonl); without an id column, line numbers are ids."),
+    encoding: str = typer.Option("utf-8", "--encoding", help="Text encoding of the manifest (e.g. latin-1)."),
+    timeout: Optional[float] = TimeoutOpt,
+    max_retries: Optional[int] = RetriesOpt,
+    concurrency: Optional[int] = ConcurrencyOpt,
 ) -> None:
     """Score every edit of a manifest into a resumable run directory."""
+    _http(timeout, max_retries, concurrency)
     from editlens.core.images import ImageLoadOptions
     from editlens.data.manifest import read_manifest
     from editlens.models.resolve import pick_device
@@ -176,7 +214,7 @@ def run_cmd(
     from editlens.runner.selection import parse_options, select_metrics
     from editlens.runner.store import ResultsStore, export as export_rows
 
-    report = read_manifest(manifest, skip_invalid=skip_invalid)
+    report = read_manifest(manifest, skip_invalid=skip_invalid, columns=columns, encoding=encoding)
     for line, reason in report.problems:
         typer.echo(f"skipped {manifest}:{line}: {reason}", err=True)
     sel = select_metrics(split_names(metrics), extra=_extra(judge, captions, dice), models=parse_models(model),
@@ -200,6 +238,7 @@ def run_cmd(
     result = run_evaluation(
         report.samples, sel.metrics, out, batch_size=batch_size, workers=workers, progress=progress,
         image_options=image_options, executor=runner_executor,
+        retry_failed=retry_failed, retry_unscored=retry_unscored, wait=wait,
         command=sys.argv, device=pick_device(device) if device == "auto" else device,
         extra_manifest={"manifest": str(manifest.resolve()), "skipped_rows": len(report.problems),
                         "skipped_metrics": dict(sel.skipped)},
@@ -217,6 +256,10 @@ def run_cmd(
         mean = s["means"][name]
         typer.echo(f"  {name:<12} scored {c['scored']:>5}  skipped {c['skipped']:>4}  unscored {c['unscored']:>4}  "
                    f"failed {c['failed']:>4}  info {c.get('info', 0):>4}  mean {'-' if mean is None else f'{mean:.4f}'}")
+    failed = sum(c["failed"] for c in s["counts"].values())
+    if failed and not result.interrupted:
+        typer.echo(f"{failed} result(s) failed (see `editlens runs failures {out}`); rerun the same command to "
+                   "retry them.", err=True)
     if result.interrupted:
         typer.echo("interrupted: finished batches are saved; rerun the same command to continue.", err=True)
         raise typer.Exit(130)
@@ -259,7 +302,15 @@ def runs_summary(run_dir: Path = typer.Argument(...), by: Optional[str] = typer.
         return
     for r in table:
         group = f"{r['group']:<20} " if by else ""
-        typer.echo(f"{group}{r['evaluator']:<12} n={r['n']:<5} mean={r['mean']:.4f}  95% CI [{r['ci'][0]:.4f}, {r['ci'][1]:.4f}]")
+        ci = "undefined (n < 2)" if r["ci"] is None else f"[{r['ci'][0]:.4f}, {r['ci'][1]:.4f}]"
+        typer.echo(f"{group}{r['evaluator']:<12} n={r['n']:<5} mean={r['mean']:.4f}  95% CI {ci}")
+    from editlens.reporting.runs import status_counts
+
+    # evaluators with no scored value would otherwise vanish from the table
+    for ev, counts in sorted(status_counts(run_dir).items()):
+        if not counts.get("scored") and not counts.get("info"):
+            what = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+            typer.echo(f"{ev:<12} no scored value: {what} (see `editlens runs failures {run_dir}` for reasons)")
     from editlens.reporting.runs import evaluator_summaries
 
     for extra in evaluator_summaries(run_dir):  # what each evaluator contributes (registry metadata)
@@ -310,8 +361,10 @@ def dice_eval_cmd(gt: Path = typer.Option(..., "--gt", help="Annotated JSONL (DI
                   gt_boxes: str = typer.Option("fraction", "--gt-boxes", help="Units of the ground-truth boxes: "
                                                "fraction (0-1) or pixels (a line may set its own 'box_units')."),
                   samples: int = SamplesOpt, temperature: float = TemperatureOpt,
-                  json_out: bool = typer.Option(False, "--json")) -> None:
+                  json_out: bool = typer.Option(False, "--json"), timeout: Optional[float] = TimeoutOpt,
+                  max_retries: Optional[int] = RetriesOpt, concurrency: Optional[int] = ConcurrencyOpt) -> None:
     """COCO-style AP of DICE's detections (pycocotools), class-agnostic and -aware, coherence AP and accuracy."""
+    _http(timeout, max_retries, concurrency)
     from editlens.dice.evaluation import (coherence_accuracy, evaluate_detection, judge_ground_truth,
                                           load_ground_truth, load_predictions_detailed)
 
@@ -365,8 +418,12 @@ def dice_cmd(
     samples: int = SamplesOpt,
     temperature: float = TemperatureOpt,
     json_out: bool = typer.Option(False, "--json"),
+    timeout: Optional[float] = TimeoutOpt,
+    max_retries: Optional[int] = RetriesOpt,
+    concurrency: Optional[int] = ConcurrencyOpt,
 ) -> None:
     """DICE on one edit: what changed, where, and whether each change was asked for."""
+    _http(timeout, max_retries, concurrency)
     from editlens.core.types import EditSample
     from editlens.dice.drawing import draw_differences
     from editlens.dice.pipeline import DicePipeline
@@ -416,33 +473,40 @@ def dice_cmd(
 def serve_cmd(
     vlm: str = typer.Option(..., "--vlm", help="Local model: hub id or directory."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (default: this machine only)."),
-    port: int = typer.Option(8000, "--port"),
+    port: int = typer.Option(8000, "--port", help="Port to bind (0: any free port; the URL printed says which)."),
     name: Optional[str] = typer.Option(None, "--name", help="Model name clients use (default: the --vlm value)."),
     api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="Require the key held in this environment variable."),
     max_image_mb: float = typer.Option(20.0, "--max-image-mb", help="Largest accepted image payload."),
+    max_image_pixels: int = typer.Option(40_000_000, "--max-image-pixels", help="Largest decoded image (width x height)."),
     max_batch: int = typer.Option(8, "--max-batch", help="Requests answered by one generate() call."),
+    max_tokens: int = typer.Option(2048, "--max-tokens", min=1, help="Largest max_tokens a request may ask for."),
+    max_n: int = typer.Option(8, "--max-n", min=1, help="Largest n (answers per request)."),
+    request_timeout: float = typer.Option(300.0, "--request-timeout", help="Seconds a request may wait (504 after)."),
+    access_log: bool = typer.Option(True, "--access-log/--no-access-log", help="One stderr line per request."),
     device: str = typer.Option("auto", "--device"),
     dtype: str = typer.Option("auto", "--dtype"),
 ) -> None:
     """Serve a local VLM over an OpenAI-compatible /v1/chat/completions API."""
-    import os
-
-    import uvicorn
-
     from editlens.backends.local import TransformersBackend
-    from editlens.backends.server import build_app
+    from editlens.backends.serving import serve_app
+    from editlens.backends.server import ServeLimits, build_app
 
+    if vlm.startswith(("http://", "https://")):
+        typer.echo(f"error: editlens serve loads a local model (--vlm HUB_ID_OR_DIR); {vlm} is already a server: "
+                   "pass it as --vlm to score, run or compare instead", err=True)
+        raise typer.Exit(2)
     key = None
     if api_key_env:
         key = os.environ.get(api_key_env)
         if not key:
             typer.echo(f"error: --api-key-env {api_key_env} is set but ${api_key_env} is empty", err=True)
             raise typer.Exit(2)
+    limits = ServeLimits(max_tokens=max_tokens, max_n=max_n, request_timeout=request_timeout,
+                         max_image_bytes=int(max_image_mb * 1024 * 1024), max_image_pixels=max_image_pixels)
     backend = TransformersBackend(vlm, device=device, dtype=dtype, batch_size=max_batch)
-    app_ = build_app(backend, name or vlm, api_key=key, max_image_bytes=int(max_image_mb * 1024 * 1024),
-                     max_batch=max_batch)
-    typer.echo(f"serving {name or vlm} at http://{host}:{port}/v1" + (" (API key required)" if key else ""), err=True)
-    uvicorn.run(app_, host=host, port=port, log_level="warning")
+    app_ = build_app(backend, name or vlm, api_key=key, max_batch=max_batch, limits=limits)
+    serve_app(app_, host, port, banner=lambda url: f"serving {name or vlm} at {url}"
+              + (" (API key required)" if key else ""), access_log=access_log)
 
 
 @app.command("compare")
@@ -459,9 +523,14 @@ def compare_cmd(
     samples: int = SamplesOpt,
     temperature: float = TemperatureOpt,
     json_out: bool = typer.Option(False, "--json"),
+    timeout: Optional[float] = TimeoutOpt,
+    max_retries: Optional[int] = RetriesOpt,
+    concurrency: Optional[int] = ConcurrencyOpt,
 ) -> None:
     """Pairwise judge: which of two edits of the same source is better."""
     from editlens.judges.pairwise import PairwiseJudge
+
+    _http(timeout, max_retries, concurrency)
 
     if not instruction.strip():
         typer.echo("error: empty instruction", err=True)
@@ -471,13 +540,15 @@ def compare_cmd(
     (v,) = judge.compare([(str(source), str(edited_a), str(edited_b), instruction)])
     if json_out:
         emit_json({"schema": "editlens.compare/1", **v.to_dict()})
-        return
-    typer.echo(f"verdict: {v.verdict or 'unscored (' + str(v.reason) + ')'}")
-    if v.ensemble:
-        typer.echo(f"{v.ensemble['samples']} sampled answers, agreement {v.ensemble['agreement']}, "
-                   f"{v.ensemble['unscored_samples']} without a verdict")
-    elif v.raw:
-        typer.echo(str(v.raw))
+    else:
+        typer.echo(f"verdict: {v.verdict or 'unscored (' + str(v.reason) + ')'}")
+        if v.ensemble:
+            typer.echo(f"{v.ensemble['samples']} sampled answers, agreement {v.ensemble['agreement']}, "
+                       f"{v.ensemble['unscored_samples']} without a verdict")
+        elif v.raw:
+            typer.echo(str(v.raw))
+    if v.verdict is None:
+        raise typer.Exit(1)  # no verdict: scripts must not read success
 
 
 def main() -> None:

@@ -69,7 +69,11 @@ def pointwise(human: Path = typer.Option(..., "--human", help="JSONL {id, model,
     if json_out:
         emit_json(rep)
         return
-    typer.echo(f"{rep['protocol']}: {rep['value']:.4f} over {rep['n_items']} items "
+    what = {"aurora": "mean over editing models of per-model Spearman rho",
+            "official": "ImagenHub: tanh of the mean per-method Spearman rho (as published)",
+            "fisher": "Fisher-z average of per-method Spearman rho",
+            "mean": "mean of per-method Spearman rho"}.get(protocol, rep["protocol"])
+    typer.echo(f"{rep['protocol']} ({what}): {rep['value']:.4f} over {rep['n_items']} items "
                f"({rep['n_unparsable']} unscored, {rep['n_missing']} missing)")
     for m, c in rep["overall"].items():
         typer.echo(f"  {m:<8} {c['value']:.4f}  95% CI [{c['ci95'][0]:.4f}, {c['ci95'][1]:.4f}]")

@@ -139,7 +139,8 @@ class Score:
     ``status`` is ``"scored"`` when ``value`` is a real number; ``"skipped"``
     when the sample lacks an input the evaluator needs (``reason`` says which);
     ``"unscored"`` when a model answered but the answer could not be parsed
-    (``details["raw"]`` keeps the text); ``"failed"`` when evaluation raised;
+    (``details["raw"]`` keeps the text); ``"failed"`` when evaluation raised
+    or the model's backend failed (time-out, server error: a rerun retries it);
     ``"info"`` for rows that carry data but no score (e.g. generated captions).
     A value is never invented for any but ``"scored"``.
     """

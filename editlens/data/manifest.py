@@ -11,11 +11,12 @@ reason) instead of stopping at the first.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from editlens.core.types import EditSample
 from editlens.errors import InputError, ManifestError
@@ -23,6 +24,7 @@ from editlens.errors import InputError, ManifestError
 REQUIRED = ("id", "source", "edited", "instruction")
 OPTIONAL = ("reference", "model", "source_caption", "target_caption")
 IMAGE_COLUMNS = ("source", "edited", "reference", "mask")
+KNOWN_COLUMNS = REQUIRED + OPTIONAL + ("mask", "boxes")
 
 
 @dataclass
@@ -34,35 +36,81 @@ class ManifestReport:
     problems: list[tuple[int, str]] = field(default_factory=list)
 
 
-def _rows(path: Path) -> Iterable[tuple[int, dict[str, Any] | None, str | None]]:
+def _text(path: Path, encoding: str) -> str:
+    """The manifest's text; a UTF-8 BOM is dropped; undecodable bytes name their line."""
+    raw = path.read_bytes()
+    enc = "utf-8-sig" if encoding.lower().replace("_", "-") in ("utf-8", "utf8") else encoding
+    try:
+        return raw.decode(enc)
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise InputError(
+            f"{path}: line {line} is not valid {encoding} (byte 0x{raw[exc.start]:02x} at file offset {exc.start}: "
+            f"{exc.reason}). Save the file as UTF-8, or pass its encoding, e.g. --encoding latin-1 "
+            "(Python: encoding='latin-1')."
+        ) from None
+    except LookupError:
+        raise InputError(f"{path}: unknown encoding {encoding!r}") from None
+
+
+def _json_problem(line: str, exc: json.JSONDecodeError) -> str:
+    body = line.rstrip("\r\n")
+    if exc.pos >= len(body.rstrip()) or exc.msg.startswith("Unterminated"):
+        # the parser ran off the end: say so, with where the line ends
+        return f"not valid JSON: the line ends at column {len(body)} before the object is complete (truncated?)"
+    return f"not valid JSON: {exc.msg} at column {exc.colno}"
+
+
+def _rows(path: Path, encoding: str = "utf-8") -> Iterable[tuple[int, dict[str, Any] | None, str | None]]:
     """Yield ``(line_number, row, error)``; exactly one of row/error is set."""
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".ndjson", ".json"):
-        with open(path, encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    yield lineno, None, f"not valid JSON ({exc.msg} at column {exc.colno})"
-                    continue
-                if not isinstance(row, dict):
-                    yield lineno, None, f"expected a JSON object, got {type(row).__name__}"
-                    continue
-                yield lineno, row, None
+        for lineno, line in enumerate(io.StringIO(_text(path, encoding)), start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield lineno, None, _json_problem(line, exc)
+                continue
+            if not isinstance(row, dict):
+                yield lineno, None, f"expected a JSON object, got {type(row).__name__}"
+                continue
+            yield lineno, row, None
     elif suffix in (".csv", ".tsv"):
-        with open(path, encoding="utf-8", newline="") as fh:
-            reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",")
-            for row in reader:
-                # line_num is the physical line of the row's end; header is line 1
-                lineno = reader.line_num
-                if None in row:
-                    yield lineno, None, "more fields than the header has columns"
-                    continue
-                yield lineno, {k: v for k, v in row.items() if v not in (None, "")}, None
+        reader = csv.DictReader(io.StringIO(_text(path, encoding), newline=""),
+                                delimiter="\t" if suffix == ".tsv" else ",")
+        for row in reader:
+            # line_num is the physical line of the row's end; header is line 1
+            lineno = reader.line_num
+            if None in row:
+                yield lineno, None, "more fields than the header has columns"
+                continue
+            yield lineno, {k: v for k, v in row.items() if v not in (None, "")}, None
     else:
         raise InputError(f"{path}: unknown manifest format {suffix!r} (use .jsonl or .csv)")
+
+
+def parse_columns(spec: str | Mapping[str, str] | None) -> dict[str, str]:
+    """``"source=input,edited=output"`` -> ``{"source": "input", "edited": "output"}``
+    (editlens column = the file's column); unknown editlens columns are an error.
+
+    >>> parse_columns("source=input, edited=output")
+    {'source': 'input', 'edited': 'output'}
+    """
+    if not spec:
+        return {}
+    pairs = spec.items() if isinstance(spec, Mapping) else (p.partition("=")[::2] for p in spec.split(",") if p.strip())
+    out = {}
+    for ours, theirs in pairs:
+        ours, theirs = str(ours).strip(), str(theirs).strip()
+        if not ours or not theirs:
+            raise InputError(f"column mapping {spec!r} must look like source=input,edited=output")
+        if ours not in KNOWN_COLUMNS:
+            raise InputError(f"column mapping: {ours!r} is not an editlens column; map one of "
+                             f"{', '.join(KNOWN_COLUMNS)} to a column of your file")
+        out[ours] = theirs
+    return out
 
 
 def read_manifest(
@@ -70,6 +118,8 @@ def read_manifest(
     *,
     skip_invalid: bool = False,
     check_files: bool = True,
+    columns: str | Mapping[str, str] | None = None,
+    encoding: str = "utf-8",
 ) -> ManifestReport:
     """Read and validate a manifest.
 
@@ -78,6 +128,11 @@ def read_manifest(
         skip_invalid: drop bad rows (they are listed in ``problems``) instead
             of raising :class:`ManifestError`.
         check_files: check that every referenced image file exists.
+        columns: which of the file's columns hold editlens' columns, e.g.
+            ``"source=input,edited=output"`` for AURORA's ``edits.jsonl``
+            (CLI: ``--columns``). A file with no ``id`` column at all gets
+            ids from line numbers (``line-7``).
+        encoding: the file's text encoding (a UTF-8 BOM is accepted).
     """
     mpath = Path(path)
     if not mpath.exists():
@@ -88,11 +143,18 @@ def read_manifest(
     samples: list[EditSample] = []
     problems: list[tuple[int, str]] = []
     seen: dict[str, int] = {}
-    for lineno, row, error in _rows(mpath):
+    mapping = parse_columns(columns)
+    rows = [(lineno, _renamed(row, mapping) if row is not None else None, error)
+            for lineno, row, error in _rows(mpath, encoding)]
+    # benchmark files often have no id column: line numbers are stable ids
+    number_rows = "id" not in mapping and not any(row is not None and "id" in row for _, row, _ in rows)
+    for lineno, row, error in rows:
         if error is not None:
             problems.append((lineno, error))
             continue
         assert row is not None
+        if number_rows:
+            row["id"] = f"line-{lineno}"
         reasons = _check_row(row, base, check_files)
         sid = str(row.get("id", "")).strip()
         if sid and sid in seen:
@@ -105,23 +167,53 @@ def read_manifest(
     if not samples and not problems:
         raise InputError(f"{mpath}: manifest has no rows")
     if problems and not skip_invalid:
-        raise ManifestError(str(mpath), problems)
+        err = ManifestError(str(mpath), problems)
+        theirs = sorted({k for _, row, _ in rows if row is not None for k in row} - set(KNOWN_COLUMNS))
+        if theirs and any("missing '" in reason for _, reason in problems):
+            # a benchmark file with its own column names: say how to map them
+            err.args = (f"{err.args[0]}\nThe file's other columns are {', '.join(theirs)}; map them with e.g. "
+                        "--columns source=COLUMN,edited=COLUMN (Python: columns=...).",)
+        raise err
     return ManifestReport(str(mpath), samples, problems)
 
 
+def _renamed(row: dict[str, Any], mapping: Mapping[str, str]) -> dict[str, Any]:
+    if not mapping:
+        return row
+    theirs = set(mapping.values())
+    out = {k: v for k, v in row.items() if k not in theirs or k in mapping}
+    for ours, col in mapping.items():
+        if col in row:
+            out[ours] = row[col]
+    return out
+
+
 def _check_row(row: dict[str, Any], base: Path, check_files: bool) -> list[str]:
+    from editlens.data.validation import parse_boxes
+
     reasons = []
     for col in REQUIRED:
         value = row.get(col)
         if value is None or not str(value).strip():
             reasons.append("empty instruction" if col == "instruction" and col in row else f"missing '{col}'")
+    for col in IMAGE_COLUMNS:
+        value = row.get(col)
+        if value is not None and not isinstance(value, str):
+            reasons.append(f"{col} must be a file path, got a JSON {type(value).__name__}")
+    if row.get("boxes") is not None:
+        try:
+            parse_boxes(row["boxes"])
+        except InputError as exc:
+            reasons.append(str(exc))
     if check_files:
         for col in IMAGE_COLUMNS:
             value = row.get(col)
-            if value is None or not str(value).strip():
+            if not isinstance(value, str) or not value.strip():
                 continue
-            p = _resolve(str(value), base)
-            if not p.is_file():
+            p = _resolve(value, base)
+            if p.is_dir():
+                reasons.append(f"{col} is a directory, not an image file: {p}")
+            elif not p.is_file():
                 reasons.append(f"{col} file not found: {p}")
     return reasons
 

@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, Hashable, Sequence
 
-from editlens.backends.types import ChatRequest, Generation
+from editlens.backends.types import ChatRequest, Generation, is_backend_failure
 from editlens.core.types import Score
 
 
@@ -61,7 +61,8 @@ def combine(name: str, outcomes: Sequence[Outcome]) -> Score:
     if len(outcomes) == 1:
         o = outcomes[0]
         if o.value is None:
-            return Score(name, None, "unscored", o.problem or "no answer", {"raw": o.raw, **o.details})
+            status = "failed" if is_backend_failure(o.problem) else "unscored"
+            return Score(name, None, status, o.problem or "no answer", {"raw": o.raw, **o.details})
         return Score(name, o.value, details=dict(o.details))
     parsed = [o for o in outcomes if o.value is not None]
     per = [({"value": o.value, **o.details} if o.value is not None else {"problem": o.problem, "raw": o.raw})
@@ -69,6 +70,9 @@ def combine(name: str, outcomes: Sequence[Outcome]) -> Score:
     if not parsed:
         reasons = Counter(o.problem or "no answer" for o in outcomes)
         top = "; ".join(f"{r} (x{n})" for r, n in reasons.most_common(3))
+        if all(is_backend_failure(o.problem) for o in outcomes):  # no answer came back: retried on rerun
+            return Score(name, None, "failed", f"{outcomes[0].problem} (all {len(outcomes)} sampled requests)",
+                         {"samples": len(outcomes)})
         return Score(name, None, "unscored", f"none of the {len(outcomes)} sampled answers could be used: {top}",
                      {"raw": [o.raw for o in outcomes], "samples": len(outcomes), "unscored_samples": len(outcomes),
                       "per_sample": per})

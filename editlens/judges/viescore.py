@@ -17,6 +17,7 @@ from editlens.backends.types import ChatRequest, Generation, GenerationSettings,
 from editlens.core.types import LoadedEdit, Score
 from editlens.judges.base import VLMJudge
 from editlens.judges.ensemble import Outcome, combine
+from editlens.backends.types import is_backend_failure
 from editlens.judges.parsing import read_scores
 
 
@@ -33,6 +34,9 @@ def viescore_outcome(sc_g: Generation, pq_g: Generation) -> Outcome:
     """One answer pair (SC, PQ) as an ensemble outcome."""
     raw = {"SC": sc_g.text, "PQ": pq_g.text}
     (sc, sc_why, sc_p), (pq, pq_why, pq_p) = _read(sc_g), _read(pq_g)
+    for g in (sc_g, pq_g):  # the backend failed: the whole outcome failed (retried on rerun), not unscored
+        if is_backend_failure(g.problem):
+            return Outcome(None, problem=g.problem, raw=raw)
     if sc is None or pq is None:
         problem = "; ".join(f"{k}: {p}" for k, p, v in (("SC", sc_p, sc), ("PQ", pq_p, pq)) if v is None)
         return Outcome(None, problem=problem, raw=raw)

@@ -140,11 +140,11 @@ def genai_bench_accuracy(items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         correct += ok
         by_vote.setdefault(vote, []).append(int(ok))
     n = len(items)
-    from editlens.reporting.stats import bootstrap_ci
+    from editlens.reporting.stats import ci_or_none
 
     flags = [x for v in by_vote.values() for x in v]
     return {"protocol": "genai-bench", "accuracy": correct / n if n else float("nan"), "n": n,
-            "ci95": list(bootstrap_ci(flags)),
+            "ci95": ci_or_none(flags),
             "correct": correct, "no_verdict": no_verdict,
             "accuracy_by_vote": {k: sum(v) / len(v) for k, v in sorted(by_vote.items())}}
 
@@ -183,11 +183,11 @@ def accuracy_with_ties(human: Sequence[int], signal: Sequence[float]) -> dict[st
     best = int(np.argmax(acc))
     eps = float(cands[best])
     pred = np.where(a <= eps, 0, np.sign(d)).astype(int)
-    from editlens.reporting.stats import bootstrap_ci
+    from editlens.reporting.stats import ci_or_none
 
     # CI over resampled pairs at the chosen threshold (the threshold itself is not re-fit)
     return {"protocol": "accuracy-with-ties", "accuracy": float(acc[best]), "threshold": eps,
-            "ci95": list(bootstrap_ci((pred == h).astype(float))),
+            "ci95": ci_or_none((pred == h).astype(float)),
             "n": int(h.size), "accuracy_at_zero": float(acc[0])}
 
 

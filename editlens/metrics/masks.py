@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any, Sequence
 
 import numpy as np
@@ -60,12 +59,9 @@ def sample_mask(metadata: dict[str, Any], height: int, width: int) -> np.ndarray
     boxes = metadata.get("boxes")
     if boxes is None:
         return None
-    if isinstance(boxes, str):
-        try:
-            boxes = json.loads(boxes)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"boxes {boxes!r} are not a JSON list of [x0, y0, x1, y1]") from exc
-    return boxes_to_mask(boxes, height, width)
+    from editlens.data.validation import parse_boxes
+
+    return boxes_to_mask(parse_boxes(boxes), height, width)  # malformed boxes: a sentence, not a numpy error
 
 
 def select_region(mask: np.ndarray, region: str) -> np.ndarray:

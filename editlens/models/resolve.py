@@ -124,6 +124,39 @@ def _offline() -> bool:
     ).lower() in ("1", "true", "yes")
 
 
+def _hub_host() -> str:
+    from urllib.parse import urlparse
+
+    return urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co").hostname or "huggingface.co"
+
+
+_REACHABLE: dict[str, bool] = {}
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether a TCP connection to the hub opens within ``timeout`` seconds
+    (name lookup included); remembered for the process."""
+    import socket
+    import threading
+
+    host = _hub_host()
+    if host not in _REACHABLE:
+        ok: list[bool] = []
+
+        def probe() -> None:
+            try:
+                socket.create_connection((host, 443), timeout=timeout).close()
+                ok.append(True)
+            except OSError:
+                pass
+
+        t = threading.Thread(target=probe, daemon=True)  # getaddrinfo has no time-out of its own
+        t.start()
+        t.join(timeout + 0.5)
+        _REACHABLE[host] = bool(ok)
+    return _REACHABLE[host]
+
+
 def unavailable_message(mref: ModelRef, detail: str = "") -> str:
     role = f" (role '{mref.role}', from {mref.origin})" if mref.role else ""
     env = f"EDITLENS_MODEL_{(mref.role or 'ROLE').upper()}"
@@ -136,7 +169,7 @@ def unavailable_message(mref: ModelRef, detail: str = "") -> str:
     else:
         lines.append(f"  looked in: the Hugging Face cache {hub_cache_dir()} and the hub (unreachable or offline)")
         lines.append(
-            f"  fix: on a machine with internet, run `huggingface-cli download {mref.ref}` and copy "
+            f"  fix: on a machine with internet, run `hf download {mref.ref}` and copy "
             f"the cache folder here (or set HF_HOME to it); or save the model to a directory and pass "
             f"--model {mref.role or 'ROLE'}=DIR, set {env}=DIR, or add it under [models] in {config_path()}."
         )
@@ -158,6 +191,10 @@ def load_pretrained(loader: Callable[..., Any], mref: ModelRef | str, **kwargs: 
     offline = local is not None or _in_hub_cache(mref.ref) or _offline()
     if local is None and _offline() and not _in_hub_cache(mref.ref):
         raise ModelUnavailableError(unavailable_message(mref, "not in the local cache and HF_HUB_OFFLINE is set"))
+    if not offline and not hub_reachable():
+        # fail now rather than after ~30 s of download retries
+        raise ModelUnavailableError(unavailable_message(mref, f"not in the local cache and {_hub_host()} cannot be "
+                                                              "reached (no network?)"))
     try:
         from transformers.utils import logging as hf_logging
 

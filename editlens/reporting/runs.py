@@ -18,10 +18,23 @@ def _open(run_dir: str | Path) -> ResultsStore:
 
 
 def _current_rows(store: ResultsStore) -> list[dict[str, Any]]:
-    """Rows of the evaluator settings of the latest run (older settings stay in the store)."""
-    manifest = store.get_meta("manifest") or {}
-    configs = {e["name"]: e["config_hash"] for e in manifest.get("evaluators", []) if "config_hash" in e}
-    return store.rows(configs or None)
+    """Rows of every evaluator run in this directory, each at its latest
+    settings (rows of older settings stay in the store)."""
+    return store.rows(store.current_configs())
+
+
+def status_counts(run_dir: str | Path) -> dict[str, dict[str, int]]:
+    """``{evaluator: {status: count}}`` over the current rows of a run."""
+    store = _open(run_dir)
+    try:
+        rows = _current_rows(store)
+    finally:
+        store.close()
+    out: dict[str, dict[str, int]] = {}
+    for r in rows:
+        counts = out.setdefault(r["evaluator"], {})
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    return out
 
 
 def load_run_meta(run_dir: str | Path, key: str) -> Any:
@@ -61,8 +74,9 @@ def summary_table(run_dir: str | Path, by: str | None = None, seed: int = 0) -> 
         groups.setdefault((g, r["evaluator"]), []).append(r["value"])
     out = []
     for (g, ev), vals in sorted(groups.items()):
+        ci = bootstrap_ci(vals, seed=seed)
         out.append({"group": g, "evaluator": ev, "n": len(vals), "mean": sum(vals) / len(vals),
-                    "ci": list(bootstrap_ci(vals, seed=seed))})
+                    "ci": None if len(vals) < 2 else list(ci)})  # None: undefined for n < 2
     return out
 
 

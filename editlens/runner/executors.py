@@ -16,6 +16,7 @@ from typing import Any, Iterator, Sequence
 from editlens.core.images import ImageLoadOptions
 from editlens.core.types import EditSample, LoadedEdit, Score
 from editlens.errors import EditlensError, ModelUnavailableError
+from editlens.runner.isolation import score_isolated
 
 Row = tuple[str, str, str, "str | None", Score]
 
@@ -42,12 +43,8 @@ def score_batch(batch: Sequence[EditSample], loaded: Sequence[LoadedEdit | str],
                 rows.append((s.id, ev.name, hashes[ev.name], s.model, Score(ev.name, None, "failed", ld)))
         if not ok:
             continue
-        try:
-            scores = ev.score_batch([ld for _, ld in ok])
-        except ModelUnavailableError:
-            raise  # every later batch would fail the same way: stop with the fix
-        except Exception as exc:
-            scores = [Score(ev.name, None, "failed", f"{type(exc).__name__}: {exc}") for _ in ok]
+        # one bad sample fails alone; a missing model stops the run with its fix
+        scores = score_isolated(ev, [ld for _, ld in ok])
         for (s, _), score in zip(ok, scores):
             rows.append((s.id, ev.name, hashes[ev.name], s.model, score))
     return rows

@@ -89,20 +89,48 @@ def run_evaluation(
     extra_manifest: dict[str, Any] | None = None,
     on_batch: Callable[[int], None] | None = None,
     executor: Any = None,
+    retry_failed: bool = True,
+    retry_unscored: bool = False,
+    wait: bool = False,
 ) -> RunResult:
     """Score ``samples`` with ``evaluators`` into ``out_dir`` (resumable).
 
     ``executor`` defaults to a :class:`~editlens.runner.executors.LocalExecutor`;
     pass a :class:`~editlens.runner.executors.RayExecutor` to spread batches
     over a Ray cluster. Either way this process writes the store.
+
+    A rerun redoes unfinished work: ``failed`` rows (transport errors,
+    crashes) are retried unless ``retry_failed=False``; ``unscored`` rows (a
+    real answer that could not be parsed) are kept unless ``retry_unscored``.
+    The run directory is locked: a second process on it raises
+    :class:`~editlens.runner.lock.RunLockedError`, or queues with ``wait=True``.
     """
+    from editlens.runner.lock import RunLock
+
     out = Path(out_dir)
+    with RunLock(out, wait=wait, on_wait=lambda who: _say(f"waiting for {who} to finish with {out}")):
+        return _run_locked(samples, evaluators, out, batch_size=batch_size, image_options=image_options,
+                           workers=workers, progress=progress, command=command, device=device,
+                           extra_manifest=extra_manifest, on_batch=on_batch, executor=executor,
+                           redo=(("failed",) if retry_failed else ()) + (("unscored",) if retry_unscored else ()))
+
+
+def _say(message: str) -> None:
+    import sys
+
+    print(message, file=sys.stderr, flush=True)
+
+
+def _run_locked(samples: Sequence[EditSample], evaluators: Sequence[Evaluator], out: Path, *, batch_size: int,
+                image_options: ImageLoadOptions | None, workers: int, progress: bool, command: list[str] | None,
+                device: str, extra_manifest: dict[str, Any] | None, on_batch: Callable[[int], None] | None,
+                executor: Any, redo: tuple[str, ...]) -> RunResult:
     evaluators = in_run_order(evaluators)
     store = ResultsStore(out)
     image_options = image_options or ImageLoadOptions()
-    hashes = {ev.name: config_hash(ev.describe()) for ev in evaluators}
+    hashes = {ev.name: config_hash(result_identity(ev.describe())) for ev in evaluators}
     # evaluators marked always_run (the captioner) prepare samples for the others
-    done = {ev.name: set() if getattr(ev, "always_run", False) else store.done(ev.name, hashes[ev.name])
+    done = {ev.name: set() if getattr(ev, "always_run", False) else store.done(ev.name, hashes[ev.name], redo)
             for ev in evaluators}
     regular = [ev for ev in evaluators if not getattr(ev, "always_run", False)] or list(evaluators)
     todo = [s for s in samples if any(s.id not in done[ev.name] for ev in regular)]
@@ -115,6 +143,7 @@ def run_evaluation(
         manifest["previous_runs"] = (previous.get("previous_runs") or []) + [
             {k: previous.get(k) for k in ("started", "finished", "command")}]
     store.set_meta("manifest", manifest)
+    store.record_configs(hashes)
 
     batches = [todo[i : i + batch_size] for i in range(0, len(todo), batch_size)]
     computed = 0
@@ -137,10 +166,12 @@ def run_evaluation(
         executor.close()
     bar.close()
 
-    all_rows = store.rows(hashes)
+    # every evaluator stored for this run (its latest settings), not only this command's
+    current = store.current_configs()
     ids = {s.id for s in samples}
-    all_rows = [r for r in all_rows if r["sample_id"] in ids]
-    summary = summarize(all_rows, [ev.name for ev in evaluators])
+    all_rows = [r for r in store.rows(current) if r["sample_id"] in ids]
+    names = [ev.name for ev in evaluators] + sorted(set(current) - set(hashes))
+    summary = summarize(all_rows, names)
     summary.update({"samples": len(samples), "computed": computed, "reused": reused,
                     "interrupted": interrupted, "seconds": round(time.time() - started, 3)})
     manifest.update({"executor": executor.name, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "counts": summary["counts"],
@@ -150,6 +181,19 @@ def run_evaluation(
     _write_outputs(out, all_rows, samples, summary, manifest)
     store.close()
     return RunResult(out, computed, reused, interrupted, summary)
+
+
+def result_identity(described: dict[str, Any]) -> dict[str, Any]:
+    """An evaluator's settings less those that cannot change its results
+    (where answers are cached), so changing them recomputes nothing.
+
+    >>> result_identity({"name": "viescore", "options": {"cache": False, "vlm": "u"}})
+    {'name': 'viescore', 'options': {'vlm': 'u'}}
+    """
+    options = described.get("options")
+    if isinstance(options, dict) and "cache" in options:
+        return {**described, "options": {k: v for k, v in options.items() if k != "cache"}}
+    return described
 
 
 def summarize(rows: Iterable[dict[str, Any]], evaluators: Sequence[str]) -> dict[str, Any]:

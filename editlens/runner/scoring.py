@@ -46,13 +46,23 @@ def score_edit(
     image_options: ImageLoadOptions | None = None,
     metadata: dict[str, Any] | None = None,
     extra: Sequence[str] = (),
-    vlm: Mapping[str, Any] | None = None,
+    vlm: str | Mapping[str, Any] | None = None,
+    progress: bool = False,
 ) -> EditReport:
     """Score one edit; ``report[name]`` is that metric's :class:`Score`.
 
     With ``metrics=None`` every default metric whose model is present runs;
     the others appear as *skipped* scores whose reason says what is missing.
+    ``vlm`` is the judge model: a hub id, a local folder or an
+    ``http(s)://HOST/v1`` URL (or a dict of judge options such as
+    ``{"vlm": URL, "vlm_model": NAME, "cache": False}``). A judge whose backend
+    failed (time-out, server error) reports ``failed`` with the reason; an
+    answer that could not be parsed reports ``unscored`` with the raw text.
     """
+    from editlens.runner.isolation import score_isolated
+
+    if isinstance(vlm, str):
+        vlm = {"vlm": vlm}
     sample = EditSample("edit", source, edited, instruction, reference=reference,
                         source_caption=source_caption, target_caption=target_caption, metadata=metadata or {})
     loaded = sample.load(image_options)
@@ -61,8 +71,20 @@ def score_edit(
     out: dict[str, Score] = {}
     from editlens.runner.run import in_run_order
 
-    for metric in in_run_order(sel.metrics):
-        out[metric.name] = metric.score_batch([loaded])[0]
+    ordered = in_run_order(sel.metrics)
+    bar = None
+    if progress and any(getattr(getattr(m, "spec", None), "vlm", "none") != "none" for m in ordered):
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(ordered), unit="metric", desc="scoring", leave=False)
+    for metric in ordered:
+        if bar is not None:
+            bar.set_postfix_str(metric.name)
+        out[metric.name] = score_isolated(metric, [loaded])[0]
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
     for name, reason in sel.skipped:
         out[name] = Score.skipped(name, reason)
     return EditReport(out, loaded.notes)

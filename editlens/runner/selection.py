@@ -53,7 +53,7 @@ def select_metrics(
     options: Mapping[str, Mapping[str, Any]] | None = None,
     with_reference: bool = False,
     device: str = "auto",
-    vlm: Mapping[str, Any] | None = None,
+    vlm: str | Mapping[str, Any] | None = None,
 ) -> Selection:
     """Build metric objects.
 
@@ -65,7 +65,13 @@ def select_metrics(
     of metrics that use a vision-language model, e.g.
     ``{"vlm": "HuggingFaceTB/SmolVLM-256M-Instruct", "cache": True}``.
     """
+    from editlens.runner.checks import check_options, check_templates
+
     options = options or {}
+    if isinstance(vlm, str):
+        vlm = {"vlm": vlm}
+    check_options(options)  # typos fail here, before any model loads
+    check_templates((vlm or {}).get("templates"))
     models = dict(models or {})
     # which metrics are defaults is registry metadata (MetricSpec.default), not a list here
     defaults = default_metric_names(with_reference)

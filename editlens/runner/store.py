@@ -9,6 +9,7 @@ Exports (JSONL, CSV, Parquet) are written to a temporary file and renamed.
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import json
 import os
@@ -49,13 +50,13 @@ def config_hash(config: dict[str, Any]) -> str:
 class ResultsStore:
     """SQLite-backed results of one run directory."""
 
-    def __init__(self, run_dir: str | os.PathLike) -> None:
+    def __init__(self, run_dir: str | os.PathLike, timeout: float = 30.0) -> None:
         self.dir = Path(run_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.path = self.dir / "results.sqlite"
         self._lock = threading.Lock()
         try:
-            self.conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
+            self.conn = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False)
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=NORMAL")
             self.conn.executescript(SCHEMA)
@@ -75,19 +76,51 @@ class ResultsStore:
         with self._lock:
             try:
                 self.conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                # no transaction was opened: there is nothing to roll back
+                raise EditlensError(
+                    f"{self.path}: the results store is busy ({exc}); another process holds it for writing. "
+                    "Wait for it to finish (editlens run --wait queues behind it) and rerun."
+                ) from exc
+            try:
                 yield self.conn
                 self.conn.execute("COMMIT")
             except BaseException:
-                self.conn.execute("ROLLBACK")
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
                 raise
 
-    def done(self, evaluator: str, chash: str) -> set[str]:
-        """Sample ids already finished for this evaluator configuration."""
+    def done(self, evaluator: str, chash: str, redo: Iterable[str] = ("failed",)) -> set[str]:
+        """Sample ids finished for this evaluator configuration.
+
+        Rows whose status is in ``redo`` are not finished: by default a
+        ``failed`` row (a transport error, a crash) is retried on rerun, while
+        ``unscored`` (a real answer that could not be parsed) is kept.
+        """
+        redo = tuple(redo)
+        q = "SELECT sample_id FROM results WHERE evaluator=? AND config_hash=?"
+        if redo:
+            q += f" AND status NOT IN ({','.join('?' * len(redo))})"
         with self._lock:
-            rows = self.conn.execute(
-                "SELECT sample_id FROM results WHERE evaluator=? AND config_hash=?", (evaluator, chash)
-            ).fetchall()
+            rows = self.conn.execute(q, (evaluator, chash, *redo)).fetchall()
         return {r[0] for r in rows}
+
+    def current_configs(self) -> dict[str, str]:
+        """``{evaluator: config hash}`` most recently run for each evaluator of this directory.
+
+        Every evaluator ever run here is listed (not only the last command's);
+        stores written before this was recorded fall back to the newest row.
+        """
+        recorded = self.get_meta("current_configs") or {}
+        with self._lock:
+            newest = self.conn.execute(
+                "SELECT evaluator, config_hash FROM results r WHERE created = "
+                "(SELECT max(created) FROM results WHERE evaluator = r.evaluator) GROUP BY evaluator"
+            ).fetchall()
+        return {**{ev: ch for ev, ch in newest}, **recorded}
+
+    def record_configs(self, configs: dict[str, str]) -> None:
+        self.set_meta("current_configs", {**(self.get_meta("current_configs") or {}), **configs})
 
     def write(self, rows: Iterable[tuple[str, str, str, str | None, Score]]) -> int:
         """Insert ``(sample_id, evaluator, config_hash, model, score)`` rows in one transaction."""
@@ -137,6 +170,9 @@ def atomic_write(path: str | os.PathLike, write: Any, mode: str = "w") -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
+        # mkstemp makes the file private (0600); outputs get the permissions of
+        # any file the user writes (0666 less the umask)
+        os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8", newline="" if "b" not in mode else None) as fh:
             write(fh)
             fh.flush()
@@ -147,6 +183,13 @@ def atomic_write(path: str | os.PathLike, write: Any, mode: str = "w") -> Path:
             os.unlink(tmp)
         raise
     return target
+
+
+@functools.lru_cache(maxsize=1)
+def _umask() -> int:
+    mask = os.umask(0)  # the only portable way to read it; read once
+    os.umask(mask)
+    return mask
 
 
 def wide_records(rows: list[dict[str, Any]], samples: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:

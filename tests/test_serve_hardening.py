@@ -1,0 +1,210 @@
+"""`editlens serve` against hostile requests, long generations and SIGTERM.
+
+Every server binds 127.0.0.1 only and stops by itself; every loop is bounded.
+"""
+
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+import zlib
+
+import httpx
+import pytest
+
+from editlens.backends.local import TransformersBackend
+from editlens.backends.server import Batcher, ServeLimits, build_app
+from editlens.backends.types import ChatRequest, Generation, GenerationSettings, Message
+
+from helpers import REPO
+from servers import running
+
+HI = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture(scope="module")
+def backend(tiny_vlm_dirs):
+    return TransformersBackend(str(tiny_vlm_dirs["idefics3"]), batch_size=4)
+
+
+def _png_header_only(width, height):
+    """A few hundred bytes that declare a huge image (a decompression bomb)."""
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b"")
+
+
+def _image_message(raw):
+    import base64
+
+    url = "data:image/png;base64," + base64.b64encode(raw).decode()
+    return [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": "x"}]}]
+
+
+HOSTILE = [
+    ({"messages": HI, "n": 0}, 400, "'n' must be between 1"),
+    ({"messages": HI, "max_tokens": 0}, 400, "'max_tokens' must be between 1"),
+    ({"messages": HI, "max_tokens": 1e9}, 400, "server's limit"),
+    ({"messages": HI, "n": 500, "temperature": 1}, 400, "'n' must be between 1 and 8"),
+    ({"messages": HI, "stream": True}, 400, "streaming is not supported"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "temperature": NaN}', 400, "NaN is not valid JSON"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "temperature": Infinity}', 400, "Infinity"),
+    ({"messages": HI, "temperature": -1}, 400, "temperature"),
+    ({"messages": HI, "max_tokens": 2.5}, 400, "must be an integer"),
+    ({"messages": HI, "seed": "abc"}, 400, "'seed' must be an integer"),
+    (b"[" * 200_000 + b"]" * 200_000, 400, "nested too deeply"),
+    ({"messages": _image_message(_png_header_only(8_000, 8_000))}, 413, "over the limit"),
+    ({"messages": _image_message(_png_header_only(2_000_000, 2_000_000))}, 413, "pixels"),
+]
+
+
+def test_hostile_requests_get_4xx_and_server_stays_responsive(backend):
+    with running(build_app(backend, "tiny")) as url:
+        with httpx.Client(timeout=30) as client:
+            for body, status, needle in HOSTILE:
+                kw = {"content": body} if isinstance(body, bytes) else {"json": body}
+                r = client.post(f"{url}/chat/completions", **kw)
+                assert r.status_code == status, (str(body)[:80], r.status_code, r.text[:200])
+                assert needle in r.json()["error"]["message"], (str(body)[:80], r.text[:200])
+            ok = client.post(f"{url}/chat/completions", json={"messages": HI, "max_tokens": 2})
+            assert ok.status_code == 200 and ok.json()["choices"][0]["message"]["role"] == "assistant"
+
+
+def test_oversized_body_is_refused_unread(backend):
+    app = build_app(backend, "tiny", limits=ServeLimits(max_image_bytes=1000))
+    with running(app) as url:
+        r = httpx.post(f"{url}/chat/completions", content=b" " * 2_000_000)
+        assert r.status_code == 413
+        assert httpx.post(f"{url}/chat/completions", json={"messages": HI, "max_tokens": 1}).status_code == 200
+
+
+def test_deadline_stops_a_long_generation_and_frees_the_server(backend):
+    app = build_app(backend, "tiny", limits=ServeLimits(request_timeout=1.5))
+    with running(app) as url:
+        t0 = time.monotonic()
+        long = httpx.post(f"{url}/chat/completions", json={"messages": HI, "max_tokens": 2000}, timeout=60)
+        assert long.status_code == 504 and "deadline" in long.json()["error"]["message"]
+        assert time.monotonic() - t0 < 5
+        t1 = time.monotonic()
+        short = httpx.post(f"{url}/chat/completions", json={"messages": HI, "max_tokens": 2}, timeout=60)
+        # the abandoned 2,000-token generation (about a minute here) was stopped, not finished first
+        assert short.status_code == 200 and time.monotonic() - t1 < 5
+
+
+class _SlowScripted:
+    """Answers after ``max_new_tokens / 100`` seconds and records the order."""
+
+    name, model_id, revision = "scripted", "scripted", None
+
+    def __init__(self):
+        self.order = []
+
+    def describe(self):
+        return {}
+
+    def generate(self, requests):
+        time.sleep(requests[0].settings.max_new_tokens / 100)
+        self.order += [r.messages[0].parts[0] for r in requests]
+        return [Generation(r.messages[0].parts[0]) for r in requests]
+
+
+def test_short_requests_go_before_waiting_long_ones():
+    be = _SlowScripted()
+    batcher = Batcher(be, max_batch=4, window_ms=1)
+    try:
+        req = lambda text, n: ChatRequest([Message("user", [text])], GenerationSettings(max_new_tokens=n))  # noqa: E731
+        first = batcher.submit(req("long-1", 40))
+        time.sleep(0.1)  # long-1 is generating
+        futs = [batcher.submit(req("long-2", 40)), batcher.submit(req("short", 2))]
+        assert [f.result(timeout=10).text for f in [first, *futs]] == ["long-1", "long-2", "short"]
+        assert be.order == ["long-1", "short", "long-2"]
+    finally:
+        batcher.close()
+
+
+def test_closing_answers_waiting_requests_with_503(backend):
+    app = build_app(backend, "tiny")
+    with running(app) as url:
+        app.state.batcher.close()
+        r = httpx.post(f"{url}/chat/completions", json={"messages": HI, "max_tokens": 2})
+        assert r.status_code == 503 and "shutting down" in r.json()["error"]["message"]
+
+
+def test_access_log_line_per_request(backend, caplog):
+    with caplog.at_level("INFO", logger="editlens.serve"):
+        with running(build_app(backend, "tiny")) as url:
+            httpx.get(f"{url}/models")
+            httpx.post(f"{url}/chat/completions", json={"messages": HI, "n": 0})
+    lines = [r.getMessage() for r in caplog.records if r.name == "editlens.serve"]
+    assert any('"GET /v1/models" 200' in x and x.endswith("ms") for x in lines), lines
+    assert any('"POST /v1/chat/completions" 400' in x for x in lines), lines
+
+
+def _start_serve(model_dir, *extra):
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen([sys.executable, "-m", "editlens.cli.main", "serve", "--vlm", str(model_dir),
+                             "--port", "0", "--device", "cpu", *extra],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
+    lines = []
+    threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True).start()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        banner = [x for x in lines if x.startswith("serving ")]
+        if banner:
+            return proc, banner[0].split(" at ")[1].split()[0], lines
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError(f"serve did not start: {''.join(lines)[-2000:]}")
+
+
+def test_sigterm_during_long_generation_exits_within_10s(tiny_vlm_dirs):
+    proc, url, log = _start_serve(tiny_vlm_dirs["idefics3"], "--max-tokens", "2000")
+    try:
+        # the URL is printed only once the port is bound: it answers at once
+        assert httpx.get(f"{url}/models", timeout=10).status_code == 200
+        answer = {}
+
+        def ask():
+            try:
+                answer["r"] = httpx.post(f"{url}/chat/completions", json={"messages": HI, "max_tokens": 2000}, timeout=90)
+            except httpx.HTTPError as exc:
+                answer["r"] = exc
+
+        client = threading.Thread(target=ask, daemon=True)
+        client.start()
+        time.sleep(1.5)  # generating (about a minute of work here)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+        assert time.monotonic() - t0 < 10
+        client.join(timeout=5)
+        r = answer.get("r")
+        assert isinstance(r, httpx.HTTPError) or r.status_code == 503, r
+        text = "".join(log)
+        assert '"GET /v1/models" 200' in text  # access log
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def test_port_in_use_is_a_clear_error(tiny_vlm_dirs):
+    import socket
+
+    from typer.testing import CliRunner
+
+    from editlens.cli.main import app
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        res = CliRunner().invoke(app, ["serve", "--vlm", str(tiny_vlm_dirs["idefics3"]), "--port", str(port),
+                                       "--device", "cpu"])
+    assert res.exit_code == 2 and f"cannot listen on 127.0.0.1:{port}" in res.output
