@@ -28,6 +28,10 @@ def metric_availability(spec: MetricSpec, models: Mapping[str, str] | None = Non
         if not backbone_path(net).is_file():
             return False, f"torchvision {net} weights not at {backbone_path(net)}"
         return True, None
+    if role == "twoframe":  # two-frame video model: a model directory or a .pth checkpoint file
+        from editlens.twoframe.evaluator import availability, resolve
+
+        return availability(resolve(options.get("model"), dict(models or {})), dict(options))  # type: ignore[arg-type]
     from editlens.models.resolve import is_available, model_reference
 
     mref = model_reference(str(options.get("model") or role), models)

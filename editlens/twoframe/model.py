@@ -153,6 +153,9 @@ class TwoFrameModel(nn.Module):
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
         try:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
             self.clip.save_pretrained(tmp)
             self.tokenizer.save_pretrained(tmp)
             meta = {"format": FORMAT, "mode": self.mode, "preprocess": self.preprocess.to_dict(),

@@ -97,7 +97,7 @@ class FramePreprocess:
         if (nh, nw) != (h, w):
             image = np.asarray(Image.fromarray(image).resize((nw, nh), _INTERP[self.interpolation]))
         top, left = (nh - self.crop_size) // 2, (nw - self.crop_size) // 2
-        return np.ascontiguousarray(image[top : top + self.crop_size, left : left + self.crop_size])
+        return np.array(image[top : top + self.crop_size, left : left + self.crop_size], copy=True)  # writable, owned
 
     def normalise(self, crops: Any) -> Any:
         """``(N, H, W, 3)`` uint8 tensor -> ``(N, 3, H, W)`` float32, normalised."""

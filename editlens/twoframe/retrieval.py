@@ -45,3 +45,33 @@ def retrieval_report(sim: np.ndarray, instructions: Sequence[str], ks: Sequence[
     t2v = ranks_from_similarity(m.T)
     return {"video_to_text": retrieval_metrics(v2t, ks), "text_to_video": retrieval_metrics(t2v, ks),
             "pool": int(len(set(instructions))), "ranks_video_to_text": v2t.tolist()}
+
+
+def evaluate_set(scorer: Any, data: Any, mode: str | None = None, ks: Sequence[int] = KS,
+                 progress: bool = False) -> dict[str, Any]:
+    """Retrieval over an :class:`~editlens.twoframe.data.EditSet` with a
+    :class:`~editlens.twoframe.scorer.TwoFrameScorer`: every unique image is
+    loaded and encoded once; returns the report, per-edit scores, and counts."""
+    keys = data.unique_keys()
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(keys), desc="frames", leave=False)
+        for s in range(0, len(keys), 256):
+            chunk = keys[s : s + 256]
+            scorer.frame_features(chunk, lambda i, c=chunk: data.image(c[i]))
+            bar.update(len(chunk))
+        bar.close()
+    fs = scorer.frame_features(data.source_keys, lambda i: data.image(data.source_keys[i]))
+    fe = scorer.frame_features(data.edited_keys, lambda i: data.image(data.edited_keys[i]))
+    video = scorer.videos(fs, fe, mode)
+    text = scorer.text_features(data.instructions)
+    sim = (video @ text.T).numpy()
+    report = retrieval_report(sim, data.instructions, ks)
+    cosine = np.clip(np.diag(sim), -1, 1).astype(np.float64)
+    report["scores"] = {k: v.tolist() for k, v in scorer.model.outputs(cosine).items()}
+    report["n_edits"] = len(data)
+    report["unique_images"] = len(keys)
+    report["frames_encoded"] = scorer.frames_encoded
+    report["mode"] = mode or scorer.model.mode
+    return report

@@ -384,8 +384,9 @@ def train(model: TwoFrameModel, train_set: EditSet, out_dir: str | os.PathLike, 
                 loss.backward()
                 optim.step()
                 step += 1
-                history["steps"].append({"step": step, "epoch": epoch, "loss": float(loss)})
-                bar.set_postfix(loss=f"{float(loss):.4f}")
+                value = loss.item()
+                history["steps"].append({"step": step, "epoch": epoch, "loss": value})
+                bar.set_postfix(loss=f"{value:.4f}")
             batch_i = n_batches
             ep_losses = [s["loss"] for s in history["steps"] if s["epoch"] == epoch]
             entry: dict[str, Any] = {"epoch": epoch + 1, "step": step,
