@@ -84,6 +84,9 @@ class TwoFrameEvaluator(Metric):
         self.ref = resolve(model, models)
         self.load_options = dict(tokenizer=tokenizer, base=base, heads=heads, preset=preset, device=device, dtype=dtype)
         self._scorer: Any = None
+        if mode == "order" and not _has_head(self.ref):
+            raise ModelUnavailableError(f"{self.ref}: has no order-aware head (twoframe_order needs a model trained "
+                                        "with `editlens twoframe train --mode order`)")
 
     @property
     def scorer(self) -> Any:
@@ -92,9 +95,10 @@ class TwoFrameEvaluator(Metric):
             if self.mode == "order" and scorer.model.head is None:
                 raise ModelUnavailableError(f"{self.ref}: has no order-aware head (twoframe_order needs a model "
                                             "trained with `editlens twoframe train --mode order`)")
-            if self.output == "calibrated" and not scorer.model.calibration:
-                raise ModelUnavailableError(f"{self.ref}: has no calibration; fit one with `editlens twoframe "
-                                            "calibrate` or use output=cosine")
+            cal = scorer.model.calibration
+            if self.output == "calibrated" and (not cal or cal.get("mode", scorer.model.mode) != self.mode):
+                raise ModelUnavailableError(f"{self.ref}: has no calibration for {self.mode} mode; fit one with "
+                                            f"`editlens twoframe calibrate --mode {self.mode}` or use output=cosine")
             self._scorer = scorer
         return self._scorer
 
@@ -111,6 +115,16 @@ class TwoFrameEvaluator(Metric):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "model": _fingerprint(self.ref)}
+
+
+def _has_head(ref: str) -> bool:
+    import json
+
+    meta = Path(ref).expanduser() / "twoframe.json"
+    try:
+        return bool(json.loads(meta.read_text()).get("head")) if meta.is_file() else False
+    except (OSError, ValueError):
+        return False
 
 
 def _fingerprint(ref: str) -> dict[str, Any]:

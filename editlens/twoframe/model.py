@@ -137,10 +137,11 @@ class TwoFrameModel(nn.Module):
     def scale(self) -> float:
         return float(self.clip.logit_scale.detach().exp())
 
-    def outputs(self, cosine: np.ndarray) -> dict[str, np.ndarray]:
-        """Cosine, logit (exp(logit_scale) x cosine) and, when fitted, calibrated 0-1."""
+    def outputs(self, cosine: np.ndarray, mode: str | None = None) -> dict[str, np.ndarray]:
+        """Cosine, logit (exp(logit_scale) x cosine) and, when a calibration was
+        fitted for this ``mode``, the calibrated 0-1 score."""
         out = {"cosine": cosine, "logit": cosine * self.scale}
-        if self.calibration:
+        if self.calibration and self.calibration.get("mode", self.mode) == (mode or self.mode):
             out["calibrated"] = apply_platt(self.calibration, cosine)
         return out
 

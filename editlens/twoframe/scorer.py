@@ -71,4 +71,4 @@ class TwoFrameScorer:
         video = self.videos(fs, fe, mode)
         text = self.text_features(instructions)
         cosine = (video * text).sum(-1).clamp(-1, 1).numpy().astype(np.float64)
-        return self.model.outputs(cosine)
+        return self.model.outputs(cosine, mode)

@@ -65,6 +65,7 @@ class TrainConfig:
     amp: str = "auto"  # auto | none | bf16 | fp16
     learn_scale: bool = True
     ks: tuple[int, ...] = KS
+    plot: bool = True  # loss_curve.png after every epoch
 
     def __post_init__(self) -> None:
         kind = self.tune.split(":")[0]
@@ -401,7 +402,8 @@ def train(model: TwoFrameModel, train_set: EditSet, out_dir: str | os.PathLike, 
                    f"R@5 {v['video_to_text']['recall@5']:.3f}, edit>no-op {v['edit_beats_noop']:.2f}" if v else ""))
             save_checkpoint(epoch + 1, 0)
             _atomic_json(history, out / "history.json")
-            plot_history(history, out / "loss_curve.png")
+            if cfg.plot:
+                plot_history(history, out / "loss_curve.png")
     except KeyboardInterrupt:
         save_checkpoint(epoch, batch_i)
         _atomic_json(history, out / "history.json")
@@ -411,7 +413,7 @@ def train(model: TwoFrameModel, train_set: EditSet, out_dir: str | os.PathLike, 
     cal_set, cal_feats = (val_set, val_feats) if val_set is not None else (train_set, feats)
     model.eval()
     scores, labels = calibration_pairs(model, cal_feats, cal_set, cfg.negatives)  # type: ignore[arg-type]
-    model.calibration = {**fit_platt(scores, labels),
+    model.calibration = {**fit_platt(scores, labels), "mode": cfg.mode,
                          "fitted_on": ("validation" if val_set is not None else "training")
                          + " edits (1) vs mismatched instructions, no-ops" + (", swapped orders" if "swap" in cfg.negatives else "") + " (0)"}
     export = exportable(model)
