@@ -51,20 +51,16 @@ def small_tokenizer() -> Any:
                                    pad_token="<|endoftext|>", unk_token="<|unk|>", model_max_length=77)
 
 
-def build_clip(out: str | Path, tokenizer: Any = None, size: str = "tiny", seed: int = 0) -> Path:
-    """Save a random CLIP (transformers format) and its tokenizer to ``out``."""
-    from transformers import AutoTokenizer, CLIPConfig, CLIPModel
+def clip_config(tokenizer: Any, size: str = "tiny") -> Any:
+    """A :class:`CLIPConfig` of the given size whose vocabulary fits ``tokenizer``."""
+    from transformers import CLIPConfig
 
     if size not in SIZES:
         raise ValueError(f"size must be one of {sorted(SIZES)}, got {size!r}")
     s = SIZES[size]
-    if tokenizer is None:
-        tokenizer = small_tokenizer()
-    elif isinstance(tokenizer, (str, Path)):
-        tokenizer = AutoTokenizer.from_pretrained(str(tokenizer), local_files_only=True)
     ids = dict(eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.bos_token_id,
                pad_token_id=tokenizer.pad_token_id)
-    cfg = CLIPConfig(
+    return CLIPConfig(
         text_config=dict(hidden_size=s["text_width"], intermediate_size=s["mlp"] * s["text_width"] // s["width"],
                          num_hidden_layers=s["text_layers"], num_attention_heads=max(1, s["text_width"] // 64),
                          vocab_size=len(tokenizer), max_position_embeddings=s["context"], **ids),
@@ -72,11 +68,36 @@ def build_clip(out: str | Path, tokenizer: Any = None, size: str = "tiny", seed:
                            num_attention_heads=max(1, s["width"] // 64), image_size=s["image"], patch_size=s["patch"]),
         projection_dim=s["embed"],
     )
+
+
+def build_clip(out: str | Path, tokenizer: Any = None, size: str = "tiny", seed: int = 0) -> Path:
+    """Save a random CLIP (transformers format) and its tokenizer to ``out``."""
+    from transformers import AutoTokenizer, CLIPModel
+
+    if tokenizer is None:
+        tokenizer = small_tokenizer()
+    elif isinstance(tokenizer, (str, Path)):
+        tokenizer = AutoTokenizer.from_pretrained(str(tokenizer), local_files_only=True)
+    cfg = clip_config(tokenizer, size)
     torch.manual_seed(seed)
     out = Path(out)
     CLIPModel(cfg).save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
+
+
+def random_twoframe(size: str = "tiny", mode: str = "faithful", seed: int = 0) -> Any:
+    """An in-memory random :class:`~editlens.twoframe.model.TwoFrameModel` (benchmarks: no disk round trip)."""
+    from transformers import CLIPModel
+
+    from editlens.twoframe.model import TemporalHead, TwoFrameModel
+    from editlens.twoframe.preprocess import FramePreprocess
+
+    tok = small_tokenizer()
+    torch.manual_seed(seed)
+    clip = CLIPModel(clip_config(tok, size)).eval()
+    head = TemporalHead(clip.config.projection_dim) if mode == "order" else None
+    return TwoFrameModel(clip, tok, FramePreprocess.for_size(clip.config.vision_config.image_size), mode, head)
 
 
 def write_original_checkpoint(clip: Any, path: str | Path, style: str = "vifi") -> Path:
