@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 from typer.testing import CliRunner
 
@@ -122,6 +123,12 @@ def test_faithful_lora_training_exports_plain_clip(base_dir, edit_manifest, tmp_
     assert history["steps"] and all(np.isfinite(s["loss"]) for s in history["steps"])
     model = load_twoframe(tmp_path / "run" / "model", device="cpu")  # strict load: LoRA merged, no adapter keys
     assert model.head is None and model.mode == "faithful"
+    before = load_twoframe(base_dir, device="cpu").clip.state_dict()
+    after = model.clip.state_dict()
+    key = "vision_model.encoder.layers.1.self_attn.q_proj.weight"
+    assert not torch.equal(before[key], after[key])  # the adapters' update is in the merged weights
+    assert torch.equal(before["vision_model.embeddings.patch_embedding.weight"],
+                       after["vision_model.embeddings.patch_embedding.weight"])  # frozen parts untouched
 
 
 def test_evaluators_through_score_edit(base_dir, tmp_path):
