@@ -212,3 +212,34 @@ def test_platt_calibration_fits_and_refuses_one_class():
     assert p[0] < 0.2 and p[1] == pytest.approx(0.5, abs=0.1) and p[2] > 0.8
     with pytest.raises(InputError, match="both"):
         fit_platt([0.1, 0.2], [1, 1])
+
+
+class TrainingConfig(dict):
+    """Stands in for the yacs config object a ViFi-CLIP run pickles beside its weights."""
+
+
+class _Touch:
+    def __init__(self, path):  # type: ignore[no-untyped-def]
+        self.path = path
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        from pathlib import Path
+
+        return (Path.touch, (Path(self.path),))
+
+
+def test_training_checkpoint_with_pickled_objects_loads_without_running_them(tiny, tiny_dir, tmp_path):
+    from editlens.testing.twoframe_models import write_original_checkpoint
+    from editlens.twoframe.model import load_twoframe
+
+    path = write_original_checkpoint(tiny.clip, tmp_path / "ckpt.pth", style="vifi")
+    state = torch.load(path, weights_only=True)
+    state["config"] = TrainingConfig(MODEL={"ARCH": "ViT-B/16"})
+    state["max_accuracy"] = np.float64(0.8)
+    state["side_effect"] = _Touch(tmp_path / "pwned")
+    torch.save(state, path)
+    with pytest.raises(Exception):
+        torch.load(path, weights_only=True)  # what plain safe loading does with such a file
+    loaded = load_twoframe(path, tokenizer=str(tiny_dir), base=str(tiny_dir), device="cpu")
+    assert not (tmp_path / "pwned").exists()  # the pickled call was never made
+    assert torch.equal(loaded.clip.visual_projection.weight, tiny.clip.visual_projection.weight)

@@ -235,21 +235,85 @@ def infer_config(hf: Mapping[str, torch.Tensor], heads: int | None = None, text_
     return CLIPConfig(text_config=text, vision_config=vision, projection_dim=proj.shape[0])
 
 
+_SAFE_GLOBALS = {
+    ("collections", "OrderedDict"), ("copyreg", "_reconstructor"), ("_codecs", "encode"), ("torch", "Size"),
+    ("torch", "device"),
+    ("torch._utils", "_rebuild_tensor"), ("torch._utils", "_rebuild_tensor_v2"), ("torch._utils", "_rebuild_parameter"),
+    ("torch._tensor", "_rebuild_from_type_v2"), ("torch.nn.parameter", "Parameter"),
+    ("numpy", "dtype"), ("numpy", "ndarray"), ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
+    ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+} | {("builtins", n) for n in ("object", "dict", "list", "set", "frozenset", "tuple", "int", "float", "complex", "str",
+                               "bytes", "bytearray", "bool", "slice")}
+
+
+def _inert_pickle_module(stubbed: list[str]) -> Any:
+    """A pickle module whose unpickler builds only tensors and plain data:
+    any other global (a training run's config object, an AMP state class)
+    becomes an inert empty stand-in and is listed in ``stubbed``. Nothing
+    outside :data:`_SAFE_GLOBALS` is ever called."""
+    import pickle
+    import types
+
+    import numpy as np
+
+    class _Unpickler(pickle.Unpickler):
+        def find_class(self, module: str, name: str) -> Any:
+            if (module, name) in _SAFE_GLOBALS:
+                return super().find_class(module, name)
+            if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
+                return getattr(torch, name)
+            if module.startswith("numpy") and name.endswith("DType") and hasattr(np.dtypes, name):
+                return getattr(np.dtypes, name)
+            stubbed.append(f"{module}.{name}")
+
+            class Inert(dict):
+                def __init__(self, *args: Any, **kwargs: Any) -> None:
+                    dict.__init__(self)
+
+                def __setstate__(self, state: Any) -> None:
+                    pass
+
+            Inert.__qualname__ = Inert.__name__ = f"inert:{module}.{name}"
+            return Inert
+
+    mod = types.ModuleType("editlens_inert_pickle")
+    mod.Unpickler = _Unpickler  # type: ignore[attr-defined]
+    mod.load = pickle.load  # type: ignore[attr-defined]
+    mod.__dict__.update({k: getattr(pickle, k) for k in ("UnpicklingError", "HIGHEST_PROTOCOL")})
+    return mod
+
+
 def read_state(path: str | Path) -> dict[str, Any]:
     """The weights of a ``.pth``/``.pt``: the ``model`` (or ``state_dict``)
     entry when there is one, else the dict itself; TorchScript archives
-    (OpenAI's released ``.pt``) through :func:`torch.jit.load`."""
+    (OpenAI's released ``.pt``) through :func:`torch.jit.load`.
+
+    Training checkpoints also pickle objects such as the run's config
+    (ViFi-CLIP saves a yacs ``CfgNode``), which ``weights_only`` loading
+    refuses; those are read with an unpickler that replaces every non-tensor
+    class by an inert stand-in instead of running its code.
+    """
+    import pickle
+    import zipfile
+
     p = Path(path)
     if not p.is_file():
         raise ModelUnavailableError(f"{p}: no such checkpoint file")
+    if zipfile.is_zipfile(p):
+        with zipfile.ZipFile(p) as zf:
+            if any(n.endswith("constants.pkl") for n in zf.namelist()):
+                return dict(torch.jit.load(str(p), map_location="cpu").state_dict())
     try:
         obj = torch.load(p, map_location="cpu", weights_only=True)
-    except RuntimeError as exc:
-        if "TorchScript" not in str(exc) and "constants.pkl" not in str(exc):
-            raise ModelUnavailableError(f"{p}: not a readable torch checkpoint ({str(exc).splitlines()[0]})") from exc
-        obj = torch.jit.load(str(p), map_location="cpu").state_dict()
-    except Exception as exc:  # pickle errors, truncated files
-        raise ModelUnavailableError(f"{p}: not a readable torch checkpoint ({type(exc).__name__}: {exc})") from exc
+    except pickle.UnpicklingError:
+        stubbed: list[str] = []
+        try:
+            obj = torch.load(p, map_location="cpu", weights_only=False, pickle_module=_inert_pickle_module(stubbed))
+        except Exception as exc:
+            raise ModelUnavailableError(f"{p}: not a readable torch checkpoint ({type(exc).__name__}: {exc})") from exc
+    except Exception as exc:  # truncated or foreign files
+        raise ModelUnavailableError(f"{p}: not a readable torch checkpoint ({type(exc).__name__}: "
+                                    f"{str(exc).splitlines()[0] if str(exc) else ''})") from exc
     if isinstance(obj, dict):
         for entry in ("model", "state_dict"):
             if isinstance(obj.get(entry), dict):
