@@ -273,6 +273,9 @@ def _inert_pickle_module(stubbed: list[str]) -> Any:
                 def __setstate__(self, state: Any) -> None:
                     pass
 
+                def __call__(self, *args: Any, **kwargs: Any) -> Any:
+                    return Inert()  # a pickled call chain stays inert
+
             Inert.__qualname__ = Inert.__name__ = f"inert:{module}.{name}"
             return Inert
 
