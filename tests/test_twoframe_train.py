@@ -209,3 +209,28 @@ def test_cli_train_save_reload_score_eval(base_dir, edit_manifest, tmp_path):
 
     bad = runner.invoke(twoframe_app, ["eval", str(out / "model"), str(tmp_path / "missing.jsonl")])
     assert bad.exit_code == 2 and "missing.jsonl: manifest file not found" in bad.output
+
+
+@pytest.mark.integration
+def test_aurora_train_reload_eval_from_cli(tmp_path):
+    """The issue's chain on real photos: AURORA (source, ground-truth edit, instruction) triples."""
+    from helpers import shared_path
+
+    from editlens.cli.twoframe_commands import twoframe_app
+
+    aurora = shared_path("data", "aurora")
+    rows = [json.loads(line) for line in open(aurora / "edits.jsonl")][:32]
+    manifest = tmp_path / "aurora.jsonl"
+    manifest.write_text("".join(json.dumps({"id": f"a{i}", "source": str(aurora / r["input"]),
+                                            "edited": str(aurora / r["output"]), "instruction": r["instruction"]})
+                                + "\n" for i, r in enumerate(rows)))
+    runner = CliRunner()
+    invoke = lambda *a: runner.invoke(twoframe_app, [str(x) for x in a], catch_exceptions=False)  # noqa: E731
+    assert invoke("random-model", tmp_path / "base").exit_code == 0
+    res = invoke("train", manifest, "--model", tmp_path / "base", "--out", tmp_path / "run", "--epochs", 3,
+                 "--batch-size", 16, "--val-fraction", 0, "--no-progress", "--json")
+    summary = json.loads(res.stdout)
+    assert summary["last_epoch_loss"] < summary["first_epoch_loss"]
+    rep = json.loads(invoke("eval", tmp_path / "run" / "model", manifest, "--json").stdout)
+    assert rep["n_edits"] == 32 and rep["frames_encoded"] == rep["unique_images"] < 64
+    assert 0 <= rep["video_to_text"]["recall@5"] <= 1

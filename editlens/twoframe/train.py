@@ -295,7 +295,10 @@ def plot_history(history: dict[str, Any], path: Path) -> None:
     if ep:
         ax.plot([e["step"] for e in ep], [e["train_loss"] for e in ep], "o-", label="train (epoch mean)")
         if ep[0].get("val"):
-            ax.plot([e["step"] for e in ep], [e["val"]["loss"] for e in ep], "s-", label="validation")
+            first = [(0, history["initial_val"]["loss"])] if history.get("initial_val") else []
+            pts = first + [(e["step"], e["val"]["loss"]) for e in ep]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "s-",
+                    label="validation (whole set, one batch)")
     ax.set_xlabel("step")
     ax.set_ylabel("InfoNCE loss")
     ax.legend()
