@@ -88,7 +88,7 @@ def train_cmd(
     neg = tuple(n.strip() for n in negatives.split(",") if n.strip() and n.strip() != "none")
     cfg = TrainConfig(mode=mode, tune=tune, epochs=epochs, batch_size=batch_size, lr=lr, head_lr=head_lr,
                       hard_negatives=neg, head_layers=head_layers, val_fraction=val_fraction if val is None else 0.0,
-                      seed=seed, device=device, amp=amp)
+                      seed=seed, amp=amp)
     train_set = read_edits(manifest)
     val_set = read_edits(val) if val is not None else None
     model = _load(base_model, tokenizer, base, heads, preset, device)

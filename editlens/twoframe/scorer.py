@@ -17,8 +17,6 @@ import torch
 from editlens.models.encoders import EmbeddingCache, text_hash
 from editlens.twoframe.model import TwoFrameModel
 
-FrameSource = Callable[[int], np.ndarray]
-
 
 class TwoFrameScorer:
     """Cached frame/text features and pair scores for one :class:`TwoFrameModel`."""

@@ -30,7 +30,7 @@ import json
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -61,7 +61,6 @@ class TrainConfig:
     head_layers: int = 1
     val_fraction: float = 0.1
     seed: int = 0
-    device: str = "auto"
     amp: str = "auto"  # auto | none | bf16 | fp16
     learn_scale: bool = True
     ks: tuple[int, ...] = KS
