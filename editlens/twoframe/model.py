@@ -243,7 +243,10 @@ def load_twoframe(ref: str | os.PathLike, *, tokenizer: str | None = None, base:
                 raise ModelUnavailableError(f"{weights}: missing {result.missing_keys}, unexpected "
                                             f"{result.unexpected_keys}")
         prep = FramePreprocess.from_dict(meta["preprocess"])
-        model = TwoFrameModel(clip, tok, prep, meta["mode"], head, meta.get("calibration"), meta.get("provenance"))
+        prov = dict(meta.get("provenance") or {})
+        prov["started_from"] = prov.get("checkpoint")  # what this model was trained from
+        prov["checkpoint"] = str(path)
+        model = TwoFrameModel(clip, tok, prep, meta["mode"], head, meta.get("calibration"), prov)
     elif path.is_file():
         from editlens.twoframe.layout import load_original_clip
 

@@ -223,7 +223,9 @@ def info_nce(model: TwoFrameModel, fs: torch.Tensor, fe: torch.Tensor, text: tor
     video = model.video_features(fs, fe)
     scale = model.clip.logit_scale.clamp(max=MAX_LOGIT_SCALE).exp()
     target = torch.arange(len(instructions), device=video.device)
-    same = torch.tensor([[a == b for b in instructions] for a in instructions], device=video.device)
+    ids = torch.as_tensor(np.unique(np.asarray(instructions, dtype=object), return_inverse=True)[1].reshape(-1),
+                          device=video.device)
+    same = ids[:, None] == ids[None, :]
     same.fill_diagonal_(False)  # an identical instruction elsewhere in the batch is not a wrong answer
     v2t = (scale * video @ text.T).masked_fill(same, float("-inf"))
     candidates = [video]
@@ -331,6 +333,7 @@ def train(model: TwoFrameModel, train_set: EditSet, out_dir: str | os.PathLike, 
     device = model.device.type
     amp = _amp(cfg, device)
     optim = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)
+    scaler = torch.amp.GradScaler(device, enabled=amp == torch.float16)  # fp16 needs loss scaling; bf16 does not
     frozen = cfg.tune == "head"
     feats = Features(model, train_set, frozen, amp)
     val_feats = Features(model, val_set, frozen, amp) if val_set is not None else None
@@ -340,11 +343,12 @@ def train(model: TwoFrameModel, train_set: EditSet, out_dir: str | os.PathLike, 
                                "train_size": len(train_set), "val_size": len(val_set) if val_set else 0}
     start_epoch, start_batch = 0, 0
     ckpt_path = out / "checkpoint.pt"
+    identity = {**cfg.identity(), "start": model.provenance.get("checkpoint")}
     if ckpt_path.is_file() and not restart:
         ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-        if ckpt["identity"] != cfg.identity():
+        if ckpt["identity"] != identity:
             raise InputError(f"{ckpt_path}: was written with different settings {ckpt['identity']} (now "
-                             f"{cfg.identity()}); use another --out or --restart")
+                             f"{identity}); use another --out or --restart")
         missing = set(trainable_state(model)) ^ set(ckpt["trainable"])
         if missing:
             raise InputError(f"{ckpt_path}: trainable parameters differ from this run's: {sorted(missing)[:6]}")
@@ -355,7 +359,7 @@ def train(model: TwoFrameModel, train_set: EditSet, out_dir: str | os.PathLike, 
         log(f"resuming from {ckpt_path}: epoch {start_epoch + 1}, batch {start_batch}/{n_batches}")
 
     def save_checkpoint(epoch: int, batch: int) -> None:
-        _atomic_torch_save({"identity": cfg.identity(), "trainable": trainable_state(model),
+        _atomic_torch_save({"identity": identity, "trainable": trainable_state(model),
                             "optimizer": optim.state_dict(), "epoch": epoch, "batch": batch, "history": history},
                            ckpt_path)
 
@@ -384,8 +388,9 @@ def train(model: TwoFrameModel, train_set: EditSet, out_dir: str | os.PathLike, 
                 text = feats.texts(instr, grad=True).to(model.device)
                 loss = info_nce(model, fs, fe, text, instr, cfg.negatives)
                 optim.zero_grad(set_to_none=True)
-                loss.backward()
-                optim.step()
+                scaler.scale(loss).backward()
+                scaler.step(optim)
+                scaler.update()
                 step += 1
                 value = loss.item()
                 history["steps"].append({"step": step, "epoch": epoch, "loss": value})
