@@ -144,6 +144,16 @@ def test_evaluators_through_score_edit(base_dir, tmp_path):
         score_edit(src, edt, "x", metrics=["twoframe"], models={"twoframe": str(tmp_path / "nope")})
     with pytest.raises(ModelUnavailableError, match="no order-aware head"):  # a plain CLIP has none
         score_edit(src, edt, "x", metrics=["twoframe_order"], models={"twoframe": str(base_dir)})
+    # a ViFi-layout .pth as the evaluator's model: needs the tokenizer (and base) as metric options
+    from editlens.testing.twoframe_models import write_original_checkpoint
+    from editlens.twoframe.model import load_twoframe
+
+    pth = write_original_checkpoint(load_twoframe(base_dir, device="cpu").clip, tmp_path / "vifi.pth")
+    with pytest.raises(ModelUnavailableError, match="tokenizer"):
+        score_edit(src, edt, "x", metrics=["twoframe"], models={"twoframe": str(pth)})
+    rep = score_edit(src, edt, "add a red square", metrics=["twoframe"], models={"twoframe": str(pth)},
+                     options={"twoframe": {"tokenizer": str(base_dir), "base": str(base_dir), "preset": "clip"}})
+    assert rep["twoframe"].value == pytest.approx(s.value, abs=1e-6)  # same weights, same preprocessing
 
 
 def test_cli_train_save_reload_score_eval(base_dir, edit_manifest, tmp_path):
@@ -219,7 +229,7 @@ def test_aurora_train_reload_eval_from_cli(tmp_path):
     from editlens.cli.twoframe_commands import twoframe_app
 
     aurora = shared_path("data", "aurora")
-    rows = [json.loads(line) for line in open(aurora / "edits.jsonl")][:32]
+    rows = [json.loads(line) for line in open(aurora / "edits.jsonl")][:16]
     manifest = tmp_path / "aurora.jsonl"
     manifest.write_text("".join(json.dumps({"id": f"a{i}", "source": str(aurora / r["input"]),
                                             "edited": str(aurora / r["output"]), "instruction": r["instruction"]})
@@ -228,9 +238,9 @@ def test_aurora_train_reload_eval_from_cli(tmp_path):
     invoke = lambda *a: runner.invoke(twoframe_app, [str(x) for x in a], catch_exceptions=False)  # noqa: E731
     assert invoke("random-model", tmp_path / "base").exit_code == 0
     res = invoke("train", manifest, "--model", tmp_path / "base", "--out", tmp_path / "run", "--epochs", 3,
-                 "--batch-size", 16, "--val-fraction", 0, "--no-progress", "--json")
+                 "--batch-size", 8, "--val-fraction", 0, "--no-progress", "--json")
     summary = json.loads(res.stdout)
     assert summary["last_epoch_loss"] < summary["first_epoch_loss"]
     rep = json.loads(invoke("eval", tmp_path / "run" / "model", manifest, "--json").stdout)
-    assert rep["n_edits"] == 32 and rep["frames_encoded"] == rep["unique_images"] < 64
+    assert rep["n_edits"] == 16 and rep["frames_encoded"] == rep["unique_images"] < 32
     assert 0 <= rep["video_to_text"]["recall@5"] <= 1
