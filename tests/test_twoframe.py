@@ -160,12 +160,12 @@ def test_swap_changes_order_aware_score_but_not_faithful(tiny):
 def test_each_unique_frame_encoded_once(tiny):
     from editlens.twoframe.scorer import TwoFrameScorer
 
-    sc = TwoFrameScorer(tiny)
+    sc = TwoFrameScorer(tiny, batch_size=4, workers=2)  # 3 batches, prepared in threads one batch ahead
     src = rng_image(5, 40, 40)
     edits = [rng_image(10 + i, 40, 40) for i in range(8)]
     out = sc.score(["src"] * 8, [src] * 8, [f"e{i}" for i in range(8)], edits, ["add a red hat"] * 8)
     assert sc.frames_encoded == 9 and out["cosine"].shape == (8,)
-    single = TwoFrameScorer(tiny).score(["src"], [src], ["e3"], [edits[3]], ["add a red hat"])
+    single = TwoFrameScorer(tiny, workers=1).score(["src"], [src], ["e3"], [edits[3]], ["add a red hat"])
     assert out["cosine"][3] == pytest.approx(single["cosine"][0], abs=1e-6)
     assert out["logit"][3] == pytest.approx(out["cosine"][3] * tiny.scale)
 

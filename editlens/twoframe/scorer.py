@@ -21,9 +21,10 @@ from editlens.twoframe.model import TwoFrameModel
 class TwoFrameScorer:
     """Cached frame/text features and pair scores for one :class:`TwoFrameModel`."""
 
-    def __init__(self, model: TwoFrameModel, batch_size: int = 32) -> None:
+    def __init__(self, model: TwoFrameModel, batch_size: int = 32, workers: int = 4) -> None:
         self.model = model.eval()
         self.batch_size = batch_size
+        self.workers = workers
         self.frame_cache = EmbeddingCache()
         self.text_cache = EmbeddingCache()
 
@@ -33,11 +34,23 @@ class TwoFrameScorer:
 
     @torch.inference_mode()
     def _encode(self, images: Callable[[int], np.ndarray], idx: list[int]) -> torch.Tensor:
+        crop = self.model.preprocess.crop
+        batches = [idx[s : s + self.batch_size] for s in range(0, len(idx), self.batch_size)]
+        if self.workers <= 1 or len(idx) <= self.batch_size:
+            return torch.cat([self.model.frame_features(torch.from_numpy(np.stack([crop(images(i)) for i in b])))
+                              for b in batches])
+        from concurrent.futures import ThreadPoolExecutor
+
+        # decoding and resizing (PIL releases the GIL) run in threads, one batch ahead of the model
         outs = []
-        for start in range(0, len(idx), self.batch_size):
-            chunk = idx[start : start + self.batch_size]
-            crops = torch.from_numpy(np.stack([self.model.preprocess.crop(images(i)) for i in chunk]))
-            outs.append(self.model.frame_features(crops))
+        with ThreadPoolExecutor(self.workers) as pool, ThreadPoolExecutor(1) as ahead:
+            prepare = lambda b: np.stack(list(pool.map(lambda i: crop(images(i)), b)))  # noqa: E731
+            pending = ahead.submit(prepare, batches[0])
+            for k in range(len(batches)):
+                crops = pending.result()
+                if k + 1 < len(batches):
+                    pending = ahead.submit(prepare, batches[k + 1])
+                outs.append(self.model.frame_features(torch.from_numpy(crops)))
         return torch.cat(outs)
 
     def frame_features(self, keys: Sequence[str], images: Callable[[int], np.ndarray] | Sequence[np.ndarray]) -> torch.Tensor:
