@@ -555,6 +555,9 @@ def main() -> None:
     from editlens.cli.meta import register as register_meta
 
     register_meta(app)
+    from editlens.cli.twoframe_commands import twoframe_app
+
+    app.add_typer(twoframe_app, name="twoframe")
     app()
 
 

@@ -17,6 +17,9 @@ def metric_availability(spec: MetricSpec, models: Mapping[str, str] | None = Non
     options = options or {}
     if spec.vlm == "required" and not options.get("vlm"):
         return False, "needs a vision-language model (--vlm)"
+    own_check = spec.load_availability()
+    if own_check is not None:  # models that are not a plain hub id or folder
+        return own_check(dict(options), dict(models or {}))
     role = spec.model
     if role is None or role == "vlm":
         return True, None

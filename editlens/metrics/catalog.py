@@ -68,6 +68,15 @@ BUILTIN: list[MetricSpec] = [
                vlm="required"),
     MetricSpec("change_map", "editlens.metrics.changemap:ChangeMapMetric", _PAIR, False, (0.0, 1.0), None,
                "model-free changed-area fraction, with changed regions (boxes) in details"),
+    # two-frame video scoring (ViFi-CLIP-style; editlens/twoframe)
+    MetricSpec("twoframe", "editlens.twoframe.evaluator:TwoFrameEvaluator", ("source", "edited", "instruction"), True,
+               (-1.0, 1.0), "twoframe", "two-frame video CLIP: cosine of mean-pooled [source, edited] frames and the "
+               "instruction (ViFi-CLIP scoring)", {"mode": "faithful"},
+               availability="editlens.twoframe.evaluator:check_available"),
+    MetricSpec("twoframe_order", "editlens.twoframe.evaluator:TwoFrameEvaluator", ("source", "edited", "instruction"),
+               True, (-1.0, 1.0), "twoframe", "two-frame video CLIP with the order-aware temporal head "
+               "(frame positions + difference token)", {"mode": "order"},
+               availability="editlens.twoframe.evaluator:check_available"),
 ]
 
 # -- run metadata (the runner and the reports read these, never metric names) --

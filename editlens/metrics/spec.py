@@ -59,6 +59,11 @@ class MetricSpec:
         summary_title: heading of that summary table.
         ensemble: whether the evaluator honours ``samples``/``temperature``
             (self-ensembling over sampled answers).
+        availability: ``"module:function"`` deciding whether the evaluator's
+            model can load here, for models that are not a plain hub id or
+            folder (a ``.pth`` checkpoint, a base + adapter pair):
+            ``function(options, models) -> (ok, reason)``; ``None`` uses the
+            standard model-reference lookup of ``model``.
     """
 
     name: str
@@ -75,6 +80,7 @@ class MetricSpec:
     summary: str | None = field(default=None, kw_only=True)
     summary_title: str | None = field(default=None, kw_only=True)
     ensemble: bool = field(default=False, kw_only=True)
+    availability: str | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         if self.vlm not in ("none", "optional", "required"):
@@ -96,6 +102,13 @@ class MetricSpec:
         if not self.summary:
             return None
         module, _, attr = self.summary.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def load_availability(self) -> Any:
+        """The evaluator's own availability check, or ``None`` for the standard one."""
+        if not self.availability:
+            return None
+        module, _, attr = self.availability.partition(":")
         return getattr(importlib.import_module(module), attr)
 
     def in_defaults(self, with_reference: bool) -> bool:

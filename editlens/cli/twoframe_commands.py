@@ -1,0 +1,247 @@
+"""``editlens twoframe``: train, evaluate, calibrate and convert two-frame video models."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from editlens.cli.common import emit_json, guarded
+
+twoframe_app = typer.Typer(no_args_is_help=True,
+                           help="Edits as 2-frame videos in a video-text CLIP (ViFi-CLIP scoring, order-aware head).")
+
+JsonOpt = typer.Option(False, "--json", help="Machine-readable output.")
+TokOpt = typer.Option(None, "--tokenizer", help="CLIP tokenizer dir or hub id (needed for .pth checkpoints).")
+BaseOpt = typer.Option(None, "--base", help="CLIP a ViFi .pth was fine-tuned from (supplies its token embedding).")
+HeadsOpt = typer.Option(None, "--heads", help="Attention heads of a .pth's towers (default: width / 64, OpenAI's rule).")
+PresetOpt = typer.Option(None, "--preset", help="Preprocessing of a new model: vifi (256->224, ImageNet stats) or clip.")
+DeviceOpt = typer.Option("auto", "--device", help="auto (cuda, mps, cpu), cpu, cuda, cuda:1 ...")
+ModeOpt = typer.Option(None, "--mode", help="faithful (mean pooling) or order (temporal head); default: the model's.")
+KsOpt = typer.Option("1,5,10,50", "--ks", help="Recall@k cut-offs.")
+
+
+def _ks(value: str) -> tuple[int, ...]:
+    try:
+        ks = tuple(int(k) for k in value.split(",") if k.strip())
+    except ValueError:
+        raise typer.BadParameter(f"--ks must be comma-separated integers, got {value!r}") from None
+    if not ks or min(ks) < 1:
+        raise typer.BadParameter("--ks needs positive integers")
+    return ks
+
+
+def _load(model: str, tokenizer, base, heads, preset, device):  # type: ignore[no-untyped-def]
+    from editlens.twoframe.model import load_twoframe
+
+    return load_twoframe(model, tokenizer=tokenizer, base=base, heads=heads, preset=preset, device=device)
+
+
+@twoframe_app.command("random-model")
+@guarded
+def random_model(
+    out: Path = typer.Argument(..., help="Directory to write."),
+    size: str = typer.Option("tiny", "--size", help="tiny (width 64, 2 layers, 32 px) or vit-b-16."),
+    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="CLIP tokenizer dir (default: a small BPE)."),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """Write a randomly initialised CLIP to train from (smoke tests, benchmarks; its scores are noise)."""
+    from editlens.testing.twoframe_models import build_clip
+
+    path = build_clip(out, tokenizer, size, seed)
+    typer.echo(f"random {size} CLIP written to {path} (untrained: train it before trusting a score)")
+
+
+@twoframe_app.command("train")
+@guarded
+def train_cmd(
+    manifest: Path = typer.Argument(..., help="Training edits: manifest with id, source, edited, instruction."),
+    base_model: str = typer.Option(..., "--model", help="Start from: twoframe dir, ViFi/OpenAI .pth, or transformers CLIP."),
+    out: Path = typer.Option(..., "--out", help="Run directory (checkpoint.pt, history.json, loss_curve.png, model/)."),
+    mode: str = typer.Option("order", "--mode", help="order (temporal head, ours) or faithful (ViFi-CLIP)."),
+    tune: str = typer.Option("head", "--tune", help="head (towers frozen), last:N, lora:R or all."),
+    epochs: int = typer.Option(5, "--epochs"),
+    batch_size: int = typer.Option(32, "--batch-size"),
+    lr: float = typer.Option(1e-5, "--lr", help="Learning rate of tuned tower weights."),
+    head_lr: float = typer.Option(1e-3, "--head-lr", help="Learning rate of the head and temperature."),
+    negatives: str = typer.Option("noop,swap", "--negatives", help="Hard negatives: noop, swap (or 'none')."),
+    head_layers: int = typer.Option(1, "--head-layers", help="Transformer layers of the temporal head (1-2)."),
+    val: Optional[Path] = typer.Option(None, "--val", help="Validation manifest (default: split off by source)."),
+    val_fraction: float = typer.Option(0.1, "--val-fraction", help="Share of sources held out when --val is absent (0: none)."),
+    seed: int = typer.Option(0, "--seed"),
+    device: str = DeviceOpt,
+    amp: str = typer.Option("auto", "--amp", help="auto (bf16 on CUDA when supported), none, bf16, fp16."),
+    restart: bool = typer.Option(False, "--restart", help="Ignore an existing checkpoint in --out."),
+    tokenizer: Optional[str] = TokOpt,
+    base: Optional[str] = BaseOpt,
+    heads: Optional[int] = HeadsOpt,
+    preset: Optional[str] = PresetOpt,
+    progress: bool = typer.Option(True, "--progress/--no-progress"),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Retrieval training: symmetric InfoNCE with no-op and swapped-order hard negatives. Rerun to resume."""
+    from editlens.twoframe.data import read_edits
+    from editlens.twoframe.train import TrainConfig, train
+
+    neg = tuple(n.strip() for n in negatives.split(",") if n.strip() and n.strip() != "none")
+    cfg = TrainConfig(mode=mode, tune=tune, epochs=epochs, batch_size=batch_size, lr=lr, head_lr=head_lr,
+                      hard_negatives=neg, head_layers=head_layers, val_fraction=val_fraction if val is None else 0.0,
+                      seed=seed, amp=amp)
+    train_set = read_edits(manifest)
+    val_set = read_edits(val) if val is not None else None
+    model = _load(base_model, tokenizer, base, heads, preset, device)
+    log = (lambda m: typer.echo(m, err=True)) if json_out else typer.echo
+    history = train(model, train_set, out, cfg, val_set, progress=progress, restart=restart, log=log)
+    last = history["epochs"][-1] if history["epochs"] else {}
+    first = history["epochs"][0] if history["epochs"] else {}
+    summary = {"out": str(out), "model": str(out / "model"), "epochs": len(history["epochs"]),
+               "first_epoch_loss": first.get("train_loss"), "last_epoch_loss": last.get("train_loss"),
+               "initial_val": history.get("initial_val"), "final_val": last.get("val")}
+    if json_out:
+        emit_json(summary)
+        return
+    typer.echo(f"train loss {summary['first_epoch_loss']:.4f} (epoch 1) -> {summary['last_epoch_loss']:.4f} "
+               f"(epoch {summary['epochs']}); model saved to {summary['model']}; loss curve {out / 'loss_curve.png'}")
+
+
+@twoframe_app.command("eval")
+@guarded
+def eval_cmd(
+    model: str = typer.Argument(..., help="twoframe dir, ViFi/OpenAI .pth, or transformers CLIP."),
+    manifest: Path = typer.Argument(..., help="Edits to rank (the candidate pool is their instructions)."),
+    mode: Optional[str] = ModeOpt,
+    ks: str = KsOpt,
+    scores_out: Optional[Path] = typer.Option(None, "--scores", help="Write per-edit scores as JSONL here."),
+    tokenizer: Optional[str] = TokOpt,
+    base: Optional[str] = BaseOpt,
+    heads: Optional[int] = HeadsOpt,
+    preset: Optional[str] = PresetOpt,
+    device: str = DeviceOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Retrieval: Recall@k, mean and median rank of each edit's instruction (and the reverse)."""
+    from editlens.twoframe.data import read_edits
+    from editlens.twoframe.retrieval import evaluate_set
+    from editlens.twoframe.scorer import TwoFrameScorer
+
+    data = read_edits(manifest)
+    scorer = TwoFrameScorer(_load(model, tokenizer, base, heads, preset, device))
+    rep = evaluate_set(scorer, data, mode, _ks(ks), progress=not json_out)
+    if scores_out is not None:
+        scores_out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = scores_out.with_name(f".{scores_out.name}.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for i, sid in enumerate(data.ids):
+                row = {"id": sid, "instruction": data.instructions[i], "rank": rep["ranks_video_to_text"][i],
+                       **{k: v[i] for k, v in rep["scores"].items()}}
+                fh.write(json.dumps(row) + "\n")
+        tmp.replace(scores_out)
+    if json_out:
+        emit_json({k: v for k, v in rep.items() if k not in ("scores", "ranks_video_to_text")})
+        return
+    typer.echo(f"{rep['n_edits']} edits, {rep['pool']} candidate instructions, mode {rep['mode']}; "
+               f"{rep['unique_images']} unique images, {rep['frames_encoded']} encoded")
+    for direction in ("video_to_text", "text_to_video"):
+        r = rep[direction]
+        recalls = "  ".join(f"R@{k} {100 * r[f'recall@{k}']:.2f}" for k in _ks(ks))
+        typer.echo(f"  {direction.replace('_', ' '):<14} {recalls}  mean rank {r['mean_rank']:.2f}  "
+                   f"median rank {r['median_rank']:.1f}")
+
+
+@twoframe_app.command("score")
+@guarded
+def score_cmd(
+    model: str = typer.Argument(..., help="twoframe dir, ViFi/OpenAI .pth, or transformers CLIP."),
+    source: Path = typer.Option(..., "--source"),
+    edited: Path = typer.Option(..., "--edited"),
+    instruction: str = typer.Option(..., "--instruction"),
+    mode: Optional[str] = ModeOpt,
+    tokenizer: Optional[str] = TokOpt,
+    base: Optional[str] = BaseOpt,
+    heads: Optional[int] = HeadsOpt,
+    preset: Optional[str] = PresetOpt,
+    device: str = DeviceOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Score one edit: cosine, logit and (when fitted) calibrated 0-1."""
+    from editlens.core.images import load_image
+    from editlens.errors import InputError
+    from editlens.twoframe.scorer import TwoFrameScorer
+
+    if not instruction.strip():
+        raise InputError("--instruction is empty")
+    src, _ = load_image(source)
+    edt, _ = load_image(edited)
+    scorer = TwoFrameScorer(_load(model, tokenizer, base, heads, preset, device))
+    out = scorer.score([str(source)], [src], [str(edited)], [edt], [instruction.strip()], mode=mode)
+    result = {k: float(v[0]) for k, v in out.items()}
+    result["mode"] = mode or scorer.model.mode
+    if json_out:
+        emit_json(result)
+        return
+    typer.echo("  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in result.items()))
+
+
+@twoframe_app.command("calibrate")
+@guarded
+def calibrate_cmd(
+    model: Path = typer.Argument(..., help="A twoframe model directory (the calibration is stored in it)."),
+    manifest: Path = typer.Argument(..., help="Labelled edits."),
+    label_column: str = typer.Option("human", "--label-column", help="Numeric column: 0/1 labels or scores."),
+    label_max: float = typer.Option(1.0, "--label-max", help="Labels are divided by this (e.g. 10 for 0-10 ratings)."),
+    mode: Optional[str] = ModeOpt,
+    device: str = DeviceOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Fit the 0-1 calibration (Platt scaling of the cosine) on labelled edits and store it with the model."""
+    import numpy as np
+
+    from editlens.errors import InputError
+    from editlens.twoframe.calibration import fit_platt
+    from editlens.twoframe.data import read_edits
+    from editlens.twoframe.model import is_twoframe_dir
+    from editlens.twoframe.scorer import TwoFrameScorer
+
+    if not is_twoframe_dir(model):
+        raise InputError(f"{model}: not a twoframe model directory (no twoframe.json); convert or train one first")
+    data = read_edits(manifest, label_column=label_column)
+    scorer = TwoFrameScorer(_load(str(model), None, None, None, None, device))
+    out = scorer.score(data.source_keys, lambda i: data.image(data.source_keys[i]), data.edited_keys,
+                       lambda i: data.image(data.edited_keys[i]), data.instructions, mode=mode)
+    labels = np.asarray(data.labels, dtype=float) / label_max
+    cal = {**fit_platt(out["cosine"], labels), "fitted_on": f"{manifest} column {label_column!r} / {label_max:g}",
+           "mode": mode or scorer.model.mode}
+    meta_path = model / "twoframe.json"
+    meta = json.loads(meta_path.read_text())
+    meta["calibration"] = cal
+    tmp = meta_path.with_name(".twoframe.json.tmp")
+    tmp.write_text(json.dumps(meta, indent=2))
+    tmp.replace(meta_path)
+    if json_out:
+        emit_json(cal)
+        return
+    typer.echo(f"calibration a={cal['a']:.4f} b={cal['b']:.4f} (n={cal['n']}, BCE {cal['bce']:.4f}) stored in {meta_path}")
+
+
+@twoframe_app.command("convert")
+@guarded
+def convert_cmd(
+    checkpoint: Path = typer.Argument(..., help="ViFi-CLIP or OpenAI CLIP .pth/.pt in the original layout."),
+    out: Path = typer.Option(..., "--out", help="twoframe model directory to write."),
+    tokenizer: str = typer.Option(..., "--tokenizer", help="CLIP tokenizer dir or hub id."),
+    base: Optional[str] = BaseOpt,
+    heads: Optional[int] = HeadsOpt,
+    preset: Optional[str] = PresetOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Load an original-layout checkpoint with full key accounting and save it as a twoframe directory."""
+    model = _load(str(checkpoint), tokenizer, base, heads, preset, "cpu")
+    model.save(out)
+    report = model.provenance["load"]
+    if json_out:
+        emit_json({"out": str(out), "load": report})
+        return
+    typer.echo(f"{report['mapped']} tensors mapped, {report['dropped']} dropped (prompt learner / metadata), "
+               f"{len(report['from_base'])} from --base; written to {out}")

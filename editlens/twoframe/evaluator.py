@@ -1,0 +1,147 @@
+"""Registered evaluators ``twoframe`` (faithful, ViFi-CLIP scoring) and
+``twoframe_order`` (with the order-aware temporal head).
+
+The model comes from the ``twoframe`` role: ``--model twoframe=PATH`` (a
+directory written by ``editlens twoframe train``, a ViFi-CLIP/OpenAI ``.pth``,
+or any transformers CLIP for the zero-shot baseline), ``EDITLENS_MODEL_TWOFRAME``
+or the config file. A ``.pth`` needs ``--option twoframe.tokenizer=DIR`` (and,
+for ViFi checkpoints, ``twoframe.base=...``). ``output`` picks the value:
+``cosine`` (default), ``logit`` (exp(logit_scale) x cosine) or ``calibrated``
+(0-1, needs a fitted calibration); all available ones are in ``details``.
+Both evaluators share one loaded model and its frame cache, so a source
+shared by many edits is encoded once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from pathlib import Path
+from typing import Any, Sequence
+
+from editlens.core.types import LoadedEdit, Score
+from editlens.errors import ModelUnavailableError
+from editlens.metrics.base import Metric
+
+ROLE = "twoframe"
+OUTPUTS = ("cosine", "logit", "calibrated")
+_POOL: dict[tuple[Any, ...], Any] = {}
+_LOCK = threading.Lock()
+
+
+def resolve(model: str | None, models: dict[str, str] | None) -> str:
+    from editlens.models.resolve import model_reference
+
+    return model_reference(model or ROLE, models).ref
+
+
+def check_available(options: dict[str, Any], models: dict[str, str]) -> tuple[bool, str | None]:
+    """The registry's availability hook (``MetricSpec.availability``)."""
+    return availability(resolve(options.get("model"), models), options)  # type: ignore[arg-type]
+
+
+def availability(ref: str, options: dict[str, Any]) -> tuple[bool, str | None]:
+    """Whether the two-frame model at ``ref`` can load offline (no loading done)."""
+    from editlens.models.resolve import is_available
+
+    p = Path(ref).expanduser()
+    if p.is_file():
+        if not options.get("tokenizer"):
+            return False, f"{p} is a checkpoint file: pass --option twoframe.tokenizer=<CLIP tokenizer dir>"
+        return True, None
+    if is_available(ref):
+        return True, None
+    return False, (f"model {ref!r} (twoframe) not found locally; train one with `editlens twoframe train`, "
+                   "then pass --model twoframe=DIR (or set EDITLENS_MODEL_TWOFRAME)")
+
+
+def get_scorer(ref: str, tokenizer: str | None = None, base: str | None = None, heads: int | None = None,
+               preset: str | None = None, device: str = "auto", dtype: str = "auto") -> Any:
+    """One loaded model + frame cache per settings, shared by both evaluators."""
+    from editlens.twoframe.model import load_twoframe
+    from editlens.twoframe.scorer import TwoFrameScorer
+
+    key = (ref, tokenizer, base, heads, preset, device, dtype)
+    with _LOCK:
+        if key not in _POOL:
+            _POOL[key] = TwoFrameScorer(load_twoframe(ref, tokenizer=tokenizer, base=base, heads=heads, preset=preset,
+                                                      device=device, dtype=dtype))
+        return _POOL[key]
+
+
+def clear_scorers() -> None:
+    with _LOCK:
+        _POOL.clear()
+
+
+class TwoFrameEvaluator(Metric):
+    """[source, edited] as a 2-frame video against the instruction."""
+
+    def __init__(self, mode: str = "faithful", output: str = "cosine", model: str | None = None,
+                 tokenizer: str | None = None, base: str | None = None, heads: int | None = None,
+                 preset: str | None = None, device: str = "auto", dtype: str = "auto",
+                 models: dict[str, str] | None = None) -> None:
+        if mode not in ("faithful", "order"):
+            raise ValueError(f"mode must be 'faithful' or 'order', got {mode!r}")
+        if output not in OUTPUTS:
+            raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
+        self.mode, self.output = mode, output
+        self.ref = resolve(model, models)
+        self.load_options = dict(tokenizer=tokenizer, base=base, heads=heads, preset=preset, device=device, dtype=dtype)
+        self._scorer: Any = None
+        if mode == "order" and not _has_head(self.ref):
+            raise ModelUnavailableError(f"{self.ref}: has no order-aware head (twoframe_order needs a model trained "
+                                        "with `editlens twoframe train --mode order`)")
+
+    @property
+    def scorer(self) -> Any:
+        if self._scorer is None:
+            scorer = get_scorer(self.ref, **self.load_options)
+            if self.mode == "order" and scorer.model.head is None:
+                raise ModelUnavailableError(f"{self.ref}: has no order-aware head (twoframe_order needs a model "
+                                            "trained with `editlens twoframe train --mode order`)")
+            cal = scorer.model.calibration
+            if self.output == "calibrated" and (not cal or cal.get("mode", scorer.model.mode) != self.mode):
+                raise ModelUnavailableError(f"{self.ref}: has no calibration for {self.mode} mode; fit one with "
+                                            f"`editlens twoframe calibrate --mode {self.mode}` or use output=cosine")
+            self._scorer = scorer
+        return self._scorer
+
+    def compute(self, batch: Sequence[LoadedEdit]) -> list[float | Score]:
+        out = self.scorer.score([s.source_hash for s in batch], [s.source for s in batch],
+                                [s.edited_hash for s in batch], [s.edited for s in batch],
+                                [s.instruction for s in batch], mode=self.mode)
+        scores: list[float | Score] = []
+        for i in range(len(batch)):
+            details = {k: float(v[i]) for k, v in out.items()}
+            details["mode"] = self.mode
+            scores.append(Score(self.name, float(out[self.output][i]), details=details))
+        return scores
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "model": _fingerprint(self.ref)}
+
+
+def _has_head(ref: str) -> bool:
+    import json
+
+    meta = Path(ref).expanduser() / "twoframe.json"
+    try:
+        return bool(json.loads(meta.read_text()).get("head")) if meta.is_file() else False
+    except (OSError, ValueError):
+        return False
+
+
+def _fingerprint(ref: str) -> dict[str, Any]:
+    """Weights and settings identity: retraining or recalibrating means new results."""
+    from editlens.models.fingerprint import cached_sha256, fingerprint
+    from editlens.models.resolve import model_reference
+
+    p = Path(ref).expanduser()
+    if p.is_file():
+        return {"ref": ref, "weights": {p.name: cached_sha256(p)}}
+    out = fingerprint(model_reference(ref))
+    meta = p / "twoframe.json"
+    if meta.is_file():
+        out["twoframe_json"] = hashlib.sha256(meta.read_bytes()).hexdigest()
+    return out
