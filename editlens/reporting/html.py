@@ -104,15 +104,16 @@ def _ci(ci: Sequence[float | None] | None) -> str:
 def generic_table(rows: Sequence[Mapping[str, Any]], cls: str = "data") -> str:
     """A table of dict rows, columns in order of first appearance (no fixed column set).
 
-    >>> "<th>unscored</th>" in generic_table([{"model": "a", "unscored": 2}])
+    >>> "<th>no visual change</th>" in generic_table([{"model": "a", "no_visual_change": 2}])
     True
     """
     cols: list[str] = []
     for r in rows:
         cols += [k for k in r if k not in cols]
     body = [[f'<td class="num">{_num(r.get(c))}</td>' if isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool)
-             else _e(json.dumps(r[c]) if isinstance(r.get(c), (dict, list)) else r.get(c, "")) for c in cols] for r in rows]
-    return _table(cols, body, cls)
+             else ("–" if r.get(c) is None else _e(json.dumps(r[c]) if isinstance(r[c], (dict, list)) else r[c]))
+             for c in cols] for r in rows]
+    return _table([c.replace("_", " ") for c in cols], body, cls)
 
 
 # ----------------------------------------------------------------------------------------------- run report
