@@ -155,7 +155,7 @@ def render_run_report(data: Mapping[str, Any], out_dir: str | Path | None = None
             if path not in keys:
                 keys[path] = f"t{len(keys)}"
                 thumbs[keys[path]] = str(t["uri"])
-            images[role] = {"t": keys[path], "href": link(path), "w": t["w"], "h": t["h"]}
+            images[role] = {"t": keys[path], "href": link(path), "w": t["w"], "h": t["h"], "tw": t["tw"], "th": t["th"]}
         page_samples.append({**s, "images": images})
     page_data = {"evaluators": data["evaluators"], "samples": page_samples}
     return _page(f"editlens report: {data['title']}", _run_header(data), _run_sections(data), page_data, thumbs)

@@ -12,7 +12,7 @@ from PIL import Image
 
 
 def thumbnail(path: str | Path, max_side: int = 256, quality: int = 80) -> dict[str, object]:
-    """``{"uri": data URI, "w", "h" (full size), "error"}`` of one image file.
+    """``{"uri": data URI, "w", "h" (full size), "tw", "th" (thumbnail size)}`` of one image file.
 
     A file that cannot be read gives ``{"error": reason}`` (shown on the card).
     """
@@ -27,7 +27,7 @@ def thumbnail(path: str | Path, max_side: int = 256, quality: int = 80) -> dict[
     except (OSError, ValueError, Image.DecompressionBombError) as exc:
         return {"error": f"{path}: cannot be read ({exc})"}
     return {"uri": "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii"),
-            "w": full[0], "h": full[1]}
+            "w": full[0], "h": full[1], "tw": im.size[0], "th": im.size[1]}
 
 
 def thumbnails(paths: Iterable[str], max_side: int = 256, workers: int = 4) -> dict[str, dict[str, object]]:

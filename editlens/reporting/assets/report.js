@@ -77,7 +77,7 @@
     if (img.error) {
       frame = el("div", {"class": "frame"}, [el("div", {"class": "missing", text: img.error})]);
     } else {
-      var pic = el("img", {src: THUMBS[img.t], alt: role + " image of " + s.id, loading: "lazy",
+      var pic = el("img", {src: THUMBS[img.t], alt: role + " image of " + s.id, decoding: "async",
                            width: img.tw, height: img.th});
       var svg = svgEl("svg", {"class": "boxes", viewBox: "0 0 1 1", preserveAspectRatio: "none"});
       s.boxes.forEach(function (b) {
