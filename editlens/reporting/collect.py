@@ -153,8 +153,7 @@ def _manifest_samples(path: Path, notes: list[str]) -> dict[str, Any]:
 def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: str | Path | None = None,
                 seed: int = 0, n_boot: int = 1000) -> dict[str, Any]:
     """Everything the run report shows, as plain data (see module docstring)."""
-    from editlens.reporting.runs import _current_rows, _open, dice_ranking
-    from editlens.reporting.stats import bootstrap_ci
+    from editlens.reporting.runs import _current_rows, _open, dice_ranking, summary_table
 
     run = Path(run_dir)
     store = _open(run)
@@ -215,7 +214,7 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
         notes.append(f"{len(missing_human)} human score id(s) match no sample of the run")
 
     scored_evaluators = [e for e in evaluators if any(s["scores"].get(e, {}).get("status") == "scored" for s in samples)]
-    per_model = _per_model(samples, evaluators, bootstrap_ci, seed, n_boot)
+    per_model = _per_model(samples, evaluators, summary_table(run, by="model", seed=seed))
     return {
         "kind": "run",
         "title": run.resolve().name,
@@ -236,28 +235,25 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
     }
 
 
-def _per_model(samples: list[dict[str, Any]], evaluators: Iterable[str], ci: Any, seed: int,
-               n_boot: int) -> list[dict[str, Any]]:
-    """Per (editing model, evaluator): status counts, mean and bootstrap 95% CI of scored values."""
+def _per_model(samples: list[dict[str, Any]], evaluators: Iterable[str],
+               summary: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (editing model, evaluator): status counts, and the mean and
+    bootstrap 95% CI of ``editlens runs summary --by model`` (same numbers)."""
+    stats = {(r["group"], r["evaluator"]): r for r in summary}
     out = []
     models = sorted({s["model"] for s in samples})
     for ev in evaluators:
         for m in models:
             counts = {"scored": 0, "skipped": 0, "unscored": 0, "failed": 0, "info": 0}
-            values = []
             for s in samples:
                 sc = s["scores"].get(ev)
-                if s["model"] != m or sc is None:
-                    continue
-                counts[sc["status"]] = counts.get(sc["status"], 0) + 1
-                if sc["status"] == "scored":
-                    values.append(sc["value"])
+                if s["model"] == m and sc is not None:
+                    counts[sc["status"]] = counts.get(sc["status"], 0) + 1
             if not any(counts.values()):
                 continue
-            lo, hi = ci(values, seed=seed, n_boot=n_boot) if values else (None, None)
-            out.append({"evaluator": ev, "model": m, "n": len(values),
-                        "mean": sum(values) / len(values) if values else None,
-                        "ci": [lo, hi] if values else None, "counts": counts})
+            st = stats.get((m, ev))
+            out.append({"evaluator": ev, "model": m, "n": st["n"] if st else 0, "mean": st["mean"] if st else None,
+                        "ci": st["ci"] if st else None, "counts": counts})
     return out
 
 

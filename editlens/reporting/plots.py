@@ -22,6 +22,14 @@ def _pyplot() -> Any:
     return plt
 
 
+def _horizontal() -> dict[str, Any]:
+    import matplotlib
+
+    # `orientation` replaced `vert` in matplotlib 3.10
+    major, minor = (int(v) for v in matplotlib.__version__.split(".")[:2])
+    return {"orientation": "horizontal"} if (major, minor) >= (3, 10) else {"vert": False}
+
+
 def _to_uri(fig: Any) -> str:
     plt = _pyplot()
     buf = io.BytesIO()
@@ -55,8 +63,8 @@ def score_distributions(samples: Sequence[dict[str, Any]], evaluators: Sequence[
     rng = np.random.default_rng(0)
     for ax, (ev, per) in zip(axes.flat, panels):
         pos = [i for i, v in enumerate(per) if v]
-        ax.boxplot([per[i] for i in pos], positions=pos, vert=False, widths=0.55, showfliers=False,
-                   medianprops={"color": "#222"})
+        ax.boxplot([per[i] for i in pos], positions=pos, widths=0.55, showfliers=False,
+                   medianprops={"color": "#222"}, **_horizontal())
         for i in pos:
             v = np.asarray(per[i])
             if v.size > max_points:

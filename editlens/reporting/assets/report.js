@@ -173,7 +173,8 @@
     root.textContent = "";
     if (!slice.length) { root.appendChild(el("div", {"class": "empty", text: "No edit matches these filters."})); }
     root.appendChild(frag);
-    counter.textContent = shown.length + " of " + SAMPLES.length + " edits";
+    counter.textContent = (slice.length ? "edits " + (state.page * state.size + 1) + "–" + (state.page * state.size + slice.length)
+      : "no edits") + " of " + shown.length + (shown.length < SAMPLES.length ? " (filtered from " + SAMPLES.length + ")" : "");
     pageInfo.textContent = "page " + (state.page + 1) + " / " + pages;
     prev.disabled = state.page === 0;
     next.disabled = state.page >= pages - 1;
