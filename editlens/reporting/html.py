@@ -167,7 +167,10 @@ def _run_header(data: Mapping[str, Any]) -> str:
     for r in data["per_model"]:
         for k in counts:
             counts[k] += r["counts"].get(k, 0)
-    cmd = " ".join(run.get("command") or []) or "(not recorded)"
+    argv = list(run.get("command") or [])
+    if argv and Path(argv[0]).name in ("editlens", "main.py", "__main__.py"):
+        argv[0] = "editlens"  # the console script's or module's full path says nothing to a reader
+    cmd = " ".join(argv) or "(not recorded)"
     sub = [f"command <code>{_e(cmd)}</code>"]
     if run.get("started"):
         sub.append(f"started {_e(run['started'])}" + (f", finished {_e(run['finished'])}" if run.get("finished") else ""))
