@@ -321,3 +321,27 @@ def test_dice_run_report_in_chromium(dice_run, tmp_path):
         assert page.locator("table.ranking tbody tr").count() == len(rows)
         _screenshot(page, _artifact(tmp_path, "report-dice.png"))
         assert errors == []
+
+
+def test_missing_image_and_meta_eval_in_run_report(synthetic, tmp_path):
+    import shutil
+
+    from editlens.reporting.html import write_run_report
+
+    root = tmp_path / "copy"
+    shutil.copytree(synthetic["run"].parent, root)
+    manifest = root / "manifest.jsonl"
+    (root / "images" / "s0002_edit.png").write_bytes(b"not a png")
+    meta = tmp_path / "meta.json"
+    meta.write_text(json.dumps({"benchmark": "pointwise", "protocol": "aurora-pointwise", "value": 0.5,
+                                "overall": {"spearman": {"method": "spearman", "value": 0.61, "ci95": [0.4, 0.75], "n": 30}}}))
+    html = write_run_report(root / "run", tmp_path / "r.html", manifest=manifest, meta_eval=[meta], n_boot=50)
+    with chromium_page() as (page, errors):
+        _open(page, html)
+        fig = page.locator('.card[data-id="s0002"] figure[data-role="edited"]')
+        assert "s0002_edit.png: cannot be read" in fig.inner_text()
+        assert page.locator('.card[data-id="s0002"] figure[data-role="source"] img').count() == 1
+        assert "0.61" in page.inner_text("#meta0") and page.locator("#meta0 img.plot").count() == 1
+        assert errors == []
+    bad = runner.invoke(app, ["report", str(root / "run"), "--meta-eval", str(manifest)])
+    assert bad.exit_code == 2 and "manifest.jsonl: not JSON" in bad.output

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -24,12 +24,15 @@ def report_cmd(
     manifest: Optional[Path] = ManifestOpt,
     human: Optional[Path] = HumanOpt,
     thumb_size: Optional[int] = ThumbOpt,
+    meta_eval: Optional[List[Path]] = typer.Option(None, "--meta-eval", help="A saved `editlens meta-eval ... --json` "
+                                                   "result to include. Repeatable."),
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap CIs."),
 ) -> None:
     """Write a self-contained HTML report of a run: images with boxes, verdicts, scores, tables, plots."""
     from editlens.reporting.html import write_run_report
 
-    path = write_run_report(run_dir, out, manifest=manifest, human=human, thumb_size=thumb_size, seed=seed)
+    path = write_run_report(run_dir, out, manifest=manifest, human=human, meta_eval=meta_eval or [],
+                            thumb_size=thumb_size, seed=seed)
     typer.echo(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB); open it in a browser")
 
 

@@ -136,6 +136,20 @@ def _read_human(path: str | Path) -> dict[str, float]:
     return out
 
 
+def read_meta_eval(path: str | Path) -> dict[str, Any]:
+    """A saved ``editlens meta-eval ... --json`` document."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{p}: meta-evaluation result not found")
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise InputError(f"{p}: not JSON ({exc}); save one with `editlens meta-eval ... --json > {p.name}`") from exc
+    if not isinstance(doc, dict) or not ({"benchmark", "protocol"} & set(doc)):
+        raise InputError(f"{p}: not a meta-evaluation result (no 'benchmark' or 'protocol' field)")
+    return doc
+
+
 def _manifest_samples(path: Path, notes: list[str]) -> dict[str, Any]:
     from editlens.data.manifest import read_manifest
 

@@ -206,6 +206,10 @@ def _run_sections(data: Mapping[str, Any]) -> str:
     if dist:
         out.append(_section("plots", "Score distributions", _plot(dist, "score distributions per editing model"),
                             "Scored values only, per evaluator and editing model (box: quartiles; points: samples)."))
+    for i, (name, rep) in enumerate((data.get("meta_eval") or {}).items()):
+        inner = "".join(meta_sections(rep, prefix=f"meta{i}-")).replace("<section ", "<div ").replace("</section>", "</div>")
+        out.append(_section(f"meta{i}", f"Meta-evaluation: {name}", inner.replace("<h2>", "<h3>").replace("</h2>", "</h3>"),
+                            f"benchmark {_e(rep.get('benchmark', '?'))}, protocol {_e(rep.get('protocol', '?'))}"))
     out.append(_cards_section(data))
     return "\n".join(out)
 
@@ -302,14 +306,18 @@ def _cards_section(data: Mapping[str, Any]) -> str:
 
 
 def write_run_report(run_dir: str | Path, out: str | Path | None = None, *, manifest: str | Path | None = None,
-                     human: str | Path | None = None, thumb_size: int | None = None, seed: int = 0,
-                     n_boot: int = 1000) -> Path:
-    """Collect a run and write its report (default ``RUN_DIR/report.html``) atomically."""
-    from editlens.reporting.collect import collect_run
+                     human: str | Path | None = None, meta_eval: Sequence[str | Path] = (),
+                     thumb_size: int | None = None, seed: int = 0, n_boot: int = 1000) -> Path:
+    """Collect a run and write its report (default ``RUN_DIR/report.html``) atomically.
+
+    ``meta_eval``: saved ``editlens meta-eval ... --json`` documents to show in the report.
+    """
+    from editlens.reporting.collect import collect_run, read_meta_eval
     from editlens.runner.store import atomic_write
 
     target = Path(out) if out else Path(run_dir) / "report.html"
     data = collect_run(run_dir, manifest=manifest, human=human, seed=seed, n_boot=n_boot)
+    data["meta_eval"] = {Path(p).name: read_meta_eval(p) for p in meta_eval}
     page = render_run_report(data, out_dir=target.parent, thumb_size=thumb_size)
     atomic_write(target, lambda fh: fh.write(page))
     os.chmod(target, 0o644)  # a report is meant to be shared (the temp file it came from is private)
@@ -345,14 +353,51 @@ def _per_group_rows(rep: Mapping[str, Any], prefix: str = "") -> list[dict[str, 
     return rows
 
 
-def render_meta_report(rep: Mapping[str, Any], title: str, extra: Mapping[str, Any] | None = None) -> str:
-    """HTML of a meta-evaluation report dict (``editlens meta-eval ... --json``'s document).
+def meta_sections(rep: Mapping[str, Any], extra: Mapping[str, Any] | None = None, prefix: str = "") -> list[str]:
+    """The sections of a meta-evaluation report (also embedded in a run report).
 
     ``extra`` may hold ``points`` (``[(predicted, human, group)]``) for a
     scatter, and ``confusion`` (``{"labels", "matrix"}``, rows human,
     columns predicted) for pairwise verdicts.
     """
     extra = extra or {}
+    scalars = {k: v for k, v in rep.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
+    sections = [_section(f"{prefix}summary", "Summary", generic_table([{"field": k, "value": v} for k, v in scalars.items()]))]
+    corr = _corr_rows(rep)
+    if "ci95" in rep and "value" not in rep:  # a top-level accuracy with its CI
+        corr.insert(0, {"label": "accuracy", "value": rep.get("accuracy"), "ci95": rep["ci95"], "n": rep.get("n")})
+    if corr:
+        sections.append(_section(f"{prefix}correlations", "Agreement with confidence intervals",
+                                 generic_table([{"where": r["label"], "value": r["value"], "CI low": r["ci95"][0],
+                                                 "CI high": r["ci95"][1], "n": r["n"]} for r in corr], "data corr")
+                                 + _plot(plots.correlation_bars(corr, "label", "value with 95% CI"), "correlations")))
+    groups = _per_group_rows(rep)
+    if groups:
+        sections.append(_section(f"{prefix}per-method", "Per method", generic_table(groups, "data per-method")
+                                 + _plot(plots.correlation_bars([{**g, "label": f"{g['where']} · {g['method']}",
+                                                                  "ci95": None} for g in groups], "label",
+                                                                "per-method correlation"), "per-method correlations"),
+                                 "Correlation within each editing method, as the protocol aggregates them."))
+    if extra.get("points"):
+        pts = extra["points"]
+        sections.append(_section(f"{prefix}scatter", "Predicted vs human",
+                                 _plot(plots.human_scatter({"prediction": pts}, []), "predicted vs human")))
+    if extra.get("confusion"):
+        c = extra["confusion"]
+        sections.append(_section(f"{prefix}confusion", "Pairwise verdicts", _plot(
+            plots.confusion(c["matrix"], c["labels"], "predicted", "human"), "confusion of pairwise verdicts")
+            + _table([""] + [f"predicted {lab}" for lab in c["labels"]],
+                     [[f"<b>human {_e(lab)}</b>"] + [f'<td class="num">{v}</td>' for v in row]
+                      for lab, row in zip(c["labels"], c["matrix"])], "data confusion"),
+            f"Predicted tie when |score(A) − score(B)| ≤ {_num(c.get('threshold'))} (the calibrated threshold)."))
+    sections.append(_section(f"{prefix}raw", "Full result", "<details><summary>JSON</summary><pre>"
+                             f"{_e(json.dumps(_finite(dict(rep)), indent=1, default=str))}</pre></details>"))
+    return sections
+
+
+def render_meta_report(rep: Mapping[str, Any], title: str, extra: Mapping[str, Any] | None = None) -> str:
+    """HTML of a meta-evaluation report dict (``editlens meta-eval ... --json``'s document);
+    ``extra`` as in :func:`meta_sections`."""
     scalars = {k: v for k, v in rep.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
     stat_keys = [k for k in ("value", "accuracy", "n_items", "n", "n_unparsable", "n_missing") if k in scalars]
     stat_html = "".join(f'<div class="stat" data-stat="{_e(k)}"><b>{_num(scalars[k])}</b><span>{_e(k)}</span></div>'
@@ -361,36 +406,7 @@ def render_meta_report(rep: Mapping[str, Any], title: str, extra: Mapping[str, A
               f"<code>{_e(rep.get('benchmark', '?'))}</code> · protocol <code>{_e(rep.get('protocol', '?'))}</code>"
               f"{' · ' + _e(rep['aggregation_note']) if rep.get('aggregation_note') else ''}</div>"
               f'<div class="stats">{stat_html}</div>')
-    sections = [_section("summary", "Summary", generic_table([{"field": k, "value": v} for k, v in scalars.items()]))]
-    corr = _corr_rows(rep)
-    if "ci95" in rep and "value" not in rep:  # a top-level accuracy with its CI
-        corr.insert(0, {"label": "accuracy", "value": rep.get("accuracy"), "ci95": rep["ci95"], "n": rep.get("n")})
-    if corr:
-        sections.append(_section("correlations", "Agreement with confidence intervals",
-                                 generic_table([{"where": r["label"], "value": r["value"], "CI low": r["ci95"][0],
-                                                 "CI high": r["ci95"][1], "n": r["n"]} for r in corr], "data corr")
-                                 + _plot(plots.correlation_bars(corr, "label", "value with 95% CI"), "correlations")))
-    groups = _per_group_rows(rep)
-    if groups:
-        sections.append(_section("per-method", "Per method", generic_table(groups, "data per-method")
-                                 + _plot(plots.correlation_bars([{**g, "label": f"{g['where']} · {g['method']}",
-                                                                  "ci95": None} for g in groups], "label",
-                                                                "per-method correlation"), "per-method correlations"),
-                                 "Correlation within each editing method, as the protocol aggregates them."))
-    if extra.get("points"):
-        pts = extra["points"]
-        sections.append(_section("scatter", "Predicted vs human",
-                                 _plot(plots.human_scatter({"prediction": pts}, []), "predicted vs human")))
-    if extra.get("confusion"):
-        c = extra["confusion"]
-        sections.append(_section("confusion", "Pairwise verdicts", _plot(
-            plots.confusion(c["matrix"], c["labels"], "predicted", "human"), "confusion of pairwise verdicts")
-            + _table([""] + [f"predicted {lab}" for lab in c["labels"]],
-                     [[f"<b>human {_e(lab)}</b>"] + [f'<td class="num">{v}</td>' for v in row]
-                      for lab, row in zip(c["labels"], c["matrix"])], "data confusion"),
-            f"Predicted tie when |score(A) − score(B)| ≤ {_num(c.get('threshold'))} (the calibrated threshold)."))
-    sections.append(_section("raw", "Full result", f"<details><summary>JSON</summary><pre>{_e(json.dumps(_finite(dict(rep)), indent=1, default=str))}</pre></details>"))
-    return _page(f"editlens meta-evaluation: {title}", header, "\n".join(sections), {})
+    return _page(f"editlens meta-evaluation: {title}", header, "\n".join(meta_sections(rep, extra)), {})
 
 
 def write_meta_report(rep: Mapping[str, Any], path: str | Path, title: str,
