@@ -256,8 +256,12 @@ def test_synthetic_report_filters_pages_and_colours(synthetic, tmp_path):
         page.select_option("#f-verdict", "unscored")
         assert sorted(_card_ids(page)) == sorted(k for k, s in truth.items() if s["scores"]["dice"].status == "unscored")
         assert page.locator(".card .dice details pre").first.text_content().startswith("garbled answer")
+        judge = page.locator('.card[data-id="s0003"] tr[data-evaluator="viescore"]')
+        assert "SC answer has no two 0-10 scores" in judge.inner_text()
+        assert "SC: unparsable judge text 3" in judge.locator("pre").text_content()
         assert "(filtered from 30)" in page.inner_text("#count")
         page.select_option("#f-verdict", "unwanted")
+        assert "SC: judge reasoning 1\nPQ: looks natural" in page.inner_text('.card[data-id="s0001"] tr[data-evaluator="viescore"]')
         assert sorted(_card_ids(page)) == sorted(k for k, s in truth.items() if s["differences"]
                                                  and s["differences"][0]["verdict"]["coherent"] is False)
         page.select_option("#f-verdict", "")
@@ -280,17 +284,40 @@ def test_synthetic_report_filters_pages_and_colours(synthetic, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def dice_run(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
-    """A DICE run of the example edits with a tiny random Idefics3: change-map boxes, VLM verdicts."""
+def tiny_idefics3(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
     from editlens.testing.tiny_models import build_idefics3
 
-    vlm = build_idefics3(tmp_path_factory.mktemp("tiny-idefics3"))
-    out = tmp_path_factory.mktemp("dice") / "run"
+    return build_idefics3(tmp_path_factory.mktemp("tiny-idefics3"))
+
+
+def _dice_run(out: Path, vlm: Path, detector: str) -> Path:
     res = runner.invoke(app, ["run", str(EXAMPLES / "manifest.jsonl"), "--out", str(out), "--metrics", "l1,ssim",
-                              "--dice", "--vlm", str(vlm), "--option", "dice.detector=changemap",
+                              "--dice", "--vlm", str(vlm), "--option", f"dice.detector={detector}",
                               "--cache", "none", "--no-progress"], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     return out
+
+
+@pytest.fixture(scope="module")
+def dice_run(tmp_path_factory, tiny_idefics3) -> Path:  # type: ignore[no-untyped-def]
+    """A DICE run of the example edits with a tiny random Idefics3: change-map boxes, VLM verdicts."""
+    return _dice_run(tmp_path_factory.mktemp("dice") / "run", tiny_idefics3, "changemap")
+
+
+def test_dice_run_with_vlm_detector_shows_raw_answers(tiny_idefics3, tmp_path):
+    """The tiny VLM as DICE's detector: its noise is recorded as unscored with the raw answer, and shown so."""
+    run = _dice_run(tmp_path / "run", tiny_idefics3, "mllm")
+    records = {r["id"]: r["scores"]["dice"] for r in map(json.loads, open(run / "results.jsonl"))}
+    html = tmp_path / "mllm.html"
+    assert runner.invoke(app, ["report", str(run), "--out", str(html)]).exit_code == 0
+    with chromium_page() as (page, errors):
+        _open(page, html)
+        for sid, d in records.items():
+            card = page.locator(f'.card[data-id="{sid}"]')
+            if d["status"] == "unscored" and not d["details"]["differences"]:
+                assert "unscored" in card.locator("header").inner_text()
+                assert card.locator(".dice details pre").first.text_content() == d["details"]["raw"][:2000]
+        assert errors == []
 
 
 def test_dice_run_report_in_chromium(dice_run, tmp_path):

@@ -89,6 +89,10 @@ def make_synthetic_run(root: str | Path, n: int = 30, size: int = 96, seed: int 
             Score("clip_i", None, "skipped", "model 'clip' not found locally") if i % 13 == 0 else
             Score("clip_i", float(rng.uniform(0.5, 1.0))),
             dice,
+            Score("viescore", None, "unscored", "SC answer has no two 0-10 scores",
+                  {"raw": {"SC": f"unparsable judge text {i}", "PQ": "[7, 8]"}}) if i % 7 == 3 else
+            Score("viescore", round(float(rng.uniform(0, 1)), 4), details={
+                "SC": [6, 7], "PQ": [8, 8], "reasoning": {"SC": f"judge reasoning {i}", "PQ": "looks natural"}}),
         ]
         for s in scores:
             rows.append((sid, s.metric, "h-" + s.metric, model, s))
@@ -99,7 +103,8 @@ def make_synthetic_run(root: str | Path, n: int = 30, size: int = 96, seed: int 
     store.set_meta("manifest", {
         "command": ["editlens", "run", "manifest.jsonl", "--out", "run"], "started": "fixture",
         "inputs": {"samples": n, "manifest": str((root / "manifest.jsonl").resolve())},
-        "evaluators": [{"name": m, "config_hash": "h-" + m} for m in ("change_map", "l1", "ssim", "clip_i", "dice")],
+        "evaluators": [{"name": m, "config_hash": "h-" + m} for m in ("change_map", "l1", "ssim", "clip_i", "dice",
+                                                                                  "viescore")],
         "environment": {"editlens": "fixture"}})
     store.close()
     return {"run": run, "manifest": root / "manifest.jsonl", "samples": samples}

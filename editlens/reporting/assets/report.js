@@ -97,6 +97,10 @@
     return el("figure", {"class": "shot", "data-role": role}, [frame, el("figcaption", {text: role})]);
   }
 
+  function textOf(v) {  // judge texts come as a string or as {part: text} (e.g. ViEScore's SC and PQ)
+    if (typeof v === "string") { return v; }
+    return Object.keys(v).map(function (k) { return k + ": " + (typeof v[k] === "string" ? v[k] : JSON.stringify(v[k])); }).join("\n");
+  }
   function rawBlock(label, text) {
     return el("details", null, [el("summary", {text: label}), el("pre", {text: text})]);
   }
@@ -107,7 +111,8 @@
       var note = el("td", {"class": "reason"});
       if (sc.reason) { note.appendChild(document.createTextNode(sc.reason)); }
       if (ev === "change_map" && d.regions) { note.appendChild(document.createTextNode(d.regions.length + " changed region(s)")); }
-      if (d.raw && ev !== "dice") { note.appendChild(rawBlock("raw answer", d.raw)); }
+      if (d.reasoning) { note.appendChild(el("div", {"class": "why", text: textOf(d.reasoning)})); }
+      if (d.raw && ev !== "dice") { note.appendChild(rawBlock("raw answer", textOf(d.raw))); }
       if (ev !== "change_map" && ev !== "dice" && Object.keys(d).length && !d.raw) {
         note.appendChild(rawBlock("details", JSON.stringify(d, null, 1)));
       }
