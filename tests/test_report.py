@@ -237,6 +237,8 @@ def test_synthetic_report_filters_pages_and_colours(synthetic, tmp_path):
     with chromium_page() as (page, errors):
         _open(page, html)
         assert page.inner_text("#count") == "edits 1–24 of 30" and len(_card_ids(page)) == 24
+        assert page.inner_text('.card[data-id="s0004"] .instr').endswith('</script><script>window.pwned = 1</script>')
+        assert page.evaluate("window.pwned === undefined")
         first = _card_ids(page)
         page.click("#next")
         assert page.inner_text("#page-info") == "page 2 / 2" and page.is_disabled("#next")

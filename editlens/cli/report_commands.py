@@ -13,7 +13,7 @@ ManifestOpt = typer.Option(None, "--manifest", help="The run's manifest, when it
                            "(default: the path the run recorded).")
 HumanOpt = typer.Option(None, "--human", help="JSONL {id, human}: human scores to correlate with "
                         "(a manifest column 'human' is used too).")
-ThumbOpt = typer.Option(None, "--thumb-size", help="Longest side of the embedded thumbnails in pixels "
+ThumbOpt = typer.Option(None, "--thumb-size", min=16, max=2048, help="Longest side of the embedded thumbnails in pixels "
                         "(default 256, or 160 above 300 edits).")
 
 

@@ -60,6 +60,9 @@ def make_synthetic_run(root: str | Path, n: int = 30, size: int = 96, seed: int 
         l1 = float(rng.uniform(0, 0.2))
         line = {"id": sid, "source": f"images/{src_name}", "edited": f"images/{edit_name}",
                 "instruction": f"{COMMANDS[i % 3].lower()} a red block ({i})", "model": model}
+        if i == 4:  # markup in data must show as text, never run or break the page
+            line["instruction"] += ' <b>bold</b> & "quoted" </script><script>window.pwned = 1</script>'
+
         hv = None
         if human:
             hv = round(float(10 * (1 - l1 / 0.2) + rng.normal(0, 1.5)), 3)
