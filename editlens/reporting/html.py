@@ -197,8 +197,8 @@ def _run_sections(data: Mapping[str, Any]) -> str:
     if data.get("ranking"):
         out.append(_section("ranking", "DICE ranking", generic_table(data["ranking"], "data ranking"),
                             "Per editing model, as DICE's paper (Table 3): percentages of samples (correct edits, no "
-                            "visual change) or of image area (unwanted edits); samples whose answers could not be "
-                            "parsed are counted, not guessed."))
+                            "visual change) or of image area (unwanted edits). Samples whose model answers could not "
+                            "be parsed are never guessed: the rates leave them out and the count columns say how many."))
     out.append(_status_section(data))
     if data.get("human"):
         out.append(_human_section(data["human"]))
@@ -211,7 +211,10 @@ def _run_sections(data: Mapping[str, Any]) -> str:
         out.append(_section(f"meta{i}", f"Meta-evaluation: {name}", inner.replace("<h2>", "<h3>").replace("</h2>", "</h3>"),
                             f"benchmark {_e(rep.get('benchmark', '?'))}, protocol {_e(rep.get('protocol', '?'))}"))
     out.append(_cards_section(data))
-    return "\n".join(out)
+    # a line of links to the sections, so the cards are one click away
+    links = re.findall(r'<section (?:class="[^"]*" )?id="([^"]+)"><h2>([^<]+)</h2>', "".join(out))
+    nav = '<nav class="toc">' + " · ".join(f'<a href="#{i}">{t}</a>' for i, t in links) + "</nav>"
+    return nav + "\n".join(out)
 
 
 def _per_model_section(data: Mapping[str, Any]) -> str:
@@ -256,13 +259,23 @@ def _status_section(data: Mapping[str, Any]) -> str:
 
 
 def _human_section(h: Mapping[str, Any]) -> str:
-    body = [generic_table([{"evaluator": r["evaluator"], "method": r["method"], "value": r["value"],
-                            "CI low": r["ci95"][0], "CI high": r["ci95"][1], "n": r["n"]} for r in h["overall"]])]
+    methods = ("pearson", "spearman", "kendall")
+    by = {(r["evaluator"], r["method"]): r for r in h["overall"]}
+    evs = list(dict.fromkeys(r["evaluator"] for r in h["overall"]))
+    rows = [[f"<b>{_e(ev)}</b>", f'<td class="num">{by[(ev, "spearman")]["n"]}</td>']
+            + [f'<td class="num" data-evaluator="{_e(ev)}" data-method="{m}">{_num(by[(ev, m)]["value"])}'
+               f'{_ci(by[(ev, m)]["ci95"])}</td>' for m in methods] for ev in evs]
+    body = [_table(["evaluator", "n", "Pearson", "Spearman", "Kendall τ"], rows, "data human")]
     body.append(_plot(plots.human_scatter(h["points"], h["overall"]), "predicted vs human"))
     if h["per_model"]:
         body.append("<h3>Spearman per editing model</h3>")
-        body.append(generic_table([{"evaluator": r["evaluator"], "editing model": r["model"], "value": r["value"],
-                                    "CI low": r["ci95"][0], "CI high": r["ci95"][1], "n": r["n"]} for r in h["per_model"]]))
+        pm = {(r["evaluator"], r["model"]): r for r in h["per_model"]}
+        models = sorted({r["model"] for r in h["per_model"]})
+        body.append(_table(["evaluator"] + models, [
+            [f"<b>{_e(ev)}</b>"] + [f'<td class="num">{_num(pm[(ev, m)]["value"])}{_ci(pm[(ev, m)]["ci95"])}'
+                                    f'<span class="cnt">n={pm[(ev, m)]["n"]}</span></td>' if (ev, m) in pm else
+                                    '<td class="num">–</td>' for m in models]
+            for ev in dict.fromkeys(r["evaluator"] for r in h["per_model"])], "data human-per-model"))
         body.append(_plot(plots.correlation_bars([{**r, "label": f"{r['evaluator']} · {r['model']}"} for r in h["per_model"]],
                                                  "label", "Spearman per editing model (95% CI)"), "per-model correlations"))
     return _section("human", "Agreement with human scores", "".join(body),
