@@ -282,6 +282,9 @@ def test_synthetic_report_filters_pages_and_colours(synthetic, tmp_path):
         headers = page.eval_on_selector_all("table.ranking th", "hs => hs.map(h => h.textContent)")
         assert headers == [k.replace("_", " ") for k in dice_ranking(synthetic["run"])[0]]
         assert page.locator("#human img.plot").count() == 2 and page.locator("#plots img.plot").count() == 1
+        l1 = [(s["scores"]["l1"].value, s["human"]) for s in truth.values()]
+        cell = page.inner_text('#human td[data-evaluator="l1"][data-method="spearman"]')
+        assert float(cell.split()[0]) == pytest.approx(stats.spearmanr(*zip(*l1))[0], abs=1e-4) and "95% CI" in cell
         assert errors == []
 
 
