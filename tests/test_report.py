@@ -275,6 +275,17 @@ def test_synthetic_report_filters_pages_and_colours(synthetic, tmp_path):
         page.fill("#f-text", "remove")
         assert sorted(_card_ids(page)) == sorted(k for k, s in truth.items() if s["command"] == "REMOVE")
         page.fill("#f-text", "")
+        assert page.locator('.card[data-id="s0005"] figure').count() == 3  # source | edited | reference
+        assert page.locator('.card[data-id="s0006"] figure').count() == 2
+        # sorting by a metric puts samples without a value (failed ssim) last, in both directions
+        failed_ssim = {k for k, s in truth.items() if s["scores"]["ssim"].status != "scored"}
+        page.select_option("#sort", "m:ssim")
+        for _ in range(2):
+            ids = _card_ids(page)
+            values = [truth[k]["scores"]["ssim"].value for k in ids[:-len(failed_ssim)]]
+            assert set(ids[-len(failed_ssim):]) == failed_ssim
+            assert values == sorted(values, reverse=page.get_attribute("#sort-dir", "data-dir") == "desc")
+            page.click("#sort-dir")
         page.select_option("#sort", "human")
         page.click("#sort-dir")
         assert _card_ids(page) == sorted(truth, key=lambda k: -truth[k]["human"])

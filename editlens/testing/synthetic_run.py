@@ -60,6 +60,8 @@ def make_synthetic_run(root: str | Path, n: int = 30, size: int = 96, seed: int 
         l1 = float(rng.uniform(0, 0.2))
         line = {"id": sid, "source": f"images/{src_name}", "edited": f"images/{edit_name}",
                 "instruction": f"{COMMANDS[i % 3].lower()} a red block ({i})", "model": model}
+        if i % 5 == 0:  # a reference edit (here: the edited image itself) on every 5th sample
+            line["reference"] = f"images/{edit_name}"
         if i == 4:  # markup in data must show as text, never run or break the page
             line["instruction"] += ' <b>bold</b> & "quoted" </script><script>window.pwned = 1</script>'
 

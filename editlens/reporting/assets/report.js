@@ -176,7 +176,8 @@
     var frag = document.createDocumentFragment();
     slice.forEach(function (s) { frag.appendChild(card(s)); });
     root.textContent = "";
-    if (!slice.length) { root.appendChild(el("div", {"class": "empty", text: "No edit matches these filters."})); }
+    if (!slice.length) { root.appendChild(el("div", {"class": "empty",
+      text: SAMPLES.length ? "No edit matches these filters." : "This run has no results yet."})); }
     root.appendChild(frag);
     counter.textContent = (slice.length ? "edits " + (state.page * state.size + 1) + "–" + (state.page * state.size + slice.length)
       : "no edits") + " of " + shown.length + (shown.length < SAMPLES.length ? " (filtered from " + SAMPLES.length + ")" : "");
