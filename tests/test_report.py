@@ -188,6 +188,25 @@ def test_meta_eval_report(tmp_path):
         assert errors == []
 
 
+def test_meta_eval_pointwise_report(tmp_path):
+    from editlens.cli.meta import register
+    from editlens.reporting.meta_html import pointwise_points
+
+    register(app)
+    human = {f"{m}/{i}": (i * 1.0 + (m == "m2")) for m in ("m1", "m2") for i in range(6)}
+    (tmp_path / "h.jsonl").write_text("".join(json.dumps({"id": k, "model": k.split("/")[0], "human": v}) + "\n"
+                                              for k, v in human.items()))
+    (tmp_path / "p.jsonl").write_text("".join(json.dumps({"id": k, "score": (v * 7) % 5}) + "\n" for k, v in human.items()))
+    out = tmp_path / "pw.html"
+    res = runner.invoke(app, ["meta-eval", "pointwise", "--human", str(tmp_path / "h.jsonl"), "--predictions",
+                              str(tmp_path / "p.jsonl"), "--n-boot", "50", "--report", str(out)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    page = out.read_text()
+    assert 'id="per-method"' in page and 'id="scatter"' in page and "overall · spearman" in page
+    pts = pointwise_points(tmp_path / "h.jsonl", tmp_path / "p.jsonl")
+    assert sorted(pts) == sorted(((v * 7) % 5, v, k.split("/")[0]) for k, v in human.items())
+
+
 # ------------------------------------------------------------------------------------------ in the browser
 
 def test_example_run_report_in_chromium(example_run, tmp_path):
