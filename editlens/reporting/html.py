@@ -329,8 +329,9 @@ def write_run_report(run_dir: str | Path, out: str | Path | None = None, *, mani
     from editlens.runner.store import atomic_write
 
     target = Path(out) if out else Path(run_dir) / "report.html"
+    metas = {Path(p).name: read_meta_eval(p) for p in meta_eval}  # before the slow part: bad input fails fast
     data = collect_run(run_dir, manifest=manifest, human=human, seed=seed, n_boot=n_boot)
-    data["meta_eval"] = {Path(p).name: read_meta_eval(p) for p in meta_eval}
+    data["meta_eval"] = metas
     page = render_run_report(data, out_dir=target.parent, thumb_size=thumb_size)
     atomic_write(target, lambda fh: fh.write(page))
     os.chmod(target, 0o644)  # a report is meant to be shared (the temp file it came from is private)
