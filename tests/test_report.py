@@ -325,8 +325,8 @@ def tiny_idefics3(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
     return build_idefics3(tmp_path_factory.mktemp("tiny-idefics3"))
 
 
-def _dice_run(out: Path, vlm: Path, detector: str) -> Path:
-    res = runner.invoke(app, ["run", str(EXAMPLES / "manifest.jsonl"), "--out", str(out), "--metrics", "l1,ssim",
+def _dice_run(out: Path, vlm: Path, detector: str, manifest: Path = EXAMPLES / "manifest.jsonl") -> Path:
+    res = runner.invoke(app, ["run", str(manifest), "--out", str(out), "--metrics", "l1,ssim",
                               "--dice", "--vlm", str(vlm), "--option", f"dice.detector={detector}",
                               "--cache", "none", "--no-progress"], catch_exceptions=False)
     assert res.exit_code == 0, res.output
@@ -341,7 +341,12 @@ def dice_run(tmp_path_factory, tiny_idefics3) -> Path:  # type: ignore[no-untype
 
 def test_dice_run_with_vlm_detector_shows_raw_answers(tiny_idefics3, tmp_path):
     """The tiny VLM as DICE's detector: its noise is recorded as unscored with the raw answer, and shown so."""
-    run = _dice_run(tmp_path / "run", tiny_idefics3, "mllm")
+    # two edits keep the random model's long answers cheap
+    rows = [json.loads(x) for x in open(EXAMPLES / "manifest.jsonl")][:2]
+    manifest = tmp_path / "two.jsonl"
+    manifest.write_text("".join(json.dumps({**r, "source": str(EXAMPLES / r["source"]),
+                                            "edited": str(EXAMPLES / r["edited"])}) + "\n" for r in rows))
+    run = _dice_run(tmp_path / "run", tiny_idefics3, "mllm", manifest)
     records = {r["id"]: r["scores"]["dice"] for r in map(json.loads, open(run / "results.jsonl"))}
     html = tmp_path / "mllm.html"
     assert runner.invoke(app, ["report", str(run), "--out", str(html)]).exit_code == 0
