@@ -121,15 +121,19 @@
     });
     if (s.human !== undefined) {
       rows.push(el("tr", {"data-evaluator": "human"}, [el("td", {text: "human"}), el("td", {"class": "num", text: fmt(s.human)}),
-        el("td"), el("td", {"class": "reason", text: "human score from the manifest"})]));
+        el("td"), el("td", {"class": "reason", text: "human score"})]));
     }
     return el("table", {"class": "data scores"}, [el("thead", null, [el("tr", null, [el("th", {text: "evaluator"}),
       el("th", {text: "value"}), el("th", {text: "status"}), el("th", {text: "note"})])]), el("tbody", null, rows)]);
   }
 
   function diceBlock(s) {
-    var dice = null;
+    var dice = null;  // the DICE evaluator's result, else one kept by a DICE-masked metric (as collect.dice_details)
     if (s.scores.dice && s.scores.dice.details && s.scores.dice.details.differences) { dice = s.scores.dice.details; }
+    Object.keys(s.scores).forEach(function (ev) {
+      var d = s.scores[ev].details;
+      if (!dice && d && d.dice && d.dice.differences) { dice = d.dice; }
+    });
     if (!dice) { return null; }
     var items = (dice.differences || []).map(function (d, i) {
       var v = d.verdict, verdict = null;
