@@ -551,6 +551,11 @@ def compare_cmd(
         raise typer.Exit(1)  # no verdict: scripts must not read success
 
 
+from editlens.cli.report_commands import register as _register_report  # noqa: E402
+
+_register_report(app)  # editlens report, editlens view
+
+
 def main() -> None:
     from editlens.cli.meta import register as register_meta
 

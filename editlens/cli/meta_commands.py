@@ -12,6 +12,14 @@ from editlens.cli.common import emit_json, guarded
 meta_app = typer.Typer(no_args_is_help=True, help="Agreement of an evaluator with human judgments (official protocols).")
 
 JsonOpt = typer.Option(False, "--json", help="Machine-readable output.")
+ReportOpt = typer.Option(None, "--report", help="Also write a self-contained HTML report to this file.")
+
+
+def _write_report(path: Optional[Path], rep: dict, title: str, extra=None) -> None:  # type: ignore[no-untyped-def]
+    if path is not None:
+        from editlens.reporting.html import write_meta_report
+
+        typer.echo(f"wrote {write_meta_report(rep, path, title, extra)}", err=True)
 
 
 @meta_app.command("imagenhub")
@@ -25,11 +33,13 @@ def imagenhub(
     n_boot: int = typer.Option(1000, "--n-boot"),
     seed: int = typer.Option(0, "--seed"),
     json_out: bool = JsonOpt,
+    report: Optional[Path] = ReportOpt,
 ) -> None:
     """ImagenHub text-guided editing: per-method Spearman, aggregated."""
     from editlens.meta.reports import imagenhub_report
 
     rep = imagenhub_report(ratings, judge_outputs, predictions, metric, protocol, n_boot, seed)
+    _write_report(report, rep, "ImagenHub")
     if json_out:
         emit_json(rep)
         return
@@ -43,11 +53,12 @@ def imagenhub(
 @meta_app.command("genai-bench")
 @guarded
 def genai_bench(judge_outputs: Path = typer.Option(..., "--judge-outputs", help="Official result file (JSON list)."),
-                json_out: bool = JsonOpt) -> None:
+                json_out: bool = JsonOpt, report: Optional[Path] = ReportOpt) -> None:
     """GenAI-Bench image editing: official 4-way accuracy."""
     from editlens.meta.reports import genai_bench_report
 
     rep = genai_bench_report(judge_outputs)
+    _write_report(report, rep, "GenAI-Bench")
     if json_out:
         emit_json(rep)
         return
@@ -61,11 +72,15 @@ def pointwise(human: Path = typer.Option(..., "--human", help="JSONL {id, model,
               metric: Optional[str] = typer.Option(None, "--metric"),
               protocol: str = typer.Option("aurora", "--protocol", help="aurora (mean per-model r), official, fisher, mean."),
               n_boot: int = typer.Option(1000, "--n-boot"), seed: int = typer.Option(0, "--seed"),
-              json_out: bool = JsonOpt) -> None:
+              json_out: bool = JsonOpt, report: Optional[Path] = ReportOpt) -> None:
     """Point-wise agreement (AURORA-Bench style) with CIs and system-level tau."""
     from editlens.meta.reports import pointwise_report
 
     rep = pointwise_report(human, predictions, metric, protocol, n_boot, seed)
+    if report is not None:
+        from editlens.reporting.meta_html import pointwise_points
+
+        _write_report(report, rep, "point-wise", {"points": pointwise_points(human, predictions, metric)})
     if json_out:
         emit_json(rep)
         return
@@ -85,11 +100,15 @@ def pointwise(human: Path = typer.Option(..., "--human", help="JSONL {id, model,
 def pairwise(human: Path = typer.Option(..., "--human", help="JSONL {id, a, b, preference}."),
              predictions: Path = typer.Option(..., "--predictions", help="JSONL {id, score} or editlens results.jsonl."),
              metric: Optional[str] = typer.Option(None, "--metric"),
-             json_out: bool = JsonOpt) -> None:
+             json_out: bool = JsonOpt, report: Optional[Path] = ReportOpt) -> None:
     """Pair-wise accuracy with tie calibration (Deutsch et al., 2023)."""
     from editlens.meta.reports import pairwise_report
 
     rep = pairwise_report(human, predictions, metric)
+    if report is not None:
+        from editlens.reporting.meta_html import pairwise_confusion
+
+        _write_report(report, rep, "pair-wise", {"confusion": pairwise_confusion(human, predictions, rep["threshold"], metric)})
     if json_out:
         emit_json(rep)
         return

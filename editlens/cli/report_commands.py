@@ -1,0 +1,67 @@
+"""``editlens report`` and ``editlens view``: the HTML report of a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from editlens.cli.common import guarded
+
+ManifestOpt = typer.Option(None, "--manifest", help="The run's manifest, when it moved since the run "
+                           "(default: the path the run recorded).")
+HumanOpt = typer.Option(None, "--human", help="JSONL {id, human}: human scores to correlate with "
+                        "(a manifest column 'human' is used too).")
+ThumbOpt = typer.Option(None, "--thumb-size", min=16, max=2048, help="Longest side of the embedded thumbnails in pixels "
+                        "(default 256, or 160 above 300 edits).")
+
+
+@guarded
+def report_cmd(
+    run_dir: Path = typer.Argument(..., help="Run directory (from `editlens run`)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="HTML file to write (default RUN_DIR/report.html)."),
+    manifest: Optional[Path] = ManifestOpt,
+    human: Optional[Path] = HumanOpt,
+    thumb_size: Optional[int] = ThumbOpt,
+    meta_eval: Optional[List[Path]] = typer.Option(None, "--meta-eval", help="A saved `editlens meta-eval ... --json` "
+                                                   "result to include. Repeatable."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap CIs."),
+) -> None:
+    """Write a self-contained HTML report of a run: images with boxes, verdicts, scores, tables, plots."""
+    from editlens.reporting.html import write_run_report
+
+    path = write_run_report(run_dir, out, manifest=manifest, human=human, meta_eval=meta_eval or [],
+                            thumb_size=thumb_size, seed=seed)
+    typer.echo(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB); open it in a browser")
+
+
+@guarded
+def view_cmd(
+    run_dir: Path = typer.Argument(..., help="Run directory (from `editlens run`)."),
+    port: int = typer.Option(0, "--port", help="Port on 127.0.0.1 (default: any free port)."),
+    manifest: Optional[Path] = ManifestOpt,
+    human: Optional[Path] = HumanOpt,
+    thumb_size: Optional[int] = ThumbOpt,
+    open_browser: bool = typer.Option(False, "--open", help="Also open it in the default browser."),
+) -> None:
+    """Serve a run's report on 127.0.0.1 (this machine only) and print its URL; Ctrl-C stops."""
+    from editlens.reporting.serve import ReportServer
+
+    server = ReportServer(run_dir, port=port, manifest=manifest, human=human, thumb_size=thumb_size)
+    typer.echo(f"serving the report of {run_dir} at {server.url}  (Ctrl-C to stop)", err=False)
+    if open_browser:
+        import webbrowser
+
+        webbrowser.open(server.url)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report_cmd)
+    app.command("view")(view_cmd)
