@@ -20,7 +20,7 @@ import threading
 import time
 from concurrent.futures import Future
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Sequence
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -162,7 +162,8 @@ def completion_json(gen: Generation, model: str, req: ChatRequest, want_logprobs
 
 
 def build_app(backend: Any, model_name: str, api_key: str | None = None, max_image_bytes: int = 20 * 1024 * 1024,
-              max_batch: int = 8, batch_window_ms: float = 10.0) -> Any:
+              max_batch: int = 8, batch_window_ms: float = 10.0, routers: Sequence[Any] = ()) -> Any:
+    """``routers``: extra FastAPI routers (e.g. ``/v1/score`` from editlens.adiee.serve), behind the same API key."""
     batcher = Batcher(backend, max_batch, batch_window_ms)
 
     @asynccontextmanager
@@ -210,4 +211,6 @@ def build_app(backend: Any, model_name: str, api_key: str | None = None, max_ima
             return error(500, gen.error, "server_error")
         return completion_json(gen, model_name, req, bool(body.get("logprobs")))
 
+    for router in routers:
+        app.include_router(router)
     return app

@@ -60,4 +60,11 @@ BUILTIN: list[MetricSpec] = [
                vlm="required"),
     MetricSpec("change_map", "editlens.metrics.changemap:ChangeMapMetric", _PAIR, False, (0.0, 1.0), None,
                "model-free changed-area fraction, with changed regions (boxes) in details"),
+    # ADIEE (editlens.adiee): trained scorers; checkpoints via --model adiee=DIR / adiee_fast=DIR
+    MetricSpec("adiee", "editlens.adiee.evaluator:AdieeEvaluator", ("source", "edited", "instruction"), True,
+               (0.0, 10.0), "adiee", "ADIEE scorer: VLM with a [SCORE] token decoded by an MLP, 0-10 (cached)",
+               {"models": {}}),
+    MetricSpec("adiee_fast", "editlens.adiee.evaluator:AdieeFastEvaluator", ("source", "edited", "instruction"), True,
+               (0.0, 10.0), "adiee_fast", "fast ADIEE scorer: MLP on frozen CLIP/DINOv2 features, 0-10",
+               {"models": {}}),
 ]

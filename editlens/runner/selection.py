@@ -86,7 +86,7 @@ def select_metrics(
                 raise ModelUnavailableError(f"metric {spec.name!r} cannot run: {reason}")
             sel.skipped.append((spec.name, reason or "unavailable"))
             continue
-        if spec.model in ("clip", "dino") or spec.vlm != "none":
+        if spec.model in ("clip", "dino") or spec.vlm != "none" or "models" in spec.defaults:
             opts.setdefault("models", models)
             opts.setdefault("device", device)
         sel.metrics.append(create_metric(spec.name, **opts))
