@@ -393,8 +393,10 @@ def serve_cmd(
     max_batch: int = typer.Option(8, "--max-batch", help="Requests answered by one generate() call."),
     device: str = typer.Option("auto", "--device"),
     dtype: str = typer.Option("auto", "--dtype"),
+    score: Optional[str] = typer.Option(None, "--score", help="Also serve POST /v1/score with these evaluators (e.g. adiee)."),
+    model: Optional[List[str]] = ModelOpt,
 ) -> None:
-    """Serve a local VLM over an OpenAI-compatible /v1/chat/completions API."""
+    """Serve a local VLM over an OpenAI-compatible /v1/chat/completions API (and /v1/score with --score)."""
     import os
 
     import uvicorn
@@ -409,8 +411,15 @@ def serve_cmd(
             typer.echo(f"error: --api-key-env {api_key_env} is set but ${api_key_env} is empty", err=True)
             raise typer.Exit(2)
     backend = TransformersBackend(vlm, device=device, dtype=dtype, batch_size=max_batch)
+    routers = []
+    if score:
+        from editlens.adiee.serve import score_router
+        from editlens.runner.selection import select_metrics
+
+        sel = select_metrics(split_names(score), models=parse_models(model), device=device)
+        routers.append(score_router({m.name: m for m in sel.metrics}, max_image_bytes=int(max_image_mb * 1024 * 1024)))
     app_ = build_app(backend, name or vlm, api_key=key, max_image_bytes=int(max_image_mb * 1024 * 1024),
-                     max_batch=max_batch)
+                     max_batch=max_batch, routers=routers)
     typer.echo(f"serving {name or vlm} at http://{host}:{port}/v1" + (" (API key required)" if key else ""), err=True)
     uvicorn.run(app_, host=host, port=port, log_level="warning")
 
@@ -449,6 +458,9 @@ def main() -> None:
     from editlens.cli.meta import register as register_meta
 
     register_meta(app)
+    from editlens.cli.adiee_commands import register as register_adiee
+
+    register_adiee(app)
     app()
 
 
