@@ -109,10 +109,13 @@ def _family(mref: ModelRef) -> tuple[str, Any]:
     return str(cfg.model_type), family
 
 
-def load_processor(mref: ModelRef) -> Any:
+def load_processor(mref: ModelRef, family: Any = None) -> Any:
+    """The processor saved at ``mref``; ``family`` (from the model's config)
+    when the folder has no config.json of its own."""
     import transformers
 
-    _, family = _family(mref)
+    if family is None:
+        _, family = _family(mref)
     try:
         proc = load_pretrained(transformers.AutoProcessor, mref)
         if hasattr(proc, "image_processor") and hasattr(proc, "tokenizer"):
@@ -296,7 +299,7 @@ def load_released(path: str | Path, base: str | None = None, device: str = "auto
     if cfg_ref is None:
         raise CheckpointError(f"{path}: no config.json; pass the base model it was trained from (--base)")
     model_type, family = _family(cfg_ref)
-    processor = load_processor(model_reference(str(path)))
+    processor = load_processor(model_reference(str(path)), family)
     if processor.tokenizer.convert_tokens_to_ids(SCORE_TOKEN) in (None, processor.tokenizer.unk_token_id):
         raise CheckpointError(f"{path}: the saved tokenizer has no {SCORE_TOKEN} token")
     state = read_state(path)
@@ -350,7 +353,7 @@ def load_ours(path: str | Path, base: str | None = None, device: str = "auto", d
     dev = pick_device(device)
     dt = pick_training_dtype(dev, dtype)
     vlm = load_pretrained(getattr(transformers, family.model_class), base_ref, dtype=dt)
-    processor = load_processor(model_reference(str(path)))
+    processor = load_processor(model_reference(str(path)), family)
     add_score_token(vlm, processor)
     adapter_cfg = path / "adapter_config.json"
     if not adapter_cfg.is_file() or not (path / "adapter_model.safetensors").is_file():
@@ -363,6 +366,8 @@ def load_ours(path: str | Path, base: str | None = None, device: str = "auto", d
     expected = set(get_peft_model_state_dict(vlm).keys())
     rep = LoadReport("ours", str(path))
     rep.missing = sorted(expected - set(saved))
+    rep.unexpected = sorted(set(saved) - expected)
+    rep.check()  # before peft sees an incomplete adapter (it would fail deep inside)
     res = set_peft_model_state_dict(vlm, saved)
     rep.unexpected = sorted(res.unexpected_keys)
     dec_file = path / DECODER_FILE

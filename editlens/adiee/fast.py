@@ -157,7 +157,7 @@ def train_fast(data_dir: str | Path, out: str | Path, models: dict[str, str] | N
         loss = nn.functional.l1_loss(head.scores(x[tr]), y[tr])
         loss.backward()
         opt.step()
-        log.append(float(loss))
+        log.append(float(loss.detach()))
         if epoch == 0 or (epoch + 1) % max(1, epochs // 5) == 0:
             echo(f"epoch {epoch + 1:>4}  train L1 {float(loss):.4f}")
     head.eval()

@@ -16,20 +16,19 @@ import threading
 from typing import Any, Mapping
 
 import numpy as np
+from fastapi import APIRouter, HTTPException, Request
 from PIL import Image, UnidentifiedImageError
 
 from editlens.core.types import LoadedEdit
 
 
 def _image(value: Any, where: str, max_bytes: int) -> np.ndarray:
-    from fastapi import HTTPException
-
     if not isinstance(value, str) or not value:
         raise HTTPException(400, f"{where}: expected a base64 image or data URL")
     data = value.split(",", 1)[1] if value.startswith("data:") else value
     try:
         raw = base64.b64decode(data, validate=True)
-    except ValueError:
+    except ValueError:  # binascii.Error is a ValueError
         raise HTTPException(400, f"{where}: not valid base64") from None
     if len(raw) > max_bytes:
         raise HTTPException(413, f"{where}: image larger than {max_bytes} bytes")
@@ -41,8 +40,6 @@ def _image(value: Any, where: str, max_bytes: int) -> np.ndarray:
 
 def score_router(metrics: Mapping[str, Any], max_items: int = 64, max_image_bytes: int = 20 * 1024 * 1024) -> Any:
     """A FastAPI router serving ``POST /v1/score`` with the given evaluators."""
-    from fastapi import APIRouter, HTTPException, Request
-
     router = APIRouter()
     lock = threading.Lock()  # one model call at a time per process
     default = next(iter(metrics))

@@ -301,6 +301,9 @@ def relabel_cmd(
 
 
 def register(app: typer.Typer) -> None:
+    if getattr(app, "_adiee_registered", False):  # idempotent (tests register on the shared app)
+        return
+    app._adiee_registered = True  # type: ignore[attr-defined]
     app.add_typer(adiee_app, name="adiee")
     app.command("best-of-n")(guarded(best_of_n_cmd))
     app.command("relabel")(guarded(relabel_cmd))
