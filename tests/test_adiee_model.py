@@ -229,26 +229,26 @@ def test_training_loss_down_resume_and_our_layout(tiny_vlm_dirs, tmp_path):
     from editlens.adiee.train import TrainConfig, train
 
     data = _tiny_dataset(tmp_path / "ds")
-    common = dict(base=str(tiny_vlm_dirs["llava_next"]), data=str(data), steps=12, lr=5e-3, batch_size=2,
-                  image_side=32, lora_dropout=0.0, val_every=6, save_every=4, device="cpu", seed=1)
+    common = dict(base=str(tiny_vlm_dirs["llava_next"]), data=str(data), steps=6, lr=5e-3, batch_size=2,
+                  image_side=32, lora_dropout=0.0, val_every=6, save_every=3, device="cpu", seed=1)
     lines = []
     s = train(TrainConfig(out=str(tmp_path / "a"), **common), echo=lines.append, progress=False)
     assert s["last_loss"] < s["first_loss"]
     assert any(line.startswith("step") for line in lines)
     assert (tmp_path / "a" / "loss.png").stat().st_size > 1000
     log = [json.loads(x) for x in (tmp_path / "a" / "log.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in log] == list(range(1, 13)) and "val_spearman" in log[5]
+    assert [r["step"] for r in log] == list(range(1, 7)) and "val_spearman" in log[5]
 
-    # interrupted after step 4, resumed: same final weights as the uninterrupted run
-    def stop_at_4(msg):
-        if msg.startswith("step     4"):
+    # interrupted after step 3, resumed: same final weights as the uninterrupted run
+    def stop_at_3(msg):
+        if msg.startswith("step     3"):
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        train(TrainConfig(out=str(tmp_path / "b"), **common), echo=stop_at_4, progress=False)
+        train(TrainConfig(out=str(tmp_path / "b"), **common), echo=stop_at_3, progress=False)
     out = []
     train(TrainConfig(out=str(tmp_path / "b"), **common), echo=out.append, progress=False)
-    assert any("resumed" in x and "step 4" in x for x in out)
+    assert any("resumed" in x and "step 3" in x for x in out)
     a, _, ha = load_scorer(tmp_path / "a" / "scorer", device="cpu")
     b, rep, _ = load_scorer(tmp_path / "b" / "scorer", device="cpu")
     assert ha == "score-token" and rep.format == "ours" and rep.missing == []
