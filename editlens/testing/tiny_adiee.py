@@ -67,3 +67,37 @@ if __name__ == "__main__":  # python -m editlens.testing.tiny_adiee DIR
 
     for name, path in build_all(Path(sys.argv[1])).items():
         print(f"{name}={path}")
+
+
+def build_llava_next_sized(out: Path, size: str = "tiny") -> Path:
+    """LLaVA-NeXT with random weights. ``"tiny"``: the test model of
+    :func:`editlens.testing.tiny_models.build_llava_next`. ``"0.5b"``: about
+    0.45B parameters (a CLIP-B/14-like 86M vision tower at 336 px, a 24-layer
+    1024-wide Llama text model), tiles of 336 px as in LLaVA-NeXT, so a
+    1024x512 side-by-side pair becomes a base view plus two tiles."""
+    import torch
+    from transformers import LlavaNextConfig, LlavaNextForConditionalGeneration, LlavaNextImageProcessorPil, \
+        LlavaNextProcessor
+
+    from editlens.testing.tiny_models import LLAVA_TEMPLATE, build_llava_next, train_tokenizer
+
+    if size == "tiny":
+        return build_llava_next(out)
+    if size != "0.5b":
+        raise ValueError(f"unknown size {size!r}; use tiny or 0.5b")
+    tok = train_tokenizer(["<image>"])
+    pinpoints = [[336, 672], [672, 336], [672, 672], [336, 1008], [1008, 336]]
+    cfg = LlavaNextConfig(
+        vision_config=dict(model_type="clip_vision_model", hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
+                           num_attention_heads=12, image_size=336, patch_size=14, projection_dim=768),
+        text_config=dict(model_type="llama", hidden_size=1024, intermediate_size=3072, num_hidden_layers=24,
+                         num_attention_heads=16, num_key_value_heads=8, vocab_size=32000,
+                         pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id),
+        image_token_index=tok.convert_tokens_to_ids("<image>"), image_grid_pinpoints=pinpoints, vision_feature_layer=-2)
+    torch.manual_seed(0)
+    LlavaNextForConditionalGeneration(cfg).save_pretrained(out)
+    ip = LlavaNextImageProcessorPil(size={"shortest_edge": 336}, crop_size={"height": 336, "width": 336},
+                                    image_grid_pinpoints=pinpoints)
+    LlavaNextProcessor(image_processor=ip, tokenizer=tok, patch_size=14, vision_feature_select_strategy="default",
+                       chat_template=LLAVA_TEMPLATE, num_additional_image_tokens=1).save_pretrained(out)
+    return out
