@@ -414,17 +414,19 @@ def _store_image(out: Path, arr: np.ndarray) -> str:
     return name
 
 
-_FILE_NAMES: dict[Path, str] = {}
+_FILE_NAMES: dict[tuple[Path, int, int], str] = {}
 
 
 def _store_file(out: Path, src: Path) -> str:
     """Copy an input file as it is (no re-encoding), named by its content hash."""
     import shutil
 
-    if src not in _FILE_NAMES:
+    st = src.stat()
+    key = (src, st.st_size, st.st_mtime_ns)  # a changed file is hashed again
+    if key not in _FILE_NAMES:
         digest = hashlib.blake2b(src.read_bytes(), digest_size=16).hexdigest()
-        _FILE_NAMES[src] = f"images/{digest}{src.suffix.lower()}"
-    name = _FILE_NAMES[src]
+        _FILE_NAMES[key] = f"images/{digest}{src.suffix.lower()}"
+    name = _FILE_NAMES[key]
     if not (out / name).is_file():
         atomic_write(out / name, lambda fh: shutil.copyfileobj(open(src, "rb"), fh), mode="wb")
     return name

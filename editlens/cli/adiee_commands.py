@@ -125,7 +125,7 @@ def export_cmd(checkpoint: Path = typer.Argument(..., help="Scorer checkpoint (e
     from editlens.adiee.checkpoint import load_scorer, save_released
 
     scorer, rep, hidden = load_scorer(checkpoint, base, device)
-    save_released(scorer, out, hidden="emitting-step")
+    save_released(scorer, out, hidden=hidden)  # keep the checkpoint's own default in adiee.json
     typer.echo(f"loaded {checkpoint} ({rep.format} layout, every key accounted for) -> released layout in {out}")
 
 
