@@ -62,6 +62,13 @@ def test_adiee_evaluator_registry_cache_and_run(released_ckpt, manifest, tmp_pat
     other = select_metrics(["adiee"], models=models, options={"adiee": {"image_side": 32, "hidden": "score-token"}},
                            device="cpu").metrics[0]
     assert [s.value for s in other.score_batch(samples)] != [s.value for s in first]
+    strict = select_metrics(["adiee"], models=models, options={"adiee": {"image_side": 32, "require_token": True}},
+                            device="cpu").metrics[0]
+    for sc, loose in zip(strict.score_batch(samples), first):  # a random model rarely emits [SCORE]
+        if loose.details["score_token_emitted"]:
+            assert sc.value == loose.value
+        else:
+            assert sc.status == "unscored" and sc.details["raw"] == loose.details["answer"]
     # through the runner, then meta-evaluation against labels
     res = run_evaluation(read_manifest(manifest).samples, [m], tmp_path / "run", progress=False)
     assert res.summary["counts"]["adiee"]["scored"] == 4

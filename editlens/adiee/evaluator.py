@@ -78,11 +78,14 @@ class AdieeEvaluator(Metric):
         base: base VLM of a checkpoint that does not name it.
         batch_size, max_new_tokens (8, as released), image_side (512).
         cache: ``True`` (user cache), a path, or ``False``/``"none"``.
+        require_token: record a sample as *unscored* (raw answer kept) when
+            the model never emits ``[SCORE]``, instead of decoding the last
+            step as the released scorer does (default ``False``).
     """
 
     def __init__(self, model: str | None = None, hidden: str = "auto", questions: str | None = None,
                  base: str | None = None, batch_size: int = 8, max_new_tokens: int = 8, image_side: int = 512,
-                 device: str = "auto", dtype: str = "auto", cache: bool | str = True,
+                 device: str = "auto", dtype: str = "auto", cache: bool | str = True, require_token: bool = False,
                  models: dict[str, str] | None = None) -> None:
         from editlens.adiee.model import HIDDEN_CHOICES
         from editlens.adiee.prompts import load_prompts
@@ -96,6 +99,7 @@ class AdieeEvaluator(Metric):
         self.device, self.dtype = device, dtype
         self.prompts = load_prompts({"adiee_questions": questions} if questions else None)
         self._cache_opt = cache
+        self.require_token = bool(require_token)
         self._cache: ScoreCache | None = None
         self._scorer: Any = None
         self._hidden: str | None = None
@@ -188,6 +192,9 @@ class AdieeEvaluator(Metric):
             r = found[k]
             if "error" in r:
                 out.append(Score(self.name, None, "failed", r["error"]))
+            elif self.require_token and not r["score_token_emitted"]:
+                out.append(Score(self.name, None, "unscored", "the model did not emit [SCORE]",
+                                 {"raw": r["answer"], "cached": k not in new}))
             else:
                 out.append(Score(self.name, float(r["score"]), details={**r, "cached": k not in new}))
         return out

@@ -159,7 +159,7 @@ def train_fast(data_dir: str | Path, out: str | Path, models: dict[str, str] | N
         opt.step()
         log.append(float(loss.detach()))
         if epoch == 0 or (epoch + 1) % max(1, epochs // 5) == 0:
-            echo(f"epoch {epoch + 1:>4}  train L1 {float(loss):.4f}")
+            echo(f"epoch {epoch + 1:>4}  train L1 {log[-1]:.4f}")
     head.eval()
     with torch.no_grad():
         val_pred = head.scores(x[va]).tolist() if int(va.sum()) else []
