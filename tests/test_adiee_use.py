@@ -201,3 +201,42 @@ def test_make_data_cli(tmp_path):
     assert "12 samples" in r.stdout and "augmented_source 8" in r.stdout
     r = CliRunner().invoke(app, ["adiee", "make-data", str(d / "missing.jsonl"), "--out", str(tmp_path / "ds2")])
     assert r.exit_code == 2 and "file not found" in r.output
+
+
+def test_serve_includes_score_router_behind_api_key():
+    from fastapi.testclient import TestClient
+
+    from editlens.adiee.serve import score_router
+    from editlens.backends.server import build_app
+    from editlens.metrics.registry import create_metric
+
+    class _NoBackend:  # /v1/score never touches the chat backend
+        def generate(self, requests):
+            raise AssertionError("not used")
+
+    app = build_app(_NoBackend(), "tiny", api_key="k", routers=[score_router({"l1": create_metric("l1")})])
+    img = np.zeros((4, 4, 3), np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(img).save(buf, format="PNG")
+    b64 = base64.b64encode(buf.getvalue()).decode()
+    body = {"items": [{"source": b64, "edited": b64, "instruction": "x"}]}
+    with TestClient(app) as client:
+        assert client.post("/v1/score", json=body).status_code == 401
+        r = client.post("/v1/score", json=body, headers={"Authorization": "Bearer k"})
+        assert r.status_code == 200 and r.json()["scores"][0]["value"] == 0.0
+
+
+@pytest.mark.integration
+def test_aurora_multi_turn_sessions():
+    from helpers import shared_path
+
+    from editlens.adiee.data import find_sequences, read_edits
+
+    root = shared_path("data", "aurora")
+    edits = read_edits(root / "edits.jsonl")
+    seqs, skipped = find_sequences(root / "data" / "magicbrush", edits)
+    assert seqs and not skipped
+    by_pair = {(e.source, e.reference): e.instruction for e in edits}
+    for s in seqs:  # turn k's instruction is the edit from image k-1 to image k
+        assert len(s.instructions) == len(s.images) - 1
+        assert all(by_pair[(s.images[k - 1], s.images[k])] == s.instructions[k - 1] for k in range(1, len(s.images)))
