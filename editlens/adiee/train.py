@@ -334,7 +334,7 @@ def train(cfg: TrainConfig, echo: Callable[[str], None] = print, progress: bool 
     if cfg.layout in ("ours", "both"):
         final["ours"] = str(save_ours(scorer, out / "scorer", cfg.base, extra=meta))
     if cfg.layout in ("released", "both"):
-        final["released"] = str(save_released(scorer, out / "scorer-released"))
+        final["released"] = str(save_released(scorer, out / "scorer-released", hidden="score-token"))
     k = max(1, len(log) // 5)  # first and last fifth of the run
     first = [r["loss"] for r in log[:k]]
     last = [r["loss"] for r in log[-k:]]
