@@ -485,8 +485,10 @@ def serve_cmd(
     access_log: bool = typer.Option(True, "--access-log/--no-access-log", help="One stderr line per request."),
     device: str = typer.Option("auto", "--device"),
     dtype: str = typer.Option("auto", "--dtype"),
+    score: Optional[str] = typer.Option(None, "--score", help="Also serve POST /v1/score with these evaluators (e.g. adiee)."),
+    model: Optional[List[str]] = ModelOpt,
 ) -> None:
-    """Serve a local VLM over an OpenAI-compatible /v1/chat/completions API."""
+    """Serve a local VLM over an OpenAI-compatible /v1/chat/completions API (and /v1/score with --score)."""
     from editlens.backends.local import TransformersBackend
     from editlens.backends.serving import serve_app
     from editlens.backends.server import ServeLimits, build_app
@@ -504,7 +506,14 @@ def serve_cmd(
     limits = ServeLimits(max_tokens=max_tokens, max_n=max_n, request_timeout=request_timeout,
                          max_image_bytes=int(max_image_mb * 1024 * 1024), max_image_pixels=max_image_pixels)
     backend = TransformersBackend(vlm, device=device, dtype=dtype, batch_size=max_batch)
-    app_ = build_app(backend, name or vlm, api_key=key, max_batch=max_batch, limits=limits)
+    routers = []
+    if score:  # POST /v1/score with registered evaluators (e.g. adiee), for RL trainers
+        from editlens.adiee.serve import score_router
+        from editlens.runner.selection import select_metrics
+
+        sel = select_metrics(split_names(score), models=parse_models(model), device=device)
+        routers.append(score_router({m.name: m for m in sel.metrics}, max_image_bytes=limits.max_image_bytes))
+    app_ = build_app(backend, name or vlm, api_key=key, max_batch=max_batch, limits=limits, routers=routers)
     serve_app(app_, host, port, banner=lambda url: f"serving {name or vlm} at {url}"
               + (" (API key required)" if key else ""), access_log=access_log)
 
@@ -563,6 +572,9 @@ def main() -> None:
     from editlens.cli.twoframe_commands import twoframe_app
 
     app.add_typer(twoframe_app, name="twoframe")
+    from editlens.cli.adiee_commands import register as register_adiee
+
+    register_adiee(app)
     app()
 
 

@@ -77,6 +77,11 @@ BUILTIN: list[MetricSpec] = [
                True, (-1.0, 1.0), "twoframe", "two-frame video CLIP with the order-aware temporal head "
                "(frame positions + difference token)", {"mode": "order"},
                availability="editlens.twoframe.evaluator:check_available"),
+    # ADIEE (editlens.adiee): trained scorers; checkpoints via --model adiee=DIR / adiee_fast=DIR
+    MetricSpec("adiee", "editlens.adiee.evaluator:AdieeEvaluator", ("source", "edited", "instruction"), True,
+               (0.0, 10.0), "adiee", "ADIEE scorer: VLM with a [SCORE] token decoded by an MLP, 0-10 (cached)"),
+    MetricSpec("adiee_fast", "editlens.adiee.evaluator:AdieeFastEvaluator", ("source", "edited", "instruction"), True,
+               (0.0, 10.0), "adiee_fast", "fast ADIEE scorer: MLP on frozen CLIP/DINOv2 features, 0-10"),
 ]
 
 # -- run metadata (the runner and the reports read these, never metric names) --

@@ -1,0 +1,98 @@
+"""ADIEE scorer throughput on a random LLaVA-NeXT with a [SCORE] token, in one run:
+
+1. batched scoring (one generate() per batch, left padding) vs one edit at a time;
+2. a cached rerun (the scorer's SQLite cache) vs the first run.
+
+    python benchmarks/adiee_throughput.py [--size 0.5b] [--requests 8] [--dtype auto] [--image-side 512]
+
+``--size 0.5b`` builds a ~0.45B model (CLIP-B/14-like tower at 336 px with
+LLaVA-NeXT tiling, 24-layer 1024-wide Llama); ``--size tiny`` is a smoke
+test. The device is CUDA when available (bf16 there with ``--dtype auto``),
+else the CPU (float32). Targets: batching >= 2x, cached rerun >= 50x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import source_images  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size", default="0.5b", choices=["tiny", "0.5b"])
+    ap.add_argument("--requests", type=int, default=8)
+    ap.add_argument("--dtype", default="auto")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--image-side", type=int, default=512)
+    args = ap.parse_args()
+    import torch
+
+    from editlens.adiee.checkpoint import save_released, scorer_from_base
+    from editlens.adiee.evaluator import AdieeEvaluator
+    from editlens.metrics.registry import create_metric
+    from editlens.testing.tiny_adiee import build_llava_next_sized
+
+    with tempfile.TemporaryDirectory() as tmp:
+        t = time.perf_counter()
+        base = build_llava_next_sized(Path(tmp) / "base", args.size)
+        ckpt = save_released(scorer_from_base(str(base), device="cpu", dtype="float32"), Path(tmp) / "ckpt")
+        build_s = time.perf_counter() - t
+        imgs = source_images(args.requests + 1, size=args.image_side)
+        items = [(imgs[i], imgs[i + 1], f"edit instruction number {i}: make it look different") for i in range(args.requests)]
+
+        def evaluator(batch: int, cache: bool | str) -> AdieeEvaluator:
+            return create_metric("adiee", model=str(ckpt), batch_size=batch, image_side=args.image_side,
+                                 device=args.device, dtype=args.dtype, cache=cache)
+
+        single = evaluator(1, False)
+        scorer = single.scorer
+        params = sum(p.numel() for p in scorer.parameters())
+        device, dtype = str(scorer.device), str(next(scorer.vlm.parameters()).dtype).replace("torch.", "")
+        print(f"device {device} ({torch.cuda.get_device_name() if device.startswith('cuda') else 'cpu'}), "
+              f"dtype {dtype}, {params / 1e6:.0f}M parameters", flush=True)
+        single.score_many(items[:1])  # warm-up
+
+        def timed(fn):  # type: ignore[no-untyped-def]
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            out = fn()
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
+            return out, time.perf_counter() - t0
+
+        one, one_s = timed(lambda: [single.score_many([it])[0] for it in items])
+        batched = evaluator(args.requests, False)
+        batched._scorer, batched._hidden = scorer, single._hidden  # same weights: no second load
+        many, many_s = timed(lambda: batched.score_many(items))
+        cached = evaluator(args.requests, str(Path(tmp) / "scores.sqlite"))
+        cached._scorer, cached._hidden = scorer, single._hidden
+        first, first_s = timed(lambda: cached.score_many(items))
+        calls = cached.calls
+        again, rerun_s = timed(lambda: cached.score_many(items))
+        diff = max(abs(a.value - b.value) for a, b in zip(one, many))
+        result = {
+            "size": args.size, "params_millions": round(params / 1e6, 1), "device": device, "dtype": dtype,
+            "requests": args.requests, "image_side": args.image_side, "max_new_tokens": 8,
+            "model_build_s": round(build_s, 1), "one_at_a_time_s": one_s, "batched_s": many_s,
+            "batching_speedup": one_s / many_s, "first_run_s": first_s, "cached_rerun_s": rerun_s,
+            "cache_speedup": first_s / rerun_s, "model_calls_in_rerun": cached.calls - calls,
+            "max_abs_score_diff_batched_vs_single": diff,
+            "same_scores_on_rerun": [s.value for s in again] == [s.value for s in first],
+        }
+        print(json.dumps(result, indent=2))
+        ok = result["batching_speedup"] >= 2 and result["cache_speedup"] >= 50 and result["model_calls_in_rerun"] == 0
+        print("PASS" if ok else "FAIL", f"batching {result['batching_speedup']:.2f}x (target >= 2x), "
+              f"cache {result['cache_speedup']:.0f}x (target >= 50x)")
+        sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,404 @@
+"""Save and load ADIEE scorers in two layouts.
+
+**Released layout** (compatible with the original release): one directory
+with the *full* state dict of the scorer, keys prefixed ``vlm.`` and
+``score_decoder.`` (``*.safetensors`` or ``*.bin``, sharded or not), the
+processor whose tokenizer holds ``[SCORE]``, and the VLM's ``config.json``
+(when a checkpoint lacks it, pass the base model with ``base=``). Key names
+written by older transformers versions (``language_model.model.layers...``)
+are renamed to the current ones. An ``adiee.json`` is added by us; a
+checkpoint without it is read as released (``emitting-step``).
+
+**Our layout**: LoRA adapters (``adapter_model.safetensors`` and
+``adapter_config.json``, written by peft, with the resized embeddings and LM
+head), ``score_decoder.safetensors``, the processor, the VLM config and
+``adiee.json`` naming the base model. Much smaller than a full state dict.
+
+Loading accounts for every key: missing or unexpected keys and shape
+mismatches raise :class:`CheckpointError` listing them; a scorer never runs
+with randomly initialised parts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from editlens.adiee.model import HIDDEN_CHOICES, SCORE_TOKEN, AdieeScorer, add_score_token, head_of
+from editlens.errors import EditlensError, ModelUnavailableError
+from editlens.models.resolve import ModelRef, load_pretrained, model_reference, pick_device
+
+META_FILE = "adiee.json"
+DECODER_FILE = "score_decoder.safetensors"
+RELEASED_FILE = "model.safetensors"
+
+#: Old -> current key names, per family (transformers < 4.52 wrote the left side).
+KEY_RENAMES: dict[str, list[tuple[str, str]]] = {
+    "llava_next": [(r"^language_model\.model\.", "model.language_model."), (r"^language_model\.lm_head\.", "lm_head."),
+                   (r"^vision_tower\.", "model.vision_tower."),
+                   (r"^multi_modal_projector\.", "model.multi_modal_projector."),
+                   (r"^image_newline$", "model.image_newline")],
+    "qwen2_vl": [(r"^model\.(?!language_model\.|visual\.)", "model.language_model."), (r"^visual\.", "model.visual.")],
+}
+KEY_RENAMES["qwen2_5_vl"] = KEY_RENAMES["qwen2_vl"]
+
+
+class CheckpointError(EditlensError):
+    """A checkpoint is incomplete, inconsistent or unreadable."""
+
+
+@dataclass
+class LoadReport:
+    format: str
+    path: str
+    renamed: int = 0
+    missing: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+    mismatched: list[str] = field(default_factory=list)
+
+    def check(self) -> None:
+        if self.missing or self.unexpected or self.mismatched:
+            parts = [f"{name} ({len(keys)}): {', '.join(keys[:8])}{' ...' if len(keys) > 8 else ''}"
+                     for name, keys in (("missing", self.missing), ("unexpected", self.unexpected),
+                                        ("shape mismatch", self.mismatched)) if keys]
+            raise CheckpointError(f"{self.path}: the {self.format} checkpoint does not match the model; refusing to "
+                                  "run with randomly initialised or unused weights.\n  " + "\n  ".join(parts))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": self.format, "path": self.path, "renamed_keys": self.renamed, "missing": self.missing,
+                "unexpected": self.unexpected, "mismatched": self.mismatched}
+
+
+def rename_keys(state: dict[str, Any], family: str, known: set[str]) -> tuple[dict[str, Any], int]:
+    """Rename keys that the current model does not know but an older
+    transformers wrote; returns the new dict and how many were renamed.
+
+    >>> rename_keys({"language_model.lm_head.weight": 1}, "llava_next", {"lm_head.weight"})
+    ({'lm_head.weight': 1}, 1)
+    """
+    out, n = {}, 0
+    for k, v in state.items():
+        new = k
+        if k not in known:
+            for pat, rep in KEY_RENAMES.get(family, []):
+                cand = re.sub(pat, rep, k)
+                if cand != k and cand in known:
+                    new = cand
+                    n += 1
+                    break
+        out[new] = v
+    return out, n
+
+
+# -- base models -------------------------------------------------------------------
+def _family(mref: ModelRef) -> tuple[str, Any]:
+    from transformers import AutoConfig
+
+    from editlens.backends.families import FAMILIES
+
+    cfg = load_pretrained(AutoConfig, mref)
+    family = FAMILIES.get(cfg.model_type)
+    if family is None:
+        raise ModelUnavailableError(f"{mref.ref}: a {cfg.model_type!r} model; the ADIEE scorer supports "
+                                    f"{', '.join(sorted(FAMILIES))}")
+    return str(cfg.model_type), family
+
+
+def load_processor(mref: ModelRef, family: Any = None) -> Any:
+    """The processor saved at ``mref``; ``family`` (from the model's config)
+    when the folder has no config.json of its own."""
+    import transformers
+
+    if family is None:
+        _, family = _family(mref)
+    try:
+        proc = load_pretrained(transformers.AutoProcessor, mref)
+        if hasattr(proc, "image_processor") and hasattr(proc, "tokenizer"):
+            return proc
+        problem: Exception = ModelUnavailableError(f"{mref.ref}: AutoProcessor gave a {type(proc).__name__}")
+    except Exception as exc:  # noqa: BLE001 - e.g. a processor that needs torchvision
+        problem = exc
+    if family.fallback_processor is None or mref.local_dir is None:
+        raise problem
+    return family.fallback_processor(str(mref.local_dir))
+
+
+def pick_training_dtype(device: str, dtype: str = "auto") -> torch.dtype:
+    """bf16 on a GPU that supports it, else float32 (bf16 emulation on a CPU is slow)."""
+    table = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+             "float16": torch.float16, "fp16": torch.float16}
+    if dtype != "auto":
+        if dtype not in table:
+            raise ValueError(f"unknown dtype {dtype!r}; use auto or one of {', '.join(table)}")
+        return table[dtype]
+    if device.startswith("cuda") and torch.cuda.is_available() and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return torch.float32
+
+
+def scorer_from_base(base: str, head: str = "regression", device: str = "auto", dtype: str = "auto",
+                     seed: int = 0, quantize_4bit: bool = False, models: dict[str, str] | None = None) -> AdieeScorer:
+    """A new scorer for *training*: the base VLM with ``[SCORE]`` added and a
+    freshly initialised decoder (seeded). Inference loads trained checkpoints
+    with :func:`load_scorer` instead."""
+    import transformers
+
+    mref = model_reference(base, models)
+    model_type, family = _family(mref)
+    dev = pick_device(device)
+    dt = pick_training_dtype(dev, dtype)
+    kwargs: dict[str, Any] = {"dtype": dt}
+    if quantize_4bit:
+        if not (dev.startswith("cuda") and torch.cuda.is_available()):
+            raise ModelUnavailableError("QLoRA (4-bit) needs CUDA; train without --qlora on this machine")
+        try:
+            import bitsandbytes  # noqa: F401
+        except ImportError:
+            raise ModelUnavailableError("QLoRA needs bitsandbytes: pip install bitsandbytes") from None
+        kwargs["quantization_config"] = transformers.BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_compute_dtype=dt, bnb_4bit_quant_type="nf4")
+        kwargs["device_map"] = {"": dev}
+    vlm = load_pretrained(getattr(transformers, family.model_class), mref, **kwargs)
+    if not quantize_4bit:
+        vlm = vlm.to(dev)
+    processor = load_processor(mref)
+    add_score_token(vlm, processor)
+    torch.manual_seed(seed)
+    scorer = AdieeScorer(vlm, processor, head, model_type)
+    scorer.score_decoder.to(dev)
+    scorer.base_ref = mref.ref  # type: ignore[attr-defined]
+    return scorer
+
+
+# -- writing -------------------------------------------------------------------------
+def _write_meta(out: Path, scorer: AdieeScorer, fmt: str, hidden: str, extra: dict[str, Any] | None = None) -> None:
+    meta = {"format": fmt, "family": scorer.family, "head": scorer.head, "hidden": hidden,
+            "score_token": SCORE_TOKEN, "hidden_size": scorer.hidden_size, **(extra or {})}
+    (out / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+
+
+def _vlm_config(vlm: Any) -> Any:
+    base = vlm.get_base_model() if hasattr(vlm, "get_base_model") else vlm
+    return base.config
+
+
+def save_released(scorer: AdieeScorer, out: str | Path, hidden: str = "emitting-step") -> Path:
+    """Full state dict (``vlm.``/``score_decoder.``), processor, config.
+    LoRA adapters are merged into the weights first (on a copy of the state)."""
+    from safetensors.torch import save_file
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    vlm = scorer.vlm
+    if hasattr(vlm, "merge_and_unload"):
+        state = _merged_state(vlm)
+    else:
+        state = vlm.state_dict()
+    full = {f"vlm.{k}": v for k, v in state.items()}
+    full.update({f"score_decoder.{k}": v for k, v in scorer.score_decoder.state_dict().items()})
+    # safetensors refuses shared storage (tied embeddings): store each tensor on its own
+    save_file({k: v.detach().to("cpu").contiguous().clone() for k, v in full.items()}, str(out / RELEASED_FILE),
+              metadata={"format": "pt"})
+    _vlm_config(vlm).save_pretrained(out)
+    scorer.processor.save_pretrained(out)
+    _write_meta(out, scorer, "released", hidden)
+    return out
+
+
+def _merged_state(peft_model: Any) -> dict[str, torch.Tensor]:
+    """State dict of a peft model with LoRA merged, without changing the model."""
+    import copy
+
+    merged = copy.deepcopy(peft_model).merge_and_unload()
+    return merged.state_dict()
+
+
+def save_ours(scorer: AdieeScorer, out: str | Path, base: str, hidden: str = "score-token",
+              extra: dict[str, Any] | None = None) -> Path:
+    """LoRA adapters + decoder + processor + config + ``adiee.json``."""
+    from safetensors.torch import save_file
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if not hasattr(scorer.vlm, "peft_config"):
+        raise CheckpointError("our layout stores LoRA adapters; this scorer has none (save it with --layout released)")
+    scorer.vlm.save_pretrained(out)
+    save_file({k: v.detach().cpu().contiguous() for k, v in scorer.score_decoder.state_dict().items()},
+              str(out / DECODER_FILE))
+    _vlm_config(scorer.vlm).save_pretrained(out)
+    scorer.processor.save_pretrained(out)
+    _write_meta(out, scorer, "ours", hidden, {"base": base, **(extra or {})})
+    return out
+
+
+# -- reading -------------------------------------------------------------------------
+def read_meta(path: Path) -> dict[str, Any]:
+    f = path / META_FILE
+    if not f.is_file():
+        return {"format": "released", "hidden": "emitting-step"}
+    try:
+        return json.loads(f.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"{f}: not valid JSON ({exc.msg})") from None
+
+
+def _weight_files(path: Path) -> list[Path]:
+    skip = {DECODER_FILE, "adapter_model.safetensors"}
+    files = sorted(p for p in path.iterdir() if p.suffix in (".safetensors", ".bin") and p.name not in skip)
+    if not files:
+        raise CheckpointError(f"{path}: no weight files (*.safetensors or *.bin)")
+    return files
+
+
+def read_state(path: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    state: dict[str, torch.Tensor] = {}
+    for f in _weight_files(path):
+        try:
+            part = load_file(str(f)) if f.suffix == ".safetensors" else torch.load(f, map_location="cpu",
+                                                                                   weights_only=True)
+        except Exception as exc:  # noqa: BLE001
+            raise CheckpointError(f"{f}: cannot read weights ({type(exc).__name__}: {exc})") from None
+        state.update(part)
+    return state
+
+
+def _load_decoder(scorer_hidden: int, state: dict[str, torch.Tensor], where: str) -> tuple[Any, LoadReport]:
+    from editlens.adiee.model import ScoreDecoder
+
+    rep = LoadReport("decoder", where)
+    if "4.weight" not in state:
+        rep.missing = sorted(f"score_decoder.{k}" for k in ScoreDecoder(scorer_hidden, 1).state_dict())
+        return None, rep
+    out = int(state["4.weight"].shape[0])
+    dec = ScoreDecoder(scorer_hidden, out)
+    expected = dec.state_dict()
+    rep.missing = sorted(f"score_decoder.{k}" for k in set(expected) - set(state))
+    rep.unexpected = sorted(f"score_decoder.{k}" for k in set(state) - set(expected))
+    rep.mismatched = sorted(f"score_decoder.{k}" for k in set(expected) & set(state)
+                            if expected[k].shape != state[k].shape)
+    if not (rep.missing or rep.unexpected or rep.mismatched):
+        dec.load_state_dict(state)
+    return dec, rep
+
+
+def load_released(path: str | Path, base: str | None = None, device: str = "auto", dtype: str = "auto",
+                  models: dict[str, str] | None = None) -> tuple[AdieeScorer, LoadReport]:
+    import transformers
+    from transformers import AutoConfig
+
+    path = Path(path)
+    cfg_ref = model_reference(str(path)) if (path / "config.json").is_file() else (
+        model_reference(base, models) if base else None)
+    if cfg_ref is None:
+        raise CheckpointError(f"{path}: no config.json; pass the base model it was trained from (--base)")
+    model_type, family = _family(cfg_ref)
+    processor = load_processor(model_reference(str(path)), family)
+    if processor.tokenizer.convert_tokens_to_ids(SCORE_TOKEN) in (None, processor.tokenizer.unk_token_id):
+        raise CheckpointError(f"{path}: the saved tokenizer has no {SCORE_TOKEN} token")
+    state = read_state(path)
+    vlm_state = {k[4:]: v for k, v in state.items() if k.startswith("vlm.")}
+    dec_state = {k[len("score_decoder."):]: v for k, v in state.items() if k.startswith("score_decoder.")}
+    other = sorted(k for k in state if not k.startswith(("vlm.", "score_decoder.")))
+    if not vlm_state:
+        raise CheckpointError(f"{path}: no 'vlm.' keys; not a scorer checkpoint in the released layout")
+    cfg = load_pretrained(AutoConfig, cfg_ref)
+    emb = next((v for k, v in vlm_state.items() if k.endswith("embed_tokens.weight")), None)
+    text_cfg = getattr(cfg, "text_config", cfg)
+    if emb is not None and emb.shape[0] != text_cfg.vocab_size:
+        text_cfg.vocab_size = int(emb.shape[0])  # the released config is the base's: [SCORE] adds a row
+    cls = getattr(transformers, family.model_class)
+    dev = pick_device(device)
+    dt = pick_training_dtype(dev, dtype)
+    with torch.device("meta"):
+        known = set(cls(cfg).state_dict())
+    vlm_state, renamed = rename_keys(vlm_state, model_type, known)
+    rep = LoadReport("released", str(path), renamed=renamed, unexpected=other)
+    vlm, info = cls.from_pretrained(None, config=cfg, state_dict=vlm_state, output_loading_info=True, dtype=dt)
+    rep.missing += sorted(info.get("missing_keys") or [])
+    rep.unexpected += sorted(info.get("unexpected_keys") or [])
+    rep.mismatched += sorted(str(m[0]) if isinstance(m, tuple) else str(m) for m in info.get("mismatched_keys") or [])
+    dec, drep = _load_decoder(int(text_cfg.hidden_size), dec_state, str(path))
+    rep.missing += drep.missing
+    rep.unexpected += drep.unexpected
+    rep.mismatched += drep.mismatched
+    rep.check()
+    scorer = AdieeScorer(vlm, processor, head_of(dec.out_features), model_type)
+    scorer.score_decoder = dec
+    scorer.to(dev).eval()
+    if len(processor.tokenizer) > vlm.get_input_embeddings().weight.shape[0]:
+        raise CheckpointError(f"{path}: the tokenizer has {len(processor.tokenizer)} tokens but the embeddings only "
+                              f"{vlm.get_input_embeddings().weight.shape[0]} rows")
+    return scorer, rep
+
+
+def load_ours(path: str | Path, base: str | None = None, device: str = "auto", dtype: str = "auto",
+              models: dict[str, str] | None = None) -> tuple[AdieeScorer, LoadReport]:
+    import transformers
+    from peft import LoraConfig, get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    meta = read_meta(path)
+    base_ref = model_reference(base or meta.get("base") or "", models)
+    if not base_ref.ref:
+        raise CheckpointError(f"{path}/{META_FILE}: no base model recorded; pass --base")
+    model_type, family = _family(base_ref)
+    dev = pick_device(device)
+    dt = pick_training_dtype(dev, dtype)
+    vlm = load_pretrained(getattr(transformers, family.model_class), base_ref, dtype=dt)
+    processor = load_processor(model_reference(str(path)), family)
+    add_score_token(vlm, processor)
+    adapter_cfg = path / "adapter_config.json"
+    if not adapter_cfg.is_file() or not (path / "adapter_model.safetensors").is_file():
+        raise CheckpointError(f"{path}: adapter_config.json / adapter_model.safetensors missing")
+    conf = json.loads(adapter_cfg.read_text(encoding="utf-8"))
+    keep = {k: v for k, v in conf.items() if k in LoraConfig.__dataclass_fields__}
+    keep["inference_mode"] = True
+    vlm = get_peft_model(vlm, LoraConfig(**keep))
+    saved = load_file(str(path / "adapter_model.safetensors"))
+    expected = set(get_peft_model_state_dict(vlm).keys())
+    rep = LoadReport("ours", str(path))
+    rep.missing = sorted(expected - set(saved))
+    rep.unexpected = sorted(set(saved) - expected)
+    rep.check()  # before peft sees an incomplete adapter (it would fail deep inside)
+    res = set_peft_model_state_dict(vlm, saved)
+    rep.unexpected = sorted(res.unexpected_keys)
+    dec_file = path / DECODER_FILE
+    if not dec_file.is_file():
+        raise CheckpointError(f"{path}: {DECODER_FILE} missing")
+    hidden_size = int(getattr(vlm.get_base_model().config, "text_config", vlm.get_base_model().config).hidden_size)
+    dec, drep = _load_decoder(hidden_size, load_file(str(dec_file)), str(path))
+    rep.missing += drep.missing
+    rep.unexpected += drep.unexpected
+    rep.mismatched += drep.mismatched
+    rep.check()
+    scorer = AdieeScorer(vlm, processor, head_of(dec.out_features), model_type)
+    scorer.score_decoder = dec
+    scorer.to(dev).eval()
+    return scorer, rep
+
+
+def load_scorer(path: str | Path, base: str | None = None, device: str = "auto", dtype: str = "auto",
+                models: dict[str, str] | None = None) -> tuple[AdieeScorer, LoadReport, str]:
+    """Load either layout; returns the scorer, the key report and the
+    checkpoint's default hidden-state choice."""
+    p = Path(path)
+    if not p.is_dir():
+        raise ModelUnavailableError(f"{p}: ADIEE checkpoint directory not found")
+    meta = read_meta(p)
+    fmt = meta.get("format", "released")
+    if fmt == "ours" or (p / "adapter_config.json").is_file():
+        scorer, rep = load_ours(p, base, device, dtype, models)
+    else:
+        scorer, rep = load_released(p, base, device, dtype, models)
+    hidden = meta.get("hidden", "emitting-step" if fmt == "released" else "score-token")
+    if hidden not in HIDDEN_CHOICES:
+        raise CheckpointError(f"{p}/{META_FILE}: hidden {hidden!r} is not one of {HIDDEN_CHOICES}")
+    return scorer, rep, hidden

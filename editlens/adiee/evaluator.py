@@ -1,0 +1,233 @@
+"""Registered evaluators ``adiee`` (the VLM scorer) and ``adiee_fast`` (the
+feature scorer), usable from ``score``, ``run`` and meta-evaluation.
+
+Both give a score on 0-10 (higher is better). The checkpoint comes from
+``--model adiee=DIR`` (or ``--option adiee.model=DIR``,
+``EDITLENS_MODEL_ADIEE``). ADIEE scores are cached per checkpoint weights,
+hidden-state choice, question template, image size and the content of the
+two images and the instruction, so a rerun costs no model call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any, Sequence
+
+from editlens.core.types import LoadedEdit, Score
+from editlens.errors import EditlensError, ModelUnavailableError
+from editlens.metrics.base import Metric
+from editlens.paths import cache_dir
+
+
+class ScoreCache:
+    """SQLite map from a request key to a JSON result (WAL, safe across processes)."""
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = Path(path) if path else cache_dir() / "adiee_scores.sqlite"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        try:
+            self.conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, result TEXT NOT NULL)")
+        except sqlite3.DatabaseError as exc:
+            raise EditlensError(f"{self.path}: the ADIEE score cache is unusable ({exc}); move it away or pass "
+                                "--option adiee.cache=none") from exc
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        with self._lock:
+            for i in range(0, len(keys), 500):
+                part = list(keys[i : i + 500])
+                q = f"SELECT key, result FROM scores WHERE key IN ({','.join('?' * len(part))})"
+                out.update({k: json.loads(r) for k, r in self.conn.execute(q, part).fetchall()})
+        return out
+
+    def put_many(self, items: dict[str, dict[str, Any]]) -> None:
+        with self._lock, self.conn:
+            self.conn.executemany("INSERT OR REPLACE INTO scores VALUES (?, ?)",
+                                  [(k, json.dumps(v)) for k, v in items.items()])
+
+
+def _key(*parts: Any) -> str:
+    return hashlib.blake2b(json.dumps(parts, sort_keys=True, default=str).encode(), digest_size=20).hexdigest()
+
+
+def _checkpoint_ref(model: str | None, models: dict[str, str] | None, role: str) -> Any:
+    from editlens.models.resolve import model_reference
+
+    mref = model_reference(model or role, models)
+    if mref.local_dir is None:
+        raise ModelUnavailableError(f"no {role} checkpoint: pass --model {role}=DIR (a directory written by "
+                                    f"`editlens adiee train`/`fast-train` or a released checkpoint); got {mref.ref!r}")
+    return mref
+
+
+class AdieeEvaluator(Metric):
+    """The ADIEE VLM scorer.
+
+    Options:
+        model: checkpoint directory (either layout); default role ``adiee``.
+        hidden: ``auto`` (the checkpoint's default), ``emitting-step`` or ``score-token``.
+        questions: a question-template file (one per line, ``$instruction``);
+            the first line is used.
+        base: base VLM of a checkpoint that does not name it.
+        batch_size, max_new_tokens (8, as released), image_side (512).
+        cache: ``True`` (user cache), a path, or ``False``/``"none"``.
+        require_token: record a sample as *unscored* (raw answer kept) when
+            the model never emits ``[SCORE]`` (default ``True``): the released
+            scorer then decodes the last step's state, a number the model
+            never gave. ``False`` reproduces the release exactly (the score is
+            kept and flagged ``score_token_emitted: false`` in details).
+    """
+
+    def __init__(self, model: str | None = None, hidden: str = "auto", questions: str | None = None,
+                 base: str | None = None, batch_size: int = 8, max_new_tokens: int = 8, image_side: int = 512,
+                 device: str = "auto", dtype: str = "auto", cache: bool | str = True, require_token: bool = True,
+                 models: dict[str, str] | None = None) -> None:
+        from editlens.adiee.model import HIDDEN_CHOICES
+        from editlens.adiee.prompts import load_prompts
+
+        if hidden not in ("auto", *HIDDEN_CHOICES):
+            raise ValueError(f"adiee: hidden must be auto or one of {HIDDEN_CHOICES}, got {hidden!r}")
+        self.mref = _checkpoint_ref(model, models, "adiee")
+        self.models = dict(models or {})
+        self.hidden_option, self.base = hidden, base
+        self.batch_size, self.max_new_tokens, self.image_side = int(batch_size), int(max_new_tokens), int(image_side)
+        self.device, self.dtype = device, dtype
+        self.prompts = load_prompts({"adiee_questions": questions} if questions else None)
+        self._cache_opt = cache
+        self.require_token = bool(require_token)
+        self._cache: ScoreCache | None = None
+        self._scorer: Any = None
+        self._hidden: str | None = None
+        self.calls = 0  # batched model calls (benchmarks read it)
+
+    @property
+    def cache(self) -> ScoreCache | None:
+        if self._cache is None and self._cache_opt not in (False, "none", None):
+            self._cache = ScoreCache(None if self._cache_opt is True else str(self._cache_opt))
+        return self._cache
+
+    @property
+    def scorer(self) -> Any:
+        if self._scorer is None:
+            from editlens.adiee.checkpoint import load_scorer
+
+            self._scorer, self.load_report, default = load_scorer(self.mref.local_dir, self.base, self.device,
+                                                                  self.dtype, self.models)
+            self._hidden = default
+        return self._scorer
+
+    @property
+    def hidden(self) -> str:
+        if self.hidden_option != "auto":
+            return self.hidden_option
+        if self._hidden is None:
+            from editlens.adiee.checkpoint import read_meta
+
+            meta = read_meta(self.mref.local_dir)
+            self._hidden = meta.get("hidden", "emitting-step" if meta.get("format") == "released" else "score-token")
+        return self._hidden
+
+    def settings(self) -> dict[str, Any]:
+        from editlens.models.fingerprint import fingerprint
+
+        return {"checkpoint": fingerprint(self.mref).get("weights"), "hidden": self.hidden,
+                "question": self.prompts.questions[0], "image_side": self.image_side,
+                "max_new_tokens": self.max_new_tokens, "dtype": self.dtype}
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "checkpoint": str(self.mref.local_dir), **self.settings(),
+                "prompts": self.prompts.describe()}
+
+    def compute(self, batch: Sequence[LoadedEdit]) -> list[float | Score]:
+        return self.score_many([(s.source, s.edited, s.instruction) for s in batch],
+                               [(s.source_hash, s.edited_hash) for s in batch])
+
+    def score_many(self, items: Sequence[tuple[Any, Any, str]], hashes: Sequence[tuple[str, str]] | None = None
+                   ) -> list[Score]:
+        """Scores for ``(source, edited, instruction)`` arrays; cached."""
+        import torch
+
+        from editlens.adiee.model import prediction_dicts
+        from editlens.adiee.prompts import inference_inputs, side_by_side
+        from editlens.core.images import image_hash
+
+        hashes = hashes or [(image_hash(a), image_hash(b)) for a, b, _ in items]
+        base = self.settings()
+        keys = [_key(base, h[0], h[1], it[2]) for it, h in zip(items, hashes)]
+        found = self.cache.get_many(list(dict.fromkeys(keys))) if self.cache else {}
+        todo = list(dict.fromkeys(i for i, k in enumerate(keys) if k not in found))
+        first: dict[str, int] = {}
+        for i in todo:
+            first.setdefault(keys[i], i)
+        uniq = list(first.values())
+        new: dict[str, dict[str, Any]] = {}
+        if uniq:
+            scorer = self.scorer
+            dtype = next(scorer.vlm.parameters()).dtype
+            for s in range(0, len(uniq), self.batch_size):
+                chunk = uniq[s : s + self.batch_size]
+                imgs = [side_by_side(items[i][0], items[i][1], self.image_side) for i in chunk]
+                qs = [self.prompts.question(items[i][2]) for i in chunk]
+                try:
+                    inputs = inference_inputs(scorer.processor, imgs, qs, scorer.device, dtype)
+                    self.calls += 1
+                    preds = prediction_dicts(scorer.predict(inputs, hidden=self.hidden,
+                                                            max_new_tokens=self.max_new_tokens))
+                except (RuntimeError, ValueError, torch.cuda.OutOfMemoryError) as exc:
+                    for i in chunk:
+                        new[keys[i]] = {"error": f"{type(exc).__name__}: {exc}"}
+                    continue
+                for i, p in zip(chunk, preds):
+                    new[keys[i]] = p
+            if self.cache:
+                self.cache.put_many({k: v for k, v in new.items() if "error" not in v})
+        found.update(new)
+        out = []
+        for k in keys:
+            r = found[k]
+            if "error" in r:
+                out.append(Score(self.name, None, "failed", r["error"]))
+            elif self.require_token and not r["score_token_emitted"]:
+                out.append(Score(self.name, None, "unscored", "the model did not emit [SCORE]",
+                                 {"raw": r["answer"], "cached": k not in new}))
+            else:
+                out.append(Score(self.name, float(r["score"]), details={**r, "cached": k not in new}))
+        return out
+
+
+class AdieeFastEvaluator(Metric):
+    """The fast feature scorer (see :mod:`editlens.adiee.fast`).
+
+    Options: ``model`` (directory from ``editlens adiee fast-train``; role
+    ``adiee_fast``), and the CLIP/DINO models through ``--model clip=...``."""
+
+    def __init__(self, model: str | None = None, device: str = "auto", dtype: str = "auto",
+                 models: dict[str, str] | None = None) -> None:
+        self.mref = _checkpoint_ref(model, models, "adiee_fast")
+        self.models, self.device, self.dtype = dict(models or {}), device, dtype
+        self._scorer: Any = None
+
+    @property
+    def fast(self) -> Any:
+        if self._scorer is None:
+            from editlens.adiee.fast import FastScorer
+
+            self._scorer = FastScorer.load(self.mref.local_dir, models=self.models, device=self.device)
+        return self._scorer
+
+    def describe(self) -> dict[str, Any]:
+        from editlens.models.fingerprint import fingerprint
+
+        return {**super().describe(), "checkpoint": fingerprint(self.mref), "encoders": self.fast.encoder_refs()}
+
+    def compute(self, batch: Sequence[LoadedEdit]) -> list[float | Score]:
+        values = self.fast.score([s.source for s in batch], [s.edited for s in batch], [s.instruction for s in batch],
+                                 [s.source_hash for s in batch], [s.edited_hash for s in batch])
+        return [float(v) for v in values]

@@ -1,0 +1,98 @@
+"""Reward uses of any registered evaluator's scores.
+
+* :func:`best_of_n` – per group of candidate edits (same source and
+  instruction), the candidate the evaluator likes best.
+* :func:`to_reward_scale` / :func:`relabel` – scores mapped to 1-5 and
+  written next to a training manifest for reward-conditioned fine-tuning
+  (the instruction gets "quality N of 5" appended as a separate column).
+* :class:`RewardFunction` – a batch reward for an RL trainer (also served
+  as ``POST /v1/score``).
+* :func:`pairwise_type` – the released pairwise rule from two scores.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from editlens.core.types import EditSample, Score
+from editlens.errors import InputError
+
+
+def pairwise_type(score_a: float, score_b: float) -> int:
+    """Released pairwise rule on 0-10 scores: type = round(score / 5)
+    (0 fail, 1 partial, 2 success); the higher type wins, equal types tie.
+    Returns +1 (A), -1 (B) or 0 (tie).
+
+    >>> pairwise_type(9.0, 6.0), pairwise_type(6.0, 7.4), pairwise_type(1.0, 8.0)
+    (1, 0, -1)
+    """
+    ta, tb = round(score_a / 5.0), round(score_b / 5.0)
+    return (ta > tb) - (ta < tb)
+
+
+def to_reward_scale(value: float, low: float, high: float) -> float:
+    """Map ``value`` in ``[low, high]`` linearly to 1-5 (clamped).
+
+    >>> to_reward_scale(10.0, 0, 10), to_reward_scale(5.0, 0, 10), to_reward_scale(-1.0, 0, 10)
+    (5.0, 3.0, 1.0)
+    """
+    if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
+        raise InputError(f"cannot normalise to 1-5: the evaluator's range [{low}, {high}] is not finite")
+    return float(1.0 + 4.0 * min(1.0, max(0.0, (value - low) / (high - low))))
+
+
+class RewardFunction:
+    """``reward(samples) -> list[float | None]`` with any registered evaluator
+    (batched; the evaluator's own cache makes repeats free). ``None`` marks a
+    sample the evaluator could not score; its reason is in :attr:`last_scores`."""
+
+    def __init__(self, metric: Any, batch_size: int = 8) -> None:
+        self.metric = metric
+        self.batch_size = batch_size
+        self.last_scores: list[Score] = []
+
+    def scores(self, samples: Sequence[EditSample]) -> list[Score]:
+        out: list[Score] = []
+        for s in range(0, len(samples), self.batch_size):
+            loaded = [x.load() for x in samples[s : s + self.batch_size]]
+            out += self.metric.score_batch(loaded)
+        self.last_scores = out
+        return out
+
+    def __call__(self, samples: Sequence[EditSample]) -> list[float | None]:
+        return [sc.value if sc.status == "scored" else None for sc in self.scores(samples)]
+
+
+@dataclass
+class Pick:
+    group: str
+    best_id: str | None
+    best_value: float | None
+    candidates: list[dict[str, Any]]
+
+
+def group_key(s: EditSample) -> str:
+    g = s.metadata.get("group")
+    return str(g) if g is not None else f"{s.source}\u241f{s.instruction}"
+
+
+def best_of_n(samples: Sequence[EditSample], scores: Sequence[Score], higher_is_better: bool) -> list[Pick]:
+    """The best scored candidate per group (ties: the first in manifest order)."""
+    groups: dict[str, list[tuple[EditSample, Score]]] = {}
+    for s, sc in zip(samples, scores):
+        groups.setdefault(group_key(s), []).append((s, sc))
+    picks = []
+    for g, members in groups.items():
+        scored = [(s, sc) for s, sc in members if sc.status == "scored" and sc.value is not None]
+        best = None
+        if scored:
+            vals = np.array([sc.value for _, sc in scored], dtype=float)
+            best = scored[int(np.argmax(vals) if higher_is_better else np.argmin(vals))]
+        picks.append(Pick(g, best[0].id if best else None, best[1].value if best else None,
+                          [{"id": s.id, "model": s.model, "value": sc.value, "status": sc.status,
+                            "reason": sc.reason} for s, sc in members]))
+    return picks

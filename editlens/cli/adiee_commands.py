@@ -1,0 +1,309 @@
+"""``editlens adiee ...`` (data creation, training, checkpoints, fast scorer)
+and the reward commands ``editlens best-of-n`` and ``editlens relabel``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from editlens.cli.common import emit_json, guarded, parse_models
+
+adiee_app = typer.Typer(no_args_is_help=True, help="ADIEE: make scored training data, train and use a score-token scorer.")
+
+ModelOpt = typer.Option(None, "--model", help="Model for a role, ROLE=DIR (clip=..., dino=..., adiee=...). Repeatable.")
+OptionOpt = typer.Option(None, "--option", help="Metric option METRIC.KEY=VALUE (e.g. adiee.hidden=score-token). Repeatable.")
+
+
+def _echo(msg: str) -> None:
+    typer.echo(msg, err=True)
+
+
+@adiee_app.command("make-data")
+@guarded
+def make_data_cmd(
+    edits: Path = typer.Argument(..., help="Edits with ground truth (.jsonl: id, source, instruction, reference; "
+                                           "or AURORA-style input/output/instruction)."),
+    out: Path = typer.Option(..., "--out", help="Dataset directory (created; rerun to resume)."),
+    outputs: Optional[Path] = typer.Option(None, "--outputs", help="Editing-model outputs (.jsonl: edit_id, model, edited)."),
+    sessions: Optional[Path] = typer.Option(None, "--sessions", help="Folder of multi-turn sessions (ID/ID-input.png, ID-output1.png, ...)."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Rules, model lists and thresholds (TOML or YAML)."),
+    model: Optional[List[str]] = ModelOpt,
+    device: str = typer.Option("auto", "--device"),
+    progress: bool = typer.Option(True, "--progress/--no-progress"),
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
+    """Create a scored dataset (paper sec. 3.1-3.2): JSONL + images + stats + histogram."""
+    from editlens.adiee.config import load_config
+    from editlens.adiee.data import make_dataset
+    from editlens.models.encoders import get_encoder
+
+    models = parse_models(model)
+    res = make_dataset(edits, out, load_config(config), outputs, sessions, progress=progress,
+                       encoders=lambda: (get_encoder("clip", None, device, "auto", models),
+                                         get_encoder("dino", None, device, "auto", models)))
+    st = res.stats
+    if json_out:
+        emit_json(st)
+        return
+    typer.echo(f"{st['samples']} samples -> {out}/samples.jsonl ({', '.join(f'{k} {v}' for k, v in st['by_split'].items())})")
+    typer.echo("  by rule:  " + ", ".join(f"{k} {v}" for k, v in st["by_rule"].items()))
+    typer.echo("  by score: " + ", ".join(f"{k}: {v}" for k, v in st["by_score"].items()))
+    if st["excluded_total"]:
+        typer.echo(f"  excluded {st['excluded_total']}: " + "; ".join(f"{k} ({v})" for k, v in st["excluded"].items()))
+    if st["thresholds"]:
+        t = st["thresholds"]
+        typer.echo(f"  input-image percentile thresholds: CLIP-I {t['clip_i']:.4f}, DINO-I {t['dino_i']:.4f} (n={t['n_inputs']})")
+    typer.echo(f"  {st['sequences']} multi-turn sequences used, {len(st['sequences_skipped'])} skipped")
+    typer.echo(f"  stats.json, histogram.png, val_manifest.jsonl, val_labels.jsonl in {out}")
+
+
+@adiee_app.command("train")
+@guarded
+def train_cmd(
+    data: Path = typer.Option(..., "--data", help="Dataset directory from `make-data`."),
+    base: str = typer.Option(..., "--base", help="Base VLM: hub id or directory (LLaVA-NeXT, Qwen2-VL, ...)."),
+    out: Path = typer.Option(..., "--out", help="Run directory (rerun to resume)."),
+    head: str = typer.Option("regression", "--head", help="regression (0-10) or class3 (fail/partial/success)."),
+    steps: int = typer.Option(100, "--steps", min=1, help="Optimiser steps."),
+    lr: float = typer.Option(2e-5, "--lr"),
+    batch_size: int = typer.Option(2, "--batch-size", min=1),
+    grad_accum: int = typer.Option(1, "--grad-accum", min=1),
+    warmup: int = typer.Option(0, "--warmup", min=0, help="Warm-up steps."),
+    clip: float = typer.Option(1.0, "--clip", help="Gradient-norm clipping."),
+    score_weight: float = typer.Option(10.0, "--score-weight"),
+    ce_weight: float = typer.Option(1.0, "--ce-weight"),
+    val_every: int = typer.Option(50, "--val-every", min=1),
+    val_max: int = typer.Option(64, "--val-max", min=0),
+    save_every: int = typer.Option(50, "--save-every", min=1),
+    image_side: int = typer.Option(512, "--image-side", help="Each image is resized to SIDE x SIDE, side by side."),
+    max_samples: Optional[int] = typer.Option(None, "--max-samples", help="Use only the first N training samples."),
+    lora: bool = typer.Option(True, "--lora/--no-lora"),
+    lora_r: int = typer.Option(8, "--lora-r"),
+    lora_alpha: int = typer.Option(16, "--lora-alpha"),
+    lora_dropout: float = typer.Option(0.05, "--lora-dropout"),
+    qlora: bool = typer.Option(False, "--qlora", help="4-bit base model (needs CUDA and bitsandbytes)."),
+    augment: bool = typer.Option(True, "--augment/--no-augment", help="Flip / rot90 both images."),
+    layout: str = typer.Option("ours", "--layout", help="Final checkpoint: ours (LoRA), released (full state dict) or both."),
+    template: Optional[List[str]] = typer.Option(None, "--template", help="adiee_questions=FILE / adiee_answers=FILE."),
+    gradient_checkpointing: bool = typer.Option(False, "--gradient-checkpointing"),
+    device: str = typer.Option("auto", "--device"),
+    dtype: str = typer.Option("auto", "--dtype", help="auto: bf16 on a GPU that supports it, else float32."),
+    seed: int = typer.Option(0, "--seed"),
+    progress: bool = typer.Option(True, "--progress/--no-progress"),
+) -> None:
+    """Train the scorer; prints the loss, writes log.jsonl, loss.png and the checkpoint."""
+    from editlens.adiee.train import TrainConfig, train
+
+    cfg = TrainConfig(base=base, data=str(data), out=str(out), head=head, lora=lora, lora_r=lora_r,
+                      lora_alpha=lora_alpha, lora_dropout=lora_dropout, qlora=qlora, lr=lr, batch_size=batch_size,
+                      grad_accum=grad_accum, steps=steps, warmup_steps=warmup, clip=clip, score_weight=score_weight,
+                      ce_weight=ce_weight, val_every=val_every, val_max=val_max, save_every=save_every,
+                      image_side=image_side, augment=augment, max_samples=max_samples, seed=seed, device=device,
+                      dtype=dtype, gradient_checkpointing=gradient_checkpointing, layout=layout,
+                      templates=parse_models(template))
+    try:
+        s = train(cfg, echo=typer.echo, progress=progress)
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    typer.echo(f"loss {s['first_loss']:.4f} (first fifth of steps) -> {s['last_loss']:.4f} (last fifth)")
+    for name, path in s["checkpoints"].items():
+        typer.echo(f"checkpoint ({name} layout): {path}")
+    typer.echo(f"loss curve: {s['loss_curve']}")
+
+
+@adiee_app.command("export")
+@guarded
+def export_cmd(checkpoint: Path = typer.Argument(..., help="Scorer checkpoint (either layout)."),
+               out: Path = typer.Option(..., "--out", help="Directory for the released layout."),
+               base: Optional[str] = typer.Option(None, "--base", help="Base VLM, if the checkpoint does not name it."),
+               device: str = typer.Option("cpu", "--device")) -> None:
+    """Write a checkpoint in the released layout (LoRA merged; full state dict)."""
+    from editlens.adiee.checkpoint import load_scorer, save_released
+
+    scorer, rep, hidden = load_scorer(checkpoint, base, device)
+    save_released(scorer, out, hidden=hidden)  # keep the checkpoint's own default in adiee.json
+    typer.echo(f"loaded {checkpoint} ({rep.format} layout, every key accounted for) -> released layout in {out}")
+
+
+@adiee_app.command("inspect")
+@guarded
+def inspect_cmd(checkpoint: Path = typer.Argument(...), base: Optional[str] = typer.Option(None, "--base"),
+                device: str = typer.Option("cpu", "--device")) -> None:
+    """Load a checkpoint strictly and print its key report and settings."""
+    from editlens.adiee.checkpoint import load_scorer, read_meta
+
+    scorer, rep, hidden = load_scorer(checkpoint, base, device)
+    emit_json({"report": rep.to_dict(), "meta": read_meta(Path(checkpoint)), "head": scorer.head,
+               "family": scorer.family, "default_hidden": hidden, "score_token_id": scorer.score_token_id})
+
+
+@adiee_app.command("fast-train")
+@guarded
+def fast_train_cmd(data: Path = typer.Option(..., "--data"), out: Path = typer.Option(..., "--out"),
+                   model: Optional[List[str]] = ModelOpt, epochs: int = typer.Option(300, "--epochs", min=1),
+                   lr: float = typer.Option(3e-3, "--lr"), hidden: int = typer.Option(64, "--hidden"),
+                   seed: int = typer.Option(0, "--seed"), device: str = typer.Option("auto", "--device")) -> None:
+    """Train the fast feature scorer (frozen CLIP/DINOv2 + small MLP) on a dataset."""
+    from editlens.adiee.fast import train_fast
+
+    s = train_fast(data, out, parse_models(model), epochs, lr, hidden, seed, device, echo=typer.echo)
+    val = "-" if s["val_spearman"] is None else f"{s['val_spearman']:.4f}"
+    typer.echo(f"train L1 {s['first_loss']:.4f} -> {s['last_loss']:.4f}; val Spearman {val} "
+               f"({s['n_train']} train / {s['n_val']} val) -> {out} (use --model adiee_fast={out})")
+
+
+@adiee_app.command("compare")
+@guarded
+def compare_cmd(source: Path = typer.Option(..., "--source"), edited_a: Path = typer.Option(..., "--edited-a"),
+                edited_b: Path = typer.Option(..., "--edited-b"), instruction: str = typer.Option(..., "--instruction"),
+                metric: str = typer.Option("adiee", "--metric"), model: Optional[List[str]] = ModelOpt,
+                option: Optional[List[str]] = OptionOpt, json_out: bool = typer.Option(False, "--json")) -> None:
+    """Pairwise from two scores with the released rule: type = round(score / 5), higher type wins."""
+    from editlens.adiee.reward import pairwise_type
+    from editlens.core.types import EditSample
+    from editlens.runner.selection import parse_options, select_metrics
+
+    sel = select_metrics([metric], models=parse_models(model), options=parse_options(option or []))
+    m = sel.metrics[0]
+    a = EditSample("a", str(source), str(edited_a), instruction).load()
+    b = EditSample("b", str(source), str(edited_b), instruction).load()
+    sa, sb = m.score_batch([a, b])
+    if sa.value is None or sb.value is None:
+        typer.echo(f"unscored: A {sa.status} ({sa.reason}), B {sb.status} ({sb.reason})")
+        raise typer.Exit(1)
+    v = pairwise_type(sa.value, sb.value)
+    verdict = {1: "A", -1: "B", 0: "tie"}[v]
+    if json_out:
+        emit_json({"verdict": verdict, "score_a": sa.value, "score_b": sb.value, "rule": "round(score/5)"})
+        return
+    typer.echo(f"A {sa.value:.3f}  B {sb.value:.3f}  -> {verdict} (type = round(score / 5))")
+
+
+@adiee_app.command("pairwise-eval")
+@guarded
+def pairwise_eval_cmd(human: Path = typer.Option(..., "--human", help="JSONL {id, a, b, preference}."),
+                      predictions: Path = typer.Option(..., "--predictions"),
+                      metric: Optional[str] = typer.Option(None, "--metric"),
+                      json_out: bool = typer.Option(False, "--json")) -> None:
+    """Pairwise accuracy of the released rule (round(score/5)) beside accuracy-with-ties calibration."""
+    from editlens.adiee.reward import pairwise_type
+    from editlens.meta import benchmarks as B
+    from editlens.meta.reports import pairwise_report
+
+    rep = pairwise_report(human, predictions, metric)
+    pairs = B.load_pairwise_human(human)
+    scores, _, _ = B.load_predictions(predictions, metric)
+    usable = [p for p in pairs if p["a"] in scores and p["b"] in scores]
+    hits = sum(pairwise_type(scores[p["a"]], scores[p["b"]]) == p["label"] for p in usable)
+    out = {"released_rule_accuracy": hits / len(usable) if usable else None, "n": len(usable),
+           "accuracy_with_ties": rep}
+    if json_out:
+        emit_json(out)
+        return
+    typer.echo(f"released rule (type = round(score/5)) accuracy {out['released_rule_accuracy']:.4f} over {len(usable)} pairs")
+    typer.echo(f"accuracy with tie calibration {rep['accuracy']:.4f} (threshold {rep['threshold']:.4g})")
+
+
+def _score_manifest(manifest: Path, metric: str, model, option, device: str, batch_size: int):  # type: ignore[no-untyped-def]
+    from editlens.data.manifest import read_manifest
+    from editlens.runner.selection import parse_options, select_metrics
+
+    rep = read_manifest(manifest)
+    sel = select_metrics([metric], models=parse_models(model), options=parse_options(option or []), device=device)
+    m = sel.metrics[0]
+    from editlens.adiee.reward import RewardFunction
+
+    scores = RewardFunction(m, batch_size).scores(rep.samples)
+    return rep.samples, scores, m
+
+
+def best_of_n_cmd(
+    manifest: Path = typer.Argument(..., help="Candidate edits; candidates of one source+instruction (or 'group' column) compete."),
+    metric: str = typer.Option(..., "--metric", help="Any registered evaluator (adiee, adiee_fast, clip_d, ...)."),
+    model: Optional[List[str]] = ModelOpt,
+    option: Optional[List[str]] = OptionOpt,
+    out: Optional[Path] = typer.Option(None, "--out", help="Write the picks as JSON."),
+    device: str = typer.Option("auto", "--device"),
+    batch_size: int = typer.Option(8, "--batch-size", min=1),
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
+    """Pick the best of N candidate edits per source by a registered evaluator."""
+    from dataclasses import asdict
+
+    from editlens.adiee.reward import best_of_n
+
+    samples, scores, m = _score_manifest(manifest, metric, model, option, device, batch_size)
+    picks = best_of_n(samples, scores, m.spec.higher_is_better)
+    doc = {"metric": metric, "higher_is_better": m.spec.higher_is_better, "picks": [asdict(p) for p in picks]}
+    if out:
+        from editlens.runner.store import atomic_write
+
+        atomic_write(out, lambda fh: json.dump(doc, fh, indent=2, default=str))
+    if json_out:
+        emit_json(doc)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"best of N by {metric}")
+    for col in ("group", "candidates", "best", "value", "others"):
+        table.add_column(col)
+    for p in picks:
+        others = ", ".join(f"{c['id']}={'-' if c['value'] is None else format(c['value'], '.3f')}"
+                           for c in p.candidates if c["id"] != p.best_id)
+        table.add_row(p.group.split("\u241f")[-1][:40], str(len(p.candidates)), p.best_id or "(none scored)",
+                      "-" if p.best_value is None else f"{p.best_value:.4f}", others)
+    Console().print(table)
+
+
+def relabel_cmd(
+    manifest: Path = typer.Argument(..., help="Training manifest of edits."),
+    metric: str = typer.Option("adiee", "--metric"),
+    model: Optional[List[str]] = ModelOpt,
+    option: Optional[List[str]] = OptionOpt,
+    out: Optional[Path] = typer.Option(None, "--out", help="Default: MANIFEST with .reward.jsonl next to it."),
+    device: str = typer.Option("auto", "--device"),
+    batch_size: int = typer.Option(8, "--batch-size", min=1),
+) -> None:
+    """Reward scores normalised to 1-5 next to a training manifest (reward-conditioned fine-tuning)."""
+    from editlens.adiee.reward import to_reward_scale
+    from editlens.data.manifest import read_manifest
+    from editlens.runner.store import atomic_write
+
+    samples, scores, m = _score_manifest(manifest, metric, model, option, device, batch_size)
+    low, high = m.spec.value_range
+    rows = []
+    by_id = {}
+    for line in manifest.read_text(encoding="utf-8").splitlines() if manifest.suffix == ".jsonl" else []:
+        if line.strip():
+            r = json.loads(line)
+            by_id[str(r.get("id"))] = r
+    unscored = 0
+    for s, sc in zip(samples, scores):
+        row = dict(by_id.get(s.id) or {"id": s.id, "source": str(s.source), "edited": str(s.edited),
+                                        "instruction": s.instruction})
+        if sc.status == "scored" and sc.value is not None:
+            r = to_reward_scale(sc.value if m.spec.higher_is_better else high - (sc.value - low), low, high)
+            row.update({"reward": round(r, 4), "reward_raw": sc.value, "reward_metric": metric,
+                        "instruction_with_reward": f"{s.instruction.rstrip()} The image quality is {round(r)} out of five."})
+        else:
+            unscored += 1
+            row.update({"reward": None, "reward_metric": metric, "reward_status": sc.status, "reward_reason": sc.reason})
+        rows.append(row)
+    target = out or manifest.with_suffix(".reward.jsonl")
+    atomic_write(target, lambda fh: fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    read_manifest(target, check_files=False)  # the output is itself a valid manifest
+    typer.echo(f"{len(rows) - unscored} relabelled, {unscored} unscored -> {target}")
+
+
+def register(app: typer.Typer) -> None:
+    if getattr(app, "_adiee_registered", False):  # idempotent (tests register on the shared app)
+        return
+    app._adiee_registered = True  # type: ignore[attr-defined]
+    app.add_typer(adiee_app, name="adiee")
+    app.command("best-of-n")(guarded(best_of_n_cmd))
+    app.command("relabel")(guarded(relabel_cmd))

@@ -1,0 +1,269 @@
+"""ADIEE scorer: decoder and score formulas, the hidden-state choice on a
+scripted model, released-layout and our-layout round trips with strict key
+accounting, answer-only loss masking, and training (loss down, resume)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from editlens.adiee.model import (AdieeScorer, ScoreDecoder, decode_scores, score_loss, score_targets)
+
+
+def test_decoder_layout_and_shapes():
+    d = ScoreDecoder(32, 1)
+    assert [type(m).__name__ for m in d] == ["Linear", "ReLU", "Linear", "ReLU", "Linear"]
+    assert [tuple(d[i].weight.shape) for i in (0, 2, 4)] == [(256, 32), (16, 256), (1, 16)]
+    assert sorted(d.state_dict()) == ["0.bias", "0.weight", "2.bias", "2.weight", "4.bias", "4.weight"]
+    assert ScoreDecoder(8, 3)(torch.zeros(5, 8)).shape == (5, 3)
+
+
+def test_score_formulas():
+    # regression: the output itself
+    assert decode_scores(torch.tensor([[3.25], [11.0]]), "regression").tolist() == [3.25, 11.0]
+    # class head: clamp(sum softmax * [0, 1, 2], 0, 2) * 5
+    logits = torch.tensor([[0.0, 0.0, 0.0], [100.0, 0.0, 0.0], [0.0, 0.0, 100.0], [1.0, 2.0, 3.0]])
+    p = torch.softmax(logits[3], 0)
+    expected = [5.0, 0.0, 10.0, float((p[1] + 2 * p[2]) * 5)]
+    assert decode_scores(logits, "class3").tolist() == pytest.approx(expected, abs=1e-5)
+    assert score_targets(torch.tensor([0.0, 0.5, 1.0]), "regression").tolist() == [0.0, 5.0, 10.0]
+    # L1 on the 0-10 scale, CE on the nearest class
+    assert float(score_loss(torch.tensor([[4.0], [10.0]]), torch.tensor([0.5, 0.5]), "regression")) == 3.0
+    ce = score_loss(torch.tensor([[0.0, 0.0, 0.0]]), torch.tensor([1.0]), "class3")
+    assert float(ce) == pytest.approx(np.log(3), rel=1e-5)
+
+
+# -- hidden-state choice on a scripted model -------------------------------------------
+SCORE, EOS, PAD = 5, 2, 0
+
+
+class _Tok:
+    unk_token_id, pad_token_id, eos_token_id = 1, PAD, EOS
+
+    def convert_tokens_to_ids(self, t):
+        return SCORE if t == "[SCORE]" else 1
+
+    def decode(self, ids, skip_special_tokens=False):
+        return " ".join(map(str, ids))
+
+
+class _ScriptedVLM(torch.nn.Module):
+    """Generates scripted tokens; the last-layer state at generation step t
+    (row b) is filled with 10 * (t + 1) + b, and a plain forward's last state
+    is 100 * last input token + sequence length."""
+
+    def __init__(self, new_tokens):
+        super().__init__()
+        self.new = torch.tensor(new_tokens)
+        self.config = SimpleNamespace(text_config=SimpleNamespace(hidden_size=4))
+        self.generation_config = SimpleNamespace(eos_token_id=EOS)
+        self.seen = []
+
+    def generate(self, input_ids, attention_mask, max_new_tokens, **kw):
+        b, n = input_ids.shape
+        steps = self.new.shape[1]
+        hidden = tuple((torch.full((b, n if t == 0 else 1, 4), 0.0) + (10.0 * (t + 1) + torch.arange(b))[:, None, None],)
+                       for t in range(steps))
+        return SimpleNamespace(sequences=torch.cat([input_ids, self.new], 1), hidden_states=hidden)
+
+    def forward(self, input_ids, attention_mask, output_hidden_states=True, use_cache=False, **kw):
+        self.seen.append(input_ids[0].tolist())
+        h = torch.zeros(1, input_ids.shape[1], 4)
+        h[0, -1] = 100.0 * float(input_ids[0, -1]) + input_ids.shape[1]
+        return SimpleNamespace(hidden_states=(h,))
+
+
+def _scripted_scorer(new_tokens):
+    vlm = _ScriptedVLM(new_tokens)
+    scorer = AdieeScorer(vlm, SimpleNamespace(tokenizer=_Tok()), "regression", "scripted")
+    scorer.decode = lambda h: h[:, :1]  # score = the state's first value: the states themselves are visible
+    return scorer, vlm
+
+
+def test_hidden_state_choice_scripted():
+    new = [[7, SCORE, 8, EOS],  # row 0: [SCORE] emitted at step 1, fed back at step 2
+           [7, 7, 7, 7],  # row 1: never emitted, no end token
+           [7, 7, 7, SCORE]]  # row 2: emitted at the very last step
+    scorer, vlm = _scripted_scorer(new)
+    ids = torch.tensor([[PAD, 3, 4], [3, 4, 4], [PAD, PAD, 3]])
+    inputs = {"input_ids": ids, "attention_mask": (ids != PAD).long()}
+    emit = scorer.predict(inputs, hidden="emitting-step")
+    assert [p.score for p in emit] == [20.0, 41.0, 42.0]  # step 1; last step (3); step 3
+    assert [p.emitted for p in emit] == [True, False, True]
+    tok = scorer.predict(inputs, hidden="score-token")
+    # row 0: the step after emission (2); rows 1 and 2 need a forward with [SCORE] at the end
+    assert tok[0].score == 30.0
+    assert vlm.seen == [[3, 4, 4, 7, 7, 7, 7, SCORE], [3, 7, 7, 7, SCORE]]  # padding removed, [SCORE] appended once
+    assert tok[1].score == 100.0 * SCORE + 8 and tok[2].score == 100.0 * SCORE + 5
+    with pytest.raises(ValueError, match="hidden"):
+        scorer.predict(inputs, hidden="middle")
+
+
+# -- real tiny models -----------------------------------------------------------------------
+def _pairs(n=3, seed=0):
+    rng = np.random.default_rng(seed)
+    return [(rng.integers(0, 256, (20, 24, 3), dtype=np.uint8), rng.integers(0, 256, (20, 24, 3), dtype=np.uint8),
+             f"make change {i}") for i in range(n)]
+
+
+def _predict(scorer, items, hidden="emitting-step"):
+    from editlens.adiee.prompts import inference_inputs, load_prompts, side_by_side
+
+    pr = load_prompts()
+    imgs = [side_by_side(a, b, 32) for a, b, _ in items]
+    return scorer.predict(inference_inputs(scorer.processor, imgs, [pr.question(i) for _, _, i in items],
+                                           scorer.device, torch.float32), hidden=hidden)
+
+
+@pytest.mark.parametrize("family", ["llava_next", "qwen2_vl"])
+def test_released_layout_round_trip(tiny_vlm_dirs, tmp_path, family):
+    from safetensors.torch import load_file
+
+    from editlens.adiee.checkpoint import load_scorer, save_released, scorer_from_base
+
+    scorer = scorer_from_base(str(tiny_vlm_dirs[family]), head="class3", device="cpu")
+    before = _predict(scorer, _pairs())
+    out = save_released(scorer, tmp_path / "rel")
+    keys = load_file(str(out / "model.safetensors")).keys()
+    assert all(k.startswith(("vlm.", "score_decoder.")) for k in keys)
+    assert {"score_decoder.0.weight", "score_decoder.4.weight"} <= set(keys)
+    loaded, rep, hidden = load_scorer(out, device="cpu")
+    assert hidden == "emitting-step" and loaded.head == "class3" and rep.missing == rep.unexpected == []
+    assert loaded.processor.tokenizer.convert_tokens_to_ids("[SCORE]") == scorer.score_token_id
+    after = _predict(loaded, _pairs())
+    assert [p.score for p in after] == pytest.approx([p.score for p in before], abs=1e-5)
+
+
+def test_released_layout_strict_keys_and_old_names(tiny_vlm_dirs, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    from editlens.adiee.checkpoint import CheckpointError, load_scorer, save_released, scorer_from_base
+
+    scorer = scorer_from_base(str(tiny_vlm_dirs["llava_next"]), device="cpu")
+    out = save_released(scorer, tmp_path / "rel")
+    state = load_file(str(out / "model.safetensors"))
+    (out / "adiee.json").unlink()  # as released: no editlens metadata
+
+    def write(s):
+        save_file(s, str(out / "model.safetensors"))
+
+    # keys as transformers < 4.52 wrote them are renamed and load
+    old = {}
+    for k, v in state.items():
+        k2 = k.replace("vlm.model.language_model.", "vlm.language_model.model.").replace("vlm.lm_head.",
+                                                                                           "vlm.language_model.lm_head.")
+        old[k2.replace("vlm.model.vision_tower.", "vlm.vision_tower.")] = v
+    write(old)
+    loaded, rep, hidden = load_scorer(out, device="cpu")
+    assert rep.renamed > 0 and hidden == "emitting-step"
+    assert [p.score for p in _predict(loaded, _pairs(2))] == pytest.approx([p.score for p in _predict(scorer, _pairs(2))],
+                                                                        abs=1e-5)
+    # a missing decoder key, a missing VLM key, an unexpected key: refused, each named
+    for broken, word in (({k: v for k, v in state.items() if k != "score_decoder.2.bias"}, "score_decoder.2.bias"),
+                         ({k: v for k, v in state.items() if k != "vlm.model.image_newline"}, "image_newline"),
+                         ({**state, "extra.weight": torch.zeros(1)}, "extra.weight")):
+        write(broken)
+        with pytest.raises(CheckpointError, match=word):
+            load_scorer(out, device="cpu")
+    write(state)
+    (out / "config.json").unlink()
+    with pytest.raises(CheckpointError, match="--base"):
+        load_scorer(out, device="cpu")
+    loaded, _, _ = load_scorer(out, base=str(tiny_vlm_dirs["llava_next"]), device="cpu")  # base gives the config
+    assert loaded.score_decoder.out_features == 1
+
+
+def _tiny_dataset(root: Path, n: int = 8) -> Path:
+    (root / "images").mkdir(parents=True)
+    rows = []
+    for i in range(n):
+        rng = np.random.default_rng(i)
+        src = rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)
+        same = i % 2 == 0
+        edt = src if same else 255 - src
+        Image.fromarray(src).save(root / "images" / f"s{i}.png")
+        Image.fromarray(edt).save(root / "images" / f"e{i}.png")
+        rows.append({"id": f"x{i}", "source": f"images/s{i}.png", "edited": f"images/e{i}.png",
+                     "instruction": "invert the colours", "score": 0.0 if same else 1.0,
+                     "split": "val" if i >= n - 2 else "train"})
+    (root / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return root
+
+
+def test_answer_only_loss_masking(tiny_vlm_dirs):
+    from editlens.adiee.checkpoint import scorer_from_base
+    from editlens.adiee.prompts import chat_prompt, collate, side_by_side, training_example
+
+    scorer = scorer_from_base(str(tiny_vlm_dirs["llava_next"]), device="cpu")
+    tok = scorer.processor.tokenizer
+    img = side_by_side(*_pairs(1)[0][:2], 32)
+    ex = training_example(scorer.processor, img, "rate it", "The edit gets [SCORE]")
+    prompt_len = len(scorer.processor(text=[chat_prompt(scorer.processor, "rate it")], images=[img])["input_ids"][0])
+    labels = ex["labels"]
+    assert (labels[:prompt_len] == -100).all() and (labels[prompt_len:] != -100).all()
+    assert tok.decode(labels[prompt_len:].tolist()) == "The edit gets [SCORE]" + tok.eos_token
+    assert int((ex["input_ids"] == scorer.score_token_id).sum()) == 1
+    short = training_example(scorer.processor, img, "rate it", "[SCORE]")
+    batch = collate([ex, short], tok.pad_token_id)
+    n_short = len(short["input_ids"])
+    assert (batch["labels"][1, n_short:] == -100).all() and (batch["attention_mask"][1, n_short:] == 0).all()
+    assert batch["pixel_values"].shape[0] == 2
+    # the CE term sees only answer tokens: changing a prompt label position has no effect
+    batch["scores"] = torch.tensor([1.0, 0.0])
+    torch.manual_seed(0)
+    a = scorer.training_losses(batch)["ce_loss"]
+    batch2 = dict(batch)
+    batch2["labels"] = batch["labels"].clone()
+    batch2["labels"][:, prompt_len:] = -100  # masking the answer too leaves nothing: NaN mean
+    assert torch.isfinite(a) and not torch.isfinite(scorer.training_losses(batch2)["ce_loss"])
+
+
+def test_training_loss_down_resume_and_our_layout(tiny_vlm_dirs, tmp_path):
+    from editlens.adiee.checkpoint import load_scorer
+    from editlens.adiee.train import TrainConfig, train
+
+    data = _tiny_dataset(tmp_path / "ds")
+    common = dict(base=str(tiny_vlm_dirs["llava_next"]), data=str(data), steps=6, lr=5e-3, batch_size=2,
+                  image_side=32, lora_dropout=0.0, val_every=6, save_every=3, device="cpu", seed=1)
+    lines = []
+    s = train(TrainConfig(out=str(tmp_path / "a"), **common), echo=lines.append, progress=False)
+    assert s["last_loss"] < s["first_loss"]
+    assert any(line.startswith("step") for line in lines)
+    assert (tmp_path / "a" / "loss.png").stat().st_size > 1000
+    log = [json.loads(x) for x in (tmp_path / "a" / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == list(range(1, 7)) and "val_spearman" in log[5]
+
+    # interrupted after step 3, resumed: same final weights as the uninterrupted run
+    def stop_at_3(msg):
+        if msg.startswith("step     3"):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(TrainConfig(out=str(tmp_path / "b"), **common), echo=stop_at_3, progress=False)
+    out = []
+    train(TrainConfig(out=str(tmp_path / "b"), **common), echo=out.append, progress=False)
+    assert any("resumed" in x and "step 3" in x for x in out)
+    a, _, ha = load_scorer(tmp_path / "a" / "scorer", device="cpu")
+    b, rep, _ = load_scorer(tmp_path / "b" / "scorer", device="cpu")
+    assert ha == "score-token" and rep.format == "ours" and rep.missing == []
+    for (na, pa), (nb, pb) in zip(a.score_decoder.state_dict().items(), b.score_decoder.state_dict().items()):
+        assert torch.allclose(pa, pb, atol=1e-5), na
+    # our layout loads to the same predictions as the model that was trained
+    preds = [p.score for p in _predict(a, _pairs(2), "score-token")]
+    assert preds == pytest.approx([p.score for p in _predict(b, _pairs(2), "score-token")], abs=1e-4)
+    # a damaged adapter is refused
+    from safetensors.torch import load_file, save_file
+
+    f = tmp_path / "a" / "scorer" / "adapter_model.safetensors"
+    st = load_file(str(f))
+    save_file({k: v for i, (k, v) in enumerate(st.items()) if i > 0}, str(f))
+    from editlens.adiee.checkpoint import CheckpointError
+
+    with pytest.raises(CheckpointError, match="missing"):
+        load_scorer(tmp_path / "a" / "scorer", device="cpu")
