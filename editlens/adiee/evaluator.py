@@ -135,6 +135,12 @@ class AdieeEvaluator(Metric):
         return self._hidden
 
     def settings(self) -> dict[str, Any]:
+        # computed once: the checkpoint's weight hashes are part of every cache key
+        if getattr(self, "_settings", None) is None:
+            self._settings = self._compute_settings()
+        return dict(self._settings)
+
+    def _compute_settings(self) -> dict[str, Any]:
         from editlens.models.fingerprint import fingerprint
 
         return {"checkpoint": fingerprint(self.mref).get("weights"), "hidden": self.hidden,
