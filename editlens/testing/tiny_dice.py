@@ -1,0 +1,49 @@
+"""Tiny random DICE-style checkpoints for tests: a tiny Idefics3 saved as
+"base + LoRA adapter" in the directory layout of the released DICE models.
+Their answers are noise; they exercise loading, prompting and parsing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: (base folder, adapter folder) of each released model, relative to a root
+RELEASED_LAYOUT = {
+    "detector": ("DICE_differencedet_Idefics/model_based_tuned_stage1/image_first_after15k_after_lvis_idefics",
+                 "DICE_differencedet_Idefics/lora_tuned_stage2/checkpoint-15000"),
+    "coherence": ("Idefics3-8B-Llama3", "DICE_coherence_Idefics/lora_tuned/checkpoint-550"),
+}
+
+
+def save_random_adapter(base_dir: Path, out: Path, seed: int = 0, r: int = 8) -> Path:
+    """A LoRA adapter (paper targets) on the model at ``base_dir`` with random,
+    non-zero A and B matrices (so it changes the model), saved with peft."""
+    import torch
+    from peft import get_peft_model
+    from transformers import AutoModelForImageTextToText
+
+    from editlens.dice.lora import dice_lora_config
+
+    model = AutoModelForImageTextToText.from_pretrained(str(base_dir), local_files_only=True)
+    peft_model = get_peft_model(model, dice_lora_config(r=r, alpha=16, dropout=0.0))
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in peft_model.named_parameters():
+            if "lora_" in name:
+                p.copy_(torch.randn(p.shape, generator=g) * 0.5)
+    peft_model.save_pretrained(str(out))
+    return out
+
+
+def build_released_layout(root: Path) -> dict[str, tuple[Path, Path]]:
+    """Tiny Idefics3 bases and adapters under ``root`` in the released layout;
+    returns role -> (base dir, adapter dir)."""
+    from editlens.testing.tiny_models import build_idefics3
+
+    out = {}
+    for k, (role, (base_rel, adapter_rel)) in enumerate(RELEASED_LAYOUT.items()):
+        base, adapter = root / base_rel, root / adapter_rel
+        base.mkdir(parents=True, exist_ok=True)
+        build_idefics3(base)
+        save_random_adapter(base, adapter, seed=k)
+        out[role] = (base, adapter)
+    return out
