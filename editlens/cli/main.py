@@ -337,6 +337,13 @@ def dice_cmd(
     template: Optional[List[str]] = TemplateOpt,
     draw: Optional[Path] = typer.Option(None, "--draw", help="Write both images with the boxes drawn into this folder."),
     json_out: bool = typer.Option(False, "--json"),
+    dice_preset: Optional[str] = typer.Option(None, "--dice-preset", help="Released-style models: preset name (dice-idefics3) or JSON file."),
+    dice_detector: Optional[str] = typer.Option(None, "--dice-detector", help="Released-style detector: BASE[+ADAPTER]."),
+    dice_coherence: Optional[str] = typer.Option(None, "--dice-coherence", help="Released-style coherence estimator: BASE[+ADAPTER]."),
+    dice_prompts: Optional[str] = typer.Option(None, "--dice-prompts", help="Local clone of the DICE repository: use its prompts."),
+    dice_drawing: Optional[str] = typer.Option(None, "--dice-drawing", help="Coherence box convention: released or paper."),
+    dice_quantization: str = typer.Option("auto", "--dice-quantization", help="auto (as the preset, if possible), 4bit, none."),
+    device: str = typer.Option("auto", "--device"),
 ) -> None:
     """DICE on one edit: what changed, where, and whether each change was asked for."""
     from editlens.core.types import EditSample
@@ -346,9 +353,17 @@ def dice_cmd(
     sample = EditSample("edit", str(source), str(edited), instruction).load()
     opts = _vlm_options(vlm, vlm_model, cache, template) or {}
     opts.pop("vlm", None)
-    pipe = DicePipeline(vlm, detector, **opts)
+    if dice_preset or dice_detector or dice_coherence:  # released-style base + adapter models
+        from editlens.dice.released import build_released
+
+        pipe = build_released(dice_preset, dice_detector, dice_coherence, dice_prompts, dice_drawing, device,
+                              dice_quantization)
+    else:
+        pipe = DicePipeline(vlm, detector, **opts)
     (res,) = pipe.run([sample])
     doc = {"schema": "editlens.dice/1", "instruction": instruction, **res.to_dict()}
+    if dice_preset or dice_detector or dice_coherence:
+        doc["dice_models"] = pipe.describe()
     if draw:
         from PIL import Image
 
@@ -443,6 +458,11 @@ def compare_cmd(
     typer.echo(f"verdict: {v.verdict or 'unscored (' + str(v.reason) + ')'}")
     if v.raw:
         typer.echo(v.raw)
+
+
+from editlens.cli.dice_commands import register as _register_dice_training  # noqa: E402
+
+_register_dice_training(app)
 
 
 def main() -> None:

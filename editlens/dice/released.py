@@ -80,6 +80,7 @@ class Preset:
     coherence_size: int | None = 512
     drawing: str = "released"
     line_width: int = 3
+    prompts: str | None = None  # a prompts module/clone to read (None: editlens' own wording)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -273,6 +274,44 @@ class RawGeneration:
     finish_reason: str = "length"
 
 
+def first_token_id(tokenizer: Any, word: str) -> int | None:
+    ids = tokenizer.encode(word, add_special_tokens=False)
+    return ids[0] if ids else None
+
+
+def generate_raw(model: Any, processor: Any, conversation: list[dict[str, Any]], images: Sequence[np.ndarray],
+                 gen: GenerationPreset, candidates: Sequence[str], device: str) -> RawGeneration:
+    """Greedy generation of one answer, with each step's token, its start in
+    the decoded text, and the raw logits of the candidates' first tokens."""
+    import torch
+    from PIL import Image
+
+    tokenizer = processor.tokenizer
+    prompt = processor.apply_chat_template(conversation, add_generation_prompt=gen.add_generation_prompt,
+                                           tokenize=False)
+    inputs = processor(text=[prompt], images=[[Image.fromarray(np.ascontiguousarray(i)) for i in images]],
+                       return_tensors="pt").to(device)
+    if "pixel_values" in inputs:
+        dtype = next(p.dtype for p in model.parameters() if p.is_floating_point())
+        inputs["pixel_values"] = inputs["pixel_values"].to(dtype)
+    cand_ids = [first_token_id(tokenizer, c) for c in candidates]
+    with torch.inference_mode():
+        out = model.generate(**inputs, max_new_tokens=gen.max_new_tokens, do_sample=False,
+                             repetition_penalty=gen.repetition_penalty, return_dict_in_generate=True,
+                             output_logits=True, pad_token_id=tokenizer.pad_token_id,
+                             temperature=None, top_p=None, top_k=None)
+    new = out.sequences[0, inputs["input_ids"].shape[1]:].tolist()
+    eos = set(np.atleast_1d(model.generation_config.eos_token_id or []).tolist())
+    eos |= {tokenizer.pad_token_id, tokenizer.convert_tokens_to_ids("<end_of_utterance>")} - {None}
+    end = next((j for j, t in enumerate(new) if t in eos), len(new))
+    ids = new[:end]
+    offsets = [len(tokenizer.decode(ids[:j], skip_special_tokens=True)) for j in range(len(ids))]
+    logits = [[float(out.logits[j][0, c]) if c is not None else float("nan") for c in cand_ids]
+              for j in range(len(ids))]
+    return RawGeneration(tokenizer.decode(ids, skip_special_tokens=True), ids, offsets, logits,
+                         "stop" if end < len(new) else "length")
+
+
 class ReleasedModel:
     """One released-style model (detector or coherence estimator) and its processor."""
 
@@ -292,41 +331,29 @@ class ReleasedModel:
         self.quantized = bool(getattr(getattr(model, "config", None), "quantization_config", None))
 
     def first_token_id(self, word: str) -> int | None:
-        ids = self.tokenizer.encode(word, add_special_tokens=False)
-        return ids[0] if ids else None
+        return first_token_id(self.tokenizer, word)
 
     def generate(self, conversation: list[dict[str, Any]], images: Sequence[np.ndarray], gen: GenerationPreset,
                  candidates: Sequence[str]) -> RawGeneration:
-        import torch
-        from PIL import Image
-
-        prompt = self.processor.apply_chat_template(conversation, add_generation_prompt=gen.add_generation_prompt,
-                                                    tokenize=False)
-        inputs = self.processor(text=[prompt], images=[[Image.fromarray(np.ascontiguousarray(i)) for i in images]],
-                                return_tensors="pt").to(self.device)
-        dtype = next(p.dtype for p in self.model.parameters() if p.is_floating_point())
-        if "pixel_values" in inputs:
-            inputs["pixel_values"] = inputs["pixel_values"].to(dtype if dtype.is_floating_point else torch.float16)
-        cand_ids = [self.first_token_id(c) for c in candidates]
-        with torch.inference_mode():
-            out = self.model.generate(**inputs, max_new_tokens=gen.max_new_tokens, do_sample=False,
-                                      repetition_penalty=gen.repetition_penalty, return_dict_in_generate=True,
-                                      output_logits=True, pad_token_id=self.tokenizer.pad_token_id,
-                                      temperature=None, top_p=None, top_k=None)
-        new = out.sequences[0, inputs["input_ids"].shape[1]:].tolist()
-        eos = set(np.atleast_1d(self.model.generation_config.eos_token_id or []).tolist())
-        eos |= {self.tokenizer.pad_token_id, self.tokenizer.convert_tokens_to_ids("<end_of_utterance>")} - {None}
-        end = next((j for j, t in enumerate(new) if t in eos), len(new))
-        ids = new[:end]
-        offsets = [len(self.tokenizer.decode(ids[:j], skip_special_tokens=True)) for j in range(len(ids))]
-        logits = [[float(out.logits[j][0, c]) if c is not None else float("nan") for c in cand_ids]
-                  for j in range(len(ids))]
-        return RawGeneration(self.tokenizer.decode(ids, skip_special_tokens=True), ids, offsets, logits,
-                             "stop" if end < len(new) else "length")
+        return generate_raw(self.model, self.processor, conversation, images, gen, candidates, self.device)
 
     def describe(self) -> dict[str, Any]:
         return {"spec": str(self.spec), "device": self.device, "quantized_4bit": self.quantized,
                 "dtype": str(next(self.model.parameters()).dtype).replace("torch.", "")}
+
+
+def detector_conversation(prompts: PromptSet, image_first: bool = True) -> list[dict[str, Any]]:
+    """One user turn: [original, edited, prompt] (or the prompt first)."""
+    img = [{"type": "image"}, {"type": "image"}]
+    txt = [{"type": "text", "text": prompts.detect}]
+    return [{"role": "user", "content": img + txt if image_first else txt + img}]
+
+
+def coherence_conversation(prompts: PromptSet, instruction: str, command: str, obj: str | None) -> list[dict[str, Any]]:
+    """A system turn, then one user turn: [prompt with instruction and "COMMAND: object", original, edited]."""
+    text = prompts.coherence_text(instruction, f"{command}: {obj or 'an object'}")
+    return [{"role": "system", "content": [{"type": "text", "text": prompts.coherence_system}]},
+            {"role": "user", "content": [{"type": "text", "text": text}, {"type": "image"}, {"type": "image"}]}]
 
 
 # -- the pipeline ---------------------------------------------------------------------
@@ -356,9 +383,7 @@ class ReleasedDice:
         if self.preset.detector_crop:
             crop = CentreCrop(edt.shape[1], edt.shape[0])
             src, edt = CentreCrop(src.shape[1], src.shape[0]).apply(src), crop.apply(edt)
-        img = [{"type": "image"}, {"type": "image"}]
-        txt = [{"type": "text", "text": self.prompts.detect}]
-        conv = [{"role": "user", "content": img + txt if self.preset.image_first else txt + img}]
+        conv = detector_conversation(self.prompts, self.preset.image_first)
         g = self.detector.generate(conv, [src, edt], self.preset.detector_generation, COMMANDS)
         ans = parse_released_answer(g.text)
         if ans.differences is None:
@@ -383,11 +408,7 @@ class ReleasedDice:
             src, edt = coherence_images(sample.source, sample.edited, d, self.preset.drawing,
                                         self.preset.coherence_crop, self.preset.coherence_size,
                                         self.preset.line_width)
-            change = f"{d.command}: {d.object or 'an object'}"
-            conv = [{"role": "system", "content": [{"type": "text", "text": self.prompts.coherence_system}]},
-                    {"role": "user", "content": [{"type": "text",
-                                                  "text": self.prompts.coherence_text(sample.instruction, change)},
-                                                 {"type": "image"}, {"type": "image"}]}]
+            conv = coherence_conversation(self.prompts, sample.instruction, d.command, d.object)
             g = self.coherence.generate(conv, [src, edt], self.preset.coherence_generation, ("YES", "NO"))
             dec = parse_decision(g.text)
             if dec.coherent is None:
@@ -442,4 +463,5 @@ def build_released(preset: str | None = None, detector: str | None = None, coher
         if drawing not in CONVENTIONS:
             raise InputError(f"--dice-drawing must be one of {sorted(CONVENTIONS)}, got {drawing!r}")
         p = replace(p, drawing=drawing)
+    prompts = prompts or p.prompts
     return ReleasedDice(p, load_official_prompts(prompts) if prompts else None, device, quantization)

@@ -107,7 +107,7 @@ def parse_released_answer(text: str | None) -> ReleasedAnswer:
     return ReleasedAnswer(None, rejected=rejected)
 
 
-def format_released_answer(diffs: Sequence[tuple[str, str, Sequence[float]]], digits: int = 2) -> str:
+def format_released_answer(diffs: Sequence[tuple[str, str, Sequence[float]]], digits: int = 3) -> str:
     """The training target for a list of (command, object, box): the released
     answer format, ``['nochange']`` for none.
 

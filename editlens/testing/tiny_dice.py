@@ -47,3 +47,22 @@ def build_released_layout(root: Path) -> dict[str, tuple[Path, Path]]:
         save_random_adapter(base, adapter, seed=k)
         out[role] = (base, adapter)
     return out
+
+
+def build_trainable_idefics3(out: Path, lm_head_scale: float = 40.0) -> Path:
+    """The tiny Idefics3 of :func:`build_idefics3` with its (frozen, random)
+    output layer scaled up: at the default init (std 0.02) a hidden-32 model's
+    logits stay within a fraction of a unit, so no LoRA on the layers below
+    can make it answer confidently. Scaled, a few dozen LoRA steps memorise an
+    answer, which is what the training tests need."""
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    from editlens.testing.tiny_models import build_idefics3
+
+    build_idefics3(out)
+    model = AutoModelForImageTextToText.from_pretrained(str(out), local_files_only=True)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(lm_head_scale)
+    model.save_pretrained(str(out))
+    return out
