@@ -40,6 +40,7 @@ def train_cmd(
     save_every: int = typer.Option(100, "--save-every", min=1),
     eval_max_new_tokens: int = typer.Option(256, "--eval-max-new-tokens", min=1),
     max_eval: int = typer.Option(100, "--max-eval", min=1),
+    repetition_penalty: Optional[float] = typer.Option(None, "--repetition-penalty", help="Decoding for evaluation and the written preset (default: 1.5 detect, as released; 1.0 coherence)."),
     seed: int = typer.Option(0, "--seed"),
     device: str = typer.Option("auto", "--device"),
     quantization: str = typer.Option("auto", "--quantization", help="auto (4-bit QLoRA where CUDA+bitsandbytes) or none."),
@@ -58,7 +59,7 @@ def train_cmd(
                       eval_data=str(eval_data.resolve()) if eval_data else None, init_adapter=init_adapter,
                       steps=steps, lr=lr, batch_size=batch_size, rank=rank, alpha=alpha, dropout=dropout,
                       eval_every=eval_every, save_every=save_every, eval_max_new_tokens=eval_max_new_tokens,
-                      max_eval=max_eval, seed=seed, device=device, quantization=quantization,
+                      max_eval=max_eval, repetition_penalty=repetition_penalty, seed=seed, device=device, quantization=quantization,
                       longest_edge=longest_edge, prompts=str(prompts) if prompts else None, drawing=drawing)
     res = train(cfg, progress=progress, log=lambda m: typer.echo(m, err=True))
     doc = {"out": str(res.out), "steps_done": res.steps_done, "resumed_from": res.resumed_from,

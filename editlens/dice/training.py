@@ -62,6 +62,8 @@ class TrainConfig:
     eval_every: int = 0  # 0: only at the end (when eval data is given)
     save_every: int = 100
     eval_max_new_tokens: int = 256
+    max_grad_norm: float = 1.0
+    repetition_penalty: float | None = None  # decoding for evaluation and the exported preset (None: 1.5 detect, 1.0 coherence)
     max_eval: int = 100
     seed: int = 0
     device: str = "auto"
@@ -214,13 +216,18 @@ def make_optimizer(model: Any, lr: float, quantized: bool) -> tuple[Any, str]:
 
 # -- evaluation ---------------------------------------------------------------------------
 
+def repetition_penalty_for(stage: str, given: float | None) -> float:
+    """The released detector decodes with repetition penalty 1.5, the coherence estimator without."""
+    return given if given is not None else (1.5 if stage == "detect" else 1.0)
+
+
 def evaluate(model: Any, processor: Any, builder: ExampleBuilder, rows: list[dict[str, Any]], device: str,
-             max_new_tokens: int) -> dict[str, Any]:
+             max_new_tokens: int, repetition_penalty: float | None = None) -> dict[str, Any]:
     """Detector: COCO AP of the parsed answers (the figures of ``dice-eval``).
     Coherence: accuracy of the parsed decisions. Unparsable answers are counted."""
     from editlens.dice.evaluation import evaluate_detection
 
-    gen = GenerationPreset(max_new_tokens, 1.5 if builder.stage == "detect" else 1.0, True)
+    gen = GenerationPreset(max_new_tokens, repetition_penalty_for(builder.stage, repetition_penalty), True)
     was_training = model.training
     model.eval()
     try:
@@ -421,7 +428,9 @@ def train(cfg: TrainConfig, progress: bool = True, log: Callable[[str], None] = 
                 if not torch.isfinite(loss):
                     raise InputError(f"loss became {float(loss)} at step {step + 1}; lower --lr")
                 loss.backward()
-                total += float(loss)
+                total += float(loss.detach())
+            if cfg.max_grad_norm > 0:
+                torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], cfg.max_grad_norm)
             optimizer.step()
             step += 1
             rec: dict[str, Any] = {"step": step, "loss": total, "time": time.time()}
@@ -429,7 +438,8 @@ def train(cfg: TrainConfig, progress: bool = True, log: Callable[[str], None] = 
                 result.first_loss = total
             result.last_loss = total
             if eval_rows and cfg.eval_every and step % cfg.eval_every == 0:
-                rec["eval"] = evaluate(model, processor, builder, eval_rows, device, cfg.eval_max_new_tokens)
+                rec["eval"] = evaluate(model, processor, builder, eval_rows, device, cfg.eval_max_new_tokens,
+                                      cfg.repetition_penalty)
                 result.evals.append({"step": step, **rec["eval"]})
             logf.write(json.dumps(rec) + "\n")
             logf.flush()
@@ -451,7 +461,8 @@ def train(cfg: TrainConfig, progress: bool = True, log: Callable[[str], None] = 
         plot_loss(out)
         return result
     if eval_rows and not (cfg.eval_every and step % cfg.eval_every == 0):
-        ev = evaluate(model, processor, builder, eval_rows, device, cfg.eval_max_new_tokens)
+        ev = evaluate(model, processor, builder, eval_rows, device, cfg.eval_max_new_tokens,
+                                      cfg.repetition_penalty)
         result.evals.append({"step": step, **ev})
         with open(out / "log.jsonl", "a") as fh:
             fh.write(json.dumps({"step": step, "eval": ev}) + "\n")
@@ -473,7 +484,7 @@ def export_adapter(out: Path, model: Any, processor: Any, cfg: TrainConfig) -> t
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     spec = f"{Path(cfg.base).resolve() if Path(cfg.base).is_dir() else cfg.base}+{final.resolve()}"
-    gen = GenerationPreset(cfg.eval_max_new_tokens, 1.5 if cfg.stage == "detect" else 1.0, True)
+    gen = GenerationPreset(cfg.eval_max_new_tokens, repetition_penalty_for(cfg.stage, cfg.repetition_penalty), True)
     preset = Preset(name=out.name, longest_edge=cfg.longest_edge, quantization="none", drawing=cfg.drawing,
                     image_first=cfg.image_first, prompts=str(Path(cfg.prompts).resolve()) if cfg.prompts else None,
                     detector_generation=gen, coherence_generation=gen)
