@@ -88,6 +88,24 @@ def test_detector_trains_resumes_and_runs_in_dice(trainable_base, tiny_data, tmp
     assert 0.5 < d["confidence"] <= 1.0 and d["confidence_source"] == "softmax over ADD/EDIT/REMOVE logits"
     assert res["dice_models"]["prompts"]["source"].startswith("official prompts")
 
+    # the same adapter inside `editlens run --dice`, then COCO AP with dice-eval
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps({"id": f"p{i}", "source": str(tiny_data / f"s{i}.png"),
+                                            "edited": str(tiny_data / f"e{i}.png"), "instruction": "add a cat"}) + "\n"
+                                for i in range(2)))
+    run = tmp_path / "run"
+    r = CliRunner().invoke(app, ["run", str(manifest), "--out", str(run), "--metrics", "l1", "--dice", "--option",
+                                 f"dice.dice_preset={out / 'preset.json'}", "--no-progress"])
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(x) for x in open(run / "results.jsonl")]
+    dice = [r["scores"]["dice"] for r in rows]
+    # detector only: differences reported, coherence not judged -> an info row, no made-up score
+    assert all(d["status"] == "info" and d["details"]["differences"][0]["command"] == "ADD" for d in dice)
+    r = CliRunner().invoke(app, ["dice-eval", "--gt", str(tiny_data / "train.jsonl"), "--predictions",
+                                 str(run / "results.jsonl"), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["class_aware"]["AP50"] == pytest.approx(1.0)
+
 
 def test_coherence_trains_and_judges(trainable_base, tiny_data, tmp_path):
     from editlens.cli.main import app

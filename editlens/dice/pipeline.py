@@ -92,6 +92,13 @@ class DicePipeline:
 class DiceEvaluator(Metric):
     def __init__(self, vlm: str | None = None, detector: str = "auto", **kw: Any) -> None:
         kw.pop("models", None)
+        from editlens.dice.released import RELEASED_OPTIONS, released_from_options
+
+        if any(kw.get(k) for k in RELEASED_OPTIONS):  # --option dice.dice_preset=... : released-style models
+            self.pipeline = released_from_options(kw)
+            return
+        for k in RELEASED_OPTIONS:
+            kw.pop(k, None)
         self.pipeline = DicePipeline(vlm, detector, **kw)
 
     def describe(self) -> dict[str, Any]:

@@ -465,3 +465,16 @@ def build_released(preset: str | None = None, detector: str | None = None, coher
         p = replace(p, drawing=drawing)
     prompts = prompts or p.prompts
     return ReleasedDice(p, load_official_prompts(prompts) if prompts else None, device, quantization)
+
+
+#: ``--option dice.KEY=VALUE`` keys that make the ``dice`` evaluator run released-style models
+RELEASED_OPTIONS = ("dice_preset", "dice_detector", "dice_coherence", "dice_prompts", "dice_drawing",
+                    "dice_quantization")
+
+
+def released_from_options(options: dict[str, Any]) -> ReleasedDice:
+    """The ``dice`` evaluator's released-style pipeline from its options
+    (``editlens run ... --dice --option dice.dice_preset=PRESET``)."""
+    return build_released(options.get("dice_preset"), options.get("dice_detector"), options.get("dice_coherence"),
+                          options.get("dice_prompts"), options.get("dice_drawing"), options.get("device", "auto"),
+                          options.get("dice_quantization") or "auto")
