@@ -145,3 +145,28 @@ def test_bad_training_data_is_named(tmp_path, trainable_base):
     r = CliRunner().invoke(app, ["dice-train", "--stage", "detect", "--data", str(tmp_path / "t.jsonl"),
                                  "--base", str(trainable_base), "--out", str(tmp_path / "o"), "--no-progress"])
     assert r.exit_code == 2 and "t.jsonl:1: image 'nope.png' not found" in r.output
+
+
+def test_interrupt_saves_and_resume_redoes_nothing(trainable_base, tiny_data, tmp_path, monkeypatch):
+    from editlens.dice import training
+
+    calls = {"n": 0}
+    real = training.encode_example
+
+    def interrupting(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 4:  # during step 4
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(training, "encode_example", interrupting)
+    cfg = training.TrainConfig("detect", str(tiny_data / "train.jsonl"), str(tmp_path / "r"), str(trainable_base),
+                               steps=5, lr=1e-2, rank=4, dropout=0.0, save_every=100)
+    res = training.train(cfg, progress=False, log=lambda m: None)
+    assert res.interrupted and res.steps_done == 3 and res.adapter is None
+    assert training.latest_checkpoint(tmp_path / "r").name == "step-0000003"
+    monkeypatch.setattr(training, "encode_example", real)
+    res = training.train(cfg, progress=False, log=lambda m: None)
+    assert res.resumed_from == 3 and res.steps_done == 5 and not res.interrupted and res.adapter.is_dir()
+    steps = [json.loads(x)["step"] for x in open(tmp_path / "r" / "log.jsonl")]
+    assert steps == [1, 2, 3, 4, 5]

@@ -391,7 +391,8 @@ def dice_cmd(
                 line += f"\n    {v.reasoning}"
         typer.echo(line)
     if res.verdicts is None:
-        typer.echo("(coherence not judged: pass --vlm to ask whether each change was requested)")
+        how = "--dice-coherence BASE[+ADAPTER]" if (dice_preset or dice_detector) else "--vlm"
+        typer.echo(f"(coherence not judged: pass {how} to ask whether each change was requested)")
     for p in doc.get("drawn", []):
         typer.echo(f"wrote {p}")
 

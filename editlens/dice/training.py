@@ -467,12 +467,13 @@ def train(cfg: TrainConfig, progress: bool = True, log: Callable[[str], None] = 
         with open(out / "log.jsonl", "a") as fh:
             fh.write(json.dumps({"step": step, "eval": ev}) + "\n")
     save_checkpoint(out, model, optimizer, step)
-    result.adapter, result.preset = export_adapter(out, model, processor, cfg)
+    result.adapter, result.preset = export_adapter(out, model, processor, cfg, quantized)
     plot_loss(out)
     return result
 
 
-def export_adapter(out: Path, model: Any, processor: Any, cfg: TrainConfig) -> tuple[Path, Path]:
+def export_adapter(out: Path, model: Any, processor: Any, cfg: TrainConfig, quantized: bool = False
+                   ) -> tuple[Path, Path]:
     """``adapter/`` (peft + processor) and ``preset.json`` so that
     ``editlens dice --dice-preset RUN/preset.json`` runs the trained model."""
     tmp = out / ".adapter.tmp"
@@ -485,9 +486,11 @@ def export_adapter(out: Path, model: Any, processor: Any, cfg: TrainConfig) -> t
     os.replace(tmp, final)
     spec = f"{Path(cfg.base).resolve() if Path(cfg.base).is_dir() else cfg.base}+{final.resolve()}"
     gen = GenerationPreset(cfg.eval_max_new_tokens, repetition_penalty_for(cfg.stage, cfg.repetition_penalty), True)
-    preset = Preset(name=out.name, longest_edge=cfg.longest_edge, quantization="none", drawing=cfg.drawing,
+    # an adapter trained on a 4-bit base runs on a 4-bit base (QLoRA), else unquantised
+    preset = Preset(name=out.name, longest_edge=cfg.longest_edge, quantization="nf4" if quantized else "none",
+                    drawing=cfg.drawing,
                     image_first=cfg.image_first, prompts=str(Path(cfg.prompts).resolve()) if cfg.prompts else None,
-                    detector_generation=gen, coherence_generation=gen)
+                    **{"detector_generation" if cfg.stage == "detect" else "coherence_generation": gen})
     d = preset.to_dict()
     d["detector" if cfg.stage == "detect" else "coherence"] = spec
     d.pop("detector" if cfg.stage == "coherence" else "coherence")
