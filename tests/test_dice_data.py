@@ -2,7 +2,6 @@
 COCO-format set (generated shapes; on real aurora photos when ../shared is there)."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -103,6 +102,24 @@ def test_make_pairs_cli_and_resume(coco, tmp_path, tiny_dino_dir):
     assert strict["records"] <= len(rows)
 
 
+def test_owlv2_verification_hook(coco, tmp_path, tiny_dino_dir, clip_tokenizer):
+    from editlens.dice.data.pairs import OwlV2Verifier
+    from editlens.testing.tiny_dice import build_owlv2
+
+    owl = build_owlv2(tmp_path / "owl", clip_tokenizer)
+    scores = OwlV2Verifier(str(owl), "cpu").scores(np.zeros((40, 50, 3), np.uint8), ["square", "disc"])
+    assert set(scores) == {"square", "disc"} and all(0.0 <= v <= 1.0 for v in scores.values())
+    ann, imgs = coco
+    base = ["dice-make-pairs", "--annotations", str(ann), "--images", str(imgs), "--embedder", str(tiny_dino_dir),
+            "--min-similarity", "0.0", "--min-box", "8", "--no-progress"]
+    plain = _cli(*base, "--out", str(tmp_path / "plain"))
+    checked = _cli(*base, "--out", str(tmp_path / "checked"), "--verify-with", str(owl))
+    dropped = checked["this_run"]["labels_dropped_by_verifier"]
+    # every label the verifier contradicted is missing from the verified set, nothing else is
+    assert plain["differences"] - checked["differences"] == dropped
+    assert checked["by_command"].get("EDIT", 0) == plain["by_command"].get("EDIT", 0)
+
+
 # -- stage 2 ----------------------------------------------------------------------------
 
 def test_choose_objects_respects_area_and_overlap():
@@ -178,6 +195,18 @@ def test_make_edits_cli_resume_and_train_format(coco, tmp_path):
 
     assert len(load_records(out, "detect")) == len(rows)
     assert len(load_records(out, "coherence")) == stats["coherence_records"]
+
+
+def test_diffusers_backend_without_diffusers_says_so():
+    import importlib.util
+
+    from editlens.dice.data.inpaint import make_inpainter
+    from editlens.errors import ModelUnavailableError
+
+    if importlib.util.find_spec("diffusers") is not None:
+        pytest.skip("diffusers is installed here")
+    with pytest.raises(ModelUnavailableError, match="needs the diffusers package"):
+        make_inpainter("diffusers:/models/kandinsky")
 
 
 def test_make_edits_refuses_bad_inputs(coco, tmp_path):

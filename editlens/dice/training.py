@@ -24,11 +24,10 @@ Rerunning the same command resumes from the newest checkpoint.
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 

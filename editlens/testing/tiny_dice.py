@@ -5,6 +5,7 @@ Their answers are noise; they exercise loading, prompting and parsing."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 #: (base folder, adapter folder) of each released model, relative to a root
 RELEASED_LAYOUT = {
@@ -65,4 +66,23 @@ def build_trainable_idefics3(out: Path, lm_head_scale: float = 40.0) -> Path:
     with torch.no_grad():
         model.lm_head.weight.mul_(lm_head_scale)
     model.save_pretrained(str(out))
+    return out
+
+
+def build_owlv2(out: Path, tokenizer: Any) -> Path:
+    """A tiny random OWLv2 (hidden 32) with the given CLIP tokenizer, saved
+    with its processor files, for the stage-1 verification hook."""
+    import torch
+    from transformers import Owlv2Config, Owlv2ForObjectDetection, Owlv2ImageProcessorPil
+
+    cfg = Owlv2Config(
+        text_config=dict(hidden_size=32, intermediate_size=37, num_hidden_layers=2, num_attention_heads=2,
+                         vocab_size=len(tokenizer), eos_token_id=tokenizer.eos_token_id, max_position_embeddings=16),
+        vision_config=dict(hidden_size=32, intermediate_size=37, num_hidden_layers=2, num_attention_heads=2,
+                           image_size=32, patch_size=8),
+        projection_dim=32)
+    torch.manual_seed(0)
+    Owlv2ForObjectDetection(cfg).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    Owlv2ImageProcessorPil(size={"height": 32, "width": 32}).save_pretrained(out)
     return out

@@ -20,7 +20,6 @@ visually similar real images labelled with the objects that differ.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, Protocol, Sequence
 
 import numpy as np
