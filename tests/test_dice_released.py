@@ -11,8 +11,9 @@ import pytest
 
 from editlens.dice.prompt_sets import default_prompts, load_official_prompts
 from editlens.dice.released import ModelSpec, Preset, load_preset
-from editlens.dice.released_format import (CentreCrop, assign_command_confidence, coherence_images,
-                                           format_released_answer, parse_decision, parse_released_answer)
+from editlens.dice.released_format import (CentreCrop, assign_command_confidence, candidate_variants,
+                                           coherence_images, format_released_answer, parse_decision,
+                                           parse_released_answer, word_probability)
 from editlens.dice.types import Difference
 from editlens.errors import InputError, ModelUnavailableError
 
@@ -64,16 +65,19 @@ def test_format_round_trips_through_parser():
 
 # -- confidence -------------------------------------------------------------------------
 
+IDS = [{"ADD": 11, "REMOVE": 12, "EDIT": 13}]
+
+
 def test_confidence_is_softmax_over_command_logits_at_the_emitting_step():
     text = "['ADD: cat, (0.1, 0.1, 0.5, 0.5)', 'EDIT: sky, (0, 0, 1, 0.3)']"
     diffs = parse_released_answer(text).differences
     # tokens: "['", "ADD", ": cat, (0.1, 0.1, 0.5, 0.5)', '", "EDIT", ...
     add_at, edit_at = text.index("ADD"), text.index("EDIT")
     offsets = [0, add_at, add_at + 3, edit_at, edit_at + 4]
-    ids = {"ADD": 11, "REMOVE": 12, "EDIT": 13}
     step_ids = [5, 11, 6, 13, 7]
-    logits = [[0, 0, 0], [2.0, 1.0, 0.0], [0, 0, 0], [0.0, 0.0, math.log(3)], [0, 0, 0]]  # ADD, REMOVE, EDIT order
-    assign_command_confidence(diffs, offsets, step_ids, logits, ids)
+    flat = {11: 0.0, 12: 0.0, 13: 0.0}
+    logits = [flat, {11: 2.0, 12: 1.0, 13: 0.0}, flat, {11: 0.0, 12: 0.0, 13: math.log(3)}, flat]
+    assign_command_confidence(diffs, offsets, step_ids, logits, IDS)
     e = math.e
     assert diffs[0].confidence == pytest.approx(e**2 / (e**2 + e + 1))
     assert diffs[1].confidence == pytest.approx(3 / 5)
@@ -82,10 +86,32 @@ def test_confidence_is_softmax_over_command_logits_at_the_emitting_step():
 
 def test_confidence_unavailable_when_command_not_its_own_token():
     diffs = parse_released_answer("['ADD: cat, (0.1, 0.1, 0.5, 0.5)']").differences
-    assign_command_confidence(diffs, [0], [99], [[1.0, 0.0, 0.0]], {"ADD": 11, "REMOVE": 12, "EDIT": 13})
+    assign_command_confidence(diffs, [0], [99], [{11: 1.0, 12: 0.0, 13: 0.0}], IDS)
     assert diffs[0].confidence is None and "not emitted" in diffs[0].confidence_source
-    assign_command_confidence(diffs, [0], [11], [[1.0, 0.0, 0.0]], {"ADD": 11, "REMOVE": 11, "EDIT": 13})
+    assign_command_confidence(diffs, [0], [11], [{11: 1.0}], [])
     assert diffs[0].confidence is None and "distinct" in diffs[0].confidence_source
+
+
+class _Tok:
+    """Bare words are one token each; after a space, YES/NO get their own tokens
+    but ADD/EDIT/REMOVE all start with the same space token."""
+
+    table = {"ADD": [11], "REMOVE": [12], "EDIT": [13], " ADD": [1, 11], " REMOVE": [1, 12], " EDIT": [1, 13],
+             "YES": [21], "NO": [22], " YES": [31], " NO": [32]}
+
+    def encode(self, text, add_special_tokens=False):
+        return self.table[text]
+
+
+def test_candidate_variants_and_spaced_decision_probability():
+    assert candidate_variants(_Tok(), ("ADD", "REMOVE", "EDIT")) == IDS
+    v = candidate_variants(_Tok(), ("YES", "NO"))
+    assert v == [{"YES": 21, "NO": 22}, {"YES": 31, "NO": 32}]
+    logits = {21: 0.0, 22: 0.0, 31: math.log(4), 32: 0.0}
+    # "Decision: YES" emits the spaced YES: its variant's logits are used
+    assert word_probability("YES", 31, logits, v) == pytest.approx(0.8)
+    assert word_probability("NO", 32, logits, v) == pytest.approx(0.2)
+    assert word_probability("YES", 22, logits, v) is None
 
 
 # -- decision ---------------------------------------------------------------------------

@@ -32,8 +32,9 @@ import numpy as np
 
 from editlens.core.types import LoadedEdit
 from editlens.dice.prompt_sets import PromptSet, default_prompts
-from editlens.dice.released_format import (CONVENTIONS, CentreCrop, assign_command_confidence, coherence_images,
-                                           parse_decision, parse_released_answer, softmax, step_for_offset)
+from editlens.dice.released_format import (CONVENTIONS, CentreCrop, assign_command_confidence, candidate_variants,
+                                           coherence_images, parse_decision, parse_released_answer, step_for_offset,
+                                           word_probability)
 from editlens.dice.types import COMMANDS, DiceResult, Verdict
 from editlens.errors import InputError, ModelUnavailableError
 
@@ -270,13 +271,9 @@ class RawGeneration:
     text: str
     step_ids: list[int]
     offsets: list[int]  # start of each generated token in ``text``
-    candidate_logits: list[list[float]]  # per step, the logits of the requested candidate tokens
+    step_logits: list[dict[int, float]]  # per step, token id -> logit for the candidates' first tokens
+    variants: list[dict[str, int]]  # candidate word -> first token id, bare and after a space
     finish_reason: str = "length"
-
-
-def first_token_id(tokenizer: Any, word: str) -> int | None:
-    ids = tokenizer.encode(word, add_special_tokens=False)
-    return ids[0] if ids else None
 
 
 def generate_raw(model: Any, processor: Any, conversation: list[dict[str, Any]], images: Sequence[np.ndarray],
@@ -294,7 +291,8 @@ def generate_raw(model: Any, processor: Any, conversation: list[dict[str, Any]],
     if "pixel_values" in inputs:
         dtype = next(p.dtype for p in model.parameters() if p.is_floating_point())
         inputs["pixel_values"] = inputs["pixel_values"].to(dtype)
-    cand_ids = [first_token_id(tokenizer, c) for c in candidates]
+    variants = candidate_variants(tokenizer, candidates)
+    cand_ids = sorted({i for v in variants for i in v.values()})
     with torch.inference_mode():
         out = model.generate(**inputs, max_new_tokens=gen.max_new_tokens, do_sample=False,
                              repetition_penalty=gen.repetition_penalty, return_dict_in_generate=True,
@@ -306,9 +304,8 @@ def generate_raw(model: Any, processor: Any, conversation: list[dict[str, Any]],
     end = next((j for j, t in enumerate(new) if t in eos), len(new))
     ids = new[:end]
     offsets = [len(tokenizer.decode(ids[:j], skip_special_tokens=True)) for j in range(len(ids))]
-    logits = [[float(out.logits[j][0, c]) if c is not None else float("nan") for c in cand_ids]
-              for j in range(len(ids))]
-    return RawGeneration(tokenizer.decode(ids, skip_special_tokens=True), ids, offsets, logits,
+    logits = [{c: float(out.logits[j][0, c]) for c in cand_ids} for j in range(len(ids))]
+    return RawGeneration(tokenizer.decode(ids, skip_special_tokens=True), ids, offsets, logits, variants,
                          "stop" if end < len(new) else "length")
 
 
@@ -329,9 +326,6 @@ class ReleasedModel:
         self.processor = load_processor(spec, longest_edge)
         self.tokenizer = self.processor.tokenizer
         self.quantized = bool(getattr(getattr(model, "config", None), "quantization_config", None))
-
-    def first_token_id(self, word: str) -> int | None:
-        return first_token_id(self.tokenizer, word)
 
     def generate(self, conversation: list[dict[str, Any]], images: Sequence[np.ndarray], gen: GenerationPreset,
                  candidates: Sequence[str]) -> RawGeneration:
@@ -388,9 +382,7 @@ class ReleasedDice:
         ans = parse_released_answer(g.text)
         if ans.differences is None:
             return DiceResult([], detector="released", raw=g.text, unparsable=True, problem=ans.problem)
-        ids = {c: self.detector.first_token_id(c) for c in COMMANDS}
-        assign_command_confidence(ans.differences, g.offsets, g.step_ids, g.candidate_logits,
-                                  {c: i for c, i in ids.items() if i is not None})
+        assign_command_confidence(ans.differences, g.offsets, g.step_ids, g.step_logits, g.variants)
         if crop is not None:
             for d in ans.differences:
                 d.box = crop.from_crop(d.box)
@@ -414,12 +406,10 @@ class ReleasedDice:
             if dec.coherent is None:
                 verdicts.append(Verdict(None, raw=g.text, problem=dec.problem))
                 continue
-            p_yes = None
             j = None if dec.char_offset is None else step_for_offset(g.offsets, dec.char_offset)
-            yes, no = self.coherence.first_token_id("YES"), self.coherence.first_token_id("NO")
-            if j is not None and yes is not None and no is not None and yes != no \
-                    and g.step_ids[j] in (yes, no):
-                p_yes = softmax(g.candidate_logits[j])[0]
+            said = "YES" if dec.coherent else "NO"
+            p = None if j is None else word_probability(said, g.step_ids[j], g.step_logits[j], g.variants)
+            p_yes = None if p is None else (p if dec.coherent else 1.0 - p)
             verdicts.append(Verdict(dec.coherent, p_yes, dec.reasoning, g.text))
         res.verdicts = verdicts
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -144,28 +144,53 @@ def step_for_offset(offsets: Sequence[int], offset: int) -> int | None:
     return j
 
 
+def candidate_variants(tokenizer: Any, words: Sequence[str]) -> list[dict[str, int]]:
+    """The first token of each word as written bare (``'ADD`` after a quote) and
+    after a space (`` YES`` after a colon); a variant is kept only when every
+    word has its own distinct first token (else their probabilities cannot be told apart).
+    """
+    out: list[dict[str, int]] = []
+    for prefix in ("", " "):
+        ids = {w: (tokenizer.encode(prefix + w, add_special_tokens=False) or [None])[0] for w in words}
+        if None not in ids.values() and len(set(ids.values())) == len(words) and ids not in out:
+            out.append(ids)  # type: ignore[arg-type]
+    return out
+
+
+def word_probability(word: str, emitted: int, logits: dict[int, float], variants: Sequence[dict[str, int]]
+                     ) -> float | None:
+    """P(word) = softmax over the candidate words' logits at a step, using the
+    variant (bare or spaced) whose token for ``word`` is the one emitted;
+    ``None`` when the step did not emit ``word``'s token."""
+    for v in variants:
+        if v.get(word) == emitted and all(i in logits for i in v.values()):
+            words = list(v)
+            return softmax([logits[v[w]] for w in words])[words.index(word)]
+    return None
+
+
 def assign_command_confidence(diffs: list[Difference], offsets: Sequence[int], step_ids: Sequence[int],
-                              command_logits: Sequence[Sequence[float]], command_token_ids: dict[str, int]) -> None:
+                              step_logits: Sequence[dict[int, float]], variants: Sequence[dict[str, int]]) -> None:
     """Confidence of each difference = softmax over the ADD/EDIT/REMOVE logits
     at the step that emitted its command token.
 
-    ``command_logits[j]`` holds the logits of ``command_token_ids`` (in
-    :data:`COMMANDS` order) at step ``j``; ``step_ids[j]`` is the emitted token.
+    ``offsets[j]``: where generated token ``j`` starts in the answer;
+    ``step_ids[j]``: the token; ``step_logits[j]``: token id -> logit for the
+    candidate ids; ``variants``: from :func:`candidate_variants` over ADD/EDIT/REMOVE.
     A difference whose command was not emitted as its own first token (a
     tokenizer that merges it with the quote, say) gets ``None`` and a reason.
     """
-    ids = [command_token_ids.get(c) for c in COMMANDS]
-    if any(i is None for i in ids) or len(set(ids)) != len(ids):
-        for d in diffs:
-            d.confidence, d.confidence_source = None, "unavailable: ADD/EDIT/REMOVE do not start with distinct tokens"
-        return
     for d in diffs:
+        if not variants:
+            d.confidence, d.confidence_source = None, "unavailable: ADD/EDIT/REMOVE do not start with distinct tokens"
+            continue
         j = None if d.char_offset is None else step_for_offset(offsets, d.char_offset)
-        if j is None or j >= len(command_logits) or step_ids[j] != command_token_ids[d.command]:
+        p = None if j is None or j >= len(step_ids) else word_probability(d.command, step_ids[j], step_logits[j],
+                                                                             variants)
+        if p is None:
             d.confidence, d.confidence_source = None, "unavailable: the command was not emitted as a command token"
             continue
-        probs = softmax(list(command_logits[j]))
-        d.confidence, d.confidence_source = probs[COMMANDS.index(d.command)], "softmax over ADD/EDIT/REMOVE logits"
+        d.confidence, d.confidence_source = p, "softmax over ADD/EDIT/REMOVE logits"
 
 
 # -- coherence answer ---------------------------------------------------------------

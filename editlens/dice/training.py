@@ -35,7 +35,7 @@ import numpy as np
 
 from editlens.dice.prompt_sets import PromptSet, default_prompts, load_official_prompts
 from editlens.dice.released import (GenerationPreset, ModelSpec, Preset, coherence_conversation,
-                                    detector_conversation, first_token_id, generate_raw, load_base, load_processor)
+                                    detector_conversation, generate_raw, load_base, load_processor)
 from editlens.dice.released_format import (CONVENTIONS, assign_command_confidence, coherence_images,
                                            format_released_answer, parse_decision, parse_released_answer)
 from editlens.dice.types import COMMANDS, Difference
@@ -232,7 +232,6 @@ def evaluate(model: Any, processor: Any, builder: ExampleBuilder, rows: list[dic
     try:
         if builder.stage == "detect":
             preds, unparsable = {}, 0
-            ids = {c: i for c in COMMANDS if (i := first_token_id(processor.tokenizer, c)) is not None}
             for r in rows:
                 conv, images, _ = builder(r)
                 g = generate_raw(model, processor, conv, images, gen, COMMANDS, device)
@@ -240,7 +239,7 @@ def evaluate(model: Any, processor: Any, builder: ExampleBuilder, rows: list[dic
                 if ans.differences is None:
                     unparsable += 1
                     continue
-                assign_command_confidence(ans.differences, g.offsets, g.step_ids, g.candidate_logits, ids)
+                assign_command_confidence(ans.differences, g.offsets, g.step_ids, g.step_logits, g.variants)
                 preds[str(r["id"])] = [d.to_dict() for d in ans.differences]
             gt = [{"id": str(r["id"]), "width": r.get("width") or 1, "height": r.get("height") or 1,
                    "differences": r["differences"]} for r in rows]
