@@ -190,6 +190,10 @@ def test_make_edits_cli_resume_and_train_format(coco, tmp_path):
     # resume: nothing redone, same records
     again = _cli(*args)
     assert again["this_run"]["written"] == 0 and _lines(out / "train.jsonl") == rows
+    from editlens.cli.main import app
+
+    r = CliRunner().invoke(app, [*args, "--seed", "3"])
+    assert r.exit_code == 2 and "other settings" in r.output and "'seed': (0, 3)" in r.output
     # both files load as training data for their stage
     from editlens.dice.training import load_records
 

@@ -177,6 +177,7 @@ def make_edits(cfg: EditConfig, progress: bool = True) -> dict[str, Any]:
     coco = CocoSet(cfg.annotations, cfg.images)
     inpainter = make_inpainter(cfg.inpainter)
     store = DatasetStore(cfg.out)
+    store.check_config(asdict(cfg), free=("max_images", "out"))
     coh = DatasetStore(cfg.out, "coherence.jsonl") if cfg.coherence else None
     store.write_json("provenance.json", {**provenance("dice-make-edits", asdict(cfg), [cfg.annotations]),
                                          "inpainter": inpainter.describe()})

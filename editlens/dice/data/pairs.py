@@ -193,6 +193,7 @@ def make_pairs(cfg: PairConfig, progress: bool = True) -> dict[str, Any]:
     """Build (or resume) a stage-1 dataset folder; returns its statistics."""
     coco = CocoSet(cfg.annotations, cfg.images)
     store = DatasetStore(cfg.out)
+    store.check_config(asdict(cfg), free=("max_pairs", "device", "out"))
     store.write_json("provenance.json", provenance("dice-make-pairs", asdict(cfg), [cfg.annotations]))
     ids = sorted(i for i in coco.images if coco.anns[i])
     emb = _embeddings(coco, ids, store, cfg, progress)

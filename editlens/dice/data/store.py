@@ -61,6 +61,20 @@ class DatasetStore:
         os.replace(tmp, self.out / rel)
         return rel
 
+    def check_config(self, config: dict[str, Any], free: tuple[str, ...] = ()) -> None:
+        """Refuse to resume a folder built with other settings (``free`` keys may change,
+        e.g. how many images to process)."""
+        from editlens.errors import InputError
+
+        p = self.out / "provenance.json"
+        if not p.is_file() or not self.records:
+            return
+        before = json.loads(p.read_text()).get("config", {})
+        now = json.loads(json.dumps(config))  # tuples -> lists, as stored
+        diff = {k: (before.get(k), v) for k, v in now.items() if k not in free and before.get(k) != v}
+        if diff:
+            raise InputError(f"{self.out} was built with other settings {diff} (was, now); use another --out")
+
     def write_json(self, name: str, data: Any) -> Path:
         p = self.out / name
         tmp = p.with_suffix(".tmp")
