@@ -295,3 +295,21 @@ def test_adapter_that_does_not_fit_is_refused(released_root, tmp_path):
         attach_adapter(model, str(bad))
     with pytest.raises(ModelUnavailableError, match="adapter_config.json"):
         attach_adapter(model, str(tmp_path))
+
+
+def test_base_with_missing_weights_is_refused(released_root, tmp_path):
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from editlens.dice.released import load_base
+
+    root, layout = released_root
+    bad = tmp_path / "base"
+    shutil.copytree(layout["coherence"][0], bad)
+    weights = load_file(bad / "model.safetensors")
+    name = next(k for k in sorted(weights) if "text_model.layers.1.mlp" in k)
+    del weights[name]
+    save_file(weights, bad / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ModelUnavailableError, match="1 weight\\(s\\) missing"):
+        load_base(str(bad), "cpu", "none", [])

@@ -220,10 +220,18 @@ def load_base(ref: str, device: str, quantization: str, notes: list[str], traina
             notes.append(f"{ref}: language model in {str(kwargs['dtype']).replace('torch.', '')} instead of 4-bit "
                          f"NF4 ({why})")
     try:
-        model = AutoModelForImageTextToText.from_pretrained(str(path), local_files_only=True, **kwargs)
+        model, info = AutoModelForImageTextToText.from_pretrained(str(path), local_files_only=True,
+                                                                  output_loading_info=True, **kwargs)
     except (OSError, ValueError) as exc:
         raise ModelUnavailableError(f"model {ref!r} ({path}): cannot load ({type(exc).__name__}: "
                                     f"{str(exc).splitlines()[0]})") from None
+    missing = sorted(info.get("missing_keys") or [])
+    if missing:  # transformers would fill them with random values: never run like that
+        raise ModelUnavailableError(f"model {ref!r} ({path}): {len(missing)} weight(s) missing from the checkpoint "
+                                    f"(e.g. {missing[:3]}); refusing to run with randomly initialised parts")
+    if info.get("unexpected_keys"):
+        notes.append(f"{ref}: {len(info['unexpected_keys'])} unexpected checkpoint key(s) ignored "
+                     f"(e.g. {sorted(info['unexpected_keys'])[:3]})")
     if "device_map" not in kwargs:
         model = model.to(device)
     return model
