@@ -88,6 +88,16 @@ def test_detector_trains_resumes_and_runs_in_dice(trainable_base, tiny_data, tmp
     assert 0.5 < d["confidence"] <= 1.0 and d["confidence_source"] == "softmax over ADD/EDIT/REMOVE logits"
     assert res["dice_models"]["prompts"]["source"].startswith("official prompts")
 
+    # stage 1 -> stage 2 as released: merge the adapter into the base; the merged model alone answers the same
+    r = CliRunner().invoke(app, ["dice-merge", "--base", str(trainable_base), "--adapter", str(out / "adapter"),
+                                 "--out", str(tmp_path / "merged")])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(app, ["dice", "--source", str(tiny_data / "s0.png"), "--edited", str(tiny_data / "e0.png"),
+                                 "--instruction", "add a cat", "--dice-preset", str(out / "preset.json"),
+                                 "--dice-detector", str(tmp_path / "merged"), "--json"])
+    merged = json.loads(r.stdout)
+    assert merged["raw"] == res["raw"] and merged["differences"][0]["confidence"] == pytest.approx(d["confidence"], abs=1e-4)
+
     # the same adapter inside `editlens run --dice`, then COCO AP with dice-eval
     manifest = tmp_path / "m.jsonl"
     manifest.write_text("".join(json.dumps({"id": f"p{i}", "source": str(tiny_data / f"s{i}.png"),

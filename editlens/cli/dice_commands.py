@@ -20,6 +20,20 @@ def register(app: typer.Typer) -> None:
     app.command("dice-train")(train_cmd)
     app.command("dice-make-pairs")(make_pairs_cmd)
     app.command("dice-make-edits")(make_edits_cmd)
+    app.command("dice-merge")(merge_cmd)
+
+
+@guarded
+def merge_cmd(
+    base: str = typer.Option(..., "--base", help="Base VLM (directory or hub id)."),
+    adapter: str = typer.Option(..., "--adapter", help="LoRA adapter folder (e.g. runs/s1/adapter)."),
+    out: Path = typer.Option(..., "--out", help="Folder for the merged model."),
+    device: str = typer.Option("cpu", "--device"),
+) -> None:
+    """Merge a LoRA adapter into its base (the released detector's stage-1 model is such a merge)."""
+    from editlens.dice.training import merge_adapter
+
+    typer.echo(f"merged model -> {merge_adapter(base, adapter, out, device)}")
 
 
 @guarded

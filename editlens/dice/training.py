@@ -495,3 +495,23 @@ def export_adapter(out: Path, model: Any, processor: Any, cfg: TrainConfig, quan
     d.pop("name")
     _atomic_json(out / "preset.json", d)
     return final, out / "preset.json"
+
+
+def merge_adapter(base: str, adapter: str, out: str | Path, device: str = "cpu") -> Path:
+    """Fold a LoRA adapter into its base and save the result with the
+    processor: the released detector is such a merged stage-1 model, on which
+    the stage-2 adapter is trained (``dice-train --base MERGED``)."""
+    from editlens.dice.released import attach_adapter
+
+    notes: list[str] = []
+    model = attach_adapter(load_base(base, device, "none", notes, trainable=True), adapter)
+    merged = model.merge_and_unload()
+    out = Path(out)
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    merged.save_pretrained(str(tmp))
+    load_processor(ModelSpec(base, adapter), None).save_pretrained(str(tmp))
+    _atomic_json(tmp / "editlens_merge.json", {"base": base, "adapter": adapter})
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    return out
