@@ -270,6 +270,13 @@ def test_released_layout_loads_through_preset(released_root, tmp_path):
     (res,) = dice.run([EditSample("e", str(tmp_path / "a.png"), str(tmp_path / "b.png"), "add a cat").load()])
     assert res.detector == "released" and res.raw is not None
     assert res.unparsable == (res.problem is not None and res.problem.startswith("unparsable"))
+    # a box in the band the centre crop cuts off is not judged on an unmarked image
+    from editlens.dice.types import DiceResult, Difference
+
+    sample = EditSample("e", str(tmp_path / "a.png"), str(tmp_path / "b.png"), "add a cat").load()
+    outside = DiceResult([Difference("ADD", "cat", (0.0, 0.1, 0.05, 0.9))])
+    dice.judge(sample, outside)
+    assert outside.verdicts[0].coherent is None and "outside the centre crop" in outside.verdicts[0].problem
     desc = dice.describe()
     assert desc["identical_to_release"] is False
     assert any("instead of 4-bit NF4" in n for n in desc["differences_from_release"])

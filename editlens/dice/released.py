@@ -308,7 +308,7 @@ def generate_raw(model: Any, processor: Any, conversation: list[dict[str, Any]],
                              temperature=None, top_p=None, top_k=None)
     new = out.sequences[0, inputs["input_ids"].shape[1]:].tolist()
     eos = set(np.atleast_1d(model.generation_config.eos_token_id or []).tolist())
-    eos |= {tokenizer.pad_token_id, tokenizer.convert_tokens_to_ids("<end_of_utterance>")} - {None}
+    eos |= {tokenizer.pad_token_id, tokenizer.get_vocab().get("<end_of_utterance>")} - {None}  # Idefics3 turn end
     end = next((j for j, t in enumerate(new) if t in eos), len(new))
     ids = new[:end]
     offsets = [len(tokenizer.decode(ids[:j], skip_special_tokens=True)) for j in range(len(ids))]
@@ -386,7 +386,11 @@ class ReleasedDice:
             crop = CentreCrop(edt.shape[1], edt.shape[0])
             src, edt = CentreCrop(src.shape[1], src.shape[0]).apply(src), crop.apply(edt)
         conv = detector_conversation(self.prompts, self.preset.image_first)
-        g = self.detector.generate(conv, [src, edt], self.preset.detector_generation, COMMANDS)
+        try:
+            g = self.detector.generate(conv, [src, edt], self.preset.detector_generation, COMMANDS)
+        except Exception as exc:  # one failing sample must not end a run; it is recorded, not scored
+            return DiceResult([], detector="released", unparsable=True,
+                              problem=f"detector generation failed: {type(exc).__name__}: {exc}")
         ans = parse_released_answer(g.text)
         if ans.differences is None:
             return DiceResult([], detector="released", raw=g.text, unparsable=True, problem=ans.problem)
@@ -405,11 +409,20 @@ class ReleasedDice:
             return
         verdicts = []
         for d in res.differences:
+            h, w = sample.edited.shape[:2]
+            if self.preset.coherence_crop and CentreCrop(w, h).to_crop(d.box) is None:
+                verdicts.append(Verdict(None, problem="the box lies outside the centre crop the coherence "
+                                                      "estimator sees; not judged"))
+                continue
             src, edt = coherence_images(sample.source, sample.edited, d, self.preset.drawing,
                                         self.preset.coherence_crop, self.preset.coherence_size,
                                         self.preset.line_width)
             conv = coherence_conversation(self.prompts, sample.instruction, d.command, d.object)
-            g = self.coherence.generate(conv, [src, edt], self.preset.coherence_generation, ("YES", "NO"))
+            try:
+                g = self.coherence.generate(conv, [src, edt], self.preset.coherence_generation, ("YES", "NO"))
+            except Exception as exc:
+                verdicts.append(Verdict(None, problem=f"coherence generation failed: {type(exc).__name__}: {exc}"))
+                continue
             dec = parse_decision(g.text)
             if dec.coherent is None:
                 verdicts.append(Verdict(None, raw=g.text, problem=dec.problem))
