@@ -174,3 +174,7 @@ def test_interrupt_saves_and_resume_redoes_nothing(trainable_base, tiny_data, tm
     assert res.resumed_from == 3 and res.steps_done == 5 and not res.interrupted and res.adapter.is_dir()
     steps = [json.loads(x)["step"] for x in open(tmp_path / "r" / "log.jsonl")]
     assert steps == [1, 2, 3, 4, 5]
+    # a finished run rerun does nothing more
+    again = training.train(cfg, progress=False, log=lambda m: None)
+    assert again.resumed_from == again.steps_done == 5 and again.adapter == res.adapter
+    assert [json.loads(x)["step"] for x in open(tmp_path / "r" / "log.jsonl")] == steps

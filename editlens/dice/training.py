@@ -404,6 +404,12 @@ def train(cfg: TrainConfig, progress: bool = True, log: Callable[[str], None] = 
     result = TrainResult(out, start, start, None, None, notes=notes)
     losses = [r["loss"] for r in history if "loss" in r]
     result.first_loss = losses[0] if losses else None
+    if start >= cfg.steps and (out / "adapter" / "adapter_config.json").is_file() and (out / "preset.json").is_file():
+        # already finished: nothing to redo
+        result.last_loss = losses[-1] if losses else None
+        result.evals = [{"step": r["step"], **r["eval"]} for r in history if "eval" in r]
+        result.adapter, result.preset = out / "adapter", out / "preset.json"
+        return result
     bar = None
     if progress:
         from tqdm import tqdm
@@ -459,8 +465,7 @@ def train(cfg: TrainConfig, progress: bool = True, log: Callable[[str], None] = 
         plot_loss(out)
         return result
     if eval_rows and not (cfg.eval_every and step % cfg.eval_every == 0):
-        ev = evaluate(model, processor, builder, eval_rows, device, cfg.eval_max_new_tokens,
-                                      cfg.repetition_penalty)
+        ev = evaluate(model, processor, builder, eval_rows, device, cfg.eval_max_new_tokens, cfg.repetition_penalty)
         result.evals.append({"step": step, **ev})
         with open(out / "log.jsonl", "a") as fh:
             fh.write(json.dumps({"step": step, "eval": ev}) + "\n")
