@@ -178,3 +178,21 @@ def test_interrupt_saves_and_resume_redoes_nothing(trainable_base, tiny_data, tm
     again = training.train(cfg, progress=False, log=lambda m: None)
     assert again.resumed_from == again.steps_done == 5 and again.adapter == res.adapter
     assert [json.loads(x)["step"] for x in open(tmp_path / "r" / "log.jsonl")] == steps
+
+
+def test_loss_mask_covers_only_the_answer(trainable_base, tiny_data):
+    from transformers import AutoProcessor
+
+    from editlens.dice.prompt_sets import load_official_prompts
+    from editlens.dice.training import ExampleBuilder, encode_example, load_records
+
+    proc = AutoProcessor.from_pretrained(str(trainable_base))
+    rows = load_records(tiny_data / "train.jsonl", "detect")
+    conv, images, answer = ExampleBuilder("detect", load_official_prompts(CLONE), "released", True)(rows[0])
+    assert answer == "['ADD: cat, (0.25, 0.25, 0.5, 0.75)']"
+    enc = encode_example(proc, conv, images, answer)
+    ids, labels = enc["input_ids"][0], enc["labels"][0]
+    kept = labels != -100
+    first = int(kept.nonzero()[0])
+    assert kept[first:].all() and not kept[:first].any() and (labels[kept] == ids[kept]).all()
+    assert proc.tokenizer.decode(ids[kept], skip_special_tokens=True).strip() == answer

@@ -161,12 +161,14 @@ def encode_example(processor: Any, conv: list[dict[str, Any]], images: list[np.n
         raise InputError("the chat template does not put the answer after the generation prompt; "
                          "cannot mask the loss to the answer")
     enc = processor(text=[full], images=[pil], return_tensors="pt")
-    n_prompt = processor(text=[prompt], images=[pil], return_tensors="pt")["input_ids"].shape[1]
+    prompt_ids = processor(text=[prompt], images=[pil], return_tensors="pt")["input_ids"][0]
+    n_prompt = len(prompt_ids)
     ids = enc["input_ids"][0]
+    if len(ids) <= n_prompt or not bool((ids[:n_prompt] == prompt_ids).all()):
+        raise InputError("the tokenised prompt is not a prefix of the tokenised prompt + answer; "
+                         "cannot mask the loss to the answer")
     labels = ids.clone()
     labels[:n_prompt] = -100
-    if (labels != -100).sum() == 0:
-        raise InputError("empty answer after tokenisation")
     enc["labels"] = labels[None]
     return dict(enc)
 
