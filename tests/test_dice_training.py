@@ -53,22 +53,29 @@ def _train(base, data, out, stage, steps, extra=()):
     return json.loads(r.stdout[r.stdout.index("{"):])
 
 
-def test_detector_trains_resumes_and_runs_in_dice(trainable_base, tiny_data, tmp_path):
+@pytest.fixture(scope="module")
+def trained_detector(trainable_base, tiny_data, tmp_path_factory):
+    """24 steps with an evaluation, then a resumed run to 40 steps (both from the CLI)."""
+    out = tmp_path_factory.mktemp("det") / "det"
+    first = _train(trainable_base, tiny_data / "train.jsonl", out, "detect", 24,
+                   ["--eval-data", str(tiny_data / "train.jsonl"), "--eval-every", "24"])
+    log24 = [json.loads(x) for x in open(out / "log.jsonl")]
+    more = _train(trainable_base, tiny_data / "train.jsonl", out, "detect", 40)
+    return out, first, log24, more
+
+
+def test_detector_trains_resumes_and_runs_in_dice(trainable_base, tiny_data, tmp_path, trained_detector):
     from editlens.cli.main import app
 
-    out = tmp_path / "det"
-    doc = _train(trainable_base, tiny_data / "train.jsonl", out, "detect", 24,
-                 ["--eval-data", str(tiny_data / "train.jsonl"), "--eval-every", "24"])
+    out, doc, log, more = trained_detector
     assert doc["steps_done"] == 24 and doc["last_loss"] < 0.25 * doc["first_loss"]
     assert doc["evals"] and doc["evals"][-1]["n"] == 2 and "AP" in doc["evals"][-1]
     for name in ("adapter/adapter_config.json", "adapter/adapter_model.safetensors", "preset.json", "loss.png",
                  "log.jsonl", "train_config.json"):
         assert (out / name).is_file(), name
-    log = [json.loads(x) for x in open(out / "log.jsonl")]
     assert [r["step"] for r in log if "loss" in r] == list(range(1, 25))
 
-    # resume: only the new steps run, the log continues without repeats
-    more = _train(trainable_base, tiny_data / "train.jsonl", out, "detect", 40)
+    # resume: only the new steps ran, the log continues without repeats
     assert more["resumed_from"] == 24 and more["steps_done"] == 40
     log = [json.loads(x) for x in open(out / "log.jsonl")]
     assert [r["step"] for r in log if "loss" in r] == list(range(1, 41))
@@ -117,7 +124,7 @@ def test_detector_trains_resumes_and_runs_in_dice(trainable_base, tiny_data, tmp
     assert json.loads(r.stdout)["class_aware"]["AP50"] == pytest.approx(1.0)
 
 
-def test_coherence_trains_and_judges(trainable_base, tiny_data, tmp_path):
+def test_coherence_trains_and_judges(trainable_base, tiny_data, tmp_path, trained_detector):
     from editlens.cli.main import app
 
     out = tmp_path / "coh"
@@ -127,18 +134,21 @@ def test_coherence_trains_and_judges(trainable_base, tiny_data, tmp_path):
     assert doc["evals"][-1]["accuracy"] == 1.0 and doc["evals"][-1]["unparsable"] == 0
     preset = json.loads((out / "preset.json").read_text())
     assert "detector" not in preset and preset["coherence"].endswith("adapter")
-    # the preset it wrote loads (beside any detector); the trained estimator judges the true
-    # difference coherent, with P(YES) from the YES/NO logits
-    from editlens.core.types import EditSample
-    from editlens.dice.released import build_released
-    from editlens.dice.types import DiceResult, Difference
-
-    dice = build_released(str(out / "preset.json"), detector=str(trainable_base))
-    sample = EditSample("e", str(tiny_data / "s0.png"), str(tiny_data / "e0.png"), "add a cat").load()
-    res = DiceResult([Difference("ADD", "cat", tuple(BOX))])
-    dice.judge(sample, res)
-    (v,) = res.verdicts
-    assert v.coherent is True and v.reasoning == "cat added" and v.p_yes > 0.5
+    # both trained adapters in `editlens dice`: the detector finds the added cat, the estimator
+    # judges it coherent, with P(YES) from the YES/NO logits
+    det = trained_detector[0]
+    r = CliRunner().invoke(app, ["dice", "--source", str(tiny_data / "s0.png"), "--edited", str(tiny_data / "e0.png"),
+                                 "--instruction", "add a cat", "--dice-preset", str(det / "preset.json"),
+                                 "--dice-coherence", preset["coherence"], "--json"])
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.stdout)
+    (d,) = res["differences"]
+    assert d["command"] == "ADD" and d["verdict"]["coherent"] is True and d["verdict"]["reasoning"] == "cat added"
+    assert d["verdict"]["p_yes"] > 0.5
+    # the decoding an adapter was trained with follows it; a coherence adapter is no detector
+    r = CliRunner().invoke(app, ["dice", "--source", str(tiny_data / "s0.png"), "--edited", str(tiny_data / "e0.png"),
+                                 "--instruction", "add a cat", "--dice-detector", preset["coherence"]])
+    assert r.exit_code == 2 and "trained for the coherence stage, not as the detector" in r.output
 
 
 def test_bad_training_data_is_named(tmp_path, trainable_base):

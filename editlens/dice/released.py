@@ -459,6 +459,24 @@ class ReleasedDice:
                 "identical_to_release": not notes, "differences_from_release": notes}
 
 
+def trained_generation(spec: ModelSpec | None, role: str) -> GenerationPreset | None:
+    """Decoding for an adapter trained by ``editlens dice-train`` (it records how
+    it was trained: always with the generation prompt), so it runs the way it
+    learned whichever preset it is combined with; ``None`` for other adapters."""
+    if spec is None or spec.adapter is None or not Path(spec.adapter).is_dir():
+        return None
+    meta = Path(spec.adapter) / "editlens_training.json"
+    if not meta.is_file():
+        return None
+    cfg = json.loads(meta.read_text()).get("config", {})
+    stage = cfg.get("stage")
+    if (role == "detector") != (stage == "detect"):
+        raise InputError(f"adapter {spec.adapter} was trained for the {stage} stage, not as the {role}")
+    rep = cfg.get("repetition_penalty")
+    return GenerationPreset(int(cfg.get("eval_max_new_tokens") or 256),
+                            float(rep if rep is not None else (1.5 if stage == "detect" else 1.0)), True)
+
+
 def build_released(preset: str | None = None, detector: str | None = None, coherence: str | None = None,
                    prompts: str | None = None, drawing: str | None = None, device: str = "auto",
                    quantization: str = "auto") -> ReleasedDice:
@@ -474,6 +492,10 @@ def build_released(preset: str | None = None, detector: str | None = None, coher
         if drawing not in CONVENTIONS:
             raise InputError(f"--dice-drawing must be one of {sorted(CONVENTIONS)}, got {drawing!r}")
         p = replace(p, drawing=drawing)
+    for role in ("detector", "coherence"):
+        gen = trained_generation(getattr(p, role), role)
+        if gen is not None:
+            p = replace(p, **{f"{role}_generation": gen})
     prompts = prompts or p.prompts
     return ReleasedDice(p, load_official_prompts(prompts) if prompts else None, device, quantization)
 
