@@ -421,6 +421,13 @@ def dice_cmd(
     timeout: Optional[float] = TimeoutOpt,
     max_retries: Optional[int] = RetriesOpt,
     concurrency: Optional[int] = ConcurrencyOpt,
+    dice_preset: Optional[str] = typer.Option(None, "--dice-preset", help="Released-style models: preset name (dice-idefics3) or JSON file."),
+    dice_detector: Optional[str] = typer.Option(None, "--dice-detector", help="Released-style detector: BASE[+ADAPTER]."),
+    dice_coherence: Optional[str] = typer.Option(None, "--dice-coherence", help="Released-style coherence estimator: BASE[+ADAPTER]."),
+    dice_prompts: Optional[str] = typer.Option(None, "--dice-prompts", help="Local clone of the DICE repository: use its prompts."),
+    dice_drawing: Optional[str] = typer.Option(None, "--dice-drawing", help="Coherence box convention: released or paper."),
+    dice_quantization: str = typer.Option("auto", "--dice-quantization", help="auto (as the preset, if possible), 4bit, none."),
+    device: str = typer.Option("auto", "--device"),
 ) -> None:
     """DICE on one edit: what changed, where, and whether each change was asked for."""
     _http(timeout, max_retries, concurrency)
@@ -429,11 +436,19 @@ def dice_cmd(
     from editlens.dice.pipeline import DicePipeline
 
     sample = EditSample("edit", str(source), str(edited), instruction).load()
-    opts = _vlm_options(vlm, vlm_model, cache, template, samples=samples, temperature=temperature) or {}
+    opts = _vlm_options(vlm, vlm_model, cache, template, device=device, samples=samples, temperature=temperature) or {}
     opts.pop("vlm", None)
-    pipe = DicePipeline(vlm, detector, boxes=boxes, **opts)
+    if dice_preset or dice_detector or dice_coherence:  # released-style base + adapter models
+        from editlens.dice.released import build_released
+
+        pipe = build_released(dice_preset, dice_detector, dice_coherence, dice_prompts, dice_drawing, device,
+                              dice_quantization)
+    else:
+        pipe = DicePipeline(vlm, detector, boxes=boxes, **opts)
     (res,) = pipe.run([sample])
     doc = {"schema": "editlens.dice/1", "instruction": instruction, **res.to_dict()}
+    if dice_preset or dice_detector or dice_coherence:
+        doc["dice_models"] = pipe.describe()
     if draw:
         from PIL import Image
 
@@ -463,7 +478,8 @@ def dice_cmd(
                 line += f"\n    {v.reasoning}"
         typer.echo(line)
     if res.verdicts is None:
-        typer.echo("(coherence not judged: pass --vlm to ask whether each change was requested)")
+        how = "--dice-coherence BASE[+ADAPTER]" if (dice_preset or dice_detector) else "--vlm"
+        typer.echo(f"(coherence not judged: pass {how} to ask whether each change was requested)")
     for p in doc.get("drawn", []):
         typer.echo(f"wrote {p}")
 
@@ -563,6 +579,11 @@ def compare_cmd(
 from editlens.cli.report_commands import register as _register_report  # noqa: E402
 
 _register_report(app)  # editlens report, editlens view
+
+
+from editlens.cli.dice_commands import register as _register_dice_training  # noqa: E402
+
+_register_dice_training(app)
 
 
 def main() -> None:

@@ -112,6 +112,13 @@ class DicePipeline:
 class DiceEvaluator(Metric):
     def __init__(self, vlm: str | None = None, detector: str = "auto", device: str = "auto",
                  models: dict[str, str] | None = None, **kw: Any) -> None:
+        from editlens.dice.released import RELEASED_OPTIONS, released_from_options
+
+        if any(kw.get(k) for k in RELEASED_OPTIONS):  # --option dice.dice_preset=... : released-style models
+            self.pipeline = released_from_options({**kw, "device": device})
+            return
+        for k in RELEASED_OPTIONS:
+            kw.pop(k, None)
         self.pipeline = DicePipeline(vlm, detector, device=device, **kw)
 
     def describe(self) -> dict[str, Any]:

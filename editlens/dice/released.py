@@ -1,0 +1,513 @@
+"""Run DICE models the way the released checkpoints were trained: a base
+vision-language model plus a LoRA adapter (peft) for the detector and one
+for the coherence estimator, each with its own prompts, messages and
+generation settings.
+
+Release facts this follows (from the paper and the public checkpoints): the
+detector is a merged stage-1 Idefics3-8B plus a stage-2 adapter, the
+coherence estimator ``HuggingFaceM4/Idefics3-8B-Llama3`` plus its own adapter;
+the language model loaded in 4-bit NF4 (fp16 compute, no double quantisation)
+with vision tower and connector kept in bf16; images resized to a longest edge
+of 1456 px; detector message [original, edited, prompt], greedy, repetition
+penalty 1.5, up to 500 new tokens; coherence message a system prompt then
+[prompt, original, edited] with boxes drawn, no generation prompt.
+
+Where this machine cannot do the same (no CUDA or bitsandbytes: no 4-bit), the
+models run unquantised and :meth:`ReleasedDice.describe` says the run is *not
+identical to the release* and why.
+
+A model spec is ``BASE`` or ``BASE+ADAPTER``: each a local directory, or a hub
+id optionally followed by a folder inside the repository
+(``owner/repo/sub/folder``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from editlens.core.types import LoadedEdit
+from editlens.dice.prompt_sets import PromptSet, default_prompts
+from editlens.dice.released_format import (CONVENTIONS, CentreCrop, assign_command_confidence, candidate_variants,
+                                           coherence_images, parse_decision, parse_released_answer, step_for_offset,
+                                           word_probability)
+from editlens.dice.types import COMMANDS, DiceResult, Verdict
+from editlens.errors import InputError, ModelUnavailableError
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    base: str
+    adapter: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> ModelSpec:
+        """``BASE`` or ``BASE+ADAPTER``."""
+        base, sep, adapter = text.strip().rpartition("+") if "+" in text else (text.strip(), "", "")
+        if not base.strip() or (sep and not adapter.strip()):
+            raise InputError(f"model spec {text!r} must be BASE or BASE+ADAPTER")
+        return cls(base.strip(), adapter.strip() or None)
+
+    def __str__(self) -> str:
+        return self.base + (f"+{self.adapter}" if self.adapter else "")
+
+
+@dataclass(frozen=True)
+class GenerationPreset:
+    max_new_tokens: int = 500
+    repetition_penalty: float = 1.0
+    add_generation_prompt: bool = True
+
+
+@dataclass(frozen=True)
+class Preset:
+    """Everything that makes a released-style run: models, processor size,
+    generation settings and image conventions."""
+
+    name: str = "custom"
+    detector: ModelSpec | None = None
+    coherence: ModelSpec | None = None
+    longest_edge: int | None = 1456
+    quantization: str = "nf4"  # what the release used: "nf4" or "none"
+    detector_generation: GenerationPreset = GenerationPreset(500, 1.5, True)
+    coherence_generation: GenerationPreset = GenerationPreset(500, 1.0, False)
+    image_first: bool = True  # detector message: images before the prompt
+    detector_crop: bool = False  # centre-crop the detector's inputs (boxes mapped back exactly)
+    coherence_crop: bool = True
+    coherence_size: int | None = 512
+    drawing: str = "released"
+    line_width: int = 3
+    prompts: str | None = None  # a prompts module/clone to read (None: editlens' own wording)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["detector"] = str(self.detector) if self.detector else None
+        d["coherence"] = str(self.coherence) if self.coherence else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], where: str = "preset") -> Preset:
+        known = {f for f in cls.__dataclass_fields__}
+        unknown = set(d) - known
+        if unknown:
+            raise InputError(f"{where}: unknown preset field(s) {sorted(unknown)}; known: {sorted(known)}")
+        kw = dict(d)
+        for k in ("detector", "coherence"):
+            if kw.get(k):
+                kw[k] = ModelSpec.parse(kw[k]) if isinstance(kw[k], str) else ModelSpec(**kw[k])
+        for k in ("detector_generation", "coherence_generation"):
+            if isinstance(kw.get(k), dict):
+                kw[k] = GenerationPreset(**kw[k])
+        p = cls(**kw)
+        if p.drawing not in CONVENTIONS:
+            raise InputError(f"{where}: drawing must be one of {sorted(CONVENTIONS)}, got {p.drawing!r}")
+        return p
+
+
+#: The released checkpoints (hub folders as the authors publish them).
+PRESETS: dict[str, Preset] = {
+    "dice-idefics3": Preset(
+        name="dice-idefics3",
+        detector=ModelSpec("aimagelab/DICE_differencedet_Idefics/model_based_tuned_stage1/"
+                           "image_first_after15k_after_lvis_idefics",
+                           "aimagelab/DICE_differencedet_Idefics/lora_tuned_stage2/checkpoint-15000"),
+        coherence=ModelSpec("HuggingFaceM4/Idefics3-8B-Llama3",
+                            "aimagelab/DICE_coherence_Idefics/lora_tuned/checkpoint-550"),
+    ),
+}
+
+
+def load_preset(name_or_path: str | None) -> Preset:
+    """A built-in preset by name, or a JSON preset file."""
+    if not name_or_path:
+        return Preset()
+    if name_or_path in PRESETS:
+        return PRESETS[name_or_path]
+    p = Path(name_or_path).expanduser()
+    if not p.is_file():
+        raise InputError(f"--dice-preset {name_or_path}: neither a built-in preset ({', '.join(PRESETS)}) nor a file")
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InputError(f"{p}: not a readable JSON preset ({exc})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{p}: a preset is a JSON object")
+    return Preset.from_dict({"name": p.stem, **data}, str(p))
+
+
+# -- loading --------------------------------------------------------------------------
+
+def resolve_location(ref: str) -> Path:
+    """A local directory, or ``owner/repo[/folder...]`` from the Hugging Face cache/hub."""
+    p = Path(ref).expanduser()
+    if p.is_dir():
+        return p
+    parts = ref.strip("/").split("/")
+    if len(parts) < 2 or ref.startswith((".", "/", "~")):
+        raise ModelUnavailableError(f"model {ref!r}: no such directory")
+    repo, sub = "/".join(parts[:2]), "/".join(parts[2:])
+    try:
+        from huggingface_hub import snapshot_download
+
+        from editlens.models.resolve import _offline
+
+        root = snapshot_download(repo, allow_patterns=[f"{sub}/*"] if sub else None, local_files_only=_offline())
+    except Exception as exc:
+        raise ModelUnavailableError(
+            f"model {ref!r}: hub repository {repo} could not be fetched or found in the cache "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}). Download it on a machine "
+            f"with internet (`huggingface-cli download {repo}`) or pass a local directory.") from None
+    out = Path(root) / sub
+    if not out.is_dir():
+        raise ModelUnavailableError(f"model {ref!r}: {repo} has no folder {sub!r}")
+    return out
+
+
+def can_quantize_4bit(device: str) -> tuple[bool, str]:
+    if not device.startswith("cuda"):
+        return False, f"4-bit NF4 needs CUDA (device is {device})"
+    try:
+        import bitsandbytes  # noqa: F401
+    except ImportError:
+        return False, "4-bit NF4 needs bitsandbytes (not installed)"
+    return True, ""
+
+
+def cpu_has_native_bf16() -> bool:
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def unquantized_dtype(device: str) -> Any:
+    """bf16 where it runs natively, else fp32 (emulated bf16 is slower than fp32 on a CPU)."""
+    import torch
+
+    if device.startswith("cuda"):
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.bfloat16 if cpu_has_native_bf16() else torch.float32
+
+
+def load_base(ref: str, device: str, quantization: str, notes: list[str], trainable: bool = False) -> Any:
+    """The base VLM, its language model in 4-bit NF4 when asked and possible
+    (vision tower and connector left in bf16), else unquantised."""
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    path = resolve_location(ref)
+    want4 = quantization in ("nf4", "4bit", "auto")
+    ok4, why = can_quantize_4bit(device) if want4 else (False, "")
+    kwargs: dict[str, Any] = {}
+    if want4 and ok4:
+        from transformers import BitsAndBytesConfig
+
+        kwargs["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.float16,
+            bnb_4bit_use_double_quant=False, llm_int8_skip_modules=["vision_model", "connector", "lm_head"])
+        kwargs["dtype"] = torch.bfloat16
+        kwargs["device_map"] = {"": device}
+    else:
+        if quantization == "4bit":
+            raise ModelUnavailableError(f"--dice-quantization 4bit: {why}")
+        kwargs["dtype"] = torch.float32 if trainable and not device.startswith("cuda") else unquantized_dtype(device)
+        if want4:
+            notes.append(f"{ref}: language model in {str(kwargs['dtype']).replace('torch.', '')} instead of 4-bit "
+                         f"NF4 ({why})")
+    try:
+        model, info = AutoModelForImageTextToText.from_pretrained(str(path), local_files_only=True,
+                                                                  output_loading_info=True, **kwargs)
+    except (OSError, ValueError) as exc:
+        raise ModelUnavailableError(f"model {ref!r} ({path}): cannot load ({type(exc).__name__}: "
+                                    f"{str(exc).splitlines()[0]})") from None
+    missing = sorted(info.get("missing_keys") or [])
+    if missing:  # transformers would fill them with random values: never run like that
+        raise ModelUnavailableError(f"model {ref!r} ({path}): {len(missing)} weight(s) missing from the checkpoint "
+                                    f"(e.g. {missing[:3]}); refusing to run with randomly initialised parts")
+    if info.get("unexpected_keys"):
+        notes.append(f"{ref}: {len(info['unexpected_keys'])} unexpected checkpoint key(s) ignored "
+                     f"(e.g. {sorted(info['unexpected_keys'])[:3]})")
+    if "device_map" not in kwargs:
+        model = model.to(device)
+    return model
+
+
+def attach_adapter(model: Any, ref: str, trainable: bool = False) -> Any:
+    """Wrap ``model`` with the LoRA adapter at ``ref``; every adapter weight
+    must land on a module (missing or unexpected keys are an error, never a
+    silently random adapter)."""
+    from peft import PeftConfig, get_peft_model
+    from peft.utils import load_peft_weights, set_peft_model_state_dict
+
+    path = resolve_location(ref)
+    if not (path / "adapter_config.json").is_file():
+        raise ModelUnavailableError(f"adapter {ref!r} ({path}): no adapter_config.json (not a peft adapter folder)")
+    config = PeftConfig.from_pretrained(str(path))
+    config.inference_mode = not trainable
+    peft_model = get_peft_model(model, config)
+    weights = load_peft_weights(str(path), device="cpu")
+    result = set_peft_model_state_dict(peft_model, weights)
+    missing = [k for k in result.missing_keys if "lora_" in k]
+    unexpected = list(result.unexpected_keys)
+    if missing or unexpected:
+        raise ModelUnavailableError(
+            f"adapter {ref!r} ({path}) does not fit the base model: {len(missing)} LoRA weight(s) missing "
+            f"(e.g. {missing[:3]}), {len(unexpected)} unexpected (e.g. {unexpected[:3]})")
+    return peft_model
+
+
+def load_processor(spec: ModelSpec, longest_edge: int | None) -> Any:
+    from transformers import AutoProcessor
+
+    for ref in ([spec.adapter] if spec.adapter else []) + [spec.base]:
+        path = resolve_location(ref)
+        if (path / "processor_config.json").is_file() or (path / "preprocessor_config.json").is_file():
+            proc = AutoProcessor.from_pretrained(str(path), local_files_only=True)
+            if longest_edge:
+                proc.image_processor.size = {"longest_edge": int(longest_edge)}
+            return proc
+    raise ModelUnavailableError(f"model {spec}: no processor files (preprocessor_config.json) in the adapter or base")
+
+
+@dataclass
+class RawGeneration:
+    text: str
+    step_ids: list[int]
+    offsets: list[int]  # start of each generated token in ``text``
+    step_logits: list[dict[int, float]]  # per step, token id -> logit for the candidates' first tokens
+    variants: list[dict[str, int]]  # candidate word -> first token id, bare and after a space
+    finish_reason: str = "length"
+
+
+def generate_raw(model: Any, processor: Any, conversation: list[dict[str, Any]], images: Sequence[np.ndarray],
+                 gen: GenerationPreset, candidates: Sequence[str], device: str) -> RawGeneration:
+    """Greedy generation of one answer, with each step's token, its start in
+    the decoded text, and the raw logits of the candidates' first tokens."""
+    import torch
+    from PIL import Image
+
+    tokenizer = processor.tokenizer
+    prompt = processor.apply_chat_template(conversation, add_generation_prompt=gen.add_generation_prompt,
+                                           tokenize=False)
+    inputs = processor(text=[prompt], images=[[Image.fromarray(np.ascontiguousarray(i)) for i in images]],
+                       return_tensors="pt").to(device)
+    if "pixel_values" in inputs:
+        dtype = next(p.dtype for p in model.parameters() if p.is_floating_point())
+        inputs["pixel_values"] = inputs["pixel_values"].to(dtype)
+    variants = candidate_variants(tokenizer, candidates)
+    cand_ids = sorted({i for v in variants for i in v.values()})
+    with torch.inference_mode():
+        out = model.generate(**inputs, max_new_tokens=gen.max_new_tokens, do_sample=False,
+                             repetition_penalty=gen.repetition_penalty, return_dict_in_generate=True,
+                             output_logits=True, pad_token_id=tokenizer.pad_token_id,
+                             temperature=None, top_p=None, top_k=None)
+    new = out.sequences[0, inputs["input_ids"].shape[1]:].tolist()
+    eos = set(np.atleast_1d(model.generation_config.eos_token_id or []).tolist())
+    eos |= {tokenizer.pad_token_id, tokenizer.get_vocab().get("<end_of_utterance>")} - {None}  # Idefics3 turn end
+    end = next((j for j, t in enumerate(new) if t in eos), len(new))
+    ids = new[:end]
+    offsets = [len(tokenizer.decode(ids[:j], skip_special_tokens=True)) for j in range(len(ids))]
+    logits = [{c: float(out.logits[j][0, c]) for c in cand_ids} for j in range(len(ids))]
+    return RawGeneration(tokenizer.decode(ids, skip_special_tokens=True), ids, offsets, logits, variants,
+                         "stop" if end < len(new) else "length")
+
+
+class ReleasedModel:
+    """One released-style model (detector or coherence estimator) and its processor."""
+
+    def __init__(self, spec: ModelSpec, device: str = "auto", quantization: str = "auto",
+                 longest_edge: int | None = None) -> None:
+        from editlens.models.resolve import pick_device
+
+        self.spec = spec
+        self.device = pick_device(device)
+        self.notes: list[str] = []
+        model = load_base(spec.base, self.device, quantization, self.notes)
+        if spec.adapter:
+            model = attach_adapter(model, spec.adapter)
+        self.model = model.eval()
+        self.processor = load_processor(spec, longest_edge)
+        self.tokenizer = self.processor.tokenizer
+        self.quantized = bool(getattr(getattr(model, "config", None), "quantization_config", None))
+
+    def generate(self, conversation: list[dict[str, Any]], images: Sequence[np.ndarray], gen: GenerationPreset,
+                 candidates: Sequence[str]) -> RawGeneration:
+        return generate_raw(self.model, self.processor, conversation, images, gen, candidates, self.device)
+
+    def describe(self) -> dict[str, Any]:
+        return {"spec": str(self.spec), "device": self.device, "quantized_4bit": self.quantized,
+                "dtype": str(next(self.model.parameters()).dtype).replace("torch.", "")}
+
+
+def detector_conversation(prompts: PromptSet, image_first: bool = True) -> list[dict[str, Any]]:
+    """One user turn: [original, edited, prompt] (or the prompt first)."""
+    img = [{"type": "image"}, {"type": "image"}]
+    txt = [{"type": "text", "text": prompts.detect}]
+    return [{"role": "user", "content": img + txt if image_first else txt + img}]
+
+
+def coherence_conversation(prompts: PromptSet, instruction: str, command: str, obj: str | None) -> list[dict[str, Any]]:
+    """A system turn, then one user turn: [prompt with instruction and "COMMAND: object", original, edited]."""
+    text = prompts.coherence_text(instruction, f"{command}: {obj or 'an object'}")
+    return [{"role": "system", "content": [{"type": "text", "text": prompts.coherence_system}]},
+            {"role": "user", "content": [{"type": "text", "text": text}, {"type": "image"}, {"type": "image"}]}]
+
+
+# -- the pipeline ---------------------------------------------------------------------
+
+class ReleasedDice:
+    """Detector and coherence estimator run as released. Returns
+    :class:`DiceResult` objects like :class:`editlens.dice.pipeline.DicePipeline`."""
+
+    def __init__(self, preset: Preset, prompts: PromptSet | None = None, device: str = "auto",
+                 quantization: str = "auto") -> None:
+        if preset.detector is None:
+            raise InputError("released DICE needs a detector: --dice-detector BASE[+ADAPTER] or a preset with one")
+        if quantization not in ("auto", "4bit", "none"):
+            raise InputError(f"quantization must be auto, 4bit or none, got {quantization!r}")
+        self.preset = preset
+        self.prompts = prompts or default_prompts()
+        self.quantization = "none" if quantization == "none" else (preset.quantization if quantization == "auto"
+                                                                   else "4bit")
+        self.detector = ReleasedModel(preset.detector, device, self.quantization, preset.longest_edge)
+        self.coherence = (ReleasedModel(preset.coherence, device, self.quantization, preset.longest_edge)
+                          if preset.coherence else None)
+
+    # -- detection ----------------------------------------------------------------
+    def detect(self, sample: LoadedEdit) -> DiceResult:
+        src, edt = sample.source, sample.edited
+        crop = None
+        if self.preset.detector_crop:
+            crop = CentreCrop(edt.shape[1], edt.shape[0])
+            src, edt = CentreCrop(src.shape[1], src.shape[0]).apply(src), crop.apply(edt)
+        conv = detector_conversation(self.prompts, self.preset.image_first)
+        try:
+            g = self.detector.generate(conv, [src, edt], self.preset.detector_generation, COMMANDS)
+        except Exception as exc:  # one failing sample must not end a run; it is recorded, not scored
+            return DiceResult([], detector="released", unparsable=True,
+                              problem=f"detector generation failed: {type(exc).__name__}: {exc}")
+        ans = parse_released_answer(g.text)
+        if ans.differences is None:
+            return DiceResult([], detector="released", raw=g.text, unparsable=True, problem=ans.problem)
+        assign_command_confidence(ans.differences, g.offsets, g.step_ids, g.step_logits, g.variants)
+        if crop is not None:
+            for d in ans.differences:
+                d.box = crop.from_crop(d.box)
+        res = DiceResult(ans.differences, detector="released", raw=g.text)
+        if ans.rejected:
+            res.problem = "some items were dropped: " + "; ".join(ans.rejected)
+        return res
+
+    # -- coherence ---------------------------------------------------------------------
+    def judge(self, sample: LoadedEdit, res: DiceResult) -> None:
+        if self.coherence is None:
+            return
+        verdicts = []
+        for d in res.differences:
+            h, w = sample.edited.shape[:2]
+            if self.preset.coherence_crop and CentreCrop(w, h).to_crop(d.box) is None:
+                verdicts.append(Verdict(None, problem="the box lies outside the centre crop the coherence "
+                                                      "estimator sees; not judged"))
+                continue
+            src, edt = coherence_images(sample.source, sample.edited, d, self.preset.drawing,
+                                        self.preset.coherence_crop, self.preset.coherence_size,
+                                        self.preset.line_width)
+            conv = coherence_conversation(self.prompts, sample.instruction, d.command, d.object)
+            try:
+                g = self.coherence.generate(conv, [src, edt], self.preset.coherence_generation, ("YES", "NO"))
+            except Exception as exc:
+                verdicts.append(Verdict(None, problem=f"coherence generation failed: {type(exc).__name__}: {exc}"))
+                continue
+            dec = parse_decision(g.text)
+            if dec.coherent is None:
+                verdicts.append(Verdict(None, raw=g.text, problem=dec.problem))
+                continue
+            j = None if dec.char_offset is None else step_for_offset(g.offsets, dec.char_offset)
+            said = "YES" if dec.coherent else "NO"
+            p = None if j is None else word_probability(said, g.step_ids[j], g.step_logits[j], g.variants)
+            p_yes = None if p is None else (p if dec.coherent else 1.0 - p)
+            verdicts.append(Verdict(dec.coherent, p_yes, dec.reasoning, g.text))
+        res.verdicts = verdicts
+
+    def run(self, batch: Sequence[LoadedEdit]) -> list[DiceResult]:
+        out = []
+        for s in batch:
+            res = self.detect(s)
+            if not res.unparsable:
+                self.judge(s, res)
+            elif self.coherence is not None:
+                res.verdicts = []
+            out.append(res)
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        notes = list(self.detector.notes) + (list(self.coherence.notes) if self.coherence else [])
+        if not self.prompts.source.startswith("official"):
+            notes.append("prompts: editlens' own wording, not the released prompts (pass --dice-prompts CLONE)")
+        if self.preset.drawing != "released":
+            notes.append(f"boxes drawn with the {self.preset.drawing!r} convention (the released code uses 'released')")
+        if self.preset.coherence_crop:
+            notes.append("boxes mapped exactly into the centre crop (the released code does not shift them)")
+        return {"preset": self.preset.to_dict(), "prompts": self.prompts.describe(),
+                "detector": self.detector.describe(),
+                "coherence": self.coherence.describe() if self.coherence else None,
+                "identical_to_release": not notes, "differences_from_release": notes}
+
+
+def trained_generation(spec: ModelSpec | None, role: str) -> GenerationPreset | None:
+    """Decoding for an adapter trained by ``editlens dice-train`` (it records how
+    it was trained: always with the generation prompt), so it runs the way it
+    learned whichever preset it is combined with; ``None`` for other adapters."""
+    if spec is None or spec.adapter is None or not Path(spec.adapter).is_dir():
+        return None
+    meta = Path(spec.adapter) / "editlens_training.json"
+    if not meta.is_file():
+        return None
+    cfg = json.loads(meta.read_text()).get("config", {})
+    stage = cfg.get("stage")
+    if (role == "detector") != (stage == "detect"):
+        raise InputError(f"adapter {spec.adapter} was trained for the {stage} stage, not as the {role}")
+    rep = cfg.get("repetition_penalty")
+    return GenerationPreset(int(cfg.get("eval_max_new_tokens") or 256),
+                            float(rep if rep is not None else (1.5 if stage == "detect" else 1.0)), True)
+
+
+def build_released(preset: str | None = None, detector: str | None = None, coherence: str | None = None,
+                   prompts: str | None = None, drawing: str | None = None, device: str = "auto",
+                   quantization: str = "auto") -> ReleasedDice:
+    """The CLI's entry: a preset (name or file) with the given parts replaced."""
+    from editlens.dice.prompt_sets import load_official_prompts
+
+    p = load_preset(preset)
+    if detector:
+        p = replace(p, detector=ModelSpec.parse(detector))
+    if coherence:
+        p = replace(p, coherence=ModelSpec.parse(coherence))
+    if drawing:
+        if drawing not in CONVENTIONS:
+            raise InputError(f"--dice-drawing must be one of {sorted(CONVENTIONS)}, got {drawing!r}")
+        p = replace(p, drawing=drawing)
+    for role in ("detector", "coherence"):
+        gen = trained_generation(getattr(p, role), role)
+        if gen is not None:
+            p = replace(p, **{f"{role}_generation": gen})
+    prompts = prompts or p.prompts
+    return ReleasedDice(p, load_official_prompts(prompts) if prompts else None, device, quantization)
+
+
+#: ``--option dice.KEY=VALUE`` keys that make the ``dice`` evaluator run released-style models
+RELEASED_OPTIONS = ("dice_preset", "dice_detector", "dice_coherence", "dice_prompts", "dice_drawing",
+                    "dice_quantization")
+
+
+def released_from_options(options: dict[str, Any]) -> ReleasedDice:
+    """The ``dice`` evaluator's released-style pipeline from its options
+    (``editlens run ... --dice --option dice.dice_preset=PRESET``)."""
+    return build_released(options.get("dice_preset"), options.get("dice_detector"), options.get("dice_coherence"),
+                          options.get("dice_prompts"), options.get("dice_drawing"), options.get("device", "auto"),
+                          options.get("dice_quantization") or "auto")

@@ -1,0 +1,328 @@
+"""The answer format, confidence and image conventions of the released DICE
+models (Baraldi et al., 2025), written from the paper and the behaviour of
+the public checkpoints.
+
+* Detector answer: a JSON-like list of strings ``"COMMAND: object, (x0, y0, x1, y1)"``
+  with coordinates as fractions of the edited image, brackets or parentheses,
+  single or double quotes; ``"nochange"`` (or an empty list) for no difference.
+* Confidence of a difference: softmax over the ADD/EDIT/REMOVE logits at the
+  generation step that emitted its command (the released code reports 1.0).
+* Coherence images: centre-cropped to a square, boxes mapped into the crop,
+  drawn 3 px wide without fill, red ADD, green EDIT, blue REMOVE. Where each box
+  goes is a *convention*: ``paper`` (ADD on the edited image, EDIT and REMOVE on
+  the original) or ``released`` (ADD and EDIT on the edited image, REMOVE on the
+  original), as the released code does.
+* Coherence answer: a reasoning line, then the decision YES or NO.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+from editlens.dice.types import COMMANDS, Difference
+
+_NUM = r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
+# One item: COMMAND: object, (x0, y0, x1, y1) — the object runs to the last
+# comma before the opening bracket; it may hold apostrophes but not quotes of the
+# other kind or brackets.
+_ITEM = re.compile(
+    rf"\b(?P<cmd>ADD|EDIT|REMOVE)\b\s*:\s*(?P<obj>[^\"\[\]\(\)\n]*?)\s*,?\s*[\(\[]\s*(?P<a>{_NUM})\s*,\s*"
+    rf"(?P<b>{_NUM})\s*,\s*(?P<c>{_NUM})\s*,\s*(?P<d>{_NUM})\s*[\)\]]", re.I)
+_NOCHANGE = re.compile(r"\bno[\s_-]?changes?\b", re.I)
+_EMPTY_LIST = re.compile(r"^\s*[\[\(]\s*[\]\)]\s*$")
+#: values this far outside [0, 1] are clamped (rounding of the model); beyond, the item is rejected
+CLAMP_TOLERANCE = 0.05
+
+
+@dataclass
+class ReleasedAnswer:
+    """A parsed detector answer. ``differences`` is ``None`` when the text
+    holds neither a difference nor an explicit "no change"."""
+
+    differences: list[Difference] | None
+    no_change: bool = False
+    rejected: list[str] = field(default_factory=list)  # items dropped, with the reason
+
+    @property
+    def problem(self) -> str | None:
+        if self.differences is not None:
+            return None
+        why = "; ".join(self.rejected) if self.rejected else "no 'COMMAND: object, (x0, y0, x1, y1)' item"
+        return f"unparsable detector answer: {why}"
+
+
+def _strip_role(text: str) -> str:
+    # a model decoding without a generation prompt may write the role itself
+    return re.sub(r"^\s*(assistant)\s*:?\s*\n?", "", text, flags=re.I)
+
+
+def parse_released_answer(text: str | None) -> ReleasedAnswer:
+    """Parse a released-style detector answer.
+
+    >>> a = parse_released_answer("['ADD: a red hat, (0.1, 0.2, 0.3, 0.4)', \\"REMOVE: dog, [0.5, 0.5, 0.9, 1.0]\\"]")
+    >>> [(d.command, d.object, d.box) for d in a.differences]
+    [('ADD', 'a red hat', (0.1, 0.2, 0.3, 0.4)), ('REMOVE', 'dog', (0.5, 0.5, 0.9, 1.0))]
+    >>> parse_released_answer("['nochange']").no_change, parse_released_answer("[]").differences
+    (True, [])
+    >>> parse_released_answer("I see two cats").differences is None
+    True
+    """
+    if text is None:
+        return ReleasedAnswer(None, rejected=["no answer"])
+    body = _strip_role(text)
+    out: list[Difference] = []
+    rejected: list[str] = []
+    for m in _ITEM.finditer(body):
+        cmd = m.group("cmd").upper()
+        obj = m.group("obj").strip().strip("'").strip() or None
+        vals = [float(m.group(k)) for k in "abcd"]
+        flags: list[str] = []
+        if any(not math.isfinite(v) or v < -CLAMP_TOLERANCE or v > 1 + CLAMP_TOLERANCE for v in vals):
+            rejected.append(f"{m.group(0)!r}: coordinates outside [0, 1] (the format is normalised)")
+            continue
+        x0, y0, x1, y1 = vals
+        if x0 > x1 or y0 > y1:
+            x0, x1 = sorted((x0, x1))
+            y0, y1 = sorted((y0, y1))
+            flags.append("corners swapped")
+        box = tuple(min(1.0, max(0.0, v)) for v in (x0, y0, x1, y1))
+        if list(box) != [x0, y0, x1, y1]:
+            flags.append("clamped to the image")
+        if box[2] <= box[0] or box[3] <= box[1]:
+            rejected.append(f"{m.group(0)!r}: empty box")
+            continue
+        offset = m.start("cmd") + (len(text) - len(body))
+        out.append(Difference(cmd, obj, box, flags=flags, char_offset=offset))  # type: ignore[arg-type]
+    if out:
+        return ReleasedAnswer(out, rejected=rejected)
+    first = body.strip().splitlines()[0] if body.strip() else ""
+    if _NOCHANGE.search(first) or _EMPTY_LIST.match(first):
+        return ReleasedAnswer([], no_change=True, rejected=rejected)
+    return ReleasedAnswer(None, rejected=rejected)
+
+
+def format_released_answer(diffs: Sequence[tuple[str, str, Sequence[float]]], digits: int = 3) -> str:
+    """The training target for a list of (command, object, box): the released
+    answer format, ``['nochange']`` for none.
+
+    >>> format_released_answer([("ADD", "cat", (0.1, 0.25, 0.5, 0.75))])
+    "['ADD: cat, (0.1, 0.25, 0.5, 0.75)']"
+    """
+    if not diffs:
+        return "['nochange']"
+    items = []
+    for cmd, obj, box in diffs:
+        coords = ", ".join(f"{round(float(v), digits):g}" for v in box)
+        items.append(f"'{cmd}: {str(obj).replace(chr(39), '')}, ({coords})'")
+    return "[" + ", ".join(items) + "]"
+
+
+# -- confidence ---------------------------------------------------------------------
+
+def softmax(values: Sequence[float]) -> list[float]:
+    m = max(values)
+    ex = [math.exp(v - m) for v in values]
+    z = sum(ex)
+    return [e / z for e in ex]
+
+
+def step_for_offset(offsets: Sequence[int], offset: int) -> int | None:
+    """Index of the generated token whose text span contains character ``offset``
+    (``offsets[j]`` is where token ``j`` starts in the decoded answer)."""
+    j = None
+    for i, start in enumerate(offsets):
+        if start <= offset:
+            j = i
+        else:
+            break
+    return j
+
+
+def candidate_variants(tokenizer: Any, words: Sequence[str]) -> list[dict[str, int]]:
+    """The first token of each word as written bare (``'ADD`` after a quote) and
+    after a space (`` YES`` after a colon); a variant is kept only when every
+    word has its own distinct first token (else their probabilities cannot be told apart).
+    """
+    out: list[dict[str, int]] = []
+    for prefix in ("", " "):
+        ids = {w: (tokenizer.encode(prefix + w, add_special_tokens=False) or [None])[0] for w in words}
+        if None not in ids.values() and len(set(ids.values())) == len(words) and ids not in out:
+            out.append(ids)  # type: ignore[arg-type]
+    return out
+
+
+def word_probability(word: str, emitted: int, logits: dict[int, float], variants: Sequence[dict[str, int]]
+                     ) -> float | None:
+    """P(word) = softmax over the candidate words' logits at a step, using the
+    variant (bare or spaced) whose token for ``word`` is the one emitted;
+    ``None`` when the step did not emit ``word``'s token."""
+    for v in variants:
+        if v.get(word) == emitted and all(i in logits for i in v.values()):
+            words = list(v)
+            return softmax([logits[v[w]] for w in words])[words.index(word)]
+    return None
+
+
+def assign_command_confidence(diffs: list[Difference], offsets: Sequence[int], step_ids: Sequence[int],
+                              step_logits: Sequence[dict[int, float]], variants: Sequence[dict[str, int]]) -> None:
+    """Confidence of each difference = softmax over the ADD/EDIT/REMOVE logits
+    at the step that emitted its command token.
+
+    ``offsets[j]``: where generated token ``j`` starts in the answer;
+    ``step_ids[j]``: the token; ``step_logits[j]``: token id -> logit for the
+    candidate ids; ``variants``: from :func:`candidate_variants` over ADD/EDIT/REMOVE.
+    A difference whose command was not emitted as its own first token (a
+    tokenizer that merges it with the quote, say) gets ``None`` and a reason.
+    """
+    for d in diffs:
+        if not variants:
+            d.confidence, d.confidence_source = None, "unavailable: ADD/EDIT/REMOVE do not start with distinct tokens"
+            continue
+        j = None if d.char_offset is None else step_for_offset(offsets, d.char_offset)
+        p = None if j is None or j >= len(step_ids) else word_probability(d.command, step_ids[j], step_logits[j],
+                                                                             variants)
+        if p is None:
+            d.confidence, d.confidence_source = None, "unavailable: the command was not emitted as a command token"
+            continue
+        d.confidence, d.confidence_source = p, "softmax over ADD/EDIT/REMOVE logits"
+
+
+# -- coherence answer ---------------------------------------------------------------
+
+_DECISION = re.compile(r"decision\s*[:\-]?\s*[\"'*]*\s*(YES|NO)\b", re.I)
+_LAST_WORD = re.compile(r"^[\s\-*\"']*(?:answer\s*:\s*)?[\"'*]*(YES|NO)[\"'*.!]*\s*$", re.I)
+
+
+@dataclass
+class Decision:
+    coherent: bool | None
+    reasoning: str | None
+    char_offset: int | None  # where the YES/NO word starts
+    problem: str | None = None
+
+
+def parse_decision(text: str | None) -> Decision:
+    """The YES/NO decision that ends a coherence answer, and its reasoning.
+
+    >>> d = parse_decision('- Reasoning: the hat was added as asked.\\n- Decision: "YES"')
+    >>> d.coherent, d.reasoning
+    (True, 'the hat was added as asked.')
+    >>> parse_decision("maybe").coherent is None
+    True
+    """
+    if not text or not text.strip():
+        return Decision(None, None, None, "empty coherence answer")
+    hits = list(_DECISION.finditer(text))
+    if hits:
+        m = hits[-1]
+        later = text[m.end():]
+        if re.search(r"\b(YES|NO)\b", later):
+            return Decision(None, None, None, "more than one decision after 'Decision:'")
+    else:
+        lines = text.rstrip().splitlines()
+        m = _LAST_WORD.match(lines[-1]) if lines else None
+        if m is None:
+            return Decision(None, None, None, "no 'Decision: YES/NO' and no final YES/NO line")
+        base = text.rstrip().rfind(lines[-1])
+        return Decision(m.group(1).upper() == "YES", _reasoning(text[:base]), base + m.start(1))
+    return Decision(m.group(1).upper() == "YES", _reasoning(text[: m.start()]), m.start(1))
+
+
+def _reasoning(head: str) -> str | None:
+    head = _strip_role(head).strip().rstrip("-").strip()
+    head = re.sub(r"^[\s\-*]*reasoning\s*:\s*", "", head, flags=re.I).strip()
+    return head or None
+
+
+# -- centre crop and drawing ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class CentreCrop:
+    """The square centre crop of a ``width`` x ``height`` image (side = the
+    shorter edge) and the exact mapping of normalised boxes into and out of it."""
+
+    width: int
+    height: int
+
+    @property
+    def side(self) -> int:
+        return min(self.width, self.height)
+
+    @property
+    def left(self) -> int:
+        return (self.width - self.side) // 2
+
+    @property
+    def top(self) -> int:
+        return (self.height - self.side) // 2
+
+    def apply(self, image: np.ndarray) -> np.ndarray:
+        return image[self.top : self.top + self.side, self.left : self.left + self.side]
+
+    def to_crop(self, box: Sequence[float]) -> tuple[float, float, float, float] | None:
+        """A box (fractions of the full image) as fractions of the crop, clipped
+        to it; ``None`` when nothing of it is inside the crop."""
+        x0, y0, x1, y1 = box
+        s = self.side
+        out = ((x0 * self.width - self.left) / s, (y0 * self.height - self.top) / s,
+               (x1 * self.width - self.left) / s, (y1 * self.height - self.top) / s)
+        c = tuple(min(1.0, max(0.0, v)) for v in out)
+        if c[2] <= c[0] or c[3] <= c[1]:
+            return None
+        return c  # type: ignore[return-value]
+
+    def from_crop(self, box: Sequence[float]) -> tuple[float, float, float, float]:
+        """The inverse of :meth:`to_crop` for a box inside the crop."""
+        x0, y0, x1, y1 = box
+        s = self.side
+        return ((x0 * s + self.left) / self.width, (y0 * s + self.top) / self.height,
+                (x1 * s + self.left) / self.width, (y1 * s + self.top) / self.height)
+
+
+COLOURS = {"ADD": (255, 0, 0), "EDIT": (0, 255, 0), "REMOVE": (0, 0, 255)}
+#: which image ("source" = original, "edited") each command's box goes on
+CONVENTIONS = {
+    "paper": {"ADD": "edited", "EDIT": "source", "REMOVE": "source"},
+    "released": {"ADD": "edited", "EDIT": "edited", "REMOVE": "source"},
+}
+
+
+def box_to_pixels(box: Sequence[float], width: int, height: int) -> tuple[int, int, int, int]:
+    x0, y0, x1, y1 = box
+    return (min(width - 1, round(x0 * width)), min(height - 1, round(y0 * height)),
+            min(width - 1, round(x1 * width)), min(height - 1, round(y1 * height)))
+
+
+def coherence_images(source: np.ndarray, edited: np.ndarray, diff: Difference, convention: str = "released",
+                     crop: bool = True, size: int | None = 512, line: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """The two images the coherence estimator sees for one difference: both
+    centre-cropped to a square (``crop``), resized to ``size``, the box drawn
+    ``line`` px wide without fill on the image ``convention`` names.
+
+    The box is mapped into the crop exactly (the released code draws the full-image
+    fractions onto the crop, which shifts boxes on non-square images)."""
+    if convention not in CONVENTIONS:
+        raise ValueError(f"drawing convention must be one of {sorted(CONVENTIONS)}, got {convention!r}")
+    if diff.command not in COLOURS:
+        raise ValueError(f"cannot draw command {diff.command!r}; the released models know {sorted(COLOURS)}")
+    images = {"source": source, "edited": edited}
+    box: Sequence[float] | None = diff.box
+    if crop:
+        h, w = edited.shape[:2]
+        cc = CentreCrop(w, h)
+        box = cc.to_crop(diff.box)
+        images = {k: CentreCrop(v.shape[1], v.shape[0]).apply(v) for k, v in images.items()}
+    pil = {k: Image.fromarray(np.ascontiguousarray(v)) for k, v in images.items()}
+    if size:
+        pil = {k: v.resize((size, size), Image.LANCZOS) if v.size != (size, size) else v for k, v in pil.items()}
+    if box is not None:
+        target = pil[CONVENTIONS[convention][diff.command]]
+        ImageDraw.Draw(target).rectangle(box_to_pixels(box, *target.size), outline=COLOURS[diff.command],
+                                         width=line)
+    return np.asarray(pil["source"]), np.asarray(pil["edited"])
