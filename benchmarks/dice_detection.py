@@ -102,7 +102,9 @@ def recolour(src, other, box, rng):  # type: ignore[no-untyped-def]
     m = ellipse_mask(h, w, box)
     hsv[..., 0][m] = (hsv[..., 0][m].astype(int) + int(rng.integers(60, 196))) % 256
     hsv[..., 1][m] = np.maximum(hsv[..., 1][m], 120)  # make the new colour visible even on grey objects
-    return np.asarray(Image.fromarray(hsv, "HSV").convert("RGB"))
+    out = src.copy()  # only the region changes (the HSV round trip alters other pixels by a level or two)
+    out[m] = np.asarray(Image.fromarray(hsv, "HSV").convert("RGB"))[m]
+    return out
 
 
 def remove(src, other, box, rng):  # type: ignore[no-untyped-def]
