@@ -25,9 +25,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
+import cv2
 import numpy as np
 from PIL import Image
-from scipy import ndimage
 
 from editlens.core.types import LoadedEdit, Score
 from editlens.metrics.base import PairMetric
@@ -41,7 +41,9 @@ class ChangeRegion:
     box_norm: tuple[float, float, float, float]
     area_fraction: float  # changed pixels in the region / image pixels
     strength: float  # mean distance in the region / threshold (> 1)
-    confidence: float  # min(1, strength - 1): 0 at the threshold, 1 at twice it
+    confidence: float  # how likely the region is a real change, see _confidence
+    peak: float = 0.0  # 90th percentile of the distance in the region / threshold
+    fill: float = 0.0  # changed pixels / pixels of the region's box
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -50,6 +52,8 @@ class ChangeRegion:
         d["area_fraction"] = round(self.area_fraction, 6)
         d["strength"] = round(self.strength, 4)
         d["confidence"] = round(self.confidence, 4)
+        d["peak"] = round(self.peak, 4)
+        d["fill"] = round(self.fill, 4)
         return d
 
 
@@ -76,69 +80,107 @@ class ChangeMap:
 
 @dataclass(frozen=True)
 class ChangeMapParams:
-    """Tuning of :func:`change_map`; the defaults were set on AURORA images
-    (MagicBrush, Kubric, WhatsUp) against JPEG, resampling and drift."""
+    """Tuning of :func:`change_map`; the defaults were set on synthetic edits
+    of AURORA photos (benchmarks/dice_detection.py) against JPEG, resampling
+    and diffusion-like drift."""
 
-    work_size: int = 256
-    blur_sigma: float = 1.5
-    shift_radius: int = 1
-    floor: float = 0.10  # minimum threshold, in [0, 1] colour units
-    noise_factor: float = 3.0  # threshold >= noise_factor * median distance
+    work_size: int = 512
+    max_shift: float = 3.0  # undo global translations up to this many working pixels
+    exact_noise: float = 0.002  # median raw difference below this: compare pixels exactly
+    chroma_weight: float = 1.0  # weight of the two colour axes against brightness
+    blur_sigma: float = 1.5  # smoothing in the robust (drifted) mode
+    shift_radius: int = 1  # residual misalignment tolerated in the robust mode
+    floor: float = 0.012  # minimum threshold in the exact mode, [0, 1] colour units
+    robust_floor: float = 0.035  # minimum threshold in the robust mode
+    robust_box_floor: float = 0.05  # boxes span pixels above this in the robust mode
+    noise_factor: float = 4.0  # threshold >= noise_factor * noise level
     cap: float = 0.25  # the adaptive threshold never exceeds this
     low_ratio: float = 0.5  # hysteresis: grow into pixels above low_ratio * threshold
-    min_area: float = 0.002  # drop regions smaller than this fraction of the image
-    min_strength: float = 1.0  # drop regions whose mean distance is below the threshold
+    core_ratio: float = 1.0  # a region's box spans its unsmoothed pixels above core_ratio * threshold
+    min_area: float = 0.0003  # drop regions smaller than this fraction of the image
+    min_strength: float = 1.2  # drop regions whose mean distance is below this * threshold
 
 
 def _to_work(arr: np.ndarray, size: int) -> np.ndarray:
     h, w = arr.shape[:2]
+    x = arr.astype(np.float32) * (1.0 / 255.0)
     scale = size / max(h, w)
     if scale < 1:
         nh, nw = max(1, round(h * scale)), max(1, round(w * scale))
-        arr = np.asarray(Image.fromarray(arr).resize((nw, nh), Image.Resampling.BOX))
-    return arr.astype(np.float32) / 255.0
+        x = cv2.resize(x, (nw, nh), interpolation=cv2.INTER_AREA)
+    return x
 
 
-def _opponent(x: np.ndarray) -> np.ndarray:
+def _opponent(x: np.ndarray, chroma_weight: float = 1.0) -> np.ndarray:
     """Luminance plus two chroma axes; decorrelates brightness from colour."""
-    r, g, b = x[..., 0], x[..., 1], x[..., 2]
-    return np.stack([(r + g + b) / 3.0, (r - g) / 2.0, (r + g) / 4.0 - b / 2.0], axis=-1)
+    c = chroma_weight
+    m = np.array([[1 / 3, c / 2, c / 4], [1 / 3, -c / 2, c / 4], [1 / 3, 0.0, -c / 2]], np.float32)
+    return cv2.transform(x, m.T)
+
+
+def _global_shift(src: np.ndarray, edt: np.ndarray, max_shift: float) -> tuple[float, float]:
+    """Translation of ``edt`` against ``src`` by phase correlation, (0, 0) when
+    larger than ``max_shift`` or not clearly peaked (then it is no drift)."""
+    a = cv2.cvtColor(src, cv2.COLOR_RGB2GRAY)
+    b = cv2.cvtColor(edt, cv2.COLOR_RGB2GRAY)
+    win = cv2.createHanningWindow(a.shape[::-1], cv2.CV_32F)
+    (dx, dy), response = cv2.phaseCorrelate(a, b, win)
+    if response < 0.1 or abs(dx) > max_shift or abs(dy) > max_shift:
+        return 0.0, 0.0
+    return float(dx), float(dy)
 
 
 def _align_photometric(src: np.ndarray, edt: np.ndarray) -> np.ndarray:
-    """Map ``edt`` onto ``src`` with a robust per-channel gain and offset."""
-    out = np.empty_like(edt)
-    for c in range(src.shape[-1]):
-        x, y = edt[..., c].ravel(), src[..., c].ravel()
-        # Start from identity so that edited pixels are outliers from the first
-        # step; refit gain only when the inliers span enough intensities.
-        gain, offset = 1.0, float(np.median(y - x))
-        for _ in range(3):
-            res = y - (gain * x + offset)
-            mad = np.median(np.abs(res - np.median(res))) + 1e-6
-            keep = np.abs(res) < 3.0 * 1.4826 * mad + 0.01
-            if keep.sum() < 16 or np.var(x[keep]) < 1e-3:
-                if keep.any():
-                    gain, offset = 1.0, float(np.median((y - x)[keep]))
-                break
-            gain, offset = np.polyfit(x[keep], y[keep], 1)
-        gain = float(np.clip(gain, 0.5, 2.0))  # a drift, not a new image
-        out[..., c] = gain * edt[..., c] + offset
-    return out
+    """Map ``edt`` onto ``src`` with a robust affine colour transform (3x3 plus
+    offset): brightness, contrast, white balance and saturation drift."""
+    h, w = src.shape[:2]
+    step = max(1, int(np.sqrt(h * w / 20000)))  # ~20k samples are plenty for 12 numbers
+    x = edt[::step, ::step].reshape(-1, 3).astype(np.float64)
+    y = src[::step, ::step].reshape(-1, 3).astype(np.float64)
+    xa = np.hstack([x, np.ones((len(x), 1))])
+    coef = np.vstack([np.eye(3), np.zeros((1, 3))])
+    # Start from identity so that edited pixels are outliers from the first step.
+    coef[3] = np.median(y - x, axis=0)
+    for _ in range(3):
+        res = np.linalg.norm(y - xa @ coef, axis=1)
+        keep = res < 3.0 * 1.4826 * np.median(res) + 0.01
+        if keep.sum() < 64:
+            break
+        coef, *_ = np.linalg.lstsq(xa[keep], y[keep], rcond=None)
+    gain = coef[:3]
+    if not np.all(np.abs(gain - np.eye(3)) < 0.5):  # a drift, not a new image: fall back to offsets
+        coef = np.vstack([np.eye(3), np.median(y - x, axis=0)[None]])
+    return cv2.transform(edt, coef.T.astype(np.float32))
 
 
-def _shift_min_distance(a: np.ndarray, b: np.ndarray, radius: int) -> np.ndarray:
-    """Per pixel, min over shifts of |a(p + s) - b(p)| (Euclidean over channels)."""
+def _envelope_distance(a: np.ndarray, b: np.ndarray, radius: int) -> np.ndarray:
+    """Per pixel, how far ``b`` lies outside the range ``a`` takes within
+    ``radius`` pixels (per channel, Euclidean over channels); tolerant of
+    residual sub-pixel shifts and blur at edges."""
     if radius <= 0:
         return np.sqrt(((a - b) ** 2).sum(-1))
-    pad = np.pad(a, ((radius, radius), (radius, radius), (0, 0)), mode="edge")
-    h, w = b.shape[:2]
-    best = np.full((h, w), np.inf, dtype=np.float32)
-    for dy in range(2 * radius + 1):
-        for dx in range(2 * radius + 1):
-            d = np.sqrt(((pad[dy : dy + h, dx : dx + w] - b) ** 2).sum(-1))
-            np.minimum(best, d, out=best)
-    return best
+    k = np.ones((2 * radius + 1, 2 * radius + 1), np.uint8)
+    hi, lo = cv2.dilate(a, k), cv2.erode(a, k)
+    d = np.maximum(b - hi, 0) + np.maximum(lo - b, 0)
+    return np.sqrt((d * d).sum(-1))
+
+
+def _hysteresis(dist: np.ndarray, strong: float, weak: float) -> np.ndarray:
+    """Pixels above ``weak`` connected to a pixel above ``strong``."""
+    n, labels = cv2.connectedComponents((dist > weak).astype(np.uint8), connectivity=8)
+    if n <= 1:
+        return np.zeros(dist.shape, bool)
+    seeded = np.zeros(n, bool)
+    seeded[np.unique(labels[dist > strong])] = True
+    seeded[0] = False
+    return seeded[labels]
+
+
+def _confidence(strength: float, area: float, peak: float, fill: float) -> float:
+    """Probability-like score that a region is a real change: stronger,
+    larger and more compact regions rank first (AP is a ranking metric)."""
+    z = np.log(max(strength - 0.99, 1e-3)) + 0.5 * np.log(max(area, 1e-8) * 1e4)
+    return float(1.0 / (1.0 + np.exp(-z)))
 
 
 def change_map(source: np.ndarray, edited: np.ndarray, params: ChangeMapParams | None = None) -> ChangeMap:
@@ -148,54 +190,73 @@ def change_map(source: np.ndarray, edited: np.ndarray, params: ChangeMapParams |
     >>> a = np.full((64, 64, 3), 100, dtype=np.uint8)
     >>> b = a.copy(); b[16:32, 16:32] = 250
     >>> cm = change_map(a, b)
-    >>> [r.box for r in cm.regions]  # smoothing widens boxes by up to 2 px
-    [(14, 14, 34, 34)]
+    >>> [r.box for r in cm.regions]
+    [(16, 16, 32, 32)]
     """
     p = params or ChangeMapParams()
     if source.shape != edited.shape:
         raise ValueError(f"change_map needs equally sized images, got {source.shape} and {edited.shape}")
     h, w = source.shape[:2]
-    s = _opponent(_to_work(source, p.work_size))
-    e = _opponent(_to_work(edited, p.work_size))
-    e = _align_photometric(s, e)
-    if p.blur_sigma > 0:
-        s = ndimage.gaussian_filter(s, sigma=(p.blur_sigma, p.blur_sigma, 0))
-        e = ndimage.gaussian_filter(e, sigma=(p.blur_sigma, p.blur_sigma, 0))
-    dist = np.maximum(_shift_min_distance(s, e, p.shift_radius), _shift_min_distance(e, s, p.shift_radius))
-    threshold = float(min(max(p.floor, p.noise_factor * float(np.median(dist))), max(p.cap, p.floor)))
-    strong = dist > threshold
-    weak = dist > threshold * p.low_ratio
-    labels, n = ndimage.label(weak)
-    if n:
-        seeded = np.zeros(n + 1, dtype=bool)
-        seeded[np.unique(labels[strong])] = True
-        seeded[0] = False
-        mask = seeded[labels]
+    s = _to_work(source, p.work_size)
+    e = _to_work(edited, p.work_size)
+    wh, ww = s.shape[:2]
+    raw = np.abs(s - e).max(-1)
+    exact = float(np.median(raw)) < p.exact_noise
+    if exact:
+        # Pixel-identical outside the edit (an inpainting or compositing editor):
+        # compare pixels as they are, so boxes are as tight as the change.
+        dist = np.sqrt(((_opponent(s, p.chroma_weight) - _opponent(e, p.chroma_weight)) ** 2).sum(-1))
+        floor, box_floor, detail = p.floor, p.floor, dist
     else:
-        mask = strong
-    mask = ndimage.binary_closing(mask, structure=np.ones((3, 3)), iterations=1)
-    mask = ndimage.binary_fill_holes(mask)
-    labels, n = ndimage.label(mask)
-    wh, ww = mask.shape
+        dx, dy = _global_shift(s, e, p.max_shift)
+        if abs(dx) >= 0.25 or abs(dy) >= 0.25:  # move the edited image back onto the source
+            m = np.float32([[1, 0, -dx], [0, 1, -dy]])
+            e = cv2.warpAffine(e, m, (ww, wh), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        e = _align_photometric(s, e)
+        so, eo = _opponent(s, p.chroma_weight), _opponent(e, p.chroma_weight)
+        detail = np.maximum(_envelope_distance(so, eo, p.shift_radius), _envelope_distance(eo, so, p.shift_radius))
+        if p.blur_sigma > 0:
+            so = cv2.GaussianBlur(so, (0, 0), p.blur_sigma)
+            eo = cv2.GaussianBlur(eo, (0, 0), p.blur_sigma)
+        dist = np.maximum(_envelope_distance(so, eo, p.shift_radius), _envelope_distance(eo, so, p.shift_radius))
+        floor, box_floor = p.robust_floor, p.robust_box_floor
+        # The outermost pixels of a shifted image are made up (edge padding):
+        # leave them out rather than report them as changes.
+        m = int(np.ceil(max(abs(dx), abs(dy)))) + p.shift_radius + 1
+        for d in (dist, detail):
+            d[:m], d[-m:], d[:, :m], d[:, -m:] = 0, 0, 0, 0
+    noise = float(np.median(dist))
+    threshold = float(min(max(floor, p.noise_factor * noise), max(p.cap, floor)))
+    mask = _hysteresis(dist, threshold, threshold * p.low_ratio)
+    mask = cv2.morphologyEx(mask.astype(np.uint8), cv2.MORPH_CLOSE, np.ones((3, 3), np.uint8)).astype(bool)
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(mask.astype(np.uint8), connectivity=8)
     regions: list[ChangeRegion] = []
     keep_mask = np.zeros_like(mask)
     sy, sx = h / wh, w / ww
-    for idx, sl in enumerate(ndimage.find_objects(labels), start=1):
-        if sl is None:
-            continue
-        comp = labels[sl] == idx
-        frac = float(comp.sum()) / mask.size
+    for idx in range(1, n):
+        x, y, bw, bh, area = (int(v) for v in stats[idx])
+        frac = area / mask.size
         if frac < p.min_area:
             continue
-        strength = float(dist[sl][comp].mean()) / threshold
+        sl = (slice(y, y + bh), slice(x, x + bw))
+        comp = labels[sl] == idx
+        vals = dist[sl][comp]
+        strength = float(vals.mean()) / threshold
         if strength < p.min_strength:
             continue
         keep_mask[sl] |= comp
-        x0, x1 = int(np.floor(sl[1].start * sx)), int(np.ceil(sl[1].stop * sx))
-        y0, y1 = int(np.floor(sl[0].start * sy)), int(np.ceil(sl[0].stop * sy))
-        x1, y1 = min(x1, w), min(y1, h)
+        # Tight box: the pixels of the component that clear the threshold
+        # before smoothing (smoothing widens every change by its radius).
+        core = comp & (detail[sl] > max(threshold, box_floor) * p.core_ratio)
+        if core.any():
+            ys, xs = np.nonzero(core)
+            x, y, bw, bh = x + int(xs.min()), y + int(ys.min()), int(xs.max() - xs.min()) + 1, int(ys.max() - ys.min()) + 1
+        x0, x1 = int(np.floor(x * sx)), min(w, int(np.ceil((x + bw) * sx)))
+        y0, y1 = int(np.floor(y * sy)), min(h, int(np.ceil((y + bh) * sy)))
+        peak = float(np.percentile(vals, 90)) / threshold
+        fill = area / (bw * bh)
         regions.append(ChangeRegion((x0, y0, x1, y1), (x0 / w, y0 / h, x1 / w, y1 / h), frac, strength,
-                                    float(np.clip(strength - 1.0, 0.0, 1.0))))
+                                    _confidence(strength, frac, peak, fill), peak, fill))
     regions.sort(key=lambda r: r.area_fraction, reverse=True)
     return ChangeMap(dist.astype(np.float32), keep_mask, threshold, regions, (h, w))
 
