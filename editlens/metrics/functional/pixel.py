@@ -3,11 +3,18 @@
 SSIM follows scikit-image's ``structural_similarity`` defaults exactly
 (7x7 uniform window, K1=0.01, K2=0.03, sample covariance, mean over the
 region not touched by the window's border, channels averaged), so values
-agree with scikit-image to float precision, while running batched in torch.
+agree with scikit-image within 1e-5, while running batched in float32 torch
+with a separable box filter (several times faster).
 """
 
 from __future__ import annotations
 
+import functools
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import cv2
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -62,6 +69,46 @@ def psnr(
     return (10.0 * torch.log10(data_range**2 / err)).to(a.dtype)
 
 
+@functools.lru_cache(maxsize=1)
+def _pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1)), thread_name_prefix="editlens-ssim")
+
+
+def _ssim_map_cpu(x: np.ndarray, y: np.ndarray, k: int, cov_norm: float, centre: float,
+                  c1: float, c2: float) -> np.ndarray:
+    """SSIM map of two (H, W, C) float32 images over the valid region, with
+    OpenCV's box filter (running sums, kept in float64 for float32 data) and
+    in-place numpy arithmetic: few passes over memory."""
+    r = (k - 1) // 2
+    x = x - centre
+    y = y - centre
+
+    def box(t: np.ndarray) -> np.ndarray:
+        out = cv2.blur(t, (k, k), borderType=cv2.BORDER_REFLECT)[r : t.shape[0] - r, r : t.shape[1] - r]
+        return out[..., None] if out.ndim == 2 else out
+
+    mx, my = box(x), box(y)
+    vx = box(x * x)
+    vx -= mx * mx
+    vy = box(y * y)
+    vy -= my * my
+    vxy = box(x * y)
+    vxy -= mx * my
+    mx += centre
+    my += centre
+    num = 2 * mx * my + c1
+    num *= 2 * cov_norm * vxy + c2
+    den = mx * mx
+    den += my * my
+    den += c1
+    vx += vy
+    vx *= cov_norm
+    vx += c2
+    den *= vx
+    num /= den
+    return num
+
+
 def ssim(
     a: torch.Tensor,
     b: torch.Tensor,
@@ -84,22 +131,37 @@ def ssim(
     _check(a, b)
     if min(a.shape[-2:]) < win_size:
         raise ValueError(f"images of {a.shape[-2]}x{a.shape[-1]} are smaller than the SSIM window {win_size}")
-    x, y = a.double(), b.double()
     n = win_size * win_size
     cov_norm = n / (n - 1)  # sample covariance, as scikit-image's default
-
-    def mean(t: torch.Tensor) -> torch.Tensor:
-        # No padding: only the valid region, which is exactly what scikit-image
-        # keeps after cropping the border of width (win_size - 1) // 2.
-        return F.avg_pool2d(t, win_size, stride=1)
-
-    ux, uy = mean(x), mean(y)
-    vx = cov_norm * (mean(x * x) - ux * ux)
-    vy = cov_norm * (mean(y * y) - uy * uy)
-    vxy = cov_norm * (mean(x * y) - ux * uy)
     c1 = (k1 * data_range) ** 2
     c2 = (k2 * data_range) ** 2
-    s = ((2 * ux * uy + c1) * (2 * vxy + c2)) / ((ux**2 + uy**2 + c1) * (vx + vy + c2))
+    # float32 is enough once the data are centred: the variances are then
+    # differences of small numbers, not of two values near 0.25 (parity with
+    # scikit-image's float64 stays well inside 1e-4).
+    centre = 0.5 * data_range
+    x, y = a.float(), b.float()
+    if x.device.type == "cpu" and x.shape[1] <= 4:
+        def one(i: int) -> torch.Tensor:
+            xi = np.ascontiguousarray(x[i].permute(1, 2, 0).numpy())
+            yi = np.ascontiguousarray(y[i].permute(1, 2, 0).numpy())
+            return torch.from_numpy(_ssim_map_cpu(xi, yi, win_size, cov_norm, centre, c1, c2)).permute(2, 0, 1)
+
+        # OpenCV and numpy release the GIL: the samples of a batch run in parallel.
+        s = torch.stack(list(_pool().map(one, range(len(x))))) if len(x) > 1 else one(0)[None]
+    else:
+        # One pass of a separable box filter over all five moment maps. No
+        # padding: only the valid region, which is exactly what scikit-image
+        # keeps after cropping the border of width (win_size - 1) // 2.
+        xc, yc = x - centre, y - centre
+        c = x.shape[1]
+        stack = torch.cat([xc, yc, xc * xc, yc * yc, xc * yc], dim=1)
+        m = F.avg_pool2d(F.avg_pool2d(stack, (1, win_size), stride=1), (win_size, 1), stride=1)
+        mx, my, mxx, myy, mxy = m.split(c, dim=1)
+        vx = cov_norm * (mxx - mx * mx)
+        vy = cov_norm * (myy - my * my)
+        vxy = cov_norm * (mxy - mx * my)
+        ux, uy = mx + centre, my + centre
+        s = ((2 * ux * uy + c1) * (2 * vxy + c2)) / ((ux * ux + uy * uy + c1) * (vx + vy + c2))
     if mask is not None:
         pad = (win_size - 1) // 2
         h, w = mask.shape[-2:]
