@@ -3,9 +3,9 @@ plain pixel-difference baseline measured in the same run.
 
 From AURORA source photos (../shared/data/aurora), build edits whose boxes
 are known: paste (a crop of another photo), recolour (hue-rotate an
-elliptical region), remove (OpenCV inpainting of an elliptical region,
-placed on the most textured of 8 random boxes: a removal takes away
-something that is there), each in three size classes (COCO's small / medium / large by box area at the
+elliptical region), remove (an object -- a pasted crop, so that
+there is something to remove and its box is known -- taken away again by
+OpenCV inpainting), each in three size classes (COCO's small / medium / large by box area at the
 benchmark's 512 px). Every edit comes in two variants: pixel-aligned, and
 with the drift diffusion editors leave on the whole image (colour/brightness
 shift, blur, 1-2 px shift, noise, JPEG). No-change pairs measure false
@@ -116,13 +116,6 @@ def remove(src, other, box, rng):  # type: ignore[no-untyped-def]
     return np.ascontiguousarray(out)
 
 
-def texture(src: np.ndarray, box: tuple[int, int, int, int]) -> float:
-    """Mean gradient magnitude in the box: how much content a removal would take away."""
-    x0, y0, x1, y1 = box
-    g = src[y0:y1, x0:x1].astype(np.float32).mean(-1)
-    return float(np.abs(np.diff(g, axis=0)).mean() + np.abs(np.diff(g, axis=1)).mean())
-
-
 MAKERS = {"paste": paste, "recolour": recolour, "remove": remove}
 
 
@@ -164,12 +157,13 @@ def build_cases(sources: list[np.ndarray], seeds: list[int]) -> dict[str, list[C
             for k, kind in enumerate(EDIT_TYPES):
                 size = sizes[(i + k + seed) % 3]  # every type sees every size class equally often
                 box = random_box(rng, h, w, size)
-                if kind == "remove":  # remove something that is there, not a patch of flat sky
-                    box = max((random_box(rng, h, w, size) for _ in range(8)), key=lambda b: texture(src, b))
-                edited = MAKERS[kind](src, other, box, rng)
+                before = src
+                if kind == "remove":  # an object to remove: one pasted in, taken away again below
+                    before = paste(src, other, box, rng)
+                edited = MAKERS[kind](before, other, box, rng)
                 sid = f"s{seed}-{i}-{kind}"
-                out["aligned"].append(Case(sid, src, edited, kind, size, box))
-                out["drifted"].append(Case(sid, src, drift(edited, rng), kind, size, box))
+                out["aligned"].append(Case(sid, before, edited, kind, size, box))
+                out["drifted"].append(Case(sid, before, drift(edited, rng), kind, size, box))
             out["aligned"].append(Case(f"s{seed}-{i}-none", src, jpeg(src, 75), "none", None, None))
             out["drifted"].append(Case(f"s{seed}-{i}-none", src, drift(src, rng), "none", None, None))
     return out
