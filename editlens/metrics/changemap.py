@@ -90,8 +90,8 @@ class ChangeMapParams:
     chroma_weight: float = 1.0  # weight of the two colour axes against brightness
     blur_sigma: float = 1.5  # smoothing in the robust (drifted) mode
     shift_radius: int = 1  # residual misalignment tolerated in the robust mode
-    floor: float = 0.012  # minimum threshold in the exact mode, [0, 1] colour units
-    robust_floor: float = 0.035  # minimum threshold in the robust mode
+    floor: float = 0.03  # minimum threshold in the exact mode, [0, 1] colour units
+    robust_floor: float = 0.05  # minimum threshold in the robust mode
     robust_box_floor: float = 0.05  # boxes span pixels above this in the robust mode
     noise_factor: float = 4.0  # threshold >= noise_factor * noise level
     cap: float = 0.25  # the adaptive threshold never exceeds this
@@ -99,16 +99,16 @@ class ChangeMapParams:
     core_ratio: float = 1.0  # a region's box spans its unsmoothed pixels above core_ratio * threshold
     min_area: float = 0.0003  # drop regions smaller than this fraction of the image
     min_strength: float = 1.2  # drop regions whose mean distance is below this * threshold
+    split: bool = True  # split a region that is two touching changes of different colour
 
 
 def _to_work(arr: np.ndarray, size: int) -> np.ndarray:
     h, w = arr.shape[:2]
-    x = arr.astype(np.float32) * (1.0 / 255.0)
     scale = size / max(h, w)
-    if scale < 1:
+    if scale < 1:  # resize the uint8 image: 4x less memory to move than float32
         nh, nw = max(1, round(h * scale)), max(1, round(w * scale))
-        x = cv2.resize(x, (nw, nh), interpolation=cv2.INTER_AREA)
-    return x
+        arr = cv2.resize(np.ascontiguousarray(arr), (nw, nh), interpolation=cv2.INTER_AREA)
+    return np.multiply(arr, np.float32(1.0 / 255.0), dtype=np.float32)
 
 
 def _opponent(x: np.ndarray, chroma_weight: float = 1.0) -> np.ndarray:
@@ -218,6 +218,7 @@ def change_map(source: np.ndarray, edited: np.ndarray, params: ChangeMapParams |
         # Pixel-identical outside the edit (an inpainting or compositing editor):
         # compare pixels as they are, so boxes are as tight as the change.
         so, eo = _opponent(s, p.chroma_weight), _opponent(e, p.chroma_weight)
+        bs, be = so, eo
         dist = _norm(cv2.subtract(so, eo))
         floor, box_floor, radius = p.floor, p.floor, 0
     else:
@@ -235,7 +236,7 @@ def change_map(source: np.ndarray, edited: np.ndarray, params: ChangeMapParams |
         floor, box_floor, radius = p.robust_floor, p.robust_box_floor, p.shift_radius
         # The outermost pixels of a shifted image are made up (edge padding):
         # leave them out rather than report them as changes.
-        m = int(np.ceil(max(abs(dx), abs(dy)))) + p.shift_radius + 1
+        m = int(np.ceil(max(abs(dx), abs(dy)) + 2 * p.blur_sigma)) + p.shift_radius + 1
         dist[:m], dist[-m:], dist[:, :m], dist[:, -m:] = 0, 0, 0, 0
     noise = float(np.median(dist[::4, ::4]))
     threshold = float(min(max(floor, p.noise_factor * noise), max(p.cap, floor)))
@@ -244,37 +245,83 @@ def change_map(source: np.ndarray, edited: np.ndarray, params: ChangeMapParams |
     n, labels, stats, _ = cv2.connectedComponentsWithStats(mask.astype(np.uint8), connectivity=8)
     regions: list[ChangeRegion] = []
     keep_mask = np.zeros_like(mask)
-    sy, sx = h / wh, w / ww
+    min_px = p.min_area * mask.size
     for idx in range(1, n):
         x, y, bw, bh, area = (int(v) for v in stats[idx])
-        frac = area / mask.size
-        if frac < p.min_area:
+        if area < min_px:
             continue
         sl = (slice(y, y + bh), slice(x, x + bw))
         comp = labels[sl] == idx
-        vals = dist[sl][comp]
-        strength = float(vals.mean()) / threshold
-        if strength < p.min_strength:
+        if float(dist[sl][comp].mean()) < p.min_strength * threshold:
             continue
         keep_mask[sl] |= comp
-        # Tight box: the pixels of the component that clear the threshold
-        # before smoothing (smoothing widens every change by its radius).
-        # (the unsmoothed distance, computed only around this region)
-        ry, rx = (slice(max(0, v.start - radius), v.stop + radius) for v in sl)
-        detail = _symmetric_distance(so[ry, rx], eo[ry, rx], radius)
-        detail = detail[sl[0].start - ry.start : sl[0].stop - ry.start, sl[1].start - rx.start : sl[1].stop - rx.start]
-        core = comp & (detail > max(threshold, box_floor) * p.core_ratio)
-        if core.any():
-            ys, xs = np.nonzero(core)
-            x, y, bw, bh = x + int(xs.min()), y + int(ys.min()), int(xs.max() - xs.min()) + 1, int(ys.max() - ys.min()) + 1
-        x0, x1 = int(np.floor(x * sx)), min(w, int(np.ceil((x + bw) * sx)))
-        y0, y1 = int(np.floor(y * sy)), min(h, int(np.ceil((y + bh) * sy)))
-        peak = float(np.percentile(vals, 90)) / threshold
-        fill = area / (bw * bh)
-        regions.append(ChangeRegion((x0, y0, x1, y1), (x0 / w, y0 / h, x1 / w, y1 / h), frac, strength,
-                                    _confidence(strength, frac, peak, fill), peak, fill))
+        parts = _split_touching(comp, cv2.subtract(be[sl], bs[sl]), min_px) if p.split else [comp]
+        for part in parts:
+            regions.append(_region(part, sl, dist, so, eo, threshold, max(threshold, box_floor) * p.core_ratio,
+                                   radius, (h, w)))
     regions.sort(key=lambda r: r.area_fraction, reverse=True)
     return ChangeMap(dist.astype(np.float32), keep_mask, threshold, regions, (h, w))
+
+
+def _region(part: np.ndarray, sl: tuple[slice, slice], dist: np.ndarray, so: np.ndarray, eo: np.ndarray,
+            threshold: float, core_threshold: float, radius: int, size: tuple[int, int]) -> ChangeRegion:
+    """A :class:`ChangeRegion` for the pixels ``part`` of the window ``sl``."""
+    h, w = size
+    wh, ww = dist.shape
+    vals = dist[sl][part]
+    # Tight box: the region's pixels that clear the threshold before smoothing
+    # (smoothing widens every change by its radius); the unsmoothed distance
+    # is computed only around this region.
+    ry, rx = (slice(max(0, v.start - radius), v.stop + radius) for v in sl)
+    detail = _symmetric_distance(so[ry, rx], eo[ry, rx], radius)
+    detail = detail[sl[0].start - ry.start : sl[0].stop - ry.start, sl[1].start - rx.start : sl[1].stop - rx.start]
+    core = part & (detail > core_threshold)
+    ys, xs = np.nonzero(core if core.any() else part)
+    x, y = sl[1].start + int(xs.min()), sl[0].start + int(ys.min())
+    bw, bh = int(xs.max() - xs.min()) + 1, int(ys.max() - ys.min()) + 1
+    sy, sx = h / wh, w / ww
+    x0, x1 = int(np.floor(x * sx)), min(w, int(np.ceil((x + bw) * sx)))
+    y0, y1 = int(np.floor(y * sy)), min(h, int(np.ceil((y + bh) * sy)))
+    frac = float(part.sum()) / dist.size
+    strength = float(vals.mean()) / threshold
+    peak = float(np.percentile(vals, 90)) / threshold
+    fill = float(part.sum()) / (bw * bh)
+    return ChangeRegion((x0, y0, x1, y1), (x0 / w, y0 / h, x1 / w, y1 / h), frac, strength,
+                        _confidence(strength, frac, peak, fill), peak, fill)
+
+
+def _split_touching(comp: np.ndarray, change: np.ndarray, min_px: float) -> list[np.ndarray]:
+    """Split a connected region in two when it is two touching changes: its
+    pixels' change vectors (edited - source colour) form two well-separated
+    clusters, and each cluster is one compact piece of the region (a single
+    changed object with varied colours interleaves its clusters instead)."""
+    n = int(comp.sum())
+    if n < 4 * min_px:
+        return [comp]
+    v = change[comp].astype(np.float32)
+    sample = v[:: max(1, n // 1500)]
+    crit = (cv2.TERM_CRITERIA_EPS + cv2.TERM_CRITERIA_MAX_ITER, 20, 1e-4)
+    cv2.setRNGSeed(0)
+    _, _, centres = cv2.kmeans(sample, 2, None, crit, 2, cv2.KMEANS_PP_CENTERS)
+    d = np.stack([np.linalg.norm(v - c, axis=1) for c in centres], 1)
+    lab = d.argmin(1)
+    sizes = np.bincount(lab, minlength=2)
+    if sizes.min() < 0.15 * n:
+        return [comp]
+    spread = max(float(np.sqrt((d[lab == k, k] ** 2).mean())) for k in (0, 1))
+    if float(np.linalg.norm(centres[0] - centres[1])) < 8.0 * max(spread, 1e-3):
+        return [comp]  # one change whose colours vary (a pasted photo) rather than two
+    parts = []
+    full = np.zeros(comp.shape, np.int32)
+    full[comp] = lab + 1
+    for k in (1, 2):
+        m, lbl, st, _ = cv2.connectedComponentsWithStats((full == k).astype(np.uint8), connectivity=8)
+        biggest = 1 + int(np.argmax(st[1:, cv2.CC_STAT_AREA]))
+        area, bw, bh = (int(st[biggest, c]) for c in (cv2.CC_STAT_AREA, cv2.CC_STAT_WIDTH, cv2.CC_STAT_HEIGHT))
+        if area < 0.9 * sizes[k - 1] or area < 0.5 * bw * bh:
+            return [comp]  # interleaved or wrapped around each other: one object
+        parts.append(lbl == biggest)
+    return parts
 
 
 def sample_change_map(sample: LoadedEdit, params: ChangeMapParams | None = None,
