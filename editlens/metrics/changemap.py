@@ -130,6 +130,16 @@ def _global_shift(src: np.ndarray, edt: np.ndarray, max_shift: float) -> tuple[f
     return float(dx), float(dy)
 
 
+def _clipped(src: np.ndarray, edt: np.ndarray) -> np.ndarray | None:
+    """Pixels where the edited image is saturated (a channel at 0 or 1) over a
+    source that is already near that end: a brightness or colour gain clips
+    there, which no affine colour fit undoes. ``None`` when there are none."""
+    hi = (edt.max(-1) >= 0.985) & (src.max(-1) >= 0.85)
+    lo = (edt.min(-1) <= 0.015) & (src.min(-1) <= 0.15)
+    out = hi | lo
+    return out if out.any() else None
+
+
 def _align_photometric(src: np.ndarray, edt: np.ndarray) -> np.ndarray:
     """Map ``edt`` onto ``src`` with a robust affine colour transform (3x3 plus
     offset): brightness, contrast, white balance and saturation drift."""
@@ -226,6 +236,7 @@ def change_map(source: np.ndarray, edited: np.ndarray, params: ChangeMapParams |
         if abs(dx) >= 0.25 or abs(dy) >= 0.25:  # move the edited image back onto the source
             m = np.float32([[1, 0, -dx], [0, 1, -dy]])
             e = cv2.warpAffine(e, m, (ww, wh), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        clipped = _clipped(s, e)
         e = _align_photometric(s, e)
         so, eo = _opponent(s, p.chroma_weight), _opponent(e, p.chroma_weight)
         bs, be = so, eo
@@ -238,6 +249,9 @@ def change_map(source: np.ndarray, edited: np.ndarray, params: ChangeMapParams |
         # leave them out rather than report them as changes.
         m = int(np.ceil(max(abs(dx), abs(dy)) + 2 * p.blur_sigma)) + p.shift_radius + 1
         dist[:m], dist[-m:], dist[:, :m], dist[:, -m:] = 0, 0, 0, 0
+        if clipped is not None:  # colour drift is not affine where it saturates: half weight there
+            k = 2 * int(np.ceil(2 * p.blur_sigma)) + 1
+            dist[cv2.dilate(clipped.astype(np.uint8), np.ones((k, k), np.uint8)) > 0] *= 0.5
     noise = float(np.median(dist[::4, ::4]))
     threshold = float(min(max(floor, p.noise_factor * noise), max(p.cap, floor)))
     mask = _hysteresis(dist, threshold, threshold * p.low_ratio)
@@ -339,6 +353,12 @@ class ChangeMapMetric(PairMetric):
     def __init__(self, compare: str = "source", **params: Any) -> None:
         super().__init__(compare, "all")
         self.params = ChangeMapParams(**params)
+
+    def prepare(self, sample: LoadedEdit) -> None:
+        """Compute the map ahead of scoring (the runner's loader threads call
+        this; :meth:`compute` then finds it in the sample)."""
+        if self.compare != "reference" or sample.reference is not None:
+            sample_change_map(sample, self.params, self.compare)
 
     def compute(self, batch: Sequence[LoadedEdit]) -> list[float | Score]:
         out: list[float | Score] = []
