@@ -173,11 +173,16 @@ def build_cases(sources: list[np.ndarray], seeds: list[int]) -> dict[str, list[C
 
 @dataclass(frozen=True)
 class BaselineParams:
-    blur_sigma: float = 1.0
-    k_mad: float = 6.0  # threshold = median + k * MAD (scaled to a standard deviation)
-    floor: float = 12.0  # absolute minimum threshold, CIE76 delta E
+    """Tuned on seed 7 (60 sources, not a reported seed) over blur {0.5, 1, 2}
+    x floor {4, 8, 12} x k {4, 8} x close {3, 7}: the best aligned AP among
+    settings with no-change accuracy >= 0.95 on aligned pairs (no setting
+    reaches it on drifted pairs; the best drifted AP there was 0.38)."""
+
+    blur_sigma: float = 0.5
+    k_mad: float = 4.0  # threshold = median + k * MAD (scaled to a standard deviation)
+    floor: float = 8.0  # absolute minimum threshold, CIE76 delta E
     open_px: int = 3
-    close_px: int = 7
+    close_px: int = 3
     min_area: float = 0.0005  # drop components smaller than this fraction of the image
 
 
