@@ -86,11 +86,12 @@ class ChangeMapParams:
 
     work_size: int = 512
     max_shift: float = 3.0  # undo global translations up to this many working pixels
-    exact_noise: float = 0.002  # median raw difference below this: compare pixels exactly
+    exact_noise: float = 0.002  # median raw difference below this: compare pixels exactly ...
+    exact_stray: float = 0.02  # ... unless this fraction of pixels differs by 1-3 levels (re-encoding)
     chroma_weight: float = 1.0  # weight of the two colour axes against brightness
     blur_sigma: float = 1.5  # smoothing in the robust (drifted) mode
     shift_radius: int = 1  # residual misalignment tolerated in the robust mode
-    floor: float = 0.03  # minimum threshold in the exact mode, [0, 1] colour units
+    floor: float = 0.012  # minimum threshold in the exact mode, [0, 1] colour units
     robust_floor: float = 0.05  # minimum threshold in the robust mode
     robust_box_floor: float = 0.05  # boxes span pixels above this in the robust mode
     noise_factor: float = 4.0  # threshold >= noise_factor * noise level
@@ -99,7 +100,8 @@ class ChangeMapParams:
     core_ratio: float = 1.0  # a region's box spans its unsmoothed pixels above core_ratio * threshold
     min_area: float = 0.0003  # drop regions smaller than this fraction of the image
     min_strength: float = 1.3  # drop regions whose mean distance is below this * threshold
-    split: bool = True  # split a region that is two touching changes of different colour
+    split: bool = True  # split a region that is two touching changes of different colour ...
+    split_separation: float = 20.0  # ... when their colour changes are this many spreads apart
 
 
 def _to_work(arr: np.ndarray, size: int) -> np.ndarray:
@@ -224,7 +226,10 @@ def change_map(source: np.ndarray, edited: np.ndarray, params: ChangeMapParams |
     e = _to_work(edited, p.work_size)
     wh, ww = s.shape[:2]
     # Medians on every 4th pixel in each direction: plenty for a noise level.
-    exact = float(np.median(np.abs(s[::4, ::4] - e[::4, ::4]).max(-1))) < p.exact_noise
+    raw = np.abs(s[::4, ::4] - e[::4, ::4]).max(-1)
+    # Exact: most pixels identical, and hardly any off by a level or three
+    # (JPEG keeps flat areas identical too, but leaves such pixels everywhere).
+    exact = float(np.median(raw)) < p.exact_noise and float(((raw > 0) & (raw <= 3.5 / 255)).mean()) < p.exact_stray
     if exact:
         # Pixel-identical outside the edit (an inpainting or compositing editor):
         # compare pixels as they are, so boxes are as tight as the change.
@@ -271,7 +276,7 @@ def change_map(source: np.ndarray, edited: np.ndarray, params: ChangeMapParams |
         if float(dist[sl][comp].mean()) < p.min_strength * threshold:
             continue
         keep_mask[sl] |= comp
-        parts = _split_touching(comp, cv2.subtract(be[sl], bs[sl]), min_px) if p.split else [comp]
+        parts = _split_touching(comp, cv2.subtract(be[sl], bs[sl]), min_px, p.split_separation) if p.split else [comp]
         for part in parts:
             regions.append(_region(part, sl, dist, so, eo, threshold, max(threshold, box_floor) * p.core_ratio,
                                    radius, (h, w)))
@@ -306,7 +311,7 @@ def _region(part: np.ndarray, sl: tuple[slice, slice], dist: np.ndarray, so: np.
                         _confidence(strength, frac, peak, fill), peak, fill)
 
 
-def _split_touching(comp: np.ndarray, change: np.ndarray, min_px: float) -> list[np.ndarray]:
+def _split_touching(comp: np.ndarray, change: np.ndarray, min_px: float, separation: float) -> list[np.ndarray]:
     """Split a connected region in two when it is two touching changes: its
     pixels' change vectors (edited - source colour) form two well-separated
     clusters, and each cluster is one compact piece of the region (a single
@@ -325,7 +330,7 @@ def _split_touching(comp: np.ndarray, change: np.ndarray, min_px: float) -> list
     if sizes.min() < 0.15 * n:
         return [comp]
     spread = max(float(np.sqrt((d[lab == k, k] ** 2).mean())) for k in (0, 1))
-    if float(np.linalg.norm(centres[0] - centres[1])) < 8.0 * max(spread, 1e-3):
+    if float(np.linalg.norm(centres[0] - centres[1])) < separation * max(spread, 1e-3):
         return [comp]  # one change whose colours vary (a pasted photo) rather than two
     parts = []
     full = np.zeros(comp.shape, np.int32)
