@@ -34,10 +34,15 @@ def test_large_image_parity_and_data_range():
 
 
 def test_torch_path_agrees_with_opencv_path():
-    # More than 4 channels takes the pooled torch path; both must equal scikit-image.
+    # The pooled torch path (GPUs) and the OpenCV path (CPU) give the same map.
+    from editlens.metrics.functional.pixel import _ssim_map_torch
+
     a, b = _pair(3, 40, 50, c=5)
     ref = structural_similarity(a, b, channel_axis=2, data_range=1.0)
     assert abs(float(F.ssim(_t(a), _t(b))) - ref) < 1e-5
+    n = 49
+    via_torch = _ssim_map_torch(_t(a), _t(b), 7, n / (n - 1), 0.5, 0.01**2, 0.03**2).mean()
+    assert abs(float(via_torch) - ref) < 1e-5
 
 
 def test_mask_averages_the_map_over_masked_window_centres():

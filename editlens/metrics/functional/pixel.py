@@ -25,13 +25,14 @@ def _check(a: torch.Tensor, b: torch.Tensor) -> None:
 
 
 def _masked_mean(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """Mean over (C, H, W) per sample, over masked pixels only when a mask is given."""
+    """Mean over (C, H, W) per sample, over masked pixels only when a mask is
+    given; sums accumulate in float64 (no float64 copy of the images)."""
     if mask is None:
-        return x.flatten(1).mean(dim=1)
+        return (x.flatten(1).sum(dim=1, dtype=torch.float64) / x[0].numel()).to(x.dtype)
     m = mask.to(x.dtype).expand_as(x)
-    total = m.flatten(1).sum(dim=1)
-    out = (x * m).flatten(1).sum(dim=1) / total.clamp_min(1)
-    return torch.where(total > 0, out, torch.full_like(out, float("nan")))
+    total = m.flatten(1).sum(dim=1, dtype=torch.float64)
+    out = (x * m).flatten(1).sum(dim=1, dtype=torch.float64) / total.clamp_min(1)
+    return torch.where(total > 0, out, torch.full_like(out, float("nan"))).to(x.dtype)
 
 
 def l1(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -42,7 +43,7 @@ def l1(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor | None = None) -> to
     tensor([0.5000])
     """
     _check(a, b)
-    return _masked_mean((a - b).abs(), mask)
+    return _masked_mean((a - b).abs_(), mask)
 
 
 def mse(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -53,7 +54,8 @@ def mse(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor | None = None) -> t
     tensor([0.2500])
     """
     _check(a, b)
-    return _masked_mean((a - b) ** 2, mask)
+    d = a - b
+    return _masked_mean(d.mul_(d), mask)
 
 
 def psnr(
@@ -65,7 +67,14 @@ def psnr(
     >>> psnr(torch.zeros(1, 3, 2, 2), torch.full((1, 3, 2, 2), 0.1)).round(decimals=4)
     tensor([20.])
     """
-    err = mse(a.double(), b.double(), mask)
+    _check(a, b)
+    d = a - b
+    m = mask
+    if m is None:
+        err = d.mul_(d).flatten(1).sum(dim=1, dtype=torch.float64) / a[0].numel()
+    else:
+        mm = m.to(a.dtype).expand_as(d)
+        err = (d.mul_(d) * mm).flatten(1).sum(dim=1, dtype=torch.float64) / mm.flatten(1).sum(1, dtype=torch.float64)
     return (10.0 * torch.log10(data_range**2 / err)).to(a.dtype)
 
 
@@ -76,7 +85,7 @@ def _pool() -> ThreadPoolExecutor:
 
 def _ssim_map_cpu(x: np.ndarray, y: np.ndarray, k: int, cov_norm: float, centre: float,
                   c1: float, c2: float) -> np.ndarray:
-    """SSIM map of two (H, W, C) float32 images over the valid region, with
+    """SSIM map of two (H, W) float32 planes over the valid region, with
     OpenCV's box filter (running sums, kept in float64 for float32 data) and
     in-place numpy arithmetic: few passes over memory."""
     r = (k - 1) // 2
@@ -84,8 +93,7 @@ def _ssim_map_cpu(x: np.ndarray, y: np.ndarray, k: int, cov_norm: float, centre:
     y = y - centre
 
     def box(t: np.ndarray) -> np.ndarray:
-        out = cv2.blur(t, (k, k), borderType=cv2.BORDER_REFLECT)[r : t.shape[0] - r, r : t.shape[1] - r]
-        return out[..., None] if out.ndim == 2 else out
+        return cv2.blur(t, (k, k), borderType=cv2.BORDER_REFLECT)[r : t.shape[0] - r, r : t.shape[1] - r]
 
     mx, my = box(x), box(y)
     vx = box(x * x)
@@ -107,6 +115,24 @@ def _ssim_map_cpu(x: np.ndarray, y: np.ndarray, k: int, cov_norm: float, centre:
     den *= vx
     num /= den
     return num
+
+
+def _ssim_map_torch(x: torch.Tensor, y: torch.Tensor, k: int, cov_norm: float, centre: float,
+                    c1: float, c2: float) -> torch.Tensor:
+    """SSIM map of (N, C, H, W) tensors on any device: one separable box
+    filter pass over all five moment maps. No padding: only the valid
+    region, which is exactly what scikit-image keeps after cropping the
+    border of width (k - 1) // 2."""
+    xc, yc = x - centre, y - centre
+    c = x.shape[1]
+    stack = torch.cat([xc, yc, xc * xc, yc * yc, xc * yc], dim=1)
+    m = F.avg_pool2d(F.avg_pool2d(stack, (1, k), stride=1), (k, 1), stride=1)
+    mx, my, mxx, myy, mxy = m.split(c, dim=1)
+    vx = cov_norm * (mxx - mx * mx)
+    vy = cov_norm * (myy - my * my)
+    vxy = cov_norm * (mxy - mx * my)
+    ux, uy = mx + centre, my + centre
+    return ((2 * ux * uy + c1) * (2 * vxy + c2)) / ((ux * ux + uy * uy + c1) * (vx + vy + c2))
 
 
 def ssim(
@@ -140,28 +166,18 @@ def ssim(
     # scikit-image's float64 stays well inside 1e-4).
     centre = 0.5 * data_range
     x, y = a.float(), b.float()
-    if x.device.type == "cpu" and x.shape[1] <= 4:
+    if x.device.type == "cpu":
+        x, y = x.contiguous(), y.contiguous()
+
         def one(i: int) -> torch.Tensor:
-            xi = np.ascontiguousarray(x[i].permute(1, 2, 0).numpy())
-            yi = np.ascontiguousarray(y[i].permute(1, 2, 0).numpy())
-            return torch.from_numpy(_ssim_map_cpu(xi, yi, win_size, cov_norm, centre, c1, c2)).permute(2, 0, 1)
+            planes = [_ssim_map_cpu(x[i, c].numpy(), y[i, c].numpy(), win_size, cov_norm, centre, c1, c2)
+                      for c in range(x.shape[1])]
+            return torch.from_numpy(np.stack(planes))
 
         # OpenCV and numpy release the GIL: the samples of a batch run in parallel.
         s = torch.stack(list(_pool().map(one, range(len(x))))) if len(x) > 1 else one(0)[None]
     else:
-        # One pass of a separable box filter over all five moment maps. No
-        # padding: only the valid region, which is exactly what scikit-image
-        # keeps after cropping the border of width (win_size - 1) // 2.
-        xc, yc = x - centre, y - centre
-        c = x.shape[1]
-        stack = torch.cat([xc, yc, xc * xc, yc * yc, xc * yc], dim=1)
-        m = F.avg_pool2d(F.avg_pool2d(stack, (1, win_size), stride=1), (win_size, 1), stride=1)
-        mx, my, mxx, myy, mxy = m.split(c, dim=1)
-        vx = cov_norm * (mxx - mx * mx)
-        vy = cov_norm * (myy - my * my)
-        vxy = cov_norm * (mxy - mx * my)
-        ux, uy = mx + centre, my + centre
-        s = ((2 * ux * uy + c1) * (2 * vxy + c2)) / ((ux * ux + uy * uy + c1) * (vx + vy + c2))
+        s = _ssim_map_torch(x, y, win_size, cov_norm, centre, c1, c2)
     if mask is not None:
         pad = (win_size - 1) // 2
         h, w = mask.shape[-2:]
