@@ -238,6 +238,9 @@ def as_float_tensor_batch(arrays: list[np.ndarray]) -> Any:
     """Stack equally sized uint8 HxWx3 arrays into a float tensor (N, 3, H, W) in [0, 1]."""
     import torch
 
-    # One pass converts type and layout (this runs for every pixel metric).
-    src = torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2)
-    return torch.empty(src.shape, dtype=torch.float32).copy_(src).div_(255.0)
+    import cv2
+
+    # Planes first (cv2.split is a fast de-interleave), then one conversion
+    # pass on contiguous memory: a strided type conversion is several times slower.
+    planar = np.stack([np.stack(cv2.split(np.ascontiguousarray(a))) for a in arrays])
+    return torch.from_numpy(planar).float().div_(255.0)
