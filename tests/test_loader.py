@@ -85,3 +85,19 @@ def test_run_evaluation_uses_the_prefetching_loader(tmp_path):
     res = run_evaluation(_samples(5), [create_metric("change_map")], tmp_path / "run", batch_size=2, progress=False)
     assert res.computed == 5
     assert np.isfinite(res.summary["means"]["change_map"])
+
+
+def test_embedding_prefetch_is_used_and_values_unchanged(tiny_clip_dir):
+    from editlens.models.encoders import clear_encoders
+
+    models = {"clip": str(tiny_clip_dir)}
+    plain = [s.value for s in create_metric("clip_i", models=models)([s.load() for s in _samples(3)])]
+    clear_encoders()
+    metric = create_metric("clip_i", models=models)
+    loaded = [s.load() for s in _samples(3)]
+    for s in loaded:
+        metric.prepare(s)
+    assert len(metric.encoder._ready) == 6  # 3 sources + 3 edited images, preprocessed
+    got = [s.value for s in metric(loaded)]
+    assert len(metric.encoder._ready) == 0  # consumed by the forward pass
+    np.testing.assert_allclose(got, plain, atol=1e-6)
