@@ -23,7 +23,7 @@ Reports class-agnostic COCO AP / AP50 / AP75 / AP small-medium-large
 (pycocotools), AP per edit type, no-change accuracy and pairs/s, per variant
 and detector, and whether the targets of issue 15 hold.
 
-    python benchmarks/dice_detection.py [--sources 148] [--seeds 0,1]
+    python benchmarks/dice_detection.py [--sources 122] [--seeds 0,1]
 """
 
 from __future__ import annotations
@@ -288,7 +288,7 @@ def check_targets(res: dict) -> dict[str, bool]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sources", type=int, default=148, help="distinct AURORA source photos (at most 148)")
+    ap.add_argument("--sources", type=int, default=122, help="distinct AURORA source photos (at most 122)")
     ap.add_argument("--seeds", default="0,1", help="comma-separated seeds; each adds 3 edits per source")
     args = ap.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
