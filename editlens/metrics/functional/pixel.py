@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import cv2
@@ -77,38 +78,52 @@ def _pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1)), thread_name_prefix="editlens-ssim")
 
 
+_local = threading.local()
+
+
+def _buffers(shape: tuple[int, int], n: int) -> list[np.ndarray]:
+    """``n`` float32 scratch planes, reused by this thread: fresh large arrays
+    cost page faults on first touch, which would dominate the arithmetic."""
+    bufs = getattr(_local, "bufs", None)
+    if bufs is None or bufs[0].shape != shape or len(bufs) < n:
+        bufs = _local.bufs = [np.empty(shape, np.float32) for _ in range(n)]
+    return bufs
+
+
 def _ssim_map_cpu(x: np.ndarray, y: np.ndarray, k: int, cov_norm: float, centre: float,
                   c1: float, c2: float) -> np.ndarray:
-    """SSIM map of two (H, W) float32 planes over the valid region, with
-    OpenCV's box filter (running sums, kept in float64 for float32 data) and
-    in-place numpy arithmetic: few passes over memory."""
+    """SSIM map of two (H, W) float32 planes over the valid region: OpenCV's
+    box filter (running sums, kept in float64 for float32 data) and fused
+    OpenCV arithmetic (``addWeighted`` scales, adds and offsets in one pass)
+    into reused buffers, on centred data so that float32 variances keep their
+    precision. Returns a fresh array."""
+    h, w = x.shape
     r = (k - 1) // 2
-    x = x - centre
-    y = y - centre
-
-    def box(t: np.ndarray) -> np.ndarray:
-        return cv2.blur(t, (k, k), borderType=cv2.BORDER_REFLECT)[r : t.shape[0] - r, r : t.shape[1] - r]
-
-    mx, my = box(x), box(y)
-    vx = box(x * x)
-    vx -= mx * mx
-    vy = box(y * y)
-    vy -= my * my
-    vxy = box(x * y)
-    vxy -= mx * my
-    mx += centre
-    my += centre
-    num = 2 * mx * my + c1
-    num *= 2 * cov_norm * vxy + c2
-    den = mx * mx
-    den += my * my
-    den += c1
-    vx += vy
-    vx *= cov_norm
-    vx += c2
-    den *= vx
-    num /= den
-    return num
+    xs, ys, t, mx, my, bxx, byy, bxy = _buffers((h, w), 8)
+    border = cv2.BORDER_REFLECT
+    cv2.subtract(x, centre, dst=xs)
+    cv2.subtract(y, centre, dst=ys)
+    cv2.blur(xs, (k, k), dst=mx, borderType=border)
+    cv2.blur(ys, (k, k), dst=my, borderType=border)
+    cv2.blur(cv2.multiply(xs, xs, dst=t), (k, k), dst=bxx, borderType=border)
+    cv2.blur(cv2.multiply(ys, ys, dst=t), (k, k), dst=byy, borderType=border)
+    cv2.blur(cv2.multiply(xs, ys, dst=t), (k, k), dst=bxy, borderType=border)
+    mxy, mm, shift = xs, ys, t  # the centred inputs are no longer needed
+    cv2.multiply(mx, my, dst=mxy)
+    cv2.multiply(mx, mx, dst=mm)
+    cv2.add(mm, cv2.multiply(my, my, dst=shift), dst=mm)  # mx^2 + my^2
+    # With ux = mx + centre: 2 ux uy = 2 mxy + shift and ux^2 + uy^2 = mm + shift,
+    # where shift = 2 centre (mx + my) + 2 centre^2.
+    cv2.addWeighted(mx, 2 * centre, my, 2 * centre, 2 * centre * centre, dst=shift)
+    cv2.addWeighted(bxy, 2 * cov_norm, mxy, -2 * cov_norm, c2, dst=bxy)  # 2 cov_xy + c2
+    cv2.addWeighted(mxy, 2.0, shift, 1.0, c1, dst=mxy)  # 2 ux uy + c1
+    cv2.multiply(mxy, bxy, dst=mxy)
+    cv2.add(bxx, byy, dst=bxx)
+    cv2.addWeighted(bxx, cov_norm, mm, -cov_norm, c2, dst=bxx)  # var_x + var_y + c2
+    cv2.addWeighted(mm, 1.0, shift, 1.0, c1, dst=mm)  # ux^2 + uy^2 + c1
+    cv2.multiply(mm, bxx, dst=mm)
+    cv2.divide(mxy, mm, dst=mxy)
+    return mxy[r : h - r, r : w - r].copy()
 
 
 def _ssim_map_torch(x: torch.Tensor, y: torch.Tensor, k: int, cov_norm: float, centre: float,
