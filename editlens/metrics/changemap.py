@@ -31,6 +31,7 @@ It needs no weights, so it is the offline default detector.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
@@ -129,12 +130,17 @@ def _opponent(x: np.ndarray, chroma_weight: float = 1.0) -> np.ndarray:
     return cv2.transform(x, m.T)
 
 
+@functools.lru_cache(maxsize=8)
+def _hanning(size: tuple[int, int]) -> np.ndarray:
+    return cv2.createHanningWindow(size, cv2.CV_32F)
+
+
 def _global_shift(src: np.ndarray, edt: np.ndarray, max_shift: float) -> tuple[float, float]:
     """Translation of ``edt`` against ``src`` by phase correlation, (0, 0) when
     larger than ``max_shift`` or not clearly peaked (then it is no drift)."""
     a = cv2.cvtColor(src, cv2.COLOR_RGB2GRAY)
     b = cv2.cvtColor(edt, cv2.COLOR_RGB2GRAY)
-    win = cv2.createHanningWindow(a.shape[::-1], cv2.CV_32F)
+    win = _hanning(a.shape[::-1])
     (dx, dy), response = cv2.phaseCorrelate(a, b, win)
     if response < 0.1 or abs(dx) > max_shift or abs(dy) > max_shift:
         return 0.0, 0.0
@@ -204,8 +210,7 @@ def _hysteresis(dist: np.ndarray, strong: float, weak: float) -> np.ndarray:
     n, labels = cv2.connectedComponents((dist > weak).astype(np.uint8), connectivity=8)
     if n <= 1:
         return np.zeros(dist.shape, bool)
-    seeded = np.zeros(n, bool)
-    seeded[np.unique(labels[dist > strong])] = True
+    seeded = np.bincount(labels[dist > strong], minlength=n) > 0
     seeded[0] = False
     return seeded[labels]
 
