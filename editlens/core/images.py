@@ -236,9 +236,8 @@ def file_sha256(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
 
 def as_float_tensor_batch(arrays: list[np.ndarray]) -> Any:
     """Stack equally sized uint8 HxWx3 arrays into a float tensor (N, 3, H, W) in [0, 1]."""
-    import torch
-
     import cv2
+    import torch
 
     # Planes first (cv2.split is a fast de-interleave), then one conversion
     # pass on contiguous memory: a strided type conversion is several times slower.
