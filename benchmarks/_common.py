@@ -44,3 +44,13 @@ def clip_tokenizer():  # type: ignore[no-untyped-def]
 
 def median(xs: list[float]) -> float:
     return float(np.median(xs))
+
+
+def runtime_info(dtype: str | None = None) -> dict:
+    """CPU features and dtype, printed by every benchmark next to its figures."""
+    from editlens.models.precision import runtime_info as info
+
+    out = info()
+    if dtype is not None:
+        out["dtype"] = dtype
+    return out

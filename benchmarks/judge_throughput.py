@@ -5,7 +5,7 @@ architecture (Idefics3: 93M SigLIP-like vision tower at 512 px, 576-wide
 1. batched generation (one generate() per batch) vs one request at a time;
 2. a cached rerun (SQLite response cache) vs the first run.
 
-    python benchmarks/judge_throughput.py [--requests 8] [--new-tokens 128] [--dtype bfloat16]
+    python benchmarks/judge_throughput.py [--requests 8] [--new-tokens 128] [--dtype auto|float32|bfloat16]
 
 128 new tokens is the length of a typical judge answer (a VIEScore JSON with
 its reasoning, a DICE difference list). On a CPU the prefill of two 512-px
@@ -24,14 +24,15 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import source_images  # noqa: E402
+from _common import runtime_info, source_images  # noqa: E402
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=8)
     ap.add_argument("--new-tokens", type=int, default=128)
-    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--dtype", default="auto",
+                    help="auto: bf16 only where the CPU computes it natively (emulated bf16 is slower than fp32)")
     args = ap.parse_args()
     from editlens.backends.cache import CachedBackend, ResponseCache
     from editlens.backends.local import TransformersBackend
@@ -66,7 +67,8 @@ def main() -> None:
         cached.generate(reqs)
         rerun = time.perf_counter() - t
         result = {
-            "params_millions": round(params / 1e6, 1), "dtype": args.dtype, "requests": args.requests,
+            "params_millions": round(params / 1e6, 1), "dtype": str(backend.dtype).replace("torch.", ""),
+            "runtime": runtime_info(), "requests": args.requests,
             "images_per_request": 2, "image_px": 512, "new_tokens": args.new_tokens, "model_build_s": round(build_s, 1),
             "one_at_a_time_s": single, "batched_s": batched, "batching_speedup": single / batched,
             "first_run_s": first, "cached_rerun_s": rerun, "cache_speedup": first / rerun,

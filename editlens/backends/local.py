@@ -16,6 +16,7 @@ from PIL import Image
 from editlens.backends.families import FAMILIES
 from editlens.backends.types import ChatRequest, Generation, TokenStep
 from editlens.errors import ModelUnavailableError
+from editlens.models.precision import auto_dtype
 from editlens.models.resolve import ModelRef, load_pretrained, model_reference, pick_device
 
 _DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
@@ -35,7 +36,8 @@ class TransformersBackend:
     Args:
         model: hub id, local directory, or role name (default role ``vlm``).
         device: ``auto``, ``cpu``, ``cuda``...
-        dtype: ``auto`` (bfloat16 on GPU, float32 on CPU) or an explicit dtype.
+        dtype: ``auto`` (bfloat16 where the GPU or CPU computes it natively,
+            float32 otherwise; see :mod:`editlens.models.precision`) or an explicit dtype.
         batch_size: requests per ``generate`` call.
     """
 
@@ -56,8 +58,7 @@ class TransformersBackend:
         import transformers
 
         self.device = pick_device(device)
-        self.dtype = (torch.bfloat16 if self.device.startswith("cuda") else torch.float32) if dtype == "auto" \
-            else _DTYPES[dtype]
+        self.dtype = auto_dtype(self.device) if dtype == "auto" else _DTYPES[dtype]  # bf16 only where native
         cls = getattr(transformers, family.model_class)
         self.model = load_pretrained(cls, self.mref, dtype=self.dtype).to(self.device).eval()
         try:

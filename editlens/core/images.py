@@ -236,7 +236,10 @@ def file_sha256(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
 
 def as_float_tensor_batch(arrays: list[np.ndarray]) -> Any:
     """Stack equally sized uint8 HxWx3 arrays into a float tensor (N, 3, H, W) in [0, 1]."""
+    import cv2
     import torch
 
-    stacked = np.stack(arrays).astype(np.float32) / 255.0
-    return torch.from_numpy(stacked).permute(0, 3, 1, 2).contiguous()
+    # Planes first (cv2.split is a fast de-interleave), then one conversion
+    # pass on contiguous memory: a strided type conversion is several times slower.
+    planar = np.stack([np.stack(cv2.split(np.ascontiguousarray(a))) for a in arrays])
+    return torch.from_numpy(planar).float().div_(255.0)

@@ -38,6 +38,15 @@ class _ImagePair(_ModelOptions, PairMetric):
         PairMetric.__init__(self, compare, region)
         self._init_model(model, device, dtype, models)
 
+    def prepare(self, sample: LoadedEdit) -> None:
+        """Preprocess the pair's images in a loader thread (see editlens.runner.loader)."""
+        if self.region != "all" or (self.compare == "reference" and sample.reference is None):
+            return  # patched images are made in compute
+        a, b = self.pair(sample)
+        h = (sample.source_hash, sample.edited_hash) if self.compare == "source" else \
+            (sample.edited_hash, sample.reference_hash)
+        self.encoder.prefetch_images([a, b], list(h))
+
     def compute(self, batch: Sequence[LoadedEdit]) -> list[float | Score]:
         firsts, seconds, h1, h2 = [], [], [], []
         for s in batch:
@@ -78,6 +87,10 @@ class _TextMetric(_ModelOptions, Metric):
     def __init__(self, model: str | None = None, device: str = "auto", dtype: str = "auto",
                  models: dict[str, str] | None = None) -> None:
         self._init_model(model, device, dtype, models)
+
+    def prepare(self, sample: LoadedEdit) -> None:
+        """Preprocess the edited image in a loader thread (see editlens.runner.loader)."""
+        self.encoder.prefetch_images([sample.edited], [sample.edited_hash])
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "model": self.model_describe()}

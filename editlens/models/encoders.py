@@ -56,6 +56,10 @@ class EmbeddingCache:
     def __len__(self) -> int:
         return len(self._data)
 
+    def __contains__(self, key: str) -> bool:
+        with self._lock:
+            return key in self._data
+
     def clear(self) -> None:
         with self._lock:
             self._data.clear()
@@ -76,6 +80,10 @@ class _Encoder:
         self.dtype = dtype
         self.image_cache = EmbeddingCache()
         self.text_cache = EmbeddingCache()
+        # Preprocessed pixels waiting for the model, keyed by image hash:
+        # loader threads fill it (prefetch_images) while the model is busy.
+        self._ready: dict[str, torch.Tensor] = {}
+        self._ready_lock = threading.Lock()
 
     def _batched(self, items: list[Any], fn: Callable[[list[Any]], torch.Tensor]) -> torch.Tensor:
         outs = [fn(items[i : i + self.batch_size]) for i in range(0, len(items), self.batch_size)]
@@ -84,10 +92,38 @@ class _Encoder:
     def encode_images(self, images: Sequence[np.ndarray], hashes: Sequence[str] | None = None) -> torch.Tensor:
         keys = list(hashes) if hashes is not None else [image_hash(a) for a in images]
         return self.image_cache.get_many(
-            keys, lambda idx: self._batched([images[i] for i in idx], self._encode_images)
+            keys, lambda idx: self._batched([(images[i], keys[i]) for i in idx], self._encode_images)
         )
 
-    def _encode_images(self, images: list[np.ndarray]) -> torch.Tensor:
+    def prefetch_images(self, images: Sequence[np.ndarray], hashes: Sequence[str]) -> None:
+        """Preprocess the images not embedded yet, ahead of :meth:`encode_images`
+        (the runner's loader threads call this while the model works)."""
+        with self._ready_lock:
+            todo = [(a, h) for a, h in zip(images, hashes) if h not in self._ready]
+        todo = [(a, h) for a, h in todo if h not in self.image_cache]
+        if not todo:
+            return
+        pixels = self._preprocess([a for a, _ in todo])
+        with self._ready_lock:
+            if len(self._ready) > 4096:  # prefetched but never scored: do not grow without bound
+                self._ready.clear()
+            for (_, h), px in zip(todo, pixels):
+                self._ready[h] = px
+
+    def _encode_images(self, items: list[tuple[np.ndarray, str]]) -> torch.Tensor:
+        with self._ready_lock:
+            ready = [self._ready.pop(h, None) for _, h in items]
+        missing = [i for i, px in enumerate(ready) if px is None]
+        if missing:
+            for i, px in zip(missing, self._preprocess([items[i][0] for i in missing])):
+                ready[i] = px
+        return self._forward(torch.stack(ready))
+
+    def _preprocess(self, images: list[np.ndarray]) -> torch.Tensor:
+        pixels = self.processor(images=[Image.fromarray(a) for a in images], return_tensors="pt")["pixel_values"]
+        return pixels.to(self.dtype)
+
+    def _forward(self, pixels: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
     def describe(self) -> dict[str, Any]:
@@ -110,8 +146,7 @@ class CLIPEncoder(_Encoder):
         self.max_length = int(getattr(self.model.config.text_config, "max_position_embeddings", 77))
 
     @torch.inference_mode()
-    def _encode_images(self, images: list[np.ndarray]) -> torch.Tensor:
-        pixels = self.processor(images=[Image.fromarray(a) for a in images], return_tensors="pt")["pixel_values"]
+    def _forward(self, pixels: torch.Tensor) -> torch.Tensor:
         out = self.model.get_image_features(pixel_values=pixels.to(self.device, self.dtype))
         return _features(out).float()
 
@@ -141,8 +176,7 @@ class DINOEncoder(_Encoder):
         self.processor = load_pretrained(BitImageProcessorPil, mref)
 
     @torch.inference_mode()
-    def _encode_images(self, images: list[np.ndarray]) -> torch.Tensor:
-        pixels = self.processor(images=[Image.fromarray(a) for a in images], return_tensors="pt")["pixel_values"]
+    def _forward(self, pixels: torch.Tensor) -> torch.Tensor:
         out = self.model(pixel_values=pixels.to(self.device, self.dtype))
         return out.pooler_output.float()
 

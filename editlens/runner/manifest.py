@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import editlens
+from editlens.models.precision import runtime_info
 
 
 def _version(dist: str) -> str | None:
@@ -44,6 +45,7 @@ def environment() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "libraries": {name: _version(name) for name in libs},
+        "cpu": runtime_info(),  # CPU features (native bf16 or not) behind dtype=auto
     }
 
 

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from editlens.core.images import ImageLoadOptions
 from editlens.core.types import EditSample, LoadedEdit, Score
-from editlens.runner.executors import LocalExecutor
+from editlens.runner.loader import PrefetchExecutor
 from editlens.runner.manifest import new_manifest
 from editlens.runner.store import ResultsStore, atomic_write, config_hash, wide_records
 
@@ -95,7 +95,7 @@ def run_evaluation(
 ) -> RunResult:
     """Score ``samples`` with ``evaluators`` into ``out_dir`` (resumable).
 
-    ``executor`` defaults to a :class:`~editlens.runner.executors.LocalExecutor`;
+    ``executor`` defaults to a :class:`~editlens.runner.loader.PrefetchExecutor`;
     pass a :class:`~editlens.runner.executors.RayExecutor` to spread batches
     over a Ray cluster. Either way this process writes the store.
 
@@ -151,7 +151,7 @@ def _run_locked(samples: Sequence[EditSample], evaluators: Sequence[Evaluator], 
     bar = _progress(len(todo), progress)
     started = time.time()
     if executor is None:
-        executor = LocalExecutor(evaluators, image_options, workers)
+        executor = PrefetchExecutor(evaluators, image_options, workers)  # decoding overlaps scoring
     try:
         with _StopFlag() as stop:
             for bi, (batch, rows) in enumerate(executor.map(batches, hashes, done)):

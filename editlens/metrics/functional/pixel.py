@@ -3,11 +3,19 @@
 SSIM follows scikit-image's ``structural_similarity`` defaults exactly
 (7x7 uniform window, K1=0.01, K2=0.03, sample covariance, mean over the
 region not touched by the window's border, channels averaged), so values
-agree with scikit-image to float precision, while running batched in torch.
+agree with scikit-image within 1e-5, while running batched in float32 torch
+with a separable box filter (several times faster).
 """
 
 from __future__ import annotations
 
+import functools
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import cv2
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -18,7 +26,8 @@ def _check(a: torch.Tensor, b: torch.Tensor) -> None:
 
 
 def _masked_mean(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """Mean over (C, H, W) per sample, over masked pixels only when a mask is given."""
+    """Mean over (C, H, W) per sample, over masked pixels only when a mask is
+    given (torch sums float32 pairwise: accurate to ~1e-7 relative)."""
     if mask is None:
         return x.flatten(1).mean(dim=1)
     m = mask.to(x.dtype).expand_as(x)
@@ -35,7 +44,7 @@ def l1(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor | None = None) -> to
     tensor([0.5000])
     """
     _check(a, b)
-    return _masked_mean((a - b).abs(), mask)
+    return _masked_mean((a - b).abs_(), mask)
 
 
 def mse(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -46,7 +55,8 @@ def mse(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor | None = None) -> t
     tensor([0.2500])
     """
     _check(a, b)
-    return _masked_mean((a - b) ** 2, mask)
+    d = a - b
+    return _masked_mean(d.mul_(d), mask)
 
 
 def psnr(
@@ -58,8 +68,80 @@ def psnr(
     >>> psnr(torch.zeros(1, 3, 2, 2), torch.full((1, 3, 2, 2), 0.1)).round(decimals=4)
     tensor([20.])
     """
-    err = mse(a.double(), b.double(), mask)
+    _check(a, b)
+    err = mse(a, b, mask).double()
     return (10.0 * torch.log10(data_range**2 / err)).to(a.dtype)
+
+
+@functools.lru_cache(maxsize=1)
+def _pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1)), thread_name_prefix="editlens-ssim")
+
+
+_local = threading.local()
+
+
+def _buffers(shape: tuple[int, int], n: int) -> list[np.ndarray]:
+    """``n`` float32 scratch planes, reused by this thread: fresh large arrays
+    cost page faults on first touch, which would dominate the arithmetic."""
+    bufs = getattr(_local, "bufs", None)
+    if bufs is None or bufs[0].shape != shape or len(bufs) < n:
+        bufs = _local.bufs = [np.empty(shape, np.float32) for _ in range(n)]
+    return bufs
+
+
+def _ssim_map_cpu(x: np.ndarray, y: np.ndarray, k: int, cov_norm: float, centre: float,
+                  c1: float, c2: float) -> np.ndarray:
+    """SSIM map of two (H, W) float32 planes over the valid region: OpenCV's
+    box filter (running sums, kept in float64 for float32 data) and fused
+    OpenCV arithmetic (``addWeighted`` scales, adds and offsets in one pass)
+    into reused buffers, on centred data so that float32 variances keep their
+    precision. Returns a fresh array."""
+    h, w = x.shape
+    r = (k - 1) // 2
+    xs, ys, t, mx, my, bxx, byy, bxy = _buffers((h, w), 8)
+    border = cv2.BORDER_REFLECT
+    cv2.subtract(x, centre, dst=xs)
+    cv2.subtract(y, centre, dst=ys)
+    cv2.blur(xs, (k, k), dst=mx, borderType=border)
+    cv2.blur(ys, (k, k), dst=my, borderType=border)
+    cv2.blur(cv2.multiply(xs, xs, dst=t), (k, k), dst=bxx, borderType=border)
+    cv2.blur(cv2.multiply(ys, ys, dst=t), (k, k), dst=byy, borderType=border)
+    cv2.blur(cv2.multiply(xs, ys, dst=t), (k, k), dst=bxy, borderType=border)
+    mxy, mm, shift = xs, ys, t  # the centred inputs are no longer needed
+    cv2.multiply(mx, my, dst=mxy)
+    cv2.multiply(mx, mx, dst=mm)
+    cv2.add(mm, cv2.multiply(my, my, dst=shift), dst=mm)  # mx^2 + my^2
+    # With ux = mx + centre: 2 ux uy = 2 mxy + shift and ux^2 + uy^2 = mm + shift,
+    # where shift = 2 centre (mx + my) + 2 centre^2.
+    cv2.addWeighted(mx, 2 * centre, my, 2 * centre, 2 * centre * centre, dst=shift)
+    cv2.addWeighted(bxy, 2 * cov_norm, mxy, -2 * cov_norm, c2, dst=bxy)  # 2 cov_xy + c2
+    cv2.addWeighted(mxy, 2.0, shift, 1.0, c1, dst=mxy)  # 2 ux uy + c1
+    cv2.multiply(mxy, bxy, dst=mxy)
+    cv2.add(bxx, byy, dst=bxx)
+    cv2.addWeighted(bxx, cov_norm, mm, -cov_norm, c2, dst=bxx)  # var_x + var_y + c2
+    cv2.addWeighted(mm, 1.0, shift, 1.0, c1, dst=mm)  # ux^2 + uy^2 + c1
+    cv2.multiply(mm, bxx, dst=mm)
+    cv2.divide(mxy, mm, dst=mxy)
+    return mxy[r : h - r, r : w - r].copy()
+
+
+def _ssim_map_torch(x: torch.Tensor, y: torch.Tensor, k: int, cov_norm: float, centre: float,
+                    c1: float, c2: float) -> torch.Tensor:
+    """SSIM map of (N, C, H, W) tensors on any device: one separable box
+    filter pass over all five moment maps. No padding: only the valid
+    region, which is exactly what scikit-image keeps after cropping the
+    border of width (k - 1) // 2."""
+    xc, yc = x - centre, y - centre
+    c = x.shape[1]
+    stack = torch.cat([xc, yc, xc * xc, yc * yc, xc * yc], dim=1)
+    m = F.avg_pool2d(F.avg_pool2d(stack, (1, k), stride=1), (k, 1), stride=1)
+    mx, my, mxx, myy, mxy = m.split(c, dim=1)
+    vx = cov_norm * (mxx - mx * mx)
+    vy = cov_norm * (myy - my * my)
+    vxy = cov_norm * (mxy - mx * my)
+    ux, uy = mx + centre, my + centre
+    return ((2 * ux * uy + c1) * (2 * vxy + c2)) / ((ux * ux + uy * uy + c1) * (vx + vy + c2))
 
 
 def ssim(
@@ -84,22 +166,32 @@ def ssim(
     _check(a, b)
     if min(a.shape[-2:]) < win_size:
         raise ValueError(f"images of {a.shape[-2]}x{a.shape[-1]} are smaller than the SSIM window {win_size}")
-    x, y = a.double(), b.double()
     n = win_size * win_size
     cov_norm = n / (n - 1)  # sample covariance, as scikit-image's default
-
-    def mean(t: torch.Tensor) -> torch.Tensor:
-        # No padding: only the valid region, which is exactly what scikit-image
-        # keeps after cropping the border of width (win_size - 1) // 2.
-        return F.avg_pool2d(t, win_size, stride=1)
-
-    ux, uy = mean(x), mean(y)
-    vx = cov_norm * (mean(x * x) - ux * ux)
-    vy = cov_norm * (mean(y * y) - uy * uy)
-    vxy = cov_norm * (mean(x * y) - ux * uy)
     c1 = (k1 * data_range) ** 2
     c2 = (k2 * data_range) ** 2
-    s = ((2 * ux * uy + c1) * (2 * vxy + c2)) / ((ux**2 + uy**2 + c1) * (vx + vy + c2))
+    # float32 is enough once the data are centred: the variances are then
+    # differences of small numbers, not of two values near 0.25 (parity with
+    # scikit-image's float64 stays well inside 1e-4).
+    centre = 0.5 * data_range
+    x, y = a.float(), b.float()
+    if x.device.type == "cpu":
+        x, y = x.contiguous(), y.contiguous()
+
+        def one(i: int) -> torch.Tensor:
+            planes = [_ssim_map_cpu(x[i, c].numpy(), y[i, c].numpy(), win_size, cov_norm, centre, c1, c2)
+                      for c in range(x.shape[1])]
+            if mask is None:  # the mean right away: no full-size maps to stack
+                return torch.tensor(float(np.mean([p.mean(dtype=np.float64) for p in planes])))
+            return torch.from_numpy(np.stack(planes))
+
+        # OpenCV and numpy release the GIL: the samples of a batch run in parallel.
+        parts = list(_pool().map(one, range(len(x)))) if len(x) > 1 else [one(0)]
+        if mask is None:
+            return torch.stack(parts).to(a.dtype)
+        s = torch.stack(parts)
+    else:
+        s = _ssim_map_torch(x, y, win_size, cov_norm, centre, c1, c2)
     if mask is not None:
         pad = (win_size - 1) // 2
         h, w = mask.shape[-2:]
