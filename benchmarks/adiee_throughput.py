@@ -46,6 +46,11 @@ def main() -> None:
         build_s = time.perf_counter() - t
         imgs = source_images(args.requests + 1, size=args.image_side)
         items = [(imgs[i], imgs[i + 1], f"edit instruction number {i}: make it look different") for i in range(args.requests)]
+        # `editlens run` hashes each image once when it loads it (the results store needs the hash anyway):
+        # the cached rerun is timed with those hashes given, as the runner gives them
+        from editlens.core.images import image_hash
+
+        hashes = [(image_hash(a), image_hash(b)) for a, b, _ in items]
 
         def evaluator(batch: int, cache: bool | str) -> AdieeEvaluator:
             return create_metric("adiee", model=str(ckpt), batch_size=batch, image_side=args.image_side,
@@ -82,16 +87,18 @@ def main() -> None:
         one_s, many_s = sorted(ones)[1], sorted(manys)[1]
         cached = evaluator(args.requests, str(Path(tmp) / "scores.sqlite"))
         cached._scorer, cached._hidden = scorer, single._hidden
-        first, first_s = timed(lambda: cached.score_many(items))
+        first, first_s = timed(lambda: cached.score_many(items, hashes))
         calls = cached.calls
-        again, rerun_s = timed(lambda: cached.score_many(items))
+        again, rerun_s = timed(lambda: cached.score_many(items, hashes))
+        _, rerun_hashing_s = timed(lambda: cached.score_many(items))  # hashing the pixels again as well
         diff = max(abs(a.value - b.value) for a, b in zip(one, many))
         result = {
             "size": args.size, "params_millions": round(params / 1e6, 1), "device": device, "dtype": dtype,
             "requests": args.requests, "image_side": args.image_side, "max_new_tokens": 8,
             "model_build_s": round(build_s, 1), "one_at_a_time_s": one_s, "batched_s": many_s,
             "batching_speedup": one_s / many_s, "first_run_s": first_s, "cached_rerun_s": rerun_s,
-            "cache_speedup": first_s / rerun_s, "model_calls_in_rerun": cached.calls - calls,
+            "cache_speedup": first_s / rerun_s,
+            "cached_rerun_with_hashing_s": rerun_hashing_s, "cache_speedup_with_hashing": first_s / rerun_hashing_s, "model_calls_in_rerun": cached.calls - calls,
             "max_abs_score_diff_batched_vs_single": diff,
             "same_scores_on_rerun": [s.value for s in again] == [s.value for s in first],
         }

@@ -31,6 +31,7 @@ from editlens.adiee.config import DataConfig
 from editlens.adiee.rules import Assignment, Thresholds, assign_model_output, input_thresholds, multi_turn_score, \
     sample_turn_pairs
 from editlens.core.images import image_hash, load_image
+from editlens.data.jsonl import iter_jsonl
 from editlens.errors import InputError
 from editlens.runner.store import atomic_write
 
@@ -65,20 +66,7 @@ class EditSequence:
 
 
 def _read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    if not path.is_file():
-        raise InputError(f"{path}: file not found")
-    rows = []
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise InputError(f"{path}:{n}: expected a JSON object")
-            rows.append((n, row))
+    rows = list(iter_jsonl(path))
     if not rows:
         raise InputError(f"{path}: no rows")
     return rows

@@ -32,6 +32,7 @@ from editlens.adiee.checkpoint import save_ours, save_released, scorer_from_base
 from editlens.adiee.model import AdieeScorer
 from editlens.adiee.prompts import Prompts, collate, inference_inputs, load_prompts, side_by_side, training_example
 from editlens.core.images import load_image
+from editlens.data.jsonl import iter_jsonl
 from editlens.errors import InputError
 from editlens.runner.store import atomic_write
 
@@ -85,13 +86,7 @@ def read_dataset(data_dir: Path) -> list[dict[str, Any]]:
     if not f.is_file():
         raise InputError(f"{data_dir}: no samples.jsonl (make it with `editlens adiee make-data`)")
     rows = []
-    for n, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{f}:{n}: not valid JSON ({exc.msg})") from None
+    for n, row in iter_jsonl(f):
         for k in ("source", "edited", "instruction", "score"):
             if k not in row:
                 raise InputError(f"{f}:{n}: missing {k!r}")

@@ -33,6 +33,7 @@ from typing import Any, Iterable
 
 
 from editlens.dice.types import CHANGE, COMMANDS
+from editlens.data.jsonl import iter_jsonl
 from editlens.errors import InputError
 
 CLASS_IDS = {c: i + 1 for i, c in enumerate(COMMANDS + (CHANGE,))}
@@ -41,25 +42,7 @@ COHERENCE_IDS = {True: 1, False: 2}
 
 def _read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     """Rows of a JSONL file; each row's line number is kept under ``"_line"``."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{p}: file not found")
-    rows = []
-    try:
-        lines = list(open(p, encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    for n, line in enumerate(lines, 1):
-        if line.strip():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{p}:{n}: not valid JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise InputError(f"{p}:{n}: expected a JSON object, got {type(row).__name__}")
-            row["_line"] = n
-            rows.append(row)
-    return rows
+    return [{**row, "_line": n} for n, row in iter_jsonl(path)]
 
 
 BOX_UNITS = ("fraction", "pixels")

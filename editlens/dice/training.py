@@ -39,6 +39,7 @@ from editlens.dice.released import (GenerationPreset, ModelSpec, Preset, coheren
 from editlens.dice.released_format import (CONVENTIONS, assign_command_confidence, coherence_images,
                                            format_released_answer, parse_decision, parse_released_answer)
 from editlens.dice.types import COMMANDS, Difference
+from editlens.data.jsonl import iter_jsonl
 from editlens.errors import InputError
 
 STAGES = ("detect", "coherence")
@@ -92,13 +93,7 @@ def load_records(path: str | Path, stage: str) -> list[dict[str, Any]]:
     if not p.is_file():
         raise InputError(f"{p}: training data not found")
     rows = []
-    for n, line in enumerate(open(p, encoding="utf-8"), 1):
-        if not line.strip():
-            continue
-        try:
-            r = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{p}:{n}: not valid JSON ({exc.msg})") from None
+    for n, r in iter_jsonl(p):
         missing = [k for k in _REQUIRED[stage] if k not in r]
         if missing:
             raise InputError(f"{p}:{n}: a {stage} record needs {', '.join(missing)}")

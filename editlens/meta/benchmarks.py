@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from editlens.data.jsonl import iter_jsonl
 from editlens.errors import InputError
 from editlens.meta.protocols import parse_score_list, viescore_overall
 
@@ -36,22 +37,7 @@ IMAGENHUB_EXCLUDED = ("Imagic",)
 
 
 def _read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{p}: file not found")
-    rows = []
-    with open(p, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{p}:{n}: not valid JSON ({exc.msg})") from exc
-            if not isinstance(row, dict):
-                raise InputError(f"{p}:{n}: expected a JSON object")
-            rows.append(row)
-    return rows
+    return [row for _, row in iter_jsonl(path)]
 
 
 @dataclass

@@ -21,10 +21,13 @@ from editlens.twoframe.model import TwoFrameModel
 class TwoFrameScorer:
     """Cached frame/text features and pair scores for one :class:`TwoFrameModel`."""
 
-    def __init__(self, model: TwoFrameModel, batch_size: int = 32, workers: int = 4) -> None:
+    def __init__(self, model: TwoFrameModel, batch_size: int = 32, workers: int | None = None) -> None:
+        import os
+
         self.model = model.eval()
         self.batch_size = batch_size
-        self.workers = workers
+        # decoding/resizing threads: on a GPU the tower outruns a few CPU threads
+        self.workers = workers if workers is not None else min(16, os.cpu_count() or 1)
         self.frame_cache = EmbeddingCache()
         self.text_cache = EmbeddingCache()
 
