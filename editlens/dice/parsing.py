@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from editlens.backends.families import BOX_CONVENTIONS, DEFAULT_BOX_CONVENTION
 from editlens.dice.types import Difference
@@ -114,15 +114,7 @@ def parse_differences_detailed(text: str | None, size: tuple[int, int] | None = 
         if any(v < -TOLERANCE or v > 1 + TOLERANCE for v in vals):
             rejected.append(f"{m.group(0).strip()}: outside the image in the {convention} convention")
             continue
-        x0, y0, x1, y1 = vals
-        if x0 > x1 or y0 > y1:
-            x0, x1 = sorted((x0, x1))
-            y0, y1 = sorted((y0, y1))
-            flags.append("corners swapped")
-        clamped = [min(1.0, max(0.0, v)) for v in (x0, y0, x1, y1)]
-        if clamped != [x0, y0, x1, y1]:
-            flags.append("clamped to the image")
-        box = tuple(clamped)
+        box = tidy_box(vals, flags)
         if box[2] - box[0] <= 0 or box[3] - box[1] <= 0:
             rejected.append(f"{m.group(0).strip()}: empty box")
             continue  # an empty box locates nothing
@@ -162,3 +154,21 @@ def merge_duplicates(diffs: list[Difference], threshold: float = 0.9) -> list[Di
             twin.flags.append("duplicates merged")
     return kept
 
+
+
+def tidy_box(vals: Sequence[float], flags: list[str]) -> tuple[float, float, float, float]:
+    """A normalised box with swapped corners ordered and edges clamped to
+    [0, 1]; what was changed is appended to ``flags`` (kept with the box).
+
+    >>> flags = []; tidy_box([0.5, 0.2, 0.1, 1.02], flags), flags
+    ((0.1, 0.2, 0.5, 1.0), ['corners swapped', 'clamped to the image'])
+    """
+    x0, y0, x1, y1 = vals
+    if x0 > x1 or y0 > y1:
+        x0, x1 = sorted((x0, x1))
+        y0, y1 = sorted((y0, y1))
+        flags.append("corners swapped")
+    clamped = tuple(min(1.0, max(0.0, v)) for v in (x0, y0, x1, y1))
+    if list(clamped) != [x0, y0, x1, y1]:
+        flags.append("clamped to the image")
+    return clamped  # type: ignore[return-value]

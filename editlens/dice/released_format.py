@@ -25,6 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 from PIL import Image, ImageDraw
 
+from editlens.dice.parsing import tidy_box
 from editlens.dice.types import COMMANDS, Difference
 
 _NUM = r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
@@ -86,14 +87,7 @@ def parse_released_answer(text: str | None) -> ReleasedAnswer:
         if any(not math.isfinite(v) or v < -CLAMP_TOLERANCE or v > 1 + CLAMP_TOLERANCE for v in vals):
             rejected.append(f"{m.group(0)!r}: coordinates outside [0, 1] (the format is normalised)")
             continue
-        x0, y0, x1, y1 = vals
-        if x0 > x1 or y0 > y1:
-            x0, x1 = sorted((x0, x1))
-            y0, y1 = sorted((y0, y1))
-            flags.append("corners swapped")
-        box = tuple(min(1.0, max(0.0, v)) for v in (x0, y0, x1, y1))
-        if list(box) != [x0, y0, x1, y1]:
-            flags.append("clamped to the image")
+        box = tidy_box(vals, flags)
         if box[2] <= box[0] or box[3] <= box[1]:
             rejected.append(f"{m.group(0)!r}: empty box")
             continue
