@@ -61,6 +61,12 @@ class LoadReport:
     unexpected: list[str] = field(default_factory=list)
     mismatched: list[str] = field(default_factory=list)
 
+    def add(self, other: "LoadReport") -> None:
+        """Account for the keys of another part (the decoder) in this report."""
+        self.missing += other.missing
+        self.unexpected += other.unexpected
+        self.mismatched += other.mismatched
+
     def check(self) -> None:
         if self.missing or self.unexpected or self.mismatched:
             parts = [f"{name} ({len(keys)}): {', '.join(keys[:8])}{' ...' if len(keys) > 8 else ''}"
@@ -325,13 +331,8 @@ def load_released(path: str | Path, base: str | None = None, device: str = "auto
     rep.unexpected += sorted(info.get("unexpected_keys") or [])
     rep.mismatched += sorted(str(m[0]) if isinstance(m, tuple) else str(m) for m in info.get("mismatched_keys") or [])
     dec, drep = _load_decoder(int(text_cfg.hidden_size), dec_state, str(path))
-    rep.missing += drep.missing
-    rep.unexpected += drep.unexpected
-    rep.mismatched += drep.mismatched
-    rep.check()
-    scorer = AdieeScorer(vlm, processor, head_of(dec.out_features), model_type)
-    scorer.score_decoder = dec
-    scorer.to(dev).eval()
+    rep.add(drep)
+    scorer = _assemble(rep, vlm, processor, dec, model_type, dev)
     if len(processor.tokenizer) > vlm.get_input_embeddings().weight.shape[0]:
         raise CheckpointError(f"{path}: the tokenizer has {len(processor.tokenizer)} tokens but the embeddings only "
                               f"{vlm.get_input_embeddings().weight.shape[0]} rows")
@@ -375,14 +376,16 @@ def load_ours(path: str | Path, base: str | None = None, device: str = "auto", d
         raise CheckpointError(f"{path}: {DECODER_FILE} missing")
     hidden_size = int(getattr(vlm.get_base_model().config, "text_config", vlm.get_base_model().config).hidden_size)
     dec, drep = _load_decoder(hidden_size, load_file(str(dec_file)), str(path))
-    rep.missing += drep.missing
-    rep.unexpected += drep.unexpected
-    rep.mismatched += drep.mismatched
+    rep.add(drep)
+    return _assemble(rep, vlm, processor, dec, model_type, dev), rep
+
+
+def _assemble(rep: LoadReport, vlm: Any, processor: Any, dec: Any, model_type: str, dev: Any) -> "AdieeScorer":
+    """The scorer from its loaded parts, only once every key is accounted for."""
     rep.check()
     scorer = AdieeScorer(vlm, processor, head_of(dec.out_features), model_type)
     scorer.score_decoder = dec
-    scorer.to(dev).eval()
-    return scorer, rep
+    return scorer.to(dev).eval()
 
 
 def load_scorer(path: str | Path, base: str | None = None, device: str = "auto", dtype: str = "auto",
