@@ -3,9 +3,16 @@ architecture (Idefics3: 93M SigLIP-like vision tower at 512 px, 576-wide
 30-layer text model), in one run:
 
 1. batched generation (one generate() per batch) vs one request at a time;
-2. a cached rerun (SQLite response cache) vs the first run.
+2. the same batch with the vision tower encoding every image row (the
+   tower wrapper of editlens.backends.vision_batching removed), to show
+   what encoding each distinct image once is worth;
+3. a cached rerun (SQLite response cache) vs the first run.
 
-    python benchmarks/judge_throughput.py [--requests 8] [--new-tokens 128] [--dtype auto|float32|bfloat16]
+The requests are what a model comparison sends: ``--sources`` source photos,
+each edited by ``--models`` editors, one (source, edited) request per edit
+(defaults: 4 x 2 = 8 requests, 16 image rows, 12 distinct images).
+
+    python benchmarks/judge_throughput.py [--sources 4] [--models 2] [--new-tokens 128] [--dtype auto|float32|bfloat16]
 
 128 new tokens is the length of a typical judge answer (a VIEScore JSON with
 its reasoning, a DICE difference list). On a CPU the prefill of two 512-px
@@ -29,12 +36,14 @@ from _common import runtime_info, source_images  # noqa: E402
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--requests", type=int, default=8)
+    ap.add_argument("--sources", type=int, default=4, help="source photos")
+    ap.add_argument("--models", type=int, default=2, help="edited images per source (one per editor compared)")
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--dtype", default="auto",
                     help="auto: bf16 only where the CPU computes it natively (emulated bf16 is slower than fp32)")
     args = ap.parse_args()
     from editlens.backends.cache import CachedBackend, ResponseCache
+    from editlens.backends.families import FAMILIES
     from editlens.backends.local import TransformersBackend
     from editlens.backends.types import ChatRequest, GenerationSettings, Message
     from editlens.testing.tiny_models import build_idefics3
@@ -43,20 +52,36 @@ def main() -> None:
         t = time.perf_counter()
         build_idefics3(Path(tmp) / "model", size="smolvlm-256m")
         build_s = time.perf_counter() - t
-        backend = TransformersBackend(str(Path(tmp) / "model"), dtype=args.dtype, batch_size=args.requests)
+        n_req = args.sources * args.models
+        backend = TransformersBackend(str(Path(tmp) / "model"), dtype=args.dtype, batch_size=n_req)
         params = sum(p.numel() for p in backend.model.parameters())
-        imgs = source_images(args.requests + 1, size=512)
+        imgs = source_images(args.sources * (1 + args.models), size=512)
         settings = GenerationSettings(max_new_tokens=args.new_tokens)
-        reqs = [ChatRequest([Message("user", [imgs[i], imgs[i + 1], f"Edit instruction {i}: was it carried out?"])],
-                            settings, ("YES", "NO")) for i in range(args.requests)]
+        reqs = [ChatRequest([Message("user", [imgs[s], imgs[args.sources + s * args.models + m],
+                                              f"Edit instruction {s}: was it carried out by editor {m}?"])],
+                            settings, ("YES", "NO")) for s in range(args.sources) for m in range(args.models)]
         backend.generate(reqs[:1])  # warm-up
         t = time.perf_counter()
         for r in reqs:
             backend.generate([r])
         single = time.perf_counter() - t
         t = time.perf_counter()
-        backend.generate(reqs)
+        batched_out = backend.generate(reqs)
         batched = time.perf_counter() - t
+        stats = backend.tower_stats
+        rows, encoded = stats.history[-1] if stats and stats.history else (None, None)
+        plain_batched = None
+        if stats is not None:  # the same batch with every image row encoded (the wrapper removed)
+            tower = backend.model
+            for part in FAMILIES[backend.model_type].vision_tower.split("."):
+                tower = getattr(tower, part)
+            wrapped = tower.forward
+            del tower.forward
+            t = time.perf_counter()
+            plain_out = backend.generate(reqs)
+            plain_batched = time.perf_counter() - t
+            tower.forward = wrapped
+            same = all(a.text == b.text for a, b in zip(batched_out, plain_out))
 
         cached = CachedBackend(backend, ResponseCache(Path(tmp) / "cache.sqlite"))
         t = time.perf_counter()
@@ -68,9 +93,13 @@ def main() -> None:
         rerun = time.perf_counter() - t
         result = {
             "params_millions": round(params / 1e6, 1), "dtype": str(backend.dtype).replace("torch.", ""),
-            "runtime": runtime_info(), "requests": args.requests,
+            "runtime": runtime_info(), "requests": n_req, "sources": args.sources, "editors": args.models,
             "images_per_request": 2, "image_px": 512, "new_tokens": args.new_tokens, "model_build_s": round(build_s, 1),
             "one_at_a_time_s": single, "batched_s": batched, "batching_speedup": single / batched,
+            "batch_image_rows": rows, "batch_rows_encoded": encoded,
+            "batched_every_row_encoded_s": plain_batched,
+            "batching_speedup_every_row_encoded": single / plain_batched if plain_batched else None,
+            "same_answers_with_every_row_encoded": same if plain_batched else None,
             "first_run_s": first, "cached_rerun_s": rerun, "cache_speedup": first / rerun,
             "model_calls_in_rerun": backend.calls - calls,
         }

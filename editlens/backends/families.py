@@ -35,6 +35,10 @@ class Family:
     model_class: str  # attribute of the transformers package
     fallback_processor: Callable[[str], Any] | None = None
     boxes: str = DEFAULT_BOX_CONVENTION  # a key of BOX_CONVENTIONS
+    # Attribute path of a vision tower that encodes each image row on its own
+    # (so that repeated images in a batch can be encoded once, see
+    # editlens.backends.vision_batching); None where the tower mixes rows.
+    vision_tower: str | None = None
 
     def __post_init__(self) -> None:
         if self.boxes not in BOX_CONVENTIONS:
@@ -76,11 +80,11 @@ def _qwen2_vl_processor(path: str) -> Any:
 
 
 FAMILIES: dict[str, Family] = {
-    "idefics3": Family("Idefics3ForConditionalGeneration"),
-    "smolvlm": Family("SmolVLMForConditionalGeneration"),
+    "idefics3": Family("Idefics3ForConditionalGeneration", vision_tower="model.vision_model"),
+    "smolvlm": Family("SmolVLMForConditionalGeneration", vision_tower="model.vision_model"),
     "qwen2_vl": Family("Qwen2VLForConditionalGeneration", _qwen2_vl_processor, boxes="per-mille"),
     "qwen2_5_vl": Family("Qwen2_5_VLForConditionalGeneration", _qwen2_vl_processor, boxes="pixels"),
-    "llava_next": Family("LlavaNextForConditionalGeneration"),
+    "llava_next": Family("LlavaNextForConditionalGeneration", vision_tower="model.vision_tower"),
 }
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from editlens.backends import vision_batching
 from editlens.backends.families import FAMILIES
 from editlens.backends.types import ChatRequest, Generation, TokenStep
 from editlens.errors import ModelUnavailableError
@@ -77,6 +78,9 @@ class TransformersBackend:
         self.revision = getattr(self.model.config, "_commit_hash", None)
         self.batch_size = batch_size
         self.calls = 0  # generate() calls on the model (tests and benchmarks read it)
+        # Repeated images in a batch (one source, many edits) are encoded once.
+        self.tower_stats = vision_batching.install(self.model, family.vision_tower, self.device) \
+            if family.vision_tower else None
         self._lock = threading.Lock()
         self._cand_ids: dict[tuple, list[int]] = {}
 
