@@ -152,6 +152,32 @@ def test_view_serves_report_and_only_run_images(example_run):
         server.close()
 
 
+def test_view_rebuilds_when_the_run_changes(example_run, tmp_path):
+    import shutil
+
+    from editlens.reporting.serve import ReportServer
+
+    run = tmp_path / "run"
+    shutil.copytree(example_run, run)
+    server = ReportServer(run)
+    server.serve_in_background()
+    try:
+        first = urllib.request.urlopen(server.url, timeout=10).read().decode()
+        urllib.request.urlopen(server.url, timeout=10).read()
+        assert server.builds == 1  # unchanged run: no rebuild per request
+        assert 'data-evaluator="l2"' not in first
+        images = list(server.images)
+        # The run goes on: a new evaluator's results land in the same directory.
+        res = runner.invoke(app, ["run", str(EXAMPLES / "manifest.jsonl"), "--out", str(run),
+                                  "--metrics", "change_map,l1,ssim,psnr,l2", "--no-progress"], catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+        second = urllib.request.urlopen(server.url, timeout=10).read().decode()
+        assert server.builds == 2 and 'data-evaluator="l2"' in second
+        assert server.images[: len(images)] == images  # earlier pages' image links stay valid
+    finally:
+        server.close()
+
+
 def test_view_cli_prints_url_after_binding(example_run):
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     proc = subprocess.Popen([sys.executable, "-m", "editlens.cli.main", "view", str(example_run)],

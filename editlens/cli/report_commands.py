@@ -45,7 +45,10 @@ def view_cmd(
     thumb_size: Optional[int] = ThumbOpt,
     open_browser: bool = typer.Option(False, "--open", help="Also open it in the default browser."),
 ) -> None:
-    """Serve a run's report on 127.0.0.1 (this machine only) and print its URL; Ctrl-C stops."""
+    """Serve a run's report on 127.0.0.1 (this machine only) and print its URL; Ctrl-C stops.
+
+    The report is rebuilt when the run's results change: refresh the page to follow a run in progress.
+    """
     from editlens.reporting.serve import ReportServer
 
     server = ReportServer(run_dir, port=port, manifest=manifest, human=human, thumb_size=thumb_size)

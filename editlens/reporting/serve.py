@@ -8,6 +8,7 @@ be reached through it.
 from __future__ import annotations
 
 import mimetypes
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -15,27 +16,35 @@ from typing import Any
 
 
 class ReportServer:
-    """Build the report once, bind 127.0.0.1:``port`` (0 = any free port), serve.
+    """Build the report, bind 127.0.0.1:``port`` (0 = any free port), serve.
+
+    The report is rebuilt when a page is requested after the run's results
+    changed (``results.sqlite`` and its write-ahead log, the manifest, the
+    summary), so refreshing the page follows a run in progress. Image
+    numbers only grow: a page built earlier keeps working links.
 
     ``url`` is known once the constructor returns (the socket is bound).
     """
 
-    def __init__(self, run_dir: str | Path, port: int = 0, host: str = "127.0.0.1", **report_options: Any) -> None:
-        from editlens.reporting.collect import collect_run
-        from editlens.reporting.html import render_run_report
+    #: Files of a run directory whose change means the report is out of date.
+    WATCHED = ("results.sqlite", "results.sqlite-wal", "manifest.json", "summary.json")
 
-        data = collect_run(run_dir, manifest=report_options.get("manifest"), human=report_options.get("human"))
-        self.images: list[str] = sorted({p for s in data["samples"] for p in s["images"].values()})
-        index = {p: i for i, p in enumerate(self.images)}
-        page = render_run_report(data, link=lambda p: f"/image/{index[p]}",
-                                 thumb_size=report_options.get("thumb_size"))
-        self.page = page.encode("utf-8")
+    def __init__(self, run_dir: str | Path, port: int = 0, host: str = "127.0.0.1", **report_options: Any) -> None:
+        self.run_dir = Path(run_dir)
+        self.options = report_options
+        self.images: list[str] = []
+        self._index: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._state: tuple = ()
+        self.builds = 0
+        self.page = b""
+        self._build()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
                 if self.path in ("/", "/index.html", "/report.html"):
-                    return self._send(200, "text/html; charset=utf-8", server.page)
+                    return self._send(200, "text/html; charset=utf-8", server.current_page())
                 if self.path.startswith("/image/"):
                     try:
                         path = Path(server.images[int(self.path.split("/")[2])])
@@ -49,6 +58,7 @@ class ReportServer:
                 self.send_response(code)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))
+                self.send_header("Cache-Control", "no-cache")  # a refresh must ask again: the report may have changed
                 self.end_headers()
                 self.wfile.write(body)
 
@@ -58,6 +68,44 @@ class ReportServer:
         self.httpd = ThreadingHTTPServer((host, port), Handler)
         self.url = f"http://{host}:{self.httpd.server_address[1]}/"
         self._thread: threading.Thread | None = None
+
+    def _watched_state(self) -> tuple:
+        files = [self.run_dir / n for n in self.WATCHED]
+        files += [Path(p) for p in (self.options.get("manifest"), self.options.get("human")) if p]
+        out = []
+        for f in files:
+            try:
+                st = f.stat()
+                out.append((str(f), st.st_mtime_ns, st.st_size))
+            except OSError:
+                out.append((str(f), None, None))
+        return tuple(out)
+
+    def _build(self) -> None:
+        from editlens.reporting.collect import collect_run
+        from editlens.reporting.html import render_run_report
+
+        state = self._watched_state()
+        data = collect_run(self.run_dir, manifest=self.options.get("manifest"), human=self.options.get("human"))
+        for p in sorted({p for s in data["samples"] for p in s["images"].values()}):
+            if p not in self._index:
+                self._index[p] = len(self.images)
+                self.images.append(p)
+        page = render_run_report(data, link=lambda p: f"/image/{self._index[p]}",
+                                 thumb_size=self.options.get("thumb_size"))
+        self.page, self._state = page.encode("utf-8"), state
+        self.builds += 1
+
+    def current_page(self) -> bytes:
+        """The report, rebuilt first if the run changed since it was built."""
+        with self._lock:
+            if self._watched_state() != self._state:
+                try:
+                    self._build()
+                except Exception as exc:  # noqa: BLE001  (a half-written run: keep serving the last good page)
+                    sys.stderr.write(f"editlens view: report not rebuilt ({type(exc).__name__}: {exc}); "
+                                     "serving the previous one\n")
+            return self.page
 
     def serve_forever(self) -> None:
         self.httpd.serve_forever()
