@@ -165,3 +165,30 @@ def test_corrupt_store_gives_clear_error(tmp_path):
     (tmp_path / "run" / "results.sqlite").write_bytes(b"this is not a database" * 100)
     with pytest.raises(EditlensError, match="results store cannot be opened"):
         ResultsStore(tmp_path / "run")
+
+
+def test_edits_of_one_source_share_batches(tmp_path):
+    """A comparison manifest lists editor A's edits, then editor B's: the run
+    batches each source's edits together (so encoders see the repeat), and
+    exports keep the manifest's order."""
+    base = _dataset(tmp_path, n=4)
+    samples = [EditSample(f"{m}{i}", s.source, s.edited, "edit", model=m) for m in "AB" for i, s in enumerate(base)]
+
+    class Recorder:
+        name = "recorder"
+
+        def __init__(self):
+            self.inner, self.batches = create_metric("l1"), []
+
+        def describe(self):
+            return {**self.inner.describe(), "name": "recorder"}
+
+        def score_batch(self, batch):
+            self.batches.append([s.id for s in batch])
+            return self.inner.score_batch(batch)
+
+    rec = Recorder()
+    run_evaluation(samples, [rec], tmp_path / "run", batch_size=2, progress=False)
+    assert rec.batches == [["A0", "B0"], ["A1", "B1"], ["A2", "B2"], ["A3", "B3"]]
+    rows = [json.loads(x) for x in open(tmp_path / "run" / "results.jsonl")]
+    assert [r["id"] for r in rows] == [s.id for s in samples]

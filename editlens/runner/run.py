@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import math
+import os
 import signal
 import threading
 import time
@@ -121,6 +122,30 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def grouped_by_source(samples: Sequence[EditSample]) -> list[EditSample]:
+    """``samples`` with the edits of each source image next to each other
+    (sources in order of first appearance, samples in manifest order within).
+
+    A model comparison lists one editor's edits after another's, so the same
+    source photo would land in a different batch each time; grouped, a batch
+    holds it several times, and the VLM backend and the embedding metrics
+    encode it once. Exports keep the manifest's order.
+
+    >>> a = [EditSample(f"{m}{i}", f"src{i}.png", f"{m}{i}.png", "edit") for m in "AB" for i in (1, 2)]
+    >>> [s.id for s in grouped_by_source(a)]
+    ['A1', 'B1', 'A2', 'B2']
+    """
+    first: dict[Any, int] = {}
+
+    def group(s: EditSample) -> int:
+        src = s.source
+        key = os.path.normpath(os.fspath(src)) if isinstance(src, (str, os.PathLike)) else id(src)
+        return first.setdefault(key, len(first))
+
+    keys = [group(s) for s in samples]
+    return [samples[i] for i in sorted(range(len(samples)), key=keys.__getitem__)]
+
+
 def _run_locked(samples: Sequence[EditSample], evaluators: Sequence[Evaluator], out: Path, *, batch_size: int,
                 image_options: ImageLoadOptions | None, workers: int, progress: bool, command: list[str] | None,
                 device: str, extra_manifest: dict[str, Any] | None, on_batch: Callable[[int], None] | None,
@@ -133,7 +158,7 @@ def _run_locked(samples: Sequence[EditSample], evaluators: Sequence[Evaluator], 
     done = {ev.name: set() if getattr(ev, "always_run", False) else store.done(ev.name, hashes[ev.name], redo)
             for ev in evaluators}
     regular = [ev for ev in evaluators if not getattr(ev, "always_run", False)] or list(evaluators)
-    todo = [s for s in samples if any(s.id not in done[ev.name] for ev in regular)]
+    todo = grouped_by_source([s for s in samples if any(s.id not in done[ev.name] for ev in regular)])
     reused = sum(len(done[ev.name] & {s.id for s in samples}) for ev in evaluators)
 
     manifest = new_manifest(command, [{**ev.describe(), "config_hash": hashes[ev.name]} for ev in evaluators],
