@@ -359,7 +359,7 @@ def change_map(source: np.ndarray, edited: np.ndarray, params: ChangeMapParams |
 
 def _coarse_factor(shape: tuple[int, int], p: ChangeMapParams) -> int:
     """How much coarser than the working resolution the robust path runs."""
-    return 2 if p.robust_coarse and min(shape) >= 64 else 1
+    return 2 if p.robust_coarse and min(shape) >= 128 else 1  # small images: fast anyway, and too few pixels to halve
 
 
 def _robust_distance(pair: _Pair, p: ChangeMapParams) -> tuple[np.ndarray, int]:
