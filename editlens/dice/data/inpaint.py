@@ -209,7 +209,10 @@ class DiffusersInpainter:
 
         self.device = pick_device(device)
         self.dtype = pick_inpaint_dtype(dtype, self.device)
+        from transformers.utils import logging as hf_logging
+
         diffusers.utils.logging.disable_progress_bar()  # the dataset builder's bar is the one that matters
+        hf_logging.disable_progress_bar()
         try:
             with warnings.catch_warnings():  # newer diffusers rename torch_dtype to dtype; older ones know only this
                 warnings.simplefilter("ignore", FutureWarning)
