@@ -134,6 +134,20 @@ def test_load_errors_name_the_directory_and_problem(sd_dir, tmp_path):
         make_inpainter("opencv", steps=10)
 
 
+def test_half_precision_weight_variant_loads(sd_dir, tmp_path):
+    import shutil
+
+    half = tmp_path / "half"
+    shutil.copytree(sd_dir, half)
+    for f in list(half.glob("*/*.safetensors")):  # as hub repositories ship fp16-only weights
+        f.rename(f.with_name(f.name.replace(".safetensors", ".fp16.safetensors")))
+    ip = DiffusersInpainter(str(half), steps=STEPS)
+    assert ip.describe()["variant"] == "fp16"
+    image, mask = _scene(24, 30), _disc(24, 30, 12, 15, 5)
+    np.testing.assert_array_equal(ip.remove(image, mask), DiffusersInpainter(str(sd_dir), steps=STEPS).remove(image,
+                                                                                                             mask))
+
+
 def test_missing_diffusers_keeps_its_message(monkeypatch):
     monkeypatch.setitem(sys.modules, "diffusers", None)  # makes `import diffusers` fail
     with pytest.raises(ModelUnavailableError, match="needs the diffusers package"):

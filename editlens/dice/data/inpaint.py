@@ -104,19 +104,23 @@ def feather_alpha(mask: np.ndarray, grow: int, feather: int) -> np.ndarray:
     return np.clip(dist / feather, 0.0, 1.0).astype(np.float32) * (grown > 0)
 
 
-def context_window(box: tuple[int, int, int, int], shape: tuple[int, int], context: float) -> tuple[int, int, int, int]:
+def context_window(box: tuple[int, int, int, int], shape: tuple[int, int], context: float,
+                   min_side: int = 0) -> tuple[int, int, int, int]:
     """``(x0, y0, x1, y1)`` of the crop the model sees: the mask's box widened
-    by ``context`` times its longer side on every side, made square where
-    the image allows, shifted (not cut) to stay inside the image.
+    by ``context`` times its longer side on every side, at least ``min_side``
+    px, made square where the image allows, shifted (not cut) to stay inside
+    the image.
 
     >>> context_window((40, 40, 60, 50), (100, 200), 0.5)
     (30, 25, 70, 65)
     >>> context_window((0, 0, 10, 10), (100, 200), 0.5)
     (0, 0, 20, 20)
+    >>> context_window((0, 0, 10, 10), (100, 200), 0.5, min_side=256)
+    (0, 0, 200, 100)
     """
     x0, y0, x1, y1 = box
     h, w = shape
-    side = round(max(x1 - x0, y1 - y0) * (1 + 2 * context))
+    side = max(round(max(x1 - x0, y1 - y0) * (1 + 2 * context)), min_side)
 
     def span(lo: int, hi: int, limit: int) -> tuple[int, int]:
         size = min(max(side, hi - lo), limit)
@@ -157,6 +161,14 @@ def pick_inpaint_dtype(dtype: str, device: str) -> Any:
     if device.startswith("cuda") and torch.cuda.is_available():
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return torch.float32
+
+
+def _weights_variant(root: Path) -> str | None:
+    """``"fp16"`` when the pipeline's weights exist only as the half-precision
+    variant (``*.fp16.safetensors``, as many hub repositories ship them)."""
+    weights = [f.name for f in root.glob("*/*") if f.suffix in (".safetensors", ".bin")]
+    halves = [n for n in weights if ".fp16." in n]
+    return "fp16" if halves and len(halves) == len(weights) else None
 
 
 class DiffusersInpainter:
@@ -213,15 +225,16 @@ class DiffusersInpainter:
 
         diffusers.utils.logging.disable_progress_bar()  # the dataset builder's bar is the one that matters
         hf_logging.disable_progress_bar()
+        variant = _weights_variant(root)
         try:
             with warnings.catch_warnings():  # newer diffusers rename torch_dtype to dtype; older ones know only this
                 warnings.simplefilter("ignore", FutureWarning)
                 pipe = AutoPipelineForInpainting.from_pretrained(str(root), torch_dtype=self.dtype,
-                                                                 local_files_only=True)
+                                                                 local_files_only=True, variant=variant)
         except ValueError as exc:
-            if "inpaint" in str(exc).lower() or "pipeline" in str(exc).lower():
+            if "can't find a pipeline linked to" in str(exc):
                 raise ModelUnavailableError(f"inpainting model {model_dir}: {saved_class} is not an inpainting "
-                                            f"pipeline and has no inpainting counterpart ({exc})") from None
+                                            "pipeline and has no inpainting counterpart") from None
             raise ModelUnavailableError(f"inpainting model {model_dir}: cannot load ({exc})") from None
         except (OSError, TypeError, KeyError, AttributeError) as exc:
             raise ModelUnavailableError(f"inpainting model {model_dir}: cannot load "
@@ -241,6 +254,7 @@ class DiffusersInpainter:
                         "dedicated inpainting model (9 channels) are far more convincing", model_dir)
         self.resolution = resolution or self._native_resolution()
         self.model_dir, self.steps, self.guidance, self.seed = model_dir, steps, guidance, seed
+        self.variant = variant
         self.grow, self.feather, self.context = grow, feather, context
 
     def _native_resolution(self) -> int:
@@ -269,8 +283,9 @@ class DiffusersInpainter:
         h, w = image.shape[:2]
         alpha = feather_alpha(mask.astype(bool), self.grow, self.feather)
         ys, xs = np.nonzero(alpha)
+        # a small object still gets half the model's canvas of surroundings (what to fill it with)
         x0, y0, x1, y1 = context_window((int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1),
-                                        (h, w), self.context)
+                                        (h, w), self.context, min_side=self.resolution // 2)
         crop = np.ascontiguousarray(image[y0:y1, x0:x1])
         crop_mask = alpha[y0:y1, x0:x1] > 0
         ww, wh = working_size(x1 - x0, y1 - y0, self.resolution)
@@ -310,7 +325,7 @@ class DiffusersInpainter:
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "model": self.model_dir, "pipeline": type(self.pipe).__name__,
-                "unet_in_channels": self.unet_in_channels, "steps": self.steps, "guidance": self.guidance,
+                "unet_in_channels": self.unet_in_channels, "variant": self.variant, "steps": self.steps, "guidance": self.guidance,
                 "seed": self.seed, "device": self.device, "dtype": str(self.dtype).replace("torch.", ""),
                 "resolution": self.resolution, "grow": self.grow, "feather": self.feather, "context": self.context}
 
