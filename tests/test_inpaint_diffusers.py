@@ -132,6 +132,8 @@ def test_load_errors_name_the_directory_and_problem(sd_dir, tmp_path):
         make_inpainter(f"diffusers:{sd_dir}", dtype="float8")
     with pytest.raises(InputError, match="diffusers:MODEL_DIR only"):
         make_inpainter("opencv", steps=10)
+    with pytest.raises(InputError, match="diffusers:MODEL_DIR only"):
+        make_inpainter("opencv", dtype="float16")
 
 
 def test_half_precision_weight_variant_loads(sd_dir, tmp_path):

@@ -336,8 +336,9 @@ def make_inpainter(spec: str, steps: int | None = None, guidance: float | None =
     the paper's 100 and 4), ``seed``, ``device`` and ``dtype`` configure the
     diffusers backend only."""
     if spec == "opencv":
-        if steps is not None or guidance is not None:
-            raise InputError("--inpaint-steps/--inpaint-guidance apply to --inpainter diffusers:MODEL_DIR only")
+        if steps is not None or guidance is not None or dtype != "auto":
+            raise InputError("--inpaint-steps/--inpaint-guidance/--inpaint-dtype apply to "
+                             "--inpainter diffusers:MODEL_DIR only")
         return OpenCVInpainter()
     if spec.startswith("diffusers:") and spec[len("diffusers:"):]:
         return DiffusersInpainter(spec[len("diffusers:"):], steps=100 if steps is None else steps,
