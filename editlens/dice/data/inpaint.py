@@ -268,7 +268,7 @@ class DiffusersInpainter:
 
     def _seed_for(self, image: np.ndarray, mask: np.ndarray, prompt: str) -> int:
         parts = [self.seed, zlib.crc32(np.ascontiguousarray(image).tobytes()),
-                 zlib.crc32(np.ascontiguousarray(mask).tobytes()), zlib.crc32(prompt.encode())]
+                 zlib.crc32(np.ascontiguousarray(mask, dtype=bool).tobytes()), zlib.crc32(prompt.encode())]
         return int(np.random.SeedSequence(parts).generate_state(1)[0])
 
     def paint(self, image: np.ndarray, mask: np.ndarray, prompt: str, negative_prompt: str | None = None
