@@ -129,7 +129,15 @@ def make_edits_cmd(
     annotations: Path = typer.Option(..., "--annotations", help="COCO/LVIS-format instances JSON with masks."),
     images: Path = typer.Option(..., "--images", help="Folder of the images the annotations name."),
     out: Path = typer.Option(..., "--out", help="Dataset folder (rerun to resume)."),
-    inpainter: str = typer.Option("opencv", "--inpainter", help="opencv (offline) or diffusers:MODEL_DIR."),
+    inpainter: str = typer.Option("opencv", "--inpainter", help="opencv (offline) or diffusers:MODEL_DIR (a local "
+                                  "inpainting pipeline, e.g. SD or Kandinsky 2.2 inpainting)."),
+    inpaint_steps: Optional[int] = typer.Option(None, "--inpaint-steps", min=1,
+                                                help="Diffusion steps of a diffusers inpainter (paper: 100)."),
+    inpaint_guidance: Optional[float] = typer.Option(None, "--inpaint-guidance", min=0.0,
+                                                     help="Guidance scale of a diffusers inpainter (paper: 4)."),
+    inpaint_dtype: str = typer.Option("auto", "--inpaint-dtype", help="auto (bf16/fp16 on CUDA, fp32 on CPU), "
+                                      "float32, float16 or bfloat16."),
+    device: str = typer.Option("auto", "--device", help="Device of a diffusers inpainter."),
     max_objects: int = typer.Option(4, "--max-objects", help="Objects edited per image (paper: 4)."),
     min_area: float = typer.Option(0.03, "--min-area", help="Smallest mask, fraction of the image (paper: 3%)."),
     max_overlap: float = typer.Option(0.05, "--max-overlap", help="Largest overlap between chosen masks (paper: 5%)."),
@@ -147,5 +155,7 @@ def make_edits_cmd(
     stats = make_edits(EditConfig(str(annotations), str(images), str(out), inpainter=inpainter,
                                   max_objects=max_objects, min_area=min_area, max_overlap=max_overlap,
                                   unchanged=unchanged, jpeg_range=(jpeg_min, jpeg_max), coherence=coherence,
-                                  max_images=max_images, seed=seed), progress=progress)
+                                  max_images=max_images, seed=seed, inpaint_steps=inpaint_steps,
+                                  inpaint_guidance=inpaint_guidance, device=device, inpaint_dtype=inpaint_dtype),
+                       progress=progress)
     emit_json(stats)

@@ -56,6 +56,10 @@ class EditConfig:
     coherence: bool = True
     max_images: int | None = None
     seed: int = 0
+    inpaint_steps: int | None = None  # diffusers inpainter only; None: the paper's 100
+    inpaint_guidance: float | None = None  # diffusers inpainter only; None: the paper's 4
+    device: str = "auto"
+    inpaint_dtype: str = "auto"
 
 
 _HUES = [(10, "red"), (22, "orange"), (34, "yellow"), (78, "green"), (100, "cyan"), (130, "blue"), (155, "purple"),
@@ -175,9 +179,10 @@ def make_edits(cfg: EditConfig, progress: bool = True) -> dict[str, Any]:
     if not (0 <= cfg.unchanged < 1) or not (0 <= cfg.colour_fraction <= 1) or cfg.max_objects < 1:
         raise InputError("--unchanged must be in [0, 1), colour fraction in [0, 1], --max-objects >= 1")
     coco = CocoSet(cfg.annotations, cfg.images)
-    inpainter = make_inpainter(cfg.inpainter)
+    inpainter = make_inpainter(cfg.inpainter, steps=cfg.inpaint_steps, guidance=cfg.inpaint_guidance, seed=cfg.seed,
+                               device=cfg.device, dtype=cfg.inpaint_dtype)
     store = DatasetStore(cfg.out)
-    store.check_config(asdict(cfg), free=("max_images", "out"))
+    store.check_config(asdict(cfg), free=("max_images", "out", "device", "inpaint_dtype"))
     coh = DatasetStore(cfg.out, "coherence.jsonl") if cfg.coherence else None
     store.write_json("provenance.json", {**provenance("dice-make-edits", asdict(cfg), [cfg.annotations]),
                                          "inpainter": inpainter.describe()})
@@ -219,9 +224,9 @@ def make_edits(cfg: EditConfig, progress: bool = True) -> dict[str, Any]:
                 ops[op] += 1
                 d: dict[str, Any] = {"command": op, "object": name, "box": mask_box(m)}
                 if op == "ADD":
-                    original = inpainter.remove(original, m)
+                    original = inpainter.remove(original, m, name)
                 elif op == "REMOVE":
-                    edited = inpainter.remove(edited, m)
+                    edited = inpainter.remove(edited, m, name)
                 else:
                     d["edit"] = _edit(edited, m, name, coco, donors, image_id, inpainter, cfg, rng)
                     edited = d["edit"].pop("image")
@@ -266,6 +271,6 @@ def _edit(image: np.ndarray, mask: np.ndarray, name: str, coco: CocoSet, donors:
         return {"kind": "substitution", "target": target, "method": inpainter.name, "image": drawn}
     pick = [(i, a) for i, a in others if coco.names[int(a["category_id"])] == target]
     di, da = pick[int(rng.integers(len(pick)))]
-    cleared = inpainter.remove(image, mask)
+    cleared = inpainter.remove(image, mask, name)
     return {"kind": "substitution", "target": target, "method": "copy-paste",
             "image": paste(cleared, mask, coco.load(di), coco.mask(da))}
