@@ -188,8 +188,9 @@ class DiffusersInpainter:
     """
 
     name = "diffusers"
-    REMOVE_PROMPT = "background, empty scene"
-    REMOVE_NEGATIVE = "object, person, animal, text, watermark"
+    #: Prompt wordings, as templates (editlens/templates/NAME.txt, replaceable
+    #: through $EDITLENS_TEMPLATE_DIR): erase, what erasing must not draw, draw $object.
+    TEMPLATES = ("inpaint_remove", "inpaint_remove_negative", "inpaint_substitute")
 
     def __init__(self, model_dir: str, steps: int = 100, guidance: float = 4.0, device: str = "auto",
                  seed: int = 0, dtype: str = "auto", grow: int = 4, feather: int = 3, context: float = 0.5,
@@ -256,6 +257,9 @@ class DiffusersInpainter:
         self.model_dir, self.steps, self.guidance, self.seed = model_dir, steps, guidance, seed
         self.variant = variant
         self.grow, self.feather, self.context = grow, feather, context
+        from editlens.judges.templates import load_template
+
+        self.templates = {n: load_template(n) for n in self.TEMPLATES}
 
     def _native_resolution(self) -> int:
         """The pipeline's default output side: UNet sample size times the VAE
@@ -316,18 +320,28 @@ class DiffusersInpainter:
         result[y0:y1, x0:x1] = np.where(a > 0, blended, crop)
         return result
 
+    def _text(self, name: str, **values: str) -> str:
+        import string
+
+        t = self.templates[name]
+        try:
+            return string.Template(t.text).substitute(**values).strip()
+        except (KeyError, ValueError) as exc:
+            raise InputError(f"template {name} ({t.source}): {type(exc).__name__} {exc}") from None
+
     def remove(self, image: np.ndarray, mask: np.ndarray, label: str | None = None) -> np.ndarray:
-        negative = f"{label}, {self.REMOVE_NEGATIVE}" if label else self.REMOVE_NEGATIVE
-        return self.paint(image, mask, self.REMOVE_PROMPT, negative)
+        negative = self._text("inpaint_remove_negative")
+        return self.paint(image, mask, self._text("inpaint_remove"), f"{label}, {negative}" if label else negative)
 
     def replace(self, image: np.ndarray, mask: np.ndarray, prompt: str) -> np.ndarray | None:
-        return self.paint(image, mask, f"a photo of a {prompt}")
+        return self.paint(image, mask, self._text("inpaint_substitute", object=prompt))
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "model": self.model_dir, "pipeline": type(self.pipe).__name__,
                 "unet_in_channels": self.unet_in_channels, "variant": self.variant, "steps": self.steps, "guidance": self.guidance,
                 "seed": self.seed, "device": self.device, "dtype": str(self.dtype).replace("torch.", ""),
-                "resolution": self.resolution, "grow": self.grow, "feather": self.feather, "context": self.context}
+                "resolution": self.resolution, "grow": self.grow, "feather": self.feather, "context": self.context,
+                "templates": {n: {"source": t.source, "sha256": t.sha256} for n, t in self.templates.items()}}
 
 
 def make_inpainter(spec: str, steps: int | None = None, guidance: float | None = None, seed: int = 0,
