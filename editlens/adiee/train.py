@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from editlens.adiee.checkpoint import save_ours, save_released, scorer_from_base
-from editlens.adiee.model import AdieeScorer
+from editlens.adiee.model import AdieeScorer, constant_score_loss
 from editlens.adiee.prompts import Prompts, collate, inference_inputs, load_prompts, side_by_side, training_example
 from editlens.core.images import load_image
 from editlens.data.jsonl import iter_jsonl
@@ -272,6 +272,9 @@ def train(cfg: TrainConfig, echo: Callable[[str], None] = print, progress: bool 
     dev = scorer.device
     echo(f"training {type(scorer.vlm).__name__} on {dev} ({next(scorer.vlm.parameters()).dtype}); "
          f"{len(train_idx)} train / {len(val_idx)} val samples; {sum(p.numel() for p in params):,} trainable params")
+    # the yardstick for the score loss: a model that ignores its inputs gets this far, no further
+    baseline = constant_score_loss([float(rows[i]["score"]) for i in train_idx], cfg.head)
+    echo(f"score loss of the best constant prediction on the training targets: {baseline:.4f}")
 
     def save_state() -> None:
         atomic_write(state_file, lambda fh: torch.save({
@@ -335,6 +338,9 @@ def train(cfg: TrainConfig, echo: Callable[[str], None] = print, progress: bool 
     last = [r["loss"] for r in log[-k:]]
     summary = {"steps": step, "first_loss": float(np.mean(first)) if first else None,
                "last_loss": float(np.mean(last)) if last else None,
+               "first_score_loss": float(np.mean([r["score_loss"] for r in log[:k]])) if log else None,
+               "last_score_loss": float(np.mean([r["score_loss"] for r in log[-k:]])) if log else None,
+               "constant_score_loss": baseline,
                "checkpoints": final, "loss_curve": str(out / "loss.png"), "log": str(out / "log.jsonl"),
                "val": {k: v for k, v in (log[-1] if log else {}).items() if k.startswith("val_")}}
     atomic_write(out / "summary.json", lambda fh: json.dump(summary, fh, indent=2))
