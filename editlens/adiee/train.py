@@ -184,7 +184,8 @@ def validate(scorer: AdieeScorer, ex: Examples, rows: list[int], batch: int) -> 
     return {"val_spearman": spearman(preds, truth), "val_mae": mae, "val_n": len(preds)}
 
 
-def plot_curve(log: list[dict[str, Any]], path: Path) -> Path:
+def plot_curve(log: list[dict[str, Any]], path: Path, constant: float | None = None) -> Path:
+    """Loss curves; ``constant`` (the best constant prediction's score loss) as a flat reference line."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -194,6 +195,8 @@ def plot_curve(log: list[dict[str, Any]], path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for key, style in (("loss", "-"), ("score_loss", "--"), ("ce_loss", ":")):
         ax.plot(steps, [r[key] for r in log if "loss" in r], style, label=key)
+    if constant is not None and constant > 0 and steps:
+        ax.axhline(constant, color="C1", lw=0.8, ls="-.", label="score loss of best constant")
     ax.set_xlabel("optimiser step")
     ax.set_ylabel("training loss")
     ax.set_yscale("log")
@@ -281,7 +284,7 @@ def train(cfg: TrainConfig, echo: Callable[[str], None] = print, progress: bool 
             "config": asdict(cfg), "step": step, "trainable": trainable_state(scorer), "optimizer": opt.state_dict(),
             "scheduler": sched.state_dict(), "log": log}, fh), mode="wb")
         atomic_write(out / "log.jsonl", lambda fh: fh.writelines(json.dumps(r) + "\n" for r in log))
-        plot_curve(log, out / "loss.png")
+        plot_curve(log, out / "loss.png", baseline)
 
     bar = tqdm(total=total, initial=step, desc="train", disable=not progress, unit="step")
     t0 = time.time()
