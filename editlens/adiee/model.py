@@ -97,6 +97,26 @@ def score_loss(out: torch.Tensor, scores01: torch.Tensor, head: str) -> torch.Te
     return nn.functional.cross_entropy(out.float(), target)
 
 
+def constant_score_loss(scores01: Sequence[float], head: str) -> float:
+    """The score loss of the best *constant* prediction on these targets: the
+    median's L1 (regression) or the class prior's entropy (class3). A model
+    beats it only by reading its inputs; with balanced 0/1 targets the L1
+    of every constant in [0, 10] is 5, so a regression loss stays there
+    until the model discriminates.
+
+    >>> constant_score_loss([0.0, 0.0, 1.0, 1.0], "regression")
+    5.0
+    >>> round(constant_score_loss([0.0, 1.0], "class3"), 4)  # ln 2
+    0.6931
+    """
+    target = score_targets(torch.as_tensor(list(scores01), dtype=torch.float32), head)
+    if head == "regression":
+        return float((target - target.median()).abs().mean())  # any value between the middle two is as good
+    p = torch.bincount(target, minlength=3).float() / len(target)
+    p = p[p > 0]
+    return float(-(p * p.log()).sum())
+
+
 @dataclass
 class Prediction:
     """One scored edit: the score (0-10), the generated answer, whether

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from editlens.adiee.checkpoint import save_ours, save_released, scorer_from_base
-from editlens.adiee.model import AdieeScorer
+from editlens.adiee.model import AdieeScorer, constant_score_loss
 from editlens.adiee.prompts import Prompts, collate, inference_inputs, load_prompts, side_by_side, training_example
 from editlens.core.images import load_image
 from editlens.data.jsonl import iter_jsonl
@@ -184,7 +184,8 @@ def validate(scorer: AdieeScorer, ex: Examples, rows: list[int], batch: int) -> 
     return {"val_spearman": spearman(preds, truth), "val_mae": mae, "val_n": len(preds)}
 
 
-def plot_curve(log: list[dict[str, Any]], path: Path) -> Path:
+def plot_curve(log: list[dict[str, Any]], path: Path, constant: float | None = None) -> Path:
+    """Loss curves; ``constant`` (the best constant prediction's score loss) as a flat reference line."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -194,6 +195,8 @@ def plot_curve(log: list[dict[str, Any]], path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for key, style in (("loss", "-"), ("score_loss", "--"), ("ce_loss", ":")):
         ax.plot(steps, [r[key] for r in log if "loss" in r], style, label=key)
+    if constant is not None and constant > 0 and steps:
+        ax.axhline(constant, color="C1", lw=0.8, ls="-.", label="score loss of best constant")
     ax.set_xlabel("optimiser step")
     ax.set_ylabel("training loss")
     ax.set_yscale("log")
@@ -272,13 +275,16 @@ def train(cfg: TrainConfig, echo: Callable[[str], None] = print, progress: bool 
     dev = scorer.device
     echo(f"training {type(scorer.vlm).__name__} on {dev} ({next(scorer.vlm.parameters()).dtype}); "
          f"{len(train_idx)} train / {len(val_idx)} val samples; {sum(p.numel() for p in params):,} trainable params")
+    # the yardstick for the score loss: a model that ignores its inputs gets this far, no further
+    baseline = constant_score_loss([float(rows[i]["score"]) for i in train_idx], cfg.head)
+    echo(f"score loss of the best constant prediction on the training targets: {baseline:.4f}")
 
     def save_state() -> None:
         atomic_write(state_file, lambda fh: torch.save({
             "config": asdict(cfg), "step": step, "trainable": trainable_state(scorer), "optimizer": opt.state_dict(),
             "scheduler": sched.state_dict(), "log": log}, fh), mode="wb")
         atomic_write(out / "log.jsonl", lambda fh: fh.writelines(json.dumps(r) + "\n" for r in log))
-        plot_curve(log, out / "loss.png")
+        plot_curve(log, out / "loss.png", baseline)
 
     bar = tqdm(total=total, initial=step, desc="train", disable=not progress, unit="step")
     t0 = time.time()
@@ -335,6 +341,9 @@ def train(cfg: TrainConfig, echo: Callable[[str], None] = print, progress: bool 
     last = [r["loss"] for r in log[-k:]]
     summary = {"steps": step, "first_loss": float(np.mean(first)) if first else None,
                "last_loss": float(np.mean(last)) if last else None,
+               "first_score_loss": float(np.mean([r["score_loss"] for r in log[:k]])) if log else None,
+               "last_score_loss": float(np.mean([r["score_loss"] for r in log[-k:]])) if log else None,
+               "constant_score_loss": baseline,
                "checkpoints": final, "loss_curve": str(out / "loss.png"), "log": str(out / "log.jsonl"),
                "val": {k: v for k, v in (log[-1] if log else {}).items() if k.startswith("val_")}}
     atomic_write(out / "summary.json", lambda fh: json.dump(summary, fh, indent=2))

@@ -109,7 +109,8 @@ def train_cmd(
         s = train(cfg, echo=typer.echo, progress=progress)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
-    typer.echo(f"loss {s['first_loss']:.4f} (first fifth of steps) -> {s['last_loss']:.4f} (last fifth)")
+    typer.echo(f"loss {s['first_loss']:.4f} (first fifth of steps) -> {s['last_loss']:.4f} (last fifth); score loss "
+               f"{s['first_score_loss']:.4f} -> {s['last_score_loss']:.4f} (best constant: {s['constant_score_loss']:.4f})")
     for name, path in s["checkpoints"].items():
         typer.echo(f"checkpoint ({name} layout): {path}")
     typer.echo(f"loss curve: {s['loss_curve']}")
