@@ -201,7 +201,8 @@ def _vlm_config(vlm: Any) -> Any:
     return base.config
 
 
-def save_released(scorer: AdieeScorer, out: str | Path, hidden: str = "emitting-step") -> Path:
+def save_released(scorer: AdieeScorer, out: str | Path, hidden: str = "emitting-step",
+                  extra: dict[str, Any] | None = None) -> Path:
     """Full state dict (``vlm.``/``score_decoder.``), processor, config.
     LoRA adapters are merged into the weights first (on a copy of the state)."""
     from safetensors.torch import save_file
@@ -220,7 +221,7 @@ def save_released(scorer: AdieeScorer, out: str | Path, hidden: str = "emitting-
               metadata={"format": "pt"})
     _vlm_config(vlm).save_pretrained(out)
     scorer.processor.save_pretrained(out)
-    _write_meta(out, scorer, "released", hidden)
+    _write_meta(out, scorer, "released", hidden, extra)
     return out
 
 

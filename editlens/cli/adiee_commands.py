@@ -125,8 +125,14 @@ def export_cmd(checkpoint: Path = typer.Argument(..., help="Scorer checkpoint (e
     from editlens.adiee.checkpoint import load_scorer, save_released
 
     # unquantised: adapters trained on a 4-bit base (QLoRA) merge into the full-precision weights
+    from editlens.adiee.checkpoint import read_meta
+    from editlens.models.quant import describe_precision
+
     scorer, rep, hidden = load_scorer(checkpoint, base, device, quantization="none")
-    save_released(scorer, out, hidden=hidden)  # keep the checkpoint's own default in adiee.json
+    trained = read_meta(Path(checkpoint)).get("precision")
+    extra = {"precision": {"base_weights": describe_precision(scorer.vlm)["weights"], "merged_from": str(checkpoint),
+                           **({"adapters_trained_with": trained} if trained else {})}}
+    save_released(scorer, out, hidden=hidden, extra=extra)  # keep the checkpoint's own default in adiee.json
     typer.echo(f"loaded {checkpoint} ({rep.format} layout, every key accounted for) -> released layout in {out}")
 
 
