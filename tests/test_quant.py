@@ -301,3 +301,33 @@ def test_adiee_qlora_trains_reloads_strictly_and_scores(bnb, tmp_path):
     r = _cli(["adiee", "train", "--data", data, "--base", base, "--out", tmp_path / "b", "--qlora", "--layout",
               "both", "--device", "cpu"], code=2)
     assert "--qlora trains LoRA adapters on a 4-bit base" in r.output
+
+
+def test_adiee_base_with_a_missing_weight_is_refused(tmp_path):
+    """Checked before any 4-bit conversion, so it needs no bitsandbytes."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from editlens.adiee.checkpoint import CheckpointError, scorer_from_base
+    from editlens.testing.tiny_models import build_llava_next
+
+    base = build_llava_next(tmp_path / "llava")
+    st = load_file(str(base / "model.safetensors"))
+    victim = next(k for k in st if "layers.1.self_attn.v_proj" in k)
+    save_file({k: v for k, v in st.items() if k != victim}, str(base / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(CheckpointError, match="1 base weight.*missing.*randomly initialised"):
+        scorer_from_base(str(base), device="cpu")
+    shutil.rmtree(base)
+
+
+def test_preset_quantization_is_checked(tmp_path):
+    from editlens.dice.released import load_preset
+    from editlens.errors import InputError
+
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps({"quantization": "4bit"}))
+    assert load_preset(str(f)).quantization == "nf4"
+    f.write_text(json.dumps({"quantization": "int8"}))
+    with pytest.raises(InputError, match="quantization must be nf4"):
+        load_preset(str(f))

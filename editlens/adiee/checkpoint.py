@@ -160,7 +160,7 @@ def scorer_from_base(base: str, head: str = "regression", device: str = "auto", 
     dev = pick_device(device)
     dt = pick_training_dtype(dev, dtype)
     kwargs = _base_kwargs(dev, dt, quantize_4bit, "--qlora")
-    vlm = load_pretrained(getattr(transformers, family.model_class), mref, **kwargs)
+    vlm = _load_base_vlm(getattr(transformers, family.model_class), mref, kwargs)
     if "device_map" not in kwargs:
         vlm = vlm.to(dev)
     processor = load_processor(mref)
@@ -182,6 +182,17 @@ def _base_kwargs(dev: str, dt: torch.dtype, quantize_4bit: bool, option: str) ->
         return {"dtype": dt}
     use_4bit("nf4", dev, option)  # a clear error naming what to install when bitsandbytes is missing
     return {"dtype": dt, "quantization_config": nf4_config(dt), "device_map": {"": dev}}
+
+
+def _load_base_vlm(cls: Any, mref: ModelRef, kwargs: dict[str, Any]) -> Any:
+    """The base VLM; weights missing from its checkpoint are an error
+    (transformers would fill them with random values)."""
+    vlm, info = load_pretrained(cls, mref, output_loading_info=True, **kwargs)
+    missing = sorted(info.get("missing_keys") or [])
+    if missing:
+        raise CheckpointError(f"{mref.ref}: {len(missing)} base weight(s) missing from the checkpoint (e.g. "
+                              f"{missing[:3]}); refusing to run with randomly initialised parts")
+    return vlm
 
 
 def trained_in_4bit(meta: dict[str, Any]) -> bool:
@@ -371,7 +382,7 @@ def load_ours(path: str | Path, base: str | None = None, device: str = "auto", d
     choice = normalise_choice(quantization)
     q4 = choice == "nf4" or (choice == "auto" and trained_in_4bit(meta) and use_4bit("auto", dev)[0])
     kwargs = _base_kwargs(dev, dt, q4, "--quantization")
-    vlm = load_pretrained(getattr(transformers, family.model_class), base_ref, **kwargs)
+    vlm = _load_base_vlm(getattr(transformers, family.model_class), base_ref, kwargs)
     processor = load_processor(model_reference(str(path)), family)
     add_score_token(vlm, processor)
     adapter_cfg = path / "adapter_config.json"

@@ -105,7 +105,11 @@ class Preset:
         for k in ("detector_generation", "coherence_generation"):
             if isinstance(kw.get(k), dict):
                 kw[k] = GenerationPreset(**kw[k])
+        if str(kw.get("quantization", "nf4")).lower() in ("4bit", "4-bit"):
+            kw["quantization"] = "nf4"
         p = cls(**kw)
+        if p.quantization not in ("nf4", "none"):
+            raise InputError(f"{where}: quantization must be nf4 (4-bit, as released) or none, got {p.quantization!r}")
         if p.drawing not in CONVENTIONS:
             raise InputError(f"{where}: drawing must be one of {sorted(CONVENTIONS)}, got {p.drawing!r}")
         return p
