@@ -174,13 +174,6 @@ def resolve_location(ref: str) -> Path:
     return out
 
 
-def can_quantize_4bit(device: str) -> tuple[bool, str]:
-    """Whether ``auto`` loads in 4-bit on ``device`` (CUDA with bitsandbytes), and why not."""
-    from editlens.models.quant import use_4bit
-
-    return use_4bit("auto", device)
-
-
 def cpu_has_native_bf16() -> bool:
     try:
         flags = Path("/proc/cpuinfo").read_text()
@@ -490,9 +483,10 @@ class ReleasedDice:
             prec = m.describe()["precision"]
             if self.preset.quantization != "nf4":
                 out.append(f"{m.spec}: language model in 4-bit NF4 (forced), the preset's models are unquantised")
-            elif prec["compute_dtype"] != "float16":
-                out.append(f"{m.spec}: 4-bit NF4 computing in {prec['compute_dtype']} instead of the release's "
-                           "float16 (chosen for this device)")
+            elif prec["compute_dtype"] != "float16" or prec["unquantised_dtype"] != "bfloat16":
+                out.append(f"{m.spec}: 4-bit NF4 computing in {prec['compute_dtype']}, vision tower and connector in "
+                           f"{prec['unquantised_dtype']}, instead of the release's float16 and bfloat16 (chosen for "
+                           "this device)")
         return out
 
 
