@@ -5,7 +5,7 @@ seconds per step, the loss before/after, the evaluation, whether QLoRA
 (4-bit base + paged AdamW 8-bit) was used, and what differs from the release.
 
     python benchmarks/dice_finetune.py --model tiny --steps 30            # CPU smoke run
-    python benchmarks/dice_finetune.py --model smolvlm-256m --steps 200   # GPU: QLoRA path when bitsandbytes is there
+    python benchmarks/dice_finetune.py --model smolvlm-256m --steps 200   # GPU: QLoRA path when bitsandbytes is there (--quantization nf4 forces it)
     python benchmarks/dice_finetune.py --base /models/Idefics3-8B-Llama3 --longest-edge 1456 --steps 100
 
 ``--model`` builds a random model of that architecture (its answers are
@@ -35,6 +35,8 @@ def main() -> None:
     ap.add_argument("--longest-edge", type=int, default=None)
     ap.add_argument("--eval-new-tokens", type=int, default=64)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--quantization", default="auto", choices=["auto", "nf4", "none"],
+                    help="auto: QLoRA on CUDA with bitsandbytes; nf4: QLoRA anywhere (CPU too); none")
     args = ap.parse_args()
 
     from editlens.core.types import EditSample
@@ -64,12 +66,13 @@ def main() -> None:
     cfg = TrainConfig("detect", str(root / "s2"), str(root / "run"), str(base), eval_data=str(root / "s2" / "train.jsonl"),
                       steps=args.steps, lr=args.lr, rank=args.rank, batch_size=args.batch_size,
                       save_every=max(1, args.steps // 2), eval_max_new_tokens=args.eval_new_tokens, max_eval=4,
-                      longest_edge=args.longest_edge)
+                      longest_edge=args.longest_edge, quantization=args.quantization)
     t0 = time.perf_counter()
     res = train(cfg, progress=True, log=lambda m: print(m, flush=True))
     t_train = time.perf_counter() - t0
     first = json.loads((root / "s2" / "train.jsonl").read_text().splitlines()[0])
-    dice = build_released(str(res.preset))
+    dice = build_released(str(res.preset), quantization="none" if args.quantization == "none" else
+                          ("nf4" if args.quantization == "nf4" else "auto"))
     sample = EditSample("x", str(root / "s2" / first["source"]), str(root / "s2" / first["edited"]), "edit").load()
     t0 = time.perf_counter()
     (out,) = dice.run([sample])
@@ -80,7 +83,8 @@ def main() -> None:
         "steps": res.steps_done, "s_per_step": round(t_train / max(1, res.steps_done - res.resumed_from), 3),
         "first_loss": res.first_loss, "last_loss": res.last_loss,
         "mean_loss_last_5": sum([r["loss"] for r in log if "loss" in r][-5:]) / min(5, res.steps_done),
-        "evals": res.evals, "notes": res.notes, "inference_s": round(t_infer, 2),
+        "evals": res.evals, "notes": res.notes,
+        "precision": json.loads((root / "run" / "adapter" / "editlens_training.json").read_text()).get("precision"), "inference_s": round(t_infer, 2),
         "inference_unparsable": out.unparsable, "released_loader": dice.describe()["differences_from_release"],
         "run_dir": str(root / "run"),
     }, indent=2, default=str))

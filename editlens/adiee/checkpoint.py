@@ -60,6 +60,7 @@ class LoadReport:
     missing: list[str] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)
     mismatched: list[str] = field(default_factory=list)
+    precision: dict[str, Any] = field(default_factory=dict)  # what the loaded model runs in (4-bit or a dtype)
 
     def add(self, other: "LoadReport") -> None:
         """Account for the keys of another part (the decoder) in this report."""
@@ -77,7 +78,7 @@ class LoadReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": self.format, "path": self.path, "renamed_keys": self.renamed, "missing": self.missing,
-                "unexpected": self.unexpected, "mismatched": self.mismatched}
+                "unexpected": self.unexpected, "mismatched": self.mismatched, "precision": self.precision}
 
 
 def rename_keys(state: dict[str, Any], family: str, known: set[str]) -> tuple[dict[str, Any], int]:
@@ -158,19 +159,9 @@ def scorer_from_base(base: str, head: str = "regression", device: str = "auto", 
     model_type, family = _family(mref)
     dev = pick_device(device)
     dt = pick_training_dtype(dev, dtype)
-    kwargs: dict[str, Any] = {"dtype": dt}
-    if quantize_4bit:
-        if not (dev.startswith("cuda") and torch.cuda.is_available()):
-            raise ModelUnavailableError("QLoRA (4-bit) needs CUDA; train without --qlora on this machine")
-        try:
-            import bitsandbytes  # noqa: F401
-        except ImportError:
-            raise ModelUnavailableError("QLoRA needs bitsandbytes: pip install bitsandbytes") from None
-        kwargs["quantization_config"] = transformers.BitsAndBytesConfig(
-            load_in_4bit=True, bnb_4bit_compute_dtype=dt, bnb_4bit_quant_type="nf4")
-        kwargs["device_map"] = {"": dev}
-    vlm = load_pretrained(getattr(transformers, family.model_class), mref, **kwargs)
-    if not quantize_4bit:
+    kwargs = _base_kwargs(dev, dt, quantize_4bit, "--qlora")
+    vlm = _load_base_vlm(getattr(transformers, family.model_class), mref, kwargs)
+    if "device_map" not in kwargs:
         vlm = vlm.to(dev)
     processor = load_processor(mref)
     add_score_token(vlm, processor)
@@ -179,6 +170,34 @@ def scorer_from_base(base: str, head: str = "regression", device: str = "auto", 
     scorer.score_decoder.to(dev)
     scorer.base_ref = mref.ref  # type: ignore[attr-defined]
     return scorer
+
+
+def _base_kwargs(dev: str, dt: torch.dtype, quantize_4bit: bool, option: str) -> dict[str, Any]:
+    """``from_pretrained`` arguments: 4-bit NF4 weights computing in ``dt``
+    (chosen for the device: bf16 on a GPU that has it, else fp32) on any
+    device bitsandbytes supports, CPU included; else plain ``dt``."""
+    from editlens.models.quant import nf4_config, use_4bit
+
+    if not quantize_4bit:
+        return {"dtype": dt}
+    use_4bit("nf4", dev, option)  # a clear error naming what to install when bitsandbytes is missing
+    return {"dtype": dt, "quantization_config": nf4_config(dt), "device_map": {"": dev}}
+
+
+def _load_base_vlm(cls: Any, mref: ModelRef, kwargs: dict[str, Any]) -> Any:
+    """The base VLM; weights missing from its checkpoint are an error
+    (transformers would fill them with random values)."""
+    vlm, info = load_pretrained(cls, mref, output_loading_info=True, **kwargs)
+    missing = sorted(info.get("missing_keys") or [])
+    if missing:
+        raise CheckpointError(f"{mref.ref}: {len(missing)} base weight(s) missing from the checkpoint (e.g. "
+                              f"{missing[:3]}); refusing to run with randomly initialised parts")
+    return vlm
+
+
+def trained_in_4bit(meta: dict[str, Any]) -> bool:
+    """Whether a checkpoint's ``adiee.json`` says its adapters were trained on a 4-bit base."""
+    return str((meta.get("precision") or {}).get("base_weights", "")).startswith("4-bit")
 
 
 # -- writing -------------------------------------------------------------------------
@@ -193,7 +212,8 @@ def _vlm_config(vlm: Any) -> Any:
     return base.config
 
 
-def save_released(scorer: AdieeScorer, out: str | Path, hidden: str = "emitting-step") -> Path:
+def save_released(scorer: AdieeScorer, out: str | Path, hidden: str = "emitting-step",
+                  extra: dict[str, Any] | None = None) -> Path:
     """Full state dict (``vlm.``/``score_decoder.``), processor, config.
     LoRA adapters are merged into the weights first (on a copy of the state)."""
     from safetensors.torch import save_file
@@ -212,7 +232,7 @@ def save_released(scorer: AdieeScorer, out: str | Path, hidden: str = "emitting-
               metadata={"format": "pt"})
     _vlm_config(vlm).save_pretrained(out)
     scorer.processor.save_pretrained(out)
-    _write_meta(out, scorer, "released", hidden)
+    _write_meta(out, scorer, "released", hidden, extra)
     return out
 
 
@@ -340,7 +360,11 @@ def load_released(path: str | Path, base: str | None = None, device: str = "auto
 
 
 def load_ours(path: str | Path, base: str | None = None, device: str = "auto", dtype: str = "auto",
-              models: dict[str, str] | None = None) -> tuple[AdieeScorer, LoadReport]:
+              models: dict[str, str] | None = None, quantization: str = "auto") -> tuple[AdieeScorer, LoadReport]:
+    """Base model + adapters + decoder. ``quantization``: ``auto`` loads the
+    base in 4-bit NF4 when the adapters were trained on one (QLoRA) and this
+    is a CUDA device with bitsandbytes, unquantised otherwise; ``nf4`` forces
+    4-bit (CPU too); ``none`` never."""
     import transformers
     from peft import LoraConfig, get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
     from safetensors.torch import load_file
@@ -353,7 +377,12 @@ def load_ours(path: str | Path, base: str | None = None, device: str = "auto", d
     model_type, family = _family(base_ref)
     dev = pick_device(device)
     dt = pick_training_dtype(dev, dtype)
-    vlm = load_pretrained(getattr(transformers, family.model_class), base_ref, dtype=dt)
+    from editlens.models.quant import describe_precision, normalise_choice, use_4bit
+
+    choice = normalise_choice(quantization)
+    q4 = choice == "nf4" or (choice == "auto" and trained_in_4bit(meta) and use_4bit("auto", dev)[0])
+    kwargs = _base_kwargs(dev, dt, q4, "--quantization")
+    vlm = _load_base_vlm(getattr(transformers, family.model_class), base_ref, kwargs)
     processor = load_processor(model_reference(str(path)), family)
     add_score_token(vlm, processor)
     adapter_cfg = path / "adapter_config.json"
@@ -377,6 +406,7 @@ def load_ours(path: str | Path, base: str | None = None, device: str = "auto", d
     hidden_size = int(getattr(vlm.get_base_model().config, "text_config", vlm.get_base_model().config).hidden_size)
     dec, drep = _load_decoder(hidden_size, load_file(str(dec_file)), str(path))
     rep.add(drep)
+    rep.precision = describe_precision(vlm)
     return _assemble(rep, vlm, processor, dec, model_type, dev), rep
 
 
@@ -389,18 +419,28 @@ def _assemble(rep: LoadReport, vlm: Any, processor: Any, dec: Any, model_type: s
 
 
 def load_scorer(path: str | Path, base: str | None = None, device: str = "auto", dtype: str = "auto",
-                models: dict[str, str] | None = None) -> tuple[AdieeScorer, LoadReport, str]:
+                models: dict[str, str] | None = None, quantization: str = "auto"
+                ) -> tuple[AdieeScorer, LoadReport, str]:
     """Load either layout; returns the scorer, the key report and the
-    checkpoint's default hidden-state choice."""
+    checkpoint's default hidden-state choice. ``quantization`` (our layout
+    only; see :func:`load_ours`): auto, nf4 or none."""
+    from editlens.models.quant import normalise_choice
+
     p = Path(path)
     if not p.is_dir():
         raise ModelUnavailableError(f"{p}: ADIEE checkpoint directory not found")
     meta = read_meta(p)
     fmt = meta.get("format", "released")
     if fmt == "ours" or (p / "adapter_config.json").is_file():
-        scorer, rep = load_ours(p, base, device, dtype, models)
+        scorer, rep = load_ours(p, base, device, dtype, models, quantization)
     else:
+        if normalise_choice(quantization) == "nf4":
+            raise CheckpointError(f"{p}: 4-bit loading is for our layout (base + adapters); a released-layout "
+                                  "checkpoint loads unquantised (--quantization auto or none)")
         scorer, rep = load_released(p, base, device, dtype, models)
+        from editlens.models.quant import describe_precision
+
+        rep.precision = describe_precision(scorer.vlm)
     hidden = meta.get("hidden", "emitting-step" if fmt == "released" else "score-token")
     if hidden not in HIDDEN_CHOICES:
         raise CheckpointError(f"{p}/{META_FILE}: hidden {hidden!r} is not one of {HIDDEN_CHOICES}")

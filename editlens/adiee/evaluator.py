@@ -76,6 +76,9 @@ class AdieeEvaluator(Metric):
         questions: a question-template file (one per line, ``$instruction``);
             the first line is used.
         base: base VLM of a checkpoint that does not name it.
+        quantization: ``auto`` (a QLoRA-trained checkpoint's base in 4-bit NF4
+            on CUDA with bitsandbytes, else unquantised), ``nf4`` (4-bit, CPU
+            too; our layout) or ``none``.
         batch_size, max_new_tokens (8, as released), image_side (512).
         cache: ``True`` (user cache), a path, or ``False``/``"none"``.
         require_token: record a sample as *unscored* (raw answer kept) when
@@ -88,9 +91,12 @@ class AdieeEvaluator(Metric):
     def __init__(self, model: str | None = None, hidden: str = "auto", questions: str | None = None,
                  base: str | None = None, batch_size: int = 8, max_new_tokens: int = 8, image_side: int = 512,
                  device: str = "auto", dtype: str = "auto", cache: bool | str = True, require_token: bool = True,
-                 models: dict[str, str] | None = None) -> None:
+                 models: dict[str, str] | None = None, quantization: str = "auto") -> None:
         from editlens.adiee.model import HIDDEN_CHOICES
         from editlens.adiee.prompts import load_prompts
+        from editlens.models.quant import normalise_choice
+
+        self.quantization = normalise_choice(quantization, "adiee.quantization")
 
         if hidden not in ("auto", *HIDDEN_CHOICES):
             raise ValueError(f"adiee: hidden must be auto or one of {HIDDEN_CHOICES}, got {hidden!r}")
@@ -119,7 +125,7 @@ class AdieeEvaluator(Metric):
             from editlens.adiee.checkpoint import load_scorer
 
             self._scorer, self.load_report, default = load_scorer(self.mref.local_dir, self.base, self.device,
-                                                                  self.dtype, self.models)
+                                                                  self.dtype, self.models, self.quantization)
             self._hidden = default
         return self._scorer
 
@@ -145,7 +151,19 @@ class AdieeEvaluator(Metric):
 
         return {"checkpoint": fingerprint(self.mref).get("weights"), "hidden": self.hidden,
                 "question": self.prompts.questions[0], "image_side": self.image_side,
-                "max_new_tokens": self.max_new_tokens, "dtype": self.dtype}
+                "max_new_tokens": self.max_new_tokens, "dtype": self.dtype,
+                # 4-bit weights give other scores: part of the cache key (absent when unquantised)
+                **({"quantization": "nf4"} if self._loads_4bit() else {})}
+
+    def _loads_4bit(self) -> bool:
+        """Whether :func:`load_scorer` will put the base in 4-bit (decided without loading it)."""
+        from editlens.adiee.checkpoint import read_meta, trained_in_4bit
+        from editlens.models.quant import use_4bit
+        from editlens.models.resolve import pick_device
+
+        if self.quantization != "auto":
+            return self.quantization == "nf4"
+        return trained_in_4bit(read_meta(self.mref.local_dir)) and use_4bit("auto", pick_device(self.device))[0]
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "checkpoint": str(self.mref.local_dir), **self.settings(),
@@ -176,7 +194,9 @@ class AdieeEvaluator(Metric):
         new: dict[str, dict[str, Any]] = {}
         if uniq:
             scorer = self.scorer
-            dtype = next(scorer.vlm.parameters()).dtype
+            from editlens.models.quant import floating_dtype
+
+            dtype = floating_dtype(scorer.vlm)
             for s in range(0, len(uniq), self.batch_size):
                 chunk = uniq[s : s + self.batch_size]
                 imgs = [side_by_side(items[i][0], items[i][1], self.image_side) for i in chunk]

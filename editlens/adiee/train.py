@@ -2,8 +2,11 @@
 
 * LoRA (peft) on the language model's q/v projections (r 8, alpha 16,
   dropout 0.05 by default, as released); the embeddings, the LM head and the
-  score decoder are trained fully. QLoRA (4-bit base) where CUDA and
-  bitsandbytes exist.
+  score decoder are trained fully. ``qlora``: the base in 4-bit NF4
+  (bitsandbytes; CUDA or its CPU backend), computing in the training dtype;
+  the adapters are saved in our layout and ``adiee.json`` records the
+  precision (export to the released layout with ``editlens adiee export``,
+  which merges them into the unquantised base).
 * Loss = ``score_weight`` x score loss (L1 on 0-10, or CE for the class head)
   + ``ce_weight`` x token cross-entropy on the answer tokens only.
 * One question and one answer template per sample, and a flip / rot90 of
@@ -34,6 +37,7 @@ from editlens.adiee.prompts import Prompts, collate, inference_inputs, load_prom
 from editlens.core.images import load_image
 from editlens.data.jsonl import iter_jsonl
 from editlens.errors import InputError
+from editlens.models.quant import describe_precision, floating_dtype
 from editlens.runner.store import atomic_write
 
 LORA_TARGETS = r".*language_model.*\.(q_proj|v_proj)$"
@@ -76,6 +80,10 @@ class TrainConfig:
             raise InputError(f"layout must be ours, released or both, got {self.layout!r}")
         if self.layout != "released" and not self.lora:
             raise InputError("our layout stores LoRA adapters: train with LoRA or use --layout released")
+        if self.qlora and (self.layout != "ours" or not self.lora):
+            # merging LoRA into 4-bit weights would write packed 4-bit tensors into a full state dict
+            raise InputError("--qlora trains LoRA adapters on a 4-bit base and saves our layout (--layout ours); "
+                             "export it to the released layout afterwards with `editlens adiee export`")
         for name in ("batch_size", "grad_accum", "steps"):
             if getattr(self, name) < 1:
                 raise InputError(f"{name} must be >= 1")
@@ -148,7 +156,7 @@ def apply_lora(scorer: AdieeScorer, cfg: TrainConfig) -> None:
     if cfg.qlora:
         from peft import prepare_model_for_kbit_training
 
-        scorer.vlm = prepare_model_for_kbit_training(scorer.vlm)
+        scorer.vlm = prepare_model_for_kbit_training(scorer.vlm, gradient_checkpointing_kwargs={"use_reentrant": False})
     conf = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
                       target_modules=LORA_TARGETS, modules_to_save=["embed_tokens", "lm_head"])
     scorer.vlm = get_peft_model(scorer.vlm, conf)
@@ -171,7 +179,7 @@ def spearman(pred: list[float], truth: list[float]) -> float | None:
 def validate(scorer: AdieeScorer, ex: Examples, rows: list[int], batch: int) -> dict[str, Any]:
     scorer.eval()
     preds, truth = [], []
-    dtype = next(scorer.vlm.parameters()).dtype
+    dtype = floating_dtype(scorer.vlm)
     for s in range(0, len(rows), batch):
         part = [ex.rows[i] for i in rows[s : s + batch]]
         imgs = [side_by_side(*ex.images(r), ex.cfg.image_side) for r in part]
@@ -251,9 +259,9 @@ def train(cfg: TrainConfig, echo: Callable[[str], None] = print, progress: bool 
     step = 0
     if state_file.is_file():
         st = torch.load(state_file, map_location="cpu", weights_only=False)
-        if st["config"]["base"] != cfg.base or st["config"]["head"] != cfg.head or st["config"]["lora"] != cfg.lora:
-            raise InputError(f"{state_file}: saved for base {st['config']['base']!r} / head {st['config']['head']!r}; "
-                             "use another --out to start a different run")
+        was = {k: st["config"].get(k, False if k == "qlora" else None) for k in ("base", "head", "lora", "qlora")}
+        if was != {k: getattr(cfg, k) for k in was}:
+            raise InputError(f"{state_file}: saved for {was}; use another --out to start a different run")
         mine = dict(scorer.named_parameters())
         missing = sorted(n for n, p in mine.items() if p.requires_grad and n not in st["trainable"])
         unexpected = sorted(set(st["trainable"]) - set(mine))
@@ -273,7 +281,10 @@ def train(cfg: TrainConfig, echo: Callable[[str], None] = print, progress: bool 
     pad = scorer.processor.tokenizer.pad_token_id
     scorer.train()
     dev = scorer.device
-    echo(f"training {type(scorer.vlm).__name__} on {dev} ({next(scorer.vlm.parameters()).dtype}); "
+    prec = describe_precision(scorer.vlm)
+    precision = {"base_weights": prec["weights"], "compute_dtype": prec["compute_dtype"], "optimizer": "AdamW"}
+    echo(f"training {type(scorer.vlm).__name__} on {dev} ({precision['base_weights']} base, compute "
+         f"{precision['compute_dtype']}); "
          f"{len(train_idx)} train / {len(val_idx)} val samples; {sum(p.numel() for p in params):,} trainable params")
     # the yardstick for the score loss: a model that ignores its inputs gets this far, no further
     baseline = constant_score_loss([float(rows[i]["score"]) for i in train_idx], cfg.head)
@@ -298,7 +309,7 @@ def train(cfg: TrainConfig, echo: Callable[[str], None] = print, progress: bool 
                                 pad)
                 batch = {k: v.to(dev) for k, v in batch.items()}
                 if "pixel_values" in batch:
-                    batch["pixel_values"] = batch["pixel_values"].to(next(scorer.vlm.parameters()).dtype)
+                    batch["pixel_values"] = batch["pixel_values"].to(floating_dtype(scorer.vlm))
                 losses = scorer.training_losses(batch, cfg.score_weight, cfg.ce_weight)
                 (losses["loss"] / cfg.grad_accum).backward()
                 for k in agg:
@@ -331,7 +342,7 @@ def train(cfg: TrainConfig, echo: Callable[[str], None] = print, progress: bool 
     bar.close()
     save_state()
     final = {}
-    meta = {"trained_steps": step, "data": str(data_dir), "prompts": prompts.describe()}
+    meta = {"trained_steps": step, "data": str(data_dir), "prompts": prompts.describe(), "precision": precision}
     if cfg.layout in ("ours", "both"):
         final["ours"] = str(save_ours(scorer, out / "scorer", cfg.base, extra=meta))
     if cfg.layout in ("released", "both"):

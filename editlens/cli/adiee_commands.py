@@ -85,7 +85,7 @@ def train_cmd(
     lora_r: int = typer.Option(8, "--lora-r"),
     lora_alpha: int = typer.Option(16, "--lora-alpha"),
     lora_dropout: float = typer.Option(0.05, "--lora-dropout"),
-    qlora: bool = typer.Option(False, "--qlora", help="4-bit base model (needs CUDA and bitsandbytes)."),
+    qlora: bool = typer.Option(False, "--qlora", help="QLoRA: base model in 4-bit NF4 (needs bitsandbytes; CUDA or CPU), our layout only."),
     augment: bool = typer.Option(True, "--augment/--no-augment", help="Flip / rot90 both images."),
     layout: str = typer.Option("ours", "--layout", help="Final checkpoint: ours (LoRA), released (full state dict) or both."),
     template: Optional[List[str]] = typer.Option(None, "--template", help="adiee_questions=FILE / adiee_answers=FILE."),
@@ -125,19 +125,27 @@ def export_cmd(checkpoint: Path = typer.Argument(..., help="Scorer checkpoint (e
     """Write a checkpoint in the released layout (LoRA merged; full state dict)."""
     from editlens.adiee.checkpoint import load_scorer, save_released
 
-    scorer, rep, hidden = load_scorer(checkpoint, base, device)
-    save_released(scorer, out, hidden=hidden)  # keep the checkpoint's own default in adiee.json
+    # unquantised: adapters trained on a 4-bit base (QLoRA) merge into the full-precision weights
+    from editlens.adiee.checkpoint import read_meta
+    from editlens.models.quant import describe_precision
+
+    scorer, rep, hidden = load_scorer(checkpoint, base, device, quantization="none")
+    trained = read_meta(Path(checkpoint)).get("precision")
+    extra = {"precision": {"base_weights": describe_precision(scorer.vlm)["weights"], "merged_from": str(checkpoint),
+                           **({"adapters_trained_with": trained} if trained else {})}}
+    save_released(scorer, out, hidden=hidden, extra=extra)  # keep the checkpoint's own default in adiee.json
     typer.echo(f"loaded {checkpoint} ({rep.format} layout, every key accounted for) -> released layout in {out}")
 
 
 @adiee_app.command("inspect")
 @guarded
 def inspect_cmd(checkpoint: Path = typer.Argument(...), base: Optional[str] = typer.Option(None, "--base"),
-                device: str = typer.Option("cpu", "--device")) -> None:
+                device: str = typer.Option("cpu", "--device"),
+                quantization: str = typer.Option("auto", "--quantization", help="auto (4-bit for a --qlora checkpoint on CUDA+bitsandbytes), nf4 (force 4-bit, CPU too) or none.")) -> None:
     """Load a checkpoint strictly and print its key report and settings."""
     from editlens.adiee.checkpoint import load_scorer, read_meta
 
-    scorer, rep, hidden = load_scorer(checkpoint, base, device)
+    scorer, rep, hidden = load_scorer(checkpoint, base, device, quantization=quantization)
     emit_json({"report": rep.to_dict(), "meta": read_meta(Path(checkpoint)), "head": scorer.head,
                "family": scorer.family, "default_hidden": hidden, "score_token_id": scorer.score_token_id})
 

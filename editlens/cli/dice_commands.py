@@ -57,7 +57,7 @@ def train_cmd(
     repetition_penalty: Optional[float] = typer.Option(None, "--repetition-penalty", help="Decoding for evaluation and the written preset (default: 1.5 detect, as released; 1.0 coherence)."),
     seed: int = typer.Option(0, "--seed"),
     device: str = typer.Option("auto", "--device"),
-    quantization: str = typer.Option("auto", "--quantization", help="auto (4-bit QLoRA where CUDA+bitsandbytes) or none."),
+    quantization: str = typer.Option("auto", "--quantization", help="auto (QLoRA: 4-bit NF4 base + paged AdamW 8-bit where CUDA+bitsandbytes), nf4 (force QLoRA, CPU too; needs bitsandbytes) or none."),
     longest_edge: Optional[int] = typer.Option(None, "--longest-edge", help="Processor resize (paper: 1456)."),
     prompts: Optional[Path] = typer.Option(None, "--dice-prompts", help="Official prompts from a local DICE clone."),
     drawing: str = typer.Option("released", "--drawing", help="Coherence box convention: released or paper."),
@@ -67,8 +67,9 @@ def train_cmd(
     """Fine-tune a DICE detector (--stage detect) or coherence estimator (--stage coherence) with LoRA."""
     from editlens.dice.training import TrainConfig, train
 
-    if quantization not in ("auto", "none"):
-        raise typer.BadParameter("--quantization must be auto or none")
+    from editlens.models.quant import normalise_choice
+
+    quantization = normalise_choice(quantization, "--quantization")
     cfg = TrainConfig(stage=stage, data=str(data.resolve()), out=str(out), base=base,
                       eval_data=str(eval_data.resolve()) if eval_data else None, init_adapter=init_adapter,
                       steps=steps, lr=lr, batch_size=batch_size, rank=rank, alpha=alpha, dropout=dropout,

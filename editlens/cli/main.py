@@ -426,7 +426,7 @@ def dice_cmd(
     dice_coherence: Optional[str] = typer.Option(None, "--dice-coherence", help="Released-style coherence estimator: BASE[+ADAPTER]."),
     dice_prompts: Optional[str] = typer.Option(None, "--dice-prompts", help="Local clone of the DICE repository: use its prompts."),
     dice_drawing: Optional[str] = typer.Option(None, "--dice-drawing", help="Coherence box convention: released or paper."),
-    dice_quantization: str = typer.Option("auto", "--dice-quantization", help="auto (as the preset, if possible), 4bit, none."),
+    dice_quantization: str = typer.Option("auto", "--dice-quantization", help="auto (as the preset; 4-bit only on CUDA+bitsandbytes), nf4 (force 4-bit NF4, CPU too; needs bitsandbytes), none."),
     device: str = typer.Option("auto", "--device"),
 ) -> None:
     """DICE on one edit: what changed, where, and whether each change was asked for."""

@@ -12,8 +12,11 @@ of 1456 px; detector message [original, edited, prompt], greedy, repetition
 penalty 1.5, up to 500 new tokens; coherence message a system prompt then
 [prompt, original, edited] with boxes drawn, no generation prompt.
 
-Where this machine cannot do the same (no CUDA or bitsandbytes: no 4-bit), the
-models run unquantised and :meth:`ReleasedDice.describe` says the run is *not
+Quantisation ``auto`` loads 4-bit only where it pays (CUDA with bitsandbytes);
+elsewhere the models run unquantised. ``nf4`` forces 4-bit NF4 on any device
+bitsandbytes supports (its CPU backend included), computing in the dtype
+chosen for the device. Whatever differs from the release (unquantised, or
+another compute dtype), :meth:`ReleasedDice.describe` says the run is *not
 identical to the release* and why.
 
 A model spec is ``BASE`` or ``BASE+ADAPTER``: each a local directory, or a hub
@@ -102,7 +105,11 @@ class Preset:
         for k in ("detector_generation", "coherence_generation"):
             if isinstance(kw.get(k), dict):
                 kw[k] = GenerationPreset(**kw[k])
+        if str(kw.get("quantization", "nf4")).lower() in ("4bit", "4-bit"):
+            kw["quantization"] = "nf4"
         p = cls(**kw)
+        if p.quantization not in ("nf4", "none"):
+            raise InputError(f"{where}: quantization must be nf4 (4-bit, as released) or none, got {p.quantization!r}")
         if p.drawing not in CONVENTIONS:
             raise InputError(f"{where}: drawing must be one of {sorted(CONVENTIONS)}, got {p.drawing!r}")
         return p
@@ -167,16 +174,6 @@ def resolve_location(ref: str) -> Path:
     return out
 
 
-def can_quantize_4bit(device: str) -> tuple[bool, str]:
-    if not device.startswith("cuda"):
-        return False, f"4-bit NF4 needs CUDA (device is {device})"
-    try:
-        import bitsandbytes  # noqa: F401
-    except ImportError:
-        return False, "4-bit NF4 needs bitsandbytes (not installed)"
-    return True, ""
-
-
 def cpu_has_native_bf16() -> bool:
     try:
         flags = Path("/proc/cpuinfo").read_text()
@@ -194,31 +191,36 @@ def unquantized_dtype(device: str) -> Any:
     return torch.bfloat16 if cpu_has_native_bf16() else torch.float32
 
 
-def load_base(ref: str, device: str, quantization: str, notes: list[str], trainable: bool = False) -> Any:
-    """The base VLM, its language model in 4-bit NF4 when asked and possible
-    (vision tower and connector left in bf16), else unquantised."""
+def load_base(ref: str, device: str, quantization: str, notes: list[str], trainable: bool = False,
+              option: str = "--dice-quantization") -> Any:
+    """The base VLM, its language model in 4-bit NF4 (vision tower, connector
+    and LM head left unquantised) or unquantised.
+
+    ``quantization``: ``auto`` (4-bit where it pays: CUDA with bitsandbytes;
+    elsewhere unquantised, with a note), ``nf4`` (4-bit on any device
+    bitsandbytes supports, CPU included; ``4bit`` is the same) or ``none``.
+    The 4-bit compute dtype is the release's fp16 on a GPU; on a CPU bf16
+    where native, else fp32 (always fp32 for training on a CPU)."""
     import torch
     from transformers import AutoModelForImageTextToText
 
-    path = resolve_location(ref)
-    want4 = quantization in ("nf4", "4bit", "auto")
-    ok4, why = can_quantize_4bit(device) if want4 else (False, "")
-    kwargs: dict[str, Any] = {}
-    if want4 and ok4:
-        from transformers import BitsAndBytesConfig
+    from editlens.models.quant import compute_dtype, dtype_name, nf4_config, normalise_choice, use_4bit
 
-        kwargs["quantization_config"] = BitsAndBytesConfig(
-            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.float16,
-            bnb_4bit_use_double_quant=False, llm_int8_skip_modules=["vision_model", "connector", "lm_head"])
-        kwargs["dtype"] = torch.bfloat16
+    path = resolve_location(ref)
+    choice = normalise_choice(quantization, option)
+    q4, why = use_4bit(choice, device, option)
+    cuda = device.startswith("cuda")
+    kwargs: dict[str, Any] = {}
+    if q4:
+        compute = torch.float32 if trainable and not cuda else compute_dtype(device, torch.float16)
+        kwargs["quantization_config"] = nf4_config(compute, skip_modules=["vision_model", "connector", "lm_head"])
+        # the release keeps the unquantised parts in bf16 on a GPU
+        kwargs["dtype"] = (torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16) if cuda else compute
         kwargs["device_map"] = {"": device}
     else:
-        if quantization == "4bit":
-            raise ModelUnavailableError(f"--dice-quantization 4bit: {why}")
-        kwargs["dtype"] = torch.float32 if trainable and not device.startswith("cuda") else unquantized_dtype(device)
-        if want4:
-            notes.append(f"{ref}: language model in {str(kwargs['dtype']).replace('torch.', '')} instead of 4-bit "
-                         f"NF4 ({why})")
+        kwargs["dtype"] = torch.float32 if trainable and not cuda else unquantized_dtype(device)
+        if choice == "auto" and why:
+            notes.append(f"{ref}: language model in {dtype_name(kwargs['dtype'])} instead of 4-bit NF4 ({why})")
     try:
         model, info = AutoModelForImageTextToText.from_pretrained(str(path), local_files_only=True,
                                                                   output_loading_info=True, **kwargs)
@@ -333,15 +335,20 @@ class ReleasedModel:
         self.model = model.eval()
         self.processor = load_processor(spec, longest_edge)
         self.tokenizer = self.processor.tokenizer
-        self.quantized = bool(getattr(getattr(model, "config", None), "quantization_config", None))
+        from editlens.models.quant import count_4bit_layers
+
+        self.quantized = count_4bit_layers(model) > 0
 
     def generate(self, conversation: list[dict[str, Any]], images: Sequence[np.ndarray], gen: GenerationPreset,
                  candidates: Sequence[str]) -> RawGeneration:
         return generate_raw(self.model, self.processor, conversation, images, gen, candidates, self.device)
 
     def describe(self) -> dict[str, Any]:
+        from editlens.models.quant import describe_precision
+
+        prec = describe_precision(self.model)
         return {"spec": str(self.spec), "device": self.device, "quantized_4bit": self.quantized,
-                "dtype": str(next(self.model.parameters()).dtype).replace("torch.", "")}
+                "dtype": prec["unquantised_dtype"], "precision": prec}
 
 
 def detector_conversation(prompts: PromptSet, image_first: bool = True) -> list[dict[str, Any]]:
@@ -368,12 +375,13 @@ class ReleasedDice:
                  quantization: str = "auto") -> None:
         if preset.detector is None:
             raise InputError("released DICE needs a detector: --dice-detector BASE[+ADAPTER] or a preset with one")
-        if quantization not in ("auto", "4bit", "none"):
-            raise InputError(f"quantization must be auto, 4bit or none, got {quantization!r}")
+        from editlens.models.quant import normalise_choice
+
+        choice = normalise_choice(quantization, "--dice-quantization")
         self.preset = preset
         self.prompts = prompts or default_prompts()
-        self.quantization = "none" if quantization == "none" else (preset.quantization if quantization == "auto"
-                                                                   else "4bit")
+        # auto: as the preset (4-bit where it pays); nf4 and none are forced
+        self.quantization = ("auto" if preset.quantization == "nf4" else "none") if choice == "auto" else choice
         self.detector = ReleasedModel(preset.detector, device, self.quantization, preset.longest_edge)
         self.coherence = (ReleasedModel(preset.coherence, device, self.quantization, preset.longest_edge)
                           if preset.coherence else None)
@@ -447,6 +455,7 @@ class ReleasedDice:
 
     def describe(self) -> dict[str, Any]:
         notes = list(self.detector.notes) + (list(self.coherence.notes) if self.coherence else [])
+        notes += self._precision_notes()
         if not self.prompts.source.startswith("official"):
             notes.append("prompts: editlens' own wording, not the released prompts (pass --dice-prompts CLONE)")
         if self.preset.drawing != "released":
@@ -457,6 +466,28 @@ class ReleasedDice:
                 "detector": self.detector.describe(),
                 "coherence": self.coherence.describe() if self.coherence else None,
                 "identical_to_release": not notes, "differences_from_release": notes}
+
+
+    def _precision_notes(self) -> list[str]:
+        """How the precision that ran differs from the preset's (the release:
+        4-bit NF4 language model computing in fp16)."""
+        out = []
+        for m in (self.detector, self.coherence):
+            if m is None:
+                continue
+            if not m.quantized:  # where auto fell back, the note made when it loaded says why
+                if self.preset.quantization == "nf4" and self.quantization == "none":
+                    out.append(f"{m.spec}: language model unquantised (--dice-quantization none) instead of the "
+                               "release's 4-bit NF4")
+                continue
+            prec = m.describe()["precision"]
+            if self.preset.quantization != "nf4":
+                out.append(f"{m.spec}: language model in 4-bit NF4 (forced), the preset's models are unquantised")
+            elif prec["compute_dtype"] != "float16" or prec["unquantised_dtype"] != "bfloat16":
+                out.append(f"{m.spec}: 4-bit NF4 computing in {prec['compute_dtype']}, vision tower and connector in "
+                           f"{prec['unquantised_dtype']}, instead of the release's float16 and bfloat16 (chosen for "
+                           "this device)")
+        return out
 
 
 def trained_generation(spec: ModelSpec | None, role: str) -> GenerationPreset | None:

@@ -1,9 +1,10 @@
 """Fine-tune a DICE detector or coherence estimator with LoRA (paper, sec. 3
 and supplementary B): rank 64, alpha 16, dropout 0.1 on the language model's
-attention and MLP projections, vision tower and connector frozen; QLoRA
-(4-bit NF4 base) with paged AdamW 8-bit where bitsandbytes and CUDA exist,
-plain AdamW on an unquantised base elsewhere. The loss covers only the answer
-tokens.
+attention and MLP projections, vision tower and connector frozen. QLoRA
+(4-bit NF4 base, paged AdamW 8-bit) with ``quantization="nf4"`` on any
+device bitsandbytes supports, and with ``auto`` where it pays (CUDA with
+bitsandbytes); plain AdamW on an unquantised base otherwise. The loss covers
+only the answer tokens.
 
 Training records (JSONL; image paths relative to the file):
 
@@ -67,7 +68,7 @@ class TrainConfig:
     max_eval: int = 100
     seed: int = 0
     device: str = "auto"
-    quantization: str = "auto"  # auto: 4-bit where possible; none
+    quantization: str = "auto"  # auto: 4-bit NF4 on CUDA with bitsandbytes; nf4: always (CPU too); none
     longest_edge: int | None = None
     prompts: str | None = None
     drawing: str = "released"
@@ -177,15 +178,17 @@ def build_trainable(cfg: TrainConfig, notes: list[str]) -> tuple[Any, Any, str, 
 
     from editlens.dice.lora import check_lora_targets, dice_lora_config
     from editlens.dice.released import attach_adapter
+    from editlens.models.quant import count_4bit_layers
     from editlens.models.resolve import pick_device
 
     device = pick_device(cfg.device)
-    model = load_base(cfg.base, device, "none" if cfg.quantization == "none" else "nf4", notes, trainable=True)
-    quantized = bool(getattr(model.config, "quantization_config", None))
+    model = load_base(cfg.base, device, cfg.quantization, notes, trainable=True, option="--quantization")
+    quantized = count_4bit_layers(model) > 0
     if quantized:
         from peft import prepare_model_for_kbit_training
 
-        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=True)
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=True,
+                                                gradient_checkpointing_kwargs={"use_reentrant": False})
     if cfg.init_adapter:
         model = attach_adapter(model, cfg.init_adapter, trainable=True)
     else:
@@ -199,12 +202,25 @@ def build_trainable(cfg: TrainConfig, notes: list[str]) -> tuple[Any, Any, str, 
     return model, processor, device, quantized
 
 
+def run_precision(model: Any, optimizer_name: str) -> dict[str, Any]:
+    """What this run trains with, as recorded in checkpoints and the adapter:
+    base weights (``4-bit NF4`` or a dtype), compute dtype, optimizer."""
+    from editlens.models.quant import describe_precision
+
+    p = describe_precision(model)
+    return {"base_weights": p["weights"], "compute_dtype": p["compute_dtype"], "double_quant": p["double_quant"],
+            "optimizer": optimizer_name}
+
+
 def make_optimizer(model: Any, lr: float, quantized: bool) -> tuple[Any, str]:
     params = [p for p in model.parameters() if p.requires_grad]
     if quantized:
         import bitsandbytes as bnb
 
-        return bnb.optim.PagedAdamW8bit(params, lr=lr), "paged AdamW 8-bit"
+        if any(p.is_cuda for p in params):
+            return bnb.optim.PagedAdamW8bit(params, lr=lr), "paged AdamW 8-bit"
+        # bitsandbytes pages optimizer state only on CUDA: elsewhere the same 8-bit AdamW, unpaged
+        return bnb.optim.AdamW8bit(params, lr=lr), "AdamW 8-bit"
     import torch
 
     return torch.optim.AdamW(params, lr=lr), "AdamW"
@@ -272,7 +288,8 @@ def latest_checkpoint(out: Path) -> Path | None:
     return ck[-1] if ck else None
 
 
-def save_checkpoint(out: Path, model: Any, optimizer: Any, step: int, keep: int = 2) -> Path:
+def save_checkpoint(out: Path, model: Any, optimizer: Any, step: int, keep: int = 2,
+                    precision: dict[str, Any] | None = None) -> Path:
     import torch
 
     root = out / "checkpoints"
@@ -282,7 +299,8 @@ def save_checkpoint(out: Path, model: Any, optimizer: Any, step: int, keep: int 
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(str(tmp / "adapter"))
     torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-    _atomic_json(tmp / "state.json", {"step": step, "torch_rng": torch.get_rng_state().tolist()})
+    _atomic_json(tmp / "state.json", {"step": step, "torch_rng": torch.get_rng_state().tolist(),
+                                      **({"precision": precision} if precision else {})})
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)  # a checkpoint exists completely or not at all
     for old in sorted(root.glob("step-*"))[:-keep]:
@@ -290,9 +308,21 @@ def save_checkpoint(out: Path, model: Any, optimizer: Any, step: int, keep: int 
     return final
 
 
-def load_checkpoint(path: Path, model: Any, optimizer: Any) -> int:
+def load_checkpoint(path: Path, model: Any, optimizer: Any, precision: dict[str, Any] | None = None) -> int:
+    """Restore adapter, optimizer and RNG; returns the step. ``precision``
+    (base weights and optimizer of this run) must match the checkpoint's:
+    an 8-bit optimizer state does not load into AdamW, nor the reverse."""
     import torch
     from peft.utils import load_peft_weights, set_peft_model_state_dict
+
+    state = json.loads((path / "state.json").read_text())
+    saved = state.get("precision")
+    if precision and saved:
+        diff = {k: (saved.get(k), v) for k, v in precision.items() if k in ("base_weights", "optimizer")
+                and saved.get(k) != v}
+        if diff:
+            raise InputError(f"{path}: checkpoint trained with {diff} (was, now); rerun with the same "
+                             "--quantization (and device) or use another --out")
 
     weights = load_peft_weights(str(path / "adapter"), device="cpu")
     res = set_peft_model_state_dict(model, weights)
@@ -301,7 +331,6 @@ def load_checkpoint(path: Path, model: Any, optimizer: Any) -> int:
         raise InputError(f"{path}: checkpoint does not fit the model ({len(missing)} LoRA keys missing, "
                          f"{len(res.unexpected_keys)} unexpected)")
     optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location="cpu", weights_only=True))
-    state = json.loads((path / "state.json").read_text())
     torch.set_rng_state(torch.tensor(state["torch_rng"], dtype=torch.uint8))
     return int(state["step"])
 
@@ -384,14 +413,15 @@ def train(cfg: TrainConfig, progress: bool = True, log: Callable[[str], None] = 
     torch.manual_seed(cfg.seed)
     model, processor, device, quantized = build_trainable(cfg, notes)
     optimizer, opt_name = make_optimizer(model, cfg.lr, quantized)
+    precision = run_precision(model, opt_name)
     ck = latest_checkpoint(out)
-    start = load_checkpoint(ck, model, optimizer) if ck else 0
+    start = load_checkpoint(ck, model, optimizer, precision) if ck else 0
     history = read_log(out, upto=start)
     with open(out / "log.jsonl.tmp", "w") as fh:  # drop log lines past the checkpoint (they will be redone)
         fh.writelines(json.dumps(r) + "\n" for r in history)
     os.replace(out / "log.jsonl.tmp", out / "log.jsonl")
     log(f"{cfg.stage}: {len(rows)} training records, {len(eval_rows)} eval; LoRA r={cfg.rank} alpha={cfg.alpha}; "
-        f"{'4-bit NF4 base' if quantized else 'unquantised base'}; {opt_name}; device {device}"
+        f"{precision['base_weights']} base (compute {precision['compute_dtype']}); {opt_name}; device {device}"
         + (f"; resuming at step {start}" if start else ""))
 
     def example_index(micro: int) -> int:
@@ -448,10 +478,10 @@ def train(cfg: TrainConfig, progress: bool = True, log: Callable[[str], None] = 
                 bar.update(1)
                 bar.set_postfix(loss=f"{total:.4f}")
             if step % cfg.save_every == 0 and step < cfg.steps:
-                save_checkpoint(out, model, optimizer, step)
+                save_checkpoint(out, model, optimizer, step, precision=precision)
                 plot_loss(out)
     except KeyboardInterrupt:
-        save_checkpoint(out, model, optimizer, step)
+        save_checkpoint(out, model, optimizer, step, precision=precision)
         result.interrupted = True
     finally:
         logf.close()
@@ -466,21 +496,22 @@ def train(cfg: TrainConfig, progress: bool = True, log: Callable[[str], None] = 
         result.evals.append({"step": step, **ev})
         with open(out / "log.jsonl", "a") as fh:
             fh.write(json.dumps({"step": step, "eval": ev}) + "\n")
-    save_checkpoint(out, model, optimizer, step)
-    result.adapter, result.preset = export_adapter(out, model, processor, cfg, quantized)
+    save_checkpoint(out, model, optimizer, step, precision=precision)
+    result.adapter, result.preset = export_adapter(out, model, processor, cfg, quantized, precision)
     plot_loss(out)
     return result
 
 
-def export_adapter(out: Path, model: Any, processor: Any, cfg: TrainConfig, quantized: bool = False
-                   ) -> tuple[Path, Path]:
+def export_adapter(out: Path, model: Any, processor: Any, cfg: TrainConfig, quantized: bool = False,
+                   precision: dict[str, Any] | None = None) -> tuple[Path, Path]:
     """``adapter/`` (peft + processor) and ``preset.json`` so that
     ``editlens dice --dice-preset RUN/preset.json`` runs the trained model."""
     tmp = out / ".adapter.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(str(tmp))
     processor.save_pretrained(str(tmp))
-    _atomic_json(tmp / "editlens_training.json", {"stage": cfg.stage, "base": cfg.base, "config": asdict(cfg)})
+    _atomic_json(tmp / "editlens_training.json", {"stage": cfg.stage, "base": cfg.base, "config": asdict(cfg),
+                                                  **({"precision": precision} if precision else {})})
     final = out / "adapter"
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
