@@ -135,6 +135,10 @@ class OwlV2Verifier:
 
         self.processor = Owlv2Processor(image_processor=load_pretrained(Owlv2ImageProcessorPil, mref),
                                         tokenizer=load_pretrained(AutoTokenizer, mref))
+        from editlens.judges.templates import load_template
+
+        # the text query per class name, a template like every other wording (editlens/templates)
+        self.query = load_template("detector_query")
 
     def scores(self, image: np.ndarray, names: Sequence[str]) -> dict[str, float]:
         import torch
@@ -142,7 +146,10 @@ class OwlV2Verifier:
 
         if not names:
             return {}
-        inputs = self.processor(text=[[f"a photo of a {n}" for n in names]], images=Image.fromarray(image),
+        import string
+
+        queries = [string.Template(self.query.text).substitute(object=n).strip() for n in names]
+        inputs = self.processor(text=[queries], images=Image.fromarray(image),
                                 return_tensors="pt", padding=True).to(self.device)
         with torch.inference_mode():
             logits = self.model(**inputs).logits[0]  # patches x queries
