@@ -25,3 +25,33 @@ def shared_path(*parts: str) -> Path:
 
 def rng_image(seed: int, h: int = 48, w: int = 64) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, (h, w, 3), dtype=np.uint8)
+
+
+#: The box of the red square :func:`write_dice_records` adds, as fractions.
+DICE_BOX = [0.25, 0.25, 0.5, 0.75]
+
+
+def write_dice_records(root: Path, coherence: bool = False) -> Path:
+    """Two 64x48 pairs with one added red square, written as DICE detector
+    records (``train.jsonl``) and, if asked, coherence records (``coherence.jsonl``)."""
+    import json
+
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    det, coh = [], []
+    for i in range(2):
+        a = rng.integers(0, 255, (48, 64, 3), dtype=np.uint8)
+        b = a.copy()
+        b[12:36, 16:40] = (255, 0, 0)
+        Image.fromarray(a).save(root / f"s{i}.png")
+        Image.fromarray(b).save(root / f"e{i}.png")
+        diff = {"command": "ADD", "object": "cat", "box": DICE_BOX}
+        det.append({"id": f"p{i}", "source": f"s{i}.png", "edited": f"e{i}.png", "width": 64, "height": 48,
+                    "differences": [dict(diff)]})
+        coh.append({"id": f"c{i}", "source": f"s{i}.png", "edited": f"e{i}.png", "instruction": "add a cat",
+                    "difference": dict(diff), "reasoning": "cat added", "decision": "YES"})
+    (root / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in det))
+    if coherence:
+        (root / "coherence.jsonl").write_text("".join(json.dumps(r) + "\n" for r in coh))
+    return root

@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from helpers import DICE_BOX, write_dice_records
+
 CLONE = Path(__file__).parent / "data" / "dice_prompts_clone"
-BOX = [0.25, 0.25, 0.5, 0.75]
+BOX = DICE_BOX
 
 
 @pytest.fixture(scope="module")
@@ -21,25 +23,7 @@ def trainable_base(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tiny_data(tmp_path_factory):
-    from PIL import Image
-
-    root = tmp_path_factory.mktemp("dice-data")
-    rng = np.random.default_rng(0)
-    det, coh = [], []
-    for i in range(2):
-        a = rng.integers(0, 255, (48, 64, 3), dtype=np.uint8)
-        b = a.copy()
-        b[12:36, 16:40] = (255, 0, 0)
-        Image.fromarray(a).save(root / f"s{i}.png")
-        Image.fromarray(b).save(root / f"e{i}.png")
-        det.append({"id": f"p{i}", "source": f"s{i}.png", "edited": f"e{i}.png", "width": 64, "height": 48,
-                    "differences": [{"command": "ADD", "object": "cat", "box": BOX}]})
-        coh.append({"id": f"c{i}", "source": f"s{i}.png", "edited": f"e{i}.png", "instruction": "add a cat",
-                    "difference": {"command": "ADD", "object": "cat", "box": BOX},
-                    "reasoning": "cat added", "decision": "YES"})
-    (root / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in det))
-    (root / "coherence.jsonl").write_text("".join(json.dumps(r) + "\n" for r in coh))
-    return root
+    return write_dice_records(tmp_path_factory.mktemp("dice-data"), coherence=True)
 
 
 def _train(base, data, out, stage, steps, extra=()):

@@ -13,8 +13,10 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from helpers import DICE_BOX, write_dice_records
+
 CLONE = Path(__file__).parent / "data" / "dice_prompts_clone"
-BOX = [0.25, 0.25, 0.5, 0.75]
+BOX = DICE_BOX
 
 
 @pytest.fixture
@@ -42,22 +44,8 @@ def _json(r):
 
 @pytest.fixture(scope="module")
 def pairs(tmp_path_factory):
-    """Two image pairs with one added red box, as DICE detector and coherence records."""
-    from PIL import Image
-
-    root = tmp_path_factory.mktemp("quant-data")
-    rng = np.random.default_rng(0)
-    det = []
-    for i in range(2):
-        a = rng.integers(0, 255, (48, 64, 3), dtype=np.uint8)
-        b = a.copy()
-        b[12:36, 16:40] = (255, 0, 0)
-        Image.fromarray(a).save(root / f"s{i}.png")
-        Image.fromarray(b).save(root / f"e{i}.png")
-        det.append({"id": f"p{i}", "source": f"s{i}.png", "edited": f"e{i}.png", "width": 64, "height": 48,
-                    "differences": [{"command": "ADD", "object": "cat", "box": BOX}]})
-    (root / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in det))
-    return root
+    """Two image pairs with one added red box, as DICE detector records."""
+    return write_dice_records(tmp_path_factory.mktemp("quant-data"))
 
 
 @pytest.fixture(scope="module")
