@@ -4,7 +4,6 @@ checkpoints resume, the adapter reloads into `editlens dice`."""
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 from typer.testing import CliRunner
 
