@@ -167,3 +167,22 @@ def test_flag_hints_name_the_flag_used(tmp_path):
     assert res.exit_code == 2 and "--template 'viescore_sc' must look like NAME=PATH" in res.output
     res = runner.invoke(app, ["serve", "--vlm", "http://127.0.0.1:8000/v1"])
     assert res.exit_code == 2 and "pass it as --vlm to score, run or compare" in res.output
+
+
+def test_no_merge_conflict_markers_in_the_repository():
+    """A README or module with a half-resolved merge reads as nonsense to a newcomer."""
+    import re
+
+    from helpers import REPO
+
+    marker = re.compile(r"^(<{7} |>{7} |={7}$)", re.M)
+    bad = []
+    for folder in ("editlens", "tests", "benchmarks", "docs", "examples"):
+        for p in (REPO / folder).rglob("*"):
+            if p.suffix in {".py", ".md", ".txt", ".toml", ".json", ".jsonl", ".js", ".css", ".html"} and p.is_file():
+                if marker.search(p.read_text(encoding="utf-8", errors="replace")):
+                    bad.append(str(p.relative_to(REPO)))
+    for name in ("README.md", "pyproject.toml"):
+        if marker.search((REPO / name).read_text(encoding="utf-8")):
+            bad.append(name)
+    assert bad == []
