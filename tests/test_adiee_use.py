@@ -133,11 +133,9 @@ def test_best_of_n_hand_values():
 
 def test_relabel_and_best_of_n_cli(manifest):
     from editlens.cli.main import app
-    from editlens.cli.adiee_commands import register
     from editlens.metrics.registry import create_metric
     from editlens.data.manifest import read_manifest
 
-    register(app)
     runner = CliRunner()
     r = runner.invoke(app, ["relabel", str(manifest), "--metric", "l1"])
     assert r.exit_code == 0, r.output
@@ -190,9 +188,7 @@ def test_score_endpoint():
 
 def test_make_data_cli(tmp_path):
     from editlens.cli.main import app
-    from editlens.cli.adiee_commands import register
 
-    register(app)
     d = tmp_path / "in"
     d.mkdir()
     rows = [{"id": f"e{i}", "source": _write(d / f"s{i}.png", i), "reference": _write(d / f"r{i}.png", 9 + i),

@@ -6,11 +6,9 @@ import pytest
 from typer.testing import CliRunner
 
 from editlens.cli.main import app
-from editlens.cli.meta import register
 
 from helpers import EXAMPLES, shared_path
 
-register(app)
 runner = CliRunner()
 
 

@@ -244,7 +244,7 @@ def test_cli_dice_through_serve(tiny_vlm_dirs, tmp_path):
         res = CliRunner().invoke(app, ["run", str(EXAMPLES / "manifest.jsonl"), "--out", str(out), "--metrics", "l1",
                                        "--dice", "--vlm", url, "--no-progress"], catch_exceptions=False)
         assert res.exit_code == 0, res.output
-    rank = CliRunner().invoke(app, ["dice-rank", str(out), "--json"], catch_exceptions=False)
+    rank = CliRunner().invoke(app, ["dice", "rank", str(out), "--json"], catch_exceptions=False)
     rows = {r["model"]: r for r in json.loads(rank.stdout)}
     assert set(rows) == {"ground_truth", "no_op"} and rows["ground_truth"]["samples"] == 4
 
@@ -262,7 +262,7 @@ def test_cli_dice_eval_with_gt_judging(tiny_vlm_dirs, tmp_path):
     preds = tmp_path / "p.jsonl"
     preds.write_text(json.dumps({"id": "a", "differences": [{"command": "CHANGE", "box": [0.41, 0.32, 0.75, 0.7],
                                                              "confidence": 0.66}]}) + "\n")
-    res = CliRunner().invoke(app, ["dice-eval", "--gt", str(gt), "--predictions", str(preds), "--judge-gt",
+    res = CliRunner().invoke(app, ["dice", "eval", "--gt", str(gt), "--predictions", str(preds), "--judge-gt",
                                    "--vlm", str(tiny_vlm_dirs["idefics3"]), "--json"], catch_exceptions=False)
     rep = json.loads(res.stdout)
     assert rep["class_agnostic"]["AP50"] == pytest.approx(1.0)

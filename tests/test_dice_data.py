@@ -70,7 +70,7 @@ def test_verifier_drops_contradicted_labels():
 def test_make_pairs_cli_and_resume(coco, tmp_path, tiny_dino_dir):
     ann, imgs = coco
     out = tmp_path / "pairs"
-    args = ["dice-make-pairs", "--annotations", str(ann), "--images", str(imgs), "--out", str(out),
+    args = ["dice", "make-pairs", "--annotations", str(ann), "--images", str(imgs), "--out", str(out),
             "--embedder", str(tiny_dino_dir), "--min-similarity", "0.0", "--min-box", "8", "--no-progress"]
     stats = _cli(*args)
     rows = _lines(out / "train.jsonl")
@@ -96,7 +96,7 @@ def test_make_pairs_cli_and_resume(coco, tmp_path, tiny_dino_dir):
     again = _cli(*args)
     assert _lines(out / "train.jsonl") == rows and again["records"] == len(rows)
     prov = json.loads((out / "provenance.json").read_text())
-    assert prov["command"] == "dice-make-pairs" and str(ann) in prov["sources"]
+    assert prov["command"] == "dice make-pairs" and str(ann) in prov["sources"]
     # the stricter similarity threshold keeps fewer (or equal) pairs
     strict = _cli(*args[:-1], "--min-similarity", "0.99", "--out", str(tmp_path / "strict"), "--no-progress")
     assert strict["records"] <= len(rows)
@@ -110,7 +110,7 @@ def test_owlv2_verification_hook(coco, tmp_path, tiny_dino_dir, clip_tokenizer):
     scores = OwlV2Verifier(str(owl), "cpu").scores(np.zeros((40, 50, 3), np.uint8), ["square", "disc"])
     assert set(scores) == {"square", "disc"} and all(0.0 <= v <= 1.0 for v in scores.values())
     ann, imgs = coco
-    base = ["dice-make-pairs", "--annotations", str(ann), "--images", str(imgs), "--embedder", str(tiny_dino_dir),
+    base = ["dice", "make-pairs", "--annotations", str(ann), "--images", str(imgs), "--embedder", str(tiny_dino_dir),
             "--min-similarity", "0.0", "--min-box", "8", "--no-progress"]
     plain = _cli(*base, "--out", str(tmp_path / "plain"))
     checked = _cli(*base, "--out", str(tmp_path / "checked"), "--verify-with", str(owl))
@@ -223,6 +223,6 @@ def test_both_stages_on_real_photos(tmp_path, tiny_dino_dir):
     stats = _cli("dice-make-edits", "--annotations", str(ann), "--images", str(imgs), "--out", str(tmp_path / "e"),
                  "--no-progress")
     _check_edits(tmp_path / "e", stats, 6)
-    pairs = _cli("dice-make-pairs", "--annotations", str(ann), "--images", str(imgs), "--out", str(tmp_path / "p"),
+    pairs = _cli("dice", "make-pairs", "--annotations", str(ann), "--images", str(imgs), "--out", str(tmp_path / "p"),
                  "--embedder", str(tiny_dino_dir), "--min-similarity", "0.0", "--no-progress")
     assert pairs["records"] > 0

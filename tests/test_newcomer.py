@@ -9,13 +9,11 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from editlens.cli.main import app
-from editlens.cli.meta import register
 from editlens.errors import InputError, ModelUnavailableError, UnknownMetricError
 
 from fake_openai import FakeServer
 from helpers import rng_image
 
-register(app)
 runner = CliRunner()
 
 

@@ -192,9 +192,7 @@ def test_view_cli_prints_url_after_binding(example_run):
 
 
 def test_meta_eval_report(tmp_path):
-    from editlens.cli.meta import register
 
-    register(app)
     (tmp_path / "p.jsonl").write_text("".join(json.dumps({"id": k, "score": v}) + "\n"
                                               for k, v in {"a": 0.9, "b": 0.1, "c": 0.5, "d": 0.52}.items()))
     (tmp_path / "h.jsonl").write_text('{"id": "x", "a": "a", "b": "b", "preference": "A"}\n'
@@ -216,10 +214,8 @@ def test_meta_eval_report(tmp_path):
 
 
 def test_meta_eval_pointwise_report(tmp_path):
-    from editlens.cli.meta import register
     from editlens.reporting.meta_html import pointwise_points
 
-    register(app)
     human = {f"{m}/{i}": (i * 1.0 + (m == "m2")) for m in ("m1", "m2") for i in range(6)}
     (tmp_path / "h.jsonl").write_text("".join(json.dumps({"id": k, "model": k.split("/")[0], "human": v}) + "\n"
                                               for k, v in human.items()))

@@ -196,9 +196,7 @@ def test_cli_train_save_reload_score_eval(base_dir, edit_manifest, tmp_path):
     from scipy.stats import spearmanr
 
     from editlens.cli.main import app
-    from editlens.cli.meta import register
 
-    register(app)
     res = runner.invoke(app, ["run", str(edit_manifest), "--out", str(tmp_path / "scored"), "--metrics",
                               "twoframe,twoframe_order", "--model", f"twoframe={out / 'model'}", "--no-progress"],
                         catch_exceptions=False)

@@ -13,6 +13,8 @@ import typer
 from editlens.cli.common import emit_json, guarded, parse_models
 
 adiee_app = typer.Typer(no_args_is_help=True, help="ADIEE: make scored training data, train and use a score-token scorer.")
+#: Reward commands that work with any registered evaluator (top-level: ``editlens best-of-n``, ``editlens relabel``).
+reward_app = typer.Typer()
 
 ModelOpt = typer.Option(None, "--model", help="Model for a role, ROLE=DIR (clip=..., dino=..., adiee=...). Repeatable.")
 OptionOpt = typer.Option(None, "--option", help="Metric option METRIC.KEY=VALUE (e.g. adiee.hidden=score-token). Repeatable.")
@@ -230,6 +232,8 @@ def _score_manifest(manifest: Path, metric: str, model, option, device: str, bat
     return rep.samples, scores, m
 
 
+@reward_app.command("best-of-n")
+@guarded
 def best_of_n_cmd(
     manifest: Path = typer.Argument(..., help="Candidate edits; candidates of one source+instruction (or 'group' column) compete."),
     metric: str = typer.Option(..., "--metric", help="Any registered evaluator (adiee, adiee_fast, clip_d, ...)."),
@@ -269,6 +273,8 @@ def best_of_n_cmd(
     Console().print(table)
 
 
+@reward_app.command("relabel")
+@guarded
 def relabel_cmd(
     manifest: Path = typer.Argument(..., help="Training manifest of edits."),
     metric: str = typer.Option("adiee", "--metric"),
@@ -307,12 +313,3 @@ def relabel_cmd(
     atomic_write(target, lambda fh: fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     read_manifest(target, check_files=False)  # the output is itself a valid manifest
     typer.echo(f"{len(rows) - unscored} relabelled, {unscored} unscored -> {target}")
-
-
-def register(app: typer.Typer) -> None:
-    if getattr(app, "_adiee_registered", False):  # idempotent (tests register on the shared app)
-        return
-    app._adiee_registered = True  # type: ignore[attr-defined]
-    app.add_typer(adiee_app, name="adiee")
-    app.command("best-of-n")(guarded(best_of_n_cmd))
-    app.command("relabel")(guarded(relabel_cmd))

@@ -1,28 +1,188 @@
-"""DICE training commands: build the two training datasets and fine-tune
-the detector or the coherence estimator with LoRA.
+"""``editlens dice``: DICE on one edit (the group's own options), and its
+subcommands: ``rank`` and ``eval`` of runs, ``make-pairs`` / ``make-edits``
+(the two training datasets), ``train`` (LoRA fine-tuning) and ``merge``.
 
-``editlens dice`` already names the one-edit command, so the issue's
-``dice make-pairs`` / ``dice make-edits`` / ``dice train`` are
-``dice-make-pairs`` / ``dice-make-edits`` / ``dice-train`` here.
+The flat names of earlier releases (``dice-train``, ``dice-rank``, ...) stay
+as hidden aliases in :data:`legacy_app`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
 from editlens.cli.common import emit_json, guarded
+from editlens.cli.options import (CacheOpt, ConcurrencyOpt, RetriesOpt, SamplesOpt, TemperatureOpt, TemplateOpt,
+                                   TimeoutOpt, VlmModelOpt, VlmOpt, http_settings, vlm_options)
+from editlens.cli.tables import print_rows
+
+app = typer.Typer(no_args_is_help=False, help="DICE: what changed, where, and was it asked for.")
 
 
-def register(app: typer.Typer) -> None:
-    app.command("dice-train")(train_cmd)
-    app.command("dice-make-pairs")(make_pairs_cmd)
-    app.command("dice-make-edits")(make_edits_cmd)
-    app.command("dice-merge")(merge_cmd)
+@app.callback(invoke_without_command=True)
+@guarded
+def dice_cmd(
+    ctx: typer.Context,
+    source: Optional[Path] = typer.Option(None, "--source"),
+    edited: Optional[Path] = typer.Option(None, "--edited"),
+    instruction: Optional[str] = typer.Option(None, "--instruction"),
+    vlm: Optional[str] = VlmOpt,
+    vlm_model: Optional[str] = VlmModelOpt,
+    detector: str = typer.Option("auto", "--detector", help="auto (mllm with --vlm, else changemap), mllm, changemap."),
+    cache: str = CacheOpt,
+    template: Optional[List[str]] = TemplateOpt,
+    draw: Optional[Path] = typer.Option(None, "--draw", help="Write both images with the boxes drawn into this folder."),
+    boxes: str = typer.Option("auto", "--boxes", help="How the VLM writes box coordinates: auto (from the model "
+                              "family), fraction (0-1), per-mille (0-1000, Qwen2-VL), pixels."),
+    samples: int = SamplesOpt,
+    temperature: float = TemperatureOpt,
+    json_out: bool = typer.Option(False, "--json"),
+    timeout: Optional[float] = TimeoutOpt,
+    max_retries: Optional[int] = RetriesOpt,
+    concurrency: Optional[int] = ConcurrencyOpt,
+    dice_preset: Optional[str] = typer.Option(None, "--dice-preset", help="Released-style models: preset name (dice-idefics3) or JSON file."),
+    dice_detector: Optional[str] = typer.Option(None, "--dice-detector", help="Released-style detector: BASE[+ADAPTER]."),
+    dice_coherence: Optional[str] = typer.Option(None, "--dice-coherence", help="Released-style coherence estimator: BASE[+ADAPTER]."),
+    dice_prompts: Optional[str] = typer.Option(None, "--dice-prompts", help="Local clone of the DICE repository: use its prompts."),
+    dice_drawing: Optional[str] = typer.Option(None, "--dice-drawing", help="Coherence box convention: released or paper."),
+    dice_quantization: str = typer.Option("auto", "--dice-quantization", help="auto (as the preset; 4-bit only on CUDA+bitsandbytes), nf4 (force 4-bit NF4, CPU too; needs bitsandbytes), none."),
+    device: str = typer.Option("auto", "--device"),
+) -> None:
+    """DICE on one edit (`editlens dice --source S --edited E --instruction I`): what changed, where, and
+    whether each change was asked for. The subcommands rank runs, evaluate AP and build/train DICE models."""
+    if ctx.invoked_subcommand is not None:
+        return
+    missing = [f for f, v in (("--source", source), ("--edited", edited), ("--instruction", instruction)) if v is None]
+    if missing:
+        typer.echo(ctx.get_help())
+        typer.echo(f"\nerror: scoring one edit needs {', '.join(missing)}", err=True)
+        raise typer.Exit(2)
+    http_settings(timeout, max_retries, concurrency)
+    from editlens.core.types import EditSample
+    from editlens.dice.drawing import draw_differences
+    from editlens.dice.pipeline import DicePipeline
+
+    sample = EditSample("edit", str(source), str(edited), instruction).load()
+    opts = vlm_options(vlm, vlm_model, cache, template, device=device, samples=samples, temperature=temperature) or {}
+    opts.pop("vlm", None)
+    if dice_preset or dice_detector or dice_coherence:  # released-style base + adapter models
+        from editlens.dice.released import build_released
+
+        pipe = build_released(dice_preset, dice_detector, dice_coherence, dice_prompts, dice_drawing, device,
+                              dice_quantization)
+    else:
+        pipe = DicePipeline(vlm, detector, boxes=boxes, **opts)
+    (res,) = pipe.run([sample])
+    doc = {"schema": "editlens.dice/1", "instruction": instruction, **res.to_dict()}
+    if dice_preset or dice_detector or dice_coherence:
+        doc["dice_models"] = pipe.describe()
+    if draw:
+        from PIL import Image
+
+        draw.mkdir(parents=True, exist_ok=True)
+        a, b = draw_differences(sample.source, sample.edited, res.differences)
+        Image.fromarray(a).save(draw / "source_boxes.png")
+        Image.fromarray(b).save(draw / "edited_boxes.png")
+        doc["drawn"] = [str(draw / "source_boxes.png"), str(draw / "edited_boxes.png")]
+    if json_out:
+        emit_json(doc)
+        return
+    if res.unparsable:
+        typer.echo(f"unscored: {res.problem}\nraw answer: {res.raw}")
+        return
+    if res.truncated:
+        typer.echo(f"incomplete: {res.problem}")
+    elif not res.differences:
+        typer.echo("no visual change detected")
+    for i, d in enumerate(res.differences):
+        conf = "n/a" if d.confidence is None else f"{d.confidence:.2f}"
+        line = f"{d.command}: {d.object or '(region)'}, box {[round(v, 3) for v in d.box]}, confidence {conf}"
+        if res.verdicts is not None:
+            v = res.verdicts[i]
+            verdict = {True: "coherent", False: "NOT coherent", None: "unscored"}[v.coherent]
+            line += f" -> {verdict}" + (f" (P(YES) {v.p_yes:.2f})" if v.p_yes is not None else "")
+            if v.reasoning:
+                line += f"\n    {v.reasoning}"
+        typer.echo(line)
+    if res.verdicts is None:
+        how = "--dice-coherence BASE[+ADAPTER]" if (dice_preset or dice_detector) else "--vlm"
+        typer.echo(f"(coherence not judged: pass {how} to ask whether each change was requested)")
+    for p in doc.get("drawn", []):
+        typer.echo(f"wrote {p}")
 
 
+@app.command("rank")
+@guarded
+def dice_rank_cmd(run_dir: Path = typer.Argument(...), json_out: bool = typer.Option(False, "--json")) -> None:
+    """DICE model ranking of a run: correct edits, unwanted edits, no visual change
+    (rates over ranked samples; unparsable, truncated and partly judged ones counted apart)."""
+    from editlens.reporting.runs import evaluator_summary
+
+    rows = evaluator_summary(run_dir, "dice")
+    if not rows:
+        typer.echo(f"error: {run_dir} has no DICE results; run with --dice", err=True)
+        raise typer.Exit(2)
+    if json_out:
+        emit_json(rows)
+        return
+    typer.echo("DICE ranking (rates over ranked samples: parsed and fully judged)")
+    print_rows(rows)
+
+
+@app.command("eval")
+@guarded
+def dice_eval_cmd(gt: Path = typer.Option(..., "--gt", help="Annotated JSONL (DICE-D style)."),
+                  predictions: Path = typer.Option(..., "--predictions", help="results.jsonl of `run --dice`, or DICE JSONL."),
+                  judge_gt: bool = typer.Option(False, "--judge-gt", help="Also judge the ground-truth differences "
+                                                "with --vlm and report coherence accuracy."),
+                  vlm: Optional[str] = VlmOpt, vlm_model: Optional[str] = VlmModelOpt, cache: str = CacheOpt,
+                  template: Optional[List[str]] = TemplateOpt,
+                  gt_boxes: str = typer.Option("fraction", "--gt-boxes", help="Units of the ground-truth boxes: "
+                                               "fraction (0-1) or pixels (a line may set its own 'box_units')."),
+                  samples: int = SamplesOpt, temperature: float = TemperatureOpt,
+                  json_out: bool = typer.Option(False, "--json"), timeout: Optional[float] = TimeoutOpt,
+                  max_retries: Optional[int] = RetriesOpt, concurrency: Optional[int] = ConcurrencyOpt) -> None:
+    """COCO-style AP of DICE's detections (pycocotools), class-agnostic and -aware, coherence AP and accuracy."""
+    http_settings(timeout, max_retries, concurrency)
+    from editlens.dice.evaluation import (coherence_accuracy, evaluate_detection, judge_ground_truth,
+                                          load_ground_truth, load_predictions_detailed)
+
+    rows = load_ground_truth(gt, gt_boxes)
+    preds, pred_problems = load_predictions_detailed(predictions)
+    rep = evaluate_detection(rows, preds)
+    rep["predictions_without_usable_answer"] = {"n": len(pred_problems), "samples": pred_problems}
+    rep["ground_truth_boxes"] = gt_boxes  # the units the ground truth was read in (lines may set their own)
+    if judge_gt:
+        if not vlm:
+            typer.echo("error: --judge-gt needs --vlm", err=True)
+            raise typer.Exit(2)
+        from editlens.dice.pipeline import DicePipeline
+
+        opts = vlm_options(vlm, vlm_model, cache, template, samples=samples, temperature=temperature) or {}
+        opts.pop("vlm", None)
+        pipe = DicePipeline(vlm, "mllm", **opts)
+        rep["coherence_accuracy"] = coherence_accuracy(rows, judge_ground_truth(rows, pipe, gt.resolve().parent))
+    if json_out:
+        emit_json(rep)
+        return
+    f = lambda v: "-" if v is None else f"{100 * v:.1f}"  # noqa: E731
+    acc = rep.pop("coherence_accuracy", None)
+    unusable = rep.pop("predictions_without_usable_answer")
+    typer.echo(f"ground-truth boxes read as {rep.pop('ground_truth_boxes')} (unless a line sets box_units)")
+    for name, r in rep.items():
+        typer.echo(f"{name:<15} AP {f(r['AP'])}  AP50 {f(r['AP50'])}  AP75 {f(r['AP75'])}  "
+                   f"S/M/L {f(r['APs'])}/{f(r['APm'])}/{f(r['APl'])}  (gt {r['n_gt']}, pred {r['n_pred']})")
+    typer.echo("per command: " + ", ".join(f"{k} {f(v)}" for k, v in rep["class_aware"]["per_command"].items()))
+    typer.echo(f"coherence AP leaves out {rep['coherence_ap']['n_pred_unjudged']} detection(s) without a verdict; "
+               f"{unusable['n']} sample(s) had no usable detector answer (counted as detecting nothing)")
+    if acc:
+        typer.echo(f"coherence accuracy on ground-truth differences: {f(acc['accuracy'])} over {acc['n']} "
+                   f"({acc['unparsable']} unparsable)")
+
+
+@app.command("merge")
 @guarded
 def merge_cmd(
     base: str = typer.Option(..., "--base", help="Base VLM (directory or hub id)."),
@@ -36,6 +196,7 @@ def merge_cmd(
     typer.echo(f"merged model -> {merge_adapter(base, adapter, out, device)}")
 
 
+@app.command("train")
 @guarded
 def train_cmd(
     stage: str = typer.Option(..., "--stage", help="detect or coherence."),
@@ -99,6 +260,7 @@ def train_cmd(
         raise typer.Exit(130)
 
 
+@app.command("make-pairs")
 @guarded
 def make_pairs_cmd(
     annotations: Path = typer.Option(..., "--annotations", help="COCO/LVIS-format instances JSON."),
@@ -125,6 +287,7 @@ def make_pairs_cmd(
     emit_json(stats)
 
 
+@app.command("make-edits")
 @guarded
 def make_edits_cmd(
     annotations: Path = typer.Option(..., "--annotations", help="COCO/LVIS-format instances JSON with masks."),
@@ -160,3 +323,10 @@ def make_edits_cmd(
                                   inpaint_guidance=inpaint_guidance, device=device, inpaint_dtype=inpaint_dtype),
                        progress=progress)
     emit_json(stats)
+
+
+#: The flat command names of earlier releases, kept working (hidden from --help).
+legacy_app = typer.Typer()
+for _old, _fn in (("dice-rank", dice_rank_cmd), ("dice-eval", dice_eval_cmd), ("dice-train", train_cmd),
+                  ("dice-make-pairs", make_pairs_cmd), ("dice-make-edits", make_edits_cmd), ("dice-merge", merge_cmd)):
+    legacy_app.command(_old, hidden=True)(_fn)

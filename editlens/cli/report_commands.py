@@ -9,6 +9,8 @@ import typer
 
 from editlens.cli.common import guarded
 
+app = typer.Typer()
+
 ManifestOpt = typer.Option(None, "--manifest", help="The run's manifest, when it moved since the run "
                            "(default: the path the run recorded).")
 HumanOpt = typer.Option(None, "--human", help="JSONL {id, human}: human scores to correlate with "
@@ -17,6 +19,7 @@ ThumbOpt = typer.Option(None, "--thumb-size", min=16, max=2048, help="Longest si
                         "(default 256, or 160 above 300 edits).")
 
 
+@app.command("report")
 @guarded
 def report_cmd(
     run_dir: Path = typer.Argument(..., help="Run directory (from `editlens run`)."),
@@ -36,6 +39,7 @@ def report_cmd(
     typer.echo(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB); open it in a browser")
 
 
+@app.command("view")
 @guarded
 def view_cmd(
     run_dir: Path = typer.Argument(..., help="Run directory (from `editlens run`)."),
@@ -63,8 +67,3 @@ def view_cmd(
         pass
     finally:
         server.close()
-
-
-def register(app: typer.Typer) -> None:
-    app.command("report")(report_cmd)
-    app.command("view")(view_cmd)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import sys
 from typing import Sequence, TextIO
 
+import typer
+
 
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], *,
                 wrap: Sequence[str] = ("description", "note"), stream: TextIO | None = None) -> None:
@@ -34,3 +36,16 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]
     for row in rows:
         table.add_row(*[str(c) for c in row])
     Console(file=stream).print(table)
+
+
+def print_rows(rows) -> None:  # type: ignore[no-untyped-def]
+    """A list of dicts as aligned columns; None is '-', floats one decimal."""
+    if not rows:
+        return
+    cols = [k for k in rows[0] if k != "judged"]  # "judged" repeats "ranked" (kept in JSON for old readers)
+    cell = lambda v: "-" if v is None else (f"{v:.1f}" if isinstance(v, float) else str(v))  # noqa: E731
+    widths = {c: max(len(c), *(len(cell(r.get(c))) for r in rows)) for c in cols}
+    typer.echo("  ".join(c.ljust(widths[c]) if i == 0 else c.rjust(widths[c]) for i, c in enumerate(cols)))
+    for r in rows:
+        typer.echo("  ".join(cell(r.get(c)).ljust(widths[c]) if i == 0 else cell(r.get(c)).rjust(widths[c])
+                             for i, c in enumerate(cols)))

@@ -491,7 +491,7 @@ class ReleasedDice:
 
 
 def trained_generation(spec: ModelSpec | None, role: str) -> GenerationPreset | None:
-    """Decoding for an adapter trained by ``editlens dice-train`` (it records how
+    """Decoding for an adapter trained by ``editlens dice train`` (it records how
     it was trained: always with the generation prompt), so it runs the way it
     learned whichever preset it is combined with; ``None`` for other adapters."""
     if spec is None or spec.adapter is None or not Path(spec.adapter).is_dir():

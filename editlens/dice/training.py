@@ -10,7 +10,7 @@ Training records (JSONL; image paths relative to the file):
 
 * ``--stage detect``: ``{"id", "source", "edited", "width", "height",
   "differences": [{"command", "object", "box": [x0, y0, x1, y1]}]}`` — what
-  ``editlens dice-make-pairs`` and ``dice-make-edits`` write; the target is the
+  ``editlens dice make-pairs`` and ``dice make-edits`` write; the target is the
   released answer format (``['nochange']`` for none).
 * ``--stage coherence``: ``{"id", "source", "edited", "instruction",
   "difference": {"command", "object", "box"}, "reasoning", "decision": "YES"|"NO"}``.
@@ -235,7 +235,7 @@ def repetition_penalty_for(stage: str, given: float | None) -> float:
 
 def evaluate(model: Any, processor: Any, builder: ExampleBuilder, rows: list[dict[str, Any]], device: str,
              max_new_tokens: int, repetition_penalty: float | None = None) -> dict[str, Any]:
-    """Detector: COCO AP of the parsed answers (the figures of ``dice-eval``).
+    """Detector: COCO AP of the parsed answers (the figures of ``dice eval``).
     Coherence: accuracy of the parsed decisions. Unparsable answers are counted."""
     from editlens.dice.evaluation import evaluate_detection
 
@@ -533,7 +533,7 @@ def export_adapter(out: Path, model: Any, processor: Any, cfg: TrainConfig, quan
 def merge_adapter(base: str, adapter: str, out: str | Path, device: str = "cpu") -> Path:
     """Fold a LoRA adapter into its base and save the result with the
     processor: the released detector is such a merged stage-1 model, on which
-    the stage-2 adapter is trained (``dice-train --base MERGED``)."""
+    the stage-2 adapter is trained (``dice train --base MERGED``)."""
     from editlens.dice.released import attach_adapter
 
     notes: list[str] = []

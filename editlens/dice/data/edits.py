@@ -184,7 +184,7 @@ def make_edits(cfg: EditConfig, progress: bool = True) -> dict[str, Any]:
     store = DatasetStore(cfg.out)
     store.check_config(asdict(cfg), free=("max_images", "out", "device", "inpaint_dtype"))
     coh = DatasetStore(cfg.out, "coherence.jsonl") if cfg.coherence else None
-    store.write_json("provenance.json", {**provenance("dice-make-edits", asdict(cfg), [cfg.annotations]),
+    store.write_json("provenance.json", {**provenance("dice make-edits", asdict(cfg), [cfg.annotations]),
                                          "inpainter": inpainter.describe()})
     ops = {c: 0 for c in COMMANDS}
     for r in store.records:

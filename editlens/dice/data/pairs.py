@@ -201,7 +201,7 @@ def make_pairs(cfg: PairConfig, progress: bool = True) -> dict[str, Any]:
     coco = CocoSet(cfg.annotations, cfg.images)
     store = DatasetStore(cfg.out)
     store.check_config(asdict(cfg), free=("max_pairs", "device", "out"))
-    store.write_json("provenance.json", provenance("dice-make-pairs", asdict(cfg), [cfg.annotations]))
+    store.write_json("provenance.json", provenance("dice make-pairs", asdict(cfg), [cfg.annotations]))
     ids = sorted(i for i in coco.images if coco.anns[i])
     emb = _embeddings(coco, ids, store, cfg, progress)
     candidates = similar_pairs(emb, cfg.neighbours, cfg.min_similarity)

@@ -1,0 +1,261 @@
+"""The everyday commands: ``metrics``, ``score``, ``run`` and ``compare``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from editlens.cli.common import emit_json, guarded, parse_models, split_names
+from editlens.cli.options import (CacheOpt, CaptionsOpt, ConcurrencyOpt, JudgeOpt, ModelOpt, OptionOpt, RetriesOpt,
+                                   SamplesOpt, TemperatureOpt, TemplateOpt, TimeoutOpt, VlmModelOpt, VlmOpt,
+                                   extra_metrics, http_settings, vlm_options)
+from editlens.errors import EditlensError
+
+app = typer.Typer()
+
+
+@app.command("metrics")
+@guarded
+def metrics_cmd(json_out: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """List metrics with what they need, their direction, range and model."""
+    from editlens.metrics.availability import metric_availability
+    from editlens.metrics.registry import list_metrics
+
+    rows = []
+    for spec in list_metrics():
+        ok, reason = metric_availability(spec)
+        rows.append({**spec.to_dict(), "available": ok, "unavailable_reason": reason})
+    if json_out:
+        emit_json(rows)
+        return
+    from editlens.cli.tables import print_table
+
+    print_table("editlens metrics", ["name", "needs", "better", "range", "model", "available", "description"],
+                [[r["name"], ", ".join(r["needs"]), "higher" if r["higher_is_better"] else "lower",
+                  "[" + ", ".join("inf" if v is None else f"{v:g}" for v in r["range"]) + "]", r["model"] or "-",
+                  "yes" if r["available"] else "no", r["description"]] for r in rows])
+
+
+@app.command("score")
+@guarded
+def score_cmd(
+    source: Path = typer.Option(..., "--source", help="Original image."),
+    edited: Path = typer.Option(..., "--edited", help="Edited image."),
+    instruction: str = typer.Option(..., "--instruction", help="The edit instruction."),
+    reference: Optional[Path] = typer.Option(None, "--reference", help="Reference (ground-truth) edit."),
+    metrics: Optional[str] = typer.Option(None, "--metrics", help="Comma-separated metric names (default: all available)."),
+    source_caption: Optional[str] = typer.Option(None, "--source-caption"),
+    target_caption: Optional[str] = typer.Option(None, "--target-caption"),
+    boxes: Optional[str] = typer.Option(None, "--boxes", help="JSON list of [x0,y0,x1,y1] for masked metrics."),
+    mask: Optional[Path] = typer.Option(None, "--mask", help="Mask image for masked metrics."),
+    model: Optional[List[str]] = ModelOpt,
+    option: Optional[List[str]] = OptionOpt,
+    size_policy: str = typer.Option("resize", "--size-policy", help="resize (edited to source size) or error."),
+    max_pixels: int = typer.Option(178_956_970, "--max-pixels", help="Refuse larger images (decompression bombs)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the stable JSON document (schema editlens.score/1)."),
+    judge: Optional[str] = JudgeOpt,
+    vlm: Optional[str] = VlmOpt,
+    vlm_model: Optional[str] = VlmModelOpt,
+    cache: str = CacheOpt,
+    template: Optional[List[str]] = TemplateOpt,
+    captions: bool = CaptionsOpt,
+    samples: int = SamplesOpt,
+    temperature: float = TemperatureOpt,
+    timeout: Optional[float] = TimeoutOpt,
+    max_retries: Optional[int] = RetriesOpt,
+    concurrency: Optional[int] = ConcurrencyOpt,
+) -> None:
+    """Score one edit."""
+    from editlens.core.images import ImageLoadOptions
+    from editlens.runner.scoring import score_edit
+    from editlens.runner.selection import parse_options
+
+    http_settings(timeout, max_retries, concurrency)
+    from editlens.data.validation import parse_boxes
+
+    meta = {}
+    if boxes:
+        try:
+            meta["boxes"] = parse_boxes(boxes)
+        except EditlensError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--boxes") from None
+    if mask:
+        meta["mask"] = str(mask)
+    report = score_edit(
+        str(source), str(edited), instruction, reference=str(reference) if reference else None,
+        metrics=split_names(metrics), extra=extra_metrics(judge, captions),
+        vlm=vlm_options(vlm, vlm_model, cache, template, samples=samples, temperature=temperature),
+        source_caption=source_caption, target_caption=target_caption,
+        models=parse_models(model), options=parse_options(option or []),
+        image_options=ImageLoadOptions(max_pixels=max_pixels, size_policy=size_policy), metadata=meta,
+        progress=sys.stderr.isatty(),  # judge calls take seconds: show which metric is running
+    )
+    if json_out:
+        emit_json({"schema": "editlens.score/1",
+                   "sample": {"source": str(source), "edited": str(edited), "instruction": instruction,
+                              "reference": str(reference) if reference else None},
+                   **report.to_dict()})
+        return
+    _print_scores(report)
+
+
+def _print_scores(report) -> None:  # type: ignore[no-untyped-def]
+    from editlens.cli.tables import print_table
+
+    rows = []
+    for name, s in report.scores.items():
+        note = s.reason or ""
+        regions = (s.details or {}).get("regions")
+        if regions is not None:
+            note = f"{len(regions)} changed region(s): " + "; ".join(
+                f"box {r['box']} area {r['area_fraction']:.1%}" for r in regions[:5])
+        rows.append([name, "-" if s.value is None else f"{s.value:.4f}", s.status, note])
+    print_table("scores", ["metric", "value", "status", "note"], rows)  # full metric names, piped or not
+    for note in report.notes:
+        typer.echo(f"input: {note}", err=True)
+
+
+@app.command("run")
+@guarded
+def run_cmd(
+    manifest: Path = typer.Argument(..., help="Manifest of edits (.jsonl or .csv)."),
+    out: Path = typer.Option(..., "--out", help="Run directory (created; rerun to resume)."),
+    metrics: Optional[str] = typer.Option(None, "--metrics", help="Comma-separated metric names (default: all available)."),
+    batch_size: int = typer.Option(16, "--batch-size", min=1),
+    workers: int = typer.Option(2, "--workers", min=1, help="Image-decoding threads."),
+    skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Drop bad manifest rows instead of stopping."),
+    model: Optional[List[str]] = ModelOpt,
+    option: Optional[List[str]] = OptionOpt,
+    size_policy: str = typer.Option("resize", "--size-policy"),
+    max_pixels: int = typer.Option(178_956_970, "--max-pixels"),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:1, mps."),
+    export: Optional[str] = typer.Option(None, "--export", help="Also export long-format rows: csv, parquet, jsonl (comma-separated)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress"),
+    executor: str = typer.Option("local", "--executor", help="local, or ray (batches spread over a Ray cluster)."),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: start a local Ray)."),
+    ray_workers: Optional[int] = typer.Option(None, "--ray-workers", help="Ray actors (default: one per CPU, or per GPU)."),
+    gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="GPUs each Ray actor holds (e.g. 1)."),
+    judge: Optional[str] = JudgeOpt,
+    vlm: Optional[str] = VlmOpt,
+    vlm_model: Optional[str] = VlmModelOpt,
+    cache: str = CacheOpt,
+    template: Optional[List[str]] = TemplateOpt,
+    captions: bool = CaptionsOpt,
+    dice: bool = typer.Option(False, "--dice", help="Also run DICE (differences + coherence; model-free detector without --vlm)."),
+    samples: int = SamplesOpt,
+    temperature: float = TemperatureOpt,
+    retry_failed: bool = typer.Option(True, "--retry-failed/--no-retry-failed",
+                                      help="Rerun: retry results that failed (transport errors, crashes)."),
+    retry_unscored: bool = typer.Option(False, "--retry-unscored",
+                                        help="Rerun: also retry answers that could not be parsed."),
+    wait: bool = typer.Option(False, "--wait", help="If another run holds --out, queue behind it instead of exiting."),
+    columns: Optional[str] = typer.Option(None, "--columns", help="Map the file's columns, e.g. source=input,edited=output "
+                                          "(AURORA's edits.jsonl); without an id column, line numbers are ids."),
+    encoding: str = typer.Option("utf-8", "--encoding", help="Text encoding of the manifest (e.g. latin-1)."),
+    timeout: Optional[float] = TimeoutOpt,
+    max_retries: Optional[int] = RetriesOpt,
+    concurrency: Optional[int] = ConcurrencyOpt,
+) -> None:
+    """Score every edit of a manifest into a resumable run directory."""
+    http_settings(timeout, max_retries, concurrency)
+    from editlens.core.images import ImageLoadOptions
+    from editlens.data.manifest import read_manifest
+    from editlens.models.resolve import pick_device
+    from editlens.runner.run import run_evaluation
+    from editlens.runner.selection import parse_options, select_metrics
+    from editlens.runner.store import ResultsStore, export as export_rows
+
+    report = read_manifest(manifest, skip_invalid=skip_invalid, columns=columns, encoding=encoding)
+    for line, reason in report.problems:
+        typer.echo(f"skipped {manifest}:{line}: {reason}", err=True)
+    sel = select_metrics(split_names(metrics), extra=extra_metrics(judge, captions, dice), models=parse_models(model),
+                         options=parse_options(option or []), device=device,
+                         with_reference=any(s.reference is not None for s in report.samples),
+                         vlm=vlm_options(vlm, vlm_model, cache, template, device, samples, temperature))
+    for name, reason in sel.skipped:
+        typer.echo(f"metric {name} skipped: {reason}", err=True)
+    if not sel.metrics:
+        typer.echo("error: no metric can run", err=True)
+        raise typer.Exit(2)
+    image_options = ImageLoadOptions(max_pixels=max_pixels, size_policy=size_policy)
+    runner_executor = None
+    if executor == "ray":
+        from editlens.runner.executors import RayExecutor
+
+        runner_executor = RayExecutor(sel.metrics, image_options, address=address, num_workers=ray_workers,
+                                      gpus_per_worker=gpus_per_worker)
+    elif executor != "local":
+        raise typer.BadParameter(f"--executor must be local or ray, got {executor!r}")
+    result = run_evaluation(
+        report.samples, sel.metrics, out, batch_size=batch_size, workers=workers, progress=progress,
+        image_options=image_options, executor=runner_executor,
+        retry_failed=retry_failed, retry_unscored=retry_unscored, wait=wait,
+        command=sys.argv, device=pick_device(device) if device == "auto" else device,
+        extra_manifest={"manifest": str(manifest.resolve()), "skipped_rows": len(report.problems),
+                        "skipped_metrics": dict(sel.skipped)},
+    )
+    if export:
+        store = ResultsStore(out)
+        rows = [r for r in store.rows() if r["evaluator"] in {m.name for m in sel.metrics}]
+        for fmt in export.split(","):
+            typer.echo(f"exported {export_rows(rows, out / f'results_long.{fmt.strip()}')}", err=True)
+        store.close()
+    s = result.summary
+    typer.echo(f"{s['samples']} samples: {result.computed} results computed, {result.reused} reused "
+               f"-> {out}/results.jsonl, summary.json, manifest.json")
+    for name, c in s["counts"].items():
+        mean = s["means"][name]
+        typer.echo(f"  {name:<12} scored {c['scored']:>5}  skipped {c['skipped']:>4}  unscored {c['unscored']:>4}  "
+                   f"failed {c['failed']:>4}  info {c.get('info', 0):>4}  mean {'-' if mean is None else f'{mean:.4f}'}")
+    failed = sum(c["failed"] for c in s["counts"].values())
+    if failed and not result.interrupted:
+        typer.echo(f"{failed} result(s) failed (see `editlens runs failures {out}`); rerun the same command to "
+                   "retry them.", err=True)
+    if result.interrupted:
+        typer.echo("interrupted: finished batches are saved; rerun the same command to continue.", err=True)
+        raise typer.Exit(130)
+
+
+@app.command("compare")
+@guarded
+def compare_cmd(
+    source: Path = typer.Option(..., "--source"),
+    edited_a: Path = typer.Option(..., "--edited-a"),
+    edited_b: Path = typer.Option(..., "--edited-b"),
+    instruction: str = typer.Option(..., "--instruction"),
+    vlm: str = VlmOpt,
+    vlm_model: Optional[str] = VlmModelOpt,
+    cache: str = CacheOpt,
+    template: Optional[List[str]] = TemplateOpt,
+    samples: int = SamplesOpt,
+    temperature: float = TemperatureOpt,
+    json_out: bool = typer.Option(False, "--json"),
+    timeout: Optional[float] = TimeoutOpt,
+    max_retries: Optional[int] = RetriesOpt,
+    concurrency: Optional[int] = ConcurrencyOpt,
+) -> None:
+    """Pairwise judge: which of two edits of the same source is better."""
+    from editlens.judges.pairwise import PairwiseJudge
+
+    http_settings(timeout, max_retries, concurrency)
+
+    if not instruction.strip():
+        typer.echo("error: empty instruction", err=True)
+        raise typer.Exit(2)
+    opts = vlm_options(vlm, vlm_model, cache, template, samples=samples, temperature=temperature) or {}
+    judge = PairwiseJudge(**opts)
+    (v,) = judge.compare([(str(source), str(edited_a), str(edited_b), instruction)])
+    if json_out:
+        emit_json({"schema": "editlens.compare/1", **v.to_dict()})
+    else:
+        typer.echo(f"verdict: {v.verdict or 'unscored (' + str(v.reason) + ')'}")
+        if v.ensemble:
+            typer.echo(f"{v.ensemble['samples']} sampled answers, agreement {v.ensemble['agreement']}, "
+                       f"{v.ensemble['unscored_samples']} without a verdict")
+        elif v.raw:
+            typer.echo(str(v.raw))
+    if v.verdict is None:
+        raise typer.Exit(1)  # no verdict: scripts must not read success

@@ -1,0 +1,52 @@
+"""Options and helpers shared by several ``editlens`` commands."""
+
+from __future__ import annotations
+
+import typer
+
+from editlens.cli.common import parse_models, split_names
+
+ModelOpt = typer.Option(None, "--model", help="Model for a role, ROLE=HUB_ID_OR_DIR (e.g. clip=./clip). Repeatable.")
+OptionOpt = typer.Option(None, "--option", help="Metric option METRIC.KEY=VALUE (e.g. l1.region=outside). Repeatable.")
+JudgeOpt = typer.Option(None, "--judge", help="Comma-separated judges: viescore, yes_no (need --vlm).")
+VlmOpt = typer.Option(None, "--vlm", help="Vision-language model: hub id, local dir, or http(s)://HOST/v1 of an OpenAI-compatible server.")
+VlmModelOpt = typer.Option(None, "--vlm-model", help="Model name on the server (default: the first it lists).")
+CacheOpt = typer.Option("default", "--cache", help="Response cache: 'default' (user cache dir), a file path, or 'none'.")
+CaptionsOpt = typer.Option(False, "--captions", help="Write missing captions with the VLM (for CLIP-T/CLIP-D).")
+TemplateOpt = typer.Option(None, "--template", help="Replace a prompt template, NAME=PATH (e.g. viescore_sc=my.txt). Repeatable.")
+SamplesOpt = typer.Option(1, "--samples", min=1, help="Self-ensembling: answers asked per judge question "
+                          "(needs --temperature > 0); the score is the mean over parsed answers. Each is cached.")
+TemperatureOpt = typer.Option(0.0, "--temperature", min=0.0, help="Sampling temperature of judge answers (0: greedy).")
+TimeoutOpt = typer.Option(None, "--timeout", help="Seconds an HTTP judge request may take before it is retried (default 120).")
+RetriesOpt = typer.Option(None, "--max-retries", help="Retries of an HTTP judge request after 429/5xx/time-outs (default 5).")
+ConcurrencyOpt = typer.Option(None, "--concurrency", help="HTTP judge requests in flight at once (default 8).")
+
+
+def http_settings(timeout, max_retries, concurrency):  # type: ignore[no-untyped-def]
+    """Apply --timeout/--max-retries/--concurrency to the HTTP backends this command creates."""
+    from editlens.backends.factory import HTTP_BUILTIN, set_http_defaults
+
+    given = {"timeout": timeout, "max_retries": max_retries, "concurrency": concurrency}
+    set_http_defaults(**{k: HTTP_BUILTIN[k] if v is None else v for k, v in given.items()})
+
+
+def vlm_options(vlm, vlm_model, cache, template, device="auto", samples=1, temperature=0.0):  # type: ignore[no-untyped-def]
+    from editlens.judges.ensemble import check_sampling
+
+    check_sampling(samples, temperature)  # a clear error before any model loads
+    if not vlm:
+        return None
+    templates = parse_models(template, "--template", "NAME=PATH (e.g. viescore_sc=my_prompt.txt)")
+    from editlens.runner.checks import check_templates
+
+    check_templates(templates)  # before any model loads
+    opts = {"vlm": vlm, "vlm_model": vlm_model, "device": device, "templates": templates,
+            "cache": {"default": True, "none": False}.get(cache, cache)}
+    if samples > 1 or temperature > 0:  # only then, so settings (and cached rows) of greedy runs stay as they were
+        opts.update(samples=samples, temperature=temperature)
+    return opts
+
+
+def extra_metrics(judge, captions=False, dice=False):  # type: ignore[no-untyped-def]
+    """Metrics asked for by --judge, --captions and --dice, added to --metrics or the defaults."""
+    return (["captions"] if captions else []) + (split_names(judge) or []) + (["dice"] if dice else [])

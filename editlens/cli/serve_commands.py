@@ -1,0 +1,63 @@
+"""``editlens serve``: a local VLM behind an OpenAI-compatible API."""
+
+from __future__ import annotations
+
+import os
+from typing import List, Optional
+
+import typer
+
+from editlens.cli.common import guarded, parse_models, split_names
+from editlens.cli.options import ModelOpt
+
+app = typer.Typer()
+
+
+@app.command("serve")
+@guarded
+def serve_cmd(
+    vlm: str = typer.Option(..., "--vlm", help="Local model: hub id or directory."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (default: this machine only)."),
+    port: int = typer.Option(8000, "--port", help="Port to bind (0: any free port; the URL printed says which)."),
+    name: Optional[str] = typer.Option(None, "--name", help="Model name clients use (default: the --vlm value)."),
+    api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="Require the key held in this environment variable."),
+    max_image_mb: float = typer.Option(20.0, "--max-image-mb", help="Largest accepted image payload."),
+    max_image_pixels: int = typer.Option(40_000_000, "--max-image-pixels", help="Largest decoded image (width x height)."),
+    max_batch: int = typer.Option(8, "--max-batch", help="Requests answered by one generate() call."),
+    max_tokens: int = typer.Option(2048, "--max-tokens", min=1, help="Largest max_tokens a request may ask for."),
+    max_n: int = typer.Option(8, "--max-n", min=1, help="Largest n (answers per request)."),
+    request_timeout: float = typer.Option(300.0, "--request-timeout", help="Seconds a request may wait (504 after)."),
+    access_log: bool = typer.Option(True, "--access-log/--no-access-log", help="One stderr line per request."),
+    device: str = typer.Option("auto", "--device"),
+    dtype: str = typer.Option("auto", "--dtype"),
+    score: Optional[str] = typer.Option(None, "--score", help="Also serve POST /v1/score with these evaluators (e.g. adiee)."),
+    model: Optional[List[str]] = ModelOpt,
+) -> None:
+    """Serve a local VLM over an OpenAI-compatible /v1/chat/completions API (and /v1/score with --score)."""
+    from editlens.backends.local import TransformersBackend
+    from editlens.backends.serving import serve_app
+    from editlens.backends.server import ServeLimits, build_app
+
+    if vlm.startswith(("http://", "https://")):
+        typer.echo(f"error: editlens serve loads a local model (--vlm HUB_ID_OR_DIR); {vlm} is already a server: "
+                   "pass it as --vlm to score, run or compare instead", err=True)
+        raise typer.Exit(2)
+    key = None
+    if api_key_env:
+        key = os.environ.get(api_key_env)
+        if not key:
+            typer.echo(f"error: --api-key-env {api_key_env} is set but ${api_key_env} is empty", err=True)
+            raise typer.Exit(2)
+    limits = ServeLimits(max_tokens=max_tokens, max_n=max_n, request_timeout=request_timeout,
+                         max_image_bytes=int(max_image_mb * 1024 * 1024), max_image_pixels=max_image_pixels)
+    backend = TransformersBackend(vlm, device=device, dtype=dtype, batch_size=max_batch)
+    routers = []
+    if score:  # POST /v1/score with registered evaluators (e.g. adiee), for RL trainers
+        from editlens.adiee.serve import score_router
+        from editlens.runner.selection import select_metrics
+
+        sel = select_metrics(split_names(score), models=parse_models(model), device=device)
+        routers.append(score_router({m.name: m for m in sel.metrics}, max_image_bytes=limits.max_image_bytes))
+    app_ = build_app(backend, name or vlm, api_key=key, max_batch=max_batch, limits=limits, routers=routers)
+    serve_app(app_, host, port, banner=lambda url: f"serving {name or vlm} at {url}"
+              + (" (API key required)" if key else ""), access_log=access_log)
