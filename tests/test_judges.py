@@ -151,9 +151,17 @@ def test_cli_run_through_serve_and_cached_rerun(tiny_vlm_dirs, tmp_path):
     from editlens.cli.main import app
 
     backend = TransformersBackend(str(tiny_vlm_dirs["idefics3"]))
-    served = []  # every answer the model gave, in order
-    generate = backend.generate
-    backend.generate = lambda reqs, **kw: served.extend(out := generate(reqs, **kw)) or out
+    from editlens.backends.types import Generation
+
+    served = []  # every answer the model finished, in order (serve generates in slices)
+    generate_some = backend.generate_some
+
+    def recorded(*args, **kw):
+        out = generate_some(*args, **kw)
+        served.extend(g for g in out if isinstance(g, Generation))
+        return out
+
+    backend.generate_some = recorded
     with running(build_app(backend, "tiny")) as url:
         args = ["run", str(EXAMPLES / "manifest.jsonl"), "--out", str(tmp_path / "r"), "--metrics", "l1",
                 "--judge", "viescore,yes_no", "--vlm", url, "--captions", "--no-progress", "--max-retries", "0",
