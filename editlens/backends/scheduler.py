@@ -12,11 +12,11 @@ service first*:
   long one);
 * a running batch yields, between two generated tokens, to a waiting
   request that has had less service and has fewer tokens left: the long
-  answer pauses (:mod:`editlens.backends.stepping` keeps its tokens), the
-  short one runs, the long one goes on where it stopped. A batch always runs
-  at least ``slice_ms`` and at least as long as its own prompt encoding took
-  before it yields, so a paused answer never spends more than half its time
-  re-encoding;
+  answer pauses (:mod:`editlens.backends.stepping` keeps its model cache, so
+  nothing is computed twice), the short one runs, and the paused batch goes
+  on where it stopped, as the same batch. A batch runs at least ``slice_ms``
+  and at least as long as its prompt encoding took before it yields, so a
+  stream of short requests cannot keep a long one from ever advancing;
 * no request starves: one that has waited longer than twice its service
   (and at least ``starve_s``) goes before every request that has not.
 
@@ -194,7 +194,11 @@ class Batcher:
             now = time.monotonic()
             ranked = sorted(self._pending, key=lambda j: self._key(j, now))
             first = ranked[0]
-            batch = [j for j in ranked if self._compatible(first, j)][: self.max_batch]
+            group = getattr(first.state, "group", None)
+            if group is not None:  # a paused batch goes on as itself (its cache holds exactly its rows)
+                batch = [j for j in ranked if getattr(j.state, "group", None) is group]
+            else:
+                batch = [j for j in ranked if j.state is None and self._compatible(first, j)][: self.max_batch]
             taken = {id(j) for j in batch}
             self._pending = [j for j in self._pending if id(j) not in taken]
             self._running = batch

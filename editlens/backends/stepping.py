@@ -5,10 +5,12 @@
 the server's scheduler (:class:`~editlens.backends.server.Batcher`) asks for
 generation in slices: :func:`generate_some` generates until each answer is
 done *or* the scheduler says to yield (``Control.pause``, checked after
-every generated token). An answer that yielded comes back as
-:class:`Paused`, holding the tokens generated so far; passed back in, its
-prompt and those tokens are encoded again (one prefill) and generation goes
-on where it stopped. Greedy answers are the same as uninterrupted ones.
+every generated token). The answers of a batch that yielded come back as
+:class:`Paused` states sharing one :class:`Group`: the model's key/value
+cache and the prompt tensors of the batch. Passed back in, generation goes
+on from that cache where it stopped, with nothing encoded again (a
+request whose client left meanwhile is dropped from the cache), so a pause
+costs no compute and its answers are those of an uninterrupted run.
 
 Sampling draws each answer's tokens from its own seeded generator (sample k
 of a request with seed s: a hash of ``(s, k)``), so a seeded answer does not
@@ -45,12 +47,23 @@ class Row:
     text: str = ""  # text streamed so far
 
 
-@dataclass
+@dataclass(eq=False)
+class Group:
+    """A batch paused between two tokens: what its generation needs to go on."""
+
+    cache: Any  # the model's key/value cache (every row of ``members``)
+    prompt: dict[str, torch.Tensor]  # per-token prompt tensors (input_ids, attention_mask, ...), batch order
+    members: list[tuple[int, Row]]  # (id of the request's Paused state, its row), batch order
+    model_state: dict[str, Any] = field(default_factory=dict)  # per-batch model attributes (Qwen's rope_deltas)
+
+
+@dataclass(eq=False)
 class Paused:
     """A request whose answers are partly generated; pass it back to go on."""
 
     rows: list[Row]
     prompt_tokens: int | None = None
+    group: Group | None = None
 
     @property
     def generated(self) -> int:
@@ -95,48 +108,27 @@ def _fresh(req: ChatRequest, want_steps: bool, device: Any) -> Paused:
     return Paused(rows)
 
 
-_PLACEHOLDERS = ("image_token_id", "image_token_index", "video_token_id", "vision_start_token_id",
-                 "vision_end_token_id", "vision_token_id")
+#: model attributes a generation keeps between its steps, per batch (Qwen2-VL's rope offsets)
+_STEP_STATE = ("rope_deltas",)
 
 
-def placeholder_ids(be: Any) -> set[int]:
-    """Token ids that stand for images in a prompt. A random (or confused) model
-    can generate them; encoded again after a pause they would be taken for
-    images, so an answer holding one is never paused."""
-    if not hasattr(be, "_placeholder_ids"):
-        ids: set[int] = set()
-        cfg = be.model.config
-        for c in (cfg, getattr(cfg, "text_config", None), getattr(cfg, "vision_config", None)):
-            for name in _PLACEHOLDERS:
-                v = getattr(c, name, None) if c is not None else None
-                if isinstance(v, int):
-                    ids.add(v)
-        ids.update(getattr(be.tokenizer, "additional_special_tokens_ids", None) or [])
-        be._placeholder_ids = ids
-    return be._placeholder_ids
-
-
-def _with_prefixes(inputs: dict[str, Any], prefixes: list[list[int]], pad_id: int) -> dict[str, Any]:
-    """``inputs`` with each row's generated tokens appended after its prompt,
-    left-padded again (per-token tensors grow; image tensors are unchanged)."""
-    ids, mask = inputs["input_ids"], inputs["attention_mask"]
-    per_token = [k for k, v in inputs.items() if torch.is_tensor(v) and v.shape == ids.shape and k != "input_ids"]
-    rows = []
-    for b, prefix in enumerate(prefixes):
-        keep = mask[b].bool()
-        extra = torch.tensor(prefix, dtype=ids.dtype)
-        row = {"input_ids": torch.cat([ids[b][keep], extra])}
-        for k in per_token:  # attention mask: 1 for the new tokens; token types: 0 (text)
-            fill = torch.ones if k == "attention_mask" else torch.zeros
-            row[k] = torch.cat([inputs[k][b][keep], fill(len(prefix), dtype=inputs[k].dtype)])
-        rows.append(row)
-    width = max(len(r["input_ids"]) for r in rows)
-    out = dict(inputs)
-    for k in ["input_ids", *per_token]:
-        pad = pad_id if k == "input_ids" else 0
-        out[k] = torch.stack([torch.cat([torch.full((width - len(r[k]),), pad, dtype=r[k].dtype), r[k]])
-                              for r in rows])
+def _model_state(model: Any) -> dict[str, Any]:
+    out = {}
+    for name, module in model.named_modules():
+        for attr in _STEP_STATE:
+            value = getattr(module, attr, None)
+            if value is not None:
+                out[f"{name}.{attr}"] = value
     return out
+
+
+def _restore(model: Any, state: dict[str, Any], rows: list[int] | None) -> None:
+    modules = dict(model.named_modules())
+    for key, value in state.items():
+        name, _, attr = key.rpartition(".")
+        if torch.is_tensor(value) and rows is not None and value.dim() > 0:
+            value = value[rows]
+        setattr(modules[name], attr, value)
 
 
 @torch.inference_mode()
@@ -150,37 +142,77 @@ def generate_some(be: Any, reqs: Sequence[ChatRequest], states: Sequence[Paused 
     to start). Returns, per request, its :class:`Generation` when all its
     answers are done, else its :class:`Paused` state.
     """
-    from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
-
     control = control or Control()
     settings, candidates = reqs[0].settings, reqs[0].candidates
     want_steps = bool(candidates) or settings.top_logprobs > 0
     work = [s if s is not None else _fresh(r, want_steps, be.device) for r, s in zip(reqs, states)]
-    live = [(i, row) for i, st in enumerate(work) for row in st.rows if row.finish is None]
-    if live:
-        prompts = [be._prompt(r) for r in reqs]
-        texts = [prompts[i][0] for i, _ in live]
-        images = [prompts[i][1] for i, _ in live]
-        kwargs: dict[str, Any] = {"text": texts, "return_tensors": "pt", "padding": True}
-        if any(images):
-            kwargs["images"] = images
-        inputs = dict(be.processor(**kwargs))
-        for b, (i, _) in enumerate(live):
-            if work[i].prompt_tokens is None:
-                work[i].prompt_tokens = int(inputs["attention_mask"][b].sum())
-        if any(row.ids for _, row in live):
-            inputs = _with_prefixes(inputs, [row.ids for _, row in live], be.tokenizer.pad_token_id)
-        inputs = {k: v.to(be.device) if torch.is_tensor(v) else v for k, v in inputs.items()}
-        if "pixel_values" in inputs:
-            inputs["pixel_values"] = inputs["pixel_values"].to(be.dtype)
-        _run_slice(be, inputs, live, settings, candidates, want_steps, control,
-                   LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList)
+    groups = {id(st.group) for st in work if st.group is not None}
+    if groups and (len(groups) > 1 or any(st.group is None for st in work)):
+        raise ValueError("paused requests go on with the batch they were paused in, and only with it")
+    group = work[0].group
+    if group is None:
+        live = [(i, row) for i, st in enumerate(work) for row in st.rows if row.finish is None]
+        if live:
+            inputs = _prompt_inputs(be, reqs, live)
+            for b, (i, _) in enumerate(live):
+                if work[i].prompt_tokens is None:
+                    work[i].prompt_tokens = int(inputs["attention_mask"][b].sum())
+            _run_slice(be, work, inputs, None, live, settings, candidates, want_steps, control)
+    else:
+        index = {id(st): i for i, st in enumerate(work)}
+        keep = [b for b, (owner, row) in enumerate(group.members) if owner in index and row.finish is None]
+        live = [(index[group.members[b][0]], group.members[b][1]) for b in keep]
+        if live:
+            _run_slice(be, work, None, (group, keep), live, settings, candidates, want_steps, control)
     out: list[Generation | Paused] = []
     for st in work:
         if any(row.finish is None for row in st.rows):
             out.append(st)
             continue
+        st.group = None  # done: the cache is not kept for it
         out.append(_generation(be, st, settings.n))
+    return out
+
+
+def _prompt_inputs(be: Any, reqs: Sequence[ChatRequest], live: list[tuple[int, Row]]) -> dict[str, Any]:
+    prompts = [be._prompt(r) for r in reqs]
+    kwargs: dict[str, Any] = {"text": [prompts[i][0] for i, _ in live], "return_tensors": "pt", "padding": True}
+    images = [prompts[i][1] for i, _ in live]
+    if any(images):
+        kwargs["images"] = images
+    inputs = {k: v.to(be.device) if torch.is_tensor(v) else v for k, v in dict(be.processor(**kwargs)).items()}
+    if "pixel_values" in inputs:
+        inputs["pixel_values"] = inputs["pixel_values"].to(be.dtype)
+    return inputs
+
+
+def _per_token(inputs: dict[str, Any]) -> dict[str, torch.Tensor]:
+    ids = inputs["input_ids"]
+    return {k: v for k, v in inputs.items() if torch.is_tensor(v) and v.shape == ids.shape}
+
+
+def _resumed(be: Any, group: Group, keep: list[int], live: list[tuple[int, Row]]) -> dict[str, Any]:
+    """Inputs that continue ``group`` for its rows ``keep``: prompt plus every
+    token generated so far, and the cache of those rows (no image input:
+    it is in the cache)."""
+    done = {len(row.ids) for _, row in live}
+    if len(done) != 1:  # rows of one batch run in step; anything else is a bug, not a state to guess from
+        raise RuntimeError(f"rows of a paused batch have generated different lengths {sorted(done)}")
+    generated = torch.tensor([row.ids for _, row in live], dtype=group.prompt["input_ids"].dtype,
+                             device=group.prompt["input_ids"].device)
+    rows = None if keep == list(range(len(group.members))) else keep
+    cache = group.cache
+    if rows is not None:
+        cache.batch_select_indices(torch.tensor(rows, device=generated.device))
+    out: dict[str, Any] = {}
+    for k, v in group.prompt.items():
+        v = v if rows is None else v[rows]
+        if k == "input_ids":
+            out[k] = torch.cat([v, generated], dim=1)
+        else:  # attention mask: the generated tokens count; token types: text
+            fill = torch.ones_like if k == "attention_mask" else torch.zeros_like
+            out[k] = torch.cat([v, fill(generated, dtype=v.dtype)], dim=1)
+    out["cache"] = cache
     return out
 
 
@@ -194,17 +226,24 @@ def _generation(be: Any, st: Paused, n: int) -> Generation:
     return Generation(answers[0], first.steps, finish, samples=answers if n > 1 else [], usage=usage)
 
 
-def _run_slice(be: Any, inputs: dict[str, Any], live: list[tuple[int, Row]], settings: Any,
-               candidates: tuple[str, ...], want_steps: bool, control: Control,
-               LogitsProcessor: Any, LogitsProcessorList: Any, StoppingCriteria: Any,
-               StoppingCriteriaList: Any) -> None:
+def _run_slice(be: Any, work: list[Paused], inputs: dict[str, Any] | None, resume: tuple[Group, list[int]] | None,
+               live: list[tuple[int, Row]], settings: Any, candidates: tuple[str, ...], want_steps: bool,
+               control: Control) -> None:
     import numpy as np
+    from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
+    rows: list[int] | None = None
+    if resume is not None:
+        group, keep = resume
+        rows = None if keep == list(range(len(group.members))) else keep
+        inputs = _resumed(be, group, keep, live)
+        prompt = {k: v if rows is None else v[rows] for k, v in group.prompt.items()}
+    else:
+        assert inputs is not None
+        prompt = _per_token(inputs)
     start = inputs["input_ids"].shape[1]
     eos = set(np.atleast_1d(be.model.generation_config.eos_token_id or []).tolist()) | {be.tokenizer.pad_token_id}
     stopped_at: dict[int, int] = {}  # row -> tokens of this slice that count, when stopped here
-    special = placeholder_ids(be)
-    unpausable = [any(t in special for t in row.ids) for _, row in live]
     ended: set[int] = set()
     cancelled_rows: set[int] = set()
     paused = [False]
@@ -236,10 +275,7 @@ def _run_slice(be: Any, inputs: dict[str, Any], live: list[tuple[int, Row]], set
         def __call__(self, input_ids: torch.Tensor, scores: Any, **kwargs: Any) -> torch.Tensor:
             step = input_ids.shape[1] - start
             last = input_ids[:, -1].tolist()
-            for b, t in enumerate(last):
-                if t in special and b not in ended and b not in stopped_at:
-                    unpausable[b] = True
-            pause = bool(control.pause) and not any(unpausable) and bool(control.pause())  # type: ignore[misc]
+            pause = bool(control.pause and control.pause())
             gone = control.cancelled() if control.cancelled else None
             done = []
             for b, (i, row) in enumerate(live):
@@ -272,12 +308,15 @@ def _run_slice(be: Any, inputs: dict[str, Any], live: list[tuple[int, Row]], set
     max_new = max(1, max(settings.max_new_tokens - len(row.ids) for _, row in live))
     with be._lock:
         be.calls += 1
+        if resume is not None:
+            _restore(be.model, resume[0].model_state, rows)
         gen = be.model.generate(
             **inputs, max_new_tokens=max_new, do_sample=False, temperature=None, top_p=None, top_k=None,
             logits_processor=LogitsProcessorList([Sampler()]) if sampled else None,
             stopping_criteria=StoppingCriteriaList([Steer()]), return_dict_in_generate=True,
             output_logits=want_steps, pad_token_id=be.tokenizer.pad_token_id,
         )
+        state = _model_state(be.model)
     new = gen.sequences[:, start:].tolist()
     for b, (i, row) in enumerate(live):
         ids = new[b]
@@ -297,3 +336,12 @@ def _run_slice(be: Any, inputs: dict[str, Any], live: list[tuple[int, Row]], set
             row.finish = "length"  # generate() ended without a reason of ours: nothing more was asked
         if streaming and row.finish in ("stop", "length"):
             stream(b, i, row, [], final=True)  # what was held back (a last half character)
+    if any(row.finish is None for _, row in live):
+        cache = getattr(gen, "cache", None)
+        if cache is None:
+            cache = getattr(gen, "past_key_values", None)
+        if cache is None:
+            raise RuntimeError("this model's generate() returns no cache: its answers cannot be paused")
+        group = Group(cache, prompt, [(id(work[i]), row) for i, row in live], state)
+        for i, _ in live:
+            work[i].group = group
