@@ -26,7 +26,7 @@ from helpers import rng_image
 runner = CliRunner()
 
 EXPECTED_REASON = {"429": "HTTP 429", "500": "HTTP 500", "reset": "gave up", "hang": "Timeout",
-                   "empty_choices": "without choices", "empty_content": "empty content", "garbage": "not JSON", "truncated": "not JSON",
+                   "empty_choices": "without choices", "empty_content": "empty content", "null_content": "null content", "garbage": "not JSON", "truncated": "not JSON",
                    "array": "JSON list"}
 FAST = ["--timeout", "0.5", "--max-retries", "1", "--concurrency", "8"]
 
@@ -62,7 +62,7 @@ def test_run_against_faulty_server_then_rerun_completes_exactly_the_failed(tmp_p
         first = _run(manifest, tmp_path / "run", url, tmp_path / "c.sqlite")
         # finished with failed rows: exit status 3, the count and the command that lists them
         assert first.exit_code == 3, first.output
-        assert "9 result(s) failed" in first.output and "runs failures" in first.output and "--status failed" in first.output
+        assert "10 result(s) failed" in first.output and "runs failures" in first.output and "--status failed" in first.output
         res = _results(tmp_path / "run")
         assert res["ok"]["status"] == "scored" and res["ok"]["value"] == pytest.approx((7 * 7) ** 0.5 / 10)
         assert res["unparsable"]["status"] == "unscored"

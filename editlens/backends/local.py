@@ -81,6 +81,9 @@ class TransformersBackend:
         self.tower_stats = vision_batching.install(self.model, family.vision_tower, self.device) \
             if family.vision_tower else None
         self._lock = threading.Lock()
+        # the processor's tokenizer is not thread-safe (padding is switched on per call): editlens serve
+        # counts prompt tokens in request threads while the model thread encodes and decodes
+        self.text_lock = threading.RLock()
         self._cand_ids: dict[tuple, list[int]] = {}
 
     def describe(self) -> dict[str, Any]:
@@ -156,18 +159,20 @@ class TransformersBackend:
 
     def count_prompt_tokens(self, req: ChatRequest) -> int:
         """Tokens of the request's prompt as the model sees it (chat template, image tokens)."""
-        text, images = self._prompt(req)
-        kwargs: dict[str, Any] = {"text": [text], "return_tensors": "pt"}
-        if images:
-            kwargs["images"] = [images]
-        return int(self.processor(**kwargs)["input_ids"].shape[1])
+        with self.text_lock:
+            text, images = self._prompt(req)
+            kwargs: dict[str, Any] = {"text": [text], "return_tensors": "pt"}
+            if images:
+                kwargs["images"] = [images]
+            return int(self.processor(**kwargs)["input_ids"].shape[1])
 
     @property
     def max_token_chars(self) -> int:
         """Characters of the longest vocabulary entry: text longer than
         ``limit x this`` is over ``limit`` tokens without tokenising it."""
         if not hasattr(self, "_max_token_chars"):
-            self._max_token_chars = max((len(t) for t in self.tokenizer.get_vocab()), default=1)
+            with self.text_lock:
+                self._max_token_chars = max((len(t) for t in self.tokenizer.get_vocab()), default=1)
         return self._max_token_chars
 
     def _steps(self, logits: tuple[torch.Tensor, ...], row: int, ids: list[int], candidates: tuple[str, ...],

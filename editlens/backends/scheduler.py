@@ -15,8 +15,7 @@ service first*:
   answer pauses (:mod:`editlens.backends.stepping` keeps its model cache, so
   nothing is computed twice), the short one runs, and the paused batch goes
   on where it stopped, as the same batch. A batch runs at least ``slice_ms``
-  and at least as long as its prompt encoding took before it yields, so a
-  stream of short requests cannot keep a long one from ever advancing;
+  (and one token) before it yields;
 * no request starves: one that has waited longer than twice its service
   (and at least ``starve_s``) goes before every request that has not.
 
@@ -96,7 +95,6 @@ class Batcher:
         self._closed = False
         self._seq = 0
         self._slice_start = 0.0
-        self._first_check: float | None = None
         self.preemptions = 0  # batches that yielded to a waiting request (tests, benchmarks)
         make_cancellable(backend)
         self.thread = threading.Thread(target=self._loop, daemon=True, name="editlens-batcher")
@@ -137,12 +135,13 @@ class Batcher:
 
     def _should_pause(self) -> bool:
         """Called by the backend after every generated token of the running batch."""
+        # let the HTTP side run (a small model's generation loop is mostly Python and holds the GIL):
+        # requests are read, counted and queued while the batch generates, not only between batches
+        time.sleep(0)
         now = time.monotonic()
-        if self._first_check is None:
-            self._first_check = now - self._slice_start  # prompt encoding and the first token
         if self._closed:
             return True
-        if now - self._slice_start < max(self.slice, self._first_check):
+        if now - self._slice_start < self.slice:
             return False
         with self._cv:
             running = [j for j in self._running if not j.abandoned]
@@ -202,7 +201,7 @@ class Batcher:
             taken = {id(j) for j in batch}
             self._pending = [j for j in self._pending if id(j) not in taken]
             self._running = batch
-            self._slice_start, self._first_check = time.monotonic(), None
+            self._slice_start = time.monotonic()
             return batch
 
     # -- the model thread -------------------------------------------------------------------

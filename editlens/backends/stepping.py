@@ -22,6 +22,7 @@ gone, and streaming clients get its text as it grows (``Control.on_text``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import secrets
 from dataclasses import dataclass, field
@@ -174,13 +175,20 @@ def generate_some(be: Any, reqs: Sequence[ChatRequest], states: Sequence[Paused 
     return out
 
 
+def _text_lock(be: Any) -> Any:
+    lock = getattr(be, "text_lock", None)
+    return lock if lock is not None else contextlib.nullcontext()
+
+
 def _prompt_inputs(be: Any, reqs: Sequence[ChatRequest], live: list[tuple[int, Row]]) -> dict[str, Any]:
-    prompts = [be._prompt(r) for r in reqs]
-    kwargs: dict[str, Any] = {"text": [prompts[i][0] for i, _ in live], "return_tensors": "pt", "padding": True}
-    images = [prompts[i][1] for i, _ in live]
-    if any(images):
-        kwargs["images"] = images
-    inputs = {k: v.to(be.device) if torch.is_tensor(v) else v for k, v in dict(be.processor(**kwargs)).items()}
+    with _text_lock(be):
+        prompts = [be._prompt(r) for r in reqs]
+        kwargs: dict[str, Any] = {"text": [prompts[i][0] for i, _ in live], "return_tensors": "pt", "padding": True}
+        images = [prompts[i][1] for i, _ in live]
+        if any(images):
+            kwargs["images"] = images
+        processed = dict(be.processor(**kwargs))
+    inputs = {k: v.to(be.device) if torch.is_tensor(v) else v for k, v in processed.items()}
     if "pixel_values" in inputs:
         inputs["pixel_values"] = inputs["pixel_values"].to(be.dtype)
     return inputs
@@ -220,7 +228,8 @@ def _generation(be: Any, st: Paused, n: int) -> Generation:
     usage = {"prompt_tokens": st.prompt_tokens or 0, "completion_tokens": st.generated}
     if any(row.finish == "cancelled" for row in st.rows):
         return Generation(None, error=CANCELLED, usage=usage)
-    answers = [be.tokenizer.decode(row.ids, skip_special_tokens=True) for row in st.rows]
+    with _text_lock(be):
+        answers = [be.tokenizer.decode(row.ids, skip_special_tokens=True) for row in st.rows]
     finish = "stop" if any(row.finish == "stop" for row in st.rows) else "length"
     first = st.rows[0]
     return Generation(answers[0], first.steps, finish, samples=answers if n > 1 else [], usage=usage)
@@ -264,7 +273,8 @@ def _run_slice(be: Any, work: list[Paused], inputs: dict[str, Any] | None, resum
             return scores
 
     def stream(b: int, i: int, row: Row, new: list[int], final: bool = False) -> None:
-        text = be.tokenizer.decode(row.ids + new, skip_special_tokens=True)
+        with _text_lock(be):
+            text = be.tokenizer.decode(row.ids + new, skip_special_tokens=True)
         if not final:
             text = text.rstrip("\ufffd")  # half a character: wait for the rest of its bytes
         if text.startswith(row.text) and len(text) > len(row.text):
@@ -324,7 +334,8 @@ def _run_slice(be: Any, work: list[Paused], inputs: dict[str, Any] | None, resum
         cut = next((j for j, t in enumerate(ids[:limit]) if t in eos), None)
         got = ids[: limit if cut is None else cut]
         if row.steps is not None and want_steps:
-            row.steps += be._steps(gen.logits, b, got, candidates, settings.top_logprobs)
+            with _text_lock(be):
+                row.steps += be._steps(gen.logits, b, got, candidates, settings.top_logprobs)
         row.ids += got
         if cut is not None:
             row.finish = "stop"
