@@ -516,11 +516,9 @@ def test_hostile_battery_no_500_and_no_stalls(served, caplog):
             s.sendall(head)
             s.recv(4096)
 
-    def leaving() -> None:
+    def leaving(stream: bool) -> None:
         with socket.create_connection(("127.0.0.1", port)) as s:
-            body = json.dumps({"messages": [{"role": "user", "content": "go"}], "max_tokens": 1500}).encode()
-            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            _send_raw(s, {"messages": [{"role": "user", "content": "go"}], "max_tokens": 1500, "stream": stream})
             time.sleep(0.5)
 
     hi = [{"role": "user", "content": "hi"}]
@@ -534,7 +532,8 @@ def test_hostile_battery_no_500_and_no_stalls(served, caplog):
         lambda: post(json.dumps({"messages": hi, "max_tokens": 60}).encode()),  # long-ish, valid
         lambda: slow(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"),
         lambda: slow(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 99\r\n\r\n{"),
-        leaving,
+        lambda: leaving(False),
+        lambda: leaving(True),  # a stream whose reader goes away
     ]
     with caplog.at_level("INFO", logger="editlens.serve"):
         threads = [threading.Thread(target=a) for a in attacks]
@@ -547,6 +546,8 @@ def test_hostile_battery_no_500_and_no_stalls(served, caplog):
             probes.append((r.status_code, time.monotonic() - t0))
         for t in threads:
             t.join(timeout=60)
+        batcher = served[1].state.batcher
+        assert wait_until(lambda: not batcher._running and not batcher._pending, timeout=10)  # nothing left behind
     assert all(s == 200 for s, _ in probes) and max(d for _, d in probes) < 10, probes
     assert 500 not in statuses and sorted(set(statuses)) == [200, 400, 413], statuses
     logged = [r.getMessage() for r in caplog.records if r.name == "editlens.serve"]

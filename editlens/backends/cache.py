@@ -17,8 +17,9 @@ be written (locked for longer than the time-out, a read-only file or
 folder) editlens warns once and goes on without caching; a row that cannot
 be decoded is reported and recomputed. Only a corrupt file is an error,
 raised when the cache is opened, before any model call.
-Answers with a transport error are not cached (they are retried next time);
-refusals and empty answers are model outputs and are cached as such.
+Answers with a transport error are not cached (they are retried next time;
+an empty answer from a server is one); refusals, and the empty answer of a
+local model that stopped at once, are model outputs and are cached as such.
 """
 
 from __future__ import annotations
