@@ -368,8 +368,8 @@ def served(tiny_backend):
 
     from servers import running
 
-    app = build_app(tiny_backend, "tiny", limits=ServeLimits(read_timeout=1.0, max_prompt_tokens=200,
-                                                             request_timeout=60))
+    limits = ServeLimits(read_timeout=1.0, max_prompt_tokens=200, request_timeout=60, max_image_bytes=1_000_000)
+    app = build_app(tiny_backend, "tiny", limits=limits)  # bodies up to 5 MB
     with running(app) as url:
         yield url, app
 
@@ -528,7 +528,7 @@ def test_hostile_battery_no_500_and_no_stalls(served, caplog):
         lambda: post(json.dumps({"messages": hi, "seed": 10**30}).encode()),
         lambda: post(json.dumps({"messages": [{"role": "user", "content": "\ud800"}]}).encode()),
         lambda: post(json.dumps({"messages": [{"role": "user", "content": "word " * 100_000}]}).encode()),
-        lambda: post(b" " * 90_000_000),
+        lambda: post(b" " * 6_000_000),  # over the 5 MB body limit
         lambda: post(json.dumps({"messages": hi, "max_tokens": 60}).encode()),  # long-ish, valid
         lambda: slow(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"),
         lambda: slow(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 99\r\n\r\n{"),

@@ -38,7 +38,7 @@ from typing import Any, AsyncIterator, Sequence
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from editlens.backends.scheduler import DEADLINE, GONE, SHUTTING_DOWN, Batcher, Job  # noqa: F401  (re-exported)
+from editlens.backends.scheduler import DEADLINE, GONE, SHUTTING_DOWN, Batcher
 from editlens.backends.types import ChatRequest, Generation, GenerationSettings, Message
 
 access_log = logging.getLogger("editlens.serve")
