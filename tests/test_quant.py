@@ -79,6 +79,8 @@ def test_compute_dtype_is_chosen_for_the_device(monkeypatch):
     assert quant.compute_dtype("cpu") == torch.bfloat16
     monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda flags=None: False)
     assert quant.compute_dtype("cpu") == torch.float32  # emulated bf16 would be slower than fp32
+    monkeypatch.setattr(precision, "resolve_device", lambda d: "cuda")
+    monkeypatch.setattr(precision, "_cuda_features", lambda d: {"gpu": "X", "bf16": True})
     assert quant.compute_dtype("cuda", torch.float16) == torch.float16  # the DICE release computes in fp16
 
 

@@ -17,11 +17,8 @@ from editlens.backends import vision_batching
 from editlens.backends.families import FAMILIES
 from editlens.backends.types import ChatRequest, Generation, TokenStep
 from editlens.errors import ModelUnavailableError
-from editlens.models.precision import auto_dtype
-from editlens.models.resolve import ModelRef, load_pretrained, model_reference, pick_device
-
-_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-           "float16": torch.float16, "fp16": torch.float16}
+from editlens.models.precision import decide
+from editlens.models.resolve import ModelRef, load_pretrained, model_reference
 
 
 def _model_type(mref: ModelRef) -> str:
@@ -58,8 +55,8 @@ class TransformersBackend:
                 f"{', '.join(sorted(FAMILIES))}. Serve other models with vLLM/SGLang/TGI and pass their URL as --vlm.")
         import transformers
 
-        self.device = pick_device(device)
-        self.dtype = auto_dtype(self.device) if dtype == "auto" else _DTYPES[dtype]  # bf16 only where native
+        self.precision = decide(dtype, device)
+        self.device, self.dtype = self.precision.device, self.precision.torch_dtype
         cls = getattr(transformers, family.model_class)
         self.model = load_pretrained(cls, self.mref, dtype=self.dtype).to(self.device).eval()
         try:

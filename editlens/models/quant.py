@@ -72,18 +72,13 @@ def use_4bit(choice: str, device: str, option: str = "--quantization") -> tuple[
     return True, ""
 
 
-def compute_dtype(device: str, gpu_dtype: Any = None) -> Any:
-    """The dtype 4-bit weights are computed in: ``gpu_dtype`` on CUDA (default
-    bf16 where supported, else fp16), bf16 on a CPU with native bf16, else fp32."""
-    import torch
+def compute_dtype(device: str, gpu_dtype: Any = None, dtype: Any = "auto") -> Any:
+    """The dtype 4-bit weights are computed in, from the precision policy:
+    ``gpu_dtype`` (a recipe's own, e.g. the DICE release's fp16) on a GPU
+    that computes it, else the policy's choice for the device."""
+    from editlens.models.precision import decide, dtype_name
 
-    from editlens.models.precision import auto_dtype
-
-    if device.startswith("cuda"):
-        if gpu_dtype is not None:
-            return gpu_dtype
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return auto_dtype(device)
+    return decide(dtype, device, "quantized", preferred=dtype_name(gpu_dtype) if gpu_dtype is not None else None).torch_dtype
 
 
 def nf4_config(compute: Any, skip_modules: list[str] | None = None, double_quant: bool = False) -> Any:

@@ -205,32 +205,14 @@ def load_pretrained(loader: Callable[..., Any], mref: ModelRef | str, **kwargs: 
 
 
 def pick_device(device: str = "auto") -> str:
-    """``auto`` picks CUDA, then Apple MPS, then CPU."""
-    import torch
+    """The device the policy picks (:func:`editlens.models.precision.resolve_device`)."""
+    from editlens.models.precision import resolve_device
 
-    if device != "auto":
-        return device
-    if torch.cuda.is_available():
-        return "cuda"
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        return "mps"
-    return "cpu"
+    return resolve_device(device)
 
 
-def pick_dtype(dtype: str, device: str) -> Any:
-    """``auto`` is bfloat16 on a CPU that computes it natively (AVX512-BF16 or
-    AMX: 3-5x faster, embedding cosines within 2e-2 of float32) and float32
-    everywhere else (emulated bf16 is slower; GPUs are fast in float32 and
-    keep values reproducible). Explicit names are taken as given."""
-    import torch
+def pick_dtype(dtype: Any, device: str, purpose: str = "inference") -> Any:
+    """The torch dtype the policy picks (:func:`editlens.models.precision.decide`)."""
+    from editlens.models.precision import decide
 
-    table = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-             "float16": torch.float16, "fp16": torch.float16}
-    if dtype == "auto":
-        from editlens.models.precision import cpu_has_native_bf16
-
-        return torch.bfloat16 if device == "cpu" and cpu_has_native_bf16() else torch.float32
-    try:
-        return table[dtype]
-    except KeyError:
-        raise ValueError(f"unknown dtype {dtype!r}; use one of auto, {', '.join(table)}") from None
+    return decide(dtype, device, purpose).torch_dtype
