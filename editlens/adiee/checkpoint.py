@@ -106,13 +106,13 @@ def rename_keys(state: dict[str, Any], family: str, known: set[str]) -> tuple[di
 def _family(mref: ModelRef) -> tuple[str, Any]:
     from transformers import AutoConfig
 
-    from editlens.backends.families import FAMILIES
+    from editlens.models.registry import families
 
     cfg = load_pretrained(AutoConfig, mref)
-    family = FAMILIES.get(cfg.model_type)
+    family = families().get(cfg.model_type)
     if family is None:
         raise ModelUnavailableError(f"{mref.ref}: a {cfg.model_type!r} model; the ADIEE scorer supports "
-                                    f"{', '.join(sorted(FAMILIES))}")
+                                    f"{', '.join(sorted(families()))}")
     return str(cfg.model_type), family
 
 
@@ -445,3 +445,16 @@ def load_scorer(path: str | Path, base: str | None = None, device: str = "auto",
     if hidden not in HIDDEN_CHOICES:
         raise CheckpointError(f"{p}/{META_FILE}: hidden {hidden!r} is not one of {HIDDEN_CHOICES}")
     return scorer, rep, hidden
+
+
+def preset_available(preset: Any, models: dict[str, str]) -> tuple[bool, str | None]:
+    """An ``adiee`` preset's availability (:mod:`editlens.models.registry`): a
+    checkpoint folder given for its role (``--model adiee=DIR``,
+    ``$EDITLENS_MODEL_ADIEE`` or the config file)."""
+    mref = model_reference(preset.role or "adiee", models)
+    if mref.origin == "literal" or mref.local_dir is None:
+        return False, (f"no ADIEE checkpoint given: download the scorer, then pass --model {preset.role or 'adiee'}=DIR "
+                       f"(or set EDITLENS_MODEL_{(preset.role or 'adiee').upper()}=DIR)")
+    if not any(mref.local_dir.glob("*.safetensors")) and not any(mref.local_dir.glob("*.bin")):
+        return False, f"{mref.local_dir}: no weight files (*.safetensors or *.bin)"
+    return True, None

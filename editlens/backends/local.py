@@ -14,7 +14,6 @@ import torch
 from PIL import Image
 
 from editlens.backends import vision_batching
-from editlens.backends.families import FAMILIES
 from editlens.backends.types import ChatRequest, Generation, TokenStep
 from editlens.errors import ModelUnavailableError
 from editlens.models.precision import decide
@@ -48,11 +47,13 @@ class TransformersBackend:
             raise ModelUnavailableError("no vision-language model given: pass --vlm HUB_ID_OR_DIR_OR_URL "
                                         "(or set EDITLENS_MODEL_VLM)")
         model_type = _model_type(self.mref)
-        family = FAMILIES.get(model_type)
+        from editlens.models.registry import families
+
+        family = families().get(model_type)
         if family is None:
             raise ModelUnavailableError(
                 f"model {self.mref.ref!r} is a {model_type!r} model; the local backend runs "
-                f"{', '.join(sorted(FAMILIES))}. Serve other models with vLLM/SGLang/TGI and pass their URL as --vlm.")
+                f"{', '.join(sorted(families()))}. Serve other models with vLLM/SGLang/TGI and pass their URL as --vlm.")
         import transformers
 
         self.precision = decide(dtype, device)

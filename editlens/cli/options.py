@@ -20,6 +20,9 @@ TemperatureOpt = typer.Option(0.0, "--temperature", min=0.0, help="Sampling temp
 TimeoutOpt = typer.Option(None, "--timeout", help="Seconds an HTTP judge request may take before it is retried (default 120).")
 RetriesOpt = typer.Option(None, "--max-retries", help="Retries of an HTTP judge request after 429/5xx/time-outs (default 5).")
 ConcurrencyOpt = typer.Option(None, "--concurrency", help="HTTP judge requests in flight at once (default 8).")
+DeviceOpt = typer.Option("auto", "--device", help="auto ($EDITLENS_DEVICE, else cuda, mps, cpu), cpu, cuda, cuda:1, mps.")
+DtypeOpt = typer.Option("auto", "--dtype", help="auto ($EDITLENS_DTYPE, else bf16 where the GPU or CPU computes it "
+                        "natively, float32 on other CPUs), float32, bfloat16, float16 (GPU).")
 
 
 def http_settings(timeout, max_retries, concurrency):  # type: ignore[no-untyped-def]
@@ -30,7 +33,7 @@ def http_settings(timeout, max_retries, concurrency):  # type: ignore[no-untyped
     set_http_defaults(**{k: HTTP_BUILTIN[k] if v is None else v for k, v in given.items()})
 
 
-def vlm_options(vlm, vlm_model, cache, template, device="auto", samples=1, temperature=0.0):  # type: ignore[no-untyped-def]
+def vlm_options(vlm, vlm_model, cache, template, device="auto", samples=1, temperature=0.0, dtype="auto"):  # type: ignore[no-untyped-def]
     from editlens.judges.ensemble import check_sampling
 
     check_sampling(samples, temperature)  # a clear error before any model loads
@@ -40,7 +43,7 @@ def vlm_options(vlm, vlm_model, cache, template, device="auto", samples=1, tempe
     from editlens.runner.checks import check_templates
 
     check_templates(templates)  # before any model loads
-    opts = {"vlm": vlm, "vlm_model": vlm_model, "device": device, "templates": templates,
+    opts = {"vlm": vlm, "vlm_model": vlm_model, "device": device, "dtype": dtype, "templates": templates,
             "cache": {"default": True, "none": False}.get(cache, cache)}
     if samples > 1 or temperature > 0:  # only then, so settings (and cached rows) of greedy runs stay as they were
         opts.update(samples=samples, temperature=temperature)

@@ -110,16 +110,16 @@ class DicePipeline:
 
 
 class DiceEvaluator(Metric):
-    def __init__(self, vlm: str | None = None, detector: str = "auto", device: str = "auto",
+    def __init__(self, vlm: str | None = None, detector: str = "auto", device: str = "auto", dtype: str = "auto",
                  models: dict[str, str] | None = None, **kw: Any) -> None:
         from editlens.dice.released import RELEASED_OPTIONS, released_from_options
 
         if any(kw.get(k) for k in RELEASED_OPTIONS):  # --option dice.dice_preset=... : released-style models
-            self.pipeline = released_from_options({**kw, "device": device})
+            self.pipeline = released_from_options({**kw, "device": device, "dtype": dtype})
             return
         for k in RELEASED_OPTIONS:
             kw.pop(k, None)
-        self.pipeline = DicePipeline(vlm, detector, device=device, **kw)
+        self.pipeline = DicePipeline(vlm, detector, device=device, dtype=dtype, **kw)
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "dice": self.pipeline.describe()}
@@ -128,6 +128,11 @@ class DiceEvaluator(Metric):
         out: list[float | Score] = []
         for res in self.pipeline.run(batch):
             d = res.to_dict()
+            if res.failed or any(v.failed for v in res.verdicts or []):
+                # never answered (a model or transport error): failed, redone on rerun
+                problem = res.problem or next(v.problem for v in res.verdicts or [] if v.failed)
+                out.append(Score(self.name, None, "failed", problem, d))
+                continue
             if res.unparsable:
                 out.append(Score(self.name, None, "unscored", res.problem, d))
                 continue
@@ -178,6 +183,10 @@ class _DiceMasked(EncoderModelOptions, Metric):
     def _patched(self, batch: Sequence[LoadedEdit]) -> list[tuple[np.ndarray, np.ndarray] | Score]:
         out: list[tuple[np.ndarray, np.ndarray] | Score] = []
         for s, res in zip(batch, self.pipeline.run(batch)):
+            if res.failed or any(v.failed for v in res.verdicts or []):
+                problem = res.problem or next(v.problem for v in res.verdicts or [] if v.failed)
+                out.append(Score(self.name, None, "failed", problem, {"dice": res.to_dict()}))
+                continue
             if res.unparsable or res.truncated or not res.judged:
                 out.append(Score(self.name, None, "unscored", res.problem or "a coherence answer could not be parsed",
                                  {"dice": res.to_dict()}))

@@ -76,6 +76,7 @@ class Preset:
     coherence: ModelSpec | None = None
     longest_edge: int | None = 1456
     quantization: str = "nf4"  # what the release used: "nf4" or "none"
+    compute_dtype: str = "float16"  # the release's 4-bit compute dtype (used on GPUs that compute it)
     detector_generation: GenerationPreset = GenerationPreset(500, 1.5, True)
     coherence_generation: GenerationPreset = GenerationPreset(500, 1.0, False)
     image_first: bool = True  # detector message: images before the prompt
@@ -115,28 +116,20 @@ class Preset:
         return p
 
 
-#: The released checkpoints (hub folders as the authors publish them).
-PRESETS: dict[str, Preset] = {
-    "dice-idefics3": Preset(
-        name="dice-idefics3",
-        detector=ModelSpec("aimagelab/DICE_differencedet_Idefics/model_based_tuned_stage1/"
-                           "image_first_after15k_after_lvis_idefics",
-                           "aimagelab/DICE_differencedet_Idefics/lora_tuned_stage2/checkpoint-15000"),
-        coherence=ModelSpec("HuggingFaceM4/Idefics3-8B-Llama3",
-                            "aimagelab/DICE_coherence_Idefics/lora_tuned/checkpoint-550"),
-    ),
-}
-
-
 def load_preset(name_or_path: str | None) -> Preset:
-    """A built-in preset by name, or a JSON preset file."""
+    """A ``dice`` model preset by name (:mod:`editlens.models.registry`; the
+    release is ``dice-idefics3``), or a JSON preset file."""
     if not name_or_path:
         return Preset()
-    if name_or_path in PRESETS:
-        return PRESETS[name_or_path]
+    from editlens.models.registry import get_preset, is_preset, presets
+
+    if is_preset(name_or_path, "dice"):
+        mp = get_preset(name_or_path, "dice")
+        return Preset.from_dict({"name": mp.name, **mp.recipe}, mp.file)
     p = Path(name_or_path).expanduser()
     if not p.is_file():
-        raise InputError(f"--dice-preset {name_or_path}: neither a built-in preset ({', '.join(PRESETS)}) nor a file")
+        known = ", ".join(n for n, mp in presets().items() if mp.kind == "dice")
+        raise InputError(f"--dice-preset {name_or_path}: neither a built-in preset ({known}) nor a file")
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
@@ -144,6 +137,19 @@ def load_preset(name_or_path: str | None) -> Preset:
     if not isinstance(data, dict):
         raise InputError(f"{p}: a preset is a JSON object")
     return Preset.from_dict({"name": p.stem, **data}, str(p))
+
+
+def preset_available(preset: Any, models: dict[str, str]) -> tuple[bool, str | None]:
+    """A ``dice`` preset's availability (:mod:`editlens.models.registry`): every base and adapter found locally."""
+    p = Preset.from_dict({"name": preset.name, **preset.recipe}, preset.file)
+    for role in ("detector", "coherence"):
+        spec = getattr(p, role)
+        for ref in ([spec.base] + ([spec.adapter] if spec.adapter else [])) if spec else []:
+            try:
+                resolve_location(ref)
+            except ModelUnavailableError as exc:
+                return False, f"{role}: {exc}"
+    return True, None
 
 
 # -- loading --------------------------------------------------------------------------
@@ -167,60 +173,46 @@ def resolve_location(ref: str) -> Path:
         raise ModelUnavailableError(
             f"model {ref!r}: hub repository {repo} could not be fetched or found in the cache "
             f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}). Download it on a machine "
-            f"with internet (`huggingface-cli download {repo}`) or pass a local directory.") from None
+            f"with internet (`hf download {repo}`) or pass a local directory.") from None
     out = Path(root) / sub
     if not out.is_dir():
         raise ModelUnavailableError(f"model {ref!r}: {repo} has no folder {sub!r}")
     return out
 
 
-def cpu_has_native_bf16() -> bool:
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
-def unquantized_dtype(device: str) -> Any:
-    """bf16 where it runs natively, else fp32 (emulated bf16 is slower than fp32 on a CPU)."""
-    import torch
-
-    if device.startswith("cuda"):
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return torch.bfloat16 if cpu_has_native_bf16() else torch.float32
-
-
 def load_base(ref: str, device: str, quantization: str, notes: list[str], trainable: bool = False,
-              option: str = "--dice-quantization") -> Any:
+              option: str = "--dice-quantization", dtype: str = "auto", compute_dtype: str | None = "float16") -> Any:
     """The base VLM, its language model in 4-bit NF4 (vision tower, connector
-    and LM head left unquantised) or unquantised.
+    and LM head left unquantised) or unquantised, in the dtype of the
+    precision policy (:mod:`editlens.models.precision`).
 
     ``quantization``: ``auto`` (4-bit where it pays: CUDA with bitsandbytes;
     elsewhere unquantised, with a note), ``nf4`` (4-bit on any device
     bitsandbytes supports, CPU included; ``4bit`` is the same) or ``none``.
-    The 4-bit compute dtype is the release's fp16 on a GPU; on a CPU bf16
-    where native, else fp32 (always fp32 for training on a CPU)."""
-    import torch
+    ``compute_dtype``: the recipe's own 4-bit compute dtype (the release's
+    fp16), used under ``dtype=auto`` on a GPU that computes it. A model to be
+    trained keeps float32 weights (the training loop runs autocast)."""
     from transformers import AutoModelForImageTextToText
 
-    from editlens.models.quant import compute_dtype, dtype_name, nf4_config, normalise_choice, use_4bit
+    from editlens.models.precision import decide
+    from editlens.models.quant import nf4_config, normalise_choice, prepare_4bit, use_4bit
 
     path = resolve_location(ref)
     choice = normalise_choice(quantization, option)
     q4, why = use_4bit(choice, device, option)
-    cuda = device.startswith("cuda")
-    kwargs: dict[str, Any] = {}
+    prec = decide(dtype, device, "training" if trainable else ("quantized" if q4 else "inference"),
+                  preferred=compute_dtype if q4 and not trainable else None)
+    # a model trained on a CPU keeps float32 weights (the training loop's autocast does the rest);
+    # elsewhere the policy's dtype, which on a GPU also holds the parts 4-bit leaves unquantised
+    on_cpu_training = trainable and not device.startswith("cuda")
+    base_dtype = "float32" if on_cpu_training else decide(dtype, device).dtype
+    kwargs: dict[str, Any] = {"dtype": decide(base_dtype, device).torch_dtype}
     if q4:
-        compute = torch.float32 if trainable and not cuda else compute_dtype(device, torch.float16)
+        compute = decide("float32", device).torch_dtype if on_cpu_training else prec.torch_dtype
         kwargs["quantization_config"] = nf4_config(compute, skip_modules=["vision_model", "connector", "lm_head"])
-        # the release keeps the unquantised parts in bf16 on a GPU
-        kwargs["dtype"] = (torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16) if cuda else compute
         kwargs["device_map"] = {"": device}
-    else:
-        kwargs["dtype"] = torch.float32 if trainable and not cuda else unquantized_dtype(device)
-        if choice == "auto" and why:
-            notes.append(f"{ref}: language model in {dtype_name(kwargs['dtype'])} instead of 4-bit NF4 ({why})")
+    elif choice == "auto" and why:
+        notes.append(f"{ref}: language model in {base_dtype} instead of 4-bit NF4 ({why})")
     try:
         model, info = AutoModelForImageTextToText.from_pretrained(str(path), local_files_only=True,
                                                                   output_loading_info=True, **kwargs)
@@ -234,8 +226,11 @@ def load_base(ref: str, device: str, quantization: str, notes: list[str], traina
     if info.get("unexpected_keys"):
         notes.append(f"{ref}: {len(info['unexpected_keys'])} unexpected checkpoint key(s) ignored "
                      f"(e.g. {sorted(info['unexpected_keys'])[:3]})")
+    if q4:
+        prepare_4bit(model, device, option, trainable=trainable)
     if "device_map" not in kwargs:
         model = model.to(device)
+    model.editlens_precision = prec.to_dict()  # what the policy decided, for describe()
     return model
 
 
@@ -323,13 +318,13 @@ class ReleasedModel:
     """One released-style model (detector or coherence estimator) and its processor."""
 
     def __init__(self, spec: ModelSpec, device: str = "auto", quantization: str = "auto",
-                 longest_edge: int | None = None) -> None:
-        from editlens.models.resolve import pick_device
+                 longest_edge: int | None = None, dtype: str = "auto", compute_dtype: str | None = "float16") -> None:
+        from editlens.models.precision import resolve_device
 
         self.spec = spec
-        self.device = pick_device(device)
+        self.device = resolve_device(device)
         self.notes: list[str] = []
-        model = load_base(spec.base, self.device, quantization, self.notes)
+        model = load_base(spec.base, self.device, quantization, self.notes, dtype=dtype, compute_dtype=compute_dtype)
         if spec.adapter:
             model = attach_adapter(model, spec.adapter)
         self.model = model.eval()
@@ -348,7 +343,8 @@ class ReleasedModel:
 
         prec = describe_precision(self.model)
         return {"spec": str(self.spec), "device": self.device, "quantized_4bit": self.quantized,
-                "dtype": prec["unquantised_dtype"], "precision": prec}
+                "dtype": prec["unquantised_dtype"], "precision": prec,
+                "policy": getattr(self.model, "editlens_precision", None)}
 
 
 def detector_conversation(prompts: PromptSet, image_first: bool = True) -> list[dict[str, Any]]:
@@ -372,7 +368,7 @@ class ReleasedDice:
     :class:`DiceResult` objects like :class:`editlens.dice.pipeline.DicePipeline`."""
 
     def __init__(self, preset: Preset, prompts: PromptSet | None = None, device: str = "auto",
-                 quantization: str = "auto") -> None:
+                 quantization: str = "auto", dtype: str = "auto") -> None:
         if preset.detector is None:
             raise InputError("released DICE needs a detector: --dice-detector BASE[+ADAPTER] or a preset with one")
         from editlens.models.quant import normalise_choice
@@ -382,9 +378,10 @@ class ReleasedDice:
         self.prompts = prompts or default_prompts()
         # auto: as the preset (4-bit where it pays); nf4 and none are forced
         self.quantization = ("auto" if preset.quantization == "nf4" else "none") if choice == "auto" else choice
-        self.detector = ReleasedModel(preset.detector, device, self.quantization, preset.longest_edge)
-        self.coherence = (ReleasedModel(preset.coherence, device, self.quantization, preset.longest_edge)
-                          if preset.coherence else None)
+        self.detector = ReleasedModel(preset.detector, device, self.quantization, preset.longest_edge, dtype,
+                                      preset.compute_dtype)
+        self.coherence = (ReleasedModel(preset.coherence, device, self.quantization, preset.longest_edge, dtype,
+                                        preset.compute_dtype) if preset.coherence else None)
 
     # -- detection ----------------------------------------------------------------
     def detect(self, sample: LoadedEdit) -> DiceResult:
@@ -396,8 +393,8 @@ class ReleasedDice:
         conv = detector_conversation(self.prompts, self.preset.image_first)
         try:
             g = self.detector.generate(conv, [src, edt], self.preset.detector_generation, COMMANDS)
-        except Exception as exc:  # one failing sample must not end a run; it is recorded, not scored
-            return DiceResult([], detector="released", unparsable=True,
+        except Exception as exc:  # one failing sample must not end a run: it fails (redone on rerun), never "unparsable"
+            return DiceResult([], detector="released", failed=True,
                               problem=f"detector generation failed: {type(exc).__name__}: {exc}")
         ans = parse_released_answer(g.text)
         if ans.differences is None:
@@ -429,7 +426,8 @@ class ReleasedDice:
             try:
                 g = self.coherence.generate(conv, [src, edt], self.preset.coherence_generation, ("YES", "NO"))
             except Exception as exc:
-                verdicts.append(Verdict(None, problem=f"coherence generation failed: {type(exc).__name__}: {exc}"))
+                verdicts.append(Verdict(None, problem=f"coherence generation failed: {type(exc).__name__}: {exc}",
+                                        failed=True))
                 continue
             dec = parse_decision(g.text)
             if dec.coherent is None:
@@ -446,7 +444,7 @@ class ReleasedDice:
         out = []
         for s in batch:
             res = self.detect(s)
-            if not res.unparsable:
+            if not (res.unparsable or res.failed):
                 self.judge(s, res)
             elif self.coherence is not None:
                 res.verdicts = []
@@ -510,7 +508,7 @@ def trained_generation(spec: ModelSpec | None, role: str) -> GenerationPreset | 
 
 def build_released(preset: str | None = None, detector: str | None = None, coherence: str | None = None,
                    prompts: str | None = None, drawing: str | None = None, device: str = "auto",
-                   quantization: str = "auto") -> ReleasedDice:
+                   quantization: str = "auto", dtype: str = "auto") -> ReleasedDice:
     """The CLI's entry: a preset (name or file) with the given parts replaced."""
     from editlens.dice.prompt_sets import load_official_prompts
 
@@ -528,7 +526,7 @@ def build_released(preset: str | None = None, detector: str | None = None, coher
         if gen is not None:
             p = replace(p, **{f"{role}_generation": gen})
     prompts = prompts or p.prompts
-    return ReleasedDice(p, load_official_prompts(prompts) if prompts else None, device, quantization)
+    return ReleasedDice(p, load_official_prompts(prompts) if prompts else None, device, quantization, dtype)
 
 
 #: ``--option dice.KEY=VALUE`` keys that make the ``dice`` evaluator run released-style models
@@ -541,4 +539,4 @@ def released_from_options(options: dict[str, Any]) -> ReleasedDice:
     (``editlens run ... --dice --option dice.dice_preset=PRESET``)."""
     return build_released(options.get("dice_preset"), options.get("dice_detector"), options.get("dice_coherence"),
                           options.get("dice_prompts"), options.get("dice_drawing"), options.get("device", "auto"),
-                          options.get("dice_quantization") or "auto")
+                          options.get("dice_quantization") or "auto", options.get("dtype", "auto"))

@@ -49,9 +49,11 @@ class Verdict:
     problem: str | None = None
     ensemble: dict[str, Any] | None = None  # samples, votes, agreement (self-ensembling)
     raws: list[str | None] | None = None  # every sampled answer
+    #: the question was never answered (a model or transport error): redone on rerun, never a verdict
+    failed: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        return {k: v for k, v in asdict(self).items() if v is not None and not (k == "failed" and not v)}
 
 
 @dataclass
@@ -62,6 +64,8 @@ class DiceResult:
     raw: str | None = None
     unparsable: bool = False
     problem: str | None = None
+    #: the detector was never answered (a model or transport error): the sample fails, redone on rerun
+    failed: bool = False
     #: the detector's answer was cut off at the token limit: the list may be incomplete
     truncated: bool = False
     #: lines that looked like differences but were left out, with the reason
@@ -70,7 +74,7 @@ class DiceResult:
     @property
     def no_change(self) -> bool:
         """Judged to show no change: only from a complete, parsed answer listing nothing."""
-        return not self.unparsable and not self.truncated and not self.differences
+        return not self.unparsable and not self.failed and not self.truncated and not self.differences
 
     @property
     def judged(self) -> bool:
@@ -86,6 +90,8 @@ class DiceResult:
         out: dict[str, Any] = {"detector": self.detector, "differences": diffs, "no_change": self.no_change}
         if self.unparsable:
             out["unparsable"] = True
+        if self.failed:
+            out["failed"] = True
         if self.truncated:
             out["truncated"] = True
         if self.rejected:

@@ -90,9 +90,9 @@ _DEFAULT = {"change_map": "yes", "l1": "yes", "l2": "yes", "psnr": "yes", "ssim"
             "l1_ref": "with_reference", "l2_ref": "with_reference", "clip_i_ref": "with_reference",
             "dino_i_ref": "with_reference"}
 _EXTRA: dict[str, dict] = {
-    # LPIPS picks its own device (CPU unless told otherwise)
-    "lpips": {"runtime": ()},
-    "lpips_vgg": {"runtime": ()},
+    # LPIPS' weights are two files (heads, backbone), not a hub id
+    "lpips": {"availability": "editlens.metrics.lpips:check_available"},
+    "lpips_vgg": {"availability": "editlens.metrics.lpips:check_available"},
     "viescore": {"ensemble": True},
     "yes_no": {"ensemble": True},
     "dice": {"ensemble": True, "summary": "editlens.dice.ranking:ranking_summary",

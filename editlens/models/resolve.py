@@ -8,7 +8,8 @@ local directory saved with ``save_pretrained``, or a role name (``clip``,
 2. the environment variable ``EDITLENS_MODEL_<ROLE>`` (e.g. ``EDITLENS_MODEL_CLIP``);
 3. the ``[models]`` table of the user config file (``$EDITLENS_CONFIG``, else
    ``$XDG_CONFIG_HOME/editlens/config.toml``, else ``~/.config/editlens/config.toml``);
-4. the built-in default in :data:`DEFAULT_MODELS`.
+4. the default of the role's preset (:mod:`editlens.models.registry`: ``clip`` ->
+   ``openai/clip-vit-base-patch32``, ``dino`` -> ``facebook/dinov2-small``).
 
 When weights are missing, :func:`load_pretrained` raises one
 :class:`~editlens.errors.ModelUnavailableError` that says which model, where
@@ -24,13 +25,6 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from editlens.errors import ModelUnavailableError
-
-#: Role -> default hub id.
-DEFAULT_MODELS: dict[str, str] = {
-    "clip": "openai/clip-vit-base-patch32",
-    "dino": "facebook/dinov2-small",
-}
-
 
 def config_path() -> Path:
     if os.environ.get("EDITLENS_CONFIG"):
@@ -79,8 +73,11 @@ def model_reference(role_or_ref: str, overrides: Mapping[str, str] | None = None
     cfg = _config_models()
     if role in cfg:
         return ModelRef(role, cfg[role], "config")
-    if role in DEFAULT_MODELS:
-        return ModelRef(role, DEFAULT_MODELS[role], "default")
+    from editlens.models.registry import role_default
+
+    default = role_default(role)
+    if default:
+        return ModelRef(role, default, "default")
     return ModelRef(None, role_or_ref, "literal")
 
 

@@ -145,3 +145,13 @@ def _fingerprint(ref: str) -> dict[str, Any]:
     if meta.is_file():
         out["twoframe_json"] = hashlib.sha256(meta.read_bytes()).hexdigest()
     return out
+
+
+def preset_available(preset: Any, models: dict[str, str]) -> tuple[bool, str | None]:
+    """A ``twoframe`` preset's availability (:mod:`editlens.models.registry`):
+    its checkpoint given for the role, with the tokenizer the recipe names."""
+    mref_ref = resolve(None, models) if preset.role else preset.ref
+    if not mref_ref or mref_ref == ROLE:
+        return False, (f"no checkpoint given: download {preset.recipe.get('file', 'the checkpoint')}, then pass "
+                       f"--model {ROLE}=FILE --option {ROLE}.tokenizer={preset.recipe.get('tokenizer', 'DIR')}")
+    return availability(mref_ref, {"tokenizer": preset.recipe.get("tokenizer")})
