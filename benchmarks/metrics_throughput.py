@@ -68,9 +68,9 @@ def make_dataset(n_sources: int, per_source: int = 8):
 
 def run_editlens(samples, model_dir: Path, batch: int, dtype: str):
     from editlens import create_metric
-    from editlens.models.encoders import clear_encoders
+    from editlens.models.pool import clear
 
-    clear_encoders()
+    clear("encoder")
     models = {"clip": str(model_dir)}
     ci = create_metric("clip_i", models=models, dtype=dtype)
     ct = create_metric("clip_t", models=models, dtype=dtype)

@@ -123,9 +123,14 @@ class AdieeEvaluator(Metric):
     def scorer(self) -> Any:
         if self._scorer is None:
             from editlens.adiee.checkpoint import load_scorer
+            from editlens.models import pool
+            from editlens.models.precision import decide
 
-            self._scorer, self.load_report, default = load_scorer(self.mref.local_dir, self.base, self.device,
-                                                                  self.dtype, self.models, self.quantization)
+            prec = decide(self.dtype, self.device)
+            key = ("adiee", str(self.mref.local_dir), self.base, prec.device, prec.dtype, self.quantization,
+                   tuple(sorted(self.models.items())))
+            self._scorer, self.load_report, default = pool.shared(key, lambda: load_scorer(
+                self.mref.local_dir, self.base, prec.device, prec.dtype, self.models, self.quantization))
             self._hidden = default
         return self._scorer
 

@@ -15,7 +15,6 @@ shared by many edits is encoded once.
 from __future__ import annotations
 
 import hashlib
-import threading
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -25,8 +24,6 @@ from editlens.metrics.base import Metric
 
 ROLE = "twoframe"
 OUTPUTS = ("cosine", "logit", "calibrated")
-_POOL: dict[tuple[Any, ...], Any] = {}
-_LOCK = threading.Lock()
 
 
 def resolve(model: str | None, models: dict[str, str] | None) -> str:
@@ -61,17 +58,13 @@ def get_scorer(ref: str, tokenizer: str | None = None, base: str | None = None, 
     from editlens.twoframe.model import load_twoframe
     from editlens.twoframe.scorer import TwoFrameScorer
 
-    key = (ref, tokenizer, base, heads, preset, device, dtype)
-    with _LOCK:
-        if key not in _POOL:
-            _POOL[key] = TwoFrameScorer(load_twoframe(ref, tokenizer=tokenizer, base=base, heads=heads, preset=preset,
-                                                      device=device, dtype=dtype))
-        return _POOL[key]
+    from editlens.models import pool
+    from editlens.models.precision import decide
 
-
-def clear_scorers() -> None:
-    with _LOCK:
-        _POOL.clear()
+    prec = decide(dtype, device)
+    return pool.shared(("twoframe", ref, tokenizer, base, heads, preset, prec.device, prec.dtype),
+                       lambda: TwoFrameScorer(load_twoframe(ref, tokenizer=tokenizer, base=base, heads=heads,
+                                                            preset=preset, device=prec.device, dtype=prec.dtype)))
 
 
 class TwoFrameEvaluator(Metric):
