@@ -156,19 +156,25 @@ class AdieeEvaluator(Metric):
 
         return {"checkpoint": fingerprint(self.mref).get("weights"), "hidden": self.hidden,
                 "question": self.prompts.questions[0], "image_side": self.image_side,
-                "max_new_tokens": self.max_new_tokens, "dtype": self.dtype,
+                "max_new_tokens": self.max_new_tokens, "dtype": self._decided_dtype(),
                 # 4-bit weights give other scores: part of the cache key (absent when unquantised)
                 **({"quantization": "nf4"} if self._loads_4bit() else {})}
+
+    def _decided_dtype(self) -> str:
+        """The dtype the policy runs the scorer in (not "auto": bf16 and fp32 scores are cached apart)."""
+        from editlens.models.precision import decide
+
+        return decide(self.dtype, self.device, "quantized" if self._loads_4bit() else "inference").dtype
 
     def _loads_4bit(self) -> bool:
         """Whether :func:`load_scorer` will put the base in 4-bit (decided without loading it)."""
         from editlens.adiee.checkpoint import read_meta, trained_in_4bit
         from editlens.models.quant import use_4bit
-        from editlens.models.resolve import pick_device
+        from editlens.models.precision import resolve_device
 
         if self.quantization != "auto":
             return self.quantization == "nf4"
-        return trained_in_4bit(read_meta(self.mref.local_dir)) and use_4bit("auto", pick_device(self.device))[0]
+        return trained_in_4bit(read_meta(self.mref.local_dir)) and use_4bit("auto", resolve_device(self.device))[0]
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "checkpoint": str(self.mref.local_dir), **self.settings(),
@@ -250,7 +256,7 @@ class AdieeFastEvaluator(Metric):
         if self._scorer is None:
             from editlens.adiee.fast import FastScorer
 
-            self._scorer = FastScorer.load(self.mref.local_dir, models=self.models, device=self.device)
+            self._scorer = FastScorer.load(self.mref.local_dir, models=self.models, device=self.device, dtype=self.dtype)
         return self._scorer
 
     def describe(self) -> dict[str, Any]:

@@ -9,7 +9,8 @@ from typing import List, Optional
 import typer
 
 from editlens.cli.common import emit_json, guarded, parse_models, split_names
-from editlens.cli.options import (CacheOpt, CaptionsOpt, ConcurrencyOpt, JudgeOpt, ModelOpt, OptionOpt, RetriesOpt,
+from editlens.cli.options import (CacheOpt, CaptionsOpt, ConcurrencyOpt, DeviceOpt, DtypeOpt, JudgeOpt, ModelOpt,
+                                   OptionOpt, RetriesOpt,
                                    SamplesOpt, TemperatureOpt, TemplateOpt, TimeoutOpt, VlmModelOpt, VlmOpt,
                                    extra_metrics, http_settings, vlm_options)
 from editlens.errors import EditlensError
@@ -67,6 +68,8 @@ def score_cmd(
     timeout: Optional[float] = TimeoutOpt,
     max_retries: Optional[int] = RetriesOpt,
     concurrency: Optional[int] = ConcurrencyOpt,
+    device: str = DeviceOpt,
+    dtype: str = DtypeOpt,
 ) -> None:
     """Score one edit."""
     from editlens.core.images import ImageLoadOptions
@@ -87,11 +90,12 @@ def score_cmd(
     report = score_edit(
         str(source), str(edited), instruction, reference=str(reference) if reference else None,
         metrics=split_names(metrics), extra=extra_metrics(judge, captions),
-        vlm=vlm_options(vlm, vlm_model, cache, template, samples=samples, temperature=temperature),
+        vlm=vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype),
         source_caption=source_caption, target_caption=target_caption,
         models=parse_models(model), options=parse_options(option or []),
         image_options=ImageLoadOptions(max_pixels=max_pixels, size_policy=size_policy), metadata=meta,
         progress=sys.stderr.isatty(),  # judge calls take seconds: show which metric is running
+        device=device, dtype=dtype,
     )
     if json_out:
         emit_json({"schema": "editlens.score/1",
@@ -131,7 +135,8 @@ def run_cmd(
     option: Optional[List[str]] = OptionOpt,
     size_policy: str = typer.Option("resize", "--size-policy"),
     max_pixels: int = typer.Option(178_956_970, "--max-pixels"),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:1, mps."),
+    device: str = DeviceOpt,
+    dtype: str = DtypeOpt,
     export: Optional[str] = typer.Option(None, "--export", help="Also export long-format rows: csv, parquet, jsonl (comma-separated)."),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
     executor: str = typer.Option("local", "--executor", help="local, or ray (batches spread over a Ray cluster)."),
@@ -163,7 +168,6 @@ def run_cmd(
     http_settings(timeout, max_retries, concurrency)
     from editlens.core.images import ImageLoadOptions
     from editlens.data.manifest import read_manifest
-    from editlens.models.resolve import pick_device
     from editlens.runner.run import run_evaluation
     from editlens.runner.selection import parse_options, select_metrics
     from editlens.runner.store import ResultsStore, export as export_rows
@@ -172,9 +176,9 @@ def run_cmd(
     for line, reason in report.problems:
         typer.echo(f"skipped {manifest}:{line}: {reason}", err=True)
     sel = select_metrics(split_names(metrics), extra=extra_metrics(judge, captions, dice), models=parse_models(model),
-                         options=parse_options(option or []), device=device,
+                         options=parse_options(option or []), device=device, dtype=dtype,
                          with_reference=any(s.reference is not None for s in report.samples),
-                         vlm=vlm_options(vlm, vlm_model, cache, template, device, samples, temperature))
+                         vlm=vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype))
     for name, reason in sel.skipped:
         typer.echo(f"metric {name} skipped: {reason}", err=True)
     if not sel.metrics:
@@ -193,7 +197,7 @@ def run_cmd(
         report.samples, sel.metrics, out, batch_size=batch_size, workers=workers, progress=progress,
         image_options=image_options, executor=runner_executor,
         retry_failed=retry_failed, retry_unscored=retry_unscored, wait=wait,
-        command=sys.argv, device=pick_device(device) if device == "auto" else device,
+        command=sys.argv, device=device, dtype=dtype,
         extra_manifest={"manifest": str(manifest.resolve()), "skipped_rows": len(report.problems),
                         "skipped_metrics": dict(sel.skipped)},
     )
@@ -236,6 +240,8 @@ def compare_cmd(
     timeout: Optional[float] = TimeoutOpt,
     max_retries: Optional[int] = RetriesOpt,
     concurrency: Optional[int] = ConcurrencyOpt,
+    device: str = DeviceOpt,
+    dtype: str = DtypeOpt,
 ) -> None:
     """Pairwise judge: which of two edits of the same source is better."""
     from editlens.judges.pairwise import PairwiseJudge
@@ -245,7 +251,7 @@ def compare_cmd(
     if not instruction.strip():
         typer.echo("error: empty instruction", err=True)
         raise typer.Exit(2)
-    opts = vlm_options(vlm, vlm_model, cache, template, samples=samples, temperature=temperature) or {}
+    opts = vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype) or {}
     judge = PairwiseJudge(**opts)
     (v,) = judge.compare([(str(source), str(edited_a), str(edited_b), instruction)])
     if json_out:

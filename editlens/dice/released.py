@@ -204,11 +204,10 @@ def load_base(ref: str, device: str, quantization: str, notes: list[str], traina
                   preferred=compute_dtype if q4 and not trainable else None)
     # a model trained on a CPU keeps float32 weights (the training loop's autocast does the rest);
     # elsewhere the policy's dtype, which on a GPU also holds the parts 4-bit leaves unquantised
-    on_cpu_training = trainable and not device.startswith("cuda")
-    base_dtype = "float32" if on_cpu_training else decide(dtype, device).dtype
+    base_dtype = prec.weights_dtype if trainable else decide(dtype, device).dtype
     kwargs: dict[str, Any] = {"dtype": decide(base_dtype, device).torch_dtype}
     if q4:
-        compute = decide("float32", device).torch_dtype if on_cpu_training else prec.torch_dtype
+        compute = decide(prec.weights_dtype, device).torch_dtype
         kwargs["quantization_config"] = nf4_config(compute, skip_modules=["vision_model", "connector", "lm_head"])
         kwargs["device_map"] = {"": device}
     elif choice == "auto" and why:

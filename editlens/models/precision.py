@@ -177,6 +177,16 @@ class Precision:
         return None if self.dtype == "float32" else self.torch_dtype
 
     @property
+    def weights_dtype(self) -> str:
+        """The dtype weights are loaded in: the compute dtype, except for
+        training on a CPU, where they stay float32 and autocast computes in the
+        compute dtype (CPU optimisers and several CPU kernels want float32
+        parameters)."""
+        if self.purpose == "training" and self.device.split(":")[0] == "cpu":
+            return "float32"
+        return self.dtype
+
+    @property
     def needs_grad_scaler(self) -> bool:
         return self.dtype == "float16"
 

@@ -50,12 +50,16 @@ def environment() -> dict[str, Any]:
 
 
 def new_manifest(command: list[str] | None, evaluators: list[dict[str, Any]], inputs: dict[str, Any],
-                 device: str, seed: int | None = None) -> dict[str, Any]:
+                 device: str, seed: int | None = None, precision: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``precision``: the policy's decision for the run's ``--dtype``/``--device``
+    (:meth:`editlens.models.precision.Precision.to_dict`); each evaluator's own
+    entry says what its model really ran in."""
     return {
         "command": command,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "environment": environment(),
         "device": device,
+        "precision": precision,
         "seed": seed,
         "inputs": inputs,
         "evaluators": evaluators,

@@ -87,6 +87,7 @@ def run_evaluation(
     progress: bool = True,
     command: list[str] | None = None,
     device: str = "cpu",
+    dtype: str = "auto",
     extra_manifest: dict[str, Any] | None = None,
     on_batch: Callable[[int], None] | None = None,
     executor: Any = None,
@@ -161,8 +162,12 @@ def _run_locked(samples: Sequence[EditSample], evaluators: Sequence[Evaluator], 
     todo = grouped_by_source([s for s in samples if any(s.id not in done[ev.name] for ev in regular)])
     reused = sum(len(done[ev.name] & {s.id for s in samples}) for ev in evaluators)
 
+    from editlens.models.precision import decide
+
+    precision = decide(dtype, device).to_dict()  # what --dtype/--device meant on this machine, and why
     manifest = new_manifest(command, [{**ev.describe(), "config_hash": hashes[ev.name]} for ev in evaluators],
-                            {"samples": len(samples), **(extra_manifest or {})}, device)
+                            {"samples": len(samples), **(extra_manifest or {})}, precision["device"],
+                            precision=precision)
     previous = store.get_meta("manifest")
     if previous:
         manifest["previous_runs"] = (previous.get("previous_runs") or []) + [

@@ -48,6 +48,8 @@ def score_edit(
     extra: Sequence[str] = (),
     vlm: str | Mapping[str, Any] | None = None,
     progress: bool = False,
+    device: str = "auto",
+    dtype: str = "auto",
 ) -> EditReport:
     """Score one edit; ``report[name]`` is that metric's :class:`Score`.
 
@@ -58,6 +60,8 @@ def score_edit(
     ``{"vlm": URL, "vlm_model": NAME, "cache": False}``). A judge whose backend
     failed (time-out, server error) reports ``failed`` with the reason; an
     answer that could not be parsed reports ``unscored`` with the raw text.
+    ``device``/``dtype`` go to every model (``auto``: the precision policy,
+    :mod:`editlens.models.precision`).
     """
     from editlens.runner.isolation import score_isolated
 
@@ -67,7 +71,7 @@ def score_edit(
                         source_caption=source_caption, target_caption=target_caption, metadata=metadata or {})
     loaded = sample.load(image_options)
     sel = select_metrics(metrics, extra=extra, models=models, options=options, with_reference=reference is not None,
-                         vlm=vlm)
+                         vlm=vlm, device=device, dtype=dtype)
     out: dict[str, Score] = {}
     from editlens.runner.run import in_run_order
 

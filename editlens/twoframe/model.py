@@ -68,9 +68,13 @@ class TemporalHead(nn.Module):
         nn.init.zeros_(self.out.bias)
 
     def forward(self, source: torch.Tensor, edited: torch.Tensor) -> torch.Tensor:
+        # features arrive in float32 whatever the towers ran in; the head computes in its own dtype
+        # (bf16 when the model was loaded so) and answers in the dtype it was given
+        given = source.dtype
+        source, edited = source.to(self.position.dtype), edited.to(self.position.dtype)
         tokens = torch.stack([source, edited, edited - source], dim=1) + self.position
         mixed = self.encoder(tokens)
-        return (source + edited) / 2 + self.out(self.norm(mixed.mean(dim=1)))
+        return ((source + edited) / 2 + self.out(self.norm(mixed.mean(dim=1)))).to(given)
 
     def config(self) -> dict[str, int]:
         return {"dim": self.dim, "layers": self.layers, "heads": self.heads}
@@ -220,7 +224,7 @@ def load_twoframe(ref: str | os.PathLike, *, tokenizer: str | None = None, base:
     * any transformers CLIP (hub id or directory): the zero-shot baseline,
       faithful mode, preprocessing defaults to CLIP's own statistics.
     """
-    from editlens.models.resolve import pick_device, pick_dtype
+    from editlens.models.precision import decide
 
     ref = str(ref)
     path = Path(ref).expanduser()
@@ -262,5 +266,6 @@ def load_twoframe(ref: str | os.PathLike, *, tokenizer: str | None = None, base:
         size = clip.config.vision_config.image_size
         model = TwoFrameModel(clip, tok, FramePreprocess.for_size(size, preset or "clip"), "faithful",
                               provenance={"checkpoint": ref, "layout": "transformers"})
-    dev = pick_device(device)
-    return model.to(dev, pick_dtype(dtype, dev)).eval()
+    prec = decide(dtype, device)
+    model.provenance["precision"] = prec.to_dict()
+    return model.to(prec.device, prec.torch_dtype).eval()
