@@ -24,7 +24,7 @@ machine 1.1x at 24 tokens against 2.3x at 128.
 from __future__ import annotations
 
 import argparse
-import json
+
 import sys
 import tempfile
 import time

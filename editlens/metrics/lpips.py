@@ -152,8 +152,8 @@ def lpips_available(net: str = "alex") -> bool:
 
 def lpips_problem(net: str, heads: str | None = None, backbone_weights: str | None = None) -> str | None:
     """Why LPIPS with backbone ``net`` cannot load here (``None`` when it can), with the fix."""
-    hp = Path(heads) if heads else heads_path(net)
-    if hp is None or not hp.is_file():
+    hp = Path(heads) if heads else heads_path(net)  # heads_path: the lpips package's file, or None
+    if hp is None or (heads and not hp.is_file()):
         return (f"LPIPS heads file weights/v0.1/{net}.pth not found: it ships with the lpips package "
                 "(pip install --no-deps lpips==0.1.4), or pass --option lpips.heads=FILE")
     bp = Path(backbone_weights) if backbone_weights else backbone_path(net)

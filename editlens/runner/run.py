@@ -112,7 +112,7 @@ def run_evaluation(
     out = Path(out_dir)
     with RunLock(out, wait=wait, on_wait=lambda who: _say(f"waiting for {who} to finish with {out}")):
         return _run_locked(samples, evaluators, out, batch_size=batch_size, image_options=image_options,
-                           workers=workers, progress=progress, command=command, device=device,
+                           workers=workers, progress=progress, command=command, device=device, dtype=dtype,
                            extra_manifest=extra_manifest, on_batch=on_batch, executor=executor,
                            redo=(("failed",) if retry_failed else ()) + (("unscored",) if retry_unscored else ()))
 
@@ -149,7 +149,8 @@ def grouped_by_source(samples: Sequence[EditSample]) -> list[EditSample]:
 
 def _run_locked(samples: Sequence[EditSample], evaluators: Sequence[Evaluator], out: Path, *, batch_size: int,
                 image_options: ImageLoadOptions | None, workers: int, progress: bool, command: list[str] | None,
-                device: str, extra_manifest: dict[str, Any] | None, on_batch: Callable[[int], None] | None,
+                device: str, dtype: str, extra_manifest: dict[str, Any] | None,
+                on_batch: Callable[[int], None] | None,
                 executor: Any, redo: tuple[str, ...]) -> RunResult:
     evaluators = in_run_order(evaluators)
     store = ResultsStore(out)
