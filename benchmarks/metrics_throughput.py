@@ -69,7 +69,7 @@ def run_editlens(samples, model_dir: Path, batch: int, dtype: str):
     from editlens import create_metric
     from editlens.models.pool import clear
 
-    clear("encoder")
+    clear("clip")
     models = {"clip": str(model_dir)}
     ci = create_metric("clip_i", models=models, dtype=dtype)
     ct = create_metric("clip_t", models=models, dtype=dtype)

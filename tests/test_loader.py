@@ -92,7 +92,7 @@ def test_embedding_prefetch_is_used_and_values_unchanged(tiny_clip_dir):
 
     models = {"clip": str(tiny_clip_dir)}
     plain = [s.value for s in create_metric("clip_i", models=models)([s.load() for s in _samples(3)])]
-    clear("encoder")
+    clear("clip")
     metric = create_metric("clip_i", models=models)
     loaded = [s.load() for s in _samples(3)]
     for s in loaded:

@@ -457,3 +457,16 @@ def preset_available(preset: Any, models: dict[str, str]) -> tuple[bool, str | N
     if not any(mref.local_dir.glob("*.safetensors")) and not any(mref.local_dir.glob("*.bin")):
         return False, f"{mref.local_dir}: no weight files (*.safetensors or *.bin)"
     return True, None
+
+
+def load_for_loader(ref: ModelRef, precision: Any, quantization: str, models: dict[str, str],
+                    base: str | None = None, **recipe: Any) -> tuple[AdieeScorer, LoadReport, str]:
+    """The ``adiee`` kind's loader (:func:`editlens.models.loader.load_model`):
+    (scorer, key report, default hidden-state choice). ``quantization``
+    ``none`` here means the checkpoint's own choice (``auto``) unless the
+    caller forced it."""
+    if ref.local_dir is None:
+        raise ModelUnavailableError(f"{ref.ref}: ADIEE checkpoint directory not found (download the scorer, then "
+                                    "pass --model adiee=DIR)")
+    return load_scorer(ref.local_dir, base or recipe.get("base"), precision.device, precision.dtype, models,
+                       recipe.get("checkpoint_quantization", quantization))

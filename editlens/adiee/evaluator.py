@@ -122,15 +122,13 @@ class AdieeEvaluator(Metric):
     @property
     def scorer(self) -> Any:
         if self._scorer is None:
-            from editlens.adiee.checkpoint import load_scorer
-            from editlens.models import pool
-            from editlens.models.precision import decide
+            from editlens.models.loader import load_model
 
-            prec = decide(self.dtype, self.device)
-            key = ("adiee", str(self.mref.local_dir), self.base, prec.device, prec.dtype, self.quantization,
-                   tuple(sorted(self.models.items())))
-            self._scorer, self.load_report, default = pool.shared(key, lambda: load_scorer(
-                self.mref.local_dir, self.base, prec.device, prec.dtype, self.models, self.quantization))
+            # the checkpoint decides 4-bit under "auto" (QLoRA adapters on a 4-bit base, on CUDA)
+            self._scorer, self.load_report, default = load_model(
+                str(self.mref.local_dir), kind="adiee", device=self.device, dtype=self.dtype, models=self.models,
+                base=self.base, checkpoint_quantization=self.quantization,
+                quantization="nf4" if self._loads_4bit() else "none")
             self._hidden = default
         return self._scorer
 

@@ -62,9 +62,9 @@ def create_backend(ref: str, *, device: str = "auto", dtype: str = "auto", batch
 
             backend: Any = OpenAIBackend(ref, model=http_model, api_key_env=api_key_env, **http)
         else:
-            from editlens.backends.local import TransformersBackend
+            from editlens.models.loader import load_model
 
-            backend = TransformersBackend(ref, device=device, dtype=dtype, batch_size=batch_size, models=models)
+            backend = load_model(ref, kind="vlm", device=device, dtype=dtype, models=models, batch_size=batch_size)
         if cache:
             backend = CachedBackend(backend, ResponseCache(None if cache is True else cache))
         return backend

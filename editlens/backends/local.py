@@ -207,3 +207,13 @@ def _snapshot(repo_id: str) -> Path:
     from huggingface_hub import snapshot_download
 
     return Path(snapshot_download(repo_id, local_files_only=True))
+
+
+def load_backend(ref: ModelRef, precision: Any, quantization: str, models: dict[str, str],
+                 batch_size: int = 8) -> TransformersBackend:
+    """The ``vlm`` kind's loader (:func:`editlens.models.loader.load_model`)."""
+    if quantization == "nf4":
+        raise ModelUnavailableError("the local judge backend loads VLMs unquantised; 4-bit is offered by the "
+                                    "DICE and ADIEE loaders (--dice-quantization, --quantization)")
+    return TransformersBackend(ref.ref, device=precision.device, dtype=precision.dtype, batch_size=batch_size,
+                               models=models)

@@ -279,7 +279,8 @@ def make_pairs_cmd(
     min_box: int = typer.Option(16, "--min-box", help="Drop boxes with a side under this many pixels."),
     verify_with: Optional[str] = typer.Option(None, "--verify-with", help="OWLv2 model to verify ADD/REMOVE labels."),
     max_pairs: Optional[int] = typer.Option(None, "--max-pairs"),
-    device: str = typer.Option("auto", "--device"),
+    device: str = DeviceOpt,
+    dtype: str = DtypeOpt,
     progress: bool = typer.Option(True, "--progress/--no-progress"),
 ) -> None:
     """Stage-1 data: pairs of similar real images, labelled ADD/REMOVE/EDIT from their annotations."""
@@ -288,7 +289,7 @@ def make_pairs_cmd(
     stats = make_pairs(PairConfig(str(annotations), str(images), str(out), embedder=embedder,
                                   min_similarity=min_similarity, neighbours=neighbours, max_class_diff=max_class_diff,
                                   match_iou=match_iou, min_box=min_box, verify_with=verify_with,
-                                  max_pairs=max_pairs, device=device), progress=progress)
+                                  max_pairs=max_pairs, device=device, dtype=dtype), progress=progress)
     emit_json(stats)
 
 

@@ -539,3 +539,11 @@ def released_from_options(options: dict[str, Any]) -> ReleasedDice:
     return build_released(options.get("dice_preset"), options.get("dice_detector"), options.get("dice_coherence"),
                           options.get("dice_prompts"), options.get("dice_drawing"), options.get("device", "auto"),
                           options.get("dice_quantization") or "auto", options.get("dtype", "auto"))
+
+
+def load_dice(ref: Any, precision: Any, quantization: str, models: dict[str, str], **recipe: Any) -> ReleasedDice:
+    """The ``dice`` kind's loader (:func:`editlens.models.loader.load_model`):
+    a preset's recipe (detector, coherence, quantization, ...) as options."""
+    preset = Preset.from_dict({"name": getattr(ref, "ref", "custom"), **recipe}, f"dice preset {getattr(ref, 'ref', '')}")
+    return ReleasedDice(preset, None, precision.device, quantization if quantization != "none" else "auto",
+                        precision.requested.get("dtype", "auto"))

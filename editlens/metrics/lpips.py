@@ -175,6 +175,14 @@ def preset_available(preset: object, models: dict) -> tuple[bool, str | None]:
     return problem is None, problem
 
 
+def load_lpips(ref: Any, precision: Any, quantization: str, models: dict, heads: str | None = None,
+               backbone_weights: str | None = None) -> LPIPSNet:
+    """The ``lpips`` kind's loader (:func:`editlens.models.loader.load_model`); ``ref``: the backbone (alex, vgg)."""
+    if quantization == "nf4":
+        raise ModelUnavailableError("LPIPS loads unquantised")
+    return build_lpips(ref.ref, heads, backbone_weights).to(precision.device, precision.torch_dtype)
+
+
 def build_lpips(net: str = "alex", heads: str | None = None, backbone_weights: str | None = None) -> LPIPSNet:
     """An LPIPS network with real weights, or a clear error saying which file is missing."""
     if net not in BACKBONE_FILES:
@@ -220,8 +228,10 @@ class LPIPS(PairMetric):
     @property
     def model(self) -> LPIPSNet:
         if self._model is None:
-            self._model = build_lpips(self.net, self.heads, self.backbone_weights).to(self.device,
-                                                                                        self.precision.torch_dtype)
+            from editlens.models.loader import load_model
+
+            self._model = load_model(self.net, kind="lpips", device=self.device, dtype=self.precision.dtype,
+                                     heads=self.heads, backbone_weights=self.backbone_weights)
         return self._model
 
     def compute(self, batch: Sequence[LoadedEdit]) -> list[float | Score]:

@@ -185,16 +185,30 @@ class DINOEncoder(_Encoder):
 _ENCODERS: dict[str, type[_Encoder]] = {"clip": CLIPEncoder, "dino": DINOEncoder}
 
 
+def _no_4bit(kind: str, quantization: str) -> None:
+    if quantization == "nf4":
+        raise ModelUnavailableError(f"{kind} encoders load unquantised (4-bit is for the large VLMs)")
+
+
+def load_clip(ref: ModelRef, precision: Any, quantization: str, models: dict[str, str], **options: Any) -> "CLIPEncoder":
+    """The ``clip`` kind's loader (:func:`editlens.models.loader.load_model`)."""
+    _no_4bit("CLIP", quantization)
+    return CLIPEncoder(ref, device=precision.device, dtype=precision.dtype)
+
+
+def load_dino(ref: ModelRef, precision: Any, quantization: str, models: dict[str, str], **options: Any) -> "DINOEncoder":
+    """The ``dino`` kind's loader (:func:`editlens.models.loader.load_model`)."""
+    _no_4bit("DINOv2", quantization)
+    return DINOEncoder(ref, device=precision.device, dtype=precision.dtype)
+
+
 def get_encoder(kind: str, model: str | None = None, device: str = "auto", dtype: str = "auto",
                 overrides: dict[str, str] | None = None) -> Any:
-    """A shared encoder per (kind, model, device, dtype) from the model pool:
-    metrics that use the same model share its weights and its embedding cache."""
-    from editlens.models import pool
-    from editlens.models.precision import decide
+    """The shared encoder of ``kind`` (``clip``, ``dino``) for ``model`` (a
+    role, hub id or folder; default: the kind's role): metrics that use the
+    same model share its weights and its embedding cache."""
+    from editlens.models.loader import load_model
 
     if kind not in _ENCODERS:
         raise ModelUnavailableError(f"unknown encoder kind {kind!r}; known: {sorted(_ENCODERS)}")
-    mref = model_reference(model or kind, overrides)
-    prec = decide(dtype, device)
-    return pool.shared(("encoder", kind, mref.ref, prec.device, prec.dtype),
-                       lambda: _ENCODERS[kind](mref, device=prec.device, dtype=prec.dtype))
+    return load_model(model or kind, kind=kind, dtype=dtype, device=device, models=overrides)

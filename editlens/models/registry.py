@@ -39,13 +39,22 @@ PRESET_FIELDS = {"name", "kind", "role", "ref", "description", "source", "recipe
 
 @dataclass(frozen=True)
 class ModelKind:
-    """What a preset's ``kind`` means: its description and the function
+    """What a preset's ``kind`` means: its description, the function
     (``module:function``) that says whether such a preset can load here,
-    ``function(preset, models) -> (ok, reason)``."""
+    ``function(preset, models) -> (ok, reason)``, and the one that loads it,
+    ``function(ref, precision, quantization, models, **options)`` (called by
+    :func:`editlens.models.loader.load_model`, never directly)."""
 
     name: str
     description: str
     availability: str | None = None
+    loader: str | None = None
+
+    def load(self, ref: Any, precision: Any, quantization: str, models: dict[str, str], **options: Any) -> Any:
+        if self.loader is None:
+            raise InputError(f"models of kind {self.name!r} are not loaded by editlens itself")
+        module, _, attr = self.loader.partition(":")
+        return getattr(importlib.import_module(module), attr)(ref, precision, quantization, models, **options)
 
     def check(self, preset: "ModelPreset", models: dict[str, str] | None = None) -> tuple[bool, str | None]:
         if self.availability is None:
@@ -55,21 +64,26 @@ class ModelKind:
 
 
 _HUB = "editlens.models.registry:hub_model_available"
-#: The kinds of presets editlens knows (code wiring; the presets themselves are data).
+#: The kinds of models editlens knows (code wiring; the presets themselves are data).
 KINDS: dict[str, ModelKind] = {k.name: k for k in (
-    ModelKind("clip", "CLIP image/text encoder (transformers layout)", _HUB),
-    ModelKind("dino", "DINOv2 image encoder (transformers layout)", _HUB),
-    ModelKind("owlv2", "OWLv2 open-vocabulary detector (transformers layout)", _HUB),
-    ModelKind("lpips", "LPIPS heads + torchvision ImageNet backbone", "editlens.metrics.lpips:preset_available"),
-    ModelKind("vlm-family", "a vision-language architecture the local backend runs", "editlens.models.registry:family_available"),
-    ModelKind("vlm", "a vision-language model (judge, captioner, DICE detector)", _HUB),
+    ModelKind("clip", "CLIP image/text encoder (transformers layout)", _HUB, "editlens.models.encoders:load_clip"),
+    ModelKind("dino", "DINOv2 image encoder (transformers layout)", _HUB, "editlens.models.encoders:load_dino"),
+    ModelKind("owlv2", "OWLv2 open-vocabulary detector (transformers layout)", _HUB,
+              "editlens.dice.data.pairs:load_owlv2"),
+    ModelKind("lpips", "LPIPS heads + torchvision ImageNet backbone", "editlens.metrics.lpips:preset_available",
+              "editlens.metrics.lpips:load_lpips"),
+    ModelKind("vlm-family", "a vision-language architecture the local backend runs",
+              "editlens.models.registry:family_available"),
+    ModelKind("vlm", "a vision-language model (judge, captioner, DICE detector), run locally", _HUB,
+              "editlens.backends.local:load_backend"),
     ModelKind("dice", "released-style DICE models: base + LoRA detector and coherence estimator",
-              "editlens.dice.released:preset_available"),
-    ModelKind("adiee", "ADIEE scorer checkpoint (released or our layout)", "editlens.adiee.checkpoint:preset_available"),
+              "editlens.dice.released:preset_available", "editlens.dice.released:load_dice"),
+    ModelKind("adiee", "ADIEE scorer checkpoint (released or our layout)", "editlens.adiee.checkpoint:preset_available",
+              "editlens.adiee.checkpoint:load_for_loader"),
     ModelKind("twoframe", "two-frame video CLIP (ViFi-CLIP .pth or a trained directory)",
-              "editlens.twoframe.evaluator:preset_available"),
-    ModelKind("editscore", "EditScore: LoRA adapters on a Qwen-VL base", None),
-    ModelKind("editreward", "EditReward: a reward head on a Qwen-VL base", None),
+              "editlens.twoframe.evaluator:preset_available", "editlens.twoframe.evaluator:load_scorer"),
+    ModelKind("editscore", "EditScore: LoRA adapters on a Qwen-VL base"),
+    ModelKind("editreward", "EditReward: a reward head on a Qwen-VL base"),
 )}
 
 

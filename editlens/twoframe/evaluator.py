@@ -55,16 +55,25 @@ def availability(ref: str, options: dict[str, Any]) -> tuple[bool, str | None]:
 def get_scorer(ref: str, tokenizer: str | None = None, base: str | None = None, heads: int | None = None,
                preset: str | None = None, device: str = "auto", dtype: str = "auto") -> Any:
     """One loaded model + frame cache per settings, shared by both evaluators."""
+    from editlens.models.loader import load_model
+
+    return load_model(ref, kind="twoframe", device=device, dtype=dtype, tokenizer=tokenizer, base=base, heads=heads,
+                      preset=preset)
+
+
+def load_scorer(ref: Any, precision: Any, quantization: str, models: dict[str, str], tokenizer: str | None = None,
+                base: str | None = None, heads: int | None = None, preset: str | None = None, **recipe: Any) -> Any:
+    """The ``twoframe`` kind's loader (:func:`editlens.models.loader.load_model`); a preset's recipe
+    (``file``, ``tokenizer``, ``base``, ``preprocess``, ``prompt``) fills what is not given."""
     from editlens.twoframe.model import load_twoframe
     from editlens.twoframe.scorer import TwoFrameScorer
 
-    from editlens.models import pool
-    from editlens.models.precision import decide
-
-    prec = decide(dtype, device)
-    return pool.shared(("twoframe", ref, tokenizer, base, heads, preset, prec.device, prec.dtype),
-                       lambda: TwoFrameScorer(load_twoframe(ref, tokenizer=tokenizer, base=base, heads=heads,
-                                                            preset=preset, device=prec.device, dtype=prec.dtype)))
+    if quantization == "nf4":
+        raise ModelUnavailableError("two-frame models load unquantised")
+    return TwoFrameScorer(load_twoframe(ref.ref, tokenizer=tokenizer or recipe.get("tokenizer"),
+                                        base=base or recipe.get("base"), heads=heads,
+                                        preset=preset or recipe.get("preprocess"), device=precision.device,
+                                        dtype=precision.dtype))
 
 
 class TwoFrameEvaluator(Metric):
