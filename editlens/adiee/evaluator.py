@@ -174,9 +174,31 @@ class AdieeEvaluator(Metric):
             return self.quantization == "nf4"
         return trained_in_4bit(read_meta(self.mref.local_dir)) and use_4bit("auto", resolve_device(self.device))[0]
 
+    def release_provenance(self) -> dict[str, Any]:
+        """How this scoring differs from the released scorer, for a checkpoint in
+        the released layout (``{}`` for checkpoints trained here: no release to
+        compare with). Part of every result's details and of the run manifest."""
+        if getattr(self, "_release", None) is None:
+            from editlens.adiee.checkpoint import read_meta
+
+            if read_meta(self.mref.local_dir).get("format") != "released":
+                self._release: dict[str, Any] = {}
+            else:
+                notes = []
+                if self.prompts.sources[0].startswith("editlens/templates"):
+                    notes.append("question: editlens' own wording, not the paper's (appendix B) that the checkpoint "
+                                 "was trained on; pass it from your own file with --option adiee.questions=FILE")
+                if self.require_token:
+                    notes.append("an answer without [SCORE] is unscored; the release decodes the last step anyway "
+                                 "(--option adiee.require_token=false reproduces it)")
+                if self.hidden != "emitting-step":
+                    notes.append(f"hidden state read at {self.hidden!r}; the release reads the step that emits [SCORE]")
+                self._release = {"identical_to_release": not notes, "differences_from_release": notes}
+        return dict(self._release)
+
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "checkpoint": str(self.mref.local_dir), **self.settings(),
-                "prompts": self.prompts.describe()}
+                "prompts": self.prompts.describe(), **self.release_provenance()}
 
     def compute(self, batch: Sequence[LoadedEdit]) -> list[float | Score]:
         return self.score_many([(s.source, s.edited, s.instruction) for s in batch],
@@ -224,6 +246,7 @@ class AdieeEvaluator(Metric):
             if self.cache:
                 self.cache.put_many({k: v for k, v in new.items() if "error" not in v})
         found.update(new)
+        release = self.release_provenance()
         out = []
         for k in keys:
             r = found[k]
@@ -231,9 +254,9 @@ class AdieeEvaluator(Metric):
                 out.append(Score(self.name, None, "failed", r["error"]))
             elif self.require_token and not r["score_token_emitted"]:
                 out.append(Score(self.name, None, "unscored", "the model did not emit [SCORE]",
-                                 {"raw": r["answer"], "cached": k not in new}))
+                                 {"raw": r["answer"], "cached": k not in new, **release}))
             else:
-                out.append(Score(self.name, float(r["score"]), details={**r, "cached": k not in new}))
+                out.append(Score(self.name, float(r["score"]), details={**r, "cached": k not in new, **release}))
         return out
 
 

@@ -70,7 +70,9 @@ def genai_bench(judge_outputs: Path = typer.Option(..., "--judge-outputs", help=
 def pointwise(human: Path = typer.Option(..., "--human", help="JSONL {id, model, human}."),
               predictions: Path = typer.Option(..., "--predictions", help="JSONL {id, score} or editlens results.jsonl."),
               metric: Optional[str] = typer.Option(None, "--metric"),
-              protocol: str = typer.Option("aurora", "--protocol", help="aurora (mean per-model r), official, fisher, mean."),
+              protocol: str = typer.Option("aurora", "--protocol", help="aurora (one Spearman over all items, as "
+                                           "ADIEE's release; the per-model mean beside it), aurora-per-model "
+                                           "(mean of per-model Spearman), official, fisher, mean."),
               n_boot: int = typer.Option(1000, "--n-boot"), seed: int = typer.Option(0, "--seed"),
               json_out: bool = JsonOpt, report: Optional[Path] = ReportOpt) -> None:
     """Point-wise agreement (AURORA-Bench style) with CIs and system-level tau."""
@@ -84,12 +86,15 @@ def pointwise(human: Path = typer.Option(..., "--human", help="JSONL {id, model,
     if json_out:
         emit_json(rep)
         return
-    what = {"aurora": "mean over editing models of per-model Spearman rho",
+    what = {"aurora": "one Spearman rho over all items, as ADIEE's release",
+            "aurora-per-model": "mean over editing models of per-model Spearman rho",
             "official": "ImagenHub: tanh of the mean per-method Spearman rho (as published)",
             "fisher": "Fisher-z average of per-method Spearman rho",
             "mean": "mean of per-method Spearman rho"}.get(protocol, rep["protocol"])
     typer.echo(f"{rep['protocol']} ({what}): {rep['value']:.4f} over {rep['n_items']} items "
                f"({rep['n_unparsable']} unscored, {rep['n_missing']} missing)")
+    for name, fig in rep.get("figures", {}).items():
+        typer.echo(f"  {name.replace('_', ' '):<26} {fig['value']:.4f} over {fig['n_items']} items")
     for m, c in rep["overall"].items():
         typer.echo(f"  {m:<8} {c['value']:.4f}  95% CI [{c['ci95'][0]:.4f}, {c['ci95'][1]:.4f}]")
     typer.echo(f"  system-level Kendall tau {rep['system_level']['kendall_tau']:.4f}")

@@ -69,6 +69,8 @@ def imagenhub_report(ratings_dir: str | Path, judge_outputs: str | Path | None =
         unparsable, total = preds.unparsable, preds.total
     else:
         scores, models, unscored = B.load_predictions(predictions, metric)  # type: ignore[arg-type]
+        if not scores and unscored:
+            raise nothing_scored(len(unscored))
         grouped: dict[str, dict[str, float]] = {}
         for sid, v in scores.items():
             g, item = _split_id(sid, models)
@@ -110,38 +112,66 @@ def genai_bench_report(path: str | Path) -> dict[str, Any]:
     return {"benchmark": "genai-bench-edition", **genai_bench_accuracy(items)}
 
 
+def nothing_scored(n_unscored: int, what: str = "predictions") -> InputError:
+    """The error when every prediction is unscored or failed: say so, and where to look."""
+    return InputError(f"nothing was scored: all {n_unscored} {what} are unscored or failed, so there is no "
+                      "agreement to measure; `editlens runs failures RUN_DIR` lists the reasons")
+
+
 def pointwise_report(human_path: str | Path, pred_path: str | Path, metric: str | None = None,
                      protocol: str = "aurora", n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
-    """Generic point-wise agreement: per-group protocol, overall correlations
-    with CIs, and system-level Kendall tau between model rankings."""
+    """Generic point-wise agreement: the protocol's figure (with the number of
+    items it actually counts), overall correlations with CIs, and
+    system-level Kendall tau between model rankings.
+
+    ``protocol``: ``aurora`` (one Spearman over all items, as ADIEE's release;
+    the per-model mean is reported beside it), ``aurora-per-model`` (the mean
+    of per-model Spearman as the headline), ``official``/``fisher``/``mean``
+    (ImagenHub-style aggregations of per-group Spearman).
+    """
     human, groups = B.load_pointwise_human(human_path)
     scores, _, unscored = B.load_predictions(pred_path, metric)
     ids = sorted(set(human) & set(scores))
     missing = sorted(set(human) - set(scores) - set(unscored))
+    if not scores and unscored:
+        raise nothing_scored(len(unscored))
     if len(ids) < 2:
-        raise InputError(f"only {len(ids)} item(s) have both a prediction and a human score; check the ids match")
+        raise InputError(f"only {len(ids)} item(s) have both a prediction and a human score; check that the "
+                         f"prediction ids match the human file's ids (e.g. {sorted(human)[:3]})")
     pred_g: dict[str, dict[str, float]] = {}
     human_g: dict[str, dict[str, float]] = {}
     for i in ids:
         pred_g.setdefault(groups[i], {})[i] = scores[i]
         human_g.setdefault(groups[i], {})[i] = human[i]
-    if protocol == "aurora":
-        grouped = aurora_pointwise(pred_g, human_g).to_dict()
+    figures: dict[str, Any] = {}
+    if protocol in ("aurora", "aurora-per-model"):
+        aurora = aurora_pointwise(pred_g, human_g)
+        figures = {"global_spearman": {k: aurora[k] for k in ("value", "n_items", "aggregation")},
+                   "per_model_mean_spearman": aurora["per_model_mean"]}
+        head = figures["global_spearman"] if protocol == "aurora" else figures["per_model_mean_spearman"]
+        grouped = {**aurora["per_model_mean"],  # per-group detail; the headline below
+                   "protocol": "aurora-pointwise" if protocol == "aurora" else "aurora-per-model-mean",
+                   "value": head["value"], "n_items": head["n_items"],
+                   "value_note": ("one Spearman over all items (ADIEE's release)" if protocol == "aurora"
+                                  else "mean over editing models of per-model Spearman")}
     elif protocol in ("official", "fisher", "mean"):
         grouped = imagenhub_correlation(pred_g, human_g, protocol).to_dict()
+        grouped["n_items"] = int(sum(grouped["n_per_group"].values()))
     else:
-        raise InputError(f"--protocol must be aurora, official, fisher or mean, got {protocol!r}")
+        raise InputError(f"--protocol must be aurora, aurora-per-model, official, fisher or mean, got {protocol!r}")
     x = [scores[i] for i in ids]
     y = [human[i] for i in ids]
     return {
         "benchmark": "pointwise",
         "protocol": grouped["protocol"],
         "value": grouped["value"],
+        "n_items": grouped["n_items"],  # the items the headline figure counts
+        "figures": figures,
         "grouped": grouped,
         "overall": {m: correlate(x, y, m, n_boot, seed).to_dict() for m in ("pearson", "spearman", "kendall")},
         "system_level": system_level({g: list(v.values()) for g, v in pred_g.items()},
                                      {g: list(v.values()) for g, v in human_g.items()}),
-        "n_items": len(ids),
+        "n_matched": len(ids),
         "n_unparsable": len([u for u in unscored if u in human]),
         "n_missing": len(missing),
         "bootstrap": {"n": n_boot, "seed": seed},
@@ -154,6 +184,8 @@ def pairwise_report(human_path: str | Path, pred_path: str | Path, metric: str |
     scores, _, unscored = B.load_predictions(pred_path, metric)
     usable = [p for p in pairs if p["a"] in scores and p["b"] in scores]
     unparsable = [p["id"] for p in pairs if p["a"] in unscored or p["b"] in unscored]
+    if not scores and unscored:
+        raise nothing_scored(len(unscored))
     if not usable:
         raise InputError("no pair has both edits scored; check that 'a'/'b' match prediction ids")
     res = accuracy_with_ties([p["label"] for p in usable], [scores[p["a"]] - scores[p["b"]] for p in usable])
