@@ -48,6 +48,8 @@ def dice_cmd(
     dice_prompts: Optional[str] = typer.Option(None, "--dice-prompts", help="Local clone of the DICE repository: use its prompts."),
     dice_drawing: Optional[str] = typer.Option(None, "--dice-drawing", help="Coherence box convention: released or paper."),
     dice_quantization: str = typer.Option("auto", "--dice-quantization", help="auto (as the preset; 4-bit only on CUDA+bitsandbytes), nf4 (force 4-bit NF4, CPU too; needs bitsandbytes), none."),
+    dice_confidence: Optional[str] = typer.Option(None, "--dice-confidence", help="Released-style confidence: logits "
+                                                  "(raw, default) or scores (after the repetition penalty, as released)."),
     device: str = DeviceOpt,
     dtype: str = DtypeOpt,
 ) -> None:
@@ -73,7 +75,7 @@ def dice_cmd(
         from editlens.dice.released import build_released
 
         pipe = build_released(dice_preset, dice_detector, dice_coherence, dice_prompts, dice_drawing, device,
-                              dice_quantization, dtype)
+                              dice_quantization, dtype, dice_confidence)
     else:
         pipe = DicePipeline(vlm, detector, boxes=boxes, **opts)
     (res,) = pipe.run([sample])

@@ -170,12 +170,22 @@ class _DiceMasked(EncoderModelOptions, Metric):
 
     def __init__(self, vlm: str | None = None, detector: str = "auto", model: str | None = None, device: str = "auto",
                  dtype: str = "auto", models: dict[str, str] | None = None, **kw: Any) -> None:
+        from editlens.dice.released import RELEASED_OPTIONS, released_from_options
+
         self._init_model(model, device, dtype, models)
+        if any(kw.get(k) for k in RELEASED_OPTIONS):  # DICE's own models (released preset or trained here)
+            self.pipeline: Any = released_from_options({**kw, "device": device, "dtype": dtype})
+            return
+        for k in RELEASED_OPTIONS:
+            kw.pop(k, None)
         if not vlm:
             from editlens.errors import ModelUnavailableError
 
-            raise ModelUnavailableError("DICE-masked CLIP needs coherence verdicts, so a VLM: pass --vlm")
-        self.pipeline = DicePipeline(vlm, detector, device=device, **kw)
+            raise ModelUnavailableError(
+                "DICE-masked CLIP needs coherence verdicts: pass --vlm (a prompted judge), or DICE's own models with "
+                f"--option {self.spec_name}.dice_preset=PRESET (or .dice_detector=BASE+ADAPTER and "
+                ".dice_coherence=BASE+ADAPTER)")
+        self.pipeline = DicePipeline(vlm, detector, device=device, dtype=dtype, **kw)
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "model": self.model_describe(), "dice": self.pipeline.describe()}
@@ -200,6 +210,7 @@ class DiceCLIPImage(_DiceMasked):
     """CLIP-I (source vs edited) with coherent differences patched: background preservation."""
 
     patch_coherent = True
+    spec_name = "dice_clip_i"
 
     def compute(self, batch: Sequence[LoadedEdit]) -> list[float | Score]:
         pairs = self._patched(batch)
@@ -215,6 +226,7 @@ class DiceCLIPText(_DiceMasked):
     """CLIP-T (edited vs target caption) with non-coherent differences patched: prompt adherence."""
 
     patch_coherent = False
+    spec_name = "dice_clip_t"
 
     def compute(self, batch: Sequence[LoadedEdit]) -> list[float | Score]:
         pairs = self._patched(batch)

@@ -59,6 +59,11 @@ class ModelSpec:
         return self.base + (f"+{self.adapter}" if self.adapter else "")
 
 
+#: Where a difference's confidence is read: the raw logits at the command's step (editlens' default), or
+#: the generation scores after the logits processors (repetition penalty included), as the released code does.
+CONFIDENCE_SOURCES = ("logits", "scores")
+
+
 @dataclass(frozen=True)
 class GenerationPreset:
     max_new_tokens: int = 500
@@ -86,6 +91,7 @@ class Preset:
     drawing: str = "released"
     line_width: int = 3
     prompts: str | None = None  # a prompts module/clone to read (None: editlens' own wording)
+    confidence: str = "logits"  # "logits" (raw) or "scores" (repetition-penalised, as the release); see CONFIDENCE_SOURCES
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -111,6 +117,8 @@ class Preset:
         p = cls(**kw)
         if p.quantization not in ("nf4", "none"):
             raise InputError(f"{where}: quantization must be nf4 (4-bit, as released) or none, got {p.quantization!r}")
+        if p.confidence not in CONFIDENCE_SOURCES:
+            raise InputError(f"{where}: confidence must be one of {CONFIDENCE_SOURCES}, got {p.confidence!r}")
         if p.drawing not in CONVENTIONS:
             raise InputError(f"{where}: drawing must be one of {sorted(CONVENTIONS)}, got {p.drawing!r}")
         return p
@@ -281,9 +289,12 @@ class RawGeneration:
 
 
 def generate_raw(model: Any, processor: Any, conversation: list[dict[str, Any]], images: Sequence[np.ndarray],
-                 gen: GenerationPreset, candidates: Sequence[str], device: str) -> RawGeneration:
+                 gen: GenerationPreset, candidates: Sequence[str], device: str,
+                 confidence: str = "logits") -> RawGeneration:
     """Greedy generation of one answer, with each step's token, its start in
-    the decoded text, and the raw logits of the candidates' first tokens."""
+    the decoded text, and the candidates' first-token values at each step:
+    the raw logits (``confidence="logits"``) or the scores after the logits
+    processors, repetition penalty included (``"scores"``, the release's)."""
     import torch
     from PIL import Image
 
@@ -300,7 +311,8 @@ def generate_raw(model: Any, processor: Any, conversation: list[dict[str, Any]],
     with torch.inference_mode():
         out = model.generate(**inputs, max_new_tokens=gen.max_new_tokens, do_sample=False,
                              repetition_penalty=gen.repetition_penalty, return_dict_in_generate=True,
-                             output_logits=True, pad_token_id=tokenizer.pad_token_id,
+                             output_logits=confidence == "logits", output_scores=confidence == "scores",
+                             pad_token_id=tokenizer.pad_token_id,
                              temperature=None, top_p=None, top_k=None)
     new = out.sequences[0, inputs["input_ids"].shape[1]:].tolist()
     eos = set(np.atleast_1d(model.generation_config.eos_token_id or []).tolist())
@@ -308,7 +320,8 @@ def generate_raw(model: Any, processor: Any, conversation: list[dict[str, Any]],
     end = next((j for j, t in enumerate(new) if t in eos), len(new))
     ids = new[:end]
     offsets = [len(tokenizer.decode(ids[:j], skip_special_tokens=True)) for j in range(len(ids))]
-    logits = [{c: float(out.logits[j][0, c]) for c in cand_ids} for j in range(len(ids))]
+    steps = out.logits if confidence == "logits" else out.scores
+    logits = [{c: float(steps[j][0, c]) for c in cand_ids} for j in range(len(ids))]
     return RawGeneration(tokenizer.decode(ids, skip_special_tokens=True), ids, offsets, logits, variants,
                          "stop" if end < len(new) else "length")
 
@@ -334,8 +347,9 @@ class ReleasedModel:
         self.quantized = count_4bit_layers(model) > 0
 
     def generate(self, conversation: list[dict[str, Any]], images: Sequence[np.ndarray], gen: GenerationPreset,
-                 candidates: Sequence[str]) -> RawGeneration:
-        return generate_raw(self.model, self.processor, conversation, images, gen, candidates, self.device)
+                 candidates: Sequence[str], confidence: str = "logits") -> RawGeneration:
+        return generate_raw(self.model, self.processor, conversation, images, gen, candidates, self.device,
+                            confidence)
 
     def describe(self) -> dict[str, Any]:
         from editlens.models.quant import describe_precision
@@ -391,20 +405,27 @@ class ReleasedDice:
             src, edt = CentreCrop(src.shape[1], src.shape[0]).apply(src), crop.apply(edt)
         conv = detector_conversation(self.prompts, self.preset.image_first)
         try:
-            g = self.detector.generate(conv, [src, edt], self.preset.detector_generation, COMMANDS)
+            g = self.detector.generate(conv, [src, edt], self.preset.detector_generation, COMMANDS,
+                                       self.preset.confidence)
         except Exception as exc:  # one failing sample must not end a run: it fails (redone on rerun), never "unparsable"
             return DiceResult([], detector="released", failed=True,
                               problem=f"detector generation failed: {type(exc).__name__}: {exc}")
         ans = parse_released_answer(g.text)
+        cut = g.finish_reason == "length"  # stopped by the token limit, not by the model
+        cut_note = (f"the answer was cut off at {self.preset.detector_generation.max_new_tokens} new tokens, so the "
+                    "list may be incomplete" + (f"; cut-off last item not read: {ans.tail[:80]!r}" if ans.tail else ""))
         if ans.differences is None:
-            return DiceResult([], detector="released", raw=g.text, unparsable=True, problem=ans.problem)
+            return DiceResult([], detector="released", raw=g.text, unparsable=True,
+                              problem=ans.problem + (f" ({cut_note})" if cut else ""), truncated=cut)
         assign_command_confidence(ans.differences, g.offsets, g.step_ids, g.step_logits, g.variants)
         if crop is not None:
             for d in ans.differences:
                 d.box = crop.from_crop(d.box)
-        res = DiceResult(ans.differences, detector="released", raw=g.text)
-        if ans.rejected:
-            res.problem = "some items were dropped: " + "; ".join(ans.rejected)
+        res = DiceResult(ans.differences, detector="released", raw=g.text, truncated=cut,
+                         confidence_from=self.preset.confidence)
+        problems = ([cut_note] if cut else []) + (["some items were dropped: " + "; ".join(ans.rejected)]
+                                                  if ans.rejected else [])
+        res.problem = "; ".join(problems) or None
         return res
 
     # -- coherence ---------------------------------------------------------------------
@@ -423,7 +444,8 @@ class ReleasedDice:
                                         self.preset.line_width)
             conv = coherence_conversation(self.prompts, sample.instruction, d.command, d.object)
             try:
-                g = self.coherence.generate(conv, [src, edt], self.preset.coherence_generation, ("YES", "NO"))
+                g = self.coherence.generate(conv, [src, edt], self.preset.coherence_generation, ("YES", "NO"),
+                                            self.preset.confidence)
             except Exception as exc:
                 verdicts.append(Verdict(None, problem=f"coherence generation failed: {type(exc).__name__}: {exc}",
                                         failed=True))
@@ -459,6 +481,9 @@ class ReleasedDice:
             notes.append(f"boxes drawn with the {self.preset.drawing!r} convention (the released code uses 'released')")
         if self.preset.coherence_crop:
             notes.append("boxes mapped exactly into the centre crop (the released code does not shift them)")
+        if self.preset.confidence != "scores":
+            notes.append("confidence from the raw logits at the command's step (the release reads the generation "
+                         "scores after the repetition penalty: preset confidence \"scores\")")
         return {"preset": self.preset.to_dict(), "prompts": self.prompts.describe(),
                 "detector": self.detector.describe(),
                 "coherence": self.coherence.describe() if self.coherence else None,
@@ -507,7 +532,7 @@ def trained_generation(spec: ModelSpec | None, role: str) -> GenerationPreset | 
 
 def build_released(preset: str | None = None, detector: str | None = None, coherence: str | None = None,
                    prompts: str | None = None, drawing: str | None = None, device: str = "auto",
-                   quantization: str = "auto", dtype: str = "auto") -> ReleasedDice:
+                   quantization: str = "auto", dtype: str = "auto", confidence: str | None = None) -> ReleasedDice:
     """The CLI's entry: a preset (name or file) with the given parts replaced."""
     from editlens.dice.prompt_sets import load_official_prompts
 
@@ -520,6 +545,10 @@ def build_released(preset: str | None = None, detector: str | None = None, coher
         if drawing not in CONVENTIONS:
             raise InputError(f"--dice-drawing must be one of {sorted(CONVENTIONS)}, got {drawing!r}")
         p = replace(p, drawing=drawing)
+    if confidence:
+        if confidence not in CONFIDENCE_SOURCES:
+            raise InputError(f"--dice-confidence must be one of {CONFIDENCE_SOURCES}, got {confidence!r}")
+        p = replace(p, confidence=confidence)
     for role in ("detector", "coherence"):
         gen = trained_generation(getattr(p, role), role)
         if gen is not None:
@@ -530,7 +559,7 @@ def build_released(preset: str | None = None, detector: str | None = None, coher
 
 #: ``--option dice.KEY=VALUE`` keys that make the ``dice`` evaluator run released-style models
 RELEASED_OPTIONS = ("dice_preset", "dice_detector", "dice_coherence", "dice_prompts", "dice_drawing",
-                    "dice_quantization")
+                    "dice_quantization", "dice_confidence")
 
 
 def released_from_options(options: dict[str, Any]) -> ReleasedDice:
@@ -538,7 +567,8 @@ def released_from_options(options: dict[str, Any]) -> ReleasedDice:
     (``editlens run ... --dice --option dice.dice_preset=PRESET``)."""
     return build_released(options.get("dice_preset"), options.get("dice_detector"), options.get("dice_coherence"),
                           options.get("dice_prompts"), options.get("dice_drawing"), options.get("device", "auto"),
-                          options.get("dice_quantization") or "auto", options.get("dtype", "auto"))
+                          options.get("dice_quantization") or "auto", options.get("dtype", "auto"),
+                          options.get("dice_confidence"))
 
 
 def load_dice(ref: Any, precision: Any, quantization: str, models: dict[str, str], **recipe: Any) -> ReleasedDice:

@@ -70,6 +70,8 @@ class DiceResult:
     truncated: bool = False
     #: lines that looked like differences but were left out, with the reason
     rejected: list[str] = field(default_factory=list)
+    #: where the confidences were read (released-style models: "logits" or "scores")
+    confidence_from: str | None = None
 
     @property
     def no_change(self) -> bool:
@@ -96,6 +98,8 @@ class DiceResult:
             out["truncated"] = True
         if self.rejected:
             out["rejected"] = list(self.rejected)
+        if self.confidence_from:
+            out["confidence_from"] = self.confidence_from
         if self.raw is not None:
             out["raw"] = self.raw
         if self.problem:

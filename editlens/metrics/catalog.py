@@ -61,11 +61,11 @@ BUILTIN: list[MetricSpec] = [
     MetricSpec("dice", "editlens.dice.pipeline:DiceEvaluator", ("source", "edited", "instruction"), True, (0.0, 1.0),
                None, "DICE: differences (boxes) + coherence per difference; 1 = at least one coherent change", vlm="optional"),
     MetricSpec("dice_clip_i", "editlens.dice.pipeline:DiceCLIPImage", ("source", "edited", "instruction"), True,
-               (-1.0, 1.0), "clip", "CLIP-I with DICE's coherent differences patched (background preservation; needs --vlm)",
-               vlm="required"),
+               (-1.0, 1.0), "clip", "CLIP-I with DICE's coherent differences patched (background preservation; needs "
+               "--vlm or DICE models)", vlm="optional"),
     MetricSpec("dice_clip_t", "editlens.dice.pipeline:DiceCLIPText", ("source", "edited", "instruction", "target_caption"),
-               True, (-1.0, 1.0), "clip", "CLIP-T with DICE's non-coherent differences patched (prompt adherence; needs --vlm)",
-               vlm="required"),
+               True, (-1.0, 1.0), "clip", "CLIP-T with DICE's non-coherent differences patched (prompt adherence; needs "
+               "--vlm or DICE models)", vlm="optional"),
     MetricSpec("change_map", "editlens.metrics.changemap:ChangeMapMetric", _PAIR, False, (0.0, 1.0), None,
                "model-free changed-area fraction, with changed regions (boxes) in details"),
     # two-frame video scoring (ViFi-CLIP-style; editlens/twoframe)
