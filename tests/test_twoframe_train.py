@@ -153,7 +153,12 @@ def test_evaluators_through_score_edit(base_dir, tmp_path):
         score_edit(src, edt, "x", metrics=["twoframe"], models={"twoframe": str(pth)})
     rep = score_edit(src, edt, "add a red square", metrics=["twoframe"], models={"twoframe": str(pth)},
                      options={"twoframe": {"tokenizer": str(base_dir), "base": str(base_dir), "preset": "clip"}})
-    assert rep["twoframe"].value == pytest.approx(s.value, abs=1e-6)  # same weights, same preprocessing
+    assert rep["twoframe"].details["prompt"] == "vifi"  # ViFi weights read ViFi's prompt by default ...
+    rep = score_edit(src, edt, "add a red square", metrics=["twoframe"], models={"twoframe": str(pth)},
+                     options={"twoframe": {"tokenizer": str(base_dir), "base": str(base_dir), "preset": "clip",
+                                           "prompt": "raw"}})
+    # ... and with the same prompt: same weights, same preprocessing, same score
+    assert rep["twoframe"].value == pytest.approx(s.value, abs=1e-6) and rep["twoframe"].details["prompt"] == "raw"
 
 
 def test_cli_train_save_reload_score_eval(base_dir, edit_manifest, tmp_path):
