@@ -75,6 +75,8 @@ def test_choices_and_what_auto_means(monkeypatch):
 def test_compute_dtype_is_chosen_for_the_device(monkeypatch):
     from editlens.models import precision, quant
 
+    monkeypatch.delenv("EDITLENS_DTYPE", raising=False)  # what auto means, whatever the suite runs in
+
     monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda flags=None: True)
     assert quant.compute_dtype("cpu") == torch.bfloat16
     monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda flags=None: False)
@@ -309,7 +311,9 @@ def test_adiee_qlora_trains_reloads_strictly_and_scores(bnb, tmp_path):
     assert again["val_mae"] == pytest.approx(log[-1]["val_mae"], abs=1e-3)
     # auto on a CPU: the unquantised base, the report says so
     _, rep_auto, _ = load_scorer(ckpt, device="cpu")
-    assert rep_auto.precision["weights"] == "float32" and rep_auto.missing == []
+    from editlens.models.precision import decide
+
+    assert rep_auto.precision["weights"] == decide("auto", "cpu").dtype and rep_auto.missing == []
 
     # scoring through the evaluator (4-bit is part of its cache key)
     from editlens.runner.selection import select_metrics

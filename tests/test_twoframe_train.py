@@ -139,7 +139,8 @@ def test_evaluators_through_score_edit(base_dir, tmp_path):
     rep = score_edit(src, edt, "add a red square", metrics=["twoframe"], models={"twoframe": str(base_dir)})
     s = rep["twoframe"]
     assert s.status == "scored" and s.details["mode"] == "faithful" and -1 <= s.value <= 1
-    assert s.details["logit"] == pytest.approx(s.value * np.exp(2.6592), rel=1e-3)  # CLIP's initial temperature
+    # CLIP's initial temperature (bf16 rounds it: 2.6562 instead of 2.6592)
+    assert s.details["logit"] == pytest.approx(s.value * np.exp(2.6592), rel=5e-3)
     with pytest.raises(ModelUnavailableError, match="twoframe"):
         score_edit(src, edt, "x", metrics=["twoframe"], models={"twoframe": str(tmp_path / "nope")})
     with pytest.raises(ModelUnavailableError, match="no order-aware head"):  # a plain CLIP has none
