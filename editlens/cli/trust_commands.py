@@ -142,3 +142,98 @@ def probe_cmd(
         emit_json({"evaluators": doc["evaluators"]} | ({"by_edit_type": doc["by_edit_type"]} if by else {}))
         return
     _print_probe(doc, by == "edit_type")
+
+
+# ------------------------------------------------------------------------------------------ calibrate
+
+calibrate_app = typer.Typer(no_args_is_help=True, help="Fit a map from an evaluator's score to the probability that "
+                            "people rate the edit good (or prefer it), on a benchmark with human labels.")
+app.add_typer(calibrate_app, name="calibrate")
+
+CalOutOpt = typer.Option(..., "--out", help="Calibration file to write (JSON; maps of other evaluators in it are kept). "
+                         "Use it with `editlens run/score --calibration FILE`.")
+MethodOpt = typer.Option("isotonic", "--method", help="isotonic (monotone steps) or platt (logistic curve).")
+FoldsOpt = typer.Option(5, "--folds", min=2, help="Cross-validation folds for the out-of-fold ECE (grouped by source).")
+SeedOpt = typer.Option(0, "--seed")
+BinsOpt = typer.Option(10, "--bins", min=2, help="Equal-width probability bins of the ECE and the reliability diagram.")
+CalJsonOpt = typer.Option(False, "--json", help="Print the report (ECE before/after, reliability bins) as JSON.")
+CalReportOpt = typer.Option(None, "--report", help="Also write an HTML report with the reliability diagrams.")
+MetricListOpt = typer.Option(None, "--metric", help="Score(s) to use from editlens results (comma-separated: one map each).")
+
+
+def _calibrate(labelled, method: str, folds: int, seed: int, bins: int, out: Path, json_out: bool,  # type: ignore[no-untyped-def]
+               report: Optional[Path], title: str) -> None:
+    from editlens.meta.calibration import calibration_report, save_calibration
+
+    rep, maps = calibration_report(labelled, method, folds, seed, bins)
+    path, kept = save_calibration(maps, out)
+    rep["file"] = str(path)
+    typer.echo(f"wrote {path}" + (f" (kept the maps of {', '.join(kept)})" if kept else ""), err=True)
+    if report is not None:
+        from editlens.reporting.html import write_meta_report
+
+        typer.echo(f"wrote {write_meta_report(rep, report, f'calibration · {title}')}", err=True)
+    if json_out:
+        emit_json(rep)
+        return
+    typer.echo(f"{title}: {method} map to {rep['target']} ({folds}-fold cross-validation, seed {seed})")
+    for m in maps:
+        q = m.quality
+        ci = q.get("ece_after_ci95")
+        typer.echo(f"  {m.evaluator:<12} n={m.n:<5} ECE before {q['ece_before']:.4f}  after (out of fold) "
+                   f"{q['ece_after']:.4f}" + (f" [{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "")
+                   + f"  in sample {q['ece_in_sample']:.4f}  Brier {q['brier_before']:.4f} -> {q['brier_after']:.4f}")
+
+
+@calibrate_app.command("imagenhub")
+@guarded
+def calibrate_imagenhub(
+    ratings: Path = typer.Option(..., "--ratings", help="Folder of Text-Guided_IE_rater*.tsv."),
+    judge_outputs: Optional[Path] = typer.Option(None, "--judge-outputs", help="Folder <Method>/{SC,PQ}.json (VIEScore answers)."),
+    predictions: Optional[Path] = typer.Option(None, "--predictions", help="editlens results.jsonl or {id, score} JSONL (ids METHOD/UID)."),
+    metric: Optional[str] = MetricListOpt,
+    name: Optional[str] = typer.Option(None, "--name", help="Evaluator the map is for (default: viescore for "
+                                       "--judge-outputs, the metric's name for --predictions)."),
+    good_at: float = typer.Option(0.5, "--good-at", help="A rater finds an edit good when sqrt(SC*PQ) >= this."),
+    out: Path = CalOutOpt, method: str = MethodOpt, folds: int = FoldsOpt, seed: int = SeedOpt, bins: int = BinsOpt,
+    json_out: bool = CalJsonOpt, report: Optional[Path] = CalReportOpt,
+) -> None:
+    """ImagenHub: P(a rater finds the edit good) from the score; the target is the share of the 3 raters."""
+    from editlens.meta.calibration import imagenhub_labels
+
+    _calibrate(imagenhub_labels(ratings, judge_outputs, predictions, metric, good_at, name), method, folds, seed, bins,
+               out, json_out, report, "ImagenHub")
+
+
+@calibrate_app.command("pointwise")
+@guarded
+def calibrate_pointwise(
+    human: Path = typer.Option(..., "--human", help="JSONL {id, human} (optional 'group': e.g. the source image)."),
+    predictions: Path = typer.Option(..., "--predictions", help="JSONL {id, score} or editlens results.jsonl."),
+    metric: Optional[str] = MetricListOpt,
+    good_at: Optional[float] = typer.Option(None, "--good-at", help="An edit is good when human >= this (default: "
+                                            "human scores in [0, 1] are the probability itself)."),
+    out: Path = CalOutOpt, method: str = MethodOpt, folds: int = FoldsOpt, seed: int = SeedOpt, bins: int = BinsOpt,
+    json_out: bool = CalJsonOpt, report: Optional[Path] = CalReportOpt,
+) -> None:
+    """Point-wise human scores: P(the edit is good) from the score."""
+    from editlens.meta.calibration import pointwise_labels
+
+    _calibrate(pointwise_labels(human, predictions, metric, good_at), method, folds, seed, bins, out, json_out,
+               report, "point-wise")
+
+
+@calibrate_app.command("pairwise")
+@guarded
+def calibrate_pairwise(
+    human: Path = typer.Option(..., "--human", help="JSONL {id, a, b, preference}."),
+    predictions: Path = typer.Option(..., "--predictions", help="JSONL {id, score} or editlens results.jsonl."),
+    metric: Optional[str] = MetricListOpt,
+    out: Path = CalOutOpt, method: str = MethodOpt, folds: int = FoldsOpt, seed: int = SeedOpt, bins: int = BinsOpt,
+    json_out: bool = CalJsonOpt, report: Optional[Path] = CalReportOpt,
+) -> None:
+    """Pair-wise preferences: P(people prefer A) from score(A) - score(B) (ties left out)."""
+    from editlens.meta.calibration import pairwise_labels
+
+    _calibrate(pairwise_labels(human, predictions, metric), method, folds, seed, bins, out, json_out, report,
+               "pair-wise")

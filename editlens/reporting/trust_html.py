@@ -188,7 +188,7 @@ def calibration_section(cal: Mapping[str, Any], prefix: str = "") -> str:
             plots.append(f'<img class="plot" alt="reliability diagram of {_e(ev)}" src="{uri}">')
     first = next(iter(evs.values()), {})
     hint = (f"Target: {_e(cal.get('target'))}. ECE: expected calibration error over {first.get('bins', 10)} equal-width "
-            f"bins. After: each item predicted by a {_e(cal.get('method', 'isotonic'))} map fitted without it "
+            f"bins. After: each item predicted by a map ({_e(cal.get('method', 'isotonic'))}) fitted without it "
             f"({first.get('folds', 5)}-fold cross-validation grouped by {first.get('grouped_by', 'item')}); the CI resamples "
             "sources. In sample: the final map on its own training data (optimistic).")
     table = _table(["evaluator", "n", "ECE before", "ECE after (out of fold)", "ECE in sample", "Brier before → after",
