@@ -237,3 +237,71 @@ def calibrate_pairwise(
 
     _calibrate(pairwise_labels(human, predictions, metric), method, folds, seed, bins, out, json_out, report,
                "pair-wise")
+
+
+# ------------------------------------------------------------------------------------------ edit types
+
+@app.command("edit-types")
+@guarded
+def edit_types_cmd(
+    manifest: Path = typer.Argument(..., help="Manifest of edits (.jsonl or .csv)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write the manifest with an edit_type column (JSONL)."),
+    columns: Optional[str] = ColumnsOpt,
+    encoding: str = EncodingOpt,
+    skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Drop bad manifest rows instead of stopping."),
+    vlm: Optional[str] = typer.Option(None, "--vlm", help="Ask this model (hub id, folder or http(s)://HOST/v1) for "
+                                      "the types instead of the rules; an answer naming no single type keeps the rules' type."),
+    vlm_model: Optional[str] = VlmModelOpt,
+    cache: str = CacheOpt,
+    template: Optional[List[str]] = TemplateOpt,
+    device: str = typer.Option("auto", "--device"),
+    json_out: bool = typer.Option(False, "--json", help="Print {id: edit_type} (and how each was decided)."),
+    timeout: Optional[float] = TimeoutOpt,
+    max_retries: Optional[int] = RetriesOpt,
+    concurrency: Optional[int] = ConcurrencyOpt,
+) -> None:
+    """The edit type of every instruction (add, remove, replace, attribute/colour, material, style,
+    background, text, action/pose, count, global/tone, multi-step), by rules, a judge, or the manifest's column."""
+    from collections import Counter
+
+    from editlens.data.edit_types import COLUMN, edit_type_label, edit_type_of, edit_types
+    from editlens.data.manifest import read_manifest, write_manifest
+
+    http_settings(timeout, max_retries, concurrency)
+    rep = read_manifest(manifest, skip_invalid=skip_invalid, columns=columns, encoding=encoding, check_files=False)
+    for line, reason in rep.problems:
+        typer.echo(f"skipped {manifest}:{line}: {reason}", err=True)
+    decided: dict[str, dict] = {}
+    for s in rep.samples:
+        given = s.metadata.get(COLUMN) not in (None, "")
+        decided[s.id] = {"edit_type": edit_type_of(s), "by": "column" if given else "rules"}
+    if vlm:
+        from editlens.backends.factory import create_backend
+        from editlens.judges.templates import load_template
+        from editlens.trust.edit_type_judge import judge_edit_types
+
+        opts = vlm_options(vlm, vlm_model, cache, template, device) or {}
+        backend = create_backend(vlm, device=device, cache=opts["cache"], http_model=vlm_model)
+        ask = [s for s in rep.samples if decided[s.id]["by"] == "rules"]  # a manifest column is kept as given
+        answers = judge_edit_types([s.instruction for s in ask], backend,
+                                   load_template("edit_type", opts.get("templates")))
+        for s, a in zip(ask, answers):
+            decided[s.id] = a
+        bad = sum(a["by"] == "rules" for a in answers)
+        if bad:
+            typer.echo(f"{bad} judge answer(s) named no single type: the rules' type is kept (raw answers in --json)",
+                       err=True)
+    if out is not None:
+        for s in rep.samples:
+            s.metadata[COLUMN] = decided[s.id]["edit_type"]
+        typer.echo(f"wrote {write_manifest(rep.samples, out)}", err=True)
+    if json_out:
+        emit_json(decided)
+        return
+    from editlens.cli.tables import print_table
+
+    counts = Counter(d["edit_type"] for d in decided.values())
+    print_table("edit types", ["edit type", "n", "share", "what"],
+                [[edit_type_label(t), str(counts[t]), f"{counts[t] / max(1, len(decided)):.1%}",
+                  edit_types().descriptions.get(t, "")] for t in edit_types().names if counts.get(t)],
+                wrap=("what",))

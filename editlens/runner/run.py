@@ -290,7 +290,9 @@ def _write_outputs(out: Path, rows: list[dict[str, Any]], samples: Sequence[Edit
                    summary: dict[str, Any], manifest: dict[str, Any]) -> None:
     import json
 
-    extra = {s.id: {"instruction": s.instruction} for s in samples}
+    from editlens.data.edit_types import edit_type_of
+
+    extra = {s.id: {"instruction": s.instruction, "edit_type": edit_type_of(s)} for s in samples}
     records = wide_records(rows, extra)
     order = {s.id: i for i, s in enumerate(samples)}
     records.sort(key=lambda r: order.get(r["id"], math.inf))
