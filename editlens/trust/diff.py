@@ -188,6 +188,15 @@ def compare_evaluator(rows_a: Iterable[Mapping[str, Any]], rows_b: Iterable[Mapp
     }
 
 
+def _named(diffs: list[dict[str, Any]]) -> list[str]:
+    """The kinds of difference, most specific first: an evaluator's changed settings hash is
+    named only when nothing more specific (a template, a model) explains it."""
+    kinds = [d["what"] for d in diffs if d["what"] != "command line"]
+    explained = {k.rsplit(" of ", 1)[1] for k in kinds if " of " in k and not k.startswith("settings of ")}
+    return list(dict.fromkeys(k for k in sorted(kinds, key=lambda k: k.startswith("settings of "))
+                              if not (k.startswith("settings of ") and k[len("settings of "):] in explained)))
+
+
 def diff_runs(run_a: str | Path, run_b: str | Path, thresholds: Mapping[str, float] | None = None) -> dict[str, Any]:
     """Compare two run directories (each evaluator at its latest settings in each)."""
     from editlens.errors import InputError
@@ -220,7 +229,7 @@ def diff_runs(run_a: str | Path, run_b: str | Path, thresholds: Mapping[str, flo
     diffs = manifest_differences(ma, mb)
     return {
         "a": str(run_a), "b": str(run_b),
-        "what_differs": list(dict.fromkeys(d["what"] for d in diffs if d["what"] not in ("command line",))),
+        "what_differs": _named(diffs),
         "manifest_differences": diffs,
         "evaluators": evaluators,
         "only_in_a": sorted(evs_a - evs_b), "only_in_b": sorted(evs_b - evs_a),
