@@ -127,7 +127,7 @@ def probe_cmd(
                     batch_size=batch_size, workers=workers, progress=progress, command=sys.argv,
                     device=pick_device(device) if device == "auto" else device, wait=wait,
                     extra_manifest={"manifest": str(manifest.resolve()), "skipped_rows": len(rep.problems),
-                                    "skipped_metrics": dict(sel.skipped)},
+                                    "skipped_metrics": dict(sel.skipped), "columns": columns},
                     say=lambda m: typer.echo(m, err=True))
     if doc.get("interrupted"):
         typer.echo("interrupted: finished batches are saved; rerun the same command to continue.", err=True)
