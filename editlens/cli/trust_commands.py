@@ -10,8 +10,9 @@ from typing import List, Optional
 import typer
 
 from editlens.cli.common import emit_json, guarded, parse_models, split_names
-from editlens.cli.options import (CacheOpt, ConcurrencyOpt, JudgeOpt, ModelOpt, OptionOpt, RetriesOpt, TemplateOpt,
-                                   TimeoutOpt, VlmModelOpt, VlmOpt, extra_metrics, http_settings, vlm_options)
+from editlens.cli.options import (CacheOpt, ConcurrencyOpt, DeviceOpt, DtypeOpt, JudgeOpt, ModelOpt, OptionOpt,
+                                   RetriesOpt, TemplateOpt, TimeoutOpt, VlmModelOpt, VlmOpt, extra_metrics,
+                                   http_settings, vlm_options)
 
 app = typer.Typer()
 
@@ -87,7 +88,8 @@ def probe_cmd(
     encoding: str = EncodingOpt,
     model: Optional[List[str]] = ModelOpt,
     option: Optional[List[str]] = OptionOpt,
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:1, mps."),
+    device: str = DeviceOpt,
+    dtype: str = DtypeOpt,
     judge: Optional[str] = JudgeOpt,
     vlm: Optional[str] = VlmOpt,
     vlm_model: Optional[str] = VlmModelOpt,
@@ -102,7 +104,6 @@ def probe_cmd(
     """Sanity probes: does each evaluator score real edits better than controls
     (no-op, blank, noise, swapped, wrong instruction, unrelated image)?"""
     from editlens.data.manifest import read_manifest
-    from editlens.models.resolve import pick_device
     from editlens.runner.selection import parse_options, select_metrics
     from editlens.trust.controls import parse_controls
     from editlens.trust.probe import run_probe
@@ -115,9 +116,9 @@ def probe_cmd(
     for line, reason in rep.problems:
         typer.echo(f"skipped {manifest}:{line}: {reason}", err=True)
     sel = select_metrics(split_names(metrics), extra=extra_metrics(judge), models=parse_models(model),
-                         options=parse_options(option or []), device=device,
+                         options=parse_options(option or []), device=device, dtype=dtype,
                          with_reference=any(s.reference is not None for s in rep.samples),
-                         vlm=vlm_options(vlm, vlm_model, cache, template, device))
+                         vlm=vlm_options(vlm, vlm_model, cache, template, device, dtype=dtype))
     for name, reason in sel.skipped:
         typer.echo(f"metric {name} skipped: {reason}", err=True)
     if not sel.metrics:
@@ -125,7 +126,7 @@ def probe_cmd(
         raise typer.Exit(2)
     doc = run_probe(rep.samples, sel.metrics, out, controls=names, seed=seed, n_boot=n_boot, min_pass=min_pass,
                     batch_size=batch_size, workers=workers, progress=progress, command=sys.argv,
-                    device=pick_device(device) if device == "auto" else device, wait=wait,
+                    device=device, dtype=dtype, wait=wait,
                     extra_manifest={"manifest": str(manifest.resolve()), "skipped_rows": len(rep.problems),
                                     "skipped_metrics": dict(sel.skipped), "columns": columns},
                     say=lambda m: typer.echo(m, err=True))
@@ -254,7 +255,8 @@ def edit_types_cmd(
     vlm_model: Optional[str] = VlmModelOpt,
     cache: str = CacheOpt,
     template: Optional[List[str]] = TemplateOpt,
-    device: str = typer.Option("auto", "--device"),
+    device: str = DeviceOpt,
+    dtype: str = DtypeOpt,
     json_out: bool = typer.Option(False, "--json", help="Print {id: edit_type} (and how each was decided)."),
     timeout: Optional[float] = TimeoutOpt,
     max_retries: Optional[int] = RetriesOpt,
@@ -280,8 +282,8 @@ def edit_types_cmd(
         from editlens.judges.templates import load_template
         from editlens.trust.edit_type_judge import judge_edit_types
 
-        opts = vlm_options(vlm, vlm_model, cache, template, device) or {}
-        backend = create_backend(vlm, device=device, cache=opts["cache"], http_model=vlm_model)
+        opts = vlm_options(vlm, vlm_model, cache, template, device, dtype=dtype) or {}
+        backend = create_backend(vlm, device=device, dtype=dtype, cache=opts["cache"], http_model=vlm_model)
         ask = [s for s in rep.samples if decided[s.id]["by"] == "rules"]  # a manifest column is kept as given
         answers = judge_edit_types([s.instruction for s in ask], backend,
                                    load_template("edit_type", opts.get("templates")))

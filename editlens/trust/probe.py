@@ -167,7 +167,7 @@ def _scored(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
 def run_probe(samples: Sequence[Any], evaluators: Sequence[Any], out_dir: str | Path, *,
               controls: Sequence[str] = CONTROLS, seed: int = 0, n_boot: int = 1000, min_pass: float = MIN_PASS,
               tolerance: float = TIE_TOLERANCE, batch_size: int = 16, workers: int = 2, image_options: Any = None,
-              progress: bool = True, command: list[str] | None = None, device: str = "cpu",
+              progress: bool = True, command: list[str] | None = None, device: str = "cpu", dtype: str = "auto",
               extra_manifest: Mapping[str, Any] | None = None, wait: bool = False,
               say: Any = None) -> dict[str, Any]:
     """Score ``samples`` into ``out_dir`` (a normal run) and their controls into
@@ -201,7 +201,7 @@ def run_probe(samples: Sequence[Any], evaluators: Sequence[Any], out_dir: str | 
 
     say(f"scoring {len(samples)} edits -> {out}")
     common = {"batch_size": batch_size, "workers": workers, "progress": progress, "image_options": image_options,
-              "command": command, "device": device, "wait": wait}
+              "command": command, "device": device, "dtype": dtype, "wait": wait}
     first = run_evaluation(samples, evaluators, out, extra_manifest=dict(extra_manifest or {}), **common)
     if first.interrupted:
         return {"schema": SCHEMA, "interrupted": True}
