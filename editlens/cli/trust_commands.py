@@ -101,8 +101,7 @@ def probe_cmd(
     max_retries: Optional[int] = RetriesOpt,
     concurrency: Optional[int] = ConcurrencyOpt,
 ) -> None:
-    """Sanity probes: does each evaluator score real edits better than controls
-    (no-op, blank, noise, swapped, wrong instruction, unrelated image)?"""
+    """Sanity probes: does each evaluator score real edits above controls (no-op, blank, noise, swapped, wrong instruction, unrelated image)?"""
     from editlens.data.manifest import read_manifest
     from editlens.runner.selection import parse_options, select_metrics
     from editlens.trust.controls import parse_controls
@@ -262,8 +261,7 @@ def edit_types_cmd(
     max_retries: Optional[int] = RetriesOpt,
     concurrency: Optional[int] = ConcurrencyOpt,
 ) -> None:
-    """The edit type of every instruction (add, remove, replace, attribute/colour, material, style,
-    background, text, action/pose, count, global/tone, multi-step), by rules, a judge, or the manifest's column."""
+    """The edit type of each instruction (add, remove, replace, colour, style, background, text, ...): rules, a judge or a column."""
     from collections import Counter
 
     from editlens.data.edit_types import COLUMN, edit_type_label, edit_type_of, edit_types
