@@ -37,6 +37,10 @@ class FakeServer:
         self._lock = threading.Lock()
         self._stop = threading.Event()
 
+    def good_answer(self, body: dict[str, Any]) -> str:
+        """The answer to a request that is served properly (tests may vary it with the prompt)."""
+        return GOOD
+
     def case_of(self, body: dict[str, Any]) -> str:
         text = json.dumps(body.get("messages", ""))
         m = re.search(r"case:(\w+)", text)
@@ -77,7 +81,7 @@ class FakeServer:
                 with fake._lock:
                     fake.requests.append(case)
                 if not fake.broken or case == "ok":
-                    self._send(200, json.dumps(answer(GOOD)).encode())
+                    self._send(200, json.dumps(answer(fake.good_answer(json.loads(raw)))).encode())
                 elif case == "unparsable":
                     self._send(200, json.dumps(answer("It looks fine to me.")).encode())
                 elif case == "429":

@@ -86,6 +86,12 @@ class TransformersBackend:
         return {"backend": self.name, "model": self.model_id, "revision": self.revision,
                 "model_type": self.model_type, "device": self.device, "dtype": str(self.dtype).replace("torch.", "")}
 
+    def provenance(self) -> dict[str, Any]:
+        """What the run manifest pins: the hub revision, or the SHA-256 of local weight files."""
+        from editlens.models.fingerprint import fingerprint
+
+        return {**self.describe(), "weights": fingerprint(self.mref)}
+
     # -- prompt building ---------------------------------------------------------
     def _prompt(self, req: ChatRequest) -> tuple[str, list[Image.Image]]:
         conv, images = [], []

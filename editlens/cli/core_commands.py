@@ -9,10 +9,9 @@ from typing import List, Optional
 import typer
 
 from editlens.cli.common import emit_json, guarded, parse_models, split_names
-from editlens.cli.options import (CacheOpt, CaptionsOpt, ConcurrencyOpt, DeviceOpt, DtypeOpt, JudgeOpt, ModelOpt,
-                                   OptionOpt, RetriesOpt,
-                                   SamplesOpt, TemperatureOpt, TemplateOpt, TimeoutOpt, VlmModelOpt, VlmOpt,
-                                   extra_metrics, http_settings, vlm_options)
+from editlens.cli.options import (CacheOpt, CalibrationOpt, CaptionsOpt, ConcurrencyOpt, DeviceOpt, DtypeOpt, JudgeOpt,
+                                   ModelOpt, OptionOpt, RetriesOpt, SamplesOpt, TemperatureOpt, TemplateOpt, TimeoutOpt,
+                                   VlmModelOpt, VlmOpt, extra_metrics, http_settings, vlm_options)
 from editlens.errors import EditlensError
 
 app = typer.Typer()
@@ -70,6 +69,7 @@ def score_cmd(
     concurrency: Optional[int] = ConcurrencyOpt,
     device: str = DeviceOpt,
     dtype: str = DtypeOpt,
+    calibration: Optional[Path] = CalibrationOpt,
 ) -> None:
     """Score one edit."""
     from editlens.core.images import ImageLoadOptions
@@ -96,6 +96,7 @@ def score_cmd(
         image_options=ImageLoadOptions(max_pixels=max_pixels, size_policy=size_policy), metadata=meta,
         progress=sys.stderr.isatty(),  # judge calls take seconds: show which metric is running
         device=device, dtype=dtype,
+        calibration=calibration,
     )
     if json_out:
         emit_json({"schema": "editlens.score/1",
@@ -163,6 +164,7 @@ def run_cmd(
     timeout: Optional[float] = TimeoutOpt,
     max_retries: Optional[int] = RetriesOpt,
     concurrency: Optional[int] = ConcurrencyOpt,
+    calibration: Optional[Path] = CalibrationOpt,
 ) -> None:
     """Score every edit of a manifest into a resumable run directory."""
     http_settings(timeout, max_retries, concurrency)
@@ -196,7 +198,7 @@ def run_cmd(
     result = run_evaluation(
         report.samples, sel.metrics, out, batch_size=batch_size, workers=workers, progress=progress,
         image_options=image_options, executor=runner_executor,
-        retry_failed=retry_failed, retry_unscored=retry_unscored, wait=wait,
+        retry_failed=retry_failed, retry_unscored=retry_unscored, wait=wait, calibration=calibration,
         command=sys.argv, device=device, dtype=dtype,
         extra_manifest={"manifest": str(manifest.resolve()), "skipped_rows": len(report.problems),
                         "skipped_metrics": dict(sel.skipped)},

@@ -23,6 +23,8 @@ ConcurrencyOpt = typer.Option(None, "--concurrency", help="HTTP judge requests i
 DeviceOpt = typer.Option("auto", "--device", help="auto ($EDITLENS_DEVICE, else cuda, mps, cpu), cpu, cuda, cuda:1, mps.")
 DtypeOpt = typer.Option("auto", "--dtype", help="auto ($EDITLENS_DTYPE, else bf16 where the GPU or CPU computes it "
                         "natively, float32 on other CPUs), float32, bfloat16, float16 (GPU).")
+CalibrationOpt = typer.Option(None, "--calibration", help="Calibration file (from `editlens calibrate`): adds "
+                              "'calibrated', the probability that people rate the edit good, to each mapped score's details.")
 
 
 def http_settings(timeout, max_retries, concurrency):  # type: ignore[no-untyped-def]

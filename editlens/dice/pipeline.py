@@ -102,6 +102,11 @@ class DicePipeline:
                                temperature=self.temperature, seed=self.seed).judge(batch, results)
         return results
 
+    def provenance(self) -> dict[str, Any]:
+        from editlens.backends.types import backend_provenance
+
+        return {"backend": backend_provenance(self.backend)} if self.vlm else {}
+
     def describe(self) -> dict[str, Any]:
         return {"detector": self.detector_name, "backend": self.backend.describe() if self.vlm else None,
                 "boxes": self.box_convention() if self.detector_name == "mllm" else None,
@@ -123,6 +128,10 @@ class DiceEvaluator(Metric):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "dice": self.pipeline.describe()}
+
+    def provenance(self) -> dict[str, Any]:
+        fn = getattr(self.pipeline, "provenance", None)
+        return fn() if callable(fn) else {}
 
     def compute(self, batch: Sequence[LoadedEdit]) -> list[float | Score]:
         out: list[float | Score] = []
@@ -189,6 +198,9 @@ class _DiceMasked(EncoderModelOptions, Metric):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "model": self.model_describe(), "dice": self.pipeline.describe()}
+
+    def provenance(self) -> dict[str, Any]:
+        return self.pipeline.provenance()
 
     def _patched(self, batch: Sequence[LoadedEdit]) -> list[tuple[np.ndarray, np.ndarray] | Score]:
         out: list[tuple[np.ndarray, np.ndarray] | Score] = []

@@ -168,6 +168,7 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
                 seed: int = 0, n_boot: int = 1000) -> dict[str, Any]:
     """Everything the run report shows, as plain data (see module docstring)."""
     from editlens.reporting.runs import _current_rows, _open, evaluator_summaries, summary_table
+    from editlens.reporting.trust_html import load_probe
 
     run = Path(run_dir)
     store = _open(run)
@@ -247,6 +248,7 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
         "summaries": [{**t, "rows": _trim(t["rows"])} for t in evaluator_summaries(run)],
         "human": _human_agreement(samples, scored_evaluators, seed, n_boot) if any("human" in s for s in samples) else None,
         "notes": notes,
+        "probe": load_probe(run),  # `editlens probe`'s result, when the run was probed
     }
 
 

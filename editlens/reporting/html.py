@@ -194,6 +194,10 @@ def _run_sections(data: Mapping[str, Any]) -> str:
         out.append(_section("notes", "Notes", "<ul>" + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>")
                    .replace("<section ", '<section class="notes" ', 1))
     out.append(_per_model_section(data))
+    if data.get("probe"):  # `editlens probe` wrote RUN_DIR/probe.json
+        from editlens.reporting.trust_html import probe_section
+
+        out.append(probe_section(data["probe"]))
     for table in data.get("summaries") or []:
         ev = table["evaluator"]
         out.append(_section(f"summary-{ev}", table["title"], generic_table(table["rows"], f"data summary-{ev}"),
@@ -377,7 +381,7 @@ def meta_sections(rep: Mapping[str, Any], extra: Mapping[str, Any] | None = None
     extra = extra or {}
     scalars = {k: v for k, v in rep.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
     sections = [_section(f"{prefix}summary", "Summary", generic_table([{"field": k, "value": v} for k, v in scalars.items()]))]
-    corr = _corr_rows(rep)
+    corr = _corr_rows({k: v for k, v in rep.items() if k != "by_edit_type"})  # per-type figures get their own table
     if "ci95" in rep and "value" not in rep:  # a top-level accuracy with its CI
         corr.insert(0, {"label": "accuracy", "value": rep.get("accuracy"), "ci95": rep["ci95"], "n": rep.get("n")})
     if corr:
@@ -404,6 +408,9 @@ def meta_sections(rep: Mapping[str, Any], extra: Mapping[str, Any] | None = None
                      [[f"<b>human {_e(lab)}</b>"] + [f'<td class="num">{v}</td>' for v in row]
                       for lab, row in zip(c["labels"], c["matrix"])], "data confusion"),
             f"Predicted tie when |score(A) − score(B)| ≤ {_num(c.get('threshold'))} (the calibrated threshold)."))
+    from editlens.reporting.trust_html import meta_trust_sections
+
+    sections += meta_trust_sections(rep, prefix)  # calibration (reliability diagram, ECE) and edit types
     sections.append(_section(f"{prefix}raw", "Full result", "<details><summary>JSON</summary><pre>"
                              f"{_e(json.dumps(_finite(dict(rep)), indent=1, default=str))}</pre></details>"))
     return sections

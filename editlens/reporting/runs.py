@@ -58,9 +58,11 @@ def failures(run_dir: str | Path) -> list[dict[str, Any]]:
 
 
 def summary_table(run_dir: str | Path, by: str | None = None, seed: int = 0) -> list[dict[str, Any]]:
-    """Mean and bootstrap 95% CI of each evaluator's scored values, optionally per model."""
-    if by not in (None, "model"):
-        raise InputError(f"--by must be 'model', got {by!r}")
+    """Mean and bootstrap 95% CI of each evaluator's scored values, optionally per
+    editing model (``by="model"``) or edit type (``by="edit_type"``)."""
+    if by not in (None, "model", "edit_type"):
+        raise InputError(f"--by must be 'model' or 'edit_type', got {by!r}")
+    types = run_edit_types(run_dir) if by == "edit_type" else {}
     store = _open(run_dir)
     try:
         rows = _current_rows(store)
@@ -70,13 +72,45 @@ def summary_table(run_dir: str | Path, by: str | None = None, seed: int = 0) -> 
     for r in rows:
         if r["status"] != "scored":
             continue
-        g = (r["model"] or "(none)") if by == "model" else "all"
+        g = (r["model"] or "(none)") if by == "model" else types.get(r["sample_id"], "other") if by else "all"
         groups.setdefault((g, r["evaluator"]), []).append(r["value"])
     out = []
     for (g, ev), vals in sorted(groups.items()):
         ci = bootstrap_ci(vals, seed=seed)
         out.append({"group": g, "evaluator": ev, "n": len(vals), "mean": sum(vals) / len(vals),
                     "ci": None if len(vals) < 2 else list(ci)})  # None: undefined for n < 2
+    return out
+
+
+def run_edit_types(run_dir: str | Path) -> dict[str, str]:
+    """Each sample's edit type (:func:`editlens.data.edit_types.edit_type_of`): from the run's
+    ``results.jsonl`` (written with each sample's type and instruction), else from its manifest."""
+    import json
+
+    from editlens.data.edit_types import classify_instruction, edit_type_of
+
+    out: dict[str, str] = {}
+    results = Path(run_dir) / "results.jsonl"
+    if results.is_file():
+        for line in results.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(row, dict) and "id" in row:
+                if row.get("edit_type"):
+                    out[str(row["id"])] = str(row["edit_type"])
+                elif row.get("instruction"):
+                    out[str(row["id"])] = classify_instruction(str(row["instruction"]))
+    if not out:
+        manifest = (load_run_meta(run_dir, "manifest") or {}).get("inputs", {}).get("manifest")
+        if manifest and Path(manifest).is_file():
+            from editlens.data.manifest import read_manifest
+
+            out = {s.id: edit_type_of(s) for s in read_manifest(manifest, skip_invalid=True, check_files=False).samples}
+    if not out:
+        raise InputError(f"{run_dir}: the edit types of its samples are unknown (no results.jsonl with instructions "
+                         "and no readable manifest); rerun `editlens run` on it to write results.jsonl")
     return out
 
 
