@@ -195,6 +195,8 @@ def run_cmd(
         retry_failed=retry_failed, retry_unscored=retry_unscored, wait=wait,
         command=sys.argv, device=pick_device(device) if device == "auto" else device,
         extra_manifest={"manifest": str(manifest.resolve()), "skipped_rows": len(report.problems),
+                        # the reasons, for the report's header (capped: a broken file can have thousands)
+                        "skipped_row_reasons": [[line, reason] for line, reason in report.problems[:500]],
                         "skipped_metrics": dict(sel.skipped)},
     )
     if export:
