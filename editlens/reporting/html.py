@@ -282,7 +282,9 @@ def render_run_report(data: Mapping[str, Any], out_dir: str | Path | None = None
         "evaluators": data["evaluators"], "scored": data["scored_evaluators"], "measures": data.get("measures", {}),
         "measureLabels": data.get("measure_labels", {}), "hib": data["higher_is_better"],
         "layers": data.get("layers", {}), "descriptions": data.get("descriptions", {}), "models": data["models"],
-        "categories": data.get("categories", []), "groups": data.get("groups", []), "samples": samples_out,
+        "categories": data.get("categories", []), "groups": [{"source": Path(g["source"]).name if g.get("source") else None, "instruction": g.get("instruction")}
+                   for g in data.get("groups", [])],  # file names only: the page holds no local path
+        "samples": samples_out,
         "leaderboard": {k: v for k, v in (data.get("leaderboard") or {}).items() if k in ("tables", "scopes", "noop")},
         "human": data.get("human"), "thumbCss": css, "imageMode": mode,
     }

@@ -153,3 +153,11 @@ def register_detail_kept() -> MetricSpec:
     from editlens.metrics.registry import register_metric
 
     return register_metric(DETAIL_KEPT, overwrite=True)
+
+
+def unregister_detail_kept() -> None:
+    """Take :data:`DETAIL_KEPT` out of the registry again (a test leaves the process as it found it)."""
+    from editlens.metrics import registry
+
+    with registry._LOCK:
+        registry._REGISTRY.pop(DETAIL_KEPT.name, None)

@@ -231,7 +231,7 @@
     });
     var h = parts.length ? "#" + parts.join("&") : "";
     if (h !== location.hash && !(h === "" && location.hash === "#")) {
-      try { history.replaceState(null, "", h || location.pathname + location.search); } catch (e) { /* some file:// setups refuse */ }
+      try { history.replaceState(null, "", h || location.pathname + location.search); } catch (e) { /* a page opened from disk may refuse */ }
     }
   }
   function hidden() { return state.hide ? state.hide.split(",") : []; }
@@ -618,7 +618,7 @@
       zoomAt(view.s * Math.pow(1.0015, -e.deltaY), e.clientX - r.left, e.clientY - r.top);
     }, {passive: false});
     vw.addEventListener("pointerdown", function (e) {
-      if (e.target.classList && (e.target.classList.contains("bx") || e.target.classList.contains("lb-slider"))) { return; }
+      if (e.target.classList && (e.target.classList.contains("num") || e.target.classList.contains("lb-slider"))) { return; }
       pts[e.pointerId] = {x: e.clientX, y: e.clientY};
       try { vw.setPointerCapture(e.pointerId); } catch (err) { /* synthetic events */ }
       start = {tx: view.tx, ty: view.ty, s: view.s, pts: JSON.parse(JSON.stringify(pts))};
@@ -763,9 +763,12 @@
     var boxes = (s.boxes || []).filter(function (b) { return layerShown(b.by) && roles.some(function (r) { return b.on.indexOf(r) >= 0; }); });
     var host = st.querySelector(".boxes");
     host.textContent = "";
-    groupBoxes(boxes).forEach(function (g) {
+    // big boxes first, so a small one inside is on top; a box is picked by its number label
+    var area = function (g) { return Math.abs((g.b.box[2] - g.b.box[0]) * (g.b.box[3] - g.b.box[1])); };
+    groupBoxes(boxes).sort(function (a, b) { return area(b) - area(a); }).forEach(function (g) {
       var d = boxEl(g);
-      d.addEventListener("click", function (e) { e.stopPropagation(); select(g.ns[0], true); });
+      d.querySelector(".num").addEventListener("click", function (e) { e.stopPropagation(); select(g.ns[0], true); });
+      d.querySelector(".num").addEventListener("pointerdown", function (e) { e.stopPropagation(); });
       host.appendChild(d);
     });
     side(s, boxes);
