@@ -458,3 +458,30 @@ def test_view_rebuilds_incrementally(scenario, tmp_path, monkeypatch):
         assert took < 10, took
     finally:
         server.close()
+
+
+def test_the_extending_docs_example_draws_its_boxes(tmp_path):
+    """docs/extending.md registers an evaluator with boxes; run it and find its layer in the report."""
+    text = (REPO / "docs" / "extending.md").read_text(encoding="utf-8")
+    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    from editlens.metrics import registry
+
+    try:
+        exec(compile(code, "docs/extending.md", "exec"), {})
+        rows = [json.loads(x) for x in open(EXAMPLES / "manifest.jsonl")][:2]
+        manifest = tmp_path / "m.jsonl"
+        manifest.write_text("".join(json.dumps({**r, "source": str(EXAMPLES / r["source"]),
+                                                "edited": str(EXAMPLES / r["edited"])}) + "\n" for r in rows))
+        res = runner.invoke(app, ["run", str(manifest), "--out", str(tmp_path / "run"), "--metrics", "bright_spots",
+                                  "--no-progress"], catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+        data = collect_run(tmp_path / "run")
+        assert data["layers"]["bright_spots"]["name"] == "bright spots"
+        assert data["leaderboard"]["unranked"] == ["bright_spots"]  # it declared a similarity
+        (box,) = [b for b in data["samples"][0]["boxes"] if b["by"] == "bright_spots"]
+        assert box["box"] == [0.0, 0.0, 0.5, 0.5] and box["colour"] == "#ff9800" and box["label"].endswith("brighter")
+        page = write_run_report(tmp_path / "run", tmp_path / "r.html", n_boot=20).read_text()
+        assert 'data-layer="bright_spots"' in page
+    finally:
+        with registry._LOCK:
+            registry._REGISTRY.pop("bright_spots", None)

@@ -36,13 +36,15 @@ _FORMATTER = string.Formatter()
 
 def _trim(value: Any) -> Any:
     """Cap long strings (raw model answers) so a page of thousands of edits stays small."""
-    if isinstance(value, str) and len(value) > MAX_RAW_CHARS:
-        return value[:MAX_RAW_CHARS] + f"... [{len(value) - MAX_RAW_CHARS} more characters]"
-    if isinstance(value, dict):
+    t = type(value)  # exact types: this walks every stored detail on each rebuild
+    if t is str:
+        return value if len(value) <= MAX_RAW_CHARS else (
+            value[:MAX_RAW_CHARS] + f"... [{len(value) - MAX_RAW_CHARS} more characters]")
+    if t is dict:
         return {k: _trim(v) for k, v in value.items()}
-    if isinstance(value, list):
+    if t is list:
         return [_trim(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
+    if t is float and not math.isfinite(value):
         return None
     return value
 
@@ -77,7 +79,7 @@ def dotted(obj: Any, path: str) -> Any:
     True
     """
     for part in path.split("."):
-        if not isinstance(obj, Mapping) or part not in obj:
+        if type(obj) is not dict or part not in obj:  # stored details are JSON: plain dicts
             return _MISSING
         obj = obj[part]
     return obj
@@ -114,7 +116,7 @@ def layer_items(details: Mapping[str, Any] | None, layer: Any) -> list[dict[str,
     found = dotted(details or {}, layer.items)
     if not isinstance(found, list):
         return None
-    return [it for it in found if isinstance(it, Mapping)]
+    return [it for it in found if type(it) is dict]
 
 
 def _verdict(item: Mapping[str, Any], layer: Any) -> tuple[str | None, str | None]:
@@ -125,7 +127,7 @@ def _verdict(item: Mapping[str, Any], layer: Any) -> tuple[str | None, str | Non
     if v is _MISSING:
         # a verdict object without its value (e.g. {"problem": ...}): judged, but the answer was not understood
         parent = dotted(item, layer.verdict.rpartition(".")[0]) if "." in layer.verdict else _MISSING
-        if not isinstance(parent, Mapping):
+        if type(parent) is not dict:
             return "not judged", "not judged"
         v = None
     if v is True:
@@ -262,18 +264,28 @@ def read_meta_eval(path: str | Path) -> dict[str, Any]:
     return doc
 
 
+_MANIFESTS: dict[tuple, dict[str, Any]] = {}
+
+
 def _manifest_samples(path: Path, notes: list[str]) -> dict[str, Any]:
+    """The manifest's samples by id; parsed once per file version (``view`` rebuilds often)."""
     from editlens.data.manifest import read_manifest
 
     if not path.is_file():
         notes.append(f"manifest {path.name} not found: cards show no images (pass --manifest to point at it)")
         return {}
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key in _MANIFESTS:
+        return _MANIFESTS[key]
     try:
         report = read_manifest(path, skip_invalid=True, check_files=False)
     except Exception as exc:  # noqa: BLE001 - a report should still show the scores
         notes.append(f"manifest {path.name} could not be read ({exc}): cards show no images")
         return {}
-    return {s.id: s for s in report.samples}
+    _MANIFESTS.clear()  # one manifest at a time is all a server follows
+    _MANIFESTS[key] = {s.id: s for s in report.samples}
+    return _MANIFESTS[key]
 
 
 def _lock_holder_alive(run: Path) -> bool | None:
@@ -348,18 +360,68 @@ def _resize_note(images: Mapping[str, str], statuses: Iterable[str]) -> list[str
     return notes
 
 
+#: processed samples by the content of their rows (see :func:`_sample_part`); ``view`` rebuilds
+#: process only the samples whose results changed since the last build
+_SAMPLE_MEMO: dict[tuple, dict[str, Any]] = {}
+_SUMMARY_MEMO: dict[tuple, list[dict[str, Any]]] = {}
+
+
+def _sample_part(key: tuple, rows: list[dict[str, Any]], images: Mapping[str, str], specs: Mapping[str, Any],
+                 used: dict[tuple, dict[str, Any]]) -> dict[str, Any]:
+    """What a sample's own rows and images give: scores (details parsed and trimmed), boxes,
+    tags, unchanged flags, statuses and resize notes; remembered under ``key`` (its rows'
+    content, its images and the specs)."""
+    part = _SAMPLE_MEMO.get(key)
+    if part is None:
+        scores: dict[str, Any] = {}
+        for r in rows:
+            entry: dict[str, Any] = {"status": r["status"], "value": r["value"]}
+            if r["reason"]:
+                entry["reason"] = r["reason"]
+            if r["details"]:
+                entry["details"] = _trim(json.loads(r["details"]))
+            scores[r["evaluator"]] = entry
+        statuses = sorted({e["status"] for e in scores.values()})
+        part = {"scores": scores, "boxes": boxes_of(scores, specs), "verdicts": verdict_tags(scores, specs),
+                "unchanged": unchanged_by(scores, specs),
+                "change_checked": any(getattr(specs.get(e), "unchanged_at", None) is not None and sc["status"] == "scored"
+                                      for e, sc in scores.items()),
+                "statuses": statuses, "input_notes": _resize_note(images, statuses), "_key": key}
+    used[key] = part
+    return part
+
+
+def _summaries(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The evaluators' own summary tables, each remembered under the content of its rows."""
+    from editlens.reporting.runs import evaluator_summaries_from_rows
+
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by.setdefault(r["evaluator"], []).append(r)
+    out = []
+    for ev in sorted(by):
+        key = (ev, tuple((r["model"], r["details"]) for r in by[ev]))
+        if key not in _SUMMARY_MEMO:
+            if len(_SUMMARY_MEMO) > 64:
+                _SUMMARY_MEMO.clear()
+            parsed = [{**r, "details": json.loads(r["details"]) if r["details"] else None} for r in by[ev]]
+            _SUMMARY_MEMO[key] = [{**t, "rows": _trim(t["rows"])} for t in evaluator_summaries_from_rows(parsed)]
+        out += _SUMMARY_MEMO[key]
+    return out
+
+
 def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: str | Path | None = None,
                 seed: int = 0, n_boot: int = 1000) -> dict[str, Any]:
     """Everything the run report shows, as plain data (see module docstring)."""
     from editlens.metrics.spec import MEASURES
     from editlens.reporting.leaderboard import leaderboards
-    from editlens.reporting.runs import _current_rows, _open, evaluator_summaries_from_rows
+    from editlens.reporting.runs import _open
 
     run = Path(run_dir)
     store = _open(run)
     try:
         run_manifest = store.get_meta("manifest") or {}
-        rows = _current_rows(store)
+        rows = store.rows(store.current_configs(), parse=False)  # details parsed only where they changed
     finally:
         store.close()
     notes: list[str] = []
@@ -371,29 +433,27 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
     humans = _read_human(human) if human else {}
 
     evaluators = [e["name"] for e in run_manifest.get("evaluators", []) if "name" in e]
-    by_id: dict[str, dict[str, Any]] = {}
+    by_sample: dict[str, list[dict[str, Any]]] = {}
+    models_of: dict[str, str] = {}
+    present: set[str] = set()
     for r in rows:
-        rec = by_id.setdefault(r["sample_id"], {"id": r["sample_id"], "model": r["model"] or "(none)", "scores": {}})
-        entry: dict[str, Any] = {"status": r["status"], "value": r["value"]}
-        if r["reason"]:
-            entry["reason"] = r["reason"]
-        if r["details"]:
-            entry["details"] = _trim(r["details"])
-        rec["scores"][r["evaluator"]] = entry
-        if r["evaluator"] not in evaluators:
-            evaluators.append(r["evaluator"])
+        by_sample.setdefault(r["sample_id"], []).append(r)
+        models_of.setdefault(r["sample_id"], r["model"] or "(none)")
+        present.add(r["evaluator"])
+    evaluators += sorted(present - set(evaluators))
     # evaluators the run lists but that have no row yet (a run that just started) have nothing to show
-    evaluators = [e for e in evaluators if any(e in rec["scores"] for rec in by_id.values())]
+    evaluators = [e for e in evaluators if e in present]
     specs = specs_of(evaluators)
     order = {sid: i for i, sid in enumerate(samples_in)}
-    ids = sorted(by_id, key=lambda s: (order.get(s, math.inf), s))
+    ids = sorted(by_sample, key=lambda s: (order.get(s, math.inf), s))
 
     samples = []
     groups: dict[tuple[str, str], int] = {}
     group_list: list[dict[str, Any]] = []
+    used: dict[tuple, dict[str, Any]] = {}
     for sid in ids:
-        rec = by_id[sid]
         src = samples_in.get(sid)
+        rec: dict[str, Any] = {"id": sid, "model": models_of[sid]}
         images = {}
         if src is not None:
             for role in ("source", "edited", "reference"):
@@ -411,31 +471,31 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
                 except (TypeError, ValueError):
                     notes.append(f"sample {sid}: human score {meta_h!r} is not a number; ignored")
         rec["images"] = images
+        srows = by_sample[sid]
+        key = (sid, tuple(sorted(images.items())), tuple((r["evaluator"], id(specs[r["evaluator"]]), r["config_hash"],
+                                                          r["status"], r["value"], r["reason"], r["details"]) for r in srows))
+        rec.update(_sample_part(key, srows, images, specs, used))
         # edits of one source with one instruction, by different editors: a row of the compare view
         gkey = (images.get("source") or f"id:{sid}", rec.get("instruction") or "")
         if gkey not in groups:
             groups[gkey] = len(group_list)
             group_list.append({"source": images.get("source"), "instruction": rec.get("instruction")})
         rec["group"] = groups[gkey]
-        rec["boxes"] = boxes_of(rec["scores"], specs)
-        rec["verdicts"] = verdict_tags(rec["scores"], specs)
-        rec["unchanged"] = unchanged_by(rec["scores"], specs)
-        rec["change_checked"] = any(getattr(specs.get(e), "unchanged_at", None) is not None and sc["status"] == "scored"
-                                    for e, sc in rec["scores"].items())
-        rec["statuses"] = sorted({s["status"] for s in rec["scores"].values()})
-        rec["input_notes"] = _resize_note(images, rec["statuses"])
         if sid in humans:
             rec["human"] = humans[sid]
         samples.append(rec)
-    missing_human = set(humans) - set(by_id)
+    _SAMPLE_MEMO.clear()  # keep what this build used: a run's samples, at their latest results
+    _SAMPLE_MEMO.update(used)
+    missing_human = set(humans) - set(by_sample)
     if human and missing_human:
         notes.append(f"{len(missing_human)} human score id(s) match no sample of the run")
 
-    scored_evaluators = [e for e in evaluators if any(s["scores"].get(e, {}).get("status") == "scored" for s in samples)]
+    scored = {e for s in samples for e, sc in s["scores"].items() if sc["status"] == "scored"}
+    scored_evaluators = [e for e in evaluators if e in scored]
     models = list(dict.fromkeys(s["model"] for s in samples))  # manifest order: the compare view's columns
     measures = {e: (specs[e].measures if specs[e] is not None else None) for e in evaluators}
     per_model = _per_model(samples, evaluators, models, seed, n_boot)
-    completeness = _completeness(run, run_manifest, by_id, samples_in, evaluators)
+    completeness = _completeness(run, run_manifest, {s["id"]: s for s in samples}, samples_in, evaluators)
     completeness["resized"] = sum(1 for s in samples if s["input_notes"])
     return {
         "kind": "run",
@@ -462,7 +522,7 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
         "leaderboard": leaderboards(samples, evaluators, measures, {e: _hib(specs[e]) for e in evaluators},
                                     models, seed=seed, n_boot=n_boot),
         # run-level tables evaluators contribute (registry metadata), e.g. DICE's ranking
-        "summaries": [{**t, "rows": _trim(t["rows"])} for t in evaluator_summaries_from_rows(rows)],
+        "summaries": _summaries(rows),
         "human": _human_agreement(samples, scored_evaluators, seed, n_boot) if any("human" in s for s in samples) else None,
         "notes": notes,
     }
@@ -479,25 +539,24 @@ def _per_model(samples: list[dict[str, Any]], evaluators: Iterable[str], models:
     order, the same seeded bootstrap; cached by content)."""
     from editlens.reporting.stats import cached_bootstrap_ci
 
+    counts: dict[tuple[str, str], dict[str, int]] = {}
+    values: dict[tuple[str, str], list[tuple[str, float]]] = {}
+    for s in samples:
+        for ev, sc in s["scores"].items():
+            key = (ev, s["model"])
+            c = counts.setdefault(key, {"scored": 0, "skipped": 0, "unscored": 0, "failed": 0, "info": 0})
+            c[sc["status"]] = c.get(sc["status"], 0) + 1
+            if sc["status"] == "scored":
+                values.setdefault(key, []).append((s["id"], sc["value"]))
     out = []
     for ev in evaluators:
         for m in models:
-            counts = {"scored": 0, "skipped": 0, "unscored": 0, "failed": 0, "info": 0}
-            vals = []
-            for s in samples:
-                sc = s["scores"].get(ev)
-                if s["model"] == m and sc is not None:
-                    counts[sc["status"]] = counts.get(sc["status"], 0) + 1
-                    if sc["status"] == "scored":
-                        vals.append((s["id"], sc["value"]))
-            if not any(counts.values()):
+            if (ev, m) not in counts:
                 continue
-            v = [x for _, x in sorted(vals)]
-            ci = None
-            if len(v) >= 2:
-                ci = list(cached_bootstrap_ci(v, n_boot=n_boot, seed=seed))
+            v = [x for _, x in sorted(values.get((ev, m), []))]
+            ci = list(cached_bootstrap_ci(v, n_boot=n_boot, seed=seed)) if len(v) >= 2 else None
             out.append({"evaluator": ev, "model": m, "n": len(v), "mean": sum(v) / len(v) if v else None,
-                        "ci": ci, "counts": counts})
+                        "ci": ci, "counts": counts[(ev, m)]})
     return out
 
 

@@ -95,7 +95,8 @@ def _page(title: str, header: str, sections: str, data: Any, thumbs: Mapping[str
     from editlens import __version__
 
     parts = {"TITLE": _e(title), "VERSION": _e(__version__), "CSS": _asset("report.css"), "HEADER": header,
-             "SECTIONS": sections, "DATA": _json_for_script(data), "THUMBS": _json_for_script(thumbs or {}),
+             "SECTIONS": sections, "DATA": data if isinstance(data, str) else _json_for_script(data),
+             "THUMBS": _json_for_script(thumbs or {}),
              "FULL": _json_for_script(full or {}), "JS": _asset("report.js"), "FAVICON": FAVICON}
     # one pass, so text inserted for one placeholder is never scanned for another
     return re.sub(r"__([A-Z]+)__", lambda m: parts.get(m.group(1), m.group(0)), _asset("report.html"))
@@ -196,33 +197,49 @@ def _image_mode(mode: str, paths: Sequence[str], out_dir: Path | None) -> str:
     return "copy" if out_dir is not None else "none"
 
 
-def page_samples(samples: Sequence[Mapping[str, Any]], layers: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Samples as the page needs them: a box layer's items are in ``boxes`` already, so they
-    leave the details (the page would carry them twice)."""
-    out = []
-    for s in samples:
-        scores = {}
-        for ev, sc in s["scores"].items():
-            layer = layers.get(ev)
-            d = sc.get("details")
-            if layer and isinstance(d, dict):
-                path = layer["items"].split(".")
-                if len(path) == 1 and path[0] in d:
-                    d = {k: v for k, v in d.items() if k != path[0]}
-                    d["items_found"] = len(sc["details"][path[0]] or [])
-                elif len(path) == 2 and isinstance(d.get(path[0]), dict) and path[1] in d[path[0]]:
-                    inner = {k: v for k, v in d[path[0]].items() if k != path[1]}
-                    d = {**d, path[0]: inner, "items_found": len(d[path[0]][path[1]] or [])}
-                sc = {**sc, "details": d}
-            scores[ev] = sc
-        out.append({k: v for k, v in s.items() if k not in ("scores", "images", "change_checked")} | {"scores": scores})
+def _page_scores(scores: Mapping[str, Any], layers: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Scores as the page needs them: a box layer's items are in ``boxes`` already, so they
+    leave the details (the page would carry them twice); ``items_found`` counts them."""
+    out = {}
+    for ev, sc in scores.items():
+        layer = layers.get(ev)
+        d = sc.get("details")
+        if layer and isinstance(d, dict):
+            path = layer["items"].split(".")
+            if len(path) == 1 and path[0] in d:
+                d = {k: v for k, v in d.items() if k != path[0]}
+                d["items_found"] = len(sc["details"][path[0]] or [])
+            elif len(path) == 2 and isinstance(d.get(path[0]), dict) and path[1] in d[path[0]]:
+                inner = {k: v for k, v in d[path[0]].items() if k != path[1]}
+                d = {**d, path[0]: inner, "items_found": len(d[path[0]][path[1]] or [])}
+            sc = {**sc, "details": d}
+        out[ev] = sc
     return out
+
+
+#: each sample's page JSON (the part its results give), by the content key collect gave it
+_FRAGMENTS: dict[tuple, str] = {}
+_HEAVY = ("boxes", "verdicts", "unchanged", "statuses", "input_notes")
+_LIGHT = ("id", "model", "instruction", "category", "group", "human")
+
+
+def _sample_json(s: Mapping[str, Any], images: Mapping[str, Any], layers: Mapping[str, Mapping[str, Any]],
+                 layers_key: str, used: dict[tuple, str]) -> str:
+    """One sample as page JSON; the heavy part is made once per content (``view`` rebuilds)."""
+    key = (s.get("_key"), layers_key)
+    heavy = _FRAGMENTS.get(key) if s.get("_key") is not None else None
+    if heavy is None:
+        heavy = _json_for_script({"scores": _page_scores(s["scores"], layers), **{k: s[k] for k in _HEAVY if k in s}})
+    if s.get("_key") is not None:
+        used[key] = heavy
+    light = _json_for_script({**{k: s[k] for k in _LIGHT if k in s}, "images": images})
+    return light[:-1] + "," + heavy[1:]
 
 
 def render_run_report(data: Mapping[str, Any], out_dir: str | Path | None = None,
                       link: Callable[[str], str] | None = None, thumb_size: int | None = None, *,
                       images: str = "auto", images_folder: str = "report_images",
-                      thumb_url: Callable[[str], str] | None = None) -> str:
+                      thumb_url: Callable[[Mapping[str, Any]], str] | None = None) -> str:
     """HTML of a run report from :func:`editlens.reporting.collect.collect_run`'s dict.
 
     Full-size images (the inspector's zoom) reach the page as ``images`` says:
@@ -232,7 +249,8 @@ def render_run_report(data: Mapping[str, Any], out_dir: str | Path | None = None
     (the inspector shows the thumbnails), or ``auto`` (embed up to
     :data:`EMBED_LIMIT` in all, else copy). ``link`` (a function of the path),
     when given, overrides it: ``editlens view`` serves the images itself.
-    ``thumb_url``: thumbnails as URLs of their key instead of data URIs.
+    ``thumb_url``: thumbnails as URLs (a function of :func:`~editlens.reporting.thumbs.thumbnail`'s
+    dict) instead of data URIs.
     """
     from editlens.reporting.thumbs import data_uri, file_data_uri, thumbnails
 
@@ -261,7 +279,7 @@ def render_run_report(data: Mapping[str, Any], out_dir: str | Path | None = None
                 continue
             if path not in keys:
                 keys[path] = f"t{len(keys)}"
-                thumbs[keys[path]] = thumb_url(t["key"]) if thumb_url else data_uri(t["jpeg"])
+                thumbs[keys[path]] = thumb_url(t) if thumb_url else data_uri(t["jpeg"])
             entry: dict[str, Any] = {"t": keys[path], "w": t["w"], "h": t["h"], "tw": t["tw"], "th": t["th"]}
             if mode == "embed":
                 if path not in full_keys:
@@ -275,20 +293,24 @@ def render_run_report(data: Mapping[str, Any], out_dir: str | Path | None = None
                 entry["href"] = link(path)
             imgs[role] = entry
         per_sample_images.append(imgs)
-    samples_out = page_samples(samples, data.get("layers") or {})
-    for s, imgs in zip(samples_out, per_sample_images):
-        s["images"] = imgs
+    layers = data.get("layers") or {}
+    layers_key = json.dumps(layers, sort_keys=True)
+    used: dict[tuple, str] = {}
+    fragments = [_sample_json(s, imgs, layers, layers_key, used) for s, imgs in zip(samples, per_sample_images)]
+    _FRAGMENTS.clear()  # keep this build's: the next one of a growing run reuses them
+    _FRAGMENTS.update(used)
     page_data = {
         "evaluators": data["evaluators"], "scored": data["scored_evaluators"], "measures": data.get("measures", {}),
         "measureLabels": data.get("measure_labels", {}), "hib": data["higher_is_better"],
-        "layers": data.get("layers", {}), "descriptions": data.get("descriptions", {}), "models": data["models"],
-        "categories": data.get("categories", []), "groups": [{"source": Path(g["source"]).name if g.get("source") else None, "instruction": g.get("instruction")}
+        "layers": layers, "descriptions": data.get("descriptions", {}), "models": data["models"],
+        "categories": data.get("categories", []),
+        "groups": [{"source": Path(g["source"]).name if g.get("source") else None, "instruction": g.get("instruction")}
                    for g in data.get("groups", [])],  # file names only: the page holds no local path
-        "samples": samples_out,
         "leaderboard": {k: v for k, v in (data.get("leaderboard") or {}).items() if k in ("tables", "scopes", "noop")},
         "human": data.get("human"), "thumbCss": css, "imageMode": mode,
     }
-    return _page(f"editlens report: {data['title']}", _run_header(data), _run_sections(data, mode), page_data,
+    page_json = _json_for_script(page_data)[:-1] + ',"samples":[' + ",".join(fragments) + "]}"
+    return _page(f"editlens report: {data['title']}", _run_header(data), _run_sections(data, mode), page_json,
                  thumbs, full)
 
 
@@ -656,16 +678,18 @@ def write_run_report(run_dir: str | Path, out: str | Path | None = None, *, mani
     ``copy`` puts them in ``<report name>_images/`` beside it.
     """
     from editlens.reporting.collect import collect_run, read_meta_eval
+    from editlens.reporting.stats import no_gc_pauses
     from editlens.runner.store import atomic_write
 
     if images not in IMAGE_MODES:
         raise InputError(f"--images must be one of {', '.join(IMAGE_MODES)}, got {images!r}")
     target = Path(out) if out else Path(run_dir) / "report.html"
     metas = {Path(p).name: read_meta_eval(p) for p in meta_eval}  # before the slow part: bad input fails fast
-    data = collect_run(run_dir, manifest=manifest, human=human, seed=seed, n_boot=n_boot)
-    data["meta_eval"] = metas
-    page = render_run_report(data, out_dir=target.parent, thumb_size=thumb_size, images=images,
-                             images_folder=f"{target.stem}_images")
+    with no_gc_pauses():
+        data = collect_run(run_dir, manifest=manifest, human=human, seed=seed, n_boot=n_boot)
+        data["meta_eval"] = metas
+        page = render_run_report(data, out_dir=target.parent, thumb_size=thumb_size, images=images,
+                                 images_folder=f"{target.stem}_images")
     atomic_write(target, lambda fh: fh.write(page))
     os.chmod(target, 0o644)  # a report is meant to be shared (the temp file it came from is private)
     return target
@@ -785,7 +809,8 @@ def meta_sections(rep: Mapping[str, Any], extra: Mapping[str, Any] | None = None
                                    else '<td class="num">–</td>' for w in wheres]
             for m in dict.fromkeys(g["method"] for g in groups)], "data per-method")
         sections.append(_section(f"{prefix}per-method", "Within each editing method", pivot
-                                 + _plot(plots.correlation_bars([{**g, "label": f"{g['where']} · {g['method']}",
+                                 + _plot(plots.correlation_bars([{**g, "label": g["method"] if len(wheres) == 1 else
+                                                                  f"{g['where']} · {g['method']}",
                                                                   "ci95": None} for g in groups], "label",
                                                                 "correlation within each method",
                                                                 "Spearman ρ between predicted and human scores"),

@@ -97,9 +97,14 @@ class ReportServer:
         return tuple(out)
 
     def _build(self) -> None:
+        from editlens.reporting.stats import no_gc_pauses
+
+        with no_gc_pauses():
+            self._build_page()
+
+    def _build_page(self) -> None:
         from editlens.reporting.collect import collect_run
         from editlens.reporting.html import THUMB_SIZE, THUMB_SIZE_LARGE_RUN, LARGE_RUN, render_run_report
-        from editlens.reporting.thumbs import thumbnails
 
         t0 = time.perf_counter()
         state = self._watched_state()
@@ -110,11 +115,12 @@ class ReportServer:
                 self._index[p] = len(self.images)
                 self.images.append(p)
         css = self.options.get("thumb_size") or (THUMB_SIZE if len(data["samples"]) <= LARGE_RUN else THUMB_SIZE_LARGE_RUN)
-        for t in thumbnails(paths, 2 * css).values():  # cached: only new images are decoded
-            if "key" in t:
-                self._thumbs[t["key"]] = t["jpeg"]
-        page = render_run_report(data, link=lambda p: f"/image/{self._index[p]}", thumb_size=css,
-                                 thumb_url=lambda key: f"/thumb/{key}")
+
+        def thumb_url(t: dict[str, Any]) -> str:  # thumbnails are cached: only new images are decoded
+            self._thumbs[t["key"]] = t["jpeg"]
+            return f"/thumb/{t['key']}"
+
+        page = render_run_report(data, link=lambda p: f"/image/{self._index[p]}", thumb_size=css, thumb_url=thumb_url)
         self.page, self._state = page.encode("utf-8"), state
         self.builds += 1
         self.last_build_s = time.perf_counter() - t0

@@ -105,8 +105,19 @@ def data_uri(jpeg: bytes, mime: str = "image/jpeg") -> str:
 def thumbnails(paths: Iterable[str], max_side: int = 512, workers: int = 4) -> dict[str, dict[str, Any]]:
     """Thumbnails of distinct paths; misses are decoded in threads (PIL releases the GIL)."""
     unique = sorted(set(paths))
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return dict(zip(unique, pool.map(lambda p: thumbnail(p, max_side), unique)))
+    out: dict[str, dict[str, Any]] = {}
+    missing = []
+    for p in unique:  # cache hits here, only misses go to the threads
+        ident = _identity(p)
+        hit = _recall(("thumb",) + ident + (max_side, QUALITY)) if ident else None
+        if hit is not None:
+            out[p] = hit
+        else:
+            missing.append(p)
+    if missing:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            out.update(zip(missing, pool.map(lambda p: thumbnail(p, max_side), missing)))
+    return out
 
 
 def file_data_uri(path: str | Path) -> str | None:
