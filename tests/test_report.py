@@ -250,6 +250,29 @@ def test_meta_eval_pointwise_report(tmp_path):
     assert sorted(pts) == sorted(((v * 7) % 5, v, k.split("/")[0]) for k, v in human.items())
 
 
+@pytest.mark.integration
+def test_meta_eval_imagenhub_report_puts_the_system_level_first(tmp_path):
+    from helpers import shared_path
+
+    root = shared_path("benchmarks", "imagenhub_tie")
+    out = tmp_path / "ih.html"
+    res = runner.invoke(app, ["meta-eval", "imagenhub", "--ratings", str(root / "human_ratings"), "--judge-outputs",
+                              str(root / "judge_outputs" / "gpt4o_0shot"), "--n-boot", "50", "--report", str(out)],
+                        catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    page = out.read_text()
+    assert "0.3821" in page and page.index('id="system"') < page.index('id="correlations"')
+    with chromium_page() as (browser_page, errors):
+        browser_page.goto(out.resolve().as_uri())
+        rows = browser_page.locator("table.system tbody tr")
+        assert rows.count() == 8  # the eight editing methods, human and predicted means and ranks
+        tau = float(browser_page.get_attribute("#system .headline", "data-tau"))
+        assert -1 <= tau <= 1 and "Kendall τ" in browser_page.inner_text("#system")
+        # plain words, not result keys
+        assert "overall rating (O)" in browser_page.inner_text("#correlations") and "aspects ·" not in page
+        assert errors == []
+
+
 # ------------------------------------------------------------------------------------------ in the browser
 
 def test_example_run_report_in_chromium(example_run, tmp_path):

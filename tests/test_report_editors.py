@@ -302,6 +302,7 @@ def test_editor_comparison_in_chromium(scenario):
         # an old-style section link still scrolls to its section
         _ready(page, url + "#similarity")
         assert page.evaluate("document.getElementById('similarity').getBoundingClientRect().top") < 50
+        assert page.locator("#compare .crow").count() == 8  # and the page is drawn as usual
         assert errors == []
 
 

@@ -395,9 +395,13 @@ def _summaries(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The evaluators' own summary tables, each remembered under the content of its rows."""
     from editlens.reporting.runs import evaluator_summaries_from_rows
 
+    from editlens.reporting.runs import evaluators_with_summaries
+
+    wanted = evaluators_with_summaries({r["evaluator"] for r in rows})
     by: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        by.setdefault(r["evaluator"], []).append(r)
+        if r["evaluator"] in wanted:
+            by.setdefault(r["evaluator"], []).append(r)
     out = []
     for ev in sorted(by):
         key = (ev, tuple((r["model"], r["details"]) for r in by[ev]))

@@ -93,6 +93,21 @@ def evaluator_summaries(run_dir: str | Path, only: str | None = None) -> list[di
     return evaluator_summaries_from_rows(rows, only)
 
 
+def evaluators_with_summaries(names: Any) -> set[str]:
+    """Those of ``names`` whose spec declares a run-level summary."""
+    from editlens.errors import UnknownMetricError
+    from editlens.metrics.registry import get_spec
+
+    out = set()
+    for name in names:
+        try:
+            if get_spec(name).summary:
+                out.add(name)
+        except UnknownMetricError:
+            pass
+    return out
+
+
 def evaluator_summaries_from_rows(rows: list[dict[str, Any]], only: str | None = None) -> list[dict[str, Any]]:
     """:func:`evaluator_summaries` of rows already read from a run's store."""
     from editlens.errors import UnknownMetricError

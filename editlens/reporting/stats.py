@@ -29,7 +29,11 @@ def bootstrap_ci(values: Sequence[float] | np.ndarray, stat: Callable[[np.ndarra
         return (float("nan"), float("nan"))
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, x.size, size=(n_boot, x.size))
-    stats = np.array([stat(x[i]) for i in idx])
+    if stat is np.mean:  # the same numbers row by row, without a Python call per resample
+        step = max(1, 2_000_000 // x.size)
+        stats = np.concatenate([x[idx[i:i + step]].mean(axis=1) for i in range(0, n_boot, step)])
+    else:
+        stats = np.array([stat(x[i]) for i in idx])
     alpha = (1 - level) / 2
     return (float(np.nanquantile(stats, alpha)), float(np.nanquantile(stats, 1 - alpha)))
 

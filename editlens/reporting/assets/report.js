@@ -892,11 +892,8 @@
 
   function applyAddress() {
     var h = readHash();
-    if (h.anchor) {
-      var t = document.getElementById(h.anchor);
-      if (t) { t.scrollIntoView(); }
-      return;
-    }
+    var anchor = h.anchor;  // an old-style link to a section: the default view, scrolled there
+    if (anchor) { h = {}; }
     Object.keys(DEF).forEach(function (k) { state[k] = h[k] !== undefined ? h[k] : DEF[k]; });
     if (state.v !== "compare" && state.v !== "cards") { state.v = DEF.v; }
     syncControls();
@@ -906,6 +903,7 @@
       var s = BY_ID[state.edit];
       openInspector(s, state.lv || "edited", state.v === "compare" ? currentCompareSamples() : currentCards);
     } else if (insp && !insp.hasAttribute("hidden")) { closeInspector(); }
+    if (anchor && document.getElementById(anchor)) { document.getElementById(anchor).scrollIntoView(); }
   }
   window.addEventListener("hashchange", applyAddress);
   applyAddress();
