@@ -64,12 +64,6 @@ def specs_of(names: Iterable[str]) -> dict[str, Any]:
     return out
 
 
-def _direction(metric: str) -> bool | None:
-    """True when higher is better, None for evaluators the registry does not know."""
-    spec = specs_of([metric])[metric]
-    return None if spec is None else bool(spec.higher_is_better)
-
-
 def dotted(obj: Any, path: str) -> Any:
     """``obj["a"]["b"]`` for ``"a.b"``; :data:`_MISSING` when a step is absent.
 

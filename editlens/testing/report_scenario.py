@@ -19,7 +19,6 @@ crude, measure of one kind of quality loss (blur), not a model output.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -97,11 +96,6 @@ def build_scenario(root: str | Path, mirror: bool = True, edit_type: bool = True
     manifest = root / "manifest.jsonl"
     manifest.write_text("".join(json.dumps(x) + "\n" for x in rows), encoding="utf-8")
     return {"manifest": manifest, "rows": rows, "sources": sources, "root": root}
-
-
-def copy_scenario(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst)
-    return dst
 
 
 # ----------------------------------------------------------------------------- a new evaluator with boxes
