@@ -150,7 +150,7 @@ def boxes_of(scores: Mapping[str, Mapping[str, Any]], specs: Mapping[str, Any] |
 
     >>> [b["label"] for b in boxes_of({"change_map": {"status": "scored", "details": {"regions": [
     ...     {"box_norm": [0.1, 0.2, 0.3, 0.4], "area_fraction": 0.04}]}}})]
-    ['4.0% of the image']
+    ['4.00% of the image']
     """
     specs = specs if specs is not None else specs_of(scores)
     out: list[dict[str, Any]] = []
