@@ -386,8 +386,8 @@ def test_synthetic_report_filters_pages_and_colours(synthetic, tmp_path):
         assert page.locator("#human [data-plot=human-scatter] svg").count() == len(data["human"]["points"])
         assert page.locator("#human [data-plot=human-per-model] svg").count() == 1
         assert page.locator("#plots svg").count() == len(data["scored_evaluators"])
-        for svg in page.locator("#plots svg, #human svg").all():
-            assert svg.locator("text.xlabel").text_content().strip()
+        for svg in page.locator("#plots svg, #human svg").all():  # both axes named
+            assert svg.locator("text.xlabel").text_content().strip() and svg.locator("text.ylabel").text_content().strip()
         assert page.locator("#human [data-plot=human-scatter] svg text.ylabel").count() == len(data["human"]["points"])
         l1 = [(s["scores"]["l1"].value, s["human"]) for s in truth.values()]
         cell = page.inner_text('#human td[data-evaluator="l1"][data-method="spearman"]')

@@ -73,10 +73,13 @@
   function short(t, n) { t = String(t); return t.length > n ? t.slice(0, n - 1) + "…" : t; }
 
   /* A horizontal panel: one row per label, x scale from lo..hi; draw(row, y, x) adds marks. */
-  function panel(title, labels, lo, hi, xlabel, draw) {
-    var W = 380, left = 104, right = 14, top = title ? 26 : 8, rowH = 24, H = top + rowH * labels.length + 42;
+  function panel(title, labels, lo, hi, xlabel, draw, ylabel) {
+    var W = 380, left = 104, right = 14, top = title ? 40 : 22, rowH = 24, H = top + rowH * labels.length + 42;
     var svg = sv("svg", {viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": title + ": " + xlabel});
     if (title) { svg.appendChild(sv("text", {x: 4, y: 16, "font-size": 12, "font-weight": 600}, title)); }
+    // the rows' axis: its name heads the row labels
+    svg.appendChild(sv("text", {x: left - 6, y: top - 6, "font-size": 10, "text-anchor": "end", "font-style": "italic",
+                                "class": "ylabel"}, ylabel || "editor"));
     var ticks = niceTicks(lo, hi, 5);
     lo = Math.min(lo, ticks[0]); hi = Math.max(hi, ticks[ticks.length - 1]);
     function x(v) { return left + (W - left - right) * (hi === lo ? 0.5 : (v - lo) / (hi - lo)); }
@@ -190,7 +193,7 @@
         var r = rows[i], c = MODEL_COLOUR[r.model] || "#555";
         if (r.ci95 && r.ci95[0] !== null) { g.appendChild(sv("line", {x1: x(r.ci95[0]), x2: x(r.ci95[1]), y1: y, y2: y, stroke: c, "stroke-width": 2})); }
         g.appendChild(sv("circle", {cx: x(r.value), cy: y, r: 4, fill: c}));
-      });
+      }, "evaluator · editor");
     host.appendChild(svg);
   }
 
