@@ -33,8 +33,8 @@ def metrics_cmd(json_out: bool = typer.Option(False, "--json", help="Machine-rea
         return
     from editlens.cli.tables import print_table
 
-    print_table("editlens metrics", ["name", "needs", "better", "range", "model", "available", "description"],
-                [[r["name"], ", ".join(r["needs"]), "higher" if r["higher_is_better"] else "lower",
+    print_table("editlens metrics", ["name", "measures", "needs", "better", "range", "model", "available", "description"],
+                [[r["name"], r["measures"], ", ".join(r["needs"]), "higher" if r["higher_is_better"] else "lower",
                   "[" + ", ".join("inf" if v is None else f"{v:g}" for v in r["range"]) + "]", r["model"] or "-",
                   "yes" if r["available"] else "no", r["description"]] for r in rows])
 
@@ -201,6 +201,8 @@ def run_cmd(
         retry_failed=retry_failed, retry_unscored=retry_unscored, wait=wait, calibration=calibration,
         command=sys.argv, device=device, dtype=dtype,
         extra_manifest={"manifest": str(manifest.resolve()), "skipped_rows": len(report.problems),
+                        # the reasons, for the report's header (capped: a broken file can have thousands)
+                        "skipped_row_reasons": [[line, reason] for line, reason in report.problems[:500]],
                         "skipped_metrics": dict(sel.skipped)},
     )
     if export:

@@ -152,7 +152,8 @@ class DiceEvaluator(Metric):
             stats = sample_stats(d)
             d["unwanted_area"] = stats["unwanted_area"]
             if res.verdicts is None:
-                out.append(Score(self.name, None, "info", "no VLM: differences found, coherence not judged", d))
+                found = "differences found" if res.differences else "no difference found"
+                out.append(Score(self.name, None, "info", f"no VLM: {found}, coherence not judged", d))
             elif not stats["judged"]:
                 out.append(Score(self.name, None, "unscored", "a coherence answer could not be parsed", d))
             else:

@@ -90,6 +90,8 @@ class DiceResult:
                 item["verdict"] = self.verdicts[i].to_dict()
             diffs.append(item)
         out: dict[str, Any] = {"detector": self.detector, "differences": diffs, "no_change": self.no_change}
+        if self.verdicts is None:  # no coherence estimator ran: even "no difference" is not a verdict
+            out["coherence"] = "not judged"
         if self.unparsable:
             out["unparsable"] = True
         if self.failed:

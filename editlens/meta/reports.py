@@ -149,6 +149,12 @@ def imagenhub_report(ratings_dir: str | Path, judge_outputs: str | Path | None =
         aspects[aspect] = {**res.to_dict(), "ci95": list(grouped_bootstrap_ci(
             pred_by_aspect[aspect], human.scores[aspect], aggregation, n_boot, seed))}
     used = sum(aspects["O"]["n_per_group"].values())
+    # system level: do the methods' mean predicted and mean human overall ratings (items with both) rank them alike?
+    pred_o, human_o = pred_by_aspect["O"], human.scores["O"]
+    shared = {g: sorted(set(human_o[g]) & set(pred_o.get(g, {}))) for g in human_o}
+    shared = {g: items for g, items in shared.items() if items}
+    system = system_level({g: [pred_o[g][i] for i in items] for g, items in shared.items()},
+                          {g: [human_o[g][i] for i in items] for g, items in shared.items()})
     rater_matrix = [r for m in human.per_rater_o.values() for r in m.values() if len(r) >= 2]
     k = min(len(r) for r in rater_matrix) if rater_matrix else 0
     icc = icc_2_1([r[:k] for r in rater_matrix]) if k >= 2 else None
@@ -183,6 +189,7 @@ def imagenhub_report(ratings_dir: str | Path, judge_outputs: str | Path | None =
         "n_unparsable": len(unparsable),
         "unparsable": unparsable[:50],
         "human_inter_rater_icc_2_1": icc,
+        "system_level": system,
         "bootstrap": {"n": n_boot, "seed": seed, "resampling": "items within each method"},
         **extra,
     }

@@ -119,14 +119,34 @@ def evaluator_summaries(run_dir: str | Path, only: str | None = None) -> list[di
     ``[{"evaluator", "title", "rows"}]``, one per evaluator of the run that
     declares one (``only``: that evaluator alone). Nothing here knows an
     evaluator by name: the registry metadata says who adds what."""
-    from editlens.errors import UnknownMetricError
-    from editlens.metrics.registry import get_spec
-
     store = _open(run_dir)
     try:
         rows = _current_rows(store)
     finally:
         store.close()
+    return evaluator_summaries_from_rows(rows, only)
+
+
+def evaluators_with_summaries(names: Any) -> set[str]:
+    """Those of ``names`` whose spec declares a run-level summary."""
+    from editlens.errors import UnknownMetricError
+    from editlens.metrics.registry import get_spec
+
+    out = set()
+    for name in names:
+        try:
+            if get_spec(name).summary:
+                out.add(name)
+        except UnknownMetricError:
+            pass
+    return out
+
+
+def evaluator_summaries_from_rows(rows: list[dict[str, Any]], only: str | None = None) -> list[dict[str, Any]]:
+    """:func:`evaluator_summaries` of rows already read from a run's store."""
+    from editlens.errors import UnknownMetricError
+    from editlens.metrics.registry import get_spec
+
     by: dict[str, list[tuple[str | None, dict[str, Any]]]] = {}
     for r in rows:
         by.setdefault(r["evaluator"], []).append((r["model"], r["details"] or {}))
