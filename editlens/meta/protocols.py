@@ -164,7 +164,7 @@ def genai_bench_accuracy(items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         correct += ok
         by_vote.setdefault(vote, []).append(int(ok))
     n = len(items)
-    from editlens.reporting.stats import ci_or_none
+    from editlens.meta.bootstrap import ci_or_none
 
     flags = [x for v in by_vote.values() for x in v]
     return {"protocol": "genai-bench", "accuracy": correct / n if n else float("nan"), "n": n,
@@ -207,7 +207,7 @@ def accuracy_with_ties(human: Sequence[int], signal: Sequence[float]) -> dict[st
     best = int(np.argmax(acc))
     eps = float(cands[best])
     pred = np.where(a <= eps, 0, np.sign(d)).astype(int)
-    from editlens.reporting.stats import ci_or_none
+    from editlens.meta.bootstrap import ci_or_none
 
     # CI over resampled pairs at the chosen threshold (the threshold itself is not re-fit)
     return {"protocol": "accuracy-with-ties", "accuracy": float(acc[best]), "threshold": eps,

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from editlens.errors import InputError
-from editlens.reporting.stats import bootstrap_ci
+from editlens.meta.bootstrap import bootstrap_ci
 from editlens.runner.store import ResultsStore
 
 
