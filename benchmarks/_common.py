@@ -54,3 +54,30 @@ def runtime_info(dtype: str | None = None) -> dict:
     if dtype is not None:
         out["dtype"] = dtype
     return out
+
+
+DTYPE_HELP = ("auto (the precision policy: bf16 where the GPU or CPU computes it natively, else float32), "
+              "float32, bfloat16, float16 (GPU), or both (float32 and bfloat16 in one run; bf16 emulated or native "
+              "as the CPU flags say)")
+
+
+def run_per_dtype(choice: str, device: str, measure, check) -> int:  # type: ignore[no-untyped-def]
+    """Measure once per dtype of ``choice`` (``both``: float32 then bfloat16)
+    and print one JSON document with every result, the machine and how bf16
+    computes here; then a PASS/FAIL line per dtype. Returns the exit code.
+
+    ``measure(dtype) -> dict``; ``check(result) -> (ok, message)``.
+    """
+    from editlens.models.precision import benchmark_dtypes, bf16_mode, decide, resolve_device
+
+    device = resolve_device(device)
+    results = {dt: measure(dt) for dt in benchmark_dtypes(choice, device)}
+    doc = {"runtime": runtime_info(), "device": device, "bf16": bf16_mode(device),
+           "auto_means": decide("auto", device).to_dict(), "results": results}
+    print(json.dumps(doc, indent=2, default=str))
+    ok_all = True
+    for dt, res in results.items():
+        ok, message = check(res)
+        ok_all &= ok
+        print("PASS" if ok else "FAIL", f"[{dt}{' ' + bf16_mode(device) if dt == 'bfloat16' else ''}]", message)
+    return 0 if ok_all else 1

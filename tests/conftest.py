@@ -99,8 +99,8 @@ def _fresh_encoders():  # type: ignore[no-untyped-def]
     yield
     import sys
 
-    if "editlens.models.encoders" in sys.modules:
-        sys.modules["editlens.models.encoders"].clear_encoders()
+    if "editlens.models.pool" in sys.modules:
+        sys.modules["editlens.models.pool"].clear()  # every test loads its own models
 
 
 
@@ -118,5 +118,3 @@ def _isolated_caches(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     yield
     import sys
 
-    if "editlens.backends.factory" in sys.modules:
-        sys.modules["editlens.backends.factory"].clear_backends()

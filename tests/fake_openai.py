@@ -41,6 +41,10 @@ class FakeServer:
         self._lock = threading.Lock()
         self._stop = threading.Event()
 
+    def good_answer(self, body: dict[str, Any]) -> str:
+        """The answer to a request that is served properly (tests may vary it with the prompt)."""
+        return GOOD
+
     def case_of(self, body: dict[str, Any]) -> str:
         text = json.dumps(body.get("messages", ""))
         m = re.search(r"case:(\w+)", text)
@@ -84,9 +88,9 @@ class FakeServer:
                     fake.bodies.append(body)
                 if case == "slow":
                     fake._stop.wait(0.2)
-                    self._send(200, json.dumps(answer(GOOD)).encode())
+                    self._send(200, json.dumps(answer(fake.good_answer(body))).encode())
                 elif not fake.broken or case == "ok":
-                    self._send(200, json.dumps(answer(GOOD)).encode())
+                    self._send(200, json.dumps(answer(fake.good_answer(body))).encode())
                 elif case == "unparsable":
                     self._send(200, json.dumps(answer("It looks fine to me.")).encode())
                 elif case == "429":
@@ -112,7 +116,7 @@ class FakeServer:
                     if body.get("seed") == 1:
                         self._send(500, b'{"error": "lost"}')
                     else:
-                        self._send(200, json.dumps(answer(GOOD)).encode())
+                        self._send(200, json.dumps(answer(fake.good_answer(body))).encode())
                 elif case == "echo":
                     self._send(200, json.dumps(answer("[0, 10]")).encode())
                 elif case == "garbage":

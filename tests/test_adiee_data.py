@@ -16,7 +16,8 @@ from editlens.errors import InputError
 
 NAN = float("nan")
 T = Thresholds(clip_i=0.5, dino_i=0.4, n=10)
-CFG = RuleConfig(weak_models=["SDEdit"], strong_models=["magicbrush"], clip_d_threshold=0.2)
+CFG = RuleConfig(weak_models=["SDEdit"], strong_models=["magicbrush"], clip_d_threshold=0.2,
+                 strong_above_threshold="success")  # the paper's reading; the released default is tested below
 
 
 @pytest.mark.parametrize("model, clip_d, clip_i, dino_i, score, rule", [
@@ -31,6 +32,18 @@ CFG = RuleConfig(weak_models=["SDEdit"], strong_models=["magicbrush"], clip_d_th
 def test_model_output_rules(model, clip_d, clip_i, dino_i, score, rule):
     a = assign_model_output(model, clip_d, clip_i, dino_i, T, CFG)
     assert (a.score, a.rule, a.excluded) == (score, rule, None)
+
+
+def test_strong_models_above_the_threshold_are_excluded_as_released():
+    released = RuleConfig(strong_models=["magicbrush"], clip_d_threshold=0.2)
+    assert released.strong_above_threshold == "exclude"  # the default follows the released data code
+    a = assign_model_output("magicbrush", 0.2, 0.9, 0.9, T, released)
+    assert a.score is None and "excluded as released" in a.excluded
+    assert assign_model_output("magicbrush", 0.1, 0.9, 0.9, T, released).score == 0.5  # below: still partial
+    with pytest.raises(InputError, match="strong_above_threshold must be exclude or success"):
+        from editlens.adiee.config import DataConfig
+
+        DataConfig(rules=RuleConfig(strong_above_threshold="one")).validate()
 
 
 @pytest.mark.parametrize("clip_d, clip_i, dino_i, why", [

@@ -58,6 +58,16 @@ def test_adiee_evaluator_registry_cache_and_run(released_ckpt, manifest, tmp_pat
     first = m.score_batch(samples)
     assert all(s.status == "scored" for s in first) and m.calls == 1  # one batched call for 4 samples
     assert first[0].details["hidden"] == "emitting-step"  # released checkpoints default to the released behaviour
+    # editlens' own question wording is not the paper's: every result says so, with how to pass the paper's
+    assert first[0].details["identical_to_release"] is False
+    assert any("editlens' own wording" in d and "adiee.questions=FILE" in d
+               for d in first[0].details["differences_from_release"])
+    paper = tmp_path / "paper_questions.txt"
+    paper.write_text("My own copy of the paper's question about $instruction?\n")
+    faithful = select_metrics(["adiee"], models=models, options={"adiee": {
+        "image_side": 32, "require_token": False, "questions": str(paper)}}, device="cpu").metrics[0]
+    assert faithful.release_provenance() == {"identical_to_release": True, "differences_from_release": []}
+    assert faithful.describe()["identical_to_release"] is True
     again = m.score_batch(samples)
     assert m.calls == 1 and [s.value for s in again] == [s.value for s in first]
     assert all(s.details["cached"] for s in again)

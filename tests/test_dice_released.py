@@ -320,3 +320,69 @@ def test_base_with_missing_weights_is_refused(released_root, tmp_path):
     save_file(weights, bad / "model.safetensors", metadata={"format": "pt"})
     with pytest.raises(ModelUnavailableError, match="1 weight\\(s\\) missing"):
         load_base(str(bad), "cpu", "none", [])
+
+
+def test_a_cut_off_answer_is_marked_and_its_last_item_never_silently_dropped(released_root, tmp_path, monkeypatch):
+    from editlens.core.types import EditSample
+    from editlens.dice.released import RawGeneration, ReleasedModel, build_released
+    from editlens.metrics.registry import create_metric
+
+    root, layout = released_root
+    text = "['ADD: cat, (0.1, 0.2, 0.3, 0.4)', 'REMOVE: the do"
+    cut = RawGeneration(text, [1] * 5, [0, 2, 5, 8, 12], [{}] * 5, [{}], finish_reason="length")
+    monkeypatch.setattr(ReleasedModel, "generate", lambda self, *a, **k: cut)
+    dice = build_released(None, detector="{}+{}".format(*layout["detector"]), quantization="none")
+    from PIL import Image
+
+    Image.fromarray(np.zeros((16, 16, 3), np.uint8)).save(tmp_path / "a.png")
+    sample = EditSample("e", str(tmp_path / "a.png"), str(tmp_path / "a.png"), "add a cat").load()
+    (res,) = dice.run([sample])
+    assert res.truncated and [d.command for d in res.differences] == ["ADD"]
+    assert "cut off at 500 new tokens" in res.problem and "'REMOVE: the do'" in res.problem
+    assert not res.no_change
+    ev = create_metric("dice", dice_detector="{}+{}".format(*layout["detector"]), dice_quantization="none",
+                       device="cpu")
+    (score,) = ev.compute([sample])
+    assert score.status == "unscored" and score.value is None and score.details["truncated"]
+
+
+def test_confidence_from_the_releases_penalised_scores_is_an_option_and_recorded(released_root):
+    from editlens.dice.released import GenerationPreset, ReleasedModel, generate_raw
+    from editlens.dice.released_format import candidate_variants  # noqa: F401
+    from editlens.dice.prompt_sets import default_prompts
+    from editlens.dice.released import detector_conversation
+
+    root, layout = released_root
+    m = ReleasedModel(ModelSpec(*map(str, layout["detector"])), "cpu", "none")
+    img = np.random.default_rng(0).integers(0, 255, (32, 32, 3), dtype=np.uint8)
+    conv = detector_conversation(default_prompts())
+    gen = GenerationPreset(8, 1.5, True)
+    raw = generate_raw(m.model, m.processor, conv, [img, img], gen, ("ADD", "EDIT", "REMOVE"), "cpu", "logits")
+    pen = generate_raw(m.model, m.processor, conv, [img, img], gen, ("ADD", "EDIT", "REMOVE"), "cpu", "scores")
+    assert raw.step_ids == pen.step_ids  # the same greedy answer ...
+    # ... but a candidate already in the prompt (ADD/EDIT/REMOVE are) is penalised in the processed scores
+    assert any(a != b for ra, rb in zip(raw.step_logits, pen.step_logits) for a, b in zip(ra.values(), rb.values()))
+    with pytest.raises(InputError, match="confidence must be one of"):
+        Preset.from_dict({"confidence": "probs"})
+
+
+def test_dice_masked_clip_runs_with_dices_own_models(released_root, tiny_clip_dir, tmp_path):
+    from PIL import Image
+
+    from editlens.core.types import EditSample
+    from editlens.errors import ModelUnavailableError
+    from editlens.metrics.registry import create_metric
+
+    root, layout = released_root
+    with pytest.raises(ModelUnavailableError, match=r"--vlm .*or DICE's own models with --option dice_clip_i.dice_preset"):
+        create_metric("dice_clip_i", models={"clip": str(tiny_clip_dir)})
+    m = create_metric("dice_clip_i", models={"clip": str(tiny_clip_dir)}, device="cpu",
+                      dice_detector="{}+{}".format(*layout["detector"]),
+                      dice_coherence="{}+{}".format(*layout["coherence"]), dice_quantization="none")
+    rng = np.random.default_rng(3)
+    for n in ("a", "b"):
+        Image.fromarray(rng.integers(0, 255, (24, 24, 3), dtype=np.uint8)).save(tmp_path / f"{n}.png")
+    (score,) = m.score_batch([EditSample("e", str(tmp_path / "a.png"), str(tmp_path / "b.png"), "add a cat").load()])
+    # random weights: a real value from the released-style models, or honestly unscored with their answer
+    assert (score.status == "scored" and -1 <= score.value <= 1) or (score.status == "unscored" and score.details["dice"])
+    assert m.describe()["dice"]["detector"]["spec"].startswith(str(layout["detector"][0]))

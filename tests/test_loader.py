@@ -88,11 +88,11 @@ def test_run_evaluation_uses_the_prefetching_loader(tmp_path):
 
 
 def test_embedding_prefetch_is_used_and_values_unchanged(tiny_clip_dir):
-    from editlens.models.encoders import clear_encoders
+    from editlens.models.pool import clear
 
     models = {"clip": str(tiny_clip_dir)}
     plain = [s.value for s in create_metric("clip_i", models=models)([s.load() for s in _samples(3)])]
-    clear_encoders()
+    clear("clip")
     metric = create_metric("clip_i", models=models)
     loaded = [s.load() for s in _samples(3)]
     for s in loaded:

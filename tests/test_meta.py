@@ -48,7 +48,23 @@ def test_constant_group_excluded_not_zero():
     human = {"M": {"a": 1, "b": 1, "c": 1}}
     pred = {"M": {"a": 0.1, "b": 0.2, "c": 0.3}}
     r = aurora_pointwise(pred, human)
-    assert math.isnan(r.value) and "constant" in r.excluded_groups["M"]
+    assert math.isnan(r["value"]) and math.isnan(r["per_model_mean"]["value"])
+    assert "constant" in r["per_model_mean"]["excluded_groups"]["M"]
+
+
+def test_aurora_pointwise_is_one_spearman_over_all_items_with_the_per_model_mean_beside_it():
+    # each model ranks its own items perfectly, but model B's scores are all lower while people rate
+    # its edits higher: the per-model mean says 1.0, the pooled Spearman (the release) sees the offset
+    pred = {"A": {"a1": 0.7, "a2": 0.8, "a3": 0.9}, "B": {"b1": 0.1, "b2": 0.2, "b3": 0.3}}
+    human = {"A": {"a1": 1, "a2": 2, "a3": 3}, "B": {"b1": 4, "b2": 5, "b3": 6}}
+    r = aurora_pointwise(pred, human)
+    assert r["per_model_mean"]["value"] == pytest.approx(1.0)
+    assert r["value"] == pytest.approx(stats.spearmanr([0.7, 0.8, 0.9, 0.1, 0.2, 0.3], [1, 2, 3, 4, 5, 6])[0])
+    assert r["value"] == pytest.approx(-0.5429, abs=1e-4) and r["n_items"] == 6
+    # a constant group: left out of the per-model mean, its items still count in the pooled figure
+    human["C"], pred["C"] = {"c1": 2, "c2": 2}, {"c1": 0.5, "c2": 0.6}
+    r = aurora_pointwise(pred, human)
+    assert r["n_items"] == 8 and r["per_model_mean"]["n_items"] == 6
 
 
 @pytest.mark.parametrize("raw,expected", [
@@ -143,8 +159,12 @@ def test_pointwise_and_pairwise_reports_with_unscored(tmp_path):
     preds = _write_jsonl(tmp_path / "p.jsonl", results)
     rep = pointwise_report(human, preds, metric="j", n_boot=50)
     rA = stats.spearmanr([0.1, 0.5, 0.7, 0.9], [0, 1, 2, 2])[0]
-    assert rep["value"] == pytest.approx((rA + 1.0) / 2)  # B: 0.8, 0.6, 0.2 vs 2, 1, 0 ranks alike
+    pooled = stats.spearmanr([0.1, 0.5, 0.7, 0.9, 0.8, 0.6, 0.2], [0, 1, 2, 2, 2, 1, 0])[0]
+    assert rep["value"] == pytest.approx(pooled) and rep["protocol"] == "aurora-pointwise"
+    assert rep["figures"]["per_model_mean_spearman"]["value"] == pytest.approx((rA + 1.0) / 2)  # B ranks alike
     assert rep["n_items"] == 7 and rep["n_unparsable"] == 1
+    per_model = pointwise_report(human, preds, metric="j", n_boot=50, protocol="aurora-per-model")
+    assert per_model["value"] == pytest.approx((rA + 1.0) / 2) and per_model["n_items"] == 7
     pairs = _write_jsonl(tmp_path / "pairs.jsonl", [
         {"id": "p1", "a": "A/3", "b": "A/0", "preference": "A"},
         {"id": "p2", "a": "B/0", "b": "A/0", "preference": "B"},
@@ -152,6 +172,24 @@ def test_pointwise_and_pairwise_reports_with_unscored(tmp_path):
     ])
     pr = pairwise_report(pairs, preds, metric="j")
     assert pr["n"] == 2 and pr["n_unparsable"] == 1 and pr["accuracy"] == pytest.approx(0.5)
+
+
+def test_counts_are_the_items_a_figure_really_counts_and_all_unscored_says_so(tmp_path):
+    from editlens.errors import InputError
+
+    human = _write_jsonl(tmp_path / "h.jsonl", [{"id": f"{m}/{i}", "model": m, "human": h}
+                                                for m, hs in (("A", [0, 1, 2]), ("B", [1, 1, 1])) for i, h in enumerate(hs)])
+    preds = _write_jsonl(tmp_path / "p.jsonl", [{"id": f"{m}/{i}", "model": m, "score": v}
+                                                for m in "AB" for i, v in enumerate([0.1, 0.5, 0.9])])
+    rep = pointwise_report(human, preds, n_boot=20, protocol="mean")
+    assert rep["n_items"] == 3 and rep["n_matched"] == 6  # B's constant human scores cannot count
+    unscored = _write_jsonl(tmp_path / "u.jsonl", [{"id": f"A/{i}", "model": "A", "scores": {"j": {"value": None,
+                                                    "status": "unscored"}}} for i in range(3)])
+    with pytest.raises(InputError, match="nothing was scored: all 3 predictions are unscored or failed"):
+        pointwise_report(human, unscored, metric="j", n_boot=20)
+    pairs = _write_jsonl(tmp_path / "pairs.jsonl", [{"id": "p", "a": "A/0", "b": "A/1", "preference": "A"}])
+    with pytest.raises(InputError, match="nothing was scored"):
+        pairwise_report(pairs, unscored, metric="j")
 
 
 def test_imagenhub_human_o_matches_samples_file():

@@ -145,7 +145,10 @@ def test_meta_eval_pointwise_labels_its_headline(tmp_path):
     res = runner.invoke(app, ["meta-eval", "pointwise", "--human", str(human), "--predictions", str(pred),
                               "--n-boot", "20"])
     assert res.exit_code == 0, res.output
-    assert res.output.splitlines()[0].startswith("aurora-pointwise (mean over editing models of per-model Spearman rho): 1.0000")
+    first, second = res.output.splitlines()[:2]
+    assert first.startswith("aurora-pointwise (one Spearman rho over all items, as ADIEE's release): 0.9701 over 6 items")
+    assert second.split() == ["global", "spearman", "0.9701", "over", "6", "items"]
+    assert res.output.splitlines()[2].split()[:4] == ["per", "model", "mean", "spearman"]
 
 
 def test_score_with_a_judge_shows_progress(tmp_path, capsys):

@@ -75,10 +75,14 @@ def test_choices_and_what_auto_means(monkeypatch):
 def test_compute_dtype_is_chosen_for_the_device(monkeypatch):
     from editlens.models import precision, quant
 
+    monkeypatch.delenv("EDITLENS_DTYPE", raising=False)  # what auto means, whatever the suite runs in
+
     monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda flags=None: True)
     assert quant.compute_dtype("cpu") == torch.bfloat16
     monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda flags=None: False)
     assert quant.compute_dtype("cpu") == torch.float32  # emulated bf16 would be slower than fp32
+    monkeypatch.setattr(precision, "resolve_device", lambda d: "cuda")
+    monkeypatch.setattr(precision, "_cuda_features", lambda d: {"gpu": "X", "bf16": True})
     assert quant.compute_dtype("cuda", torch.float16) == torch.float16  # the DICE release computes in fp16
 
 
@@ -151,6 +155,62 @@ def test_released_dice_runs_in_4bit_and_says_so(bnb, pairs, tmp_path):
     save_file({k: v for k, v in st.items() if k != victim}, str(broken / "model.safetensors"), metadata={"format": "pt"})
     with pytest.raises(ModelUnavailableError, match="missing from the checkpoint"):
         load_base(str(broken), "cpu", "nf4", [])
+
+
+def test_4bit_on_a_cpu_with_avx512_bf16_runs_or_is_refused_before_loading(bnb, pairs, tmp_path, monkeypatch):
+    """bitsandbytes repacks 4-bit layers for its AVX512-BF16 CPU kernel at the
+    first inference call, and the repacking fails on layers narrower than its
+    block size (every layer of a tiny model; a real 8B model's fit). Simulated
+    here by telling bitsandbytes this CPU has the instructions."""
+    import bitsandbytes.nn.modules as bnb_modules
+
+    from editlens.dice.released import ModelSpec, ReleasedModel
+    from editlens.models import quant
+    from editlens.testing.tiny_dice import build_released_layout
+
+    monkeypatch.setattr(bnb_modules, "has_avx512bf16", lambda: True)
+    (db, da), _ = build_released_layout(tmp_path / "rel").values()
+    spec = ModelSpec(str(db), str(da))
+    # what used to happen: every sample failed inside the kernel ("shape '[32, 0]' is invalid")
+    unguarded = []
+    monkeypatch.setattr(quant, "prepare_4bit", lambda model, *a, **k: unguarded.append(model) or {})
+    model = ReleasedModel(spec, "cpu", "nf4").model
+    layer = next(m for m in model.modules() if isinstance(m, bnb_modules.Linear4bit))
+    with pytest.raises(RuntimeError, match=r"shape '\[32, 0\]' is invalid"), torch.no_grad():
+        layer(torch.zeros(1, layer.in_features))
+    monkeypatch.undo()
+    monkeypatch.setattr(bnb_modules, "has_avx512bf16", lambda: True)
+
+    # now: layers the fused kernel cannot pack keep the generic path, and the model answers
+    r = _cli(["dice", "--source", pairs / "s0.png", "--edited", pairs / "e0.png", "--instruction", "add a cat",
+              "--dice-detector", f"{db}+{da}", "--dice-quantization", "nf4", "--json"])
+    doc = json.loads(r.stdout)
+    assert "failed" not in doc and "generation failed" not in str(doc.get("problem"))
+    assert doc["differences"] or (doc["unparsable"] and doc["raw"])  # a real answer, parsed or kept raw
+    # and a kernel that cannot run at all is refused before any sample, with the fix
+    monkeypatch.setattr(quant, "_packable_for_cpu", lambda layer: True)
+    r = _cli(["dice", "--source", pairs / "s0.png", "--edited", pairs / "e0.png", "--instruction", "add a cat",
+              "--dice-detector", f"{db}+{da}", "--dice-quantization", "nf4", "--json"], code=2)
+    assert "4-bit NF4 does not run on this cpu" in r.output and "--dice-quantization none" in r.output
+    assert "Traceback" not in r.output
+
+
+def test_a_generation_error_fails_the_sample_never_unparsable(pairs, tmp_path, monkeypatch):
+    from editlens.core.types import EditSample
+    from editlens.dice.released import ReleasedModel
+    from editlens.metrics.registry import create_metric
+    from editlens.testing.tiny_dice import build_released_layout
+
+    (db, da), _ = build_released_layout(tmp_path / "rel").values()
+
+    def boom(self, *a, **k):
+        raise RuntimeError("kernel exploded")
+
+    monkeypatch.setattr(ReleasedModel, "generate", boom)
+    ev = create_metric("dice", dice_detector=f"{db}+{da}", dice_quantization="none", device="cpu")
+    (score,) = ev.compute([EditSample("x", str(pairs / "s0.png"), str(pairs / "e0.png"), "add a cat").load()])
+    assert score.status == "failed" and "kernel exploded" in score.reason and score.value is None
+    assert score.details.get("failed") is True and "unparsable" not in score.details
 
 
 # -- DICE QLoRA training ----------------------------------------------------------------------
@@ -251,7 +311,9 @@ def test_adiee_qlora_trains_reloads_strictly_and_scores(bnb, tmp_path):
     assert again["val_mae"] == pytest.approx(log[-1]["val_mae"], abs=1e-3)
     # auto on a CPU: the unquantised base, the report says so
     _, rep_auto, _ = load_scorer(ckpt, device="cpu")
-    assert rep_auto.precision["weights"] == "float32" and rep_auto.missing == []
+    from editlens.models.precision import decide
+
+    assert rep_auto.precision["weights"] == decide("auto", "cpu").dtype and rep_auto.missing == []
 
     # scoring through the evaluator (4-bit is part of its cache key)
     from editlens.runner.selection import select_metrics

@@ -7,6 +7,7 @@ temp dir).
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -36,9 +37,10 @@ def _artifact(tmp_path: Path, name: str) -> Path:
     return folder / name
 
 
-def _open(page, html: Path) -> None:  # type: ignore[no-untyped-def]
-    page.goto(html.resolve().as_uri())
-    page.wait_for_function("document.body.hasAttribute('data-rendered')")
+def _open(page, html: Path, state: str = "#v=cards") -> None:  # type: ignore[no-untyped-def]
+    """Open a report (by default on its list of edit cards) and wait until it is drawn."""
+    page.goto(html.resolve().as_uri() + state)
+    page.wait_for_function("document.body.hasAttribute('data-ready')")
 
 
 def _card_ids(page) -> list[str]:  # type: ignore[no-untyped-def]
@@ -46,18 +48,27 @@ def _card_ids(page) -> list[str]:  # type: ignore[no-untyped-def]
 
 
 def _box_geometry(page, sid: str, role: str) -> list[dict]:  # type: ignore[no-untyped-def]
-    """Each drawn box of a card's image: its data and its on-screen position as fractions of the image."""
-    return page.evaluate("""([sid, role]) => {
+    """Each box drawn on a card's image, one entry per box number (boxes in the same place are
+    drawn once with all their numbers): its data and its on-screen position as fractions of the image."""
+    drawn = page.evaluate("""([sid, role]) => {
         const fig = document.querySelector(`.card[data-id="${sid}"] figure[data-role="${role}"]`);
         const img = fig.querySelector('img').getBoundingClientRect();
-        return Array.from(fig.querySelectorAll('svg rect')).map(r => {
-            const b = r.getBoundingClientRect();
-            return {by: r.dataset.by, command: r.dataset.command, stroke: r.getAttribute('stroke'),
-                    box: r.dataset.box.split(',').map(Number),
+        return Array.from(fig.querySelectorAll('.bx')).map(r => {
+            const b = r.getBoundingClientRect(), cs = getComputedStyle(r);
+            return {by: r.dataset.by, kind: r.dataset.kind || null, colour: cs.borderTopColor, ns: r.dataset.ns.split(' ').map(Number),
+                    dashed: cs.borderTopStyle === 'dashed', box: r.dataset.box.split(',').map(Number),
                     screen: [(b.left - img.left) / img.width, (b.top - img.top) / img.height,
                              (b.right - img.left) / img.width, (b.bottom - img.top) / img.height]};
         });
     }""", [sid, role])
+    boxes = {b["n"]: b for b in page.evaluate(
+        "sid => JSON.parse(document.getElementById('report-data').textContent).samples.find(s => s.id === sid).boxes", sid)}
+    return [{**d, "n": n, "by": boxes[n]["by"], "kind": boxes[n]["kind"]} for d in drawn for n in d["ns"]]
+
+
+def _rgb(hex_colour: str) -> str:
+    h = hex_colour.lstrip("#")
+    return "rgb({}, {}, {})".format(*(int(h[i:i + 2], 16) for i in (0, 2, 4)))
 
 
 def _screenshot(page, path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -92,7 +103,13 @@ def test_collect_matches_run_tables(example_run):
     assert cat["images"]["source"].endswith("cat_seat_source.png")
     regions = cat["scores"]["change_map"]["details"]["regions"]
     assert [b["box"] for b in cat["boxes"]] == [r["box_norm"] for r in regions]
-    assert all(b["on"] == ["source", "edited"] and b["command"] == "CHANGE" for b in cat["boxes"])
+    assert all(b["on"] == ["source", "edited"] and b["kind"] is None and b["dashed"] for b in cat["boxes"])
+    assert [b["n"] for b in cat["boxes"]] == list(range(1, len(regions) + 1))
+    # what each score measures comes from its spec: these four all measure similarity to the source
+    assert {data["measures"][e] for e in ("change_map", "l1", "ssim", "psnr")} == {"similarity"}
+    assert data["leaderboard"]["ranked"] == [] and data["leaderboard"]["tables"] == []
+    noop = next(s for s in data["samples"] if s["id"] == "cat_seat_noop")
+    assert noop["unchanged"] == ["change_map"] and noop["boxes"] == []
 
 
 def test_collect_human_agreement_and_statuses(synthetic):
@@ -119,8 +136,9 @@ def test_report_cli_and_errors(example_run, tmp_path):
     res = runner.invoke(app, ["report", str(example_run), "--out", str(out)], catch_exceptions=False)
     assert res.exit_code == 0 and out.is_file(), res.output
     page = out.read_text()
-    # self-contained: nothing is fetched from anywhere
-    assert not re.search(r"<script[^>]*\ssrc=|<link\b|(src|href)=[\"']?(https?:)?//", page)
+    # self-contained: nothing is fetched from anywhere (the icon is inline)
+    assert not re.search(r"<script[^>]*\ssrc=|<link\b(?![^>]*href=\"data:)|(src|href)=[\"']?(https?:)?//", page)
+    assert '<link rel="icon" href="data:image/svg+xml,' in page
     bad = runner.invoke(app, ["report", str(tmp_path / "nope")])
     assert bad.exit_code == 2 and "not a run directory" in bad.output
     missing_human = runner.invoke(app, ["report", str(example_run), "--human", str(tmp_path / "h.jsonl")])
@@ -225,9 +243,34 @@ def test_meta_eval_pointwise_report(tmp_path):
                               str(tmp_path / "p.jsonl"), "--n-boot", "50", "--report", str(out)], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     page = out.read_text()
-    assert 'id="per-method"' in page and 'id="scatter"' in page and "overall · spearman" in page
+    assert 'id="per-method"' in page and 'id="scatter"' in page and "all items pooled · Spearman ρ" in page
+    # the system-level result is a table at the top, not hidden in the JSON
+    assert page.index('id="system"') < page.index('id="summary"') and 'class="data system"' in page
     pts = pointwise_points(tmp_path / "h.jsonl", tmp_path / "p.jsonl")
     assert sorted(pts) == sorted(((v * 7) % 5, v, k.split("/")[0]) for k, v in human.items())
+
+
+@pytest.mark.integration
+def test_meta_eval_imagenhub_report_puts_the_system_level_first(tmp_path):
+    from helpers import shared_path
+
+    root = shared_path("benchmarks", "imagenhub_tie")
+    out = tmp_path / "ih.html"
+    res = runner.invoke(app, ["meta-eval", "imagenhub", "--ratings", str(root / "human_ratings"), "--judge-outputs",
+                              str(root / "judge_outputs" / "gpt4o_0shot"), "--n-boot", "50", "--report", str(out)],
+                        catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    page = out.read_text()
+    assert "0.3821" in page and page.index('id="system"') < page.index('id="correlations"')
+    with chromium_page() as (browser_page, errors):
+        browser_page.goto(out.resolve().as_uri())
+        rows = browser_page.locator("table.system tbody tr")
+        assert rows.count() == 8  # the eight editing methods, human and predicted means and ranks
+        tau = float(browser_page.get_attribute("#system .headline", "data-tau"))
+        assert -1 <= tau <= 1 and "Kendall τ" in browser_page.inner_text("#system")
+        # plain words, not result keys
+        assert "overall rating (O)" in browser_page.inner_text("#correlations") and "aspects ·" not in page
+        assert errors == []
 
 
 # ------------------------------------------------------------------------------------------ in the browser
@@ -240,17 +283,21 @@ def test_example_run_report_in_chromium(example_run, tmp_path):
         _open(page, html)
         assert sorted(_card_ids(page)) == sorted(records)  # every card present
         assert _card_ids(page) == list(records)  # manifest order
-        # boxes drawn where the change map says, on both images, read back from the rendered SVG
+        # boxes drawn where the change map says, on both images, read back from the rendered page
         for sid, rec in records.items():
             regions = rec["scores"]["change_map"]["details"]["regions"]
             for role in ("source", "edited"):
                 drawn = _box_geometry(page, sid, role)
                 assert [d["box"] for d in drawn] == [r["box_norm"] for r in regions]
                 for d in drawn:
-                    assert d["screen"] == pytest.approx(d["box"], abs=0.01) and d["by"] == "change_map"
-        # full-size links resolve to the real images
-        href = page.get_attribute('.card[data-id="cat_seat"] figure[data-role="edited"] a', "href")
-        assert (html.parent / href).resolve() == (EXAMPLES / "images" / "cat_seat_edited.png").resolve()
+                    assert d["screen"] == pytest.approx(d["box"], abs=0.01) and d["by"] == "change_map" and d["dashed"]
+        # the inspector shows the full-size image itself (embedded: a small run), byte for byte
+        page.click('.card[data-id="cat_seat"] figure[data-role="edited"] .frame')
+        src = page.get_attribute('#inspector img[data-role="edited"]', "src")
+        assert src.startswith("data:image/png;base64,")
+        assert base64.b64decode(src.split(",", 1)[1]) == (EXAMPLES / "images" / "cat_seat_edited.png").read_bytes()
+        page.keyboard.press("Escape")
+        assert page.is_hidden("#inspector")
         # filter by editing model
         page.select_option("#f-model", "no_op")
         assert _card_ids(page) == ["cat_seat_noop"]
@@ -294,12 +341,12 @@ def test_synthetic_report_filters_pages_and_colours(synthetic, tmp_path):
                 expected = [d for d in s["differences"] if (d["command"] == "ADD") == (role == "edited")]
                 assert [d["box"] for d in dice] == [d["box"] for d in expected]
                 for d in dice:
-                    assert d["stroke"] == colours[d["command"]]
+                    assert d["colour"] == _rgb(colours[d["kind"]])
                     assert d["screen"] == pytest.approx(d["box"], abs=0.01)
         # verdict and status filters hide exactly the right cards
         page.select_option("#f-verdict", "unscored")
         assert sorted(_card_ids(page)) == sorted(k for k, s in truth.items() if s["scores"]["dice"].status == "unscored")
-        assert page.locator(".card .dice details pre").first.text_content().startswith("garbled answer")
+        assert page.locator('.card tr[data-evaluator="dice"] details pre').first.text_content().startswith("garbled answer")
         judge = page.locator('.card[data-id="s0003"] tr[data-evaluator="viescore"]')
         assert "SC answer has no two 0-10 scores" in judge.inner_text()
         assert "SC: unparsable judge text 3" in judge.locator("pre").text_content()
@@ -334,7 +381,14 @@ def test_synthetic_report_filters_pages_and_colours(synthetic, tmp_path):
         # the ranking table shows whatever columns the ranking rows have
         headers = page.eval_on_selector_all("table.summary-dice th", "hs => hs.map(h => h.textContent)")
         assert headers == [k.replace("_", " ") for k in evaluator_summary(synthetic["run"], "dice")[0]]
-        assert page.locator("#human img.plot").count() == 2 and page.locator("#plots img.plot").count() == 1
+        # plots drawn by the page, one panel per evaluator, every axis labelled
+        data = collect_run(synthetic["run"], n_boot=20)
+        assert page.locator("#human [data-plot=human-scatter] svg").count() == len(data["human"]["points"])
+        assert page.locator("#human [data-plot=human-per-model] svg").count() == 1
+        assert page.locator("#plots svg").count() == len(data["scored_evaluators"])
+        for svg in page.locator("#plots svg, #human svg").all():  # both axes named
+            assert svg.locator("text.xlabel").text_content().strip() and svg.locator("text.ylabel").text_content().strip()
+        assert page.locator("#human [data-plot=human-scatter] svg text.ylabel").count() == len(data["human"]["points"])
         l1 = [(s["scores"]["l1"].value, s["human"]) for s in truth.values()]
         cell = page.inner_text('#human td[data-evaluator="l1"][data-method="spearman"]')
         assert float(cell.split()[0]) == pytest.approx(stats.spearmanr(*zip(*l1))[0], abs=1e-4) and "95% CI" in cell
@@ -379,7 +433,7 @@ def test_dice_run_with_vlm_detector_shows_raw_answers(tiny_idefics3, tmp_path):
             card = page.locator(f'.card[data-id="{sid}"]')
             if d["status"] == "unscored" and not d["details"]["differences"]:
                 assert "unscored" in card.locator("header").inner_text()
-                assert card.locator(".dice details pre").first.text_content() == d["details"]["raw"][:2000]
+                assert card.locator('tr[data-evaluator="dice"] details pre').first.text_content() == d["details"]["raw"][:2000]
         assert errors == []
 
 
@@ -397,10 +451,10 @@ def test_dice_run_report_in_chromium(dice_run, tmp_path):
                 assert [d["box"] for d in drawn] == [d["box"] for d in diffs]
                 assert all(d["screen"] == pytest.approx(d["box"], abs=0.01) for d in drawn)
             # every verdict is shown as the model gave it: parsed, or unscored with its raw answer
-            items = page.locator(f'.card[data-id="{sid}"] .diffs li')
+            items = page.locator(f'.card[data-id="{sid}"] .items[data-layer="dice"] li')
             assert items.count() == len(diffs)
             for i, d in enumerate(diffs):
-                text = items.nth(i).inner_text()
+                text = items.nth(i).text_content()
                 coherent = d["verdict"].get("coherent")
                 assert {True: "coherent", False: "not coherent", None: "unscored"}[coherent] in text
         no_change = [k for k, r in records.items() if not r["scores"]["dice"]["details"]["differences"]]

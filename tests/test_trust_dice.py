@@ -6,7 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from editlens.backends.families import FAMILIES, box_convention
+from editlens.backends.families import box_convention
+from editlens.models.registry import families
 from editlens.backends.types import Generation
 from editlens.core.types import EditSample
 from editlens.dice.evaluation import evaluate_detection, load_ground_truth
@@ -68,7 +69,7 @@ def test_truncated_difference_list_is_not_complete():
 
 # -- item 9: box conventions as data ---------------------------------------------------------
 def test_box_conventions_come_from_the_family_table():
-    assert FAMILIES["qwen2_vl"].boxes == "per-mille" and FAMILIES["idefics3"].boxes == "fraction"
+    assert families()["qwen2_vl"].boxes == "per-mille" and families()["idefics3"].boxes == "fraction"
     assert box_convention({"model_type": "qwen2_vl"}) == "per-mille"
     assert box_convention({"backend": "openai-http"}) == "fraction"
 

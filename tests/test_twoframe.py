@@ -20,7 +20,7 @@ def tiny_dir(tmp_path_factory):  # type: ignore[no-untyped-def]
 def tiny(tiny_dir):  # type: ignore[no-untyped-def]
     from editlens.twoframe.model import load_twoframe
 
-    return load_twoframe(tiny_dir, device="cpu")
+    return load_twoframe(tiny_dir, device="cpu", dtype="float32")  # the layout tests compare weights exactly
 
 
 # ------------------------------------------------------------ preprocessing
@@ -82,13 +82,15 @@ def test_vifi_layout_round_trip(tiny, tiny_dir, tmp_path):
     assert set(raw) == {"model", "epoch"} and all(k.startswith("module.") for k in raw["model"])
     assert "module.image_encoder.conv1.weight" in raw["model"]
     with pytest.raises(ModelUnavailableError, match="token_embedding"):
-        load_twoframe(path, tokenizer=str(tiny_dir), device="cpu")
-    loaded = load_twoframe(path, tokenizer=str(tiny_dir), base=str(tiny_dir), device="cpu")
+        load_twoframe(path, tokenizer=str(tiny_dir), device="cpu", dtype="float32")
+    loaded = load_twoframe(path, tokenizer=str(tiny_dir), base=str(tiny_dir), device="cpu", dtype="float32")
     report = loaded.provenance["load"]
     assert report["missing"] == [] and report["unexpected"] == []
     assert report["from_base"] == ["text_model.embeddings.token_embedding.weight"]
     assert report["dropped"] == 2  # the prompt learner's buffers
     assert loaded.preprocess.mean == (123.675, 116.28, 103.53)  # ViFi preprocessing for ViFi weights
+    assert loaded.prompt == "vifi" and loaded.prompted(["cat"]) == ["a photo of a cat."]  # ... and its text prompt
+    assert tiny.prompt == "raw" and tiny.prompted(["add a cat"]) == ["add a cat"]  # transformers CLIP: as given
     for key, value in tiny.clip.state_dict().items():
         assert torch.equal(value, loaded.clip.state_dict()[key]), key
 
@@ -240,6 +242,26 @@ def test_training_checkpoint_with_pickled_objects_loads_without_running_them(tin
     torch.save(state, path)
     with pytest.raises(Exception):
         torch.load(path, weights_only=True)  # what plain safe loading does with such a file
-    loaded = load_twoframe(path, tokenizer=str(tiny_dir), base=str(tiny_dir), device="cpu")
+    loaded = load_twoframe(path, tokenizer=str(tiny_dir), base=str(tiny_dir), device="cpu", dtype="float32")
     assert not (tmp_path / "pwned").exists()  # the pickled call was never made
     assert torch.equal(loaded.clip.visual_projection.weight, tiny.clip.visual_projection.weight)
+
+
+def test_the_text_prompt_is_a_recorded_option(tiny, tiny_dir, tmp_path):
+    from editlens.core.types import EditSample
+    from editlens.errors import InputError
+    from editlens.metrics.registry import create_metric
+    from editlens.twoframe.model import load_twoframe
+
+    tiny.save(tmp_path / "ours")
+    assert load_twoframe(tmp_path / "ours", device="cpu").prompt == "raw"  # saved with the model
+    mine = tmp_path / "prompt.txt"
+    mine.write_text("an edit that does this: $instruction")
+    assert load_twoframe(tmp_path / "ours", device="cpu", prompt=str(mine)).prompted(["x"]) == ["an edit that does this: x"]
+    (tmp_path / "bad.txt").write_text("no placeholder")
+    with pytest.raises(InputError, match="needs \\$instruction"):
+        load_twoframe(tmp_path / "ours", device="cpu", prompt=str(tmp_path / "bad.txt"))
+    sample = EditSample("e", rng_image(1), rng_image(2), "add a cat").load()
+    raw = create_metric("twoframe", model=str(tmp_path / "ours"), device="cpu", dtype="float32")([sample])[0]
+    vifi = create_metric("twoframe", model=str(tmp_path / "ours"), device="cpu", dtype="float32", prompt="vifi")([sample])[0]
+    assert raw.details["prompt"] == "raw" and vifi.details["prompt"] == "vifi" and raw.value != vifi.value

@@ -31,7 +31,7 @@ import torch
 
 from editlens.adiee.model import HIDDEN_CHOICES, SCORE_TOKEN, AdieeScorer, add_score_token, head_of
 from editlens.errors import EditlensError, ModelUnavailableError
-from editlens.models.resolve import ModelRef, load_pretrained, model_reference, pick_device
+from editlens.models.resolve import ModelRef, load_pretrained, model_reference
 
 META_FILE = "adiee.json"
 DECODER_FILE = "score_decoder.safetensors"
@@ -106,13 +106,13 @@ def rename_keys(state: dict[str, Any], family: str, known: set[str]) -> tuple[di
 def _family(mref: ModelRef) -> tuple[str, Any]:
     from transformers import AutoConfig
 
-    from editlens.backends.families import FAMILIES
+    from editlens.models.registry import families
 
     cfg = load_pretrained(AutoConfig, mref)
-    family = FAMILIES.get(cfg.model_type)
+    family = families().get(cfg.model_type)
     if family is None:
         raise ModelUnavailableError(f"{mref.ref}: a {cfg.model_type!r} model; the ADIEE scorer supports "
-                                    f"{', '.join(sorted(FAMILIES))}")
+                                    f"{', '.join(sorted(families()))}")
     return str(cfg.model_type), family
 
 
@@ -135,19 +135,6 @@ def load_processor(mref: ModelRef, family: Any = None) -> Any:
     return family.fallback_processor(str(mref.local_dir))
 
 
-def pick_training_dtype(device: str, dtype: str = "auto") -> torch.dtype:
-    """bf16 on a GPU that supports it, else float32 (bf16 emulation on a CPU is slow)."""
-    table = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-             "float16": torch.float16, "fp16": torch.float16}
-    if dtype != "auto":
-        if dtype not in table:
-            raise ValueError(f"unknown dtype {dtype!r}; use auto or one of {', '.join(table)}")
-        return table[dtype]
-    if device.startswith("cuda") and torch.cuda.is_available() and torch.cuda.is_bf16_supported():
-        return torch.bfloat16
-    return torch.float32
-
-
 def scorer_from_base(base: str, head: str = "regression", device: str = "auto", dtype: str = "auto",
                      seed: int = 0, quantize_4bit: bool = False, models: dict[str, str] | None = None) -> AdieeScorer:
     """A new scorer for *training*: the base VLM with ``[SCORE]`` added and a
@@ -155,12 +142,18 @@ def scorer_from_base(base: str, head: str = "regression", device: str = "auto", 
     with :func:`load_scorer` instead."""
     import transformers
 
+    from editlens.models.precision import decide
+
     mref = model_reference(base, models)
     model_type, family = _family(mref)
-    dev = pick_device(device)
-    dt = pick_training_dtype(dev, dtype)
+    prec = decide(dtype, device, "training")
+    dev, dt = prec.device, decide(prec.weights_dtype, prec.device).torch_dtype
     kwargs = _base_kwargs(dev, dt, quantize_4bit, "--qlora")
     vlm = _load_base_vlm(getattr(transformers, family.model_class), mref, kwargs)
+    if quantize_4bit:
+        from editlens.models.quant import prepare_4bit
+
+        prepare_4bit(vlm, dev, "--qlora", trainable=True)
     if "device_map" not in kwargs:
         vlm = vlm.to(dev)
     processor = load_processor(mref)
@@ -340,8 +333,10 @@ def load_released(path: str | Path, base: str | None = None, device: str = "auto
     if emb is not None and emb.shape[0] != text_cfg.vocab_size:
         text_cfg.vocab_size = int(emb.shape[0])  # the released config is the base's: [SCORE] adds a row
     cls = getattr(transformers, family.model_class)
-    dev = pick_device(device)
-    dt = pick_training_dtype(dev, dtype)
+    from editlens.models.precision import decide
+
+    prec = decide(dtype, device)
+    dev, dt = prec.device, prec.torch_dtype
     with torch.device("meta"):
         known = set(cls(cfg).state_dict())
     vlm_state, renamed = rename_keys(vlm_state, model_type, known)
@@ -375,14 +370,18 @@ def load_ours(path: str | Path, base: str | None = None, device: str = "auto", d
     if not base_ref.ref:
         raise CheckpointError(f"{path}/{META_FILE}: no base model recorded; pass --base")
     model_type, family = _family(base_ref)
-    dev = pick_device(device)
-    dt = pick_training_dtype(dev, dtype)
-    from editlens.models.quant import describe_precision, normalise_choice, use_4bit
+    from editlens.models.precision import decide
+    from editlens.models.quant import describe_precision, normalise_choice, prepare_4bit, use_4bit
 
     choice = normalise_choice(quantization)
+    dev = decide(dtype, device).device
     q4 = choice == "nf4" or (choice == "auto" and trained_in_4bit(meta) and use_4bit("auto", dev)[0])
+    prec = decide(dtype, device, "quantized" if q4 else "inference")
+    dt = prec.torch_dtype
     kwargs = _base_kwargs(dev, dt, q4, "--quantization")
     vlm = _load_base_vlm(getattr(transformers, family.model_class), base_ref, kwargs)
+    if q4:
+        prepare_4bit(vlm, dev, "--quantization")
     processor = load_processor(model_reference(str(path)), family)
     add_score_token(vlm, processor)
     adapter_cfg = path / "adapter_config.json"
@@ -445,3 +444,29 @@ def load_scorer(path: str | Path, base: str | None = None, device: str = "auto",
     if hidden not in HIDDEN_CHOICES:
         raise CheckpointError(f"{p}/{META_FILE}: hidden {hidden!r} is not one of {HIDDEN_CHOICES}")
     return scorer, rep, hidden
+
+
+def preset_available(preset: Any, models: dict[str, str]) -> tuple[bool, str | None]:
+    """An ``adiee`` preset's availability (:mod:`editlens.models.registry`): a
+    checkpoint folder given for its role (``--model adiee=DIR``,
+    ``$EDITLENS_MODEL_ADIEE`` or the config file)."""
+    mref = model_reference(preset.role or "adiee", models)
+    if mref.origin == "literal" or mref.local_dir is None:
+        return False, (f"no ADIEE checkpoint given: download the scorer, then pass --model {preset.role or 'adiee'}=DIR "
+                       f"(or set EDITLENS_MODEL_{(preset.role or 'adiee').upper()}=DIR)")
+    if not any(mref.local_dir.glob("*.safetensors")) and not any(mref.local_dir.glob("*.bin")):
+        return False, f"{mref.local_dir}: no weight files (*.safetensors or *.bin)"
+    return True, None
+
+
+def load_for_loader(ref: ModelRef, precision: Any, quantization: str, models: dict[str, str],
+                    base: str | None = None, **recipe: Any) -> tuple[AdieeScorer, LoadReport, str]:
+    """The ``adiee`` kind's loader (:func:`editlens.models.loader.load_model`):
+    (scorer, key report, default hidden-state choice). ``quantization``
+    ``none`` here means the checkpoint's own choice (``auto``) unless the
+    caller forced it."""
+    if ref.local_dir is None:
+        raise ModelUnavailableError(f"{ref.ref}: ADIEE checkpoint directory not found (download the scorer, then "
+                                    "pass --model adiee=DIR)")
+    return load_scorer(ref.local_dir, base or recipe.get("base"), precision.device, precision.dtype, models,
+                       recipe.get("checkpoint_quantization", quantization))

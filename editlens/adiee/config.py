@@ -11,7 +11,8 @@ Example file::
 
     [rules]
     percentile = 5.0            # p: per-dataset percentile of input-vs-GT CLIP-I/DINO-I
-    clip_d_threshold = 0.2      # strong models: below -> 0.5, else 1
+    clip_d_threshold = 0.2      # strong models: below -> 0.5
+    strong_above_threshold = "exclude"  # at/above it: "exclude" (as released) or "success" (score 1)
     weak_models = ["sdedit", "diffedit"]
     strong_models = ["magicbrush", "aurora"]
 
@@ -45,6 +46,8 @@ class RuleConfig:
     below_input_percentile: bool = True  # CLIP-I and DINO-I both below the input percentile score 0
     percentile: float = 5.0
     clip_d_threshold: float = 0.2
+    #: a strong model's output at or above the CLIP-D threshold: "exclude" (the released code) or "success" (1)
+    strong_above_threshold: str = "exclude"
     weak_models: list[str] = field(default_factory=list)
     strong_models: list[str] = field(default_factory=list)
 
@@ -87,6 +90,9 @@ class DataConfig:
         bad = set(self.augment.kinds) - set(AUGMENT_KINDS)
         if bad:
             raise InputError(f"augment.kinds: unknown {sorted(bad)}; known {list(AUGMENT_KINDS)}")
+        if self.rules.strong_above_threshold not in ("exclude", "success"):
+            raise InputError(f"rules.strong_above_threshold must be exclude or success, got "
+                             f"{self.rules.strong_above_threshold!r}")
         both = {m.lower() for m in self.rules.weak_models} & {m.lower() for m in self.rules.strong_models}
         if both:
             raise InputError(f"models listed as both weak and strong: {sorted(both)}")

@@ -122,10 +122,13 @@ class AdieeEvaluator(Metric):
     @property
     def scorer(self) -> Any:
         if self._scorer is None:
-            from editlens.adiee.checkpoint import load_scorer
+            from editlens.models.loader import load_model
 
-            self._scorer, self.load_report, default = load_scorer(self.mref.local_dir, self.base, self.device,
-                                                                  self.dtype, self.models, self.quantization)
+            # the checkpoint decides 4-bit under "auto" (QLoRA adapters on a 4-bit base, on CUDA)
+            self._scorer, self.load_report, default = load_model(
+                str(self.mref.local_dir), kind="adiee", device=self.device, dtype=self.dtype, models=self.models,
+                base=self.base, checkpoint_quantization=self.quantization,
+                quantization="nf4" if self._loads_4bit() else "none")
             self._hidden = default
         return self._scorer
 
@@ -151,23 +154,51 @@ class AdieeEvaluator(Metric):
 
         return {"checkpoint": fingerprint(self.mref).get("weights"), "hidden": self.hidden,
                 "question": self.prompts.questions[0], "image_side": self.image_side,
-                "max_new_tokens": self.max_new_tokens, "dtype": self.dtype,
+                "max_new_tokens": self.max_new_tokens, "dtype": self._decided_dtype(),
                 # 4-bit weights give other scores: part of the cache key (absent when unquantised)
                 **({"quantization": "nf4"} if self._loads_4bit() else {})}
+
+    def _decided_dtype(self) -> str:
+        """The dtype the policy runs the scorer in (not "auto": bf16 and fp32 scores are cached apart)."""
+        from editlens.models.precision import decide
+
+        return decide(self.dtype, self.device, "quantized" if self._loads_4bit() else "inference").dtype
 
     def _loads_4bit(self) -> bool:
         """Whether :func:`load_scorer` will put the base in 4-bit (decided without loading it)."""
         from editlens.adiee.checkpoint import read_meta, trained_in_4bit
         from editlens.models.quant import use_4bit
-        from editlens.models.resolve import pick_device
+        from editlens.models.precision import resolve_device
 
         if self.quantization != "auto":
             return self.quantization == "nf4"
-        return trained_in_4bit(read_meta(self.mref.local_dir)) and use_4bit("auto", pick_device(self.device))[0]
+        return trained_in_4bit(read_meta(self.mref.local_dir)) and use_4bit("auto", resolve_device(self.device))[0]
+
+    def release_provenance(self) -> dict[str, Any]:
+        """How this scoring differs from the released scorer, for a checkpoint in
+        the released layout (``{}`` for checkpoints trained here: no release to
+        compare with). Part of every result's details and of the run manifest."""
+        if getattr(self, "_release", None) is None:
+            from editlens.adiee.checkpoint import read_meta
+
+            if read_meta(self.mref.local_dir).get("format") != "released":
+                self._release: dict[str, Any] = {}
+            else:
+                notes = []
+                if self.prompts.sources[0].startswith("editlens/templates"):
+                    notes.append("question: editlens' own wording, not the paper's (appendix B) that the checkpoint "
+                                 "was trained on; pass it from your own file with --option adiee.questions=FILE")
+                if self.require_token:
+                    notes.append("an answer without [SCORE] is unscored; the release decodes the last step anyway "
+                                 "(--option adiee.require_token=false reproduces it)")
+                if self.hidden != "emitting-step":
+                    notes.append(f"hidden state read at {self.hidden!r}; the release reads the step that emits [SCORE]")
+                self._release = {"identical_to_release": not notes, "differences_from_release": notes}
+        return dict(self._release)
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "checkpoint": str(self.mref.local_dir), **self.settings(),
-                "prompts": self.prompts.describe()}
+                "prompts": self.prompts.describe(), **self.release_provenance()}
 
     def compute(self, batch: Sequence[LoadedEdit]) -> list[float | Score]:
         return self.score_many([(s.source, s.edited, s.instruction) for s in batch],
@@ -215,6 +246,7 @@ class AdieeEvaluator(Metric):
             if self.cache:
                 self.cache.put_many({k: v for k, v in new.items() if "error" not in v})
         found.update(new)
+        release = self.release_provenance()
         out = []
         for k in keys:
             r = found[k]
@@ -222,9 +254,9 @@ class AdieeEvaluator(Metric):
                 out.append(Score(self.name, None, "failed", r["error"]))
             elif self.require_token and not r["score_token_emitted"]:
                 out.append(Score(self.name, None, "unscored", "the model did not emit [SCORE]",
-                                 {"raw": r["answer"], "cached": k not in new}))
+                                 {"raw": r["answer"], "cached": k not in new, **release}))
             else:
-                out.append(Score(self.name, float(r["score"]), details={**r, "cached": k not in new}))
+                out.append(Score(self.name, float(r["score"]), details={**r, "cached": k not in new, **release}))
         return out
 
 
@@ -245,7 +277,7 @@ class AdieeFastEvaluator(Metric):
         if self._scorer is None:
             from editlens.adiee.fast import FastScorer
 
-            self._scorer = FastScorer.load(self.mref.local_dir, models=self.models, device=self.device)
+            self._scorer = FastScorer.load(self.mref.local_dir, models=self.models, device=self.device, dtype=self.dtype)
         return self._scorer
 
     def describe(self) -> dict[str, Any]:

@@ -82,7 +82,8 @@ class FastScorer:
         return out
 
     @classmethod
-    def load(cls, path: str | Path, models: dict[str, str] | None = None, device: str = "auto") -> "FastScorer":
+    def load(cls, path: str | Path, models: dict[str, str] | None = None, device: str = "auto",
+             dtype: str = "auto") -> "FastScorer":
         from safetensors.torch import load_file
 
         from editlens.adiee.checkpoint import CheckpointError
@@ -104,8 +105,9 @@ class FastScorer:
             raise CheckpointError(f"{path}/head.safetensors does not match its config: missing {missing}, "
                                   f"unexpected {unexpected}, shape mismatch {mismatched}")
         head.load_state_dict(state)
-        clip = get_encoder("clip", None, device, "auto", models)
-        dino = get_encoder("dino", None, device, "auto", models)
+        # the encoders follow the precision policy; their features reach the (float32) head as float32
+        clip = get_encoder("clip", None, device, dtype, models)
+        dino = get_encoder("dino", None, device, dtype, models)
         got = {"clip": _weights(clip), "dino": _weights(dino)}
         if config.get("encoder_weights") and got != config["encoder_weights"]:
             raise CheckpointError(f"{path}: trained on other CLIP/DINO weights than the ones given now "
@@ -121,7 +123,7 @@ def _weights(encoder: Any) -> Any:
 
 def train_fast(data_dir: str | Path, out: str | Path, models: dict[str, str] | None = None, epochs: int = 300,
                lr: float = 3e-3, hidden: int = 64, seed: int = 0, device: str = "auto",
-               echo: Callable[[str], None] = print) -> dict[str, Any]:
+               echo: Callable[[str], None] = print, dtype: str = "auto") -> dict[str, Any]:
     """Fit the head on the dataset's train split; report Spearman on its val split."""
     from editlens.adiee.train import read_dataset, spearman
     from editlens.core.images import load_image
@@ -129,8 +131,8 @@ def train_fast(data_dir: str | Path, out: str | Path, models: dict[str, str] | N
 
     data_dir = Path(data_dir)
     rows = read_dataset(data_dir)
-    clip = get_encoder("clip", None, device, "auto", models)
-    dino = get_encoder("dino", None, device, "auto", models)
+    clip = get_encoder("clip", None, device, dtype, models)
+    dino = get_encoder("dino", None, device, dtype, models)
     scorer = FastScorer(FastHead(1), clip, dino, {})
     feats, ys, splits = [], [], []
     step = 32

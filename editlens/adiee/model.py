@@ -79,14 +79,17 @@ def decode_scores(out: torch.Tensor, head: str) -> torch.Tensor:
 
 def score_targets(scores01: torch.Tensor, head: str) -> torch.Tensor:
     """Training targets from data scores in [0, 1]: 0-10 values for
-    regression, class indices (nearest of fail / partial / success) for class3.
+    regression, class indices for class3 as released: floor(score / 5) on the
+    0-10 scale (fail below 5, partial from 5, success at 10). The small epsilon
+    keeps 0.5 (stored as 0.49999...) a partial success.
 
     >>> score_targets(torch.tensor([0.0, 0.3, 0.5, 0.8, 1.0]), "class3").tolist()
-    [0, 1, 1, 2, 2]
+    [0, 0, 1, 1, 2]
     """
     if head == "regression":
         return scores01.float() * 10.0
-    return torch.round(scores01.float() * 2.0).long().clamp(0, 2)
+    # as released: class = floor(score / 5) on the 0-10 scale (0-4.99 fail, 5-9.99 partial, 10 success)
+    return torch.floor(scores01.float() * 2.0 + 1e-6).long().clamp(0, 2)
 
 
 def score_loss(out: torch.Tensor, scores01: torch.Tensor, head: str) -> torch.Tensor:

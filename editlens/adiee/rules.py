@@ -68,8 +68,10 @@ def assign_model_output(model: str | None, clip_d: float | None, clip_i: float |
 
     Order: models listed as weak score 0 (no feature needed); then CLIP-D <= 0
     scores 0; then CLIP-I and DINO-I both below the input percentile score 0;
-    then models listed as strong score 0.5 below the CLIP-D threshold, else 1.
-    An output of a model on neither list that no negative rule catches has no
+    then models listed as strong score 0.5 below the CLIP-D threshold; at or
+    above it they are excluded, as in the released data code
+    (``rules.strong_above_threshold = "exclude"``, the default), or score 1
+    (``"success"``: the paper's reading, an option). An output of a model on neither list that no negative rule catches has no
     trustworthy score and is excluded. A feature a rule needs that is missing
     or NaN excludes the sample with that reason.
     """
@@ -93,6 +95,9 @@ def assign_model_output(model: str | None, clip_d: float | None, clip_i: float |
     if name in strong:
         if clip_d < cfg.clip_d_threshold:  # type: ignore[operator]
             return Assignment(0.5, "strong_model_partial")
+        if cfg.strong_above_threshold == "exclude":
+            return Assignment(None, excluded="strong model at or above the CLIP-D threshold (excluded as released; "
+                                             "rules.strong_above_threshold = \"success\" scores it 1)")
         return Assignment(1.0, "strong_model")
     return Assignment(None, excluded=f"no rule scores model {model!r} (not weak or strong, passed the negative rules)")
 

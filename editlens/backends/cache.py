@@ -229,6 +229,11 @@ class CachedBackend:
     def describe(self) -> dict[str, Any]:
         return self.backend.describe()
 
+    def provenance(self) -> dict[str, Any]:
+        from editlens.backends.types import backend_provenance
+
+        return backend_provenance(self.backend)
+
     def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
         keys = [request_key(self.backend, r) for r in requests]
         found = self.cache.get_many(list(dict.fromkeys(keys)))

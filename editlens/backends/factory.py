@@ -1,16 +1,13 @@
 """Build a backend from a reference: an ``http(s)://`` URL is an
 OpenAI-compatible server; anything else is a model for the local backend.
-Backends are shared per (reference, settings) within a process."""
+Backends are shared per (reference, settings) through the model pool
+(:mod:`editlens.models.pool`)."""
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from editlens.backends.cache import CachedBackend, ResponseCache
-
-_POOL: dict[tuple, Any] = {}
-_LOCK = threading.Lock()
 
 #: How HTTP backends fetch answers unless a caller says otherwise (CLI:
 #: ``--timeout``, ``--max-retries``, ``--concurrency``).
@@ -50,25 +47,28 @@ def create_backend(ref: str, *, device: str = "auto", dtype: str = "auto", batch
     http = {"concurrency": concurrency if concurrency is not None else HTTP_DEFAULTS["concurrency"],
             "timeout": timeout if timeout is not None else HTTP_DEFAULTS["timeout"],
             "max_retries": max_retries if max_retries is not None else HTTP_DEFAULTS["max_retries"]}
-    key = (ref, device, dtype, batch_size, str(cache), http_model, api_key_env, tuple(sorted(http.items())))
-    with _LOCK:
-        if key in _POOL:
-            return _POOL[key]
-    if ref.startswith(("http://", "https://")):
-        from editlens.backends.http import OpenAIBackend
+    local = not ref.startswith(("http://", "https://"))
+    if local:  # the policy's decision, so "auto" and the dtype it means share one loaded model
+        from editlens.models.precision import decide
 
-        backend: Any = OpenAIBackend(ref, model=http_model, api_key_env=api_key_env, **http)
-    else:
-        from editlens.backends.local import TransformersBackend
+        prec = decide(dtype, device)
+        device, dtype = prec.device, prec.dtype
+    key = ("backend", ref, device, dtype, batch_size, str(cache), http_model, api_key_env,
+           tuple(sorted(http.items())), tuple(sorted((models or {}).items())))
 
-        backend = TransformersBackend(ref, device=device, dtype=dtype, batch_size=batch_size, models=models)
-    if cache:
-        backend = CachedBackend(backend, ResponseCache(None if cache is True else cache))
-    with _LOCK:
-        _POOL.setdefault(key, backend)
-        return _POOL[key]
+    def load() -> Any:
+        if not local:
+            from editlens.backends.http import OpenAIBackend
 
+            backend: Any = OpenAIBackend(ref, model=http_model, api_key_env=api_key_env, **http)
+        else:
+            from editlens.models.loader import load_model
 
-def clear_backends() -> None:
-    with _LOCK:
-        _POOL.clear()
+            backend = load_model(ref, kind="vlm", device=device, dtype=dtype, models=models, batch_size=batch_size)
+        if cache:
+            backend = CachedBackend(backend, ResponseCache(None if cache is True else cache))
+        return backend
+
+    from editlens.models import pool
+
+    return pool.shared(key, load)

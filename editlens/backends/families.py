@@ -1,7 +1,8 @@
-"""Model families the local backend can run, as data: ``model_type`` (from
-the checkpoint's config.json) -> model class, the box convention the family
-answers in, and, where AutoProcessor needs torchvision, a processor built
-from torchvision-free parts.
+"""What the code needs beside the model families' data: the box conventions
+and the torchvision-free processors. The families themselves (``model_type``
+-> model class, box convention, vision tower, fallback processor) are
+``vlm-family`` presets, one JSON file each under
+``editlens/models/presets/families/`` (see :mod:`editlens.models.registry`).
 
 Box conventions (:data:`BOX_CONVENTIONS`): how a family writes box
 coordinates when asked to locate something. ``fraction``: 0-1 of the image
@@ -15,9 +16,8 @@ from the size of the numbers."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 
 #: convention -> what the prompt says about coordinates
@@ -28,21 +28,6 @@ BOX_CONVENTIONS: dict[str, str] = {
 }
 #: the convention used when the model family is unknown (e.g. behind an HTTP server)
 DEFAULT_BOX_CONVENTION = "fraction"
-
-
-@dataclass(frozen=True)
-class Family:
-    model_class: str  # attribute of the transformers package
-    fallback_processor: Callable[[str], Any] | None = None
-    boxes: str = DEFAULT_BOX_CONVENTION  # a key of BOX_CONVENTIONS
-    # Attribute path of a vision tower that encodes each image row on its own
-    # (so that repeated images in a batch can be encoded once, see
-    # editlens.backends.vision_batching); None where the tower mixes rows.
-    vision_tower: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.boxes not in BOX_CONVENTIONS:
-            raise ValueError(f"unknown box convention {self.boxes!r}; known: {sorted(BOX_CONVENTIONS)}")
 
 
 def _read_chat_template(path: str) -> str | None:
@@ -58,7 +43,7 @@ def _read_chat_template(path: str) -> str | None:
     return None
 
 
-def _qwen2_vl_processor(path: str) -> Any:
+def qwen2_vl_processor(path: str) -> Any:
     """Qwen2-VL's processor insists on a video processor, which needs
     torchvision; images need only the image processor and the tokenizer."""
     import transformers
@@ -79,17 +64,10 @@ def _qwen2_vl_processor(path: str) -> Any:
     return ImageOnlyQwen2VLProcessor(image_processor=ip, tokenizer=tok, chat_template=_read_chat_template(path))
 
 
-FAMILIES: dict[str, Family] = {
-    "idefics3": Family("Idefics3ForConditionalGeneration", vision_tower="model.vision_model"),
-    "smolvlm": Family("SmolVLMForConditionalGeneration", vision_tower="model.vision_model"),
-    "qwen2_vl": Family("Qwen2VLForConditionalGeneration", _qwen2_vl_processor, boxes="per-mille"),
-    "qwen2_5_vl": Family("Qwen2_5_VLForConditionalGeneration", _qwen2_vl_processor, boxes="pixels"),
-    "llava_next": Family("LlavaNextForConditionalGeneration", vision_tower="model.vision_tower"),
-}
-
-
 def box_convention(backend_description: dict[str, Any] | None) -> str:
     """The box convention of the model a backend runs (its ``model_type``),
     or :data:`DEFAULT_BOX_CONVENTION` when the family is unknown."""
-    family = FAMILIES.get(str((backend_description or {}).get("model_type")))
+    from editlens.models.registry import family_for
+
+    family = family_for(str((backend_description or {}).get("model_type")))
     return family.boxes if family else DEFAULT_BOX_CONVENTION

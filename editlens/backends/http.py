@@ -43,6 +43,7 @@ class OpenAIBackend:
         self.revision: str | None = None
         self.calls = 0
         info = self._discover()
+        self.models_answer = info  # the server's /v1/models answer, pinned in run manifests
         ids = [m.get("id") for m in info]
         if model is None:
             if not ids:
@@ -93,6 +94,12 @@ class OpenAIBackend:
         # concurrency, time-out and retries change how answers are fetched, not
         # what they are: they stay out of the settings that key stored results
         return {"backend": self.name, "url": self.base_url, "model": self.model_id, "served": self.revision}
+
+    def provenance(self) -> dict[str, Any]:
+        """What the run manifest pins (never part of result identity): the URL, the served
+        model name and the server's whole ``/v1/models`` answer."""
+        return {"backend": self.name, "url": self.base_url, "served_model": self.model_id,
+                "models_answer": self.models_answer}
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
         if not requests:

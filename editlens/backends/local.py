@@ -13,14 +13,10 @@ import torch
 from PIL import Image
 
 from editlens.backends import vision_batching
-from editlens.backends.families import FAMILIES
 from editlens.backends.types import ChatRequest, Generation, TokenStep
 from editlens.errors import ModelUnavailableError
-from editlens.models.precision import auto_dtype
-from editlens.models.resolve import ModelRef, load_pretrained, model_reference, pick_device
-
-_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-           "float16": torch.float16, "fp16": torch.float16}
+from editlens.models.precision import decide
+from editlens.models.resolve import ModelRef, load_pretrained, model_reference
 
 
 def _model_type(mref: ModelRef) -> str:
@@ -50,15 +46,17 @@ class TransformersBackend:
             raise ModelUnavailableError("no vision-language model given: pass --vlm HUB_ID_OR_DIR_OR_URL "
                                         "(or set EDITLENS_MODEL_VLM)")
         model_type = _model_type(self.mref)
-        family = FAMILIES.get(model_type)
+        from editlens.models.registry import families
+
+        family = families().get(model_type)
         if family is None:
             raise ModelUnavailableError(
                 f"model {self.mref.ref!r} is a {model_type!r} model; the local backend runs "
-                f"{', '.join(sorted(FAMILIES))}. Serve other models with vLLM/SGLang/TGI and pass their URL as --vlm.")
+                f"{', '.join(sorted(families()))}. Serve other models with vLLM/SGLang/TGI and pass their URL as --vlm.")
         import transformers
 
-        self.device = pick_device(device)
-        self.dtype = auto_dtype(self.device) if dtype == "auto" else _DTYPES[dtype]  # bf16 only where native
+        self.precision = decide(dtype, device)
+        self.device, self.dtype = self.precision.device, self.precision.torch_dtype
         cls = getattr(transformers, family.model_class)
         self.model = load_pretrained(cls, self.mref, dtype=self.dtype).to(self.device).eval()
         try:
@@ -89,6 +87,12 @@ class TransformersBackend:
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "model": self.model_id, "revision": self.revision,
                 "model_type": self.model_type, "device": self.device, "dtype": str(self.dtype).replace("torch.", "")}
+
+    def provenance(self) -> dict[str, Any]:
+        """What the run manifest pins: the hub revision, or the SHA-256 of local weight files."""
+        from editlens.models.fingerprint import fingerprint
+
+        return {**self.describe(), "weights": fingerprint(self.mref)}
 
     # -- prompt building ---------------------------------------------------------
     def _prompt(self, req: ChatRequest) -> tuple[str, list[Image.Image]]:
@@ -195,3 +199,13 @@ def _snapshot(repo_id: str) -> Path:
     from huggingface_hub import snapshot_download
 
     return Path(snapshot_download(repo_id, local_files_only=True))
+
+
+def load_backend(ref: ModelRef, precision: Any, quantization: str, models: dict[str, str],
+                 batch_size: int = 8) -> TransformersBackend:
+    """The ``vlm`` kind's loader (:func:`editlens.models.loader.load_model`)."""
+    if quantization == "nf4":
+        raise ModelUnavailableError("the local judge backend loads VLMs unquantised; 4-bit is offered by the "
+                                    "DICE and ADIEE loaders (--dice-quantization, --quantization)")
+    return TransformersBackend(ref.ref, device=precision.device, dtype=precision.dtype, batch_size=batch_size,
+                               models=models)

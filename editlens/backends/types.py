@@ -183,6 +183,13 @@ class Backend(Protocol):
     def describe(self) -> dict[str, Any]: ...
 
 
+def backend_provenance(backend: Any) -> dict[str, Any]:
+    """What a run manifest pins of a backend: its ``provenance()`` when it has
+    one (served model and ``/v1/models`` answer, weight hashes), else ``describe()``."""
+    fn = getattr(backend, "provenance", None)
+    return fn() if callable(fn) else (backend.describe() if hasattr(backend, "describe") else {"backend": str(backend)})
+
+
 def request_key(backend: Backend, request: ChatRequest) -> str:
     """Cache key: backend, model id and revision, device and dtype (local
     models: bf16 on GPU answers differently from fp32 on CPU), exact prompt,

@@ -11,6 +11,7 @@ from typing import List, Optional
 import typer
 
 from editlens.cli.common import emit_json, guarded, parse_models
+from editlens.cli.options import DeviceOpt, DtypeOpt
 
 adiee_app = typer.Typer(no_args_is_help=True, help="ADIEE: make scored training data, train and use a score-token scorer.")
 #: Reward commands that work with any registered evaluator (top-level: ``editlens best-of-n``, ``editlens relabel``).
@@ -34,7 +35,8 @@ def make_data_cmd(
     sessions: Optional[Path] = typer.Option(None, "--sessions", help="Folder of multi-turn sessions (ID/ID-input.png, ID-output1.png, ...)."),
     config: Optional[Path] = typer.Option(None, "--config", help="Rules, model lists and thresholds (TOML or YAML)."),
     model: Optional[List[str]] = ModelOpt,
-    device: str = typer.Option("auto", "--device"),
+    device: str = DeviceOpt,
+    dtype: str = DtypeOpt,
     progress: bool = typer.Option(True, "--progress/--no-progress"),
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
@@ -45,8 +47,8 @@ def make_data_cmd(
 
     models = parse_models(model)
     res = make_dataset(edits, out, load_config(config), outputs, sessions, progress=progress,
-                       encoders=lambda: (get_encoder("clip", None, device, "auto", models),
-                                         get_encoder("dino", None, device, "auto", models)))
+                       encoders=lambda: (get_encoder("clip", None, device, dtype, models),
+                                         get_encoder("dino", None, device, dtype, models)))
     st = res.stats
     if json_out:
         emit_json(st)
@@ -123,7 +125,9 @@ def train_cmd(
 def export_cmd(checkpoint: Path = typer.Argument(..., help="Scorer checkpoint (either layout)."),
                out: Path = typer.Option(..., "--out", help="Directory for the released layout."),
                base: Optional[str] = typer.Option(None, "--base", help="Base VLM, if the checkpoint does not name it."),
-               device: str = typer.Option("cpu", "--device")) -> None:
+               device: str = typer.Option("cpu", "--device"),
+               dtype: str = typer.Option("float32", "--dtype", help="Dtype of the written weights (float32: the "
+                                         "merged adapters lose nothing).")) -> None:
     """Write a checkpoint in the released layout (LoRA merged; full state dict)."""
     from editlens.adiee.checkpoint import load_scorer, save_released
 
@@ -131,7 +135,7 @@ def export_cmd(checkpoint: Path = typer.Argument(..., help="Scorer checkpoint (e
     from editlens.adiee.checkpoint import read_meta
     from editlens.models.quant import describe_precision
 
-    scorer, rep, hidden = load_scorer(checkpoint, base, device, quantization="none")
+    scorer, rep, hidden = load_scorer(checkpoint, base, device, dtype, quantization="none")
     trained = read_meta(Path(checkpoint)).get("precision")
     extra = {"precision": {"base_weights": describe_precision(scorer.vlm)["weights"], "merged_from": str(checkpoint),
                            **({"adapters_trained_with": trained} if trained else {})}}
@@ -142,12 +146,12 @@ def export_cmd(checkpoint: Path = typer.Argument(..., help="Scorer checkpoint (e
 @adiee_app.command("inspect")
 @guarded
 def inspect_cmd(checkpoint: Path = typer.Argument(...), base: Optional[str] = typer.Option(None, "--base"),
-                device: str = typer.Option("cpu", "--device"),
+                device: str = DeviceOpt, dtype: str = DtypeOpt,
                 quantization: str = typer.Option("auto", "--quantization", help="auto (4-bit for a --qlora checkpoint on CUDA+bitsandbytes), nf4 (force 4-bit, CPU too) or none.")) -> None:
     """Load a checkpoint strictly and print its key report and settings."""
     from editlens.adiee.checkpoint import load_scorer, read_meta
 
-    scorer, rep, hidden = load_scorer(checkpoint, base, device, quantization=quantization)
+    scorer, rep, hidden = load_scorer(checkpoint, base, device, dtype, quantization=quantization)
     emit_json({"report": rep.to_dict(), "meta": read_meta(Path(checkpoint)), "head": scorer.head,
                "family": scorer.family, "default_hidden": hidden, "score_token_id": scorer.score_token_id})
 
@@ -157,11 +161,11 @@ def inspect_cmd(checkpoint: Path = typer.Argument(...), base: Optional[str] = ty
 def fast_train_cmd(data: Path = typer.Option(..., "--data"), out: Path = typer.Option(..., "--out"),
                    model: Optional[List[str]] = ModelOpt, epochs: int = typer.Option(300, "--epochs", min=1),
                    lr: float = typer.Option(3e-3, "--lr"), hidden: int = typer.Option(64, "--hidden"),
-                   seed: int = typer.Option(0, "--seed"), device: str = typer.Option("auto", "--device")) -> None:
+                   seed: int = typer.Option(0, "--seed"), device: str = DeviceOpt, dtype: str = DtypeOpt) -> None:
     """Train the fast feature scorer (frozen CLIP/DINOv2 + small MLP) on a dataset."""
     from editlens.adiee.fast import train_fast
 
-    s = train_fast(data, out, parse_models(model), epochs, lr, hidden, seed, device, echo=typer.echo)
+    s = train_fast(data, out, parse_models(model), epochs, lr, hidden, seed, device, echo=typer.echo, dtype=dtype)
     val = "-" if s["val_spearman"] is None else f"{s['val_spearman']:.4f}"
     typer.echo(f"train L1 {s['first_loss']:.4f} -> {s['last_loss']:.4f}; val Spearman {val} "
                f"({s['n_train']} train / {s['n_val']} val) -> {out} (use --model adiee_fast={out})")
@@ -172,13 +176,15 @@ def fast_train_cmd(data: Path = typer.Option(..., "--data"), out: Path = typer.O
 def compare_cmd(source: Path = typer.Option(..., "--source"), edited_a: Path = typer.Option(..., "--edited-a"),
                 edited_b: Path = typer.Option(..., "--edited-b"), instruction: str = typer.Option(..., "--instruction"),
                 metric: str = typer.Option("adiee", "--metric"), model: Optional[List[str]] = ModelOpt,
-                option: Optional[List[str]] = OptionOpt, json_out: bool = typer.Option(False, "--json")) -> None:
+                option: Optional[List[str]] = OptionOpt, json_out: bool = typer.Option(False, "--json"),
+                device: str = DeviceOpt, dtype: str = DtypeOpt) -> None:
     """Pairwise from two scores with the released rule: type = round(score / 5), higher type wins."""
     from editlens.adiee.reward import pairwise_type
     from editlens.core.types import EditSample
     from editlens.runner.selection import parse_options, select_metrics
 
-    sel = select_metrics([metric], models=parse_models(model), options=parse_options(option or []))
+    sel = select_metrics([metric], models=parse_models(model), options=parse_options(option or []), device=device,
+                         dtype=dtype)
     m = sel.metrics[0]
     a = EditSample("a", str(source), str(edited_a), instruction).load()
     b = EditSample("b", str(source), str(edited_b), instruction).load()
@@ -219,12 +225,13 @@ def pairwise_eval_cmd(human: Path = typer.Option(..., "--human", help="JSONL {id
     typer.echo(f"accuracy with tie calibration {rep['accuracy']:.4f} (threshold {rep['threshold']:.4g})")
 
 
-def _score_manifest(manifest: Path, metric: str, model, option, device: str, batch_size: int):  # type: ignore[no-untyped-def]
+def _score_manifest(manifest: Path, metric: str, model, option, device: str, batch_size: int, dtype: str = "auto"):  # type: ignore[no-untyped-def]
     from editlens.data.manifest import read_manifest
     from editlens.runner.selection import parse_options, select_metrics
 
     rep = read_manifest(manifest)
-    sel = select_metrics([metric], models=parse_models(model), options=parse_options(option or []), device=device)
+    sel = select_metrics([metric], models=parse_models(model), options=parse_options(option or []), device=device,
+                         dtype=dtype)
     m = sel.metrics[0]
     from editlens.adiee.reward import RewardFunction
 
@@ -240,7 +247,8 @@ def best_of_n_cmd(
     model: Optional[List[str]] = ModelOpt,
     option: Optional[List[str]] = OptionOpt,
     out: Optional[Path] = typer.Option(None, "--out", help="Write the picks as JSON."),
-    device: str = typer.Option("auto", "--device"),
+    device: str = DeviceOpt,
+    dtype: str = DtypeOpt,
     batch_size: int = typer.Option(8, "--batch-size", min=1),
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
@@ -249,7 +257,7 @@ def best_of_n_cmd(
 
     from editlens.adiee.reward import best_of_n
 
-    samples, scores, m = _score_manifest(manifest, metric, model, option, device, batch_size)
+    samples, scores, m = _score_manifest(manifest, metric, model, option, device, batch_size, dtype)
     picks = best_of_n(samples, scores, m.spec.higher_is_better)
     doc = {"metric": metric, "higher_is_better": m.spec.higher_is_better, "picks": [asdict(p) for p in picks]}
     if out:
@@ -281,7 +289,8 @@ def relabel_cmd(
     model: Optional[List[str]] = ModelOpt,
     option: Optional[List[str]] = OptionOpt,
     out: Optional[Path] = typer.Option(None, "--out", help="Default: MANIFEST with .reward.jsonl next to it."),
-    device: str = typer.Option("auto", "--device"),
+    device: str = DeviceOpt,
+    dtype: str = DtypeOpt,
     batch_size: int = typer.Option(8, "--batch-size", min=1),
 ) -> None:
     """Reward scores normalised to 1-5 next to a training manifest (reward-conditioned fine-tuning)."""
@@ -289,7 +298,7 @@ def relabel_cmd(
     from editlens.data.manifest import read_manifest
     from editlens.runner.store import atomic_write
 
-    samples, scores, m = _score_manifest(manifest, metric, model, option, device, batch_size)
+    samples, scores, m = _score_manifest(manifest, metric, model, option, device, batch_size, dtype)
     low, high = m.spec.value_range
     rows = []
     by_id = {}

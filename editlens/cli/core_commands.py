@@ -9,8 +9,8 @@ from typing import List, Optional
 import typer
 
 from editlens.cli.common import EXIT_FAILED, EXIT_SIGNAL_BASE, emit_json, guarded, parse_models, split_names
-from editlens.cli.options import (AllowFailuresOpt, CacheOpt, CaptionsOpt, ConcurrencyOpt, JudgeOpt, MinSamplesOpt,
-                                   ModelOpt, OptionOpt, RetriesOpt, SamplesOpt, TemperatureOpt, TemplateOpt, TimeoutOpt,
+from editlens.cli.options import (AllowFailuresOpt, CacheOpt, CalibrationOpt, CaptionsOpt, ConcurrencyOpt, DeviceOpt,
+                                   DtypeOpt, JudgeOpt, MinSamplesOpt, ModelOpt, OptionOpt, RetriesOpt, SamplesOpt, TemperatureOpt, TemplateOpt, TimeoutOpt,
                                    VlmModelOpt, VlmOpt, extra_metrics, http_settings, vlm_options)
 from editlens.errors import EditlensError
 
@@ -33,8 +33,8 @@ def metrics_cmd(json_out: bool = typer.Option(False, "--json", help="Machine-rea
         return
     from editlens.cli.tables import print_table
 
-    print_table("editlens metrics", ["name", "needs", "better", "range", "model", "available", "description"],
-                [[r["name"], ", ".join(r["needs"]), "higher" if r["higher_is_better"] else "lower",
+    print_table("editlens metrics", ["name", "measures", "needs", "better", "range", "model", "available", "description"],
+                [[r["name"], r["measures"], ", ".join(r["needs"]), "higher" if r["higher_is_better"] else "lower",
                   "[" + ", ".join("inf" if v is None else f"{v:g}" for v in r["range"]) + "]", r["model"] or "-",
                   "yes" if r["available"] else "no", r["description"]] for r in rows])
 
@@ -70,6 +70,9 @@ def score_cmd(
     timeout: Optional[float] = TimeoutOpt,
     max_retries: Optional[int] = RetriesOpt,
     concurrency: Optional[int] = ConcurrencyOpt,
+    device: str = DeviceOpt,
+    dtype: str = DtypeOpt,
+    calibration: Optional[Path] = CalibrationOpt,
     allow_failures: bool = AllowFailuresOpt,
 ) -> None:
     """Score one edit. Exit status 3 when a score failed (a backend error; --allow-failures: 0)."""
@@ -94,12 +97,13 @@ def score_cmd(
     report = score_edit(
         str(source), str(edited), instruction, reference=str(reference) if reference else None,
         metrics=split_names(metrics), extra=extra_metrics(judge, captions),
-        vlm=vlm_options(vlm, vlm_model, cache, template, samples=samples, temperature=temperature,
-                        min_samples=min_samples),
+        vlm=vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype, min_samples=min_samples),
         source_caption=source_caption, target_caption=target_caption,
         models=parse_models(model), options=parse_options(option or []),
         image_options=ImageLoadOptions(max_pixels=max_pixels, size_policy=size_policy), metadata=meta,
         progress=sys.stderr.isatty(),  # judge calls take seconds: show which metric is running
+        device=device, dtype=dtype,
+        calibration=calibration,
     )
     if json_out:
         emit_json({"schema": "editlens.score/1",
@@ -144,7 +148,8 @@ def run_cmd(
     option: Optional[List[str]] = OptionOpt,
     size_policy: str = typer.Option("resize", "--size-policy"),
     max_pixels: int = typer.Option(178_956_970, "--max-pixels"),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:1, mps."),
+    device: str = DeviceOpt,
+    dtype: str = DtypeOpt,
     export: Optional[str] = typer.Option(None, "--export", help="Also export long-format rows: csv, parquet, jsonl (comma-separated)."),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
     executor: str = typer.Option("local", "--executor", help="local, or ray (batches spread over a Ray cluster)."),
@@ -176,6 +181,7 @@ def run_cmd(
     timeout: Optional[float] = TimeoutOpt,
     max_retries: Optional[int] = RetriesOpt,
     concurrency: Optional[int] = ConcurrencyOpt,
+    calibration: Optional[Path] = CalibrationOpt,
     allow_failures: bool = AllowFailuresOpt,
 ) -> None:
     """Score every edit of a manifest into a resumable run directory.
@@ -187,7 +193,6 @@ def run_cmd(
     http_settings(timeout, max_retries, concurrency)
     from editlens.core.images import ImageLoadOptions
     from editlens.data.manifest import read_manifest
-    from editlens.models.resolve import pick_device
     from editlens.runner.run import run_evaluation
     from editlens.runner.selection import parse_options, select_metrics
     from editlens.runner.store import ResultsStore, export as export_rows
@@ -197,9 +202,10 @@ def run_cmd(
     for line, reason in report.problems:
         typer.echo(f"skipped {manifest}:{line}: {reason}", err=True)
     sel = select_metrics(split_names(metrics), extra=extra_metrics(judge, captions, dice), models=parse_models(model),
-                         options=parse_options(option or []), device=device,
+                         options=parse_options(option or []), device=device, dtype=dtype,
                          with_reference=any(s.reference is not None for s in report.samples),
-                         vlm=vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, min_samples))
+                         vlm=vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype,
+                                         min_samples=min_samples))
     for name, reason in sel.skipped:
         typer.echo(f"metric {name} skipped: {reason}", err=True)
     if not sel.metrics:
@@ -217,9 +223,11 @@ def run_cmd(
     result = run_evaluation(
         report.samples, sel.metrics, out, batch_size=batch_size, workers=workers, progress=progress,
         image_options=image_options, executor=runner_executor,
-        retry_failed=retry_failed, retry_unscored=retry_unscored, wait=wait,
-        command=sys.argv, device=pick_device(device) if device == "auto" else device,
+        retry_failed=retry_failed, retry_unscored=retry_unscored, wait=wait, calibration=calibration,
+        command=sys.argv, device=device, dtype=dtype,
         extra_manifest={"manifest": str(manifest.resolve()), "skipped_rows": len(report.problems),
+                        # the reasons, for the report's header (capped: a broken file can have thousands)
+                        "skipped_row_reasons": [[line, reason] for line, reason in report.problems[:500]],
                         "skipped_metrics": dict(sel.skipped)},
     )
     if export:
@@ -268,6 +276,8 @@ def compare_cmd(
     timeout: Optional[float] = TimeoutOpt,
     max_retries: Optional[int] = RetriesOpt,
     concurrency: Optional[int] = ConcurrencyOpt,
+    device: str = DeviceOpt,
+    dtype: str = DtypeOpt,
 ) -> None:
     """Pairwise judge: which of two edits of the same source is better.
 
@@ -280,7 +290,7 @@ def compare_cmd(
     if not instruction.strip():
         typer.echo("error: empty instruction", err=True)
         raise typer.Exit(2)
-    opts = vlm_options(vlm, vlm_model, cache, template, samples=samples, temperature=temperature,
+    opts = vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype,
                        min_samples=min_samples) or {}
     judge = PairwiseJudge(**opts)
     (v,) = judge.compare([(str(source), str(edited_a), str(edited_b), instruction)])

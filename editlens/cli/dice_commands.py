@@ -14,8 +14,8 @@ from typing import List, Optional
 import typer
 
 from editlens.cli.common import emit_json, guarded
-from editlens.cli.options import (CacheOpt, ConcurrencyOpt, RetriesOpt, SamplesOpt, TemperatureOpt, TemplateOpt,
-                                   TimeoutOpt, VlmModelOpt, VlmOpt, http_settings, vlm_options)
+from editlens.cli.options import (CacheOpt, ConcurrencyOpt, DeviceOpt, DtypeOpt, RetriesOpt, SamplesOpt, TemperatureOpt,
+                                   TemplateOpt, TimeoutOpt, VlmModelOpt, VlmOpt, http_settings, vlm_options)
 from editlens.cli.tables import print_rows
 
 app = typer.Typer(no_args_is_help=False, help="DICE: what changed, where, and was it asked for.")
@@ -48,7 +48,10 @@ def dice_cmd(
     dice_prompts: Optional[str] = typer.Option(None, "--dice-prompts", help="Local clone of the DICE repository: use its prompts."),
     dice_drawing: Optional[str] = typer.Option(None, "--dice-drawing", help="Coherence box convention: released or paper."),
     dice_quantization: str = typer.Option("auto", "--dice-quantization", help="auto (as the preset; 4-bit only on CUDA+bitsandbytes), nf4 (force 4-bit NF4, CPU too; needs bitsandbytes), none."),
-    device: str = typer.Option("auto", "--device"),
+    dice_confidence: Optional[str] = typer.Option(None, "--dice-confidence", help="Released-style confidence: logits "
+                                                  "(raw, default) or scores (after the repetition penalty, as released)."),
+    device: str = DeviceOpt,
+    dtype: str = DtypeOpt,
 ) -> None:
     """DICE on one edit (`editlens dice --source S --edited E --instruction I`): what changed, where, and
     whether each change was asked for. The subcommands rank runs, evaluate AP and build/train DICE models."""
@@ -65,13 +68,14 @@ def dice_cmd(
     from editlens.dice.pipeline import DicePipeline
 
     sample = EditSample("edit", str(source), str(edited), instruction).load()
-    opts = vlm_options(vlm, vlm_model, cache, template, device=device, samples=samples, temperature=temperature) or {}
+    opts = vlm_options(vlm, vlm_model, cache, template, device=device, samples=samples, temperature=temperature,
+                       dtype=dtype) or {}
     opts.pop("vlm", None)
     if dice_preset or dice_detector or dice_coherence:  # released-style base + adapter models
         from editlens.dice.released import build_released
 
         pipe = build_released(dice_preset, dice_detector, dice_coherence, dice_prompts, dice_drawing, device,
-                              dice_quantization)
+                              dice_quantization, dtype, dice_confidence)
     else:
         pipe = DicePipeline(vlm, detector, boxes=boxes, **opts)
     (res,) = pipe.run([sample])
@@ -89,6 +93,9 @@ def dice_cmd(
     if json_out:
         emit_json(doc)
         return
+    if res.failed:
+        typer.echo(f"failed: {res.problem}", err=True)
+        raise typer.Exit(1)
     if res.unparsable:
         typer.echo(f"unscored: {res.problem}\nraw answer: {res.raw}")
         return
@@ -274,7 +281,8 @@ def make_pairs_cmd(
     min_box: int = typer.Option(16, "--min-box", help="Drop boxes with a side under this many pixels."),
     verify_with: Optional[str] = typer.Option(None, "--verify-with", help="OWLv2 model to verify ADD/REMOVE labels."),
     max_pairs: Optional[int] = typer.Option(None, "--max-pairs"),
-    device: str = typer.Option("auto", "--device"),
+    device: str = DeviceOpt,
+    dtype: str = DtypeOpt,
     progress: bool = typer.Option(True, "--progress/--no-progress"),
 ) -> None:
     """Stage-1 data: pairs of similar real images, labelled ADD/REMOVE/EDIT from their annotations."""
@@ -283,7 +291,7 @@ def make_pairs_cmd(
     stats = make_pairs(PairConfig(str(annotations), str(images), str(out), embedder=embedder,
                                   min_similarity=min_similarity, neighbours=neighbours, max_class_diff=max_class_diff,
                                   match_iou=match_iou, min_box=min_box, verify_with=verify_with,
-                                  max_pairs=max_pairs, device=device), progress=progress)
+                                  max_pairs=max_pairs, device=device, dtype=dtype), progress=progress)
     emit_json(stats)
 
 

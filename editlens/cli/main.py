@@ -16,8 +16,10 @@ import typer
 #: (module, Typer app attribute, mount name or None for top-level commands), in --help order.
 COMMAND_GROUPS: tuple[tuple[str, str, str | None], ...] = (
     ("editlens.cli.core_commands", "app", None),          # metrics, score, run, compare
+    ("editlens.cli.models_commands", "app", None),        # models
     ("editlens.cli.report_commands", "app", None),        # report, view
     ("editlens.cli.serve_commands", "app", None),         # serve
+    ("editlens.cli.trust_commands", "app", None),         # probe, calibrate, edit-types
     ("editlens.cli.adiee_commands", "reward_app", None),  # best-of-n, relabel
     ("editlens.cli.runs_commands", "app", "runs"),
     ("editlens.cli.dice_commands", "app", "dice"),

@@ -32,13 +32,15 @@ def imagenhub(
     protocol: str = typer.Option("official", "--protocol", help="official (tanh of mean r), fisher, or mean."),
     n_boot: int = typer.Option(1000, "--n-boot"),
     seed: int = typer.Option(0, "--seed"),
+    instructions: Optional[Path] = typer.Option(None, "--instructions", help="JSONL with uid and instruction, for the "
+                                                "breakdown by edit type (default: samples.jsonl beside the ratings folder)."),
     json_out: bool = JsonOpt,
     report: Optional[Path] = ReportOpt,
 ) -> None:
     """ImagenHub text-guided editing: per-method Spearman, aggregated."""
     from editlens.meta.reports import imagenhub_report
 
-    rep = imagenhub_report(ratings, judge_outputs, predictions, metric, protocol, n_boot, seed)
+    rep = imagenhub_report(ratings, judge_outputs, predictions, metric, protocol, n_boot, seed, instructions)
     _write_report(report, rep, "ImagenHub")
     if json_out:
         emit_json(rep)
@@ -48,6 +50,22 @@ def imagenhub(
         typer.echo(f"  {aspect:<3} {a['value']:.4f}  95% CI [{a['ci95'][0]:.4f}, {a['ci95'][1]:.4f}]")
     typer.echo(f"  items {rep['n_items']}, unparsable answers {rep['n_unparsable']}, "
                f"human inter-rater ICC(2,1) {rep['human_inter_rater_icc_2_1']:.3f}")
+    _echo_trust(rep)
+
+
+def _echo_trust(rep: dict) -> None:
+    """The calibration (ECE before and after, out of fold) and the per-edit-type figures of a report."""
+    cal = rep.get("calibration") or {}
+    for ev, q in (cal.get("evaluators") or {}).items():
+        typer.echo(f"  calibration of {ev} to {cal['target']}: ECE {q['ece_before']:.4f} as a raw probability, "
+                   f"{q['ece_after']:.4f} after an isotonic map (out of fold; `editlens calibrate` saves it)")
+    if rep.get("by_edit_type"):
+        typer.echo("  by edit type" + (" (Spearman pooled over editing models)" if any(
+            "spearman" in r for r in rep["by_edit_type"].values()) else "") + ":")
+    for t, r in (rep.get("by_edit_type") or {}).items():
+        fig = (f"Spearman {r['spearman']['value']:.3f}" if r.get("spearman", {}).get("value") is not None
+               else f"accuracy {r['accuracy']:.3f}" if "accuracy" in r else "undefined")
+        typer.echo(f"    {r.get('label', t):<17} n={r['n']:<5} {fig}")
 
 
 @meta_app.command("genai-bench")
@@ -70,7 +88,9 @@ def genai_bench(judge_outputs: Path = typer.Option(..., "--judge-outputs", help=
 def pointwise(human: Path = typer.Option(..., "--human", help="JSONL {id, model, human}."),
               predictions: Path = typer.Option(..., "--predictions", help="JSONL {id, score} or editlens results.jsonl."),
               metric: Optional[str] = typer.Option(None, "--metric"),
-              protocol: str = typer.Option("aurora", "--protocol", help="aurora (mean per-model r), official, fisher, mean."),
+              protocol: str = typer.Option("aurora", "--protocol", help="aurora (one Spearman over all items, as "
+                                           "ADIEE's release; the per-model mean beside it), aurora-per-model "
+                                           "(mean of per-model Spearman), official, fisher, mean."),
               n_boot: int = typer.Option(1000, "--n-boot"), seed: int = typer.Option(0, "--seed"),
               json_out: bool = JsonOpt, report: Optional[Path] = ReportOpt) -> None:
     """Point-wise agreement (AURORA-Bench style) with CIs and system-level tau."""
@@ -84,15 +104,19 @@ def pointwise(human: Path = typer.Option(..., "--human", help="JSONL {id, model,
     if json_out:
         emit_json(rep)
         return
-    what = {"aurora": "mean over editing models of per-model Spearman rho",
+    what = {"aurora": "one Spearman rho over all items, as ADIEE's release",
+            "aurora-per-model": "mean over editing models of per-model Spearman rho",
             "official": "ImagenHub: tanh of the mean per-method Spearman rho (as published)",
             "fisher": "Fisher-z average of per-method Spearman rho",
             "mean": "mean of per-method Spearman rho"}.get(protocol, rep["protocol"])
     typer.echo(f"{rep['protocol']} ({what}): {rep['value']:.4f} over {rep['n_items']} items "
                f"({rep['n_unparsable']} unscored, {rep['n_missing']} missing)")
+    for name, fig in rep.get("figures", {}).items():
+        typer.echo(f"  {name.replace('_', ' '):<26} {fig['value']:.4f} over {fig['n_items']} items")
     for m, c in rep["overall"].items():
         typer.echo(f"  {m:<8} {c['value']:.4f}  95% CI [{c['ci95'][0]:.4f}, {c['ci95'][1]:.4f}]")
     typer.echo(f"  system-level Kendall tau {rep['system_level']['kendall_tau']:.4f}")
+    _echo_trust(rep)
 
 
 @meta_app.command("pairwise")
@@ -114,3 +138,4 @@ def pairwise(human: Path = typer.Option(..., "--human", help="JSONL {id, a, b, p
         return
     typer.echo(f"accuracy {rep['accuracy']:.4f} (tie threshold {rep['threshold']:.4g}) over {rep['n']} pairs; "
                f"{rep['n_unparsable']} unscored, {rep['n_missing']} missing")
+    _echo_trust(rep)

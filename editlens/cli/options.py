@@ -25,6 +25,11 @@ TemperatureOpt = typer.Option(0.0, "--temperature", min=0.0, help="Sampling temp
 TimeoutOpt = typer.Option(None, "--timeout", help="Seconds an HTTP judge request may take before it is retried (default 120).")
 RetriesOpt = typer.Option(None, "--max-retries", help="Retries of an HTTP judge request after 429/5xx/time-outs (default 5).")
 ConcurrencyOpt = typer.Option(None, "--concurrency", help="HTTP judge requests in flight at once (default 8).")
+DeviceOpt = typer.Option("auto", "--device", help="auto ($EDITLENS_DEVICE, else cuda, mps, cpu), cpu, cuda, cuda:1, mps.")
+DtypeOpt = typer.Option("auto", "--dtype", help="auto ($EDITLENS_DTYPE, else bf16 where the GPU or CPU computes it "
+                        "natively, float32 on other CPUs), float32, bfloat16, float16 (GPU).")
+CalibrationOpt = typer.Option(None, "--calibration", help="Calibration file (from `editlens calibrate`): adds "
+                              "'calibrated', the probability that people rate the edit good, to each mapped score's details.")
 
 
 def http_settings(timeout, max_retries, concurrency):  # type: ignore[no-untyped-def]
@@ -36,7 +41,7 @@ def http_settings(timeout, max_retries, concurrency):  # type: ignore[no-untyped
 
 
 def vlm_options(vlm, vlm_model, cache, template, device="auto", samples=1, temperature=0.0,  # type: ignore[no-untyped-def]
-                min_samples=None):
+                dtype="auto", min_samples=None):
     from editlens.judges.ensemble import check_sampling
 
     check_sampling(samples, temperature, min_samples)  # a clear error before any model loads
@@ -46,7 +51,7 @@ def vlm_options(vlm, vlm_model, cache, template, device="auto", samples=1, tempe
     from editlens.runner.checks import check_templates
 
     check_templates(templates)  # before any model loads
-    opts = {"vlm": vlm, "vlm_model": vlm_model, "device": device, "templates": templates,
+    opts = {"vlm": vlm, "vlm_model": vlm_model, "device": device, "dtype": dtype, "templates": templates,
             "cache": {"default": True, "none": False}.get(cache, cache)}
     if samples > 1 or temperature > 0:  # only then, so settings (and cached rows) of greedy runs stay as they were
         opts.update(samples=samples, temperature=temperature)

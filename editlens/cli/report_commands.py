@@ -15,8 +15,8 @@ ManifestOpt = typer.Option(None, "--manifest", help="The run's manifest, when it
                            "(default: the path the run recorded).")
 HumanOpt = typer.Option(None, "--human", help="JSONL {id, human}: human scores to correlate with "
                         "(a manifest column 'human' is used too).")
-ThumbOpt = typer.Option(None, "--thumb-size", min=16, max=2048, help="Longest side of the embedded thumbnails in pixels "
-                        "(default 256, or 160 above 300 edits).")
+ThumbOpt = typer.Option(None, "--thumb-size", min=16, max=2048, help="Longest side of the thumbnails as shown, in CSS "
+                        "pixels; they are made at twice that for sharp 2x screens (default 240, or 160 above 300 edits).")
 
 
 @app.command("report")
@@ -30,13 +30,20 @@ def report_cmd(
     meta_eval: Optional[List[Path]] = typer.Option(None, "--meta-eval", help="A saved `editlens meta-eval ... --json` "
                                                    "result to include. Repeatable."),
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap CIs."),
+    images: str = typer.Option("auto", "--images", help="Full-size images for the inspector: embed (in the file), copy "
+                               "(into OUT's folder as <name>_images/, linked relatively: move both together), link "
+                               "(relative links to the originals, '../' included: this machine only), none (thumbnails "
+                               "only), or auto (embed up to 32 MB in all, else copy). Only link writes local paths."),
 ) -> None:
-    """Write a self-contained HTML report of a run: images with boxes, verdicts, scores, tables, plots."""
+    """Write a self-contained HTML report of a run: leaderboard, editor comparison, images with boxes, verdicts,
+    scores, tables, plots."""
     from editlens.reporting.html import write_run_report
 
     path = write_run_report(run_dir, out, manifest=manifest, human=human, meta_eval=meta_eval or [],
-                            thumb_size=thumb_size, seed=seed)
-    typer.echo(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB); open it in a browser")
+                            thumb_size=thumb_size, seed=seed, images=images)
+    copied = path.parent / f"{path.stem}_images"
+    also = f"; full-size images in {copied}/ (keep it beside the report)" if images in ("auto", "copy") and copied.is_dir() else ""
+    typer.echo(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB){also}; open it in a browser")
 
 
 @app.command("view")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -43,9 +43,9 @@ def runs_failures(run_dir: Path = typer.Argument(...), json_out: bool = typer.Op
 
 @app.command("summary")
 @guarded
-def runs_summary(run_dir: Path = typer.Argument(...), by: Optional[str] = typer.Option(None, "--by", help="Group by: model."),
+def runs_summary(run_dir: Path = typer.Argument(...), by: Optional[str] = typer.Option(None, "--by", help="Group by: model, edit_type."),
                  json_out: bool = typer.Option(False, "--json"), seed: int = typer.Option(0, "--seed")) -> None:
-    """Mean and bootstrap 95% CI of every score (per editing model with --by model)."""
+    """Mean and bootstrap 95% CI of every score (per editing model with --by model, per edit type with --by edit_type)."""
     from editlens.reporting.runs import summary_table
 
     table = summary_table(run_dir, by=by, seed=seed)
@@ -69,3 +69,65 @@ def runs_summary(run_dir: Path = typer.Argument(...), by: Optional[str] = typer.
         typer.echo("")
         typer.echo(extra["title"])
         print_rows(extra["rows"])
+
+
+@app.command("diff")
+@guarded
+def runs_diff(
+    run_a: Path = typer.Argument(..., help="First run directory."),
+    run_b: Path = typer.Argument(..., help="Second run directory."),
+    threshold: Optional[List[str]] = typer.Option(None, "--threshold", help="Verdict threshold EVALUATOR=T (pass when "
+                                                  "the score is at least T, or at most T when lower is better; default: "
+                                                  "the middle of a bounded range). Repeatable."),
+    top: int = typer.Option(20, "--top", min=0, help="Changed and flipped items listed per evaluator (JSON: all)."),
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
+    """What changed between two runs: per-item scores, rank correlation, editors whose rank moved,
+    flipped verdicts, and what differs in how the runs were made (models, templates, backend, dtype, versions)."""
+    from editlens.cli.common import parse_models
+    from editlens.trust.diff import diff_runs
+
+    given = parse_models(threshold, "--threshold", "EVALUATOR=NUMBER (e.g. viescore=0.5)")
+    try:
+        thresholds = {k: float(v) for k, v in given.items()}
+    except ValueError:
+        raise typer.BadParameter(f"--threshold values must be numbers, got {given}") from None
+    doc = diff_runs(run_a, run_b, thresholds)
+    if json_out:
+        emit_json(doc)
+        return
+    _print_diff(doc, top)
+
+
+def _print_diff(doc: dict, top: int) -> None:
+    def f(v: object) -> str:
+        return "-" if v is None else (f"{v:.4f}" if isinstance(v, float) else str(v))
+
+    typer.echo(f"A = {doc['a']}\nB = {doc['b']}")
+    if doc["what_differs"]:
+        typer.echo("what differs in how the runs were made: " + "; ".join(doc["what_differs"]))
+        for d in doc["manifest_differences"]:
+            if d["what"] != "command line":
+                typer.echo(f"  {d['key']}: {str(d['a'])[:70]} -> {str(d['b'])[:70]}")
+    else:
+        typer.echo("the run manifests pin the same models, templates, backends, dtypes and versions")
+    for name in ("only_in_a", "only_in_b"):
+        if doc[name]:
+            typer.echo(f"evaluators {name.replace('_', ' ')}: {', '.join(doc[name])}")
+    for ev, r in doc["evaluators"].items():
+        typer.echo("")
+        typer.echo(f"{ev}: {r['n_changed']} of {r['n_scored_both']} items changed (mean change {f(r['mean_change'])}, "
+                   f"max |change| {f(r['max_abs_change'])}); Spearman {f(r['spearman'])}, Kendall {f(r['kendall'])}; "
+                   f"{r['n_flipped']} verdict(s) flipped (threshold {f(r['threshold'])})")
+        if r["only_a"] or r["only_b"]:
+            typer.echo(f"  items only in A: {r['only_a']}, only in B: {r['only_b']}")
+        for e in r["editors_rank_changed"]:
+            typer.echo(f"  editor {e['model']}: rank {e['rank_a']} -> {e['rank_b']} "
+                       f"(mean {f(e['mean_a'])} -> {f(e['mean_b'])})")
+        for c in r["changed"][:top]:
+            typer.echo(f"  changed {c['id']}: {f(c['a'])} -> {f(c['b'])} ({c['change']:+.4f})")
+        for c in r["flipped"][:top]:
+            typer.echo(f"  flipped {c['id']}: {c['verdict_a']} -> {c['verdict_b']}")
+        more = max(0, r["n_changed"] - top) + max(0, r["n_flipped"] - top)
+        if more:
+            typer.echo(f"  ... {more} more (--top N, or --json for all)")

@@ -11,7 +11,7 @@ from typing import List, Optional
 import typer
 
 from editlens.cli.common import guarded, parse_models, split_names
-from editlens.cli.options import ModelOpt
+from editlens.cli.options import DeviceOpt, DtypeOpt, ModelOpt
 
 app = typer.Typer()
 
@@ -45,8 +45,8 @@ def serve_cmd(
     slice_ms: float = typer.Option(20.0, "--slice-ms", min=0.0, help="Least time a batch runs before a long answer "
                                    "yields to shorter requests (fairness vs. re-encoding cost)."),
     access_log: bool = typer.Option(True, "--access-log/--no-access-log", help="One stderr line per request."),
-    device: str = typer.Option("auto", "--device"),
-    dtype: str = typer.Option("auto", "--dtype"),
+    device: str = DeviceOpt,
+    dtype: str = DtypeOpt,
     score: Optional[str] = typer.Option(None, "--score", help="Also serve POST /v1/score with these evaluators (e.g. adiee)."),
     model: Optional[List[str]] = ModelOpt,
 ) -> None:
@@ -77,7 +77,7 @@ def serve_cmd(
         from editlens.adiee.serve import score_router
         from editlens.runner.selection import select_metrics
 
-        sel = select_metrics(split_names(score), models=parse_models(model), device=device)
+        sel = select_metrics(split_names(score), models=parse_models(model), device=device, dtype=dtype)
         routers.append(score_router({m.name: m for m in sel.metrics}, max_image_bytes=limits.max_image_bytes))
     app_ = build_app(backend, name or vlm, api_key=key, max_batch=max_batch, limits=limits, routers=routers,
                      slice_ms=slice_ms)

@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from editlens.cli.common import emit_json, guarded
+from editlens.cli.options import DeviceOpt, DtypeOpt
 
 twoframe_app = typer.Typer(no_args_is_help=True,
                            help="Edits as 2-frame videos in a video-text CLIP (ViFi-CLIP scoring, order-aware head).")
@@ -18,7 +19,6 @@ TokOpt = typer.Option(None, "--tokenizer", help="CLIP tokenizer dir or hub id (n
 BaseOpt = typer.Option(None, "--base", help="CLIP a ViFi .pth was fine-tuned from (supplies its token embedding).")
 HeadsOpt = typer.Option(None, "--heads", help="Attention heads of a .pth's towers (default: width / 64, OpenAI's rule).")
 PresetOpt = typer.Option(None, "--preset", help="Preprocessing of a new model: vifi (256->224, ImageNet stats) or clip.")
-DeviceOpt = typer.Option("auto", "--device", help="auto (cuda, mps, cpu), cpu, cuda, cuda:1 ...")
 ModeOpt = typer.Option(None, "--mode", help="faithful (mean pooling) or order (temporal head); default: the model's.")
 KsOpt = typer.Option("1,5,10,50", "--ks", help="Recall@k cut-offs.")
 
@@ -33,10 +33,10 @@ def _ks(value: str) -> tuple[int, ...]:
     return ks
 
 
-def _load(model: str, tokenizer, base, heads, preset, device):  # type: ignore[no-untyped-def]
+def _load(model: str, tokenizer, base, heads, preset, device, dtype="auto"):  # type: ignore[no-untyped-def]
     from editlens.twoframe.model import load_twoframe
 
-    return load_twoframe(model, tokenizer=tokenizer, base=base, heads=heads, preset=preset, device=device)
+    return load_twoframe(model, tokenizer=tokenizer, base=base, heads=heads, preset=preset, device=device, dtype=dtype)
 
 
 @twoframe_app.command("random-model")
@@ -119,6 +119,7 @@ def eval_cmd(
     heads: Optional[int] = HeadsOpt,
     preset: Optional[str] = PresetOpt,
     device: str = DeviceOpt,
+    dtype: str = DtypeOpt,
     json_out: bool = JsonOpt,
 ) -> None:
     """Retrieval: Recall@k, mean and median rank of each edit's instruction (and the reverse)."""
@@ -127,7 +128,7 @@ def eval_cmd(
     from editlens.twoframe.scorer import TwoFrameScorer
 
     data = read_edits(manifest)
-    scorer = TwoFrameScorer(_load(model, tokenizer, base, heads, preset, device))
+    scorer = TwoFrameScorer(_load(model, tokenizer, base, heads, preset, device, dtype))
     rep = evaluate_set(scorer, data, mode, _ks(ks), progress=not json_out)
     if scores_out is not None:
         scores_out.parent.mkdir(parents=True, exist_ok=True)
@@ -163,6 +164,7 @@ def score_cmd(
     heads: Optional[int] = HeadsOpt,
     preset: Optional[str] = PresetOpt,
     device: str = DeviceOpt,
+    dtype: str = DtypeOpt,
     json_out: bool = JsonOpt,
 ) -> None:
     """Score one edit: cosine, logit and (when fitted) calibrated 0-1."""
@@ -174,7 +176,7 @@ def score_cmd(
         raise InputError("--instruction is empty")
     src, _ = load_image(source)
     edt, _ = load_image(edited)
-    scorer = TwoFrameScorer(_load(model, tokenizer, base, heads, preset, device))
+    scorer = TwoFrameScorer(_load(model, tokenizer, base, heads, preset, device, dtype))
     out = scorer.score([str(source)], [src], [str(edited)], [edt], [instruction.strip()], mode=mode)
     result = {k: float(v[0]) for k, v in out.items()}
     result["mode"] = mode or scorer.model.mode
@@ -193,6 +195,7 @@ def calibrate_cmd(
     label_max: float = typer.Option(1.0, "--label-max", help="Labels are divided by this (e.g. 10 for 0-10 ratings)."),
     mode: Optional[str] = ModeOpt,
     device: str = DeviceOpt,
+    dtype: str = DtypeOpt,
     json_out: bool = JsonOpt,
 ) -> None:
     """Fit the 0-1 calibration (Platt scaling of the cosine) on labelled edits and store it with the model."""
@@ -207,7 +210,7 @@ def calibrate_cmd(
     if not is_twoframe_dir(model):
         raise InputError(f"{model}: not a twoframe model directory (no twoframe.json); convert or train one first")
     data = read_edits(manifest, label_column=label_column)
-    scorer = TwoFrameScorer(_load(str(model), None, None, None, None, device))
+    scorer = TwoFrameScorer(_load(str(model), None, None, None, None, device, dtype))
     out = scorer.score(data.source_keys, lambda i: data.image(data.source_keys[i]), data.edited_keys,
                        lambda i: data.image(data.edited_keys[i]), data.instructions, mode=mode)
     labels = np.asarray(data.labels, dtype=float) / label_max
@@ -236,8 +239,9 @@ def convert_cmd(
     preset: Optional[str] = PresetOpt,
     json_out: bool = JsonOpt,
 ) -> None:
-    """Load an original-layout checkpoint with full key accounting and save it as a twoframe directory."""
-    model = _load(str(checkpoint), tokenizer, base, heads, preset, "cpu")
+    """Load an original-layout checkpoint with full key accounting and save it as a twoframe directory
+    (float32 on the CPU: conversion keeps every weight as stored)."""
+    model = _load(str(checkpoint), tokenizer, base, heads, preset, "cpu", "float32")
     model.save(out)
     report = model.provenance["load"]
     if json_out:

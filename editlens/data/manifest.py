@@ -7,9 +7,11 @@ refused, naming both lines). Optional: ``reference, model, source_caption,
 target_caption``. Any other column is kept in ``EditSample.metadata``;
 ``mask`` (a mask image) and ``boxes`` (JSON list of ``[x0, y0, x1, y1]``,
 checked against the source image; clipped to it only with ``clip_boxes``)
-feed the masked metric variants. Relative image and mask paths are resolved
-against the manifest's folder. Validation collects every bad row (line
-number and reason) instead of stopping at the first.
+feed the masked metric variants; ``edit_type`` overrides the edit type
+found from the instruction (:mod:`editlens.data.edit_types`). Relative image
+and mask paths are resolved against the manifest's folder. Validation
+collects every bad row (line number and reason) instead of stopping at the
+first.
 """
 
 from __future__ import annotations
@@ -254,6 +256,13 @@ def _check_row(row: dict[str, Any], base: Path, check_files: bool, clip_boxes: b
                     row["boxes"] = checked
         except InputError as exc:
             reasons.append(str(exc))
+    if row.get("edit_type") not in (None, ""):
+        from editlens.data.edit_types import edit_types
+
+        types = edit_types()
+        if types.canonical(str(row["edit_type"])) is None:
+            reasons.append(f"edit_type {row['edit_type']!r} is not an edit type (use one of {', '.join(types.names)} "
+                           "or an alias such as color_alter)")
     if check_files:
         for col in IMAGE_COLUMNS:
             value = row.get(col)

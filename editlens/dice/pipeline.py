@@ -104,6 +104,11 @@ class DicePipeline:
                                min_samples=self.min_samples).judge(batch, results)
         return results
 
+    def provenance(self) -> dict[str, Any]:
+        from editlens.backends.types import backend_provenance
+
+        return {"backend": backend_provenance(self.backend)} if self.vlm else {}
+
     def describe(self) -> dict[str, Any]:
         return {"detector": self.detector_name, "backend": self.backend.describe() if self.vlm else None,
                 "boxes": self.box_convention() if self.detector_name == "mllm" else None,
@@ -113,24 +118,33 @@ class DicePipeline:
 
 
 class DiceEvaluator(Metric):
-    def __init__(self, vlm: str | None = None, detector: str = "auto", device: str = "auto",
+    def __init__(self, vlm: str | None = None, detector: str = "auto", device: str = "auto", dtype: str = "auto",
                  models: dict[str, str] | None = None, **kw: Any) -> None:
         from editlens.dice.released import RELEASED_OPTIONS, released_from_options
 
         if any(kw.get(k) for k in RELEASED_OPTIONS):  # --option dice.dice_preset=... : released-style models
-            self.pipeline = released_from_options({**kw, "device": device})
+            self.pipeline = released_from_options({**kw, "device": device, "dtype": dtype})
             return
         for k in RELEASED_OPTIONS:
             kw.pop(k, None)
-        self.pipeline = DicePipeline(vlm, detector, device=device, **kw)
+        self.pipeline = DicePipeline(vlm, detector, device=device, dtype=dtype, **kw)
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "dice": self.pipeline.describe()}
+
+    def provenance(self) -> dict[str, Any]:
+        fn = getattr(self.pipeline, "provenance", None)
+        return fn() if callable(fn) else {}
 
     def compute(self, batch: Sequence[LoadedEdit]) -> list[float | Score]:
         out: list[float | Score] = []
         for res in self.pipeline.run(batch):
             d = res.to_dict()
+            if res.failed or any(v.failed for v in res.verdicts or []):
+                # never answered (a model or transport error): failed, redone on rerun
+                problem = res.problem or next(v.problem for v in res.verdicts or [] if v.failed)
+                out.append(Score(self.name, None, "failed", problem, d))
+                continue
             if res.unparsable:
                 out.append(Score(self.name, None, "unscored", res.problem, d))
                 continue
@@ -141,7 +155,8 @@ class DiceEvaluator(Metric):
             stats = sample_stats(d)
             d["unwanted_area"] = stats["unwanted_area"]
             if res.verdicts is None:
-                out.append(Score(self.name, None, "info", "no VLM: differences found, coherence not judged", d))
+                found = "differences found" if res.differences else "no difference found"
+                out.append(Score(self.name, None, "info", f"no VLM: {found}, coherence not judged", d))
             elif not stats["judged"]:
                 lost = _lost(res)
                 out.append(Score(self.name, None, "failed", lost, d) if lost else
@@ -177,19 +192,36 @@ class _DiceMasked(EncoderModelOptions, Metric):
 
     def __init__(self, vlm: str | None = None, detector: str = "auto", model: str | None = None, device: str = "auto",
                  dtype: str = "auto", models: dict[str, str] | None = None, **kw: Any) -> None:
+        from editlens.dice.released import RELEASED_OPTIONS, released_from_options
+
         self._init_model(model, device, dtype, models)
+        if any(kw.get(k) for k in RELEASED_OPTIONS):  # DICE's own models (released preset or trained here)
+            self.pipeline: Any = released_from_options({**kw, "device": device, "dtype": dtype})
+            return
+        for k in RELEASED_OPTIONS:
+            kw.pop(k, None)
         if not vlm:
             from editlens.errors import ModelUnavailableError
 
-            raise ModelUnavailableError("DICE-masked CLIP needs coherence verdicts, so a VLM: pass --vlm")
-        self.pipeline = DicePipeline(vlm, detector, device=device, **kw)
+            raise ModelUnavailableError(
+                "DICE-masked CLIP needs coherence verdicts: pass --vlm (a prompted judge), or DICE's own models with "
+                f"--option {self.spec_name}.dice_preset=PRESET (or .dice_detector=BASE+ADAPTER and "
+                ".dice_coherence=BASE+ADAPTER)")
+        self.pipeline = DicePipeline(vlm, detector, device=device, dtype=dtype, **kw)
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "model": self.model_describe(), "dice": self.pipeline.describe()}
 
+    def provenance(self) -> dict[str, Any]:
+        return self.pipeline.provenance()
+
     def _patched(self, batch: Sequence[LoadedEdit]) -> list[tuple[np.ndarray, np.ndarray] | Score]:
         out: list[tuple[np.ndarray, np.ndarray] | Score] = []
         for s, res in zip(batch, self.pipeline.run(batch)):
+            if res.failed or any(v.failed for v in res.verdicts or []):
+                problem = res.problem or next(v.problem for v in res.verdicts or [] if v.failed)
+                out.append(Score(self.name, None, "failed", problem, {"dice": res.to_dict()}))
+                continue
             if res.unparsable or res.truncated or not res.judged:
                 lost = None if res.unparsable or res.truncated else _lost(res)
                 out.append(Score(self.name, None, "failed" if lost else "unscored",
@@ -204,6 +236,7 @@ class DiceCLIPImage(_DiceMasked):
     """CLIP-I (source vs edited) with coherent differences patched: background preservation."""
 
     patch_coherent = True
+    spec_name = "dice_clip_i"
 
     def compute(self, batch: Sequence[LoadedEdit]) -> list[float | Score]:
         pairs = self._patched(batch)
@@ -219,6 +252,7 @@ class DiceCLIPText(_DiceMasked):
     """CLIP-T (edited vs target caption) with non-coherent differences patched: prompt adherence."""
 
     patch_coherent = False
+    spec_name = "dice_clip_t"
 
     def compute(self, batch: Sequence[LoadedEdit]) -> list[float | Score]:
         pairs = self._patched(batch)

@@ -10,8 +10,9 @@ parsed and complete, and every difference got a coherence verdict. The
 others are counted in their own columns and never enter a rate:
 ``unscored`` (the detector's answer could not be parsed), ``truncated``
 (the difference list was cut off), ``partly_judged`` (some coherence answer
-could not be parsed) and ``unjudged`` (no VLM judged coherence). A run whose
-answers are all unparsable ranks 0 samples, not "100% no visual change".
+could not be parsed) and ``unjudged`` (no VLM judged coherence: without one
+nothing is ranked, not even the pairs where no difference was found). A run
+whose answers are all unparsable ranks 0 samples, not "100% no visual change".
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def sample_state(dice: dict[str, Any]) -> str:
         return "unscored"
     if dice.get("truncated"):
         return "truncated"
-    if any("verdict" not in d for d in diffs):
+    if dice.get("coherence") == "not judged" or any("verdict" not in d for d in diffs):
         return "unjudged"
     if any(d["verdict"].get("coherent") is None for d in diffs):
         return "partly_judged"

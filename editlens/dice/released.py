@@ -59,6 +59,11 @@ class ModelSpec:
         return self.base + (f"+{self.adapter}" if self.adapter else "")
 
 
+#: Where a difference's confidence is read: the raw logits at the command's step (editlens' default), or
+#: the generation scores after the logits processors (repetition penalty included), as the released code does.
+CONFIDENCE_SOURCES = ("logits", "scores")
+
+
 @dataclass(frozen=True)
 class GenerationPreset:
     max_new_tokens: int = 500
@@ -76,6 +81,7 @@ class Preset:
     coherence: ModelSpec | None = None
     longest_edge: int | None = 1456
     quantization: str = "nf4"  # what the release used: "nf4" or "none"
+    compute_dtype: str = "float16"  # the release's 4-bit compute dtype (used on GPUs that compute it)
     detector_generation: GenerationPreset = GenerationPreset(500, 1.5, True)
     coherence_generation: GenerationPreset = GenerationPreset(500, 1.0, False)
     image_first: bool = True  # detector message: images before the prompt
@@ -85,6 +91,7 @@ class Preset:
     drawing: str = "released"
     line_width: int = 3
     prompts: str | None = None  # a prompts module/clone to read (None: editlens' own wording)
+    confidence: str = "logits"  # "logits" (raw) or "scores" (repetition-penalised, as the release); see CONFIDENCE_SOURCES
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -110,33 +117,27 @@ class Preset:
         p = cls(**kw)
         if p.quantization not in ("nf4", "none"):
             raise InputError(f"{where}: quantization must be nf4 (4-bit, as released) or none, got {p.quantization!r}")
+        if p.confidence not in CONFIDENCE_SOURCES:
+            raise InputError(f"{where}: confidence must be one of {CONFIDENCE_SOURCES}, got {p.confidence!r}")
         if p.drawing not in CONVENTIONS:
             raise InputError(f"{where}: drawing must be one of {sorted(CONVENTIONS)}, got {p.drawing!r}")
         return p
 
 
-#: The released checkpoints (hub folders as the authors publish them).
-PRESETS: dict[str, Preset] = {
-    "dice-idefics3": Preset(
-        name="dice-idefics3",
-        detector=ModelSpec("aimagelab/DICE_differencedet_Idefics/model_based_tuned_stage1/"
-                           "image_first_after15k_after_lvis_idefics",
-                           "aimagelab/DICE_differencedet_Idefics/lora_tuned_stage2/checkpoint-15000"),
-        coherence=ModelSpec("HuggingFaceM4/Idefics3-8B-Llama3",
-                            "aimagelab/DICE_coherence_Idefics/lora_tuned/checkpoint-550"),
-    ),
-}
-
-
 def load_preset(name_or_path: str | None) -> Preset:
-    """A built-in preset by name, or a JSON preset file."""
+    """A ``dice`` model preset by name (:mod:`editlens.models.registry`; the
+    release is ``dice-idefics3``), or a JSON preset file."""
     if not name_or_path:
         return Preset()
-    if name_or_path in PRESETS:
-        return PRESETS[name_or_path]
+    from editlens.models.registry import get_preset, is_preset, presets
+
+    if is_preset(name_or_path, "dice"):
+        mp = get_preset(name_or_path, "dice")
+        return Preset.from_dict({"name": mp.name, **mp.recipe}, mp.file)
     p = Path(name_or_path).expanduser()
     if not p.is_file():
-        raise InputError(f"--dice-preset {name_or_path}: neither a built-in preset ({', '.join(PRESETS)}) nor a file")
+        known = ", ".join(n for n, mp in presets().items() if mp.kind == "dice")
+        raise InputError(f"--dice-preset {name_or_path}: neither a built-in preset ({known}) nor a file")
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
@@ -144,6 +145,19 @@ def load_preset(name_or_path: str | None) -> Preset:
     if not isinstance(data, dict):
         raise InputError(f"{p}: a preset is a JSON object")
     return Preset.from_dict({"name": p.stem, **data}, str(p))
+
+
+def preset_available(preset: Any, models: dict[str, str]) -> tuple[bool, str | None]:
+    """A ``dice`` preset's availability (:mod:`editlens.models.registry`): every base and adapter found locally."""
+    p = Preset.from_dict({"name": preset.name, **preset.recipe}, preset.file)
+    for role in ("detector", "coherence"):
+        spec = getattr(p, role)
+        for ref in ([spec.base] + ([spec.adapter] if spec.adapter else [])) if spec else []:
+            try:
+                resolve_location(ref)
+            except ModelUnavailableError as exc:
+                return False, f"{role}: {exc}"
+    return True, None
 
 
 # -- loading --------------------------------------------------------------------------
@@ -167,60 +181,45 @@ def resolve_location(ref: str) -> Path:
         raise ModelUnavailableError(
             f"model {ref!r}: hub repository {repo} could not be fetched or found in the cache "
             f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}). Download it on a machine "
-            f"with internet (`huggingface-cli download {repo}`) or pass a local directory.") from None
+            f"with internet (`hf download {repo}`) or pass a local directory.") from None
     out = Path(root) / sub
     if not out.is_dir():
         raise ModelUnavailableError(f"model {ref!r}: {repo} has no folder {sub!r}")
     return out
 
 
-def cpu_has_native_bf16() -> bool:
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
-def unquantized_dtype(device: str) -> Any:
-    """bf16 where it runs natively, else fp32 (emulated bf16 is slower than fp32 on a CPU)."""
-    import torch
-
-    if device.startswith("cuda"):
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return torch.bfloat16 if cpu_has_native_bf16() else torch.float32
-
-
 def load_base(ref: str, device: str, quantization: str, notes: list[str], trainable: bool = False,
-              option: str = "--dice-quantization") -> Any:
+              option: str = "--dice-quantization", dtype: str = "auto", compute_dtype: str | None = "float16") -> Any:
     """The base VLM, its language model in 4-bit NF4 (vision tower, connector
-    and LM head left unquantised) or unquantised.
+    and LM head left unquantised) or unquantised, in the dtype of the
+    precision policy (:mod:`editlens.models.precision`).
 
     ``quantization``: ``auto`` (4-bit where it pays: CUDA with bitsandbytes;
     elsewhere unquantised, with a note), ``nf4`` (4-bit on any device
     bitsandbytes supports, CPU included; ``4bit`` is the same) or ``none``.
-    The 4-bit compute dtype is the release's fp16 on a GPU; on a CPU bf16
-    where native, else fp32 (always fp32 for training on a CPU)."""
-    import torch
+    ``compute_dtype``: the recipe's own 4-bit compute dtype (the release's
+    fp16), used under ``dtype=auto`` on a GPU that computes it. A model to be
+    trained keeps float32 weights (the training loop runs autocast)."""
     from transformers import AutoModelForImageTextToText
 
-    from editlens.models.quant import compute_dtype, dtype_name, nf4_config, normalise_choice, use_4bit
+    from editlens.models.precision import decide
+    from editlens.models.quant import nf4_config, normalise_choice, prepare_4bit, use_4bit
 
     path = resolve_location(ref)
     choice = normalise_choice(quantization, option)
     q4, why = use_4bit(choice, device, option)
-    cuda = device.startswith("cuda")
-    kwargs: dict[str, Any] = {}
+    prec = decide(dtype, device, "training" if trainable else ("quantized" if q4 else "inference"),
+                  preferred=compute_dtype if q4 and not trainable else None)
+    # a model trained on a CPU keeps float32 weights (the training loop's autocast does the rest);
+    # elsewhere the policy's dtype, which on a GPU also holds the parts 4-bit leaves unquantised
+    base_dtype = prec.weights_dtype if trainable else decide(dtype, device).dtype
+    kwargs: dict[str, Any] = {"dtype": decide(base_dtype, device).torch_dtype}
     if q4:
-        compute = torch.float32 if trainable and not cuda else compute_dtype(device, torch.float16)
+        compute = decide(prec.weights_dtype, device).torch_dtype
         kwargs["quantization_config"] = nf4_config(compute, skip_modules=["vision_model", "connector", "lm_head"])
-        # the release keeps the unquantised parts in bf16 on a GPU
-        kwargs["dtype"] = (torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16) if cuda else compute
         kwargs["device_map"] = {"": device}
-    else:
-        kwargs["dtype"] = torch.float32 if trainable and not cuda else unquantized_dtype(device)
-        if choice == "auto" and why:
-            notes.append(f"{ref}: language model in {dtype_name(kwargs['dtype'])} instead of 4-bit NF4 ({why})")
+    elif choice == "auto" and why:
+        notes.append(f"{ref}: language model in {base_dtype} instead of 4-bit NF4 ({why})")
     try:
         model, info = AutoModelForImageTextToText.from_pretrained(str(path), local_files_only=True,
                                                                   output_loading_info=True, **kwargs)
@@ -234,8 +233,11 @@ def load_base(ref: str, device: str, quantization: str, notes: list[str], traina
     if info.get("unexpected_keys"):
         notes.append(f"{ref}: {len(info['unexpected_keys'])} unexpected checkpoint key(s) ignored "
                      f"(e.g. {sorted(info['unexpected_keys'])[:3]})")
+    if q4:
+        prepare_4bit(model, device, option, trainable=trainable)
     if "device_map" not in kwargs:
         model = model.to(device)
+    model.editlens_precision = prec.to_dict()  # what the policy decided, for describe()
     return model
 
 
@@ -287,9 +289,12 @@ class RawGeneration:
 
 
 def generate_raw(model: Any, processor: Any, conversation: list[dict[str, Any]], images: Sequence[np.ndarray],
-                 gen: GenerationPreset, candidates: Sequence[str], device: str) -> RawGeneration:
+                 gen: GenerationPreset, candidates: Sequence[str], device: str,
+                 confidence: str = "logits") -> RawGeneration:
     """Greedy generation of one answer, with each step's token, its start in
-    the decoded text, and the raw logits of the candidates' first tokens."""
+    the decoded text, and the candidates' first-token values at each step:
+    the raw logits (``confidence="logits"``) or the scores after the logits
+    processors, repetition penalty included (``"scores"``, the release's)."""
     import torch
     from PIL import Image
 
@@ -306,7 +311,8 @@ def generate_raw(model: Any, processor: Any, conversation: list[dict[str, Any]],
     with torch.inference_mode():
         out = model.generate(**inputs, max_new_tokens=gen.max_new_tokens, do_sample=False,
                              repetition_penalty=gen.repetition_penalty, return_dict_in_generate=True,
-                             output_logits=True, pad_token_id=tokenizer.pad_token_id,
+                             output_logits=confidence == "logits", output_scores=confidence == "scores",
+                             pad_token_id=tokenizer.pad_token_id,
                              temperature=None, top_p=None, top_k=None)
     new = out.sequences[0, inputs["input_ids"].shape[1]:].tolist()
     eos = set(np.atleast_1d(model.generation_config.eos_token_id or []).tolist())
@@ -314,7 +320,8 @@ def generate_raw(model: Any, processor: Any, conversation: list[dict[str, Any]],
     end = next((j for j, t in enumerate(new) if t in eos), len(new))
     ids = new[:end]
     offsets = [len(tokenizer.decode(ids[:j], skip_special_tokens=True)) for j in range(len(ids))]
-    logits = [{c: float(out.logits[j][0, c]) for c in cand_ids} for j in range(len(ids))]
+    steps = out.logits if confidence == "logits" else out.scores
+    logits = [{c: float(steps[j][0, c]) for c in cand_ids} for j in range(len(ids))]
     return RawGeneration(tokenizer.decode(ids, skip_special_tokens=True), ids, offsets, logits, variants,
                          "stop" if end < len(new) else "length")
 
@@ -323,13 +330,13 @@ class ReleasedModel:
     """One released-style model (detector or coherence estimator) and its processor."""
 
     def __init__(self, spec: ModelSpec, device: str = "auto", quantization: str = "auto",
-                 longest_edge: int | None = None) -> None:
-        from editlens.models.resolve import pick_device
+                 longest_edge: int | None = None, dtype: str = "auto", compute_dtype: str | None = "float16") -> None:
+        from editlens.models.precision import resolve_device
 
         self.spec = spec
-        self.device = pick_device(device)
+        self.device = resolve_device(device)
         self.notes: list[str] = []
-        model = load_base(spec.base, self.device, quantization, self.notes)
+        model = load_base(spec.base, self.device, quantization, self.notes, dtype=dtype, compute_dtype=compute_dtype)
         if spec.adapter:
             model = attach_adapter(model, spec.adapter)
         self.model = model.eval()
@@ -340,15 +347,17 @@ class ReleasedModel:
         self.quantized = count_4bit_layers(model) > 0
 
     def generate(self, conversation: list[dict[str, Any]], images: Sequence[np.ndarray], gen: GenerationPreset,
-                 candidates: Sequence[str]) -> RawGeneration:
-        return generate_raw(self.model, self.processor, conversation, images, gen, candidates, self.device)
+                 candidates: Sequence[str], confidence: str = "logits") -> RawGeneration:
+        return generate_raw(self.model, self.processor, conversation, images, gen, candidates, self.device,
+                            confidence)
 
     def describe(self) -> dict[str, Any]:
         from editlens.models.quant import describe_precision
 
         prec = describe_precision(self.model)
         return {"spec": str(self.spec), "device": self.device, "quantized_4bit": self.quantized,
-                "dtype": prec["unquantised_dtype"], "precision": prec}
+                "dtype": prec["unquantised_dtype"], "precision": prec,
+                "policy": getattr(self.model, "editlens_precision", None)}
 
 
 def detector_conversation(prompts: PromptSet, image_first: bool = True) -> list[dict[str, Any]]:
@@ -372,7 +381,7 @@ class ReleasedDice:
     :class:`DiceResult` objects like :class:`editlens.dice.pipeline.DicePipeline`."""
 
     def __init__(self, preset: Preset, prompts: PromptSet | None = None, device: str = "auto",
-                 quantization: str = "auto") -> None:
+                 quantization: str = "auto", dtype: str = "auto") -> None:
         if preset.detector is None:
             raise InputError("released DICE needs a detector: --dice-detector BASE[+ADAPTER] or a preset with one")
         from editlens.models.quant import normalise_choice
@@ -382,9 +391,10 @@ class ReleasedDice:
         self.prompts = prompts or default_prompts()
         # auto: as the preset (4-bit where it pays); nf4 and none are forced
         self.quantization = ("auto" if preset.quantization == "nf4" else "none") if choice == "auto" else choice
-        self.detector = ReleasedModel(preset.detector, device, self.quantization, preset.longest_edge)
-        self.coherence = (ReleasedModel(preset.coherence, device, self.quantization, preset.longest_edge)
-                          if preset.coherence else None)
+        self.detector = ReleasedModel(preset.detector, device, self.quantization, preset.longest_edge, dtype,
+                                      preset.compute_dtype)
+        self.coherence = (ReleasedModel(preset.coherence, device, self.quantization, preset.longest_edge, dtype,
+                                        preset.compute_dtype) if preset.coherence else None)
 
     # -- detection ----------------------------------------------------------------
     def detect(self, sample: LoadedEdit) -> DiceResult:
@@ -395,20 +405,27 @@ class ReleasedDice:
             src, edt = CentreCrop(src.shape[1], src.shape[0]).apply(src), crop.apply(edt)
         conv = detector_conversation(self.prompts, self.preset.image_first)
         try:
-            g = self.detector.generate(conv, [src, edt], self.preset.detector_generation, COMMANDS)
-        except Exception as exc:  # one failing sample must not end a run; it is recorded, not scored
-            return DiceResult([], detector="released", unparsable=True,
+            g = self.detector.generate(conv, [src, edt], self.preset.detector_generation, COMMANDS,
+                                       self.preset.confidence)
+        except Exception as exc:  # one failing sample must not end a run: it fails (redone on rerun), never "unparsable"
+            return DiceResult([], detector="released", failed=True,
                               problem=f"detector generation failed: {type(exc).__name__}: {exc}")
         ans = parse_released_answer(g.text)
+        cut = g.finish_reason == "length"  # stopped by the token limit, not by the model
+        cut_note = (f"the answer was cut off at {self.preset.detector_generation.max_new_tokens} new tokens, so the "
+                    "list may be incomplete" + (f"; cut-off last item not read: {ans.tail[:80]!r}" if ans.tail else ""))
         if ans.differences is None:
-            return DiceResult([], detector="released", raw=g.text, unparsable=True, problem=ans.problem)
+            return DiceResult([], detector="released", raw=g.text, unparsable=True,
+                              problem=ans.problem + (f" ({cut_note})" if cut else ""), truncated=cut)
         assign_command_confidence(ans.differences, g.offsets, g.step_ids, g.step_logits, g.variants)
         if crop is not None:
             for d in ans.differences:
                 d.box = crop.from_crop(d.box)
-        res = DiceResult(ans.differences, detector="released", raw=g.text)
-        if ans.rejected:
-            res.problem = "some items were dropped: " + "; ".join(ans.rejected)
+        res = DiceResult(ans.differences, detector="released", raw=g.text, truncated=cut,
+                         confidence_from=self.preset.confidence)
+        problems = ([cut_note] if cut else []) + (["some items were dropped: " + "; ".join(ans.rejected)]
+                                                  if ans.rejected else [])
+        res.problem = "; ".join(problems) or None
         return res
 
     # -- coherence ---------------------------------------------------------------------
@@ -427,9 +444,11 @@ class ReleasedDice:
                                         self.preset.line_width)
             conv = coherence_conversation(self.prompts, sample.instruction, d.command, d.object)
             try:
-                g = self.coherence.generate(conv, [src, edt], self.preset.coherence_generation, ("YES", "NO"))
+                g = self.coherence.generate(conv, [src, edt], self.preset.coherence_generation, ("YES", "NO"),
+                                            self.preset.confidence)
             except Exception as exc:
-                verdicts.append(Verdict(None, problem=f"coherence generation failed: {type(exc).__name__}: {exc}"))
+                verdicts.append(Verdict(None, problem=f"coherence generation failed: {type(exc).__name__}: {exc}",
+                                        failed=True))
                 continue
             dec = parse_decision(g.text)
             if dec.coherent is None:
@@ -446,7 +465,7 @@ class ReleasedDice:
         out = []
         for s in batch:
             res = self.detect(s)
-            if not res.unparsable:
+            if not (res.unparsable or res.failed):
                 self.judge(s, res)
             elif self.coherence is not None:
                 res.verdicts = []
@@ -462,6 +481,9 @@ class ReleasedDice:
             notes.append(f"boxes drawn with the {self.preset.drawing!r} convention (the released code uses 'released')")
         if self.preset.coherence_crop:
             notes.append("boxes mapped exactly into the centre crop (the released code does not shift them)")
+        if self.preset.confidence != "scores":
+            notes.append("confidence from the raw logits at the command's step (the release reads the generation "
+                         "scores after the repetition penalty: preset confidence \"scores\")")
         return {"preset": self.preset.to_dict(), "prompts": self.prompts.describe(),
                 "detector": self.detector.describe(),
                 "coherence": self.coherence.describe() if self.coherence else None,
@@ -510,7 +532,7 @@ def trained_generation(spec: ModelSpec | None, role: str) -> GenerationPreset | 
 
 def build_released(preset: str | None = None, detector: str | None = None, coherence: str | None = None,
                    prompts: str | None = None, drawing: str | None = None, device: str = "auto",
-                   quantization: str = "auto") -> ReleasedDice:
+                   quantization: str = "auto", dtype: str = "auto", confidence: str | None = None) -> ReleasedDice:
     """The CLI's entry: a preset (name or file) with the given parts replaced."""
     from editlens.dice.prompt_sets import load_official_prompts
 
@@ -523,17 +545,21 @@ def build_released(preset: str | None = None, detector: str | None = None, coher
         if drawing not in CONVENTIONS:
             raise InputError(f"--dice-drawing must be one of {sorted(CONVENTIONS)}, got {drawing!r}")
         p = replace(p, drawing=drawing)
+    if confidence:
+        if confidence not in CONFIDENCE_SOURCES:
+            raise InputError(f"--dice-confidence must be one of {CONFIDENCE_SOURCES}, got {confidence!r}")
+        p = replace(p, confidence=confidence)
     for role in ("detector", "coherence"):
         gen = trained_generation(getattr(p, role), role)
         if gen is not None:
             p = replace(p, **{f"{role}_generation": gen})
     prompts = prompts or p.prompts
-    return ReleasedDice(p, load_official_prompts(prompts) if prompts else None, device, quantization)
+    return ReleasedDice(p, load_official_prompts(prompts) if prompts else None, device, quantization, dtype)
 
 
 #: ``--option dice.KEY=VALUE`` keys that make the ``dice`` evaluator run released-style models
 RELEASED_OPTIONS = ("dice_preset", "dice_detector", "dice_coherence", "dice_prompts", "dice_drawing",
-                    "dice_quantization")
+                    "dice_quantization", "dice_confidence")
 
 
 def released_from_options(options: dict[str, Any]) -> ReleasedDice:
@@ -541,4 +567,13 @@ def released_from_options(options: dict[str, Any]) -> ReleasedDice:
     (``editlens run ... --dice --option dice.dice_preset=PRESET``)."""
     return build_released(options.get("dice_preset"), options.get("dice_detector"), options.get("dice_coherence"),
                           options.get("dice_prompts"), options.get("dice_drawing"), options.get("device", "auto"),
-                          options.get("dice_quantization") or "auto")
+                          options.get("dice_quantization") or "auto", options.get("dtype", "auto"),
+                          options.get("dice_confidence"))
+
+
+def load_dice(ref: Any, precision: Any, quantization: str, models: dict[str, str], **recipe: Any) -> ReleasedDice:
+    """The ``dice`` kind's loader (:func:`editlens.models.loader.load_model`):
+    a preset's recipe (detector, coherence, quantization, ...) as options."""
+    preset = Preset.from_dict({"name": getattr(ref, "ref", "custom"), **recipe}, f"dice preset {getattr(ref, 'ref', '')}")
+    return ReleasedDice(preset, None, precision.device, quantization if quantization != "none" else "auto",
+                        precision.requested.get("dtype", "auto"))

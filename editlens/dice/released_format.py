@@ -49,6 +49,9 @@ class ReleasedAnswer:
     differences: list[Difference] | None
     no_change: bool = False
     rejected: list[str] = field(default_factory=list)  # items dropped, with the reason
+    #: text after the last complete item (closing brackets, quotes and commas aside): an item cut off
+    #: at the token limit ends up here, never silently dropped
+    tail: str = ""
 
     @property
     def problem(self) -> str | None:
@@ -79,7 +82,9 @@ def parse_released_answer(text: str | None) -> ReleasedAnswer:
     body = _strip_role(text)
     out: list[Difference] = []
     rejected: list[str] = []
+    end = 0
     for m in _ITEM.finditer(body):
+        end = m.end()
         cmd = m.group("cmd").upper()
         obj = m.group("obj").strip().strip("'").strip() or None
         vals = [float(m.group(k)) for k in "abcd"]
@@ -93,8 +98,9 @@ def parse_released_answer(text: str | None) -> ReleasedAnswer:
             continue
         offset = m.start("cmd") + (len(text) - len(body))
         out.append(Difference(cmd, obj, box, flags=flags, char_offset=offset))  # type: ignore[arg-type]
+    tail = body[end:].strip().strip("[]()'\", \n") if end else ""
     if out:
-        return ReleasedAnswer(out, rejected=rejected)
+        return ReleasedAnswer(out, rejected=rejected, tail=tail)
     first = body.strip().splitlines()[0] if body.strip() else ""
     if _NOCHANGE.search(first) or _EMPTY_LIST.match(first):
         return ReleasedAnswer([], no_change=True, rejected=rejected)

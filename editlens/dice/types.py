@@ -49,9 +49,11 @@ class Verdict:
     problem: str | None = None
     ensemble: dict[str, Any] | None = None  # samples, votes, agreement (self-ensembling)
     raws: list[str | None] | None = None  # every sampled answer
+    #: the question was never answered (a model or transport error): redone on rerun, never a verdict
+    failed: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        return {k: v for k, v in asdict(self).items() if v is not None and not (k == "failed" and not v)}
 
 
 @dataclass
@@ -62,15 +64,19 @@ class DiceResult:
     raw: str | None = None
     unparsable: bool = False
     problem: str | None = None
+    #: the detector was never answered (a model or transport error): the sample fails, redone on rerun
+    failed: bool = False
     #: the detector's answer was cut off at the token limit: the list may be incomplete
     truncated: bool = False
     #: lines that looked like differences but were left out, with the reason
     rejected: list[str] = field(default_factory=list)
+    #: where the confidences were read (released-style models: "logits" or "scores")
+    confidence_from: str | None = None
 
     @property
     def no_change(self) -> bool:
         """Judged to show no change: only from a complete, parsed answer listing nothing."""
-        return not self.unparsable and not self.truncated and not self.differences
+        return not self.unparsable and not self.failed and not self.truncated and not self.differences
 
     @property
     def judged(self) -> bool:
@@ -84,12 +90,18 @@ class DiceResult:
                 item["verdict"] = self.verdicts[i].to_dict()
             diffs.append(item)
         out: dict[str, Any] = {"detector": self.detector, "differences": diffs, "no_change": self.no_change}
+        if self.verdicts is None:  # no coherence estimator ran: even "no difference" is not a verdict
+            out["coherence"] = "not judged"
         if self.unparsable:
             out["unparsable"] = True
+        if self.failed:
+            out["failed"] = True
         if self.truncated:
             out["truncated"] = True
         if self.rejected:
             out["rejected"] = list(self.rejected)
+        if self.confidence_from:
+            out["confidence_from"] = self.confidence_from
         if self.raw is not None:
             out["raw"] = self.raw
         if self.problem:

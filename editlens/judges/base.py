@@ -63,6 +63,12 @@ class VLMJudge(Metric):
         return {**super().describe(), "backend": self.backend.describe(),
                 "templates": {n: {"source": t.source, "sha256": t.sha256} for n, t in self.templates.items()}}
 
+    def provenance(self) -> dict[str, Any]:
+        from editlens.backends.types import backend_provenance
+
+        return {"backend": backend_provenance(self.backend),
+                "templates": {n: {"source": t.source, "sha256": t.sha256} for n, t in self.templates.items()}}
+
     def ask(self, requests: Sequence[ChatRequest]) -> list[list[Generation]]:
         """Every request's answers: ``samples`` of them (each cached on its own)."""
         n = self.samples if self.temperature > 0 else 1

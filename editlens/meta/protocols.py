@@ -90,9 +90,33 @@ def imagenhub_correlation(pred: Mapping[str, Mapping[str, float]], human: Mappin
     return grouped_spearman(pred, human, aggregation, "imagenhub")
 
 
-def aurora_pointwise(pred: Mapping[str, Mapping[str, float]], human: Mapping[str, Mapping[str, float]]) -> GroupedCorrelation:
-    """AURORA-Bench point-wise: plain mean over editing models of per-model Spearman."""
-    return grouped_spearman(pred, human, "mean", "aurora-pointwise")
+def aurora_pointwise(pred: Mapping[str, Mapping[str, float]], human: Mapping[str, Mapping[str, float]]) -> dict[str, Any]:
+    """AURORA-Bench point-wise, as ADIEE's release computes it: **one**
+    Spearman over every item scored by both (all editing models pooled).
+    The mean over editing models of per-model Spearman (what EditReward
+    reports as AURORA point-wise) is returned beside it as a second, named
+    figure, with the number of items each figure actually counts.
+
+    Each model below is ranked perfectly within itself, but m2's scores are
+    all lower while people rate its edits higher: only the pooled figure sees it.
+
+    >>> pred = {"m1": {"a": 0.7, "b": 0.8, "c": 0.9}, "m2": {"d": 0.1, "e": 0.2, "f": 0.3}}
+    >>> human = {"m1": {"a": 1, "b": 2, "c": 3}, "m2": {"d": 4, "e": 5, "f": 6}}
+    >>> r = aurora_pointwise(pred, human)
+    >>> round(r["value"], 4), round(r["per_model_mean"]["value"], 4), r["n_items"]
+    (-0.5429, 1.0, 6)
+    """
+    xs, ys = [], []
+    for group in sorted(human):
+        for item in sorted(set(human[group]) & set(pred.get(group, {}))):
+            xs.append(float(pred[group][item]))
+            ys.append(float(human[group][item]))
+    x, y = np.asarray(xs), np.asarray(ys)
+    value = float(stats.spearmanr(x, y)[0]) if x.size >= 2 and np.ptp(x) > 0 and np.ptp(y) > 0 else float("nan")
+    per_model = grouped_spearman(pred, human, "mean", "aurora-per-model-mean").to_dict()
+    return {"protocol": "aurora-pointwise", "aggregation": "one Spearman over all items (as ADIEE's release)",
+            "value": value, "n_items": int(x.size),
+            "per_model_mean": {**per_model, "n_items": int(sum(per_model["n_per_group"].values()))}}
 
 
 # ---------------------------------------------------------------- VIEScore answers
@@ -140,7 +164,7 @@ def genai_bench_accuracy(items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         correct += ok
         by_vote.setdefault(vote, []).append(int(ok))
     n = len(items)
-    from editlens.reporting.stats import ci_or_none
+    from editlens.meta.bootstrap import ci_or_none
 
     flags = [x for v in by_vote.values() for x in v]
     return {"protocol": "genai-bench", "accuracy": correct / n if n else float("nan"), "n": n,
@@ -183,7 +207,7 @@ def accuracy_with_ties(human: Sequence[int], signal: Sequence[float]) -> dict[st
     best = int(np.argmax(acc))
     eps = float(cands[best])
     pred = np.where(a <= eps, 0, np.sign(d)).astype(int)
-    from editlens.reporting.stats import ci_or_none
+    from editlens.meta.bootstrap import ci_or_none
 
     # CI over resampled pairs at the chosen threshold (the threshold itself is not re-fit)
     return {"protocol": "accuracy-with-ties", "accuracy": float(acc[best]), "threshold": eps,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -51,14 +52,78 @@ def _split_id(sid: str, models: Mapping[str, str]) -> tuple[str, str]:
     return models.get(sid, sid.split("/")[0]), sid.split("/")[-1]
 
 
+def edit_type_breakdown(pred: Mapping[Any, float], human: Mapping[Any, float], types: Mapping[Any, str],
+                        n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Per edit type: the number of items and the Spearman correlation (pooled
+    over the type's items, bootstrap 95% CI) of predicted and human scores."""
+    from editlens.data.edit_types import edit_type_label
+
+    by: dict[str, list[Any]] = {}
+    for k in sorted(set(pred) & set(human) & set(types), key=str):
+        by.setdefault(types[k], []).append(k)
+    def finite(c: dict[str, Any]) -> dict[str, Any]:  # undefined (n < 2, constant scores) is null, never NaN or 0
+        ok = lambda v: v is not None and math.isfinite(v)  # noqa: E731
+        return {**c, "value": c["value"] if ok(c["value"]) else None,
+                "ci95": c["ci95"] if all(ok(v) for v in c["ci95"]) else None}
+
+    return {t: {"label": edit_type_label(t), "n": len(ks),
+                "spearman": finite(correlate([pred[k] for k in ks], [human[k] for k in ks], "spearman", n_boot,
+                                             seed).to_dict())}
+            for t, ks in sorted(by.items())}
+
+
+def _instructions(path: str | Path | None) -> dict[str, dict[str, Any]]:
+    """``{id: {"instruction", "edit_type"}}`` from any JSONL with those fields (editlens
+    ``results.jsonl``, a human file, ImagenHub's ``samples.jsonl`` keyed ``METHOD/UID`` and ``UID``)."""
+    from editlens.data.jsonl import iter_jsonl
+
+    out: dict[str, dict[str, Any]] = {}
+    if path is None:
+        return out
+    for _, row in iter_jsonl(path):
+        text = {k: row[k] for k in ("instruction", "edit_type") if row.get(k) not in (None, "")}
+        if not text:
+            continue
+        if "uid" in row:
+            out.setdefault(str(row["uid"]), text)
+            if "method" in row:
+                out[f"{row['method']}/{row['uid']}"] = text
+        elif "id" in row:
+            out[str(row["id"])] = text
+    return out
+
+
+def _types(texts: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    from editlens.data.edit_types import edit_type_of
+
+    return {k: edit_type_of({"id": k, **v}) for k, v in texts.items()}
+
+
+def _calibration_summary(labelled: list[Any], seed: int) -> dict[str, Any]:
+    """Isotonic calibration (5 folds, grouped by source) of each evaluator: ECE before and
+    after out of fold, and the reliability bins the report draws."""
+    from editlens.meta.calibration import calibration_report
+
+    try:
+        rep, _ = calibration_report(labelled, "isotonic", folds=5, seed=seed)
+    except InputError as exc:  # too few items or sources to cross-validate: say so, keep the report
+        return {"error": str(exc)}
+    return {"method": "isotonic", "target": rep["target"], "evaluators": rep["calibration"]}
+
+
 def imagenhub_report(ratings_dir: str | Path, judge_outputs: str | Path | None = None,
                      predictions: str | Path | None = None, metric: str | None = None,
-                     aggregation: str = "official", n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+                     aggregation: str = "official", n_boot: int = 1000, seed: int = 0,
+                     instructions: str | Path | None = None, good_at: float = 0.5) -> dict[str, Any]:
     """ImagenHub text-guided editing, official protocol by default.
 
     Predictions come from VIEScore-style judge outputs (``judge_outputs``;
     all three aspects) or from a predictions file (``predictions``; the score
-    is compared with human O, SC and PQ).
+    is compared with human O, SC and PQ). The report adds the calibration of
+    the O score to the share of raters who rate an edit good (O >= ``good_at``)
+    and, when the instructions are known (``instructions``: a JSONL with
+    ``uid`` and ``instruction``, by default ``samples.jsonl`` beside the
+    ratings folder when there is one), a breakdown by edit type.
     """
     human = B.load_imagenhub_human(ratings_dir)
     if (judge_outputs is None) == (predictions is None):
@@ -69,6 +134,8 @@ def imagenhub_report(ratings_dir: str | Path, judge_outputs: str | Path | None =
         unparsable, total = preds.unparsable, preds.total
     else:
         scores, models, unscored = B.load_predictions(predictions, metric)  # type: ignore[arg-type]
+        if not scores and unscored:
+            raise nothing_scored(len(unscored))
         grouped: dict[str, dict[str, float]] = {}
         for sid, v in scores.items():
             g, item = _split_id(sid, models)
@@ -82,9 +149,30 @@ def imagenhub_report(ratings_dir: str | Path, judge_outputs: str | Path | None =
         aspects[aspect] = {**res.to_dict(), "ci95": list(grouped_bootstrap_ci(
             pred_by_aspect[aspect], human.scores[aspect], aggregation, n_boot, seed))}
     used = sum(aspects["O"]["n_per_group"].values())
+    # system level: do the methods' mean predicted and mean human overall ratings (items with both) rank them alike?
+    pred_o, human_o = pred_by_aspect["O"], human.scores["O"]
+    shared = {g: sorted(set(human_o[g]) & set(pred_o.get(g, {}))) for g in human_o}
+    shared = {g: items for g, items in shared.items() if items}
+    system = system_level({g: [pred_o[g][i] for i in items] for g, items in shared.items()},
+                          {g: [human_o[g][i] for i in items] for g, items in shared.items()})
     rater_matrix = [r for m in human.per_rater_o.values() for r in m.values() if len(r) >= 2]
     k = min(len(r) for r in rater_matrix) if rater_matrix else 0
     icc = icc_2_1([r[:k] for r in rater_matrix]) if k >= 2 else None
+    from editlens.meta.calibration import imagenhub_labels
+
+    if instructions is None and (Path(ratings_dir).parent / "samples.jsonl").is_file():
+        instructions = Path(ratings_dir).parent / "samples.jsonl"
+    texts = _instructions(instructions)
+    types = _types({uid: t for uid, t in texts.items() if "/" not in uid})
+    flat_pred = {(g, i): v for g, items in pred_by_aspect["O"].items() for i, v in items.items()}
+    flat_human = {(g, i): v for g, items in human.scores["O"].items() for i, v in items.items()}
+    extra: dict[str, Any] = {
+        "calibration": _calibration_summary(imagenhub_labels(ratings_dir, judge_outputs, predictions, metric, good_at),
+                                            seed),
+        "by_edit_type": edit_type_breakdown(flat_pred, flat_human, {k: types[k[1]] for k in flat_pred if k[1] in types},
+                                            n_boot, seed) if types else {},
+        "instructions_from": str(instructions) if instructions else None,
+    }
     return {
         "benchmark": "imagenhub-tie",
         "protocol": "imagenhub-official" if aggregation == "official" else f"imagenhub-{aggregation}",
@@ -101,7 +189,9 @@ def imagenhub_report(ratings_dir: str | Path, judge_outputs: str | Path | None =
         "n_unparsable": len(unparsable),
         "unparsable": unparsable[:50],
         "human_inter_rater_icc_2_1": icc,
+        "system_level": system,
         "bootstrap": {"n": n_boot, "seed": seed, "resampling": "items within each method"},
+        **extra,
     }
 
 
@@ -110,41 +200,81 @@ def genai_bench_report(path: str | Path) -> dict[str, Any]:
     return {"benchmark": "genai-bench-edition", **genai_bench_accuracy(items)}
 
 
+def nothing_scored(n_unscored: int, what: str = "predictions") -> InputError:
+    """The error when every prediction is unscored or failed: say so, and where to look."""
+    return InputError(f"nothing was scored: all {n_unscored} {what} are unscored or failed, so there is no "
+                      "agreement to measure; `editlens runs failures RUN_DIR` lists the reasons")
+
+
 def pointwise_report(human_path: str | Path, pred_path: str | Path, metric: str | None = None,
                      protocol: str = "aurora", n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
-    """Generic point-wise agreement: per-group protocol, overall correlations
-    with CIs, and system-level Kendall tau between model rankings."""
+    """Generic point-wise agreement: the protocol's figure (with the number of
+    items it actually counts), overall correlations with CIs, and
+    system-level Kendall tau between model rankings.
+
+    ``protocol``: ``aurora`` (one Spearman over all items, as ADIEE's release;
+    the per-model mean is reported beside it), ``aurora-per-model`` (the mean
+    of per-model Spearman as the headline), ``official``/``fisher``/``mean``
+    (ImagenHub-style aggregations of per-group Spearman).
+    """
     human, groups = B.load_pointwise_human(human_path)
     scores, _, unscored = B.load_predictions(pred_path, metric)
     ids = sorted(set(human) & set(scores))
     missing = sorted(set(human) - set(scores) - set(unscored))
+    if not scores and unscored:
+        raise nothing_scored(len(unscored))
     if len(ids) < 2:
-        raise InputError(f"only {len(ids)} item(s) have both a prediction and a human score; check the ids match")
+        raise InputError(f"only {len(ids)} item(s) have both a prediction and a human score; check that the "
+                         f"prediction ids match the human file's ids (e.g. {sorted(human)[:3]})")
     pred_g: dict[str, dict[str, float]] = {}
     human_g: dict[str, dict[str, float]] = {}
     for i in ids:
         pred_g.setdefault(groups[i], {})[i] = scores[i]
         human_g.setdefault(groups[i], {})[i] = human[i]
-    if protocol == "aurora":
-        grouped = aurora_pointwise(pred_g, human_g).to_dict()
+    figures: dict[str, Any] = {}
+    if protocol in ("aurora", "aurora-per-model"):
+        aurora = aurora_pointwise(pred_g, human_g)
+        figures = {"global_spearman": {k: aurora[k] for k in ("value", "n_items", "aggregation")},
+                   "per_model_mean_spearman": aurora["per_model_mean"]}
+        head = figures["global_spearman"] if protocol == "aurora" else figures["per_model_mean_spearman"]
+        grouped = {**aurora["per_model_mean"],  # per-group detail; the headline below
+                   "protocol": "aurora-pointwise" if protocol == "aurora" else "aurora-per-model-mean",
+                   "value": head["value"], "n_items": head["n_items"],
+                   "value_note": ("one Spearman over all items (ADIEE's release)" if protocol == "aurora"
+                                  else "mean over editing models of per-model Spearman")}
     elif protocol in ("official", "fisher", "mean"):
         grouped = imagenhub_correlation(pred_g, human_g, protocol).to_dict()
+        grouped["n_items"] = int(sum(grouped["n_per_group"].values()))
     else:
-        raise InputError(f"--protocol must be aurora, official, fisher or mean, got {protocol!r}")
+        raise InputError(f"--protocol must be aurora, aurora-per-model, official, fisher or mean, got {protocol!r}")
     x = [scores[i] for i in ids]
     y = [human[i] for i in ids]
+    from editlens.meta.calibration import pointwise_labels
+
+    texts = {**_instructions(human_path), **_instructions(pred_path)}
+    types = _types({i: texts[i] for i in ids if i in texts})
+    in_01 = all(0.0 <= human[i] <= 1.0 for i in ids)
+    extra = {
+        # calibration needs a probability to match: human scores in [0, 1] (labels or a share of raters)
+        "calibration": _calibration_summary(pointwise_labels(human_path, pred_path, metric), seed) if in_01 else
+        {"error": "human scores outside [0, 1]: run `editlens calibrate pointwise --good-at T` to say which are good"},
+        "by_edit_type": edit_type_breakdown(scores, human, types, n_boot, seed) if types else {},
+    }
     return {
         "benchmark": "pointwise",
         "protocol": grouped["protocol"],
         "value": grouped["value"],
+        "n_items": grouped["n_items"],  # the items the headline figure counts
+        "figures": figures,
         "grouped": grouped,
         "overall": {m: correlate(x, y, m, n_boot, seed).to_dict() for m in ("pearson", "spearman", "kendall")},
         "system_level": system_level({g: list(v.values()) for g, v in pred_g.items()},
                                      {g: list(v.values()) for g, v in human_g.items()}),
-        "n_items": len(ids),
+        "n_matched": len(ids),
         "n_unparsable": len([u for u in unscored if u in human]),
         "n_missing": len(missing),
         "bootstrap": {"n": n_boot, "seed": seed},
+        **extra,
     }
 
 
@@ -154,8 +284,22 @@ def pairwise_report(human_path: str | Path, pred_path: str | Path, metric: str |
     scores, _, unscored = B.load_predictions(pred_path, metric)
     usable = [p for p in pairs if p["a"] in scores and p["b"] in scores]
     unparsable = [p["id"] for p in pairs if p["a"] in unscored or p["b"] in unscored]
+    if not scores and unscored:
+        raise nothing_scored(len(unscored))
     if not usable:
         raise InputError("no pair has both edits scored; check that 'a'/'b' match prediction ids")
     res = accuracy_with_ties([p["label"] for p in usable], [scores[p["a"]] - scores[p["b"]] for p in usable])
+    texts = {**_instructions(human_path), **_instructions(pred_path)}
+    types = _types({p["id"]: texts.get(p["id"]) or texts[p["a"]] for p in usable if p["id"] in texts or p["a"] in texts})
+    by_type: dict[str, Any] = {}
+    for t in sorted(set(types.values())):
+        sub = [p for p in usable if types.get(p["id"]) == t]
+        h, d = [p["label"] for p in sub], [scores[p["a"]] - scores[p["b"]] for p in sub]
+        from editlens.data.edit_types import edit_type_label
+
+        # the threshold chosen on all pairs, applied within the type (re-fitting it per type would flatter small types)
+        pred = [0 if abs(x) <= res["threshold"] else (1 if x > 0 else -1) for x in d]
+        by_type[t] = {"label": edit_type_label(t), "n": len(sub),
+                      "accuracy": float(np.mean([a == b for a, b in zip(pred, h)]))}
     return {"benchmark": "pairwise", **res, "n_pairs": len(pairs), "n_unparsable": len(unparsable),
-            "n_missing": len(pairs) - len(usable) - len(unparsable)}
+            "n_missing": len(pairs) - len(usable) - len(unparsable), "by_edit_type": by_type}

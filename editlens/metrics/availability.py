@@ -23,21 +23,6 @@ def metric_availability(spec: MetricSpec, models: Mapping[str, str] | None = Non
     role = spec.model
     if role is None or role == "vlm":
         return True, None
-    if role.startswith("lpips-"):
-        from editlens.metrics.lpips import backbone_path, heads_path
-
-        net = role.split("-", 1)[1]
-        if options.get("backbone_weights"):
-            return True, None
-        if heads_path(net) is None:
-            return False, (f"LPIPS heads file weights/v0.1/{net}.pth not found: it ships with the lpips package "
-                           "(pip install --no-deps lpips==0.1.4), or pass --option lpips.heads=FILE")
-        if not backbone_path(net).is_file():
-            from editlens.metrics.lpips import BACKBONE_FILES
-
-            return False, (f"torchvision {net} backbone weights not found at {backbone_path(net)}: download "
-                           f"{BACKBONE_FILES[net][1]} to that path, or pass --option lpips.backbone_weights=FILE")
-        return True, None
     from editlens.models.resolve import is_available, model_reference, unavailable_message
 
     mref = model_reference(str(options.get("model") or role), models)

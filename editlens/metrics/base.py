@@ -91,6 +91,11 @@ class Metric:
         """Name, options and models, for run manifests and cache keys."""
         return {"name": self.name, "options": dict(getattr(self, "options", {}))}
 
+    def provenance(self) -> dict[str, Any]:
+        """What the run manifest pins beyond :meth:`describe` without making it part of the
+        results' identity (a served model's ``/v1/models`` answer, weight hashes of a judge's model)."""
+        return {}
+
 
 class PairMetric(Metric):
     """A metric of two images of the same sample.

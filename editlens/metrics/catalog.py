@@ -1,16 +1,17 @@
 """Built-in metrics, declared as data (see :class:`~editlens.metrics.spec.MetricSpec`).
 
-Which metrics run by default, what run-level summary an evaluator adds and
-whether a judge self-ensembles are metadata here too (``default=``,
-``summary=``, ``ensemble=``), so the runner and the reports know no metric
-by name.
+Which metrics run by default, what run-level summary an evaluator adds,
+whether a judge self-ensembles, what a score measures, which boxes an
+evaluator keeps and how to draw them are metadata here too (``default=``,
+``summary=``, ``ensemble=``, ``measures=``, ``boxes=``, ``unchanged_at=``),
+so the runner and the reports know no metric by name.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from editlens.metrics.spec import MetricSpec
+from editlens.metrics.spec import BoxLayer, MetricSpec
 
 INF = float("inf")
 _P = "editlens.metrics.pixel"
@@ -61,11 +62,11 @@ BUILTIN: list[MetricSpec] = [
     MetricSpec("dice", "editlens.dice.pipeline:DiceEvaluator", ("source", "edited", "instruction"), True, (0.0, 1.0),
                None, "DICE: differences (boxes) + coherence per difference; 1 = at least one coherent change", vlm="optional"),
     MetricSpec("dice_clip_i", "editlens.dice.pipeline:DiceCLIPImage", ("source", "edited", "instruction"), True,
-               (-1.0, 1.0), "clip", "CLIP-I with DICE's coherent differences patched (background preservation; needs --vlm)",
-               vlm="required"),
+               (-1.0, 1.0), "clip", "CLIP-I with DICE's coherent differences patched (background preservation; needs "
+               "--vlm or DICE models)", vlm="optional"),
     MetricSpec("dice_clip_t", "editlens.dice.pipeline:DiceCLIPText", ("source", "edited", "instruction", "target_caption"),
-               True, (-1.0, 1.0), "clip", "CLIP-T with DICE's non-coherent differences patched (prompt adherence; needs --vlm)",
-               vlm="required"),
+               True, (-1.0, 1.0), "clip", "CLIP-T with DICE's non-coherent differences patched (prompt adherence; needs "
+               "--vlm or DICE models)", vlm="optional"),
     MetricSpec("change_map", "editlens.metrics.changemap:ChangeMapMetric", _PAIR, False, (0.0, 1.0), None,
                "model-free changed-area fraction, with changed regions (boxes) in details"),
     # two-frame video scoring (ViFi-CLIP-style; editlens/twoframe)
@@ -85,20 +86,47 @@ BUILTIN: list[MetricSpec] = [
 ]
 
 # -- run metadata (the runner and the reports read these, never metric names) --
+# what each score says about an edit; anything not listed measures "quality"
+_MEASURES = {
+    **{n: "similarity" for n in ("l1", "l2", "psnr", "ssim", "lpips", "lpips_vgg", "clip_i", "dino_i", "change_map",
+                                 "dice_clip_i")},
+    **{n: "reference" for n in ("l1_ref", "l2_ref", "psnr_ref", "ssim_ref", "clip_i_ref", "dino_i_ref")},
+    **{n: "following" for n in ("clip_t", "clip_d", "clipscore", "yes_no", "dice", "dice_clip_t", "twoframe",
+                                "twoframe_order")},
+    "captions": "none",
+}
+#: DICE's differences, with its colour code (editlens.dice.drawing): ADD on the edited image,
+#: EDIT and REMOVE on the source, the model-free detector's kind-less CHANGE on both
+_DICE_BOXES = dict(
+    box="box", name="DICE differences", label="{command} {object}", kind="command",
+    colours={"ADD": "#e53935", "EDIT": "#22a046", "REMOVE": "#1e63d6", "CHANGE": "#f5c400"},
+    legend={"ADD": "ADD (on edited)", "REMOVE": "REMOVE (on source)", "EDIT": "EDIT (on source)",
+            "CHANGE": "change, kind unknown"},
+    on_kind={"ADD": ("edited",), "EDIT": ("source",), "REMOVE": ("source",)}, rank="confidence",
+    verdict="verdict.coherent", verdict_words=("coherent", "not coherent"), tags=("correct", "unwanted"),
+    fields=("confidence", "verdict.p_yes", "verdict.reasoning", "verdict.problem"),
+    empty="no visual change detected")
 _DEFAULT = {"change_map": "yes", "l1": "yes", "l2": "yes", "psnr": "yes", "ssim": "yes", "lpips": "yes",
             "clip_i": "yes", "clip_t": "yes", "clip_d": "yes", "clipscore": "yes", "dino_i": "yes",
             "l1_ref": "with_reference", "l2_ref": "with_reference", "clip_i_ref": "with_reference",
             "dino_i_ref": "with_reference"}
 _EXTRA: dict[str, dict] = {
-    # LPIPS picks its own device (CPU unless told otherwise)
-    "lpips": {"runtime": ()},
-    "lpips_vgg": {"runtime": ()},
+    # LPIPS' weights are two files (heads, backbone), not a hub id
+    "lpips": {"availability": "editlens.metrics.lpips:check_available"},
+    "lpips_vgg": {"availability": "editlens.metrics.lpips:check_available"},
     "viescore": {"ensemble": True},
     "yes_no": {"ensemble": True},
     "dice": {"ensemble": True, "summary": "editlens.dice.ranking:ranking_summary",
-             "summary_title": "DICE ranking (rates over ranked samples: parsed and fully judged)"},
-    "dice_clip_i": {"ensemble": True},
-    "dice_clip_t": {"ensemble": True},
+             "summary_title": "DICE ranking (rates over ranked samples: parsed and fully judged)",
+             "boxes": BoxLayer("differences", **_DICE_BOXES)},
+    # DICE-masked CLIP keeps DICE's result under details["dice"]
+    "dice_clip_i": {"ensemble": True, "boxes": BoxLayer("dice.differences", **_DICE_BOXES)},
+    "dice_clip_t": {"ensemble": True, "boxes": BoxLayer("dice.differences", **_DICE_BOXES)},
+    "change_map": {"unchanged_at": 0.0,
+                   "boxes": BoxLayer("regions", box="box_norm", name="changed regions", label="{area_fraction:.2%} of the image",
+                                     colour="#f5c400", dashed=True, rank="strength",
+                                     fields=("strength", "confidence"), empty="no changed region")},
 }
-BUILTIN = [replace(s, **({"default": _DEFAULT[s.name]} if s.name in _DEFAULT else {}), **_EXTRA.get(s.name, {}))
+BUILTIN = [replace(s, **({"default": _DEFAULT[s.name]} if s.name in _DEFAULT else {}),
+                   measures=_MEASURES.get(s.name, "quality"), **_EXTRA.get(s.name, {}))
            for s in BUILTIN]

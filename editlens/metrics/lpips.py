@@ -150,6 +150,39 @@ def lpips_available(net: str = "alex") -> bool:
     return heads_path(net) is not None and backbone_path(net).is_file()
 
 
+def lpips_problem(net: str, heads: str | None = None, backbone_weights: str | None = None) -> str | None:
+    """Why LPIPS with backbone ``net`` cannot load here (``None`` when it can), with the fix."""
+    hp = Path(heads) if heads else heads_path(net)  # heads_path: the lpips package's file, or None
+    if hp is None or (heads and not hp.is_file()):
+        return (f"LPIPS heads file weights/v0.1/{net}.pth not found: it ships with the lpips package "
+                "(pip install --no-deps lpips==0.1.4), or pass --option lpips.heads=FILE")
+    bp = Path(backbone_weights) if backbone_weights else backbone_path(net)
+    if not bp.is_file():
+        return (f"torchvision {net} backbone weights not found at {bp}: download {BACKBONE_FILES[net][1]} to that "
+                "path, or pass --option lpips.backbone_weights=FILE")
+    return None
+
+
+def check_available(options: dict, models: dict) -> tuple[bool, str | None]:
+    """The LPIPS metrics' availability hook (``MetricSpec.availability``)."""
+    problem = lpips_problem(str(options.get("net", "alex")), options.get("heads"), options.get("backbone_weights"))
+    return problem is None, problem
+
+
+def preset_available(preset: object, models: dict) -> tuple[bool, str | None]:
+    """An ``lpips`` preset's availability (:mod:`editlens.models.registry`)."""
+    problem = lpips_problem(str(getattr(preset, "ref", "alex")))
+    return problem is None, problem
+
+
+def load_lpips(ref: Any, precision: Any, quantization: str, models: dict, heads: str | None = None,
+               backbone_weights: str | None = None) -> LPIPSNet:
+    """The ``lpips`` kind's loader (:func:`editlens.models.loader.load_model`); ``ref``: the backbone (alex, vgg)."""
+    if quantization == "nf4":
+        raise ModelUnavailableError("LPIPS loads unquantised")
+    return build_lpips(ref.ref, heads, backbone_weights).to(precision.device, precision.torch_dtype)
+
+
 def build_lpips(net: str = "alex", heads: str | None = None, backbone_weights: str | None = None) -> LPIPSNet:
     """An LPIPS network with real weights, or a clear error saying which file is missing."""
     if net not in BACKBONE_FILES:
@@ -182,15 +215,23 @@ class LPIPS(PairMetric):
     excluded pixels are filled with mid-grey in both images, as for CLIP."""
 
     def __init__(self, net: str = "alex", compare: str = "source", region: str = "all",
-                 heads: str | None = None, backbone_weights: str | None = None, device: str = "cpu") -> None:
+                 heads: str | None = None, backbone_weights: str | None = None, device: str = "auto",
+                 dtype: str = "auto") -> None:
         super().__init__(compare, region)
-        self.net, self.heads, self.backbone_weights, self.device = net, heads, backbone_weights, device
+        from editlens.models.precision import decide
+
+        self.net, self.heads, self.backbone_weights = net, heads, backbone_weights
+        self.precision = decide(dtype, device)
+        self.device = self.precision.device
         self._model: LPIPSNet | None = None
 
     @property
     def model(self) -> LPIPSNet:
         if self._model is None:
-            self._model = build_lpips(self.net, self.heads, self.backbone_weights).to(self.device)
+            from editlens.models.loader import load_model
+
+            self._model = load_model(self.net, kind="lpips", device=self.device, dtype=self.precision.dtype,
+                                     heads=self.heads, backbone_weights=self.backbone_weights)
         return self._model
 
     def compute(self, batch: Sequence[LoadedEdit]) -> list[float | Score]:
@@ -208,10 +249,11 @@ class LPIPS(PairMetric):
                 if keep is not None:
                     a, b = patch(a, keep), patch(b, keep)
                 pairs.append((a, b))
-            ta = as_float_tensor_batch([p[0] for p in pairs]).to(self.device)
-            tb = as_float_tensor_batch([p[1] for p in pairs]).to(self.device)
+            dt = self.precision.torch_dtype
+            ta = as_float_tensor_batch([p[0] for p in pairs]).to(self.device, dt)
+            tb = as_float_tensor_batch([p[1] for p in pairs]).to(self.device, dt)
             with torch.inference_mode():
-                values = self.model(ta, tb)
+                values = self.model(ta, tb).float()
             for i, v in zip(idx, values.tolist()):
                 out[i] = v
         return out
@@ -221,7 +263,7 @@ class LPIPS(PairMetric):
 
         files = {"heads": Path(self.heads) if self.heads else heads_path(self.net),
                  "backbone": Path(self.backbone_weights) if self.backbone_weights else backbone_path(self.net)}
-        model = {"net": self.net}
+        model = {"net": self.net, "device": self.device, "dtype": self.precision.dtype}
         for role, path in files.items():
             model[role] = str(path) if path else None
             model[f"{role}_sha256"] = cached_sha256(path) if path and path.is_file() else None

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:
     from editlens.metrics.base import Metric
@@ -18,6 +19,96 @@ if TYPE_CHECKING:
 INPUTS = ("source", "edited", "reference", "instruction", "source_caption", "target_caption", "mask")
 #: How a metric takes part in runs that name no metrics.
 DEFAULT_USE = ("no", "yes", "with_reference")
+#: What a score says about an edit (``MetricSpec.measures``), with the words reports use for it.
+#: Reports rank editors by the first three only: a similarity to the source is best for an
+#: editor that changes nothing, so it is shown, labelled, and never called "better".
+MEASURES = {
+    "quality": "edit quality",
+    "following": "instruction following",
+    "reference": "agreement with the reference edit",
+    "similarity": "similarity to the source",
+    "none": "no score",
+}
+RANKED_MEASURES = ("quality", "following", "reference")
+#: Images a box can be drawn on.
+IMAGE_ROLES = ("source", "edited", "reference")
+
+
+def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(mapping or {}))
+
+
+@dataclass(frozen=True)
+class BoxLayer:
+    """Boxes an evaluator keeps in its result ``details``, and how reports draw them.
+
+    Declared as ``MetricSpec(..., boxes=BoxLayer(...))``; the reports read
+    nothing else to draw, label, colour, toggle and list an evaluator's boxes.
+
+    Attributes:
+        items: dotted path in ``details`` to the list of items, each a dict
+            holding a box (``"regions"``; ``"dice.differences"`` for a list
+            kept under ``details["dice"]``).
+        box: key of an item's box, ``[x0, y0, x1, y1]`` as fractions of the
+            image's width and height.
+        name: what the items are, plural, for legends and toggles.
+        label: ``str.format`` template over an item's fields, for its list
+            entry (``"{command} {object}"``); fields that are missing or null
+            are left out, and an item it cannot format is labelled by number.
+        kind: item field naming the item's kind (``"command"``); it picks the
+            colour (``colours``) and the images (``on_kind``).
+        colour: CSS colour of the boxes (of kinds ``colours`` does not name).
+        colours: kind -> CSS colour.
+        legend: kind -> text of its legend entry (default: the kind).
+        on: images the boxes are drawn on; ``on_kind``: kind -> images.
+        dashed: dashed outline, to tell layers of the same colour apart.
+        rank: numeric item field; a thumbnail shows the highest first and
+            counts the rest as "+N more".
+        verdict: dotted path in an item to a ``True``/``False``/``None``
+            judgement of it (``"verdict.coherent"``). Only layers with one
+            give edits tags: ``tags`` for an item judged true / false,
+            ``"unscored"`` for ``None`` (or a verdict object without the
+            value), ``"not judged"`` when there is no verdict at all, ``"no
+            change"`` when the evaluator found no item.
+        verdict_words: how an item judged true / false is shown.
+        tags: the edit-level tags of an item judged true / false.
+        fields: dotted item fields listed with each item (numbers inline,
+            text as a paragraph).
+        empty: what to say when the evaluator found no item.
+    """
+
+    items: str
+    box: str = "box"
+    name: str = "boxes"
+    label: str = ""
+    kind: str | None = None
+    colour: str = "#f5c400"
+    colours: Mapping[str, str] = field(default_factory=dict)
+    legend: Mapping[str, str] = field(default_factory=dict)
+    on: tuple[str, ...] = ("source", "edited")
+    on_kind: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    dashed: bool = False
+    rank: str | None = None
+    verdict: str | None = None
+    verdict_words: tuple[str, str] = ("yes", "no")
+    tags: tuple[str, str] = ("correct", "unwanted")
+    fields: tuple[str, ...] = ()
+    empty: str = "none found"
+
+    def __post_init__(self) -> None:
+        for name in ("colours", "legend", "on_kind"):
+            object.__setattr__(self, name, _frozen(getattr(self, name)))
+        roles = set(self.on).union(*self.on_kind.values()) if self.on_kind else set(self.on)
+        if not roles <= set(IMAGE_ROLES):
+            raise ValueError(f"BoxLayer {self.items!r}: boxes go on {IMAGE_ROLES}, got {sorted(roles - set(IMAGE_ROLES))}")
+        if not self.items:
+            raise ValueError("BoxLayer: items (the path of the item list in details) is required")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"items": self.items, "name": self.name, "kind": self.kind, "colour": self.colour,
+                "colours": dict(self.colours), "legend": dict(self.legend), "on": list(self.on),
+                "on_kind": {k: list(v) for k, v in self.on_kind.items()}, "dashed": self.dashed,
+                "verdict": self.verdict, "empty": self.empty}
 
 
 @dataclass(frozen=True)
@@ -64,6 +155,19 @@ class MetricSpec:
             folder (a ``.pth`` checkpoint, a base + adapter pair):
             ``function(options, models) -> (ok, reason)``; ``None`` uses the
             standard model-reference lookup of ``model``.
+        measures: what the score says about an edit, one of :data:`MEASURES`:
+            ``"quality"`` (how good the edit is overall), ``"following"``
+            (whether the instruction was carried out), ``"reference"``
+            (agreement with a reference edit), ``"similarity"`` (closeness to
+            the source image: an editor that does nothing scores best) or
+            ``"none"`` (no score). Reports rank editors by quality, following
+            and reference scores only.
+        boxes: a :class:`BoxLayer` when the evaluator's details hold boxes
+            (regions, differences) that reports draw on the images.
+        unchanged_at: a scored value at or below this means the edited image
+            is unchanged from the source; reports flag such edits, and the
+            editors that make them, as no-ops. ``None``: the score says nothing
+            about that.
     """
 
     name: str
@@ -81,6 +185,9 @@ class MetricSpec:
     summary_title: str | None = field(default=None, kw_only=True)
     ensemble: bool = field(default=False, kw_only=True)
     availability: str | None = field(default=None, kw_only=True)
+    measures: str = field(default="quality", kw_only=True)
+    boxes: BoxLayer | None = field(default=None, kw_only=True)
+    unchanged_at: float | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         if self.vlm not in ("none", "optional", "required"):
@@ -90,6 +197,10 @@ class MetricSpec:
             raise ValueError(f"metric {self.name!r}: unknown inputs {sorted(unknown)}")
         if self.default not in DEFAULT_USE:
             raise ValueError(f"metric {self.name!r}: default must be one of {DEFAULT_USE}, got {self.default!r}")
+        if self.measures not in MEASURES:
+            raise ValueError(f"metric {self.name!r}: measures must be one of {tuple(MEASURES)}, got {self.measures!r}")
+        if self.boxes is not None and not isinstance(self.boxes, BoxLayer):
+            raise ValueError(f"metric {self.name!r}: boxes must be a BoxLayer, got {type(self.boxes).__name__}")
 
     def load_class(self) -> type[Metric]:
         if not isinstance(self.target, str):
@@ -127,4 +238,7 @@ class MetricSpec:
             "vlm": self.vlm,
             "default": self.default,
             "ensemble": self.ensemble,
+            "measures": self.measures,
+            "boxes": self.boxes.to_dict() if self.boxes else None,
+            "unchanged_at": self.unchanged_at,
         }

@@ -1,7 +1,6 @@
 """Model references, loading, and cached encoders."""
 
 from editlens.models.resolve import (
-    DEFAULT_MODELS,
     ModelRef,
     is_available,
     load_pretrained,
@@ -11,7 +10,6 @@ from editlens.models.resolve import (
 )
 
 __all__ = [
-    "DEFAULT_MODELS",
     "ModelRef",
     "is_available",
     "load_pretrained",

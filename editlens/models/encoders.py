@@ -18,7 +18,8 @@ from PIL import Image
 
 from editlens.core.images import image_hash
 from editlens.errors import ModelUnavailableError
-from editlens.models.resolve import ModelRef, load_pretrained, model_reference, pick_device, pick_dtype
+from editlens.models.precision import decide
+from editlens.models.resolve import ModelRef, load_pretrained, model_reference
 
 
 def text_hash(text: str) -> str:
@@ -137,8 +138,8 @@ class CLIPEncoder(_Encoder):
     def __init__(self, mref: ModelRef, device: str = "auto", dtype: str = "auto") -> None:
         from transformers import AutoTokenizer, CLIPImageProcessorPil, CLIPModel
 
-        dev = pick_device(device)
-        dt = pick_dtype(dtype, dev)
+        prec = decide(dtype, device)
+        dev, dt = prec.device, prec.torch_dtype
         super().__init__(mref, dev, dt)
         self.model = load_pretrained(CLIPModel, mref, dtype=dt).to(dev).eval()
         self.processor = load_pretrained(CLIPImageProcessorPil, mref)
@@ -169,8 +170,8 @@ class DINOEncoder(_Encoder):
     def __init__(self, mref: ModelRef, device: str = "auto", dtype: str = "auto") -> None:
         from transformers import AutoModel, BitImageProcessorPil
 
-        dev = pick_device(device)
-        dt = pick_dtype(dtype, dev)
+        prec = decide(dtype, device)
+        dev, dt = prec.device, prec.torch_dtype
         super().__init__(mref, dev, dt)
         self.model = load_pretrained(AutoModel, mref, dtype=dt).to(dev).eval()
         self.processor = load_pretrained(BitImageProcessorPil, mref)
@@ -182,25 +183,32 @@ class DINOEncoder(_Encoder):
 
 
 _ENCODERS: dict[str, type[_Encoder]] = {"clip": CLIPEncoder, "dino": DINOEncoder}
-_POOL: dict[tuple[str, str, str, str], _Encoder] = {}
-_POOL_LOCK = threading.Lock()
+
+
+def _no_4bit(kind: str, quantization: str) -> None:
+    if quantization == "nf4":
+        raise ModelUnavailableError(f"{kind} encoders load unquantised (4-bit is for the large VLMs)")
+
+
+def load_clip(ref: ModelRef, precision: Any, quantization: str, models: dict[str, str], **options: Any) -> "CLIPEncoder":
+    """The ``clip`` kind's loader (:func:`editlens.models.loader.load_model`)."""
+    _no_4bit("CLIP", quantization)
+    return CLIPEncoder(ref, device=precision.device, dtype=precision.dtype)
+
+
+def load_dino(ref: ModelRef, precision: Any, quantization: str, models: dict[str, str], **options: Any) -> "DINOEncoder":
+    """The ``dino`` kind's loader (:func:`editlens.models.loader.load_model`)."""
+    _no_4bit("DINOv2", quantization)
+    return DINOEncoder(ref, device=precision.device, dtype=precision.dtype)
 
 
 def get_encoder(kind: str, model: str | None = None, device: str = "auto", dtype: str = "auto",
                 overrides: dict[str, str] | None = None) -> Any:
-    """A shared encoder per (kind, model, device, dtype): metrics that use the
+    """The shared encoder of ``kind`` (``clip``, ``dino``) for ``model`` (a
+    role, hub id or folder; default: the kind's role): metrics that use the
     same model share its weights and its embedding cache."""
+    from editlens.models.loader import load_model
+
     if kind not in _ENCODERS:
         raise ModelUnavailableError(f"unknown encoder kind {kind!r}; known: {sorted(_ENCODERS)}")
-    mref = model_reference(model or kind, overrides)
-    key = (kind, mref.ref, device, dtype)
-    with _POOL_LOCK:
-        if key not in _POOL:
-            _POOL[key] = _ENCODERS[kind](mref, device=device, dtype=dtype)
-        return _POOL[key]
-
-
-def clear_encoders() -> None:
-    """Forget every loaded encoder (frees memory; tests use it between models)."""
-    with _POOL_LOCK:
-        _POOL.clear()
+    return load_model(model or kind, kind=kind, dtype=dtype, device=device, models=overrides)

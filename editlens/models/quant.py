@@ -72,18 +72,13 @@ def use_4bit(choice: str, device: str, option: str = "--quantization") -> tuple[
     return True, ""
 
 
-def compute_dtype(device: str, gpu_dtype: Any = None) -> Any:
-    """The dtype 4-bit weights are computed in: ``gpu_dtype`` on CUDA (default
-    bf16 where supported, else fp16), bf16 on a CPU with native bf16, else fp32."""
-    import torch
+def compute_dtype(device: str, gpu_dtype: Any = None, dtype: Any = "auto") -> Any:
+    """The dtype 4-bit weights are computed in, from the precision policy:
+    ``gpu_dtype`` (a recipe's own, e.g. the DICE release's fp16) on a GPU
+    that computes it, else the policy's choice for the device."""
+    from editlens.models.precision import decide, dtype_name
 
-    from editlens.models.precision import auto_dtype
-
-    if device.startswith("cuda"):
-        if gpu_dtype is not None:
-            return gpu_dtype
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return auto_dtype(device)
+    return decide(dtype, device, "quantized", preferred=dtype_name(gpu_dtype) if gpu_dtype is not None else None).torch_dtype
 
 
 def nf4_config(compute: Any, skip_modules: list[str] | None = None, double_quant: bool = False) -> Any:
@@ -136,3 +131,60 @@ def describe_precision(model: Any) -> dict[str, Any]:
                 "unquantised_dtype": dtype_name(floating_dtype(model))}
     return {"weights": dtype_name(floating_dtype(model)), "compute_dtype": dtype_name(floating_dtype(model)),
             "double_quant": False, "linear_4bit_layers": 0, "unquantised_dtype": dtype_name(floating_dtype(model))}
+
+
+def _packable_for_cpu(layer: Any) -> bool:
+    """Whether bitsandbytes' AVX512-BF16 CPU kernel can repack this 4-bit layer:
+    its repacking reshapes the block scales to (out, in / blocksize) and the
+    weights into 32-row tiles, so ``in`` must be a multiple of the blocksize
+    and ``out`` of 32."""
+    qs = getattr(layer.weight, "quant_state", None)
+    if qs is None or len(qs.shape) != 2:
+        return True
+    out_f, in_f = int(qs.shape[0]), int(qs.shape[1])
+    return in_f % int(qs.blocksize) == 0 and in_f >= int(qs.blocksize) and out_f % 32 == 0
+
+
+def prepare_4bit(model: Any, device: str, option: str = "--quantization", trainable: bool = False) -> dict[str, Any]:
+    """Make a freshly loaded 4-bit model run on ``device``, or refuse it now.
+
+    On CPUs with AVX512-BF16, bitsandbytes repacks each 4-bit layer for a
+    fused kernel at its first inference call; layers whose shapes that
+    repacking cannot hold keep the generic dequantising path (same values,
+    slower); a model to be trained keeps it everywhere (the repacked layout
+    has no backward pass, and an evaluation in the middle of training would
+    repack). Then one forward through a 4-bit layer checks that the kernels
+    run here: a failure is a :class:`ModelUnavailableError` naming the fix,
+    raised before any sample is scored (never a per-sample error).
+    """
+    import torch
+
+    try:
+        from bitsandbytes.nn import Linear4bit
+    except Exception:  # noqa: BLE001
+        return {}
+    layers = [m for m in model.modules() if isinstance(m, Linear4bit)]
+    kept = 0
+    if device.startswith("cpu"):
+        for layer in layers:
+            if getattr(layer, "support_avx512bf16_for_cpu", False) and (trainable or not _packable_for_cpu(layer)):
+                layer.support_avx512bf16_for_cpu = False  # generic path for shapes the fused kernel cannot pack
+                kept += 1
+    if layers:
+        probe = layers[0]
+        was_training = probe.training
+        probe.train(trainable)
+        try:
+            dtype = probe.compute_dtype or floating_dtype(model)
+            with torch.no_grad():
+                probe(torch.zeros(1, probe.in_features, dtype=dtype, device=probe.weight.device))
+        except Exception as exc:  # noqa: BLE001 - any kernel failure: refuse the model before scoring
+            import bitsandbytes
+
+            raise ModelUnavailableError(
+                f"4-bit NF4 does not run on this {device} (bitsandbytes {bitsandbytes.__version__}: "
+                f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); load the model "
+                f"unquantised instead: {option} none") from None
+        finally:
+            probe.train(was_training)
+    return {"generic_cpu_4bit_layers": kept} if kept else {}

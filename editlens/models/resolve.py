@@ -8,7 +8,8 @@ local directory saved with ``save_pretrained``, or a role name (``clip``,
 2. the environment variable ``EDITLENS_MODEL_<ROLE>`` (e.g. ``EDITLENS_MODEL_CLIP``);
 3. the ``[models]`` table of the user config file (``$EDITLENS_CONFIG``, else
    ``$XDG_CONFIG_HOME/editlens/config.toml``, else ``~/.config/editlens/config.toml``);
-4. the built-in default in :data:`DEFAULT_MODELS`.
+4. the default of the role's preset (:mod:`editlens.models.registry`: ``clip`` ->
+   ``openai/clip-vit-base-patch32``, ``dino`` -> ``facebook/dinov2-small``).
 
 When weights are missing, :func:`load_pretrained` raises one
 :class:`~editlens.errors.ModelUnavailableError` that says which model, where
@@ -24,13 +25,6 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from editlens.errors import ModelUnavailableError
-
-#: Role -> default hub id.
-DEFAULT_MODELS: dict[str, str] = {
-    "clip": "openai/clip-vit-base-patch32",
-    "dino": "facebook/dinov2-small",
-}
-
 
 def config_path() -> Path:
     if os.environ.get("EDITLENS_CONFIG"):
@@ -79,8 +73,11 @@ def model_reference(role_or_ref: str, overrides: Mapping[str, str] | None = None
     cfg = _config_models()
     if role in cfg:
         return ModelRef(role, cfg[role], "config")
-    if role in DEFAULT_MODELS:
-        return ModelRef(role, DEFAULT_MODELS[role], "default")
+    from editlens.models.registry import role_default
+
+    default = role_default(role)
+    if default:
+        return ModelRef(role, default, "default")
     return ModelRef(None, role_or_ref, "literal")
 
 
@@ -205,32 +202,14 @@ def load_pretrained(loader: Callable[..., Any], mref: ModelRef | str, **kwargs: 
 
 
 def pick_device(device: str = "auto") -> str:
-    """``auto`` picks CUDA, then Apple MPS, then CPU."""
-    import torch
+    """The device the policy picks (:func:`editlens.models.precision.resolve_device`)."""
+    from editlens.models.precision import resolve_device
 
-    if device != "auto":
-        return device
-    if torch.cuda.is_available():
-        return "cuda"
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        return "mps"
-    return "cpu"
+    return resolve_device(device)
 
 
-def pick_dtype(dtype: str, device: str) -> Any:
-    """``auto`` is bfloat16 on a CPU that computes it natively (AVX512-BF16 or
-    AMX: 3-5x faster, embedding cosines within 2e-2 of float32) and float32
-    everywhere else (emulated bf16 is slower; GPUs are fast in float32 and
-    keep values reproducible). Explicit names are taken as given."""
-    import torch
+def pick_dtype(dtype: Any, device: str, purpose: str = "inference") -> Any:
+    """The torch dtype the policy picks (:func:`editlens.models.precision.decide`)."""
+    from editlens.models.precision import decide
 
-    table = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-             "float16": torch.float16, "fp16": torch.float16}
-    if dtype == "auto":
-        from editlens.models.precision import cpu_has_native_bf16
-
-        return torch.bfloat16 if device == "cpu" and cpu_has_native_bf16() else torch.float32
-    try:
-        return table[dtype]
-    except KeyError:
-        raise ValueError(f"unknown dtype {dtype!r}; use one of auto, {', '.join(table)}") from None
+    return decide(dtype, device, purpose).torch_dtype

@@ -1,15 +1,24 @@
 """Gather everything a run report shows into one JSON-able dict.
 
 Reads the run directory's store (the latest settings of each evaluator),
-its manifest (for the image paths, editing models and any human scores)
-and computes the per-model table, the evaluators' own summaries (e.g. DICE's ranking) and human agreement. The
-HTML itself is built by :mod:`editlens.reporting.html`.
+its manifest (image paths, editing models, categories, human scores) and
+computes the leaderboards, the per-model table, the evaluators' own
+summaries, completeness and human agreement. The HTML itself is built by
+:mod:`editlens.reporting.html`.
+
+Nothing here knows an evaluator by name: what a score measures, where an
+evaluator keeps its boxes and how to draw them, which verdicts make tags and
+which score says "unchanged" all come from the evaluator's
+:class:`~editlens.metrics.spec.MetricSpec`.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import socket
+import string
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -17,106 +26,205 @@ from editlens.errors import InputError
 
 #: manifest/metadata columns read as a human score of the edit
 HUMAN_COLUMNS = ("human", "human_score")
+#: manifest/metadata column holding an edit's category; leaderboards can be grouped by it
+CATEGORY_COLUMN = "edit_type"
 #: longest model answer kept in the page (the full text stays in the run's store)
 MAX_RAW_CHARS = 2000
+_MISSING = object()
+_FORMATTER = string.Formatter()
 
 
 def _trim(value: Any) -> Any:
     """Cap long strings (raw model answers) so a page of thousands of edits stays small."""
-    if isinstance(value, str) and len(value) > MAX_RAW_CHARS:
-        return value[:MAX_RAW_CHARS] + f"... [{len(value) - MAX_RAW_CHARS} more characters]"
-    if isinstance(value, dict):
+    t = type(value)  # exact types: this walks every stored detail on each rebuild
+    if t is str:
+        return value if len(value) <= MAX_RAW_CHARS else (
+            value[:MAX_RAW_CHARS] + f"... [{len(value) - MAX_RAW_CHARS} more characters]")
+    if t is dict:
         return {k: _trim(v) for k, v in value.items()}
-    if isinstance(value, list):
+    if t is list:
         return [_trim(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
+    if t is float and not math.isfinite(value):
         return None
     return value
 
 
-def _direction(metric: str) -> bool | None:
-    """True when higher is better, None for evaluators the registry does not know."""
-    try:
-        from editlens.metrics.registry import get_spec
+def specs_of(names: Iterable[str]) -> dict[str, Any]:
+    """``{name: MetricSpec or None}``: ``None`` for an evaluator the registry does not know
+    (e.g. a plugin no longer installed; its rows are shown, undescribed)."""
+    from editlens.errors import UnknownMetricError
+    from editlens.metrics.registry import get_spec
 
-        return bool(get_spec(metric).higher_is_better)
-    except Exception:  # an evaluator without a spec (e.g. a third-party judge): direction unknown
-        return None
-
-
-def boxes_of(scores: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Every box of a sample: the change map's regions and DICE's differences.
-
-    Each box is ``{"by", "command", "box" (x0, y0, x1, y1 as fractions), "on"
-    (images it is drawn on), "label"}``; DICE's colour code and placement
-    follow :mod:`editlens.dice.drawing` (ADD on the edited image, EDIT and
-    REMOVE on the source, the kind-less CHANGE on both).
-
-    >>> boxes_of({"dice": {"details": {"differences": [{"command": "ADD", "object": "hat",
-    ...                                                 "box": [0.1, 0.2, 0.3, 0.4]}]}}})
-    [{'by': 'dice', 'command': 'ADD', 'box': [0.1, 0.2, 0.3, 0.4], 'on': ['edited'], 'label': 'ADD hat', 'index': 0}]
-    """
-    from editlens.dice.drawing import TARGETS
-
-    out: list[dict[str, Any]] = []
-    cm = (scores.get("change_map") or {}).get("details") or {}
-    for i, r in enumerate(cm.get("regions") or []):
-        if r.get("box_norm"):
-            out.append({"by": "change_map", "command": "CHANGE", "box": list(r["box_norm"]),
-                        "on": ["source", "edited"], "label": f"change {r.get('area_fraction', 0):.1%}", "index": i})
-    dice = dice_details(scores)
-    for i, d in enumerate((dice or {}).get("differences") or []):
-        cmd = str(d.get("command", "CHANGE")).upper()
-        label = cmd + (f" {d['object']}" if d.get("object") else "")
-        out.append({"by": "dice", "command": cmd, "box": list(d["box"]), "on": list(TARGETS.get(cmd, ("source", "edited"))),
-                    "label": label, "index": i})
+    out: dict[str, Any] = {}
+    for n in names:
+        try:
+            out[n] = get_spec(n)
+        except UnknownMetricError:
+            out[n] = None
     return out
 
 
-def dice_details(scores: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
-    """The DICE result of a sample: from the ``dice`` evaluator, else from a
-    DICE-masked metric that keeps it under ``details["dice"]``."""
-    d = (scores.get("dice") or {}).get("details")
-    if d and "differences" in d:
-        return d
-    for s in scores.values():
-        inner = (s.get("details") or {}).get("dice")
-        if isinstance(inner, dict) and "differences" in inner:
-            return inner
-    return None
+def dotted(obj: Any, path: str) -> Any:
+    """``obj["a"]["b"]`` for ``"a.b"``; :data:`_MISSING` when a step is absent.
+
+    >>> dotted({"verdict": {"coherent": None}}, "verdict.coherent") is None
+    True
+    >>> dotted({"x": 1}, "verdict.coherent") is _MISSING
+    True
+    """
+    for part in path.split("."):
+        if type(obj) is not dict or part not in obj:  # stored details are JSON: plain dicts
+            return _MISSING
+        obj = obj[part]
+    return obj
 
 
-def verdict_tags(scores: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """Filterable DICE outcome of a sample: ``correct`` (a coherent difference),
-    ``unwanted`` (a non-coherent one), ``no change``, ``unscored`` (an answer
-    could not be parsed), ``not judged`` (no coherence estimator ran).
+def format_label(template: str, item: Mapping[str, Any]) -> str:
+    """``template`` filled from ``item``'s fields, leaving out missing or null ones.
+
+    >>> format_label("{command} {object}", {"command": "ADD", "object": None})
+    'ADD'
+    >>> format_label("{area_fraction:.1%} of the image", {"area_fraction": 0.0523})
+    '5.2% of the image'
+    """
+    parts = []
+    for literal, field_name, spec, conv in _FORMATTER.parse(template):
+        parts.append(literal)
+        if field_name is None:
+            continue
+        value = dotted(item, field_name)
+        if value is _MISSING or value is None:
+            continue
+        try:
+            if conv:
+                value = _FORMATTER.convert_field(value, conv)
+            parts.append(format(value, spec or ""))
+        except (ValueError, TypeError):
+            parts.append(str(value))
+    return " ".join("".join(parts).split())
+
+
+def layer_items(details: Mapping[str, Any] | None, layer: Any) -> list[dict[str, Any]] | None:
+    """The items of a :class:`~editlens.metrics.spec.BoxLayer` in a result's details
+    (``None`` when the details hold no such list)."""
+    found = dotted(details or {}, layer.items)
+    if not isinstance(found, list):
+        return None
+    return [it for it in found if type(it) is dict]
+
+
+def _verdict(item: Mapping[str, Any], layer: Any) -> tuple[str | None, str | None]:
+    """(word shown on the item, edit-level tag) of an item's judgement."""
+    if not layer.verdict:
+        return None, None
+    v = dotted(item, layer.verdict)
+    if v is _MISSING:
+        # a verdict object without its value (e.g. {"problem": ...}): judged, but the answer was not understood
+        parent = dotted(item, layer.verdict.rpartition(".")[0]) if "." in layer.verdict else _MISSING
+        if type(parent) is not dict:
+            return "not judged", "not judged"
+        v = None
+    if v is True:
+        return layer.verdict_words[0], layer.tags[0]
+    if v is False:
+        return layer.verdict_words[1], layer.tags[1]
+    return "unscored", "unscored"
+
+
+def _box(raw: Any) -> list[float] | None:
+    try:
+        b = [float(v) for v in raw]
+    except (TypeError, ValueError):
+        return None
+    return b if len(b) == 4 and all(math.isfinite(v) for v in b) else None
+
+
+def boxes_of(scores: Mapping[str, Mapping[str, Any]], specs: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Every box of a sample, from each evaluator whose spec declares a box layer.
+
+    Each box is ``{"by" (evaluator), "i" (item index), "n" (its number on the
+    sample, from 1), "box" (x0, y0, x1, y1 as fractions), "on" (images it is
+    drawn on), "kind", "colour", "dashed", "label", "verdict", "rank",
+    "fields"}``. A box another evaluator already gave (same place and kind,
+    e.g. DICE's differences kept again by a DICE-masked metric) is listed once.
+
+    >>> [b["label"] for b in boxes_of({"change_map": {"status": "scored", "details": {"regions": [
+    ...     {"box_norm": [0.1, 0.2, 0.3, 0.4], "area_fraction": 0.04}]}}})]
+    ['4.00% of the image']
+    """
+    specs = specs if specs is not None else specs_of(scores)
+    out: list[dict[str, Any]] = []
+    seen: set[tuple] = set()
+    for ev, sc in scores.items():
+        spec = specs.get(ev)
+        layer = getattr(spec, "boxes", None)
+        if layer is None:
+            continue
+        for i, item in enumerate(layer_items(sc.get("details"), layer) or []):
+            box = _box(item.get(layer.box))
+            if box is None:
+                continue
+            kind = item.get(layer.kind) if layer.kind else None
+            kind = None if kind is None else str(kind).upper()
+            key = (tuple(round(v, 4) for v in box), kind)
+            if key in seen:
+                continue
+            seen.add(key)
+            word, _ = _verdict(item, layer)
+            rank = item.get(layer.rank) if layer.rank else None
+            fields = []
+            for f in layer.fields:
+                v = dotted(item, f)
+                if v is not _MISSING and v is not None and not isinstance(v, (dict, list)):
+                    fields.append([f.split(".")[-1].replace("_", " "), _trim(v)])
+            out.append({
+                "by": ev, "i": i, "n": len(out) + 1, "box": box,
+                "on": list(layer.on_kind.get(kind, layer.on) if kind is not None else layer.on),
+                "kind": kind, "colour": layer.colours.get(kind, layer.colour) if kind is not None else layer.colour,
+                "dashed": layer.dashed, "label": format_label(layer.label, item) if layer.label else "",
+                "verdict": word, "rank": rank if isinstance(rank, (int, float)) and math.isfinite(rank) else None,
+                "fields": fields,
+            })
+    return out
+
+
+def verdict_tags(scores: Mapping[str, Mapping[str, Any]], specs: Mapping[str, Any] | None = None) -> list[str]:
+    """Filterable outcome of a sample from the evaluators whose box layer declares a
+    verdict: the layer's tags (e.g. ``correct``/``unwanted``), ``no change`` (it found
+    nothing), ``unscored`` (an answer could not be parsed), ``not judged`` (no verdict given).
 
     >>> verdict_tags({"dice": {"status": "scored", "details": {"differences": [
-    ...     {"verdict": {"coherent": True}}, {"verdict": {"coherent": False}}]}}})
+    ...     {"box": [0, 0, 1, 1], "verdict": {"coherent": True}}, {"box": [0, 0, 1, 1], "verdict": {"coherent": False}}]}}})
     ['correct', 'unwanted']
     >>> verdict_tags({"l1": {"status": "scored"}})
     []
     """
-    dice = dice_details(scores)
-    if dice is None:
-        return []
-    diffs = dice.get("differences") or []
-    tags = []
-    if dice.get("problem") and not diffs:
-        return ["unscored"]
-    if not diffs:
-        return ["no change"]
-    verdicts = [d.get("verdict") for d in diffs]
-    if any(v is None for v in verdicts):
-        tags.append("not judged")
-    coherent = [v.get("coherent") for v in verdicts if v is not None]
-    if True in coherent:
-        tags.append("correct")
-    if False in coherent:
-        tags.append("unwanted")
-    if any(v is not None and v.get("coherent") is None for v in verdicts):
-        tags.append("unscored")
-    return tags
+    specs = specs if specs is not None else specs_of(scores)
+    tags: set[str] = set()
+    for ev, sc in scores.items():
+        layer = getattr(specs.get(ev), "boxes", None)
+        if layer is None or not layer.verdict:
+            continue
+        items = layer_items(sc.get("details"), layer)
+        if not items:
+            if sc.get("status") == "unscored":
+                tags.add("unscored")
+            elif items is not None and sc.get("status") in ("scored", "info"):
+                tags.add("no change")
+            continue
+        tags.update(_verdict(it, layer)[1] for it in items)
+    order = ["correct", "unwanted", "no change", "unscored", "not judged"]
+    return sorted(tags, key=lambda t: (order.index(t) if t in order else len(order), t))
+
+
+def unchanged_by(scores: Mapping[str, Mapping[str, Any]], specs: Mapping[str, Any]) -> list[str]:
+    """Evaluators (those declaring ``unchanged_at``) whose score says the edit changed nothing."""
+    out = []
+    for ev, sc in scores.items():
+        limit = getattr(specs.get(ev), "unchanged_at", None)
+        if limit is not None and sc.get("status") == "scored" and sc.get("value") is not None and sc["value"] <= limit:
+            out.append(ev)
+    return out
 
 
 def _read_human(path: str | Path) -> dict[str, float]:
@@ -150,30 +258,169 @@ def read_meta_eval(path: str | Path) -> dict[str, Any]:
     return doc
 
 
+_MANIFESTS: dict[tuple, dict[str, Any]] = {}
+
+
 def _manifest_samples(path: Path, notes: list[str]) -> dict[str, Any]:
+    """The manifest's samples by id; parsed once per file version (``view`` rebuilds often)."""
     from editlens.data.manifest import read_manifest
 
     if not path.is_file():
-        notes.append(f"manifest {path} not found: cards show no images (pass --manifest to point at it)")
+        notes.append(f"manifest {path.name} not found: cards show no images (pass --manifest to point at it)")
         return {}
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key in _MANIFESTS:
+        return _MANIFESTS[key]
     try:
         report = read_manifest(path, skip_invalid=True, check_files=False)
     except Exception as exc:  # noqa: BLE001 - a report should still show the scores
-        notes.append(f"manifest {path} could not be read ({exc}): cards show no images")
+        notes.append(f"manifest {path.name} could not be read ({exc}): cards show no images")
         return {}
-    return {s.id: s for s in report.samples}
+    _MANIFESTS.clear()  # one manifest at a time is all a server follows
+    _MANIFESTS[key] = {s.id: s for s in report.samples}
+    return _MANIFESTS[key]
+
+
+def _lock_holder_alive(run: Path) -> bool | None:
+    """Whether the process recorded in the run's lock file is alive: ``None`` when it
+    cannot be told (no lock file, another host). Reads the file only: never takes the lock,
+    so a run starting at that moment is not disturbed."""
+    try:
+        info = json.loads((run / ".lock").read_text(encoding="utf-8") or "{}")
+        pid = int(info["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if info.get("host") not in (None, socket.gethostname()):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by someone else
+        return True
+    except OSError:
+        return None
+    return True
+
+
+def _completeness(run: Path, run_manifest: Mapping[str, Any], by_id: Mapping[str, Any], samples_in: Mapping[str, Any],
+                  evaluators: list[str]) -> dict[str, Any]:
+    """Where the run stands: finished / interrupted / running / stopped, N of M edits done,
+    manifest rows skipped (with reasons) and evaluators that did not run (with reasons)."""
+    inputs = run_manifest.get("inputs") or {}
+    current = [e["name"] for e in run_manifest.get("evaluators") or [] if "name" in e] or evaluators
+    total = inputs.get("samples")
+    if not isinstance(total, int):
+        total = len(samples_in) or len(by_id)
+    done = sum(1 for rec in by_id.values() if all(e in rec["scores"] for e in current))
+    if run_manifest.get("interrupted"):
+        state = "interrupted"
+    elif run_manifest.get("finished"):
+        state = "finished"
+    elif not run_manifest:
+        state = "unknown"
+    else:
+        alive = _lock_holder_alive(run)
+        state = "running" if alive else ("stopped" if alive is False else "unfinished")
+    not_run = dict(inputs.get("skipped_metrics") or {})
+    if state == "finished":
+        for e in current:
+            if e not in not_run and not any(e in rec["scores"] for rec in by_id.values()):
+                not_run[e] = "no result recorded"
+    reasons = inputs.get("skipped_row_reasons") or []
+    return {"state": state, "done": done, "total": total, "started": run_manifest.get("started"),
+            "finished": run_manifest.get("finished"), "skipped_rows": int(inputs.get("skipped_rows") or 0),
+            "skipped_row_reasons": [[r[0], r[1]] for r in reasons if isinstance(r, (list, tuple)) and len(r) == 2],
+            "not_run": not_run}
+
+
+def _resize_note(images: Mapping[str, str], statuses: Iterable[str]) -> list[str]:
+    """How the runner resized the sample's images: a non-source image of another size is
+    resized to the source's size before scoring (size policy ``resize``); a sample that
+    failed to load was not (its reason says why)."""
+    from editlens.reporting.thumbs import image_size
+
+    if "source" not in images or not any(s in ("scored", "unscored", "info", "skipped") for s in statuses):
+        return []
+    src = image_size(images["source"])
+    notes = []
+    for role in ("edited", "reference"):
+        if role in images and src is not None:
+            got = image_size(images[role])
+            if got is not None and got != src:
+                notes.append(f"{role} image is {got[0]}x{got[1]}, the source {src[0]}x{src[1]}: it was resized "
+                             "to the source size before scoring")
+    return notes
+
+
+#: processed samples by the content of their rows (see :func:`_sample_part`); ``view`` rebuilds
+#: process only the samples whose results changed since the last build
+_SAMPLE_MEMO: dict[tuple, dict[str, Any]] = {}
+_SUMMARY_MEMO: dict[tuple, list[dict[str, Any]]] = {}
+
+
+def _sample_part(key: tuple, rows: list[dict[str, Any]], images: Mapping[str, str], specs: Mapping[str, Any],
+                 used: dict[tuple, dict[str, Any]]) -> dict[str, Any]:
+    """What a sample's own rows and images give: scores (details parsed and trimmed), boxes,
+    tags, unchanged flags, statuses and resize notes; remembered under ``key`` (its rows'
+    content, its images and the specs)."""
+    part = _SAMPLE_MEMO.get(key)
+    if part is None:
+        scores: dict[str, Any] = {}
+        for r in rows:
+            entry: dict[str, Any] = {"status": r["status"], "value": r["value"]}
+            if r["reason"]:
+                entry["reason"] = r["reason"]
+            if r["details"]:
+                entry["details"] = _trim(json.loads(r["details"]))
+            scores[r["evaluator"]] = entry
+        statuses = sorted({e["status"] for e in scores.values()})
+        part = {"scores": scores, "boxes": boxes_of(scores, specs), "verdicts": verdict_tags(scores, specs),
+                "unchanged": unchanged_by(scores, specs),
+                "change_checked": any(getattr(specs.get(e), "unchanged_at", None) is not None and sc["status"] == "scored"
+                                      for e, sc in scores.items()),
+                "statuses": statuses, "input_notes": _resize_note(images, statuses), "_key": key}
+    used[key] = part
+    return part
+
+
+def _summaries(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The evaluators' own summary tables, each remembered under the content of its rows."""
+    from editlens.reporting.runs import evaluator_summaries_from_rows
+
+    from editlens.reporting.runs import evaluators_with_summaries
+
+    wanted = evaluators_with_summaries({r["evaluator"] for r in rows})
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        if r["evaluator"] in wanted:
+            by.setdefault(r["evaluator"], []).append(r)
+    out = []
+    for ev in sorted(by):
+        key = (ev, tuple((r["model"], r["details"]) for r in by[ev]))
+        if key not in _SUMMARY_MEMO:
+            if len(_SUMMARY_MEMO) > 64:
+                _SUMMARY_MEMO.clear()
+            parsed = [{**r, "details": json.loads(r["details"]) if r["details"] else None} for r in by[ev]]
+            _SUMMARY_MEMO[key] = [{**t, "rows": _trim(t["rows"])} for t in evaluator_summaries_from_rows(parsed)]
+        out += _SUMMARY_MEMO[key]
+    return out
 
 
 def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: str | Path | None = None,
                 seed: int = 0, n_boot: int = 1000) -> dict[str, Any]:
     """Everything the run report shows, as plain data (see module docstring)."""
-    from editlens.reporting.runs import _current_rows, _open, evaluator_summaries, summary_table
+    from editlens.metrics.spec import MEASURES
+    from editlens.reporting.leaderboard import leaderboards
+    from editlens.reporting.runs import _open
+    from editlens.reporting.trust_html import load_probe
 
     run = Path(run_dir)
     store = _open(run)
     try:
         run_manifest = store.get_meta("manifest") or {}
-        rows = _current_rows(store)
+        rows = store.rows(store.current_configs(), parse=False)  # details parsed only where they changed
     finally:
         store.close()
     notes: list[str] = []
@@ -185,24 +432,27 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
     humans = _read_human(human) if human else {}
 
     evaluators = [e["name"] for e in run_manifest.get("evaluators", []) if "name" in e]
-    by_id: dict[str, dict[str, Any]] = {}
+    by_sample: dict[str, list[dict[str, Any]]] = {}
+    models_of: dict[str, str] = {}
+    present: set[str] = set()
     for r in rows:
-        rec = by_id.setdefault(r["sample_id"], {"id": r["sample_id"], "model": r["model"] or "(none)", "scores": {}})
-        entry: dict[str, Any] = {"status": r["status"], "value": r["value"]}
-        if r["reason"]:
-            entry["reason"] = r["reason"]
-        if r["details"]:
-            entry["details"] = _trim(r["details"])
-        rec["scores"][r["evaluator"]] = entry
-        if r["evaluator"] not in evaluators:
-            evaluators.append(r["evaluator"])
+        by_sample.setdefault(r["sample_id"], []).append(r)
+        models_of.setdefault(r["sample_id"], r["model"] or "(none)")
+        present.add(r["evaluator"])
+    evaluators += sorted(present - set(evaluators))
+    # evaluators the run lists but that have no row yet (a run that just started) have nothing to show
+    evaluators = [e for e in evaluators if e in present]
+    specs = specs_of(evaluators)
     order = {sid: i for i, sid in enumerate(samples_in)}
-    ids = sorted(by_id, key=lambda s: (order.get(s, math.inf), s))
+    ids = sorted(by_sample, key=lambda s: (order.get(s, math.inf), s))
 
     samples = []
+    groups: dict[tuple[str, str], int] = {}
+    group_list: list[dict[str, Any]] = []
+    used: dict[tuple, dict[str, Any]] = {}
     for sid in ids:
-        rec = by_id[sid]
         src = samples_in.get(sid)
+        rec: dict[str, Any] = {"id": sid, "model": models_of[sid]}
         images = {}
         if src is not None:
             for role in ("source", "edited", "reference"):
@@ -210,6 +460,9 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
                 if isinstance(value, (str, Path)) and value:
                     images[role] = str(value)
             rec["instruction"] = src.instruction
+            cat = src.metadata.get(CATEGORY_COLUMN)
+            if cat is not None and str(cat).strip():
+                rec["category"] = str(cat).strip()
             meta_h = next((src.metadata[c] for c in HUMAN_COLUMNS if c in src.metadata), None)
             if meta_h is not None and sid not in humans:
                 try:
@@ -217,66 +470,110 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
                 except (TypeError, ValueError):
                     notes.append(f"sample {sid}: human score {meta_h!r} is not a number; ignored")
         rec["images"] = images
-        rec["boxes"] = boxes_of(rec["scores"])
-        rec["verdicts"] = verdict_tags(rec["scores"])
-        rec["statuses"] = sorted({s["status"] for s in rec["scores"].values()})
+        srows = by_sample[sid]
+        key = (sid, tuple(sorted(images.items())), tuple((r["evaluator"], id(specs[r["evaluator"]]), r["config_hash"],
+                                                          r["status"], r["value"], r["reason"], r["details"]) for r in srows))
+        rec.update(_sample_part(key, srows, images, specs, used))
+        # edits of one source with one instruction, by different editors: a row of the compare view
+        gkey = (images.get("source") or f"id:{sid}", rec.get("instruction") or "")
+        if gkey not in groups:
+            groups[gkey] = len(group_list)
+            group_list.append({"source": images.get("source"), "instruction": rec.get("instruction")})
+        rec["group"] = groups[gkey]
         if sid in humans:
             rec["human"] = humans[sid]
         samples.append(rec)
-    missing_human = set(humans) - set(by_id)
+    _SAMPLE_MEMO.clear()  # keep what this build used: a run's samples, at their latest results
+    _SAMPLE_MEMO.update(used)
+    missing_human = set(humans) - set(by_sample)
     if human and missing_human:
         notes.append(f"{len(missing_human)} human score id(s) match no sample of the run")
 
-    scored_evaluators = [e for e in evaluators if any(s["scores"].get(e, {}).get("status") == "scored" for s in samples)]
-    per_model = _per_model(samples, evaluators, summary_table(run, by="model", seed=seed))
+    scored = {e for s in samples for e, sc in s["scores"].items() if sc["status"] == "scored"}
+    scored_evaluators = [e for e in evaluators if e in scored]
+    models = list(dict.fromkeys(s["model"] for s in samples))  # manifest order: the compare view's columns
+    measures = {e: (specs[e].measures if specs[e] is not None else None) for e in evaluators}
+    per_model = _per_model(samples, evaluators, models, seed, n_boot)
+    completeness = _completeness(run, run_manifest, {s["id"]: s for s in samples}, samples_in, evaluators)
+    completeness["resized"] = sum(1 for s in samples if s["input_notes"])
     return {
         "kind": "run",
         "title": run.resolve().name,
         "run_dir": str(run),
-        "run": {k: run_manifest.get(k) for k in ("command", "started", "finished", "device", "executor")}
+        "run": {k: run_manifest.get(k) for k in ("command", "started", "finished", "device", "executor", "interrupted")}
                | {"git_commit": (run_manifest.get("environment") or {}).get("git_commit"),
                   "editlens": (run_manifest.get("environment") or {}).get("editlens"),
                   "skipped_metrics": (run_manifest.get("inputs") or {}).get("skipped_metrics") or {}},
+        "completeness": completeness,
         "evaluators": evaluators,
         "scored_evaluators": scored_evaluators,
-        "higher_is_better": {e: _direction(e) for e in evaluators},
-        "models": sorted({s["model"] for s in samples}),
+        "higher_is_better": {e: (bool(specs[e].higher_is_better) if specs[e] is not None else None) for e in evaluators},
+        "measures": measures,
+        "measure_labels": dict(MEASURES),
+        "descriptions": {e: specs[e].description for e in evaluators if specs[e] is not None},
+        "layers": {e: specs[e].boxes.to_dict() for e in evaluators if specs[e] is not None and specs[e].boxes},
+        "unchanged_evaluators": [e for e in evaluators if specs[e] is not None and specs[e].unchanged_at is not None],
+        "models": models,
+        "categories": sorted({s["category"] for s in samples if "category" in s}),
+        "groups": group_list,
         "samples": samples,
         "per_model": per_model,
+        "leaderboard": leaderboards(samples, evaluators, measures, {e: _hib(specs[e]) for e in evaluators},
+                                    models, seed=seed, n_boot=n_boot),
         # run-level tables evaluators contribute (registry metadata), e.g. DICE's ranking
-        "summaries": [{**t, "rows": _trim(t["rows"])} for t in evaluator_summaries(run)],
+        "summaries": _summaries(rows),
         "human": _human_agreement(samples, scored_evaluators, seed, n_boot) if any("human" in s for s in samples) else None,
         "notes": notes,
+        "probe": load_probe(run),  # `editlens probe`'s result, when the run was probed
     }
 
 
-def _per_model(samples: list[dict[str, Any]], evaluators: Iterable[str],
-               summary: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per (editing model, evaluator): status counts, and the mean and
-    bootstrap 95% CI of ``editlens runs summary --by model`` (same numbers)."""
-    stats = {(r["group"], r["evaluator"]): r for r in summary}
+def _hib(spec: Any) -> bool | None:
+    return None if spec is None else bool(spec.higher_is_better)
+
+
+def _per_model(samples: list[dict[str, Any]], evaluators: Iterable[str], models: list[str], seed: int,
+               n_boot: int) -> list[dict[str, Any]]:
+    """Per (editing model, evaluator): status counts, and the mean and bootstrap 95% CI of
+    scored values (the numbers of ``editlens runs summary --by model``: values in sample-id
+    order, the same seeded bootstrap; cached by content)."""
+    from editlens.reporting.stats import cached_bootstrap_ci
+
+    counts: dict[tuple[str, str], dict[str, int]] = {}
+    values: dict[tuple[str, str], list[tuple[str, float]]] = {}
+    for s in samples:
+        for ev, sc in s["scores"].items():
+            key = (ev, s["model"])
+            c = counts.setdefault(key, {"scored": 0, "skipped": 0, "unscored": 0, "failed": 0, "info": 0})
+            c[sc["status"]] = c.get(sc["status"], 0) + 1
+            if sc["status"] == "scored":
+                values.setdefault(key, []).append((s["id"], sc["value"]))
     out = []
-    models = sorted({s["model"] for s in samples})
     for ev in evaluators:
         for m in models:
-            counts = {"scored": 0, "skipped": 0, "unscored": 0, "failed": 0, "info": 0}
-            for s in samples:
-                sc = s["scores"].get(ev)
-                if s["model"] == m and sc is not None:
-                    counts[sc["status"]] = counts.get(sc["status"], 0) + 1
-            if not any(counts.values()):
+            if (ev, m) not in counts:
                 continue
-            st = stats.get((m, ev))
-            out.append({"evaluator": ev, "model": m, "n": st["n"] if st else 0, "mean": st["mean"] if st else None,
-                        "ci": st["ci"] if st else None, "counts": counts})
+            v = [x for _, x in sorted(values.get((ev, m), []))]
+            ci = list(cached_bootstrap_ci(v, n_boot=n_boot, seed=seed)) if len(v) >= 2 else None
+            out.append({"evaluator": ev, "model": m, "n": len(v), "mean": sum(v) / len(v) if v else None,
+                        "ci": ci, "counts": counts[(ev, m)]})
     return out
 
 
 def _human_agreement(samples: list[dict[str, Any]], evaluators: list[str], seed: int,
                      n_boot: int) -> dict[str, Any]:
     """Correlation of each scored evaluator with the human scores, overall and
-    per editing model (Spearman, bootstrap 95% CI); unscored samples are left out."""
+    per editing model (Spearman, bootstrap 95% CI); unscored samples are left out.
+    Cached by content: a rebuild recomputes only what changed."""
+    import numpy as np
+
     from editlens.meta.correlation import correlate
+    from editlens.reporting.stats import cached
+
+    def corr(x: list[float], y: list[float], method: str) -> dict[str, Any]:
+        xa, ya = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+        return cached("corr", [xa, ya], (method, n_boot, seed),
+                      lambda: _trim(correlate(x, y, method, n_boot=n_boot, seed=seed).to_dict()))
 
     out: dict[str, Any] = {"overall": [], "per_model": [], "points": {}}
     for ev in evaluators:
@@ -286,11 +583,10 @@ def _human_agreement(samples: list[dict[str, Any]], evaluators: list[str], seed:
             continue
         out["points"][ev] = pts
         for method in ("pearson", "spearman", "kendall"):
-            c = correlate([p[0] for p in pts], [p[1] for p in pts], method, n_boot=n_boot, seed=seed)
-            out["overall"].append({"evaluator": ev, **_trim(c.to_dict())})
+            out["overall"].append({"evaluator": ev, **corr([p[0] for p in pts], [p[1] for p in pts], method)})
         for m in sorted({p[2] for p in pts}):
             sub = [p for p in pts if p[2] == m]
             if len(sub) >= 2:
-                c = correlate([p[0] for p in sub], [p[1] for p in sub], "spearman", n_boot=n_boot, seed=seed)
-                out["per_model"].append({"evaluator": ev, "model": m, **_trim(c.to_dict())})
+                out["per_model"].append({"evaluator": ev, "model": m,
+                                         **corr([p[0] for p in sub], [p[1] for p in sub], "spearman")})
     return out

@@ -1,10 +1,13 @@
-"""Self-contained HTML reports: a run (sample cards, per-model table, DICE
-ranking, plots) and a meta-evaluation (correlations, CIs, confusion).
+"""Self-contained HTML reports: a run (leaderboard, editor comparison, edit cards with
+boxes, an image inspector, tables, plots) and a meta-evaluation (system-level
+agreement, correlations, CIs, confusion).
 
-One file with everything embedded (thumbnails as JPEG data URIs, plots as
-PNG, CSS and plain JavaScript inline): it opens offline and can be mailed.
+One file with everything embedded (thumbnails as JPEG data URIs, CSS and plain
+JavaScript inline, plots drawn by the page as SVG): it opens offline and can be
+mailed. Full-size images are embedded, copied next to the report, linked, or
+left out (``images=``); by default the file holds no absolute or ``../`` path.
 Cards are rendered by the page's script one page at a time, so a report of
-thousands of edits stays quick; the full-size images are links.
+thousands of edits stays quick.
 
 >>> page = render_meta_report({"benchmark": "pairwise", "accuracy": 0.75, "n": 4}, "demo")
 >>> page.startswith("<!DOCTYPE html>") and "0.75" in page
@@ -13,22 +16,35 @@ True
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 import math
 import os
 import re
+import shutil
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import quote
 
+from editlens.errors import InputError
 from editlens.reporting import plots
 
-#: thumbnails' longest side in pixels; big runs get smaller ones to keep the file light
-THUMB_SIZE = 256
+#: thumbnails' longest side in CSS pixels (they are made at twice that, for 2x screens);
+#: big runs get smaller ones to keep the file light
+THUMB_SIZE = 240
 THUMB_SIZE_LARGE_RUN = 160
 LARGE_RUN = 300
+#: how full-size images reach the report (see :func:`render_run_report`)
+IMAGE_MODES = ("auto", "embed", "copy", "link", "none")
+#: ``auto`` embeds the full-size images when they weigh at most this much in all, else copies them
+EMBED_LIMIT = 32 * 1024 * 1024
+#: the page's icon (an inline SVG: a page that asks the server for /favicon.ico logs a 404)
+FAVICON = ("data:image/svg+xml," + quote(
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#1d2330"/>'
+    '<rect x="3" y="4" width="7" height="7" fill="none" stroke="#f5c400" stroke-width="1.6"/>'
+    '<rect x="7" y="7" width="6" height="5" fill="none" stroke="#e53935" stroke-width="1.6"/></svg>', safe=":/=\" "))
 
 
 def _asset(name: str) -> str:
@@ -57,7 +73,11 @@ def _num(v: Any) -> str:
 
 def _json_for_script(obj: Any) -> str:
     """JSON safe inside a <script> element (no '</script>' or '<!--' can appear)."""
-    return json.dumps(_finite(obj), separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
+    try:  # the data is normally finite already: skip the slow walk
+        text = json.dumps(obj, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        text = json.dumps(_finite(obj), separators=(",", ":"), allow_nan=False)
+    return text.replace("<", "\\u003c")
 
 
 def _finite(obj: Any) -> Any:
@@ -70,12 +90,14 @@ def _finite(obj: Any) -> Any:
     return obj
 
 
-def _page(title: str, header: str, sections: str, data: Any, thumbs: Mapping[str, str] | None = None) -> str:
+def _page(title: str, header: str, sections: str, data: Any, thumbs: Mapping[str, str] | None = None,
+          full: Mapping[str, str] | None = None) -> str:
     from editlens import __version__
 
     parts = {"TITLE": _e(title), "VERSION": _e(__version__), "CSS": _asset("report.css"), "HEADER": header,
-             "SECTIONS": sections, "DATA": _json_for_script(data), "THUMBS": _json_for_script(thumbs or {}),
-             "JS": _asset("report.js")}
+             "SECTIONS": sections, "DATA": data if isinstance(data, str) else _json_for_script(data),
+             "THUMBS": _json_for_script(thumbs or {}),
+             "FULL": _json_for_script(full or {}), "JS": _asset("report.js"), "FAVICON": FAVICON}
     # one pass, so text inserted for one placeholder is never scanned for another
     return re.sub(r"__([A-Z]+)__", lambda m: parts.get(m.group(1), m.group(0)), _asset("report.html"))
 
@@ -119,7 +141,8 @@ def generic_table(rows: Sequence[Mapping[str, Any]], cls: str = "data") -> str:
 # ----------------------------------------------------------------------------------------------- run report
 
 def default_link(out_dir: Path | None) -> Callable[[str], str]:
-    """Links to full-size images: relative to the report's folder when possible, else file URIs."""
+    """Links to full-size images relative to the report's folder (``../`` included), else
+    file URIs: the ``link`` image mode, for reports that stay on this machine."""
 
     def link(path: str) -> str:
         p = Path(path).resolve()
@@ -133,32 +156,207 @@ def default_link(out_dir: Path | None) -> Callable[[str], str]:
     return link
 
 
+def _copy_link(out_dir: Path, folder: str) -> Callable[[str], str]:
+    """The ``copy`` image mode: each image is hard-linked (else copied) into
+    ``out_dir/folder/`` under a name unique to its path; links are relative to the report."""
+    target = out_dir / folder
+
+    def link(path: str) -> str:
+        src = Path(path)
+        name = hashlib.blake2b(str(src.resolve()).encode(), digest_size=6).hexdigest() + "_" + src.name
+        dst = target / name
+        if not (dst.exists() and dst.stat().st_size == src.stat().st_size):
+            target.mkdir(parents=True, exist_ok=True)
+            tmp = dst.with_name(dst.name + ".tmp")
+            tmp.unlink(missing_ok=True)
+            try:
+                os.link(src, tmp)
+            except OSError:  # another filesystem, or links not allowed
+                shutil.copyfile(src, tmp)
+            os.replace(tmp, dst)
+        return quote(f"{folder}/{name}")
+
+    return link
+
+
+def _image_mode(mode: str, paths: Sequence[str], out_dir: Path | None) -> str:
+    if mode not in IMAGE_MODES:
+        raise InputError(f"--images must be one of {', '.join(IMAGE_MODES)}, got {mode!r}")
+    if mode != "auto":
+        if mode == "copy" and out_dir is None:
+            raise InputError("--images copy needs the report's folder")
+        return mode
+    total = 0
+    for p in set(paths):
+        try:
+            total += os.path.getsize(p)
+        except OSError:
+            pass
+    if total <= EMBED_LIMIT:
+        return "embed"
+    return "copy" if out_dir is not None else "none"
+
+
+def _page_scores(scores: Mapping[str, Any], layers: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Scores as the page needs them: a box layer's items are in ``boxes`` already, so they
+    leave the details (the page would carry them twice); ``items_found`` counts them."""
+    out = {}
+    for ev, sc in scores.items():
+        layer = layers.get(ev)
+        d = sc.get("details")
+        if layer and isinstance(d, dict):
+            path = layer["items"].split(".")
+            if len(path) == 1 and path[0] in d:
+                d = {k: v for k, v in d.items() if k != path[0]}
+                d["items_found"] = len(sc["details"][path[0]] or [])
+            elif len(path) == 2 and isinstance(d.get(path[0]), dict) and path[1] in d[path[0]]:
+                inner = {k: v for k, v in d[path[0]].items() if k != path[1]}
+                d = {**d, path[0]: inner, "items_found": len(d[path[0]][path[1]] or [])}
+            sc = {**sc, "details": d}
+        out[ev] = sc
+    return out
+
+
+#: each sample's page JSON (the part its results give), by the content key collect gave it
+_FRAGMENTS: dict[tuple, str] = {}
+_HEAVY = ("boxes", "verdicts", "unchanged", "statuses", "input_notes")
+_LIGHT = ("id", "model", "instruction", "category", "group", "human")
+
+
+def _sample_json(s: Mapping[str, Any], images: Mapping[str, Any], layers: Mapping[str, Mapping[str, Any]],
+                 layers_key: str, used: dict[tuple, str]) -> str:
+    """One sample as page JSON; the heavy part is made once per content (``view`` rebuilds)."""
+    key = (s.get("_key"), layers_key)
+    heavy = _FRAGMENTS.get(key) if s.get("_key") is not None else None
+    if heavy is None:
+        heavy = _json_for_script({"scores": _page_scores(s["scores"], layers), **{k: s[k] for k in _HEAVY if k in s}})
+    if s.get("_key") is not None:
+        used[key] = heavy
+    light = _json_for_script({**{k: s[k] for k in _LIGHT if k in s}, "images": images})
+    return light[:-1] + "," + heavy[1:]
+
+
 def render_run_report(data: Mapping[str, Any], out_dir: str | Path | None = None,
-                      link: Callable[[str], str] | None = None, thumb_size: int | None = None) -> str:
-    """HTML of a run report from :func:`editlens.reporting.collect.collect_run`'s dict."""
-    from editlens.reporting.thumbs import thumbnails
+                      link: Callable[[str], str] | None = None, thumb_size: int | None = None, *,
+                      images: str = "auto", images_folder: str = "report_images",
+                      thumb_url: Callable[[Mapping[str, Any]], str] | None = None) -> str:
+    """HTML of a run report from :func:`editlens.reporting.collect.collect_run`'s dict.
+
+    Full-size images (the inspector's zoom) reach the page as ``images`` says:
+    ``embed`` (data URIs in the file), ``copy`` (into ``out_dir/images_folder``,
+    linked relatively: move the folder with the report), ``link`` (relative
+    links to the originals, ``../`` included: for this machine only), ``none``
+    (the inspector shows the thumbnails), or ``auto`` (embed up to
+    :data:`EMBED_LIMIT` in all, else copy). ``link`` (a function of the path),
+    when given, overrides it: ``editlens view`` serves the images itself.
+    ``thumb_url``: thumbnails as URLs (a function of :func:`~editlens.reporting.thumbs.thumbnail`'s
+    dict) instead of data URIs.
+    """
+    from editlens.reporting.thumbs import data_uri, file_data_uri, thumbnails
 
     samples = data["samples"]
-    link = link or default_link(Path(out_dir) if out_dir is not None else None)
-    size = thumb_size or (THUMB_SIZE if len(samples) <= LARGE_RUN else THUMB_SIZE_LARGE_RUN)
-    made = thumbnails([p for s in samples for p in s["images"].values()], size)
+    outp = Path(out_dir) if out_dir is not None else None
+    css = thumb_size or (THUMB_SIZE if len(samples) <= LARGE_RUN else THUMB_SIZE_LARGE_RUN)
+    all_paths = [p for s in samples for p in s["images"].values()]
+    made = thumbnails(all_paths, 2 * css)  # twice the display size: sharp on 2x screens
+    mode = "served" if link is not None else _image_mode(images, all_paths, outp)
+    if link is None:
+        if mode == "copy":
+            link = _copy_link(outp, images_folder)  # type: ignore[arg-type]
+        elif mode == "link":
+            link = default_link(outp)
     keys: dict[str, str] = {}
     thumbs: dict[str, str] = {}
-    page_samples = []
+    full: dict[str, str] = {}
+    full_keys: dict[str, str] = {}
+    per_sample_images = []
     for s in samples:
-        images = {}
+        imgs = {}
         for role, path in s["images"].items():
             t = made[path]
             if "error" in t:
-                images[role] = {"error": t["error"]}
+                imgs[role] = {"error": t["error"]}
                 continue
             if path not in keys:
                 keys[path] = f"t{len(keys)}"
-                thumbs[keys[path]] = str(t["uri"])
-            images[role] = {"t": keys[path], "href": link(path), "w": t["w"], "h": t["h"], "tw": t["tw"], "th": t["th"]}
-        page_samples.append({**s, "images": images})
-    page_data = {"evaluators": data["evaluators"], "samples": page_samples}
-    return _page(f"editlens report: {data['title']}", _run_header(data), _run_sections(data), page_data, thumbs)
+                thumbs[keys[path]] = thumb_url(t) if thumb_url else data_uri(t["jpeg"])
+            entry: dict[str, Any] = {"t": keys[path], "w": t["w"], "h": t["h"], "tw": t["tw"], "th": t["th"]}
+            if mode == "embed":
+                if path not in full_keys:
+                    uri = file_data_uri(path)
+                    if uri is not None:
+                        full_keys[path] = f"f{len(full_keys)}"
+                        full[full_keys[path]] = uri
+                if path in full_keys:
+                    entry["f"] = full_keys[path]
+            elif link is not None:
+                entry["href"] = link(path)
+            imgs[role] = entry
+        per_sample_images.append(imgs)
+    layers = data.get("layers") or {}
+    layers_key = json.dumps(layers, sort_keys=True)
+    used: dict[tuple, str] = {}
+    fragments = [_sample_json(s, imgs, layers, layers_key, used) for s, imgs in zip(samples, per_sample_images)]
+    _FRAGMENTS.clear()  # keep this build's: the next one of a growing run reuses them
+    _FRAGMENTS.update(used)
+    page_data = {
+        "evaluators": data["evaluators"], "scored": data["scored_evaluators"], "measures": data.get("measures", {}),
+        "measureLabels": data.get("measure_labels", {}), "hib": data["higher_is_better"],
+        "layers": layers, "descriptions": data.get("descriptions", {}), "models": data["models"],
+        "categories": data.get("categories", []),
+        "groups": [{"source": Path(g["source"]).name if g.get("source") else None, "instruction": g.get("instruction")}
+                   for g in data.get("groups", [])],  # file names only: the page holds no local path
+        "leaderboard": {k: v for k, v in (data.get("leaderboard") or {}).items() if k in ("tables", "scopes", "noop")},
+        "human": data.get("human"), "thumbCss": css, "imageMode": mode,
+    }
+    page_json = _json_for_script(page_data)[:-1] + ',"samples":[' + ",".join(fragments) + "]}"
+    return _page(f"editlens report: {data['title']}", _run_header(data), _run_sections(data, mode), page_json,
+                 thumbs, full)
+
+
+_STATE_TEXT = {
+    "finished": "finished",
+    "interrupted": "interrupted",
+    "running": "in progress",
+    "stopped": "stopped before finishing",
+    "unfinished": "not finished",
+    "unknown": "state unknown",
+}
+
+
+def _completeness_html(c: Mapping[str, Any]) -> str:
+    state, done, total = c["state"], c["done"], c["total"]
+    of = f"{done} of {total} edits"
+    says = {
+        "finished": f"{of} have every result" + (f" · {_e(c['finished'])}" if c.get("finished") else ""),
+        "interrupted": f"{of} have every result; stopped by Ctrl-C — rerun the same command to continue",
+        "running": f"{of} so far — refresh the page to follow the run",
+        "stopped": f"{of}; the run's process is gone (killed or crashed?) — rerun the same command to continue",
+        "unfinished": f"{of}; the run has not recorded an end (it may still be going on another machine)",
+        "unknown": "the run records no manifest",
+    }[state]
+    pct = 100.0 * done / total if total else 0.0
+    bar = (f'<span class="bar" role="progressbar" aria-valuenow="{done}" aria-valuemax="{total}">'
+           f'<i style="width:{pct:.1f}%"></i></span>') if state != "finished" or done < total else ""
+    lines = [f'<div class="state" data-state="{_e(state)}"><b class="chip st-{_e(state)}">{_STATE_TEXT[state]}</b> '
+             f'<span class="of" data-done="{done}" data-total="{total}">{says}</span>{bar}</div>']
+    extra = []
+    if c.get("skipped_rows"):
+        reasons = c.get("skipped_row_reasons") or []
+        items = "".join(f"<li>line {_e(line)}: {_e(reason)}</li>" for line, reason in reasons[:50])
+        more = c["skipped_rows"] - min(len(reasons), 50)
+        if more > 0:
+            items += f"<li>… {more} more (the run recorded {len(reasons)} reasons)</li>"
+        extra.append(f'<details class="skipped-rows"><summary>{c["skipped_rows"]} manifest row(s) skipped '
+                     f'(--skip-invalid)</summary><ul>{items}</ul></details>')
+    if c.get("resized"):
+        extra.append(f'<span class="resized" data-resized="{c["resized"]}">{c["resized"]} edit(s) resized to the '
+                     'source size before scoring (each card says which)</span>')
+    if c.get("not_run"):
+        items = "".join(f'<li data-evaluator="{_e(k)}"><b>{_e(k)}</b>: {_e(v)}</li>' for k, v in c["not_run"].items())
+        extra.append(f'<details class="not-run" open><summary>{len(c["not_run"])} evaluator(s) did not run</summary>'
+                     f"<ul>{items}</ul></details>")
+    return '<div class="completeness">' + "".join(lines) + (f'<div class="extra">{"".join(extra)}</div>' if extra else "") + "</div>"
 
 
 def _run_header(data: Mapping[str, Any]) -> str:
@@ -173,7 +371,7 @@ def _run_header(data: Mapping[str, Any]) -> str:
     cmd = " ".join(argv) or "(not recorded)"
     sub = [f"command <code>{_e(cmd)}</code>"]
     if run.get("started"):
-        sub.append(f"started {_e(run['started'])}" + (f", finished {_e(run['finished'])}" if run.get("finished") else ""))
+        sub.append(f"started {_e(run['started'])}")
     if run.get("device"):
         sub.append(f"device {_e(run['device'])}")
     if run.get("git_commit"):
@@ -182,47 +380,152 @@ def _run_header(data: Mapping[str, Any]) -> str:
              ("evaluators", len(data["evaluators"])), ("unscored", counts["unscored"]), ("failed", counts["failed"]),
              ("skipped", counts["skipped"])]
     stat_html = "".join(f'<div class="stat" data-stat="{_e(k)}"><b>{v}</b><span>{_e(k)}</span></div>' for k, v in stats)
+    comp = _completeness_html(data["completeness"]) if data.get("completeness") else ""
     return (f"<h1>editlens report · {_e(data['title'])}</h1><div class=\"sub\">{' · '.join(sub)}</div>"
-            f'<div class="stats">{stat_html}</div>')
+            f'{comp}<div class="stats">{stat_html}</div>')
 
 
-def _run_sections(data: Mapping[str, Any]) -> str:
+def _run_sections(data: Mapping[str, Any], image_mode: str = "auto") -> str:
     out = []
     notes = list(data.get("notes") or [])
-    notes += [f"metric {k} did not run: {v}" for k, v in (data["run"].get("skipped_metrics") or {}).items()]
+    if image_mode == "none":
+        notes.append("full-size images are not in this report: the inspector zooms into the thumbnails "
+                     "(rebuild with --images embed or --images copy)")
     if notes:
         out.append(_section("notes", "Notes", "<ul>" + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>")
                    .replace("<section ", '<section class="notes" ', 1))
-    out.append(_per_model_section(data))
+    out.append(_leaderboard_section(data))
+    if data.get("probe"):  # `editlens probe` wrote RUN_DIR/probe.json
+        from editlens.reporting.trust_html import probe_section
+
+        out.append(probe_section(data["probe"]))
+    out.append(_samples_section(data))
+    out.append(_similarity_section(data))
     for table in data.get("summaries") or []:
         ev = table["evaluator"]
         out.append(_section(f"summary-{ev}", table["title"], generic_table(table["rows"], f"data summary-{ev}"),
-                            f"Contributed by the {ev} evaluator, per editing model. Samples whose model answers "
-                            "could not be parsed are never guessed: rates leave them out and count columns say how many."))
+                            f"Contributed by the {_e(ev)} evaluator, per editing model. Samples whose model answers "
+                            "could not be parsed, or that no model judged, are never guessed: rates leave them out "
+                            "and count columns say how many."))
     out.append(_status_section(data))
     if data.get("human"):
         out.append(_human_section(data["human"]))
-    dist = plots.score_distributions(data["samples"], data["scored_evaluators"], data["models"])
-    if dist:
-        out.append(_section("plots", "Score distributions", _plot(dist, "score distributions per editing model"),
-                            "Scored values only, per evaluator and editing model (box: quartiles; points: samples)."))
+    if data["scored_evaluators"]:
+        out.append(_section("plots", "Score distributions", '<div class="plot-grid" data-plot="distributions"></div>',
+                            "Scored values per evaluator and editing model: box = quartiles, whiskers = 5th–95th "
+                            "percentile, dots = edits (up to 300 per editor)."))
     for i, (name, rep) in enumerate((data.get("meta_eval") or {}).items()):
         inner = "".join(meta_sections(rep, prefix=f"meta{i}-")).replace("<section ", "<div ").replace("</section>", "</div>")
         out.append(_section(f"meta{i}", f"Meta-evaluation: {name}", inner.replace("<h2>", "<h3>").replace("</h2>", "</h3>"),
                             f"benchmark {_e(rep.get('benchmark', '?'))}, protocol {_e(rep.get('protocol', '?'))}"))
-    out.append(_cards_section(data))
-    # a line of links to the sections, so the cards are one click away
+    # a line of links to the sections, so every part is one click away
     links = re.findall(r'<section (?:class="[^"]*" )?id="([^"]+)"><h2>([^<]+)</h2>', "".join(out))
     nav = '<nav class="toc">' + " · ".join(f'<a href="#{i}">{t}</a>' for i, t in links) + "</nav>"
     return nav + "\n".join(out)
 
 
-def _per_model_section(data: Mapping[str, Any]) -> str:
-    evs = [e for e in data["evaluators"] if any(r["evaluator"] == e for r in data["per_model"])]
+def _direction_words(hib: bool | None, measures: str | None) -> str:
+    if hib is None:
+        return "direction unknown"
+    if measures == "similarity":
+        return ("higher" if hib else "lower") + " = closer to the source"
+    return ("higher" if hib else "lower") + " is better"
+
+
+def _noop_chip(flag: Mapping[str, Any] | None) -> str:
+    if not flag or not flag.get("unchanged"):
+        return ""
+    cls = "noop" if flag["noop"] else "some-unchanged"
+    word = "no-op" if flag["noop"] else "partly unchanged"
+    return (f' <span class="chip {cls}" data-noop="{_e(flag["unchanged"])}/{_e(flag["checked"])}" '
+            f'title="found unchanged by {_e(", ".join(flag["by"]))}">{word}: {flag["unchanged"]}/{flag["checked"]} '
+            f"edits unchanged</span>")
+
+
+def _leaderboard_section(data: Mapping[str, Any]) -> str:
+    lb = data.get("leaderboard") or {}
+    labels = data.get("measure_labels") or {}
+    counts = {(r["model"], r["evaluator"]): r["counts"] for r in data["per_model"]}
+    tables_by_scope: dict[str, list[dict[str, Any]]] = {}
+    for t in lb.get("tables", []):
+        tables_by_scope.setdefault(t["scope"], []).append(t)
+    parts = []
+    scopes = lb.get("scopes") or [{"key": "all", "label": "all edits", "n": len(data["samples"])}]
+    if len(scopes) > 1:
+        parts.append('<div class="controls"><label>group by<select id="lb-group"><option value="all">all edits</option>'
+                     '<option value="type">edit type</option></select></label></div>')
+    flags = (lb.get("noop") or {}).get("all") or {}
+    flagged = [(m, f) for m, f in flags.items() if f.get("unchanged")]
+    if flagged:
+        parts.append('<ul class="noop-flags">' + "".join(
+            f'<li data-model="{_e(m)}"><b>{_e(m)}</b>{_noop_chip(f)} — found unchanged by {_e(", ".join(f["by"]))}'
+            + (": not ranked (an editor that changes nothing must not win)" if f["noop"] else "") + "</li>"
+            for m, f in flagged) + "</ul>")
+    if not lb.get("ranked"):
+        parts.append('<p class="nothing-ranked">No evaluator of this run measures edit quality, instruction following '
+                     "or agreement with a reference edit, so nothing here ranks the editors. The scores below measure "
+                     "similarity to the source, where an editor that changes nothing scores best. Add an evaluator "
+                     "that judges the edit (e.g. <code>--metrics clip_t,viescore</code>, or <code>--dice --vlm "
+                     "...</code>).</p>")
+    for scope in scopes:
+        tabs = tables_by_scope.get(scope["key"], [])
+        if not tabs:
+            continue
+        sflags = (lb.get("noop") or {}).get(scope["key"]) or {}
+        blocks = []
+        for t in tabs:
+            ev = t["evaluator"]
+            rows = []
+            pairs = {p["better"]: p for p in t["pairs"]}
+            for r in t["rows"]:
+                c = counts.get((r["model"], ev), {}) if scope["key"] == "all" else {}
+                other = ", ".join(f"{v} {k}" for k, v in c.items() if k != "scored" and v)
+                p = pairs.get(r["model"])
+                if r["rank"] is None:
+                    vs = "not ranked: every checked edit unchanged"
+                elif p is None:
+                    vs = ""
+                elif p["p"] is None:
+                    vs = f'<span class="untested">not tested vs {_e(p["worse"])} ({p["n"]} shared source(s))</span>'
+                else:
+                    sym, word = ("≫", "better than") if p["significant"] else ("≈", "not clearly better than")
+                    pv = "p < 0.001" if p["p"] <= 0.001 else f"p = {p['p']:.3g}"
+                    vs = (f'<span class="{"sig" if p["significant"] else "nsig"}" data-p="{p["p"]}">{sym} {word} '
+                          f'{_e(p["worse"])} ({pv}, {p["n"]} shared)</span>')
+                rows.append([f'<td class="num rank">{r["rank"] if r["rank"] is not None else "–"}</td>',
+                             f'<td class="editor" data-model="{_e(r["model"])}"><b>{_e(r["model"])}</b>'
+                             f'{_noop_chip(sflags.get(r["model"]))}<span class="vs">{vs}</span></td>',
+                             f'<td class="num" data-mean="{r["mean"]}">{_num(r["mean"])}{_ci(r["ci"])}</td>',
+                             f'<td class="num">{r["n"]}{("<span class=cnt>" + _e(other) + "</span>") if other else ""}</td>'])
+            missing = "".join(f"<li>{_e(m)}: no scored edit</li>" for m in t.get("missing", []))
+            body = (_table(["#", "editor (vs the next one)", "mean", "n"], rows, "data lb-table",
+                           f'data-evaluator="{_e(ev)}" data-scope="{_e(scope["key"])}"')
+                    + (f'<ul class="missing">{missing}</ul>' if missing else "")
+                    + f'<div class="plot" data-plot="lb-ci" data-evaluator="{_e(ev)}" data-scope="{_e(scope["key"])}"></div>')
+            what = labels.get(t["measures"], t["measures"])
+            blocks.append(f'<div class="lb" data-evaluator="{_e(ev)}"><h3>{_e(ev)} <span class="measure">'
+                          f'{_e(what)} · {_direction_words(t["higher_is_better"], t["measures"])}</span></h3>'
+                          f'<p class="desc">{_e((data.get("descriptions") or {}).get(ev, ""))}</p>{body}</div>')
+        title = "" if scope["key"] == "all" else f'<h3 class="scope-title">edit type: {_e(scope["label"])} ({scope["n"]} edits)</h3>'
+        parts.append(f'<div class="lb-scope" data-scope="{_e(scope["key"])}"{" hidden" if scope["key"] != "all" else ""}>'
+                     f'{title}<div class="lb-grid">{"".join(blocks)}</div></div>')
+    hint = ("Editors ranked by the evaluators that judge the edit (edit quality, instruction following, agreement "
+            "with a reference edit), as each evaluator declares; similarity to the source is never ranked (see "
+            "below). Mean of scored edits with a seeded percentile-bootstrap 95% CI. Between neighbours: "
+            f"{_e(lb.get('test', ''))}.")
+    return _section("leaderboard", "Leaderboard", "".join(parts), hint)
+
+
+def _similarity_section(data: Mapping[str, Any]) -> str:
+    lb = data.get("leaderboard") or {}
+    evs = [e for e in lb.get("unranked", []) if any(r["evaluator"] == e for r in data["per_model"])]
+    if not evs:
+        return ""
     by = {(r["model"], r["evaluator"]): r for r in data["per_model"]}
+    flags = (lb.get("noop") or {}).get("all") or {}
     rows = []
     for m in data["models"]:
-        cells = [f"<td><b>{_e(m)}</b></td>"]
+        cells = [f"<td><b>{_e(m)}</b>{_noop_chip(flags.get(m))}</td>"]
         for ev in evs:
             r = by.get((m, ev))
             if r is None:
@@ -232,11 +535,18 @@ def _per_model_section(data: Mapping[str, Any]) -> str:
             cells.append(f'<td class="num" data-model="{_e(m)}" data-evaluator="{_e(ev)}">{_num(r["mean"])}'
                          f'{_ci(r["ci"])}<span class="cnt">n={r["n"]}{", " + _e(other) if other else ""}</span></td>')
         rows.append(cells)
-    arrows = {True: " ↑", False: " ↓", None: ""}
-    headers = ["editing model"] + [ev + arrows[data["higher_is_better"].get(ev)] for ev in evs]
-    return _section("per-model", "Per editing model", _table(headers, rows, "data per-model"),
-                    "Mean of scored values with a seeded percentile-bootstrap 95% CI; n counts scored samples, "
-                    "other statuses are listed beside it. ↑/↓: higher/lower is better.")
+    measures = data.get("measures") or {}
+    labels = data.get("measure_labels") or {}
+    heads = ["editing model"]
+    for ev in evs:
+        m = measures.get(ev)
+        heads.append(f"{ev} ({_direction_words(data['higher_is_better'].get(ev), m)})" if m == "similarity"
+                     else f"{ev} ({labels.get(m, 'what it measures is not declared') if m else 'undeclared'})")
+    return _section("similarity", "Similarity to the source (not a ranking)", _table(heads, rows, "data per-model"),
+                    "How close each editor's output stays to its source: an editor that changes nothing scores best "
+                    "here, so these are not ranked and no value is called better. Read them beside the leaderboard "
+                    "(did the editor keep what it should?). Mean of scored edits, seeded bootstrap 95% CI; n counts "
+                    "scored edits, other statuses beside it.")
 
 
 def _status_section(data: Mapping[str, Any]) -> str:
@@ -265,10 +575,10 @@ def _human_section(h: Mapping[str, Any]) -> str:
     rows = [[f"<b>{_e(ev)}</b>", f'<td class="num">{by[(ev, "spearman")]["n"]}</td>']
             + [f'<td class="num" data-evaluator="{_e(ev)}" data-method="{m}">{_num(by[(ev, m)]["value"])}'
                f'{_ci(by[(ev, m)]["ci95"])}</td>' for m in methods] for ev in evs]
-    body = [_table(["evaluator", "n", "Pearson", "Spearman", "Kendall τ"], rows, "data human")]
-    body.append(_plot(plots.human_scatter(h["points"], h["overall"]), "predicted vs human"))
+    body = [_table(["evaluator", "n", "Pearson r", "Spearman ρ", "Kendall τ"], rows, "data human"),
+            '<div class="plot-grid" data-plot="human-scatter"></div>']
     if h["per_model"]:
-        body.append("<h3>Spearman per editing model</h3>")
+        body.append("<h3>Spearman ρ within each editing model</h3>")
         pm = {(r["evaluator"], r["model"]): r for r in h["per_model"]}
         models = sorted({r["model"] for r in h["per_model"]})
         body.append(_table(["evaluator"] + models, [
@@ -276,63 +586,114 @@ def _human_section(h: Mapping[str, Any]) -> str:
                                     f'<span class="cnt">n={pm[(ev, m)]["n"]}</span></td>' if (ev, m) in pm else
                                     '<td class="num">–</td>' for m in models]
             for ev in dict.fromkeys(r["evaluator"] for r in h["per_model"])], "data human-per-model"))
-        body.append(_plot(plots.correlation_bars([{**r, "label": f"{r['evaluator']} · {r['model']}"} for r in h["per_model"]],
-                                                 "label", "Spearman per editing model (95% CI)"), "per-model correlations"))
+        body.append('<div class="plot" data-plot="human-per-model"></div>')
     return _section("human", "Agreement with human scores", "".join(body),
-                    "Correlations over samples with both a scored value and a human score; bootstrap 95% CIs (seeded).")
+                    "Correlations over edits with both a scored value and a human score; seeded bootstrap 95% CIs.")
 
 
-def _cards_section(data: Mapping[str, Any]) -> str:
-    def opts(values: Sequence[str], any_label: str) -> str:
-        return f'<option value="">{_e(any_label)}</option>' + "".join(f'<option value="{_e(v)}">{_e(v)}</option>' for v in values)
+def _opts(values: Sequence[tuple[str, str]]) -> str:
+    return "".join(f'<option value="{_e(k)}">{_e(v)}</option>' for k, v in values)
 
-    statuses = sorted({st for s in data["samples"] for st in s["statuses"]})
-    verdicts = sorted({v for s in data["samples"] for v in s["verdicts"]})
+
+def _samples_section(data: Mapping[str, Any]) -> str:
+    samples = data["samples"]
+    statuses = sorted({st for s in samples for st in s["statuses"]})
+    verdicts = sorted({v for s in samples for v in s["verdicts"]})
+    if any(s.get("unchanged") for s in samples):
+        verdicts.append("unchanged")
     sortable = [("order", "manifest order"), ("id", "id"), ("model", "editing model")]
     sortable += [(f"m:{ev}", ev) for ev in data["scored_evaluators"]]
-    if any("human" in s for s in data["samples"]):
+    if any("human" in s for s in samples):
         sortable.append(("human", "human score"))
-    controls = f"""
+    cats = data.get("categories") or []
+    multi = len({s["group"] for s in samples}) < len(samples)  # some source was edited more than once
+    cat_filter = (f'<label>edit type<select id="c-type"><option value="">all types</option>'
+                  f'{_opts([(c, c) for c in cats])}</select></label>') if cats else ""
+    card_cat = (f'<label>edit type<select id="f-type"><option value="">all types</option>'
+                f'{_opts([(c, c) for c in cats])}</select></label>') if cats else ""
+    compare = f"""
+<div id="view-compare" class="view"{'' if multi else ' hidden'}>
+<div class="controls">
+  <label>search<input type="search" id="c-text" placeholder="source or instruction"></label>
+  {cat_filter}
+  <label>sort by<select id="c-sort"><option value="order">manifest order</option>{_opts([(e, e) for e in data['scored_evaluators']])}</select></label>
+  <label>of<select id="c-by"><option value="mean">mean over editors</option><option value="spread">spread (best − worst)</option>
+    {_opts([(f'e:{m}', m) for m in data['models']])}</select></label>
+  <label>&nbsp;<button type="button" id="c-dir" data-dir="asc">ascending</button></label>
+  <label>show<select id="c-show"><option value="">no score</option>{_opts([(e, e) for e in data['scored_evaluators']])}</select></label>
+  <label>per page<select id="c-size"><option>6</option><option selected>12</option><option>24</option><option>48</option></select></label>
+</div>
+<div class="pager"><button type="button" id="c-prev">‹ previous</button><span id="c-info"></span>
+  <button type="button" id="c-next">next ›</button><span id="c-count"></span></div>
+<div id="compare"></div>
+</div>"""
+    cards = f"""
+<div id="view-cards" class="view"{' hidden' if multi else ''}>
 <div class="controls">
   <label>search<input type="search" id="f-text" placeholder="id or instruction"></label>
-  <label>editing model<select id="f-model">{opts(data['models'], 'all models')}</select></label>
+  <label>editing model<select id="f-model"><option value="">all models</option>{_opts([(m, m) for m in data['models']])}</select></label>
+  {card_cat}
   <label>status<select id="f-status"><option value="">any status</option><option value="all scored">all scored</option>
     {''.join(f'<option value="{_e(s)}">has {_e(s)}</option>' for s in statuses)}</select></label>
-  <label>DICE verdict<select id="f-verdict"{' disabled' if not verdicts else ''}>{opts(verdicts, 'any verdict')}</select></label>
-  <label>metric<select id="f-metric">{opts(data['scored_evaluators'], '(choose)')}</select></label>
+  <label>verdict<select id="f-verdict"{' disabled' if not verdicts else ''}><option value="">any verdict</option>{_opts([(v, v) for v in verdicts])}</select></label>
+  <label>metric<select id="f-metric"><option value="">(choose)</option>{_opts([(e, e) for e in data['scored_evaluators']])}</select></label>
   <label>min<input type="number" step="any" id="f-min"></label>
   <label>max<input type="number" step="any" id="f-max"></label>
-  <label>sort by<select id="sort">{''.join(f'<option value="{_e(k)}">{_e(v)}</option>' for k, v in sortable)}</select></label>
+  <label>sort by<select id="sort">{_opts(sortable)}</select></label>
   <label>&nbsp;<button type="button" id="sort-dir" data-dir="asc">ascending</button></label>
   <label>per page<select id="page-size"><option>12</option><option selected>24</option><option>48</option><option>96</option></select></label>
 </div>
-<div class="legend">
-  <span><i style="border-color:#e53935"></i>ADD (on edited)</span><span><i style="border-color:#1e63d6"></i>REMOVE (on source)</span>
-  <span><i style="border-color:#22a046"></i>EDIT (on source)</span><span><i style="border-color:#f5c400"></i>DICE change (kind unknown)</span>
-  <span><i class="dash" style="border-color:#f5c400"></i>change map region</span>
-</div>
 <div class="pager"><button type="button" id="prev">‹ previous</button><span id="page-info"></span>
   <button type="button" id="next">next ›</button><span id="count"></span></div>
-<div id="cards"></div>"""
-    return _section("samples", "Edits", controls,
-                    "Thumbnails link to the full-size images. Boxes: solid = DICE, dashed = change map.")
+<div id="cards"></div>
+</div>"""
+    tabs = ('<div class="tabs" role="tablist">'
+            f'<button type="button" role="tab" id="tab-compare" data-view="compare" aria-selected="{str(multi).lower()}">'
+            'Compare editors</button>'
+            f'<button type="button" role="tab" id="tab-cards" data-view="cards" aria-selected="{str(not multi).lower()}">'
+            'All edits</button></div>')
+    layers = data.get("layers") or {}
+    legend = ""
+    if layers:
+        items = []
+        for ev, ly in layers.items():
+            sw = "".join(f'<i class="sw{" dash" if ly["dashed"] else ""}" style="border-color:{_e(c)}" title="{_e(ly["legend"].get(k, k))}"></i>'
+                         for k, c in (ly["colours"] or {"": ly["colour"]}).items())
+            kinds = ", ".join(ly["legend"].get(k, k) for k in ly["colours"]) if ly["colours"] else ""
+            items.append(f'<label class="layer" data-layer="{_e(ev)}"><input type="checkbox" data-layer="{_e(ev)}" checked>'
+                         f'{sw}<b>{_e(ev)}</b> {_e(ly["name"])}{(" (" + _e(kinds) + ")") if kinds else ""}</label>')
+        legend = ('<div class="legend" id="layers"><span class="legend-title">boxes:</span>' + "".join(items)
+                  + "</div>")
+    return _section("samples", "Edits", tabs + legend + compare + cards,
+                    "Click an image to inspect it: zoom and pan at full resolution, source / edited / difference, "
+                    "a before–after slider, each box numbered with its entry. Thumbnails show the strongest boxes "
+                    "(\"+N more\": the rest are in the inspector). The filters, the sort and the open edit are in "
+                    "the address: copy it to share this view.")
 
 
 def write_run_report(run_dir: str | Path, out: str | Path | None = None, *, manifest: str | Path | None = None,
                      human: str | Path | None = None, meta_eval: Sequence[str | Path] = (),
-                     thumb_size: int | None = None, seed: int = 0, n_boot: int = 1000) -> Path:
+                     thumb_size: int | None = None, seed: int = 0, n_boot: int = 1000,
+                     images: str = "auto") -> Path:
     """Collect a run and write its report (default ``RUN_DIR/report.html``) atomically.
 
     ``meta_eval``: saved ``editlens meta-eval ... --json`` documents to show in the report.
+    ``images``: how full-size images reach the report (see :func:`render_run_report`);
+    ``copy`` puts them in ``<report name>_images/`` beside it.
     """
     from editlens.reporting.collect import collect_run, read_meta_eval
+    from editlens.reporting.stats import no_gc_pauses
     from editlens.runner.store import atomic_write
 
+    if images not in IMAGE_MODES:
+        raise InputError(f"--images must be one of {', '.join(IMAGE_MODES)}, got {images!r}")
     target = Path(out) if out else Path(run_dir) / "report.html"
     metas = {Path(p).name: read_meta_eval(p) for p in meta_eval}  # before the slow part: bad input fails fast
-    data = collect_run(run_dir, manifest=manifest, human=human, seed=seed, n_boot=n_boot)
-    data["meta_eval"] = metas
-    page = render_run_report(data, out_dir=target.parent, thumb_size=thumb_size)
+    with no_gc_pauses():
+        data = collect_run(run_dir, manifest=manifest, human=human, seed=seed, n_boot=n_boot)
+        data["meta_eval"] = metas
+        page = render_run_report(data, out_dir=target.parent, thumb_size=thumb_size, images=images,
+                                 images_folder=f"{target.stem}_images")
     atomic_write(target, lambda fh: fh.write(page))
     os.chmod(target, 0o644)  # a report is meant to be shared (the temp file it came from is private)
     return target
@@ -340,13 +701,36 @@ def write_run_report(run_dir: str | Path, out: str | Path | None = None, *, mani
 
 # ----------------------------------------------------------------------------------------------- meta-evaluation
 
+#: plain words for the keys of meta-evaluation results
+PLAIN = {
+    "O": "overall rating (O)", "SC": "semantic consistency (SC)", "PQ": "perceptual quality (PQ)",
+    "aspects": "", "overall": "all items pooled", "grouped": "per-model protocol",
+    "pearson": "Pearson r", "spearman": "Spearman ρ", "kendall": "Kendall τ",
+    "value": "headline agreement", "accuracy": "accuracy", "n": "items", "n_items": "items with a prediction and a human score",
+    "n_pairs": "pairs", "n_predictions": "predictions", "n_unparsable": "unparsable answers (left out)",
+    "n_missing": "items without a prediction (left out)", "human_inter_rater_icc_2_1": "agreement between human raters, ICC(2,1)",
+    "threshold": "tie threshold", "aggregation": "aggregation", "benchmark": "benchmark", "protocol": "protocol",
+    "aggregation_note": "aggregation, in words", "no_verdict": "items without a verdict", "kendall_tau": "Kendall τ",
+}
+
+
+def plain(key: str) -> str:
+    """Plain words for a result key or a ``·``-joined path of keys.
+
+    >>> plain("aspects · O"), plain("overall · spearman")
+    ('overall rating (O)', 'all items pooled · Spearman ρ')
+    """
+    parts = [PLAIN.get(p.strip(), p.strip().replace("_", " ")) for p in key.split("·")]
+    return " · ".join(p for p in parts if p)
+
+
 def _corr_rows(rep: Mapping[str, Any], prefix: str = "") -> list[dict[str, Any]]:
     """Every ``{"value", "ci95"}`` entry of a meta-evaluation report, with its path as the label."""
     rows = []
     for k, v in rep.items():
         if isinstance(v, Mapping):
             if "value" in v and isinstance(v.get("ci95"), (list, tuple)):
-                rows.append({"label": f"{prefix}{k}", "value": v["value"], "ci95": list(v["ci95"]),
+                rows.append({"label": plain(f"{prefix}{k}"), "value": v["value"], "ci95": list(v["ci95"]),
                              "n": v.get("n", v.get("n_items"))})
             rows += _corr_rows(v, f"{prefix}{k} · ")
     return rows
@@ -361,10 +745,37 @@ def _per_group_rows(rep: Mapping[str, Any], prefix: str = "") -> list[dict[str, 
             if isinstance(groups, Mapping):
                 n = v.get("n_per_group") or {}
                 for g, r in groups.items():
-                    rows.append({"where": f"{prefix}{k}".strip(" ·") or "all", "method": g, "value": r,
+                    rows.append({"where": plain(f"{prefix}{k}".strip(" ·")) or "all", "method": g, "value": r,
                                  "n": n.get(g) if isinstance(n, Mapping) else None})
             rows += _per_group_rows(v, f"{prefix}{k} · ")
     return rows
+
+
+def _system_section(rep: Mapping[str, Any], prefix: str) -> str:
+    sl = rep.get("system_level")
+    if not isinstance(sl, Mapping) or not sl.get("models"):
+        return ""
+    models, pm, hm = sl["models"], sl.get("pred_means") or [], sl.get("human_means") or []
+    if len(pm) != len(models) or len(hm) != len(models):
+        return ""
+
+    def ranks(vals: Sequence[float]) -> list[int]:
+        order = sorted(range(len(vals)), key=lambda i: -vals[i])
+        out = [0] * len(vals)
+        for r, i in enumerate(order, 1):
+            out[i] = r
+        return out
+
+    hr, pr = ranks(hm), ranks(pm)
+    rows = sorted(zip(models, hm, pm, hr, pr), key=lambda t: t[3])
+    table = _table(["editing method", "human mean", "predicted mean", "human rank", "predicted rank"],
+                   [[f"<b>{_e(m)}</b>", f'<td class="num">{_num(h)}</td>', f'<td class="num">{_num(p)}</td>',
+                     f'<td class="num">{a}</td>', f'<td class="num">{b}</td>'] for m, h, p, a, b in rows], "data system")
+    tau = sl.get("kendall_tau")
+    lead = (f'<p class="headline" data-tau="{_e(tau)}">Kendall τ between the ranking of the {len(models)} methods by '
+            f"mean human score and by mean predicted score: <b>{_num(tau)}</b> (1 = same order, −1 = reversed).</p>")
+    return _section(f"{prefix}system", "System level: do the two rankings of the methods agree?",
+                    lead + table + _plot(plots.system_scatter(models, hm, pm), "mean predicted vs mean human score per method"))
 
 
 def meta_sections(rep: Mapping[str, Any], extra: Mapping[str, Any] | None = None, prefix: str = "") -> list[str]:
@@ -375,35 +786,56 @@ def meta_sections(rep: Mapping[str, Any], extra: Mapping[str, Any] | None = None
     columns predicted) for pairwise verdicts.
     """
     extra = extra or {}
+    sections = []
+    system = _system_section(rep, prefix)
+    if system:
+        sections.append(system)
     scalars = {k: v for k, v in rep.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
-    sections = [_section(f"{prefix}summary", "Summary", generic_table([{"field": k, "value": v} for k, v in scalars.items()]))]
-    corr = _corr_rows(rep)
+    sections.append(_section(f"{prefix}summary", "Summary", _table(
+        ["", "value"], [[_e(plain(k)), f'<td class="num">{_num(v)}</td>' if isinstance(v, (int, float))
+                         else _e(v)] for k, v in scalars.items()], "data summary")))
+    corr = _corr_rows({k: v for k, v in rep.items() if k != "by_edit_type"})  # per-type figures get their own table
     if "ci95" in rep and "value" not in rep:  # a top-level accuracy with its CI
         corr.insert(0, {"label": "accuracy", "value": rep.get("accuracy"), "ci95": rep["ci95"], "n": rep.get("n")})
     if corr:
-        sections.append(_section(f"{prefix}correlations", "Agreement with confidence intervals",
+        sections.append(_section(f"{prefix}correlations", "Agreement with human judgments, with 95% CIs",
                                  generic_table([{"where": r["label"], "value": r["value"], "CI low": r["ci95"][0],
                                                  "CI high": r["ci95"][1], "n": r["n"]} for r in corr], "data corr")
-                                 + _plot(plots.correlation_bars(corr, "label", "value with 95% CI"), "correlations")))
+                                 + _plot(plots.correlation_bars(corr, "label", "agreement with human judgments",
+                                                                "correlation (or accuracy) with 95% CI"), "correlations")))
     groups = _per_group_rows(rep)
     if groups:
-        sections.append(_section(f"{prefix}per-method", "Per method", generic_table(groups, "data per-method")
-                                 + _plot(plots.correlation_bars([{**g, "label": f"{g['where']} · {g['method']}",
+        wheres = list(dict.fromkeys(g["where"] for g in groups))
+        by = {(g["method"], g["where"]): g for g in groups}
+        pivot = _table(["editing method"] + wheres, [
+            [f"<b>{_e(m)}</b>"] + [(f'<td class="num" data-where="{_e(w)}">{_num(by[(m, w)]["value"])}'
+                                    f'<span class="cnt">n={_num(by[(m, w)]["n"])}</span></td>') if (m, w) in by
+                                   else '<td class="num">–</td>' for w in wheres]
+            for m in dict.fromkeys(g["method"] for g in groups)], "data per-method")
+        sections.append(_section(f"{prefix}per-method", "Within each editing method", pivot
+                                 + _plot(plots.correlation_bars([{**g, "label": g["method"] if len(wheres) == 1 else
+                                                                  f"{g['where']} · {g['method']}",
                                                                   "ci95": None} for g in groups], "label",
-                                                                "per-method correlation"), "per-method correlations"),
-                                 "Correlation within each editing method, as the protocol aggregates them."))
+                                                                "correlation within each method",
+                                                                "Spearman ρ between predicted and human scores"),
+                                         "per-method correlations"),
+                                 "Correlation between predicted and human scores among the edits of one method, as the "
+                                 "protocol aggregates them."))
     if extra.get("points"):
         pts = extra["points"]
-        sections.append(_section(f"{prefix}scatter", "Predicted vs human",
+        sections.append(_section(f"{prefix}scatter", "Predicted vs human, per item",
                                  _plot(plots.human_scatter({"prediction": pts}, []), "predicted vs human")))
     if extra.get("confusion"):
         c = extra["confusion"]
         sections.append(_section(f"{prefix}confusion", "Pairwise verdicts", _plot(
-            plots.confusion(c["matrix"], c["labels"], "predicted", "human"), "confusion of pairwise verdicts")
+            plots.confusion(c["matrix"], c["labels"], "predicted verdict", "human verdict"), "confusion of pairwise verdicts")
             + _table([""] + [f"predicted {lab}" for lab in c["labels"]],
                      [[f"<b>human {_e(lab)}</b>"] + [f'<td class="num">{v}</td>' for v in row]
                       for lab, row in zip(c["labels"], c["matrix"])], "data confusion"),
             f"Predicted tie when |score(A) − score(B)| ≤ {_num(c.get('threshold'))} (the calibrated threshold)."))
+    from editlens.reporting.trust_html import meta_trust_sections
+
+    sections += meta_trust_sections(rep, prefix)  # calibration (reliability diagram, ECE) and edit types
     sections.append(_section(f"{prefix}raw", "Full result", "<details><summary>JSON</summary><pre>"
                              f"{_e(json.dumps(_finite(dict(rep)), indent=1, default=str))}</pre></details>"))
     return sections
@@ -414,8 +846,12 @@ def render_meta_report(rep: Mapping[str, Any], title: str, extra: Mapping[str, A
     ``extra`` as in :func:`meta_sections`."""
     scalars = {k: v for k, v in rep.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
     stat_keys = [k for k in ("value", "accuracy", "n_items", "n", "n_unparsable", "n_missing") if k in scalars]
-    stat_html = "".join(f'<div class="stat" data-stat="{_e(k)}"><b>{_num(scalars[k])}</b><span>{_e(k)}</span></div>'
+    stat_html = "".join(f'<div class="stat" data-stat="{_e(k)}"><b>{_num(scalars[k])}</b><span>{_e(plain(k))}</span></div>'
                         for k in stat_keys)
+    sl = rep.get("system_level")
+    if isinstance(sl, Mapping) and sl.get("kendall_tau") is not None:
+        stat_html += (f'<div class="stat" data-stat="system_tau"><b>{_num(sl["kendall_tau"])}</b>'
+                      "<span>system-level Kendall τ</span></div>")
     header = (f"<h1>editlens meta-evaluation · {_e(title)}</h1><div class=\"sub\">benchmark "
               f"<code>{_e(rep.get('benchmark', '?'))}</code> · protocol <code>{_e(rep.get('protocol', '?'))}</code>"
               f"{' · ' + _e(rep['aggregation_note']) if rep.get('aggregation_note') else ''}</div>"

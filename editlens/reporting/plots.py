@@ -1,4 +1,8 @@
-"""Plots for the HTML reports (matplotlib, Agg backend), returned as base64 PNG data URIs."""
+"""Plots for the meta-evaluation reports (matplotlib, Agg backend), returned as base64 PNG data URIs.
+
+Every axis is labelled. A run report draws its own plots in the page (SVG, see
+``assets/report.js``), so they follow the page width down to a phone.
+"""
 
 from __future__ import annotations
 
@@ -22,14 +26,6 @@ def _pyplot() -> Any:
     return plt
 
 
-def _horizontal() -> dict[str, Any]:
-    import matplotlib
-
-    # `orientation` replaced `vert` in matplotlib 3.10
-    major, minor = (int(v) for v in matplotlib.__version__.split(".")[:2])
-    return {"orientation": "horizontal"} if (major, minor) >= (3, 10) else {"vert": False}
-
-
 def _to_uri(fig: Any) -> str:
     plt = _pyplot()
     buf = io.BytesIO()
@@ -43,54 +39,18 @@ def _grid(n: int, ncols: int = 3) -> tuple[int, int]:
     return math.ceil(n / ncols), ncols
 
 
-def score_distributions(samples: Sequence[dict[str, Any]], evaluators: Sequence[str],
-                        models: Sequence[str], max_points: int = 400) -> str | None:
-    """One panel per evaluator: box plot of its scored values per editing model, points overlaid."""
-    panels = []
-    for ev in evaluators:
-        per = [[s["scores"][ev]["value"] for s in samples if s["model"] == m
-                and s["scores"].get(ev, {}).get("status") == "scored"] for m in models]
-        if any(per):
-            panels.append((ev, per))
-    if not panels:
-        return None
-    plt = _pyplot()
-    from matplotlib.ticker import MaxNLocator
-
-    rows, cols = _grid(len(panels))
-    height = max(1.6, 0.42 * len(models) + 1.0)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.8 * cols, height * rows), squeeze=False)
-    rng = np.random.default_rng(0)
-    for ax, (ev, per) in zip(axes.flat, panels):
-        pos = [i for i, v in enumerate(per) if v]
-        ax.boxplot([per[i] for i in pos], positions=pos, widths=0.55, showfliers=False,
-                   medianprops={"color": "#222"}, **_horizontal())
-        for i in pos:
-            v = np.asarray(per[i])
-            if v.size > max_points:
-                v = rng.choice(v, max_points, replace=False)
-            ax.scatter(v, i + rng.uniform(-0.18, 0.18, v.size), s=9, alpha=0.6, color=PALETTE[i % len(PALETTE)],
-                       zorder=3)
-        ax.set_yticks(range(len(models)), [m if len(m) <= 18 else m[:17] + "…" for m in models], fontsize=8)
-        ax.set_ylim(-0.6, len(models) - 0.4)
-        ax.set_title(ev, fontsize=10)
-        ax.tick_params(axis="x", labelsize=8)
-        ax.xaxis.set_major_locator(MaxNLocator(5))
-        ax.grid(axis="x", alpha=0.3)
-    for ax in list(axes.flat)[len(panels):]:
-        ax.axis("off")
-    fig.tight_layout()
-    return _to_uri(fig)
-
-
 def human_scatter(points: dict[str, list[tuple[float, float, str]]], overall: Sequence[dict[str, Any]]) -> str | None:
-    """Predicted vs human score per evaluator, coloured by editing model, Spearman r [95% CI] in the title."""
+    """Predicted vs human score per evaluator, coloured by editing model, Spearman r [95% CI] in the title.
+
+    The legend sits outside the axes (to the right), so it never covers a point.
+    """
     if not points:
         return None
     plt = _pyplot()
     rows, cols = _grid(len(points))
-    fig, axes = plt.subplots(rows, cols, figsize=(3.8 * cols, 3.3 * rows), squeeze=False)
     models = sorted({p[2] for pts in points.values() for p in pts})
+    fig, axes = plt.subplots(rows, cols, figsize=(3.8 * cols + (1.8 if len(models) > 1 else 0), 3.3 * rows),
+                             squeeze=False)
     for ax, (ev, pts) in zip(axes.flat, points.items()):
         for k, m in enumerate(models):
             sub = [p for p in pts if p[2] == m]
@@ -102,13 +62,32 @@ def human_scatter(points: dict[str, list[tuple[float, float, str]]], overall: Se
         if rho and rho["value"] is not None:
             title += f"\nSpearman {rho['value']:.3f} [{_f(rho['ci95'][0])}, {_f(rho['ci95'][1])}]"
         ax.set_title(title, fontsize=9)
-        ax.set_xlabel("human", fontsize=8)
-        ax.set_ylabel("predicted", fontsize=8)
+        ax.set_xlabel("human score", fontsize=8)
+        ax.set_ylabel(f"predicted score ({ev})", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
-    axes.flat[0].legend(fontsize=7, loc="best")
     for ax in list(axes.flat)[len(points):]:
         ax.axis("off")
+    fig.tight_layout()
+    if len(models) > 1:
+        handles, labels = axes.flat[0].get_legend_handles_labels()
+        fig.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 0.98), title="group",
+                   title_fontsize=7, frameon=False)
+    return _to_uri(fig)
+
+
+def system_scatter(models: Sequence[str], human: Sequence[float], pred: Sequence[float]) -> str | None:
+    """Mean predicted vs mean human score, one labelled point per method."""
+    if not models:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.2, 3.8))
+    for k, (m, h, p) in enumerate(zip(models, human, pred)):
+        ax.scatter([h], [p], s=36, color=PALETTE[k % len(PALETTE)], zorder=3)
+        ax.annotate(m, (h, p), textcoords="offset points", xytext=(5, 4), fontsize=7)
+    ax.set_xlabel("mean human score of the method")
+    ax.set_ylabel("mean predicted score of the method")
+    ax.grid(alpha=0.3)
     fig.tight_layout()
     return _to_uri(fig)
 
@@ -117,7 +96,8 @@ def _f(v: float | None) -> str:
     return "nan" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"
 
 
-def correlation_bars(rows: Sequence[dict[str, Any]], label: str, title: str) -> str | None:
+def correlation_bars(rows: Sequence[dict[str, Any]], label: str, title: str,
+                     xlabel: str = "correlation with human scores (95% CI)") -> str | None:
     """Correlations with their 95% CIs as points with error bars, one row per ``row[label]``."""
     rows = [r for r in rows if r.get("value") is not None and not math.isnan(r["value"])]
     if not rows:
@@ -136,6 +116,7 @@ def correlation_bars(rows: Sequence[dict[str, Any]], label: str, title: str) -> 
     ax.invert_yaxis()
     ax.set_xlim(min(-0.1, np.nanmin(ci[:, 0]) - 0.05 if np.isfinite(ci[:, 0]).any() else -0.1), 1.0)
     ax.set_title(title, fontsize=10)
+    ax.set_xlabel(xlabel, fontsize=9)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     return _to_uri(fig)

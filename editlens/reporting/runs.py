@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from editlens.errors import InputError
-from editlens.reporting.stats import bootstrap_ci
+from editlens.meta.bootstrap import bootstrap_ci
 from editlens.runner.store import ResultsStore
 
 
@@ -58,9 +58,11 @@ def failures(run_dir: str | Path) -> list[dict[str, Any]]:
 
 
 def summary_table(run_dir: str | Path, by: str | None = None, seed: int = 0) -> list[dict[str, Any]]:
-    """Mean and bootstrap 95% CI of each evaluator's scored values, optionally per model."""
-    if by not in (None, "model"):
-        raise InputError(f"--by must be 'model', got {by!r}")
+    """Mean and bootstrap 95% CI of each evaluator's scored values, optionally per
+    editing model (``by="model"``) or edit type (``by="edit_type"``)."""
+    if by not in (None, "model", "edit_type"):
+        raise InputError(f"--by must be 'model' or 'edit_type', got {by!r}")
+    types = run_edit_types(run_dir) if by == "edit_type" else {}
     store = _open(run_dir)
     try:
         rows = _current_rows(store)
@@ -70,7 +72,7 @@ def summary_table(run_dir: str | Path, by: str | None = None, seed: int = 0) -> 
     for r in rows:
         if r["status"] != "scored":
             continue
-        g = (r["model"] or "(none)") if by == "model" else "all"
+        g = (r["model"] or "(none)") if by == "model" else types.get(r["sample_id"], "other") if by else "all"
         groups.setdefault((g, r["evaluator"]), []).append(r["value"])
     out = []
     for (g, ev), vals in sorted(groups.items()):
@@ -80,19 +82,71 @@ def summary_table(run_dir: str | Path, by: str | None = None, seed: int = 0) -> 
     return out
 
 
+def run_edit_types(run_dir: str | Path) -> dict[str, str]:
+    """Each sample's edit type (:func:`editlens.data.edit_types.edit_type_of`): from the run's
+    ``results.jsonl`` (written with each sample's type and instruction), else from its manifest."""
+    import json
+
+    from editlens.data.edit_types import classify_instruction, edit_type_of
+
+    out: dict[str, str] = {}
+    results = Path(run_dir) / "results.jsonl"
+    if results.is_file():
+        for line in results.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(row, dict) and "id" in row:
+                if row.get("edit_type"):
+                    out[str(row["id"])] = str(row["edit_type"])
+                elif row.get("instruction"):
+                    out[str(row["id"])] = classify_instruction(str(row["instruction"]))
+    if not out:
+        manifest = (load_run_meta(run_dir, "manifest") or {}).get("inputs", {}).get("manifest")
+        if manifest and Path(manifest).is_file():
+            from editlens.data.manifest import read_manifest
+
+            out = {s.id: edit_type_of(s) for s in read_manifest(manifest, skip_invalid=True, check_files=False).samples}
+    if not out:
+        raise InputError(f"{run_dir}: the edit types of its samples are unknown (no results.jsonl with instructions "
+                         "and no readable manifest); rerun `editlens run` on it to write results.jsonl")
+    return out
+
+
 def evaluator_summaries(run_dir: str | Path, only: str | None = None) -> list[dict[str, Any]]:
     """Run-level summaries that evaluators contribute (``MetricSpec.summary``):
     ``[{"evaluator", "title", "rows"}]``, one per evaluator of the run that
     declares one (``only``: that evaluator alone). Nothing here knows an
     evaluator by name: the registry metadata says who adds what."""
-    from editlens.errors import UnknownMetricError
-    from editlens.metrics.registry import get_spec
-
     store = _open(run_dir)
     try:
         rows = _current_rows(store)
     finally:
         store.close()
+    return evaluator_summaries_from_rows(rows, only)
+
+
+def evaluators_with_summaries(names: Any) -> set[str]:
+    """Those of ``names`` whose spec declares a run-level summary."""
+    from editlens.errors import UnknownMetricError
+    from editlens.metrics.registry import get_spec
+
+    out = set()
+    for name in names:
+        try:
+            if get_spec(name).summary:
+                out.add(name)
+        except UnknownMetricError:
+            pass
+    return out
+
+
+def evaluator_summaries_from_rows(rows: list[dict[str, Any]], only: str | None = None) -> list[dict[str, Any]]:
+    """:func:`evaluator_summaries` of rows already read from a run's store."""
+    from editlens.errors import UnknownMetricError
+    from editlens.metrics.registry import get_spec
+
     by: dict[str, list[tuple[str | None, dict[str, Any]]]] = {}
     for r in rows:
         by.setdefault(r["evaluator"], []).append((r["model"], r["details"] or {}))

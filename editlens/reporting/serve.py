@@ -1,8 +1,8 @@
 """Serve a run's HTML report on 127.0.0.1 (``editlens view``).
 
 Only the report and the run's own images are served: ``/`` is the report,
-``/image/N`` the N-th image the report links to. Nothing else on disk can
-be reached through it.
+``/image/N`` the N-th image the report links to, ``/thumb/KEY`` a thumbnail
+of one of them. Nothing else on disk can be reached through it.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import mimetypes
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,11 @@ class ReportServer:
 
     The report is rebuilt when a page is requested after the run's results
     changed (``results.sqlite`` and its write-ahead log, the manifest, the
-    summary), so refreshing the page follows a run in progress. Image
-    numbers only grow: a page built earlier keeps working links.
+    summary), so refreshing the page follows a run in progress. Rebuilds are
+    incremental: thumbnails (cached by file identity) and bootstraps (cached
+    by the values' content) are made once, and the served page links its
+    thumbnails (``/thumb/KEY``, cacheable forever) instead of embedding them.
+    Image numbers only grow: a page built earlier keeps working links.
 
     ``url`` is known once the constructor returns (the socket is bound).
     """
@@ -34,31 +38,42 @@ class ReportServer:
         self.options = report_options
         self.images: list[str] = []
         self._index: dict[str, int] = {}
+        self._thumbs: dict[str, bytes] = {}
         self._lock = threading.Lock()
         self._state: tuple = ()
         self.builds = 0
+        self.last_build_s = 0.0
         self.page = b""
         self._build()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-                if self.path in ("/", "/index.html", "/report.html"):
+                path = self.path.split("?", 1)[0].split("#", 1)[0]
+                if path in ("/", "/index.html", "/report.html"):
                     return self._send(200, "text/html; charset=utf-8", server.current_page())
-                if self.path.startswith("/image/"):
+                if path.startswith("/image/"):
                     try:
-                        path = Path(server.images[int(self.path.split("/")[2])])
-                        body = path.read_bytes()
+                        file = Path(server.images[int(path.split("/")[2])])
+                        body = file.read_bytes()
                     except (ValueError, IndexError, OSError) as exc:
                         return self._send(404, "text/plain", f"not found: {exc}".encode())
-                    return self._send(200, mimetypes.guess_type(path.name)[0] or "application/octet-stream", body)
+                    return self._send(200, mimetypes.guess_type(file.name)[0] or "application/octet-stream", body)
+                if path.startswith("/thumb/"):
+                    body = server._thumbs.get(path[len("/thumb/"):])
+                    if body is None:
+                        return self._send(404, "text/plain", b"not found")
+                    # the key names the content: it never changes
+                    return self._send(200, "image/jpeg", body, "public, max-age=31536000, immutable")
+                if path == "/favicon.ico":  # the page has an inline icon; answer browsers that ask anyway
+                    return self._send(204, "image/x-icon", b"")
                 return self._send(404, "text/plain", b"not found")
 
-            def _send(self, code: int, ctype: str, body: bytes) -> None:
+            def _send(self, code: int, ctype: str, body: bytes, cache: str = "no-cache") -> None:
                 self.send_response(code)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))
-                self.send_header("Cache-Control", "no-cache")  # a refresh must ask again: the report may have changed
+                self.send_header("Cache-Control", cache)  # a refresh must ask again: the report may have changed
                 self.end_headers()
                 self.wfile.write(body)
 
@@ -82,19 +97,33 @@ class ReportServer:
         return tuple(out)
 
     def _build(self) -> None:
-        from editlens.reporting.collect import collect_run
-        from editlens.reporting.html import render_run_report
+        from editlens.reporting.stats import no_gc_pauses
 
+        with no_gc_pauses():
+            self._build_page()
+
+    def _build_page(self) -> None:
+        from editlens.reporting.collect import collect_run
+        from editlens.reporting.html import THUMB_SIZE, THUMB_SIZE_LARGE_RUN, LARGE_RUN, render_run_report
+
+        t0 = time.perf_counter()
         state = self._watched_state()
         data = collect_run(self.run_dir, manifest=self.options.get("manifest"), human=self.options.get("human"))
-        for p in sorted({p for s in data["samples"] for p in s["images"].values()}):
+        paths = sorted({p for s in data["samples"] for p in s["images"].values()})
+        for p in paths:
             if p not in self._index:
                 self._index[p] = len(self.images)
                 self.images.append(p)
-        page = render_run_report(data, link=lambda p: f"/image/{self._index[p]}",
-                                 thumb_size=self.options.get("thumb_size"))
+        css = self.options.get("thumb_size") or (THUMB_SIZE if len(data["samples"]) <= LARGE_RUN else THUMB_SIZE_LARGE_RUN)
+
+        def thumb_url(t: dict[str, Any]) -> str:  # thumbnails are cached: only new images are decoded
+            self._thumbs[t["key"]] = t["jpeg"]
+            return f"/thumb/{t['key']}"
+
+        page = render_run_report(data, link=lambda p: f"/image/{self._index[p]}", thumb_size=css, thumb_url=thumb_url)
         self.page, self._state = page.encode("utf-8"), state
         self.builds += 1
+        self.last_build_s = time.perf_counter() - t0
 
     def current_page(self) -> bytes:
         """The report, rebuilt first if the run changed since it was built."""

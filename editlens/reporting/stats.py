@@ -1,39 +1,101 @@
-"""Small statistics helpers shared by reports and meta-evaluation."""
+"""Statistics for reports: content-keyed caches of bootstraps (so `editlens
+view` does not redo them) and paired tests between editors. The bootstrap
+itself lives with the meta-evaluation statistics (:mod:`editlens.meta.bootstrap`)."""
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+import gc
+import hashlib
+import threading
+from collections import OrderedDict
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
+from editlens.meta.bootstrap import bootstrap_ci, ci_or_none  # noqa: F401  (re-exported for the reports)
 
-def bootstrap_ci(values: Sequence[float] | np.ndarray, stat: Callable[[np.ndarray], float] = np.mean,
-                 n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap CI of ``stat`` over resampled values (seeded).
 
-    Fewer than two values give no spread to resample: the interval is
-    undefined, ``(nan, nan)``, not the degenerate ``[x, x]``.
+# -- content-keyed caches: `editlens view` rebuilds a report every time a run writes a batch, and
+# most groups of values have not changed since the last build; their bootstraps are looked up.
+_CACHE: OrderedDict[tuple, Any] = OrderedDict()
+_CACHE_MAX = 20_000
+_CACHE_LOCK = threading.Lock()
 
-    >>> bootstrap_ci([1.0, 1.0, 1.0])
-    (1.0, 1.0)
-    >>> bootstrap_ci([0.7])
-    (nan, nan)
-    """
+
+def _key(*arrays: np.ndarray) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    for a in arrays:
+        a = np.ascontiguousarray(a, dtype=np.float64)
+        h.update(str(a.shape).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def cached(kind: str, arrays: Sequence[np.ndarray], params: tuple, compute: Callable[[], Any]) -> Any:
+    """``compute()``, remembered under the content of ``arrays`` and ``params`` (an LRU of
+    :data:`_CACHE_MAX` entries shared by the process)."""
+    key = (kind, _key(*arrays), params)
+    with _CACHE_LOCK:
+        if key in _CACHE:
+            _CACHE.move_to_end(key)
+            return _CACHE[key]
+    value = compute()
+    with _CACHE_LOCK:
+        _CACHE[key] = value
+        while len(_CACHE) > _CACHE_MAX:
+            _CACHE.popitem(last=False)
+    return value
+
+
+def cached_bootstrap_ci(values: Sequence[float] | np.ndarray, n_boot: int = 1000, level: float = 0.95,
+                        seed: int = 0) -> tuple[float, float]:
+    """:func:`bootstrap_ci` of the mean, cached by the values' content (same numbers)."""
     x = np.asarray(values, dtype=np.float64)
-    if x.size < 2:
-        return (float("nan"), float("nan"))
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, x.size, size=(n_boot, x.size))
-    stats = np.array([stat(x[i]) for i in idx])
-    alpha = (1 - level) / 2
-    return (float(np.nanquantile(stats, alpha)), float(np.nanquantile(stats, 1 - alpha)))
+    return cached("boot-mean", [x], (n_boot, level, seed), lambda: bootstrap_ci(x, n_boot=n_boot, level=level, seed=seed))
 
 
-def ci_or_none(values: Sequence[float] | np.ndarray, **kwargs: float) -> list[float] | None:
-    """:func:`bootstrap_ci` as a list for JSON reports, ``None`` when undefined (n < 2).
+def paired_bootstrap(diffs: Sequence[float] | np.ndarray, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Paired bootstrap test of a mean difference (one difference per shared item).
 
-    >>> ci_or_none([0.5]) is None, ci_or_none([1.0, 1.0])
-    (True, [1.0, 1.0])
+    Items are resampled with replacement ``n_boot`` times (seeded); the
+    result is the mean difference, its percentile 95% CI and a two-sided
+    p-value, twice the smaller share of resampled means on either side of 0
+    (floored at ``1 / n_boot``). Fewer than two items cannot be tested:
+    ``p`` is ``None``. Cached by content.
+
+    >>> r = paired_bootstrap([1.0, 2.0, 1.5, 0.5, 1.2, 0.8])
+    >>> r["n"], r["mean"] > 0, r["p"] <= 0.002, r["significant"]
+    (6, True, True, True)
+    >>> paired_bootstrap([0.0, 0.0, 0.0])["p"], paired_bootstrap([0.3])["p"]
+    (1.0, None)
     """
-    lo, hi = bootstrap_ci(values, **kwargs)  # type: ignore[arg-type]
-    return None if np.isnan(lo) or np.isnan(hi) else [lo, hi]
+    d = np.asarray(diffs, dtype=np.float64)
+
+    def compute() -> dict[str, Any]:
+        if d.size < 2:
+            return {"n": int(d.size), "mean": float(d.mean()) if d.size else None, "ci": None, "p": None,
+                    "significant": False}
+        rng = np.random.default_rng(seed)
+        means = d[rng.integers(0, d.size, size=(n_boot, d.size))].mean(axis=1)
+        lo, hi = np.quantile(means, [0.025, 0.975])
+        below, above = float(np.mean(means <= 0)), float(np.mean(means >= 0))
+        p = min(1.0, max(2 * min(below, above), 1.0 / n_boot))
+        return {"n": int(d.size), "mean": float(d.mean()), "ci": [float(lo), float(hi)], "p": p,
+                "significant": bool(p < 0.05)}
+
+    return cached("paired", [d], (n_boot, seed), compute)
+
+
+@contextmanager
+def no_gc_pauses() -> Iterator[None]:
+    """Hold the cyclic garbage collector while a report is built: building tens of thousands of
+    small dicts triggers collections that scan them all again and again (a third of a rebuild's
+    time); reference counting still frees everything as usual."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()

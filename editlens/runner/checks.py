@@ -13,9 +13,6 @@ from typing import Any, Mapping
 
 from editlens.errors import InputError, UnknownMetricError
 
-#: Values and images a judge supplies beyond those its shipped template uses.
-_EXTRA_VALUES = {"viescore_pq": {"instruction"}}
-_EXTRA_IMAGES = {"viescore_pq": {"source"}}
 _MARK = re.compile(r"^\s*<<(\w+)>>\s*$", re.M)
 
 
@@ -61,6 +58,20 @@ def template_names() -> list[str]:
                   if p.name.endswith(".txt"))
 
 
+def supplied(name: str) -> tuple[set[str], set[str]]:
+    """The ``$values`` and ``<<images>>`` the caller of template ``name`` fills
+    in, as declared in ``editlens/templates/templates.json`` (a caller may
+    supply more than its shipped wording uses: the perceptual-quality judge
+    has the instruction and the source at hand); a template it does not list
+    supplies what its shipped text uses."""
+    import json
+
+    declared = json.loads(resources.files("editlens.templates").joinpath("templates.json").read_text(encoding="utf-8"))
+    shipped = resources.files("editlens.templates").joinpath(f"{name}.txt").read_text(encoding="utf-8")
+    entry = declared.get(name, {})
+    return (_placeholders(shipped) | set(entry.get("values", ())), set(_MARK.findall(shipped)) | set(entry.get("images", ())))
+
+
 def _placeholders(text: str) -> set[str]:
     return {m.group("named") or m.group("braced") for m in string.Template.pattern.finditer(text)
             if m.group("named") or m.group("braced")}
@@ -80,13 +91,11 @@ def check_templates(overrides: Mapping[str, str] | None) -> None:
             text = p.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(f"--template {name}={path}: cannot be read as UTF-8 text ({exc})") from None
-        shipped = resources.files("editlens.templates").joinpath(f"{name}.txt").read_text(encoding="utf-8")
-        values = _placeholders(shipped) | _EXTRA_VALUES.get(name, set())
+        values, images = supplied(name)
         unknown = sorted(_placeholders(text) - values)
         if unknown:
             raise InputError(f"--template {name}={path}: unknown placeholder(s) {', '.join('$' + u for u in unknown)}; "
                              f"{name} can use: {', '.join('$' + v for v in sorted(values)) or '(none)'}")
-        images = set(_MARK.findall(shipped)) | _EXTRA_IMAGES.get(name, set())
         wrong = sorted(set(_MARK.findall(text)) - images)
         if wrong:
             raise InputError(f"--template {name}={path}: unknown image marker(s) "

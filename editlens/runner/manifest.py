@@ -49,13 +49,30 @@ def environment() -> dict[str, Any]:
     }
 
 
+def provenance_of(evaluator: Any) -> dict[str, Any]:
+    """What a run manifest pins of an evaluator beyond its settings (``provenance()``:
+    served model and its ``/v1/models`` answer, weight hashes). Never fails a run: a
+    problem is recorded instead."""
+    fn = getattr(evaluator, "provenance", None)
+    if not callable(fn):
+        return {}
+    try:
+        return dict(fn())
+    except Exception as exc:  # noqa: BLE001 - provenance is a record, not a requirement
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
 def new_manifest(command: list[str] | None, evaluators: list[dict[str, Any]], inputs: dict[str, Any],
-                 device: str, seed: int | None = None) -> dict[str, Any]:
+                 device: str, seed: int | None = None, precision: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``precision``: the policy's decision for the run's ``--dtype``/``--device``
+    (:meth:`editlens.models.precision.Precision.to_dict`); each evaluator's own
+    entry says what its model really ran in."""
     return {
         "command": command,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "environment": environment(),
         "device": device,
+        "precision": precision,
         "seed": seed,
         "inputs": inputs,
         "evaluators": evaluators,

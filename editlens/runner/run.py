@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterable, Protocol, Sequence
 from editlens.core.images import ImageLoadOptions
 from editlens.core.types import EditSample, LoadedEdit, Score
 from editlens.runner.loader import PrefetchExecutor
-from editlens.runner.manifest import new_manifest
+from editlens.runner.manifest import new_manifest, provenance_of
 from editlens.runner.store import ResultsStore, atomic_write, config_hash, wide_records
 
 
@@ -107,12 +107,14 @@ def run_evaluation(
     progress: bool = True,
     command: list[str] | None = None,
     device: str = "cpu",
+    dtype: str = "auto",
     extra_manifest: dict[str, Any] | None = None,
     on_batch: Callable[[int], None] | None = None,
     executor: Any = None,
     retry_failed: bool = True,
     retry_unscored: bool = False,
     wait: bool = False,
+    calibration: Any = None,
 ) -> RunResult:
     """Score ``samples`` with ``evaluators`` into ``out_dir`` (resumable).
 
@@ -125,15 +127,19 @@ def run_evaluation(
     real answer that could not be parsed) are kept unless ``retry_unscored``.
     The run directory is locked: a second process on it raises
     :class:`~editlens.runner.lock.RunLockedError`, or queues with ``wait=True``.
+    ``calibration`` (a file from ``editlens calibrate``, or a loaded
+    :class:`~editlens.meta.calibration.CalibrationSet`) adds ``calibrated`` to
+    the details of every scored result of an evaluator it has a map for.
     """
     from editlens.runner.lock import RunLock
 
     out = Path(out_dir)
     with RunLock(out, wait=wait, on_wait=lambda who: _say(f"waiting for {who} to finish with {out}")):
         return _run_locked(samples, evaluators, out, batch_size=batch_size, image_options=image_options,
-                           workers=workers, progress=progress, command=command, device=device,
+                           workers=workers, progress=progress, command=command, device=device, dtype=dtype,
                            extra_manifest=extra_manifest, on_batch=on_batch, executor=executor,
-                           redo=(("failed",) if retry_failed else ()) + (("unscored",) if retry_unscored else ()))
+                           redo=(("failed",) if retry_failed else ()) + (("unscored",) if retry_unscored else ()),
+                           calibration=calibration)
 
 
 def _say(message: str) -> None:
@@ -168,9 +174,14 @@ def grouped_by_source(samples: Sequence[EditSample]) -> list[EditSample]:
 
 def _run_locked(samples: Sequence[EditSample], evaluators: Sequence[Evaluator], out: Path, *, batch_size: int,
                 image_options: ImageLoadOptions | None, workers: int, progress: bool, command: list[str] | None,
-                device: str, extra_manifest: dict[str, Any] | None, on_batch: Callable[[int], None] | None,
-                executor: Any, redo: tuple[str, ...]) -> RunResult:
+                device: str, dtype: str, extra_manifest: dict[str, Any] | None,
+                on_batch: Callable[[int], None] | None,
+                executor: Any, redo: tuple[str, ...], calibration: Any = None) -> RunResult:
     evaluators = in_run_order(evaluators)
+    if calibration is not None:
+        from editlens.meta.calibration import load_calibration
+
+        calibration = load_calibration(calibration)  # a bad file fails before any scoring
     store = ResultsStore(out)
     image_options = image_options or ImageLoadOptions()
     hashes = {ev.name: config_hash(result_identity(ev.describe())) for ev in evaluators}
@@ -181,12 +192,20 @@ def _run_locked(samples: Sequence[EditSample], evaluators: Sequence[Evaluator], 
     todo = grouped_by_source([s for s in samples if any(s.id not in done[ev.name] for ev in regular)])
     reused = sum(len(done[ev.name] & {s.id for s in samples}) for ev in evaluators)
 
-    manifest = new_manifest(command, [{**ev.describe(), "config_hash": hashes[ev.name]} for ev in evaluators],
-                            {"samples": len(samples), **(extra_manifest or {})}, device)
+    from editlens.models.precision import decide
+
+    precision = decide(dtype, device).to_dict()  # what --dtype/--device meant on this machine, and why
+    # "provenance": what pins the evaluator beyond its settings, kept out of the result identity
+    manifest = new_manifest(command, [{**ev.describe(), "config_hash": hashes[ev.name],
+                                       "provenance": provenance_of(ev)} for ev in evaluators],
+                            {"samples": len(samples), **(extra_manifest or {})}, precision["device"],
+                            precision=precision)
     previous = store.get_meta("manifest")
     if previous:
         manifest["previous_runs"] = (previous.get("previous_runs") or []) + [
             {k: previous.get(k) for k in ("started", "finished", "command")}]
+    if calibration is not None:
+        manifest["calibration"] = calibration.describe()
     store.set_meta("manifest", manifest)
     store.record_configs(hashes)
 
@@ -214,6 +233,8 @@ def _run_locked(samples: Sequence[EditSample], evaluators: Sequence[Evaluator], 
 
     # every evaluator stored for this run (its latest settings), not only this command's
     current = store.current_configs()
+    if calibration is not None:
+        _calibrate_rows(store, calibration, {ev: ch for ev, ch in current.items() if ev in calibration.maps})
     ids = {s.id for s in samples}
     all_rows = [r for r in store.rows(current) if r["sample_id"] in ids]
     names = [ev.name for ev in evaluators] + sorted(set(current) - set(hashes))
@@ -227,6 +248,23 @@ def _run_locked(samples: Sequence[EditSample], evaluators: Sequence[Evaluator], 
     _write_outputs(out, all_rows, samples, summary, manifest)
     store.close()
     return RunResult(out, computed, reused, interrupted, summary, stopped_by)
+
+
+def _calibrate_rows(store: ResultsStore, calibration: Any, configs: dict[str, str]) -> None:
+    """Add ``calibrated`` to the stored scored rows of mapped evaluators (reused rows too, so a
+    rerun with ``--calibration`` calibrates what earlier runs computed); rows already right are left."""
+    if not configs:
+        return
+    changed = []
+    for r in store.rows(configs):
+        if r["status"] != "scored":
+            continue
+        score = Score(r["evaluator"], r["value"], "scored", r["reason"], r["details"] or {})
+        new = calibration.apply(score)
+        if (r["details"] or {}).get("calibrated") != new.details.get("calibrated"):
+            changed.append((r["sample_id"], r["evaluator"], r["config_hash"], r["model"], new))
+    if changed:
+        store.write(changed)
 
 
 def result_identity(described: dict[str, Any]) -> dict[str, Any]:
@@ -273,7 +311,9 @@ def _write_outputs(out: Path, rows: list[dict[str, Any]], samples: Sequence[Edit
                    summary: dict[str, Any], manifest: dict[str, Any]) -> None:
     import json
 
-    extra = {s.id: {"instruction": s.instruction} for s in samples}
+    from editlens.data.edit_types import edit_type_of
+
+    extra = {s.id: {"instruction": s.instruction, "edit_type": edit_type_of(s)} for s in samples}
     records = wide_records(rows, extra)
     order = {s.id: i for i, s in enumerate(samples)}
     records.sort(key=lambda r: order.get(r["id"], math.inf))

@@ -48,6 +48,9 @@ def score_edit(
     extra: Sequence[str] = (),
     vlm: str | Mapping[str, Any] | None = None,
     progress: bool = False,
+    device: str = "auto",
+    dtype: str = "auto",
+    calibration: Any = None,
 ) -> EditReport:
     """Score one edit; ``report[name]`` is that metric's :class:`Score`.
 
@@ -58,8 +61,17 @@ def score_edit(
     ``{"vlm": URL, "vlm_model": NAME, "cache": False}``). A judge whose backend
     failed (time-out, server error) reports ``failed`` with the reason; an
     answer that could not be parsed reports ``unscored`` with the raw text.
+    ``device``/``dtype`` go to every model (``auto``: the precision policy,
+    :mod:`editlens.models.precision`).
+    ``calibration`` (a file from ``editlens calibrate``) adds ``calibrated``,
+    the probability that people rate the edit good, to each mapped score's details.
     """
     from editlens.runner.isolation import score_isolated
+
+    if calibration is not None:
+        from editlens.meta.calibration import load_calibration
+
+        calibration = load_calibration(calibration)  # a bad file fails before any model loads
 
     if isinstance(vlm, str):
         vlm = {"vlm": vlm}
@@ -67,7 +79,7 @@ def score_edit(
                         source_caption=source_caption, target_caption=target_caption, metadata=metadata or {})
     loaded = sample.load(image_options)
     sel = select_metrics(metrics, extra=extra, models=models, options=options, with_reference=reference is not None,
-                         vlm=vlm)
+                         vlm=vlm, device=device, dtype=dtype)
     out: dict[str, Score] = {}
     from editlens.runner.run import in_run_order
 
@@ -81,6 +93,8 @@ def score_edit(
         if bar is not None:
             bar.set_postfix_str(metric.name)
         out[metric.name] = score_isolated(metric, [loaded])[0]
+        if calibration is not None:
+            out[metric.name] = calibration.apply(out[metric.name])
         if bar is not None:
             bar.update(1)
     if bar is not None:

@@ -13,7 +13,7 @@ from editlens.metrics.registry import create_metric, default_metric_names, get_s
 from editlens.metrics.spec import MetricSpec
 
 #: Run-time options the runner hands to metrics whose constructor takes them.
-RUNTIME_OPTIONS = ("models", "device")
+RUNTIME_OPTIONS = ("models", "device", "dtype")
 #: VLM options of self-ensembling (``--samples``, ``--temperature``, ``--min-samples``)
 ENSEMBLE_OPTIONS = ("samples", "temperature", "seed", "min_samples")
 
@@ -54,6 +54,7 @@ def select_metrics(
     with_reference: bool = False,
     device: str = "auto",
     vlm: str | Mapping[str, Any] | None = None,
+    dtype: str = "auto",
 ) -> Selection:
     """Build metric objects.
 
@@ -64,6 +65,8 @@ def select_metrics(
     added to either (judges, DICE, the captioner). ``vlm`` holds the options
     of metrics that use a vision-language model, e.g.
     ``{"vlm": "HuggingFaceTB/SmolVLM-256M-Instruct", "cache": True}``.
+    ``device`` and ``dtype`` go to every metric that loads a model (the
+    precision policy, :mod:`editlens.models.precision`, resolves ``auto``).
     """
     from editlens.runner.checks import check_options, check_templates
 
@@ -92,7 +95,7 @@ def select_metrics(
                 raise ModelUnavailableError(f"metric {spec.name!r} cannot run: {reason}")
             sel.skipped.append((spec.name, reason or "unavailable"))
             continue
-        runtime = {"models": models, "device": device}
+        runtime = {"models": models, "device": device, "dtype": dtype}
         for key in _runtime_options(spec):
             opts.setdefault(key, runtime[key])
         sel.metrics.append(create_metric(spec.name, **opts))

@@ -144,8 +144,9 @@ class ResultsStore:
             row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
         return json.loads(row[0]) if row else default
 
-    def rows(self, configs: dict[str, str] | None = None) -> list[dict[str, Any]]:
-        """All rows, or only those of the given ``{evaluator: config_hash}``."""
+    def rows(self, configs: dict[str, str] | None = None, parse: bool = True) -> list[dict[str, Any]]:
+        """All rows, or only those of the given ``{evaluator: config_hash}``. ``parse=False`` leaves
+        ``details`` as the stored JSON text (a reader that caches by content parses only what changed)."""
         with self._lock:
             cur = self.conn.execute(
                 "SELECT sample_id, evaluator, config_hash, model, status, value, reason, details FROM results "
@@ -157,7 +158,7 @@ class ResultsStore:
                     continue
                 out.append({"sample_id": sid, "evaluator": ev, "config_hash": ch, "model": model,
                             "status": status, "value": value, "reason": reason,
-                            "details": json.loads(details) if details else None})
+                            "details": (json.loads(details) if parse else details) if details else None})
         return out
 
     def count(self) -> int:

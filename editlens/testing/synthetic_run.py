@@ -24,13 +24,17 @@ COMMANDS = ("ADD", "REMOVE", "EDIT")
 
 
 def make_synthetic_run(root: str | Path, n: int = 30, size: int = 96, seed: int = 0, human: bool = False,
-                       distinct_images: bool = True) -> dict[str, Any]:
+                       distinct_images: bool = True, models: tuple[str, ...] = MODELS,
+                       per_source: int = 1) -> dict[str, Any]:
     """Create ``root/images``, ``root/manifest.jsonl`` and the run ``root/run``.
 
     Returns ``{"run": path, "manifest": path, "samples": [...]}`` where each
     sample lists the values and boxes written for it. Sample ``i`` gets model
     ``MODELS[i % 3]``; every 7th sample's DICE answer is unparsable
     (``unscored``), every 11th fails ``ssim``, every 13th skips ``clip_i``.
+    ``per_source`` > 1: that many consecutive samples (one per model of
+    ``models``) edit the same source with the same instruction, as in a
+    comparison of editors.
     """
     rng = np.random.default_rng(seed)
     root = Path(root)
@@ -42,11 +46,22 @@ def make_synthetic_run(root: str | Path, n: int = 30, size: int = 96, seed: int 
     manifest_lines = []
     for i in range(n):
         sid = f"s{i:04d}"
-        model = MODELS[i % len(MODELS)]
+        model = models[i % len(models)]
         x0, y0 = rng.uniform(0.05, 0.5, 2)
         w, h = rng.uniform(0.15, 0.4, 2)
         box = [round(float(x0), 4), round(float(y0), 4), round(float(x0 + w), 4), round(float(y0 + h), 4)]
-        if distinct_images or i < 2:
+        if per_source > 1:  # editors side by side: one source per group of `per_source` samples
+            head = i - i % per_source
+            if i == head:
+                base = rng.integers(40, 200, (size, size, 3), dtype=np.uint8)
+                src = np.repeat(np.repeat(base[:: size // 8, :: size // 8], size // 8, 0), size // 8, 1)[:size, :size]
+                Image.fromarray(src).save(root / "images" / f"s{head:04d}_src.png")
+            edited = src.copy()
+            px = [int(round(v * size)) for v in box]
+            edited[px[1]:px[3], px[0]:px[2]] = (230, 40, 40)
+            Image.fromarray(edited).save(root / "images" / f"{sid}_edit.png")
+            src_name, edit_name = f"s{head:04d}_src.png", f"{sid}_edit.png"
+        elif distinct_images or i < 2:
             base = rng.integers(40, 200, (size, size, 3), dtype=np.uint8)
             src = np.repeat(np.repeat(base[:: size // 8, :: size // 8], size // 8, 0), size // 8, 1)[:size, :size]
             edited = src.copy()
@@ -58,8 +73,9 @@ def make_synthetic_run(root: str | Path, n: int = 30, size: int = 96, seed: int 
         else:  # reuse the first pair's files (thumbnails are shared, as in runs with one source per many edits)
             src_name, edit_name = "s0000_src.png", "s0000_edit.png"
         l1 = float(rng.uniform(0, 0.2))
+        g = i - i % per_source
         line = {"id": sid, "source": f"images/{src_name}", "edited": f"images/{edit_name}",
-                "instruction": f"{COMMANDS[i % 3].lower()} a red block ({i})", "model": model}
+                "instruction": f"{COMMANDS[g % 3].lower()} a red block ({g})", "model": model}
         if i % 5 == 0:  # a reference edit (here: the edited image itself) on every 5th sample
             line["reference"] = f"images/{edit_name}"
         if i == 4:  # markup in data must show as text, never run or break the page
@@ -106,7 +122,7 @@ def make_synthetic_run(root: str | Path, n: int = 30, size: int = 96, seed: int 
     store.write(rows)
     (root / "manifest.jsonl").write_text("\n".join(manifest_lines) + "\n")
     store.set_meta("manifest", {
-        "command": ["editlens", "run", "manifest.jsonl", "--out", "run"], "started": "fixture",
+        "command": ["editlens", "run", "manifest.jsonl", "--out", "run"], "started": "fixture", "finished": "fixture",
         "inputs": {"samples": n, "manifest": str((root / "manifest.jsonl").resolve())},
         "evaluators": [{"name": m, "config_hash": "h-" + m} for m in ("change_map", "l1", "ssim", "clip_i", "dice",
                                                                                   "viescore")],

@@ -15,7 +15,6 @@ shared by many edits is encoded once.
 from __future__ import annotations
 
 import hashlib
-import threading
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -25,8 +24,6 @@ from editlens.metrics.base import Metric
 
 ROLE = "twoframe"
 OUTPUTS = ("cosine", "logit", "calibrated")
-_POOL: dict[tuple[Any, ...], Any] = {}
-_LOCK = threading.Lock()
 
 
 def resolve(model: str | None, models: dict[str, str] | None) -> str:
@@ -56,22 +53,28 @@ def availability(ref: str, options: dict[str, Any]) -> tuple[bool, str | None]:
 
 
 def get_scorer(ref: str, tokenizer: str | None = None, base: str | None = None, heads: int | None = None,
-               preset: str | None = None, device: str = "auto", dtype: str = "auto") -> Any:
+               preset: str | None = None, device: str = "auto", dtype: str = "auto", prompt: str | None = None) -> Any:
     """One loaded model + frame cache per settings, shared by both evaluators."""
+    from editlens.models.loader import load_model
+
+    return load_model(ref, kind="twoframe", device=device, dtype=dtype, tokenizer=tokenizer, base=base, heads=heads,
+                      preset=preset, prompt=prompt)
+
+
+def load_scorer(ref: Any, precision: Any, quantization: str, models: dict[str, str], tokenizer: str | None = None,
+                base: str | None = None, heads: int | None = None, preset: str | None = None,
+                prompt: str | None = None, **recipe: Any) -> Any:
+    """The ``twoframe`` kind's loader (:func:`editlens.models.loader.load_model`); a preset's recipe
+    (``file``, ``tokenizer``, ``base``, ``preprocess``, ``prompt``) fills what is not given."""
     from editlens.twoframe.model import load_twoframe
     from editlens.twoframe.scorer import TwoFrameScorer
 
-    key = (ref, tokenizer, base, heads, preset, device, dtype)
-    with _LOCK:
-        if key not in _POOL:
-            _POOL[key] = TwoFrameScorer(load_twoframe(ref, tokenizer=tokenizer, base=base, heads=heads, preset=preset,
-                                                      device=device, dtype=dtype))
-        return _POOL[key]
-
-
-def clear_scorers() -> None:
-    with _LOCK:
-        _POOL.clear()
+    if quantization == "nf4":
+        raise ModelUnavailableError("two-frame models load unquantised")
+    return TwoFrameScorer(load_twoframe(ref.ref, tokenizer=tokenizer or recipe.get("tokenizer"),
+                                        base=base or recipe.get("base"), heads=heads,
+                                        preset=preset or recipe.get("preprocess"), device=precision.device,
+                                        dtype=precision.dtype, prompt=prompt or recipe.get("prompt")))
 
 
 class TwoFrameEvaluator(Metric):
@@ -80,14 +83,16 @@ class TwoFrameEvaluator(Metric):
     def __init__(self, mode: str = "faithful", output: str = "cosine", model: str | None = None,
                  tokenizer: str | None = None, base: str | None = None, heads: int | None = None,
                  preset: str | None = None, device: str = "auto", dtype: str = "auto",
-                 models: dict[str, str] | None = None) -> None:
+                 models: dict[str, str] | None = None, prompt: str | None = None) -> None:
         if mode not in ("faithful", "order"):
             raise ValueError(f"mode must be 'faithful' or 'order', got {mode!r}")
         if output not in OUTPUTS:
             raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
         self.mode, self.output = mode, output
         self.ref = resolve(model, models)
-        self.load_options = dict(tokenizer=tokenizer, base=base, heads=heads, preset=preset, device=device, dtype=dtype)
+        # prompt: raw, vifi or a file with $instruction (default: the model's own; vifi for ViFi .pth weights)
+        self.load_options = dict(tokenizer=tokenizer, base=base, heads=heads, preset=preset, device=device, dtype=dtype,
+                                 prompt=prompt)
         self._scorer: Any = None
         if mode == "order" and not _has_head(self.ref):
             raise ModelUnavailableError(f"{self.ref}: has no order-aware head (twoframe_order needs a model trained "
@@ -115,11 +120,12 @@ class TwoFrameEvaluator(Metric):
         for i in range(len(batch)):
             details = {k: float(v[i]) for k, v in out.items()}
             details["mode"] = self.mode
+            details["prompt"] = self.scorer.model.prompt  # how the instruction was put to the text tower
             scores.append(Score(self.name, float(out[self.output][i]), details=details))
         return scores
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "model": _fingerprint(self.ref)}
+        return {**super().describe(), "model": _fingerprint(self.ref), "prompt": self.load_options["prompt"] or "model's own"}
 
 
 def _has_head(ref: str) -> bool:
@@ -145,3 +151,13 @@ def _fingerprint(ref: str) -> dict[str, Any]:
     if meta.is_file():
         out["twoframe_json"] = hashlib.sha256(meta.read_bytes()).hexdigest()
     return out
+
+
+def preset_available(preset: Any, models: dict[str, str]) -> tuple[bool, str | None]:
+    """A ``twoframe`` preset's availability (:mod:`editlens.models.registry`):
+    its checkpoint given for the role, with the tokenizer the recipe names."""
+    mref_ref = resolve(None, models) if preset.role else preset.ref
+    if not mref_ref or mref_ref == ROLE:
+        return False, (f"no checkpoint given: download {preset.recipe.get('file', 'the checkpoint')}, then pass "
+                       f"--model {ROLE}=FILE --option {ROLE}.tokenizer={preset.recipe.get('tokenizer', 'DIR')}")
+    return availability(mref_ref, {"tokenizer": preset.recipe.get("tokenizer")})

@@ -68,12 +68,37 @@ class TemporalHead(nn.Module):
         nn.init.zeros_(self.out.bias)
 
     def forward(self, source: torch.Tensor, edited: torch.Tensor) -> torch.Tensor:
+        # features arrive in float32 whatever the towers ran in; the head computes in its own dtype
+        # (bf16 when the model was loaded so) and answers in the dtype it was given
+        given = source.dtype
+        source, edited = source.to(self.position.dtype), edited.to(self.position.dtype)
         tokens = torch.stack([source, edited, edited - source], dim=1) + self.position
         mixed = self.encoder(tokens)
-        return (source + edited) / 2 + self.out(self.norm(mixed.mean(dim=1)))
+        return ((source + edited) / 2 + self.out(self.norm(mixed.mean(dim=1)))).to(given)
 
     def config(self) -> dict[str, int]:
         return {"dim": self.dim, "layers": self.layers, "heads": self.heads}
+
+
+#: Text prompts: ``raw`` (the instruction as it is; editlens' own models), ``vifi`` (ViFi-CLIP's
+#: "a photo of a ..." style, the default for its .pth weights), or the path of a file with ``$instruction``.
+PROMPTS = {"raw": None, "vifi": "twoframe_prompt_vifi"}
+
+
+def prompt_template(prompt: str) -> Any:
+    """The :class:`~editlens.judges.templates.Template` of a prompt choice (``None`` for ``raw``)."""
+    from editlens.errors import InputError
+    from editlens.judges.templates import Template, load_template
+
+    if prompt in PROMPTS:
+        return load_template(PROMPTS[prompt]) if PROMPTS[prompt] else None
+    p = Path(prompt).expanduser()
+    if not p.is_file():
+        raise InputError(f"two-frame prompt {prompt!r}: neither raw, vifi nor a file (with $instruction)")
+    text = p.read_text(encoding="utf-8")
+    if "$instruction" not in text and "${instruction}" not in text:
+        raise InputError(f"{p}: a two-frame prompt file needs $instruction")
+    return Template("twoframe_prompt", text, str(p))
 
 
 class TwoFrameModel(nn.Module):
@@ -81,7 +106,7 @@ class TwoFrameModel(nn.Module):
 
     def __init__(self, clip: Any, tokenizer: Any, preprocess: FramePreprocess, mode: str = "faithful",
                  head: TemporalHead | None = None, calibration: dict[str, Any] | None = None,
-                 provenance: dict[str, Any] | None = None) -> None:
+                 provenance: dict[str, Any] | None = None, prompt: str = "raw") -> None:
         super().__init__()
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -95,6 +120,16 @@ class TwoFrameModel(nn.Module):
         self.calibration = calibration
         self.provenance = dict(provenance or {})
         self.max_length = int(getattr(clip.config.text_config, "max_position_embeddings", 77))
+        self.prompt = prompt
+        self._prompt = prompt_template(prompt)
+
+    def prompted(self, texts: Sequence[str]) -> list[str]:
+        """The texts the text tower reads: each instruction in the model's prompt."""
+        if self._prompt is None:
+            return list(texts)
+        import string
+
+        return [string.Template(self._prompt.text).substitute(instruction=t).strip() for t in texts]
 
     # ------------------------------------------------------------ features
     @property
@@ -111,8 +146,8 @@ class TwoFrameModel(nn.Module):
         return _pooled(self.clip.get_image_features(pixel_values=pixels)).float()
 
     def text_features(self, texts: Sequence[str]) -> torch.Tensor:
-        """L2-normalised text features (the projected EOT token)."""
-        tok = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length,
+        """L2-normalised text features (the projected EOT token) of the prompted instructions."""
+        tok = self.tokenizer(self.prompted(texts), padding=True, truncation=True, max_length=self.max_length,
                              return_tensors="pt")
         out = self.clip.get_text_features(input_ids=tok["input_ids"].to(self.device),
                                           attention_mask=tok["attention_mask"].to(self.device))
@@ -161,7 +196,8 @@ class TwoFrameModel(nn.Module):
             self.tokenizer.save_pretrained(tmp)
             meta = {"format": FORMAT, "mode": self.mode, "preprocess": self.preprocess.to_dict(),
                     "head": self.head.config() if self.head is not None else None,
-                    "calibration": self.calibration, "provenance": self.provenance, **(extra or {})}
+                    "calibration": self.calibration, "provenance": self.provenance, "prompt": self.prompt,
+                    **(extra or {})}
             if self.head is not None:
                 save_file({k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()},
                           str(tmp / "head.safetensors"))
@@ -210,7 +246,7 @@ def is_twoframe_dir(path: str | os.PathLike) -> bool:
 
 def load_twoframe(ref: str | os.PathLike, *, tokenizer: str | None = None, base: str | None = None,
                   heads: int | None = None, preset: str | None = None, device: str = "auto",
-                  dtype: str = "auto") -> TwoFrameModel:
+                  dtype: str = "auto", prompt: str | None = None) -> TwoFrameModel:
     """Load a scorer from any of:
 
     * a directory written by :meth:`TwoFrameModel.save` (``twoframe.json``);
@@ -220,7 +256,7 @@ def load_twoframe(ref: str | os.PathLike, *, tokenizer: str | None = None, base:
     * any transformers CLIP (hub id or directory): the zero-shot baseline,
       faithful mode, preprocessing defaults to CLIP's own statistics.
     """
-    from editlens.models.resolve import pick_device, pick_dtype
+    from editlens.models.precision import decide
 
     ref = str(ref)
     path = Path(ref).expanduser()
@@ -246,7 +282,8 @@ def load_twoframe(ref: str | os.PathLike, *, tokenizer: str | None = None, base:
         prov = dict(meta.get("provenance") or {})
         prov["started_from"] = prov.get("checkpoint")  # what this model was trained from
         prov["checkpoint"] = str(path)
-        model = TwoFrameModel(clip, tok, prep, meta["mode"], head, meta.get("calibration"), prov)
+        model = TwoFrameModel(clip, tok, prep, meta["mode"], head, meta.get("calibration"), prov,
+                              prompt or meta.get("prompt", "raw"))
     elif path.is_file():
         from editlens.twoframe.layout import load_original_clip
 
@@ -255,12 +292,13 @@ def load_twoframe(ref: str | os.PathLike, *, tokenizer: str | None = None, base:
         size = clip.config.vision_config.image_size
         model = TwoFrameModel(clip, tok, FramePreprocess.for_size(size, preset or "vifi"), "faithful",
                               provenance={"checkpoint": str(path), "layout": "original-clip", "load": report.to_dict(),
-                                          "base": base})
+                                          "base": base}, prompt=prompt or "vifi")  # ViFi's own text prompt
     else:
         clip = _strict_clip(ref)
         tok = _tokenizer(tokenizer or ref, ref)
         size = clip.config.vision_config.image_size
         model = TwoFrameModel(clip, tok, FramePreprocess.for_size(size, preset or "clip"), "faithful",
-                              provenance={"checkpoint": ref, "layout": "transformers"})
-    dev = pick_device(device)
-    return model.to(dev, pick_dtype(dtype, dev)).eval()
+                              provenance={"checkpoint": ref, "layout": "transformers"}, prompt=prompt or "raw")
+    prec = decide(dtype, device)
+    model.provenance["precision"] = prec.to_dict()
+    return model.to(prec.device, prec.torch_dtype).eval()

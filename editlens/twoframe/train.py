@@ -131,7 +131,7 @@ def exportable(model: TwoFrameModel) -> TwoFrameModel:
         return model
     merged = copy.deepcopy(model.clip).merge_and_unload()
     return TwoFrameModel(merged, model.tokenizer, model.preprocess, model.mode, model.head, model.calibration,
-                         model.provenance)
+                         model.provenance, model.prompt)
 
 
 def trainable_state(model: TwoFrameModel) -> dict[str, torch.Tensor]:

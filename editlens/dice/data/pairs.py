@@ -43,6 +43,7 @@ class PairConfig:
     verify_threshold: float = 0.3
     max_pairs: int | None = None
     device: str = "auto"
+    dtype: str = "auto"
 
 
 def similar_pairs(embeddings: np.ndarray, neighbours: int, min_similarity: float) -> list[tuple[int, int, float]]:
@@ -122,15 +123,16 @@ class Verifier(Protocol):
 class OwlV2Verifier:
     """OWLv2 (transformers) as the verification hook."""
 
-    def __init__(self, model: str, device: str = "auto") -> None:
-        import torch  # noqa: F401
+    def __init__(self, model: str, device: str = "auto", dtype: str = "auto") -> None:
         from transformers import Owlv2ForObjectDetection, Owlv2ImageProcessorPil, Owlv2Processor
 
-        from editlens.models.resolve import load_pretrained, model_reference, pick_device
+        from editlens.models.precision import decide
+        from editlens.models.resolve import load_pretrained, model_reference
 
         mref = model_reference(model)
-        self.device = pick_device(device)
-        self.model = load_pretrained(Owlv2ForObjectDetection, mref).to(self.device).eval()
+        prec = decide(dtype, device)
+        self.device, self.dtype = prec.device, prec.torch_dtype
+        self.model = load_pretrained(Owlv2ForObjectDetection, mref, dtype=self.dtype).to(self.device).eval()
         from transformers import AutoTokenizer
 
         self.processor = Owlv2Processor(image_processor=load_pretrained(Owlv2ImageProcessorPil, mref),
@@ -151,9 +153,10 @@ class OwlV2Verifier:
         queries = [string.Template(self.query.text).substitute(object=n).strip() for n in names]
         inputs = self.processor(text=[queries], images=Image.fromarray(image),
                                 return_tensors="pt", padding=True).to(self.device)
+        inputs["pixel_values"] = inputs["pixel_values"].to(self.dtype)  # the model's dtype (bf16 where native)
         with torch.inference_mode():
             logits = self.model(**inputs).logits[0]  # patches x queries
-        best = torch.sigmoid(logits).max(dim=0).values.tolist()
+        best = torch.sigmoid(logits.float()).max(dim=0).values.tolist()
         return dict(zip(names, best))
 
 
@@ -179,7 +182,7 @@ def _embeddings(coco: CocoSet, ids: list[int], store: DatasetStore, cfg: PairCon
             return z["emb"]
     from editlens.models.encoders import get_encoder
 
-    enc = get_encoder("dino", model=cfg.embedder, device=cfg.device)
+    enc = get_encoder("dino", model=cfg.embedder, device=cfg.device, dtype=cfg.dtype)
     rows = []
     it = range(0, len(ids), 16)
     if progress:
@@ -205,7 +208,7 @@ def make_pairs(cfg: PairConfig, progress: bool = True) -> dict[str, Any]:
     ids = sorted(i for i in coco.images if coco.anns[i])
     emb = _embeddings(coco, ids, store, cfg, progress)
     candidates = similar_pairs(emb, cfg.neighbours, cfg.min_similarity)
-    verifier = OwlV2Verifier(cfg.verify_with, cfg.device) if cfg.verify_with else None
+    verifier = OwlV2Verifier(cfg.verify_with, cfg.device, cfg.dtype) if cfg.verify_with else None
     counts = {"images": len(ids), "similar_pairs": len(candidates), "no_shared_class": 0, "too_many_classes": 0,
               "no_difference": 0, "labels_dropped_by_verifier": 0}
     it: Any = candidates
@@ -245,3 +248,8 @@ def make_pairs(cfg: PairConfig, progress: bool = True) -> dict[str, Any]:
     stats = {**difference_stats(store.records), "this_run": counts}
     store.write_json("stats.json", stats)
     return stats
+
+
+def load_owlv2(ref: Any, precision: Any, quantization: str, models: dict[str, str], **options: Any) -> OwlV2Verifier:
+    """The ``owlv2`` kind's loader (:func:`editlens.models.loader.load_model`)."""
+    return OwlV2Verifier(ref.ref, precision.device, precision.dtype)
