@@ -637,3 +637,26 @@ def test_scripted_backend_answers_stream_whole(tmp_path):
     assert lines[-1] == "data: [DONE]"
     deltas = [json.loads(x[6:])["choices"][0]["delta"].get("content", "") for x in lines[:-1]]
     assert "".join(deltas) == "YES, done"
+
+
+def test_one_request_the_model_cannot_take_fails_alone():
+    from editlens.backends.server import Batcher
+    from editlens.backends.types import ChatRequest, Message
+
+    def answer(req):
+        if req.messages[0].parts[0] == "poison":
+            raise ValueError("the model cannot take this")
+        return Generation("fine", None, "stop")
+
+    class Strict(ScriptedBackend):
+        def generate(self, requests):
+            return [answer(r) for r in requests]  # one bad request raises for the whole batch
+
+    be = Strict(lambda r: "unused")
+    batcher = Batcher(be, max_batch=4, window_ms=200)  # both land in one batch
+    try:
+        bad, good = (batcher.submit(ChatRequest([Message("user", [t])])) for t in ("poison", "ok"))
+        assert good.result(timeout=10).text == "fine"
+        assert "cannot take this" in bad.result(timeout=10).error
+    finally:
+        batcher.close()

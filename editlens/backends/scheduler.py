@@ -222,6 +222,23 @@ class Batcher:
                           on_text=on_text if any(j.on_text for j in batch) else None)
         return list(self.backend.generate_some(reqs, [j.state for j in batch], control))
 
+    def _run_isolated(self, batch: list[Job]) -> list[Any]:
+        """``_run``; when a new batch raises, each request again on its own, so
+        one request the model cannot take fails alone (a paused batch shares
+        one cache and fails together)."""
+        try:
+            return self._run(batch)
+        except Exception as exc:
+            if len(batch) == 1 or any(j.state is not None for j in batch):
+                return [Generation(None, error=f"{type(exc).__name__}: {exc}") for _ in batch]
+        outs: list[Any] = []
+        for job in batch:
+            try:
+                outs.extend(self._run([job]))
+            except Exception as exc:
+                outs.append(Generation(None, error=f"{type(exc).__name__}: {exc}"))
+        return outs
+
     def _loop(self) -> None:
         while True:
             batch = self._take()
@@ -230,10 +247,7 @@ class Batcher:
             if not batch:
                 continue
             t0 = time.monotonic()
-            try:
-                outs = self._run(batch)
-            except Exception as exc:
-                outs = [Generation(None, error=f"{type(exc).__name__}: {exc}") for _ in batch]
+            outs = self._run_isolated(batch)
             now, closed = time.monotonic(), self._closed
             back = []
             for job, out in zip(batch, outs):
