@@ -253,7 +253,7 @@ def best_of_n_cmd(
     picks = best_of_n(samples, scores, m.spec.higher_is_better)
     doc = {"metric": metric, "higher_is_better": m.spec.higher_is_better, "picks": [asdict(p) for p in picks]}
     if out:
-        from editlens.runner.store import atomic_write
+        from editlens.core.io import atomic_write
 
         atomic_write(out, lambda fh: json.dump(doc, fh, indent=2, default=str))
     if json_out:
@@ -287,7 +287,7 @@ def relabel_cmd(
     """Reward scores normalised to 1-5 next to a training manifest (reward-conditioned fine-tuning)."""
     from editlens.adiee.reward import to_reward_scale
     from editlens.data.manifest import read_manifest
-    from editlens.runner.store import atomic_write
+    from editlens.core.io import atomic_write
 
     samples, scores, m = _score_manifest(manifest, metric, model, option, device, batch_size)
     low, high = m.spec.value_range

@@ -130,14 +130,10 @@ def eval_cmd(
     scorer = TwoFrameScorer(_load(model, tokenizer, base, heads, preset, device))
     rep = evaluate_set(scorer, data, mode, _ks(ks), progress=not json_out)
     if scores_out is not None:
-        scores_out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = scores_out.with_name(f".{scores_out.name}.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            for i, sid in enumerate(data.ids):
-                row = {"id": sid, "instruction": data.instructions[i], "rank": rep["ranks_video_to_text"][i],
-                       **{k: v[i] for k, v in rep["scores"].items()}}
-                fh.write(json.dumps(row) + "\n")
-        tmp.replace(scores_out)
+        from editlens.core.io import write_jsonl
+
+        write_jsonl(scores_out, ({"id": sid, "instruction": data.instructions[i], "rank": rep["ranks_video_to_text"][i],
+                                  **{k: v[i] for k, v in rep["scores"].items()}} for i, sid in enumerate(data.ids)))
     if json_out:
         emit_json({k: v for k, v in rep.items() if k not in ("scores", "ranks_video_to_text")})
         return
@@ -216,9 +212,9 @@ def calibrate_cmd(
     meta_path = model / "twoframe.json"
     meta = json.loads(meta_path.read_text())
     meta["calibration"] = cal
-    tmp = meta_path.with_name(".twoframe.json.tmp")
-    tmp.write_text(json.dumps(meta, indent=2))
-    tmp.replace(meta_path)
+    from editlens.core.io import write_json
+
+    write_json(meta_path, meta)
     if json_out:
         emit_json(cal)
         return

@@ -326,7 +326,7 @@ def write_run_report(run_dir: str | Path, out: str | Path | None = None, *, mani
     ``meta_eval``: saved ``editlens meta-eval ... --json`` documents to show in the report.
     """
     from editlens.reporting.collect import collect_run, read_meta_eval
-    from editlens.runner.store import atomic_write
+    from editlens.core.io import atomic_write
 
     target = Path(out) if out else Path(run_dir) / "report.html"
     metas = {Path(p).name: read_meta_eval(p) for p in meta_eval}  # before the slow part: bad input fails fast
@@ -425,7 +425,7 @@ def render_meta_report(rep: Mapping[str, Any], title: str, extra: Mapping[str, A
 
 def write_meta_report(rep: Mapping[str, Any], path: str | Path, title: str,
                       extra: Mapping[str, Any] | None = None) -> Path:
-    from editlens.runner.store import atomic_write
+    from editlens.core.io import atomic_write
 
     page = render_meta_report(rep, title, extra)
     atomic_write(path, lambda fh: fh.write(page))

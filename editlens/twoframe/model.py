@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -150,10 +148,10 @@ class TwoFrameModel(nn.Module):
         """Write the model directory atomically (a temp dir renamed into place)."""
         from safetensors.torch import save_file
 
+        from editlens.core.io import atomic_directory
+
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-        try:
+        with atomic_directory(path) as tmp:
             from transformers.utils import logging as hf_logging
 
             hf_logging.disable_progress_bar()
@@ -166,16 +164,6 @@ class TwoFrameModel(nn.Module):
                 save_file({k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()},
                           str(tmp / "head.safetensors"))
             (tmp / "twoframe.json").write_text(json.dumps(meta, indent=2))
-            if path.exists():
-                old = path.with_name(f".{path.name}.old")
-                shutil.rmtree(old, ignore_errors=True)
-                os.replace(path, old)
-                os.replace(tmp, path)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.replace(tmp, path)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
         return path
 
 

@@ -1,0 +1,660 @@
+"""The training loop every editlens system uses.
+
+A system supplies a :class:`TrainingTask` — the model whose trainable
+parameters learn, a deterministic ``batch(step, micro)``, the ``loss`` of a
+batch, a ``validate`` and an ``export`` — and :func:`run` does the rest:
+
+* **run directory** ``OUT/``: ``train_config.json`` (the run's identity and
+  settings), ``log.jsonl`` (one record per optimiser step; validation results
+  under ``"val"``), ``checkpoints/step-NNNNNNN/`` (``state.pt``: trainable
+  tensors, optimiser, LR schedule, loss scaler; ``state.json``: step,
+  identity, precision), the loss curve (``loss.png``), ``summary.json``, and
+  whatever the task exports.
+* **resume**: rerunning with the same ``OUT`` continues from the newest
+  checkpoint; log lines past it are dropped and redone. A run whose identity
+  (the settings that must match, e.g. LoRA rank, seed, batch size) differs is
+  refused with a message naming each differing setting. Batches depend only
+  on (seed, step) and torch's RNG is reseeded from (seed, step) before every
+  step, so a resumed run computes exactly what an uninterrupted one would.
+* **Ctrl-C / SIGTERM**: the current step finishes, a checkpoint is saved and
+  :attr:`LoopResult.interrupted` is set (CLIs exit 130, or 143 for SIGTERM);
+  a second signal stops at once — the state is saved when it is still that of
+  a finished step (never in the middle of an optimiser update).
+* **checkpoints** every ``save_every`` steps, at the end and on interruption,
+  each written to a temp folder and renamed into place; the newest ``keep``
+  are kept. Loading accounts for every key: a trainable parameter missing
+  from the checkpoint, an unknown one, or a shape that differs is an error.
+* **validation** every ``eval_every`` steps and after the last step
+  (optionally before the first), under ``torch.no_grad`` and the model's
+  eval mode.
+* **optimisation**: gradient accumulation over ``grad_accum`` micro-batches,
+  linear warm-up then constant / linear / cosine decay, gradient-norm
+  clipping, and mixed precision from the policy
+  (:func:`editlens.models.precision.decide` with purpose ``training``):
+  trainable parameters are kept in float32 (master weights), the forward pass
+  runs under autocast in the policy's dtype, float16 adds loss scaling. The
+  decision (``Precision.to_dict()``) is recorded in every checkpoint and the
+  summary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from editlens.core.io import atomic_directory, write_json, write_jsonl
+from editlens.errors import InputError
+from editlens.training.plot import PlotSpec, plot_training
+
+DECAYS = ("constant", "linear", "cosine")
+CONFIG_FILE = "train_config.json"
+LOG_FILE = "log.jsonl"
+SUMMARY_FILE = "summary.json"
+EXIT_CODES = {"SIGINT": 130, "SIGTERM": 143}
+
+
+class TrainingTask:
+    """What a system supplies to :func:`run`. Subclasses set ``model`` and
+    implement :meth:`batch` and :meth:`loss`; the rest has defaults."""
+
+    #: the module whose parameters with ``requires_grad`` are trained and checkpointed
+    model: Any = None
+    #: learning rate of the default optimiser
+    lr: float = 1e-4
+
+    def optimizer(self, params: list[Any]) -> Any:
+        """The optimiser over ``params`` (the trainable parameters, float32)."""
+        import torch
+
+        return torch.optim.AdamW(params, lr=self.lr)
+
+    def batch(self, step: int, micro: int) -> Any:
+        """Micro-batch ``micro`` of optimiser step ``step`` (0-based); must depend only on them and the seed."""
+        raise NotImplementedError
+
+    def loss(self, batch: Any) -> tuple[Any, dict[str, float]]:
+        """``(loss tensor, {name: float})``: the loss to minimise and extra figures to log (averaged
+        over micro-batches)."""
+        raise NotImplementedError
+
+    @property
+    def has_validation(self) -> bool:
+        return False
+
+    def validate(self) -> dict[str, Any]:
+        """Validation figures (JSON-serialisable); called under no_grad with the model in eval mode."""
+        return {}
+
+    def describe_validation(self, val: dict[str, Any]) -> str:
+        """One line for the console."""
+        return ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in val.items()
+                         if isinstance(v, (int, float, str)) or v is None)
+
+    def step_info(self, step: int) -> dict[str, Any]:
+        """Extra fields of step ``step``'s log record (e.g. its epoch)."""
+        return {}
+
+    def precision_record(self) -> dict[str, Any]:
+        """What the task adds to the policy's record (e.g. 4-bit base weights, an 8-bit optimiser)."""
+        return {}
+
+    def identity_extra(self) -> dict[str, Any]:
+        """Identity settings known only once the model and optimiser are built (e.g. an 8-bit
+        optimiser's state does not load into AdamW); checked against the checkpoint's."""
+        return {}
+
+    def save_extra(self, folder: Path) -> None:
+        """Write anything more into a checkpoint folder being built (e.g. a loadable adapter)."""
+
+    def export(self, result: "LoopResult") -> dict[str, Any]:
+        """The final outputs once training is done, ``{name: path}`` (a rerun of a finished run whose
+        outputs all exist does nothing)."""
+        return {}
+
+    def summary_extra(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
+        """More entries for ``summary.json``."""
+        return {}
+
+
+@dataclass
+class LoopSettings:
+    """How :func:`run` trains; everything that is not the task's business."""
+
+    out: str | Path
+    steps: int  # optimiser steps in all (a resumed run counts the steps already done)
+    precision: Any  # editlens.models.precision.Precision (purpose "training")
+    identity: dict[str, Any] = field(default_factory=dict)  # settings a resumed run must share
+    config: dict[str, Any] = field(default_factory=dict)  # every setting, recorded in train_config.json
+    seed: int = 0
+    grad_accum: int = 1
+    warmup_steps: int = 0
+    decay: str = "constant"
+    max_grad_norm: float = 0.0  # 0: no clipping
+    save_every: int = 0  # 0: only at the end and on interruption
+    keep: int = 2
+    eval_every: int = 0  # 0: only after the last step
+    eval_at_start: bool = False  # also validate the untrained model (logged as step 0)
+    report_every: int | None = None  # console lines (None: about ten per run)
+    progress: bool = True
+    desc: str = "train"
+    restart: bool = False  # ignore (and remove) an earlier run in ``out``
+    plot: PlotSpec | None = field(default_factory=PlotSpec)
+    log: Callable[[str], None] = print
+
+    def check(self) -> None:
+        for name in ("steps", "grad_accum", "keep"):
+            if int(getattr(self, name)) < 1:
+                raise InputError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("warmup_steps", "save_every", "eval_every"):
+            if int(getattr(self, name)) < 0:
+                raise InputError(f"{name} must be 0 or more, got {getattr(self, name)}")
+        if self.decay not in DECAYS:
+            raise InputError(f"decay must be one of {', '.join(DECAYS)}, got {self.decay!r}")
+
+
+@dataclass
+class LoopResult:
+    out: Path
+    steps_done: int
+    resumed_from: int
+    interrupted: bool = False
+    signal: str | None = None  # SIGINT / SIGTERM when interrupted
+    finished: bool = False  # trained to the end and exported
+    rows: list[dict[str, Any]] = field(default_factory=list)  # the log, this run's and the resumed one's
+    outputs: dict[str, Any] = field(default_factory=dict)  # what the task exported
+    summary: dict[str, Any] = field(default_factory=dict)
+    checkpoint: Path | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """What a command should exit with: 0, or 130 (Ctrl-C) / 143 (SIGTERM) when interrupted."""
+        return EXIT_CODES.get(self.signal or "SIGINT", 130) if self.interrupted else 0
+
+    @property
+    def evals(self) -> list[dict[str, Any]]:
+        """Every validation, ``{"step": N, **figures}``."""
+        return [{"step": r["step"], **r["val"]} for r in self.rows if isinstance(r.get("val"), dict)]
+
+
+# -- run directory --------------------------------------------------------------------------------
+
+def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(json.dumps(d, default=str))  # tuples -> lists, paths -> str, as stored
+
+
+def identity_difference(before: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    """``["rank was 8, now 4", ...]`` for every setting that differs.
+
+    >>> identity_difference({"rank": 8, "seed": 0}, {"rank": 4, "seed": 0})
+    ['rank was 8, now 4']
+    """
+    now = _jsonable(now)
+    before = _jsonable(before)
+    return [f"{k} was {before.get(k)!r}, now {now.get(k)!r}".replace("'", "")
+            if isinstance(before.get(k), str) or isinstance(now.get(k), str)
+            else f"{k} was {before.get(k)}, now {now.get(k)}"
+            for k in sorted(set(before) | set(now)) if before.get(k) != now.get(k)]
+
+
+def _refuse(where: Path, diffs: list[str]) -> None:
+    raise InputError(f"{where} holds a run with other settings ({'; '.join(diffs)}); rerun with the same "
+                     "settings to resume it, or use another --out (or --restart to discard it)")
+
+
+def prepare_run_dir(out: str | Path, identity: dict[str, Any], config: dict[str, Any] | None = None,
+                    restart: bool = False) -> Path:
+    """Create ``out`` and record the run's identity, or check it against the run already there.
+
+    Call it before loading models so that a mismatch is refused at once;
+    :func:`run` checks again against the checkpoint (whose identity may hold
+    settings known only once the model is built). ``restart`` removes an
+    earlier run's checkpoints, log and summary.
+    """
+    import shutil
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    saved = out / CONFIG_FILE
+    if restart:
+        shutil.rmtree(out / "checkpoints", ignore_errors=True)
+        for name in (LOG_FILE, SUMMARY_FILE, CONFIG_FILE):
+            (out / name).unlink(missing_ok=True)
+    elif saved.is_file():
+        try:
+            before = json.loads(saved.read_text()).get("identity")
+        except (OSError, json.JSONDecodeError, AttributeError) as exc:
+            raise InputError(f"{saved}: unreadable ({exc}); use another --out or --restart") from None
+        if before is not None:
+            diffs = [d for d in identity_difference(before, identity)]
+            if diffs:
+                _refuse(out, diffs)
+    write_json(saved, {"identity": _jsonable(identity), "config": _jsonable(config or {})}, default=str)
+    return out
+
+
+def read_log(out: str | Path, upto: int | None = None) -> list[dict[str, Any]]:
+    """The records of ``OUT/log.jsonl`` (up to step ``upto``); a line cut off by a crash is skipped."""
+    p = Path(out) / LOG_FILE
+    if not p.is_file():
+        return []
+    rows = []
+    for line in p.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # only the last line can be cut, by a crash while it was written
+        if isinstance(r, dict) and isinstance(r.get("step"), int) and (upto is None or r["step"] <= upto):
+            rows.append(r)
+    return rows
+
+
+def _checkpoints(out: Path) -> list[tuple[int, Path]]:
+    root = out / "checkpoints"
+    if not root.is_dir():
+        return []
+    found = []
+    for p in root.glob("step-*"):
+        num = p.name[5:]
+        if num.isdigit() and (p / "state.json").is_file() and (p / "state.pt").is_file():
+            found.append((int(num), p))
+    return sorted(found)
+
+
+def latest_checkpoint(out: str | Path) -> Path | None:
+    """The newest complete checkpoint folder in ``OUT/checkpoints`` (``None`` when there is none)."""
+    found = _checkpoints(Path(out))
+    return found[-1][1] if found else None
+
+
+# -- parameters, precision, schedule --------------------------------------------------------------
+
+def trainable_parameters(model: Any) -> list[tuple[str, Any]]:
+    """``(name, parameter)`` of every parameter that trains, each shared parameter once."""
+    seen: set[int] = set()
+    out = []
+    for name, p in model.named_parameters():
+        if p.requires_grad and id(p) not in seen:
+            seen.add(id(p))
+            out.append((name, p))
+    return out
+
+
+def master_weights_fp32(model: Any) -> list[Any]:
+    """Trainable parameters in float32 (mixed precision keeps the master copy in full precision;
+    the forward pass computes in the autocast dtype). Returns them."""
+    import torch
+
+    params = []
+    for _, p in trainable_parameters(model):
+        if p.dtype in (torch.float16, torch.bfloat16):
+            p.data = p.data.float()
+        params.append(p)
+    return params
+
+
+def lr_factor(step: int, total: int, warmup: int, decay: str) -> float:
+    """Multiplier of the base learning rate at optimiser step ``step`` (0-based).
+
+    >>> [round(lr_factor(s, 10, 2, "linear"), 3) for s in (0, 1, 2, 6, 9)]
+    [0.5, 1.0, 1.0, 0.5, 0.125]
+    """
+    if warmup and step < warmup:
+        return (step + 1) / warmup
+    if decay == "constant":
+        return 1.0
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    if decay == "linear":
+        return max(0.0, 1.0 - progress)
+    return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def _seed_step(seed: int, step: int) -> None:
+    import torch
+
+    torch.manual_seed((int(seed) * 1_000_003 + int(step)) % (2**63))
+
+
+# -- checkpoints ----------------------------------------------------------------------------------
+
+def save_checkpoint(out: Path, step: int, model: Any, optimizer: Any, scheduler: Any, scaler: Any,
+                    meta: dict[str, Any], keep: int, extra: Callable[[Path], None] | None = None) -> Path:
+    """``OUT/checkpoints/step-NNNNNNN/`` built in a temp folder and renamed into place; older ones pruned."""
+    import torch
+
+    target = out / "checkpoints" / f"step-{step:07d}"
+    with atomic_directory(target) as tmp:
+        torch.save({"trainable": {n: p.detach().to("cpu").clone() for n, p in trainable_parameters(model)},
+                    "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                    "scaler": scaler.state_dict()}, tmp / "state.pt")
+        if extra is not None:
+            extra(tmp)
+        write_json(tmp / "state.json", {"step": step, **meta, "time": time.time()}, default=str)
+    import shutil
+
+    for _, old in _checkpoints(out)[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return target
+
+
+def load_trainable(model: Any, state: dict[str, Any], where: str | Path) -> None:
+    """Copy ``state`` into the model's trainable parameters; every key must match one, every
+    trainable parameter must be there, with its shape."""
+    import torch
+
+    mine = dict(trainable_parameters(model))
+    missing = sorted(set(mine) - set(state))
+    unexpected = sorted(set(state) - set(mine))
+    shapes = sorted(f"{n} {tuple(state[n].shape)} vs {tuple(mine[n].shape)}" for n in set(mine) & set(state)
+                    if tuple(state[n].shape) != tuple(mine[n].shape))
+    if missing or unexpected or shapes:
+        parts = []
+        if missing:
+            parts.append(f"{len(missing)} trainable parameter(s) missing from it (e.g. {missing[:3]})")
+        if unexpected:
+            parts.append(f"{len(unexpected)} unknown to this model (e.g. {unexpected[:3]})")
+        if shapes:
+            parts.append(f"{len(shapes)} with another shape (e.g. {shapes[:2]})")
+        raise InputError(f"{where}: the checkpoint does not fit this model: {'; '.join(parts)}; "
+                         "use another --out (or --restart)")
+    with torch.no_grad():
+        for n, v in state.items():
+            mine[n].copy_(v.to(mine[n].device, mine[n].dtype))
+
+
+def load_checkpoint(path: Path, model: Any, optimizer: Any, scheduler: Any, scaler: Any,
+                    identity: dict[str, Any]) -> int:
+    """Restore a checkpoint after checking its identity; returns its step."""
+    import torch
+
+    try:
+        meta = json.loads((path / "state.json").read_text())
+        blob = torch.load(path / "state.pt", map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - a damaged checkpoint is named, not a traceback
+        raise InputError(f"{path}: unreadable checkpoint ({type(exc).__name__}: {exc}); remove it to resume "
+                         "from the one before, or use --restart") from None
+    diffs = identity_difference(meta.get("identity") or {}, identity)
+    if diffs:
+        _refuse(path.parent.parent, diffs)
+    missing = [k for k in ("trainable", "optimizer", "scheduler", "scaler") if k not in blob]
+    if missing:
+        raise InputError(f"{path}/state.pt: not a training checkpoint (no {', '.join(missing)})")
+    load_trainable(model, blob["trainable"], path / "state.pt")
+    optimizer.load_state_dict(blob["optimizer"])
+    scheduler.load_state_dict(blob["scheduler"])
+    if blob["scaler"]:
+        scaler.load_state_dict(blob["scaler"])
+    return int(meta["step"])
+
+
+# -- signals --------------------------------------------------------------------------------------
+
+class _StopRequests:
+    """SIGINT/SIGTERM set a flag the loop reads at a clean point; a second one stops at once."""
+
+    def __init__(self, log: Callable[[str], None]) -> None:
+        self.log = log
+        self.signal: str | None = None
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if self.signal is not None:
+            raise KeyboardInterrupt(name)
+        self.signal = name
+        self.log(f"{name}: stopping after this step and saving a checkpoint (send it again to stop at once)")
+
+    def __enter__(self) -> "_StopRequests":
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                try:
+                    self._previous[sig] = signal.signal(sig, self._handle)
+                except (ValueError, OSError):  # not settable here (e.g. an embedded interpreter)
+                    pass
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, prev in self._previous.items():
+            signal.signal(sig, prev)
+
+
+# -- the loop -------------------------------------------------------------------------------------
+
+def _autocast(precision: Any) -> Callable[[], Any]:
+    import torch
+
+    dtype = precision.autocast_dtype
+    kind = str(precision.device).split(":")[0]
+
+    def ctx() -> Any:
+        return torch.autocast(kind, dtype=dtype) if dtype is not None else contextlib.nullcontext()
+
+    return ctx
+
+
+@contextlib.contextmanager
+def _eval_mode(model: Any) -> Iterator[None]:
+    import torch
+
+    was = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        model.train(was)
+
+
+def _mean(values: list[float]) -> float | None:
+    return float(sum(values) / len(values)) if values else None
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Loss at the start and end of the run: means over the first and last fifth of the steps
+    (single batches are noisy), and the single first and last values."""
+    losses = [r["loss"] for r in rows if isinstance(r.get("loss"), (int, float))]
+    k = max(1, len(losses) // 5)
+    evals = [{"step": r["step"], **r["val"]} for r in rows if isinstance(r.get("val"), dict)]
+    return {"first_loss": _mean(losses[:k]), "last_loss": _mean(losses[-k:]), "window": k,
+            "first_step_loss": losses[0] if losses else None, "last_step_loss": losses[-1] if losses else None,
+            "val": evals[-1] if evals else None}
+
+
+def run(task: TrainingTask, s: LoopSettings) -> LoopResult:
+    """Train ``task`` as ``s`` says (resuming what ``s.out`` holds); see the module docstring."""
+    import torch
+
+    s.check()
+    out = Path(s.out)
+    log = s.log
+    identity = {**s.identity}
+    prepare_run_dir(out, s.identity, s.config, restart=s.restart)
+    model = task.model
+    params = master_weights_fp32(model)
+    if not params:
+        raise InputError("nothing to train: every parameter is frozen")
+    optimizer = task.optimizer(params)
+    steps, warmup, decay = int(s.steps), int(s.warmup_steps), s.decay
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: lr_factor(k, steps, warmup, decay))
+    kind = str(s.precision.device).split(":")[0]
+    scaler = torch.amp.GradScaler(kind, enabled=bool(s.precision.needs_grad_scaler))
+    autocast = _autocast(s.precision)
+    record = {**s.precision.to_dict(), **task.precision_record()}
+    identity.update(task.identity_extra())
+    meta = {"identity": _jsonable(identity), "precision": record}
+
+    ck = latest_checkpoint(out)
+    start = load_checkpoint(ck, model, optimizer, scheduler, scaler, identity) if ck else 0
+    rows = read_log(out, upto=start)
+    write_jsonl(out / LOG_FILE, rows)  # lines past the checkpoint are redone
+    result = LoopResult(out, start, start, rows=rows, checkpoint=ck)
+    if start:
+        log(f"resumed from {ck}: step {start} of {steps} done")
+
+    summary_path = out / SUMMARY_FILE
+    if start >= steps and summary_path.is_file():
+        done = json.loads(summary_path.read_text())
+        outputs = done.get("outputs") or {}
+        if done.get("finished") and done.get("steps_done") == start and \
+                all(Path(str(v)).exists() for v in outputs.values()):
+            result.finished, result.outputs, result.summary = True, outputs, done
+            log(f"{out}: already trained to step {start}; nothing to do")
+            return result
+
+    def plot() -> None:
+        if s.plot is not None:
+            plot_training(result.rows, out / s.plot.filename, s.plot)
+
+    def checkpoint(step: int) -> None:
+        if step == 0:
+            return  # nothing trained yet
+        if result.checkpoint is not None and result.checkpoint.name == f"step-{step:07d}" \
+                and result.checkpoint.is_dir():
+            return
+        result.checkpoint = save_checkpoint(out, step, model, optimizer, scheduler, scaler, meta, s.keep,
+                                            task.save_extra)
+
+    def validate() -> dict[str, Any]:
+        with _eval_mode(model), autocast():
+            return task.validate()
+
+    report_every = s.report_every or max(1, steps // 10)
+    logf = open(out / LOG_FILE, "a", encoding="utf-8")
+
+    def write(rec: dict[str, Any]) -> None:
+        logf.write(json.dumps(rec, default=str) + "\n")
+        logf.flush()
+        result.rows.append(rec)
+
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=steps, initial=min(start, steps), desc=s.desc, unit="step", disable=not s.progress,
+               dynamic_ncols=True)
+    step = start
+    phase = "clean"  # "step": gradients being computed (the weights are still step's); "update": weights changing
+    pending: dict[str, Any] | None = None
+    t0 = time.time()
+    try:
+        with _StopRequests(log) as stop:
+            if s.eval_at_start and start == 0 and task.has_validation and not result.rows:
+                val = validate()
+                write({"step": 0, "val": val})
+                log(f"before training: {task.describe_validation(val)}")
+            model.train()
+            while step < steps and stop.signal is None:
+                phase = "step"
+                _seed_step(s.seed, step)
+                optimizer.zero_grad(set_to_none=True)
+                agg: dict[str, float] = {}
+                for micro in range(s.grad_accum):
+                    batch = task.batch(step, micro)
+                    with autocast():
+                        loss, figures = task.loss(batch)
+                    value = float(loss.detach())
+                    if not math.isfinite(value):
+                        raise InputError(f"loss became {value} at step {step + 1}; lower the learning rate "
+                                         "(--lr) or check the data")
+                    scaler.scale(loss / s.grad_accum).backward()
+                    for k, v in {"loss": value, **figures}.items():
+                        v = float(v.detach()) if hasattr(v, "detach") else float(v)
+                        agg[k] = agg.get(k, 0.0) + v / s.grad_accum
+                phase = "update"
+                if s.max_grad_norm > 0:
+                    scaler.unscale_(optimizer)
+                    torch.nn.utils.clip_grad_norm_(params, s.max_grad_norm)
+                lr = optimizer.param_groups[0]["lr"]
+                scaler.step(optimizer)
+                scaler.update()
+                scheduler.step()
+                step += 1
+                phase = "clean"
+                pending = {"step": step, **task.step_info(step - 1), **agg, "lr": lr,
+                           "time": round(time.time() - t0, 3)}
+                if task.has_validation and ((s.eval_every and step % s.eval_every == 0) or step == steps):
+                    pending["val"] = validate()
+                write(pending)
+                pending = None
+                result.steps_done = step
+                bar.update(1)
+                bar.set_postfix(loss=f"{agg['loss']:.4f}")
+                if step % report_every == 0 or step == steps:
+                    _report(log, result.rows, step, steps, report_every, task)
+                if s.save_every and step % s.save_every == 0 and step < steps:
+                    checkpoint(step)
+                    plot()
+            if stop.signal is not None and step < steps:
+                result.interrupted, result.signal = True, stop.signal
+    except KeyboardInterrupt as exc:
+        result.interrupted, result.signal = True, (str(exc) if str(exc) in EXIT_CODES else "SIGINT")
+    finally:
+        bar.close()
+    if result.interrupted:
+        try:
+            if phase == "update":
+                # stopped inside the optimiser update: the weights are neither step's nor the next's
+                log(f"interrupted during the update of step {step + 1}: not saved; "
+                    f"{'the checkpoint ' + str(result.checkpoint) + ' stands' if result.checkpoint else 'nothing saved'}")
+            else:
+                if pending is not None:  # interrupted while validating: the step itself is done
+                    pending.pop("val", None)
+                    write(pending)
+                checkpoint(step)
+                log(f"interrupted at step {step}: "
+                    + (f"checkpoint {result.checkpoint}; " if result.checkpoint else "nothing trained yet; ")
+                    + "rerun the same command to resume")
+        finally:
+            logf.close()
+        plot()
+        result.steps_done = step
+        _write_summary(result, task, s, record, identity, steps)
+        return result
+    logf.close()
+    if step >= steps and task.has_validation and not any(r["step"] == step and "val" in r for r in result.rows):
+        with open(out / LOG_FILE, "a", encoding="utf-8") as fh:  # a rerun of a run stopped before its end
+            rec = {"step": step, "val": validate()}
+            fh.write(json.dumps(rec, default=str) + "\n")
+            result.rows.append(rec)
+    checkpoint(step)
+    plot()
+    with autocast():
+        result.outputs = task.export(result) or {}
+    result.finished = True
+    _write_summary(result, task, s, record, identity, steps)
+    return result
+
+
+def _report(log: Callable[[str], None], rows: list[dict[str, Any]], step: int, steps: int, every: int,
+            task: TrainingTask) -> None:
+    win = [r for r in rows if r["step"] > step - every and isinstance(r.get("loss"), (int, float))]
+    keys = [k for k, v in win[-1].items() if k not in ("step", "lr", "time") and isinstance(v, float)] if win else []
+    means = {k: _mean([r[k] for r in win if isinstance(r.get(k), (int, float))]) for k in keys}
+    parts = ", ".join(f"{k} {v:.4f}" for k, v in means.items() if k != "loss" and v is not None)
+    line = f"step {step:>5}/{steps}  loss {means.get('loss', float('nan')):.4f}"
+    line += f" ({parts}; " if parts else " ("
+    line += f"mean of the last {len(win)} steps)"
+    val = rows[-1].get("val") if rows and rows[-1]["step"] == step else None
+    if isinstance(val, dict):
+        line += f"  validation: {task.describe_validation(val)}"
+    log(line)
+
+
+def _write_summary(result: LoopResult, task: TrainingTask, s: LoopSettings, record: dict[str, Any],
+                   identity: dict[str, Any], steps: int) -> None:
+    out = result.out
+    summary = {"steps": steps, "steps_done": result.steps_done, "resumed_from": result.resumed_from,
+               "finished": result.finished, "interrupted": result.interrupted, "signal": result.signal,
+               **summarise(result.rows), "precision": record, "identity": _jsonable(identity),
+               "checkpoint": str(result.checkpoint) if result.checkpoint else None,
+               "log": str(out / LOG_FILE),
+               "loss_curve": str(out / s.plot.filename) if s.plot is not None else None,
+               "outputs": result.outputs, **task.summary_extra(result.rows)}
+    result.summary = _jsonable(summary)
+    write_json(out / SUMMARY_FILE, result.summary)
