@@ -428,7 +428,8 @@ class _StopRequests:
 
 # -- the loop -------------------------------------------------------------------------------------
 
-def _autocast(precision: Any) -> Callable[[], Any]:
+def autocast_context(precision: Any) -> Callable[[], Any]:
+    """A factory of the forward pass's autocast context for ``precision`` (a no-op for float32)."""
     import torch
 
     dtype = precision.autocast_dtype
@@ -486,7 +487,7 @@ def run(task: TrainingTask, s: LoopSettings) -> LoopResult:
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: lr_factor(k, steps, warmup, decay))
     kind = str(s.precision.device).split(":")[0]
     scaler = torch.amp.GradScaler(kind, enabled=bool(s.precision.needs_grad_scaler))
-    autocast = _autocast(s.precision)
+    autocast = autocast_context(s.precision)
     record = {**s.precision.to_dict(), **task.precision_record()}
     identity.update(task.identity_extra())
     meta = {"identity": _jsonable(identity), "precision": record}

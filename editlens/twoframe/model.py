@@ -126,7 +126,9 @@ class TwoFrameModel(nn.Module):
             if self.head is None:
                 raise ModelUnavailableError("this model has no order-aware head; train one with "
                                             "`editlens twoframe train --mode order`")
-            pooled = self.head(source, edited)
+            # the head takes its inputs in its own dtype (features are float32, a head may be bf16)
+            dt = next(self.head.parameters()).dtype
+            pooled = self.head(source.to(dt), edited.to(dt)).float()
         else:
             pooled = (source + edited) / 2
         return nn.functional.normalize(pooled, dim=-1)
