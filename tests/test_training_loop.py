@@ -65,6 +65,7 @@ class Toy(TrainingTask):
 
 def _settings(out, steps=8, **kw):
     kw.setdefault("precision", decide("float32", "cpu", "training"))
+    kw.setdefault("plot", None)  # drawing costs a second; the tests that look at the curve ask for it
     return LoopSettings(out=out, steps=steps, identity=kw.pop("identity", {"rank": 8, "seed": 0}),
                         progress=False, log=kw.pop("log", lambda m: None), **kw)
 
@@ -117,7 +118,7 @@ def test_sigint_and_sigterm_stop_at_a_clean_step(tmp_path):
     lines = []
     task = Toy(hooks={"batch": send(signal.SIGINT, 2)})
     before = signal.getsignal(signal.SIGINT)
-    r = run(task, _settings(tmp_path / "i", log=lines.append))
+    r = run(task, _settings(tmp_path / "i", log=lines.append, plot=PlotSpec()))
     assert signal.getsignal(signal.SIGINT) is before  # the handler is put back
     # the step that was running when Ctrl-C came finished, then a checkpoint
     assert r.interrupted and r.signal == "SIGINT" and r.exit_code == 130 and r.steps_done == 3
@@ -198,6 +199,10 @@ def test_schedule_and_clipping(tmp_path):
     run(task, _settings(tmp_path / "clip", steps=1, max_grad_norm=0.01))
     w1 = torch.cat([p.detach().flatten() for p in task.model.parameters()])
     assert float((w1 - w0).norm()) == pytest.approx(0.01, rel=1e-3)
+    # the learning rate is no part of a run's identity: a resumed run uses the new one
+    run(Toy(lr=0.1), _settings(tmp_path / "r", steps=4))
+    r = run(Toy(lr=0.02), _settings(tmp_path / "r", steps=6))
+    assert [x["lr"] for x in r.rows] == pytest.approx([0.1] * 4 + [0.02] * 2)
     with pytest.raises(InputError, match="decay must be one of"):
         run(Toy(), _settings(tmp_path / "x", decay="step"))
 

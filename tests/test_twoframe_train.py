@@ -178,7 +178,11 @@ def test_evaluators_through_score_edit(base_dir, tmp_path):
     rep = score_edit(src, edt, "add a red square", metrics=["twoframe"], models={"twoframe": str(base_dir)})
     s = rep["twoframe"]
     assert s.status == "scored" and s.details["mode"] == "faithful" and -1 <= s.value <= 1
-    assert s.details["logit"] == pytest.approx(s.value * np.exp(2.6592), rel=1e-3)  # CLIP's initial temperature
+    # CLIP's initial temperature, as stored in the dtype the policy loads the model in ($EDITLENS_DTYPE)
+    from editlens.models.precision import decide
+
+    scale = float(torch.tensor(2.6592, dtype=decide("auto", "cpu").torch_dtype).float().exp())
+    assert s.details["logit"] == pytest.approx(s.value * scale, rel=1e-3)
     with pytest.raises(ModelUnavailableError, match="twoframe"):
         score_edit(src, edt, "x", metrics=["twoframe"], models={"twoframe": str(tmp_path / "nope")})
     with pytest.raises(ModelUnavailableError, match="no order-aware head"):  # a plain CLIP has none

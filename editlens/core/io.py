@@ -6,7 +6,9 @@ caches, plots, exported models) goes through here:
 
 * :func:`atomic_write` — write through a callback into a temp file in the
   target's own folder (so the final rename never crosses file systems),
-  flush, ``fsync``, then ``os.replace`` over the target.
+  flush, ``fsync``, then ``os.replace`` over the target. (The folder itself is
+  not synced: after a power cut the rename may be lost, which leaves the old
+  file — still whole.)
 * :func:`write_text`, :func:`write_bytes`, :func:`write_json`,
   :func:`write_jsonl`, :func:`torch_save` — the usual payloads.
 * :func:`atomic_directory` — a folder (a model, a checkpoint) built in a temp
@@ -36,20 +38,6 @@ def _umask() -> int:
     mask = os.umask(0)  # the only portable way to read it; read once
     os.umask(mask)
     return mask
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Make the rename itself durable (POSIX); a no-op where folders cannot be opened."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[IO[Any]], Any], mode: str = "w") -> Path:
@@ -82,7 +70,6 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[Any]], Any], mode:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    _fsync_dir(target.parent)
     return target
 
 
@@ -152,4 +139,3 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
             os.replace(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # only left when something failed
-    _fsync_dir(target.parent)

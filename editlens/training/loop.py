@@ -146,6 +146,7 @@ class LoopSettings:
     desc: str = "train"
     restart: bool = False  # ignore (and remove) an earlier run in ``out``
     plot: PlotSpec | None = field(default_factory=PlotSpec)
+    plot_interval_s: float = 60.0  # the curve is redrawn at a checkpoint at most this often (and at the end)
     log: Callable[[str], None] = print
 
     def check(self) -> None:
@@ -471,171 +472,221 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def run(task: TrainingTask, s: LoopSettings) -> LoopResult:
     """Train ``task`` as ``s`` says (resuming what ``s.out`` holds); see the module docstring."""
-    import torch
+    return _Run(task, s).run()
 
-    s.check()
-    out = Path(s.out)
-    log = s.log
-    identity = {**s.identity}
-    prepare_run_dir(out, s.identity, s.config, restart=s.restart)
-    model = task.model
-    params = master_weights_fp32(model)
-    if not params:
-        raise InputError("nothing to train: every parameter is frozen")
-    optimizer = task.optimizer(params)
-    steps, warmup, decay = int(s.steps), int(s.warmup_steps), s.decay
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: lr_factor(k, steps, warmup, decay))
-    kind = str(s.precision.device).split(":")[0]
-    scaler = torch.amp.GradScaler(kind, enabled=bool(s.precision.needs_grad_scaler))
-    autocast = autocast_context(s.precision)
-    record = {**s.precision.to_dict(), **task.precision_record()}
-    identity.update(task.identity_extra())
-    meta = {"identity": _jsonable(identity), "precision": record}
 
-    ck = latest_checkpoint(out)
-    start = load_checkpoint(ck, model, optimizer, scheduler, scaler, identity) if ck else 0
-    rows = read_log(out, upto=start)
-    write_jsonl(out / LOG_FILE, rows)  # lines past the checkpoint are redone
-    result = LoopResult(out, start, start, rows=rows, checkpoint=ck)
-    if start:
-        log(f"resumed from {ck}: step {start} of {steps} done")
+class _Run:
+    """One call of :func:`run`: set-up and resume, the steps, the interruption, the end."""
 
-    summary_path = out / SUMMARY_FILE
-    if start >= steps and summary_path.is_file():
+    def __init__(self, task: TrainingTask, s: LoopSettings) -> None:
+        import torch
+
+        s.check()
+        self.task, self.s, self.log, self.out = task, s, s.log, Path(s.out)
+        self.steps, self.warmup, self.decay = int(s.steps), int(s.warmup_steps), s.decay
+        prepare_run_dir(self.out, s.identity, s.config, restart=s.restart)
+        self.model = task.model
+        self.params = master_weights_fp32(self.model)
+        if not self.params:
+            raise InputError("nothing to train: every parameter is frozen")
+        self.optimizer = task.optimizer(self.params)
+        self.base_lrs = [g["lr"] for g in self.optimizer.param_groups]  # this run's: a resumed state must not win
+        steps, warmup, decay = self.steps, self.warmup, self.decay
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer,
+                                                           lambda k: lr_factor(k, steps, warmup, decay))
+        kind = str(s.precision.device).split(":")[0]
+        self.scaler = torch.amp.GradScaler(kind, enabled=bool(s.precision.needs_grad_scaler))
+        self.autocast = autocast_context(s.precision)
+        self.record = {**s.precision.to_dict(), **task.precision_record()}
+        self.identity = {**s.identity, **task.identity_extra()}
+        self.meta = {"identity": _jsonable(self.identity), "precision": self.record}
+        self.last_plot = 0.0
+        self.logf: Any = None
+
+    # -- pieces ---------------------------------------------------------------------------------
+    def plot(self, force: bool = True) -> None:
+        # drawing takes about a second: during training at most every plot_interval_s
+        s = self.s
+        if s.plot is not None and (force or time.time() - self.last_plot >= s.plot_interval_s):
+            plot_training(self.result.rows, self.out / s.plot.filename, s.plot)
+            self.last_plot = time.time()
+
+    def checkpoint(self, step: int) -> None:
+        ck = self.result.checkpoint
+        if step == 0 or (ck is not None and ck.name == f"step-{step:07d}" and ck.is_dir()):
+            return  # nothing trained yet, or saved already
+        self.result.checkpoint = save_checkpoint(self.out, step, self.model, self.optimizer, self.scheduler,
+                                                 self.scaler, self.meta, self.s.keep, self.task.save_extra)
+
+    def validate(self) -> dict[str, Any]:
+        with _eval_mode(self.model), self.autocast():
+            return self.task.validate()
+
+    def write(self, rec: dict[str, Any]) -> None:
+        self.logf.write(json.dumps(rec, default=str) + "\n")
+        self.logf.flush()
+        self.result.rows.append(rec)
+
+    def resume(self) -> int:
+        ck = latest_checkpoint(self.out)
+        start = load_checkpoint(ck, self.model, self.optimizer, self.scheduler, self.scaler, self.identity) if ck else 0
+        if start:  # the learning rate is not part of the identity: a rerun with another --lr uses it from here on
+            self.scheduler.base_lrs = list(self.base_lrs)
+            for group, base in zip(self.optimizer.param_groups, self.base_lrs):
+                group["initial_lr"], group["lr"] = base, base * lr_factor(start, self.steps, self.warmup, self.decay)
+        rows = read_log(self.out, upto=start)
+        write_jsonl(self.out / LOG_FILE, rows)  # lines past the checkpoint are redone
+        self.result = LoopResult(self.out, start, start, rows=rows, checkpoint=ck)
+        if start:
+            self.log(f"resumed from {ck}: step {start} of {self.steps} done")
+        return start
+
+    def already_done(self, start: int) -> bool:
+        summary_path = self.out / SUMMARY_FILE
+        if start < self.steps or not summary_path.is_file():
+            return False
         done = json.loads(summary_path.read_text())
         outputs = done.get("outputs") or {}
-        if done.get("finished") and done.get("steps_done") == start and \
-                all(Path(str(v)).exists() for v in outputs.values()):
-            result.finished, result.outputs, result.summary = True, outputs, done
-            log(f"{out}: already trained to step {start}; nothing to do")
-            return result
+        if not (done.get("finished") and done.get("steps_done") == start
+                and all(Path(str(v)).exists() for v in outputs.values())):
+            return False
+        self.result.finished, self.result.outputs, self.result.summary = True, outputs, done
+        self.log(f"{self.out}: already trained to step {start}; nothing to do")
+        return True
 
-    def plot() -> None:
-        if s.plot is not None:
-            plot_training(result.rows, out / s.plot.filename, s.plot)
-
-    def checkpoint(step: int) -> None:
-        if step == 0:
-            return  # nothing trained yet
-        if result.checkpoint is not None and result.checkpoint.name == f"step-{step:07d}" \
-                and result.checkpoint.is_dir():
-            return
-        result.checkpoint = save_checkpoint(out, step, model, optimizer, scheduler, scaler, meta, s.keep,
-                                            task.save_extra)
-
-    def validate() -> dict[str, Any]:
-        with _eval_mode(model), autocast():
-            return task.validate()
-
-    report_every = s.report_every or max(1, steps // 10)
-    logf = open(out / LOG_FILE, "a", encoding="utf-8")
-
-    def write(rec: dict[str, Any]) -> None:
-        logf.write(json.dumps(rec, default=str) + "\n")
-        logf.flush()
-        result.rows.append(rec)
-
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=steps, initial=min(start, steps), desc=s.desc, unit="step", disable=not s.progress,
-               dynamic_ncols=True)
-    step = start
-    phase = "clean"  # "step": gradients being computed (the weights are still step's); "update": weights changing
-    pending: dict[str, Any] | None = None
-    t0 = time.time()
-    try:
-        with _StopRequests(log) as stop:
-            if s.eval_at_start and start == 0 and task.has_validation and not result.rows:
-                val = validate()
-                write({"step": 0, "val": val})
-                log(f"before training: {task.describe_validation(val)}")
-            model.train()
-            while step < steps and stop.signal is None:
-                phase = "step"
-                _seed_step(s.seed, step)
-                optimizer.zero_grad(set_to_none=True)
-                agg: dict[str, float] = {}
-                for micro in range(s.grad_accum):
-                    batch = task.batch(step, micro)
-                    with autocast():
-                        loss, figures = task.loss(batch)
-                    value = float(loss.detach())
-                    if not math.isfinite(value):
-                        raise InputError(f"loss became {value} at step {step + 1}; lower the learning rate "
-                                         "(--lr) or check the data")
-                    scaler.scale(loss / s.grad_accum).backward()
-                    for k, v in {"loss": value, **figures}.items():
-                        v = float(v.detach()) if hasattr(v, "detach") else float(v)
-                        agg[k] = agg.get(k, 0.0) + v / s.grad_accum
-                phase = "update"
-                if s.max_grad_norm > 0:
-                    scaler.unscale_(optimizer)
-                    torch.nn.utils.clip_grad_norm_(params, s.max_grad_norm)
-                lr = optimizer.param_groups[0]["lr"]
-                scaler.step(optimizer)
-                scaler.update()
-                scheduler.step()
-                step += 1
-                phase = "clean"
-                pending = {"step": step, **task.step_info(step - 1), **agg, "lr": lr,
-                           "time": round(time.time() - t0, 3)}
-                if task.has_validation and ((s.eval_every and step % s.eval_every == 0) or step == steps):
-                    pending["val"] = validate()
-                write(pending)
-                pending = None
-                result.steps_done = step
-                bar.update(1)
-                bar.set_postfix(loss=f"{agg['loss']:.4f}")
-                if step % report_every == 0 or step == steps:
-                    _report(log, result.rows, step, steps, report_every, task)
-                if s.save_every and step % s.save_every == 0 and step < steps:
-                    checkpoint(step)
-                    plot()
-            if stop.signal is not None and step < steps:
-                result.interrupted, result.signal = True, stop.signal
-    except KeyboardInterrupt as exc:
-        result.interrupted, result.signal = True, (str(exc) if str(exc) in EXIT_CODES else "SIGINT")
-    finally:
-        bar.close()
-    if result.interrupted:
+    # -- the run --------------------------------------------------------------------------------
+    def run(self) -> LoopResult:
+        start = self.resume()
+        if self.already_done(start):
+            return self.result
+        self.logf = open(self.out / LOG_FILE, "a", encoding="utf-8")
         try:
-            if phase == "update":
-                # stopped inside the optimiser update: the weights are neither step's nor the next's
-                log(f"interrupted during the update of step {step + 1}: not saved; "
-                    f"{'the checkpoint ' + str(result.checkpoint) + ' stands' if result.checkpoint else 'nothing saved'}")
-            else:
-                if pending is not None:  # interrupted while validating: the step itself is done
-                    pending.pop("val", None)
-                    write(pending)
-                checkpoint(step)
-                log(f"interrupted at step {step}: "
-                    + (f"checkpoint {result.checkpoint}; " if result.checkpoint else "nothing trained yet; ")
-                    + "rerun the same command to resume")
+            step, phase, pending = self.steps_from(start)
+            if self.result.interrupted:
+                return self.stopped(step, phase, pending)
+            return self.finish(step)
         finally:
-            logf.close()
-        plot()
-        result.steps_done = step
-        _write_summary(result, task, s, record, identity, steps)
-        return result
-    logf.close()
-    if step >= steps and task.has_validation and not any(r["step"] == step and "val" in r for r in result.rows):
-        with open(out / LOG_FILE, "a", encoding="utf-8") as fh:  # a rerun of a run stopped before its end
-            rec = {"step": step, "val": validate()}
-            fh.write(json.dumps(rec, default=str) + "\n")
-            result.rows.append(rec)
-    checkpoint(step)
-    plot()
-    with autocast():
-        result.outputs = task.export(result) or {}
-    result.finished = True
-    _write_summary(result, task, s, record, identity, steps)
-    return result
+            self.logf.close()
+
+    def steps_from(self, start: int) -> tuple[int, str, dict[str, Any] | None]:
+        """Train from step ``start``; returns (step reached, phase when it stopped, an unwritten record)."""
+        import torch
+
+        task, s, result = self.task, self.s, self.result
+        report_every = s.report_every or max(1, self.steps // 10)
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=self.steps, initial=min(start, self.steps), desc=s.desc, unit="step", disable=not s.progress,
+                   dynamic_ncols=True)
+        step = start
+        phase = "clean"  # "step": gradients being computed (the weights are still step's); "update": changing
+        pending: dict[str, Any] | None = None
+        t0 = time.time()
+        try:
+            with _StopRequests(self.log) as stop:
+                if s.eval_at_start and start == 0 and task.has_validation and not result.rows:
+                    val = self.validate()
+                    self.write({"step": 0, "val": val})
+                    self.log(f"before training: {task.describe_validation(val)}")
+                self.model.train()
+                while step < self.steps and stop.signal is None:
+                    phase = "step"
+                    _seed_step(s.seed, step)
+                    self.optimizer.zero_grad(set_to_none=True)
+                    agg: dict[str, float] = {}
+                    for micro in range(s.grad_accum):
+                        batch = task.batch(step, micro)
+                        with self.autocast():
+                            loss, figures = task.loss(batch)
+                        value = float(loss.detach())
+                        if not math.isfinite(value):
+                            raise InputError(f"loss became {value} at step {step + 1}; lower the learning rate "
+                                             "(--lr) or check the data")
+                        self.scaler.scale(loss / s.grad_accum).backward()
+                        for k, v in {"loss": value, **figures}.items():
+                            v = float(v.detach()) if hasattr(v, "detach") else float(v)
+                            agg[k] = agg.get(k, 0.0) + v / s.grad_accum
+                    phase = "update"
+                    if s.max_grad_norm > 0:
+                        self.scaler.unscale_(self.optimizer)
+                        torch.nn.utils.clip_grad_norm_(self.params, s.max_grad_norm)
+                    lr = self.optimizer.param_groups[0]["lr"]
+                    self.scaler.step(self.optimizer)
+                    self.scaler.update()
+                    self.scheduler.step()
+                    step += 1
+                    phase = "clean"
+                    pending = {"step": step, **task.step_info(step - 1), **agg, "lr": lr,
+                               "time": round(time.time() - t0, 3)}
+                    if task.has_validation and ((s.eval_every and step % s.eval_every == 0) or step == self.steps):
+                        pending["val"] = self.validate()
+                    rec, pending = pending, None
+                    self.write(rec)
+                    result.steps_done = step
+                    bar.update(1)
+                    bar.set_postfix(loss=f"{agg['loss']:.4f}")
+                    if step % report_every == 0 or step == self.steps:
+                        _report(self.log, result.rows, step, self.steps, report_every, task, list(agg))
+                    if s.save_every and step % s.save_every == 0 and step < self.steps:
+                        self.checkpoint(step)
+                        self.plot(force=False)
+                if stop.signal is not None and step < self.steps:
+                    result.interrupted, result.signal = True, stop.signal
+        except KeyboardInterrupt as exc:
+            result.interrupted, result.signal = True, (str(exc) if str(exc) in EXIT_CODES else "SIGINT")
+        finally:
+            bar.close()
+        return step, phase, pending
+
+    def stopped(self, step: int, phase: str, pending: dict[str, Any] | None) -> LoopResult:
+        """After Ctrl-C/SIGTERM: save what is clean, say how to go on."""
+        if phase == "update":
+            # stopped inside the optimiser update: the weights are neither step's nor the next's
+            ck = self.result.checkpoint
+            self.log(f"interrupted during the update of step {step + 1}: not saved; "
+                     + (f"the checkpoint {ck} stands" if ck else "nothing saved"))
+        else:
+            if pending is not None:  # interrupted while validating: the step itself is done
+                pending.pop("val", None)
+                self.write(pending)
+            self.checkpoint(step)
+            ck = self.result.checkpoint
+            self.log(f"interrupted at step {step}: " + (f"checkpoint {ck}; " if ck else "nothing trained yet; ")
+                     + "rerun the same command to resume")
+        self.plot()
+        self.result.steps_done = step
+        self.summarise()
+        return self.result
+
+    def finish(self, step: int) -> LoopResult:
+        """The last validation (if a rerun skipped it), checkpoint, curve, export, summary."""
+        if step >= self.steps and self.task.has_validation and \
+                not any(r["step"] == step and "val" in r for r in self.result.rows):
+            self.write({"step": step, "val": self.validate()})  # a rerun of a run stopped before its end
+        self.checkpoint(step)
+        self.plot()
+        with self.autocast():
+            self.result.outputs = self.task.export(self.result) or {}
+        self.result.finished = True
+        self.summarise()
+        return self.result
+
+    def summarise(self) -> None:
+        result, s = self.result, self.s
+        summary = {"steps": self.steps, "steps_done": result.steps_done, "resumed_from": result.resumed_from,
+                   "finished": result.finished, "interrupted": result.interrupted, "signal": result.signal,
+                   **summarise(result.rows), "precision": self.record, "identity": _jsonable(self.identity),
+                   "checkpoint": str(result.checkpoint) if result.checkpoint else None,
+                   "log": str(self.out / LOG_FILE),
+                   "loss_curve": str(self.out / s.plot.filename) if s.plot is not None else None,
+                   "outputs": result.outputs, **self.task.summary_extra(result.rows)}
+        result.summary = _jsonable(summary)
+        write_json(self.out / SUMMARY_FILE, result.summary)
 
 
 def _report(log: Callable[[str], None], rows: list[dict[str, Any]], step: int, steps: int, every: int,
-            task: TrainingTask) -> None:
+            task: TrainingTask, keys: list[str]) -> None:
     win = [r for r in rows if r["step"] > step - every and isinstance(r.get("loss"), (int, float))]
-    keys = [k for k, v in win[-1].items() if k not in ("step", "lr", "time") and isinstance(v, float)] if win else []
     means = {k: _mean([r[k] for r in win if isinstance(r.get(k), (int, float))]) for k in keys}
     parts = ", ".join(f"{k} {v:.4f}" for k, v in means.items() if k != "loss" and v is not None)
     line = f"step {step:>5}/{steps}  loss {means.get('loss', float('nan')):.4f}"
@@ -645,17 +696,3 @@ def _report(log: Callable[[str], None], rows: list[dict[str, Any]], step: int, s
     if isinstance(val, dict):
         line += f"  validation: {task.describe_validation(val)}"
     log(line)
-
-
-def _write_summary(result: LoopResult, task: TrainingTask, s: LoopSettings, record: dict[str, Any],
-                   identity: dict[str, Any], steps: int) -> None:
-    out = result.out
-    summary = {"steps": steps, "steps_done": result.steps_done, "resumed_from": result.resumed_from,
-               "finished": result.finished, "interrupted": result.interrupted, "signal": result.signal,
-               **summarise(result.rows), "precision": record, "identity": _jsonable(identity),
-               "checkpoint": str(result.checkpoint) if result.checkpoint else None,
-               "log": str(out / LOG_FILE),
-               "loss_curve": str(out / s.plot.filename) if s.plot is not None else None,
-               "outputs": result.outputs, **task.summary_extra(result.rows)}
-    result.summary = _jsonable(summary)
-    write_json(out / SUMMARY_FILE, result.summary)

@@ -29,6 +29,7 @@ class PlotSpec:
     val_label: str | None = None
     logy: bool = False
     filename: str = "loss.png"
+    group_by: str | None = None  # a step-record key (e.g. "epoch"): also draw the first series' mean per group
 
 
 def _get(d: dict[str, Any] | None, key: str) -> Any:
@@ -65,6 +66,14 @@ def plot_training(rows: list[dict[str, Any]], path: str | Path, spec: PlotSpec =
             positive &= all(v > 0 for _, v in pts)
             ax.plot(*zip(*pts), styles[i % len(styles)], lw=1, label=key if len(spec.series) > 1 or
                     not spec.val_series else f"training {key}")
+    if spec.group_by:
+        groups: dict[Any, list[tuple[int, float]]] = {}
+        for r in steps:
+            if r.get(spec.group_by) is not None:
+                groups.setdefault(r[spec.group_by], []).append((r["step"], r[spec.series[0]]))
+        pts = [(g[-1][0], sum(v for _, v in g) / len(g)) for g in groups.values()]
+        if pts:
+            ax.plot(*zip(*pts), "o-", ms=4, label=f"{spec.series[0]} ({spec.group_by} mean)")
     for key in spec.val_series:
         pts = [(s, _get(v, key)) for s, v in vals if _number(_get(v, key))]
         if pts:

@@ -443,7 +443,7 @@ def train(model: TwoFrameModel, train_set: EditSet, out_dir: str | os.PathLike, 
         f"negatives={','.join(cfg.negatives) or 'none'}")
     plot = PlotSpec(title=f"two-frame {cfg.mode} training", ylabel="InfoNCE loss", val_series=("loss",),
                     val_metric="video_to_text.recall@1", val_label="val R@1 (video->text)",
-                    filename="loss_curve.png") if cfg.plot else None
+                    filename="loss_curve.png", group_by="epoch") if cfg.plot else None
     res = run(task, LoopSettings(
         out=out, steps=steps, precision=precision, identity=identity, config=asdict(cfg), seed=cfg.seed,
         warmup_steps=cfg.warmup_steps, decay=cfg.lr_decay, max_grad_norm=cfg.clip,
