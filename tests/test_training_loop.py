@@ -147,6 +147,11 @@ def test_identity_mismatch_names_the_setting(tmp_path):
     with pytest.raises(InputError, match="base was a, now b.*seed was 0, now 1"):
         run(Toy(), _settings(tmp_path / "s", steps=2, identity={"base": "a", "seed": 0}))
         run(Toy(), _settings(tmp_path / "s", steps=2, identity={"base": "b", "seed": 1}))
+    # a checkpoint of an earlier editlens is named, not silently ignored
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "train_state.pt").write_bytes(b"x")
+    with pytest.raises(InputError, match="earlier editlens .*train_state.pt"):
+        run(Toy(), _settings(tmp_path / "old", steps=2))
     # --restart discards the old run
     r = run(Toy(), _settings(tmp_path / "r", steps=2, identity={"rank": 4}, restart=True))
     assert r.resumed_from == 0 and r.finished

@@ -225,15 +225,22 @@ def prepare_run_dir(out: str | Path, identity: dict[str, Any], config: dict[str,
     saved = out / CONFIG_FILE
     if restart:
         shutil.rmtree(out / "checkpoints", ignore_errors=True)
-        for name in (LOG_FILE, SUMMARY_FILE, CONFIG_FILE):
+        for name in (LOG_FILE, SUMMARY_FILE, CONFIG_FILE, "train_state.pt", "checkpoint.pt"):
             (out / name).unlink(missing_ok=True)
-    elif saved.is_file():
+    else:
+        legacy = [p.name for p in (out / "train_state.pt", out / "checkpoint.pt") if p.is_file()]
+        legacy += [f"checkpoints/{p.name}" for p in sorted((out / "checkpoints").glob("step-*"))
+                   if (p / "state.json").is_file() and not (p / "state.pt").is_file()]
+        if legacy:
+            raise InputError(f"{out} holds a checkpoint written by an earlier editlens ({', '.join(legacy[:3])}) "
+                             "that this version does not resume; use another --out, or --restart to discard it")
+    if not restart and saved.is_file():
         try:
             before = json.loads(saved.read_text()).get("identity")
         except (OSError, json.JSONDecodeError, AttributeError) as exc:
             raise InputError(f"{saved}: unreadable ({exc}); use another --out or --restart") from None
         if before is not None:
-            diffs = [d for d in identity_difference(before, identity)]
+            diffs = identity_difference(before, identity)
             if diffs:
                 _refuse(out, diffs)
     write_json(saved, {"identity": _jsonable(identity), "config": _jsonable(config or {})}, default=str)
