@@ -312,3 +312,28 @@ def test_validation_skips_rows_that_never_emitted_score(tmp_path, monkeypatch):
     assert val["mae"] == pytest.approx(np.mean([0.0, 1.0, 7.0, 2.0]))  # x0 0/0, x1 9/10, x3 3/10, x5 8/10
     assert val["spearman"] == pytest.approx(0.7746, abs=1e-3)  # ranks (1, 4, 2, 3) against (1, 3, 3, 3)
     assert scorer.training  # left in training mode as it was
+
+
+def test_cli_trains_in_bfloat16_with_float32_trained_weights(tiny_vlm_dirs, tmp_path):
+    """`adiee train --dtype bfloat16`: the base computes in bf16 (autocast), the trained weights stay
+    float32, and the policy's decision is recorded in the checkpoint, summary and scorer."""
+    from safetensors.torch import load_file
+    from typer.testing import CliRunner
+
+    from editlens.cli.main import app
+
+    data = _tiny_dataset(tmp_path / "ds")
+    out = tmp_path / "run"
+    r = CliRunner().invoke(app, ["adiee", "train", "--data", str(data), "--base", str(tiny_vlm_dirs["llava_next"]),
+                                 "--out", str(out), "--steps", "4", "--lr", "5e-3", "--image-side", "32",
+                                 "--lora-dropout", "0", "--val-every", "4", "--save-every", "2", "--device", "cpu",
+                                 "--dtype", "bfloat16", "--no-progress"])
+    assert r.exit_code == 0, r.output
+    assert "computing in bfloat16" in r.output and "checkpoint (ours layout)" in r.output
+    summary = json.loads((out / "summary.json").read_text())
+    state = json.loads((out / "checkpoints" / "step-0000004" / "state.json").read_text())
+    assert summary["precision"] == state["precision"] and state["precision"]["dtype"] == "bfloat16"
+    meta = json.loads((out / "scorer" / "adiee.json").read_text())
+    assert meta["precision"]["dtype"] == "bfloat16" and meta["precision"]["base_weights"] == "bfloat16"
+    assert {v.dtype for v in load_file(str(out / "scorer" / "adapter_model.safetensors")).values()} == {torch.float32}
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-0000002", "step-0000004"]

@@ -266,6 +266,38 @@ def test_cli_train_save_reload_score_eval(base_dir, edit_manifest, tmp_path):
     assert bad.exit_code == 2 and "missing.jsonl: manifest file not found" in bad.output
 
 
+def test_cli_ctrl_c_saves_exits_130_and_the_rerun_resumes(base_dir, edit_manifest, tmp_path, monkeypatch):
+    """A real SIGINT in the middle of `twoframe train`: the step finishes, a checkpoint is saved, exit 130;
+    the same command again picks up there (bf16 compute, from --dtype)."""
+    import os
+    import signal
+
+    import editlens.twoframe.train as T
+    from editlens.cli.twoframe_commands import twoframe_app
+    from editlens.training import latest_checkpoint, read_log
+
+    real_loss, calls = T.info_nce, {"n": 0}
+
+    def ctrl_c_at_3(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+        return real_loss(*args, **kwargs)
+
+    monkeypatch.setattr(T, "info_nce", ctrl_c_at_3)
+    args = ["train", str(edit_manifest), "--model", str(base_dir), "--out", str(tmp_path / "run"), "--epochs", "3",
+            "--batch-size", "8", "--val-fraction", "0", "--dtype", "bfloat16", "--no-progress", "--json"]
+    res = CliRunner().invoke(twoframe_app, args)
+    assert res.exit_code == 130, res.output
+    assert latest_checkpoint(tmp_path / "run").name == "step-0000003"
+    monkeypatch.setattr(T, "info_nce", real_loss)
+    res = CliRunner().invoke(twoframe_app, args)
+    assert res.exit_code == 0, res.output
+    assert [r["step"] for r in read_log(tmp_path / "run")] == [1, 2, 3, 4, 5, 6]
+    summary = json.loads(res.stdout)
+    assert summary["precision"]["dtype"] == "bfloat16" and summary["last_epoch_loss"] < summary["first_epoch_loss"]
+
+
 @pytest.mark.integration
 def test_aurora_train_reload_eval_from_cli(tmp_path):
     """The issue's chain on real photos: AURORA (source, ground-truth edit, instruction) triples."""
