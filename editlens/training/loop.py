@@ -196,11 +196,12 @@ def identity_difference(before: dict[str, Any], now: dict[str, Any]) -> list[str
     >>> identity_difference({"rank": 8, "seed": 0}, {"rank": 4, "seed": 0})
     ['rank was 8, now 4']
     """
-    now = _jsonable(now)
-    before = _jsonable(before)
-    return [f"{k} was {before.get(k)!r}, now {now.get(k)!r}".replace("'", "")
-            if isinstance(before.get(k), str) or isinstance(now.get(k), str)
-            else f"{k} was {before.get(k)}, now {now.get(k)}"
+    now, before = _jsonable(now), _jsonable(before)
+
+    def shown(v: Any) -> str:
+        return v if isinstance(v, str) else "unset" if v is None else json.dumps(v)
+
+    return [f"{k} was {shown(before.get(k))}, now {shown(now.get(k))}"
             for k in sorted(set(before) | set(now)) if before.get(k) != now.get(k)]
 
 
