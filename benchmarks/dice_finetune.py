@@ -35,6 +35,8 @@ def main() -> None:
     ap.add_argument("--longest-edge", type=int, default=None)
     ap.add_argument("--eval-new-tokens", type=int, default=64)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
+                    help="Compute dtype of training (autocast; LoRA weights stay float32), from the precision policy")
     ap.add_argument("--quantization", default="auto", choices=["auto", "nf4", "none"],
                     help="auto: QLoRA on CUDA with bitsandbytes; nf4: QLoRA anywhere (CPU too); none")
     args = ap.parse_args()
@@ -66,7 +68,7 @@ def main() -> None:
     cfg = TrainConfig("detect", str(root / "s2"), str(root / "run"), str(base), eval_data=str(root / "s2" / "train.jsonl"),
                       steps=args.steps, lr=args.lr, rank=args.rank, batch_size=args.batch_size,
                       save_every=max(1, args.steps // 2), eval_max_new_tokens=args.eval_new_tokens, max_eval=4,
-                      longest_edge=args.longest_edge, quantization=args.quantization)
+                      longest_edge=args.longest_edge, quantization=args.quantization, dtype=args.dtype)
     t0 = time.perf_counter()
     res = train(cfg, progress=True, log=lambda m: print(m, flush=True))
     t_train = time.perf_counter() - t0
@@ -84,7 +86,7 @@ def main() -> None:
         "first_loss": res.first_loss, "last_loss": res.last_loss,
         "mean_loss_last_5": sum([r["loss"] for r in log if "loss" in r][-5:]) / min(5, res.steps_done),
         "evals": res.evals, "notes": res.notes,
-        "precision": json.loads((root / "run" / "adapter" / "editlens_training.json").read_text()).get("precision"), "inference_s": round(t_infer, 2),
+        "precision": res.summary.get("precision"), "inference_s": round(t_infer, 2),
         "inference_unparsable": out.unparsable, "released_loader": dice.describe()["differences_from_release"],
         "run_dir": str(root / "run"),
     }, indent=2, default=str))

@@ -14,6 +14,7 @@ import torch
 from PIL import Image
 
 from editlens.adiee.model import (AdieeScorer, ScoreDecoder, decode_scores, score_loss, score_targets)
+from editlens.errors import InputError
 
 
 def test_decoder_layout_and_shapes():
@@ -237,18 +238,26 @@ def test_training_loss_down_resume_and_our_layout(tiny_vlm_dirs, tmp_path):
     assert any(line.startswith("step") for line in lines)
     assert (tmp_path / "a" / "loss.png").stat().st_size > 1000
     log = [json.loads(x) for x in (tmp_path / "a" / "log.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in log] == list(range(1, 7)) and "val_spearman" in log[5]
+    assert [r["step"] for r in log] == list(range(1, 7)) and "spearman" in log[5]["val"]
+    assert log[5]["val"]["n"] + log[5]["val"]["unscored"] == 2  # rows without [SCORE] are counted, not scored
+    assert s["precision"]["purpose"] == "training" and s["precision"]["optimizer"] == "AdamW"
 
     # interrupted after step 3, resumed: same final weights as the uninterrupted run
     def stop_at_3(msg):
         if msg.startswith("step     3"):
             raise KeyboardInterrupt
 
-    with pytest.raises(KeyboardInterrupt):
-        train(TrainConfig(out=str(tmp_path / "b"), **common), echo=stop_at_3, progress=False)
+    stopped = train(TrainConfig(out=str(tmp_path / "b"), **common), echo=stop_at_3, progress=False)
+    assert stopped["interrupted"] and stopped["steps_done"] == 3 and stopped["exit_code"] == 130
     out = []
     train(TrainConfig(out=str(tmp_path / "b"), **common), echo=out.append, progress=False)
     assert any("resumed" in x and "step 3" in x for x in out)
+    log_b = [json.loads(x) for x in (tmp_path / "b" / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log_b] == list(range(1, 7))  # nothing redone
+    assert [r["loss"] for r in log_b] == pytest.approx([r["loss"] for r in log], abs=1e-6)
+    # another LoRA rank in the same folder is refused, naming the setting
+    with pytest.raises(InputError, match="lora_r was 8, now 4"):
+        train(TrainConfig(out=str(tmp_path / "b"), **{**common, "lora_r": 4}), echo=out.append, progress=False)
     a, _, ha = load_scorer(tmp_path / "a" / "scorer", device="cpu")
     b, rep, _ = load_scorer(tmp_path / "b" / "scorer", device="cpu")
     assert ha == "score-token" and rep.format == "ours" and rep.missing == []
@@ -267,3 +276,64 @@ def test_training_loss_down_resume_and_our_layout(tiny_vlm_dirs, tmp_path):
 
     with pytest.raises(CheckpointError, match="missing"):
         load_scorer(tmp_path / "a" / "scorer", device="cpu")
+
+
+def test_validation_skips_rows_that_never_emitted_score(tmp_path, monkeypatch):
+    """As inference (require_token): a validation row whose answer has no [SCORE] is unscored,
+    counted but not part of the Spearman/MAE."""
+    from editlens.adiee import train as T
+    from editlens.adiee.model import Prediction
+    from editlens.adiee.prompts import load_prompts
+
+    data = _tiny_dataset(tmp_path / "ds", n=6)
+    rows = T.read_dataset(data)
+    answers = {"x0": (0.0, True), "x1": (9.0, True), "x2": (55.0, False), "x3": (3.0, True), "x4": (1.0, False),
+               "x5": (8.0, True)}  # scores 0/10 alternate; the unemitted ones would wreck the figures
+
+    class FakeScorer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.vlm = torch.nn.Linear(1, 1)
+            self.processor = None
+            self.device = torch.device("cpu")
+            self.batches = []
+
+        def predict(self, inputs, hidden):
+            assert hidden == "score-token"
+            self.batches.append(inputs)
+            return [Prediction(answers[i][0], "answer", answers[i][1], hidden) for i in inputs]
+
+    seen = iter(r["id"] for r in rows)
+    monkeypatch.setattr(T, "inference_inputs", lambda proc, imgs, qs, dev, dt: [next(seen) for _ in imgs])
+    cfg = T.TrainConfig(base="x", data=str(data), out=str(tmp_path / "o"), image_side=16)
+    scorer = FakeScorer()
+    val = T.validate(scorer, T.Examples(rows, data, scorer, load_prompts(None), cfg), list(range(6)), 4)
+    assert val["n"] == 4 and val["unscored"] == 2
+    assert val["mae"] == pytest.approx(np.mean([0.0, 1.0, 7.0, 2.0]))  # x0 0/0, x1 9/10, x3 3/10, x5 8/10
+    assert val["spearman"] == pytest.approx(0.7746, abs=1e-3)  # ranks (1, 4, 2, 3) against (1, 3, 3, 3)
+    assert scorer.training  # left in training mode as it was
+
+
+def test_cli_trains_in_bfloat16_with_float32_trained_weights(tiny_vlm_dirs, tmp_path):
+    """`adiee train --dtype bfloat16`: the base computes in bf16 (autocast), the trained weights stay
+    float32, and the policy's decision is recorded in the checkpoint, summary and scorer."""
+    from safetensors.torch import load_file
+    from typer.testing import CliRunner
+
+    from editlens.cli.main import app
+
+    data = _tiny_dataset(tmp_path / "ds")
+    out = tmp_path / "run"
+    r = CliRunner().invoke(app, ["adiee", "train", "--data", str(data), "--base", str(tiny_vlm_dirs["llava_next"]),
+                                 "--out", str(out), "--steps", "4", "--lr", "5e-3", "--image-side", "32",
+                                 "--lora-dropout", "0", "--val-every", "4", "--save-every", "2", "--device", "cpu",
+                                 "--dtype", "bfloat16", "--no-progress"])
+    assert r.exit_code == 0, r.output
+    assert "computing in bfloat16" in r.output and "checkpoint (ours layout)" in r.output
+    summary = json.loads((out / "summary.json").read_text())
+    state = json.loads((out / "checkpoints" / "step-0000004" / "state.json").read_text())
+    assert summary["precision"] == state["precision"] and state["precision"]["dtype"] == "bfloat16"
+    meta = json.loads((out / "scorer" / "adiee.json").read_text())
+    assert meta["precision"]["dtype"] == "bfloat16" and meta["precision"]["base_weights"] == "bfloat16"
+    assert {v.dtype for v in load_file(str(out / "scorer" / "adapter_model.safetensors")).values()} == {torch.float32}
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-0000002", "step-0000004"]

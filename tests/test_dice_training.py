@@ -54,9 +54,17 @@ def test_detector_trains_resumes_and_runs_in_dice(trainable_base, tiny_data, tmp
     assert doc["steps_done"] == 24 and doc["last_loss"] < 0.25 * doc["first_loss"]
     assert doc["evals"] and doc["evals"][-1]["n"] == 2 and "AP" in doc["evals"][-1]
     for name in ("adapter/adapter_config.json", "adapter/adapter_model.safetensors", "preset.json", "loss.png",
-                 "log.jsonl", "train_config.json"):
+                 "log.jsonl", "train_config.json", "summary.json"):
         assert (out / name).is_file(), name
     assert [r["step"] for r in log if "loss" in r] == list(range(1, 25))
+    assert log[-1]["val"]["n"] == 2 and doc["evals"][-1]["step"] == 24
+    # the policy's decision and the base/optimizer are recorded in checkpoints, adapter and summary
+    state = json.loads(next((out / "checkpoints").glob("step-*/state.json")).read_text())
+    meta = json.loads((out / "adapter" / "editlens_training.json").read_text())
+    assert state["precision"] == meta["precision"] == doc["precision"]
+    assert state["precision"]["purpose"] == "training" and state["precision"]["optimizer"] == "AdamW"
+    assert meta["crop"] == doc["crop"] == "none" and state["identity"]["crop"] == "none"
+    assert json.loads((out / "preset.json").read_text())["detector_crop"] is False
 
     # resume: only the new steps ran, the log continues without repeats
     assert more["resumed_from"] == 24 and more["steps_done"] == 40
@@ -65,7 +73,7 @@ def test_detector_trains_resumes_and_runs_in_dice(trainable_base, tiny_data, tmp
     # a different setting in the same folder is refused
     r = CliRunner().invoke(app, ["dice-train", "--stage", "detect", "--data", str(tiny_data / "train.jsonl"),
                                  "--base", str(trainable_base), "--out", str(out), "--rank", "4", "--no-progress"])
-    assert r.exit_code == 2 and "other settings" in r.output
+    assert r.exit_code == 2 and "other settings" in r.output and "rank was 8, now 4" in r.output
 
     # the adapter reloads through the preset it wrote, and answers in the released format
     r = CliRunner().invoke(app, ["dice", "--source", str(tiny_data / "s0.png"), "--edited", str(tiny_data / "e0.png"),
@@ -158,10 +166,14 @@ def test_interrupt_saves_and_resume_redoes_nothing(trainable_base, tiny_data, tm
 
     monkeypatch.setattr(training, "encode_example", interrupting)
     cfg = training.TrainConfig("detect", str(tiny_data / "train.jsonl"), str(tmp_path / "r"), str(trainable_base),
-                               steps=5, lr=1e-2, rank=4, dropout=0.0, save_every=100)
+                               steps=5, lr=1e-2, rank=4, dropout=0.0, save_every=100, crop="square")
+    from editlens.training import latest_checkpoint
+
     res = training.train(cfg, progress=False, log=lambda m: None)
-    assert res.interrupted and res.steps_done == 3 and res.adapter is None
-    assert training.latest_checkpoint(tmp_path / "r").name == "step-0000003"
+    assert res.interrupted and res.steps_done == 3 and res.adapter is None and res.exit_code == 130
+
+    ck = latest_checkpoint(tmp_path / "r")
+    assert ck.name == "step-0000003" and (ck / "adapter" / "adapter_config.json").is_file()
     monkeypatch.setattr(training, "encode_example", real)
     res = training.train(cfg, progress=False, log=lambda m: None)
     assert res.resumed_from == 3 and res.steps_done == 5 and not res.interrupted and res.adapter.is_dir()
@@ -171,6 +183,36 @@ def test_interrupt_saves_and_resume_redoes_nothing(trainable_base, tiny_data, tm
     again = training.train(cfg, progress=False, log=lambda m: None)
     assert again.resumed_from == again.steps_done == 5 and again.adapter == res.adapter
     assert [json.loads(x)["step"] for x in open(tmp_path / "r" / "log.jsonl")] == steps
+    # trained on square centre crops (the paper's recipe): recorded, and the preset crops at inference too
+    meta = json.loads((res.adapter / "editlens_training.json").read_text())
+    assert meta["crop"] == "square" and meta["config"]["crop"] == "square"
+    assert json.loads((tmp_path / "r" / "preset.json").read_text())["detector_crop"] is True
+    ck = json.loads((latest_checkpoint(tmp_path / "r") / "state.json").read_text())
+    assert ck["identity"]["crop"] == "square"
+
+
+def test_square_crop_maps_the_boxes_into_the_crop(tiny_data):
+    """64x48 images: the square crop is x 8..56; a box at x 16..32 (of 64) becomes 8..24 of 48."""
+    from editlens.dice.prompt_sets import load_official_prompts
+    from editlens.dice.training import ExampleBuilder, TrainConfig, crop_differences, load_records
+    from editlens.dice.released_format import CentreCrop
+
+    rows = load_records(tiny_data / "train.jsonl", "detect")
+    prompts = load_official_prompts(CLONE)
+    _, whole, answer = ExampleBuilder("detect", prompts, "released", True)(rows[0])
+    assert whole[0].shape == (48, 64, 3) and answer == "['ADD: cat, (0.25, 0.25, 0.5, 0.75)']"
+    _, images, answer = ExampleBuilder("detect", prompts, "released", True, crop=True)(rows[0])
+    assert [i.shape for i in images] == [(48, 48, 3)] * 2
+    assert answer == "['ADD: cat, (0.167, 0.25, 0.5, 0.75)']"
+    assert (images[1] == whole[1][:, 8:56]).all()
+    # a difference wholly outside the crop is not in the picture the model sees
+    outside = [{"command": "REMOVE", "object": "cup", "box": [0.0, 0.1, 0.1, 0.2]}]
+    assert crop_differences(outside, CentreCrop(64, 48)) == []
+    # coherence: cropped as the released estimator sees it unless asked otherwise
+    coh = load_records(tiny_data / "coherence.jsonl", "coherence")
+    assert ExampleBuilder("coherence", prompts, "released", True)(coh[0])[1][0].shape[:2] == (512, 512)
+    assert TrainConfig("coherence", "d", "o", "b").square_crop and not TrainConfig("detect", "d", "o", "b").square_crop
+    assert TrainConfig("detect", "d", "o", "b", crop="square").identity()["crop"] == "square"
 
 
 def test_loss_mask_covers_only_the_answer(trainable_base, tiny_data):

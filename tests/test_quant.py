@@ -245,7 +245,7 @@ def test_dice_qlora_trains_resumes_and_reloads_on_a_4bit_base(bnb, pairs, traina
     assert json.loads((out / "preset.json").read_text())["quantization"] == "nf4"
     # resuming with another base precision is refused (an 8-bit optimizer state does not fit AdamW)
     msg = _train(trainable_base, pairs / "train.jsonl", out, 14, ["--quantization", "none"], code=2)
-    assert "checkpoint trained with" in msg and "4-bit NF4" in msg
+    assert "other settings" in msg and "base_weights was 4-bit NF4" in msg
 
     # the adapter reloads into `editlens dice` on a 4-bit base
     r = _cli(["dice", "--source", pairs / "s0.png", "--edited", pairs / "e0.png", "--instruction", "add a cat",
@@ -308,7 +308,7 @@ def test_adiee_qlora_trains_reloads_strictly_and_scores(bnb, tmp_path):
     rows = read_dataset(data)
     ex = Examples(rows, data, scorer, load_prompts(None), cfg)
     again = validate(scorer, ex, [6, 7], cfg.batch_size)
-    assert again["val_mae"] == pytest.approx(log[-1]["val_mae"], abs=1e-3)
+    assert again["mae"] == pytest.approx(log[-1]["val"]["mae"], abs=1e-3)
     # auto on a CPU: the unquantised base, the report says so
     _, rep_auto, _ = load_scorer(ckpt, device="cpu")
     from editlens.models.precision import decide

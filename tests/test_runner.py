@@ -97,7 +97,7 @@ def test_exports_are_atomic_and_complete(tmp_path):
         fh.write("partial")
         raise Boom
 
-    from editlens.runner.store import atomic_write
+    from editlens.core.io import atomic_write
 
     (tmp_path / "keep.txt").write_text("old")
     with pytest.raises(Boom):

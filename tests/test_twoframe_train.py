@@ -94,15 +94,22 @@ def test_interrupted_training_resumes_without_redoing_batches(base_dir, edit_man
         return real_loss(*args, **kwargs)
 
     monkeypatch.setattr(T, "info_nce", flaky)
-    with pytest.raises(KeyboardInterrupt):
-        _train(base_dir, edit_manifest, tmp_path / "run", epochs=3)
-    ckpt = T.torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=False)
-    assert (ckpt["epoch"], ckpt["batch"], len(ckpt["history"]["steps"])) == (1, 1, 3)
+    stopped = _train(base_dir, edit_manifest, tmp_path / "run", epochs=3)
+    assert stopped["interrupted"] and stopped["exit_code"] == 130
+    from editlens.training import latest_checkpoint
+
+    # epoch 2, batch 1 of 2 finished; batch 2 was running: its gradients are dropped
+    assert latest_checkpoint(tmp_path / "run").name == "step-0000003"
+    assert [(s["epoch"], s["step"]) for s in stopped["steps"]] == [(1, 1), (1, 2), (2, 3)]
     monkeypatch.setattr(T, "info_nce", real_loss)
     history = _train(base_dir, edit_manifest, tmp_path / "run", epochs=3)
     steps = [(s["epoch"], s["step"]) for s in history["steps"]]
-    assert steps == [(0, 1), (0, 2), (1, 3), (1, 4), (2, 5), (2, 6)]  # nothing lost, nothing redone
-    with pytest.raises(Exception, match="different settings"):
+    assert steps == [(1, 1), (1, 2), (2, 3), (2, 4), (3, 5), (3, 6)]  # nothing lost, nothing redone
+    assert [e["epoch"] for e in history["epochs"]] == [1, 2, 3] and not history["interrupted"]
+    # the same as a run that was never interrupted
+    whole = _train(base_dir, edit_manifest, tmp_path / "whole", epochs=3)
+    assert [s["loss"] for s in whole["steps"]] == pytest.approx([s["loss"] for s in history["steps"]], abs=1e-6)
+    with pytest.raises(Exception, match="other settings.*batch_size was 8, now 4"):
         _train(base_dir, edit_manifest, tmp_path / "run", epochs=3, batch_size=4)
 
 
@@ -113,7 +120,38 @@ def test_training_settings_are_checked():
         TrainConfig(mode="faithful", tune="head")
     with pytest.raises(ValueError, match="needs a number"):
         TrainConfig(tune="last")
-    assert TrainConfig(mode="faithful", tune="last:1").negatives == ("noop",)  # swap == real under mean pooling
+    # faithful mode is the poster's plain video-to-text retrieval; hard negatives are opt-in there
+    plain = TrainConfig(mode="faithful", tune="last:1")
+    assert plain.negatives == () and plain.loss_objective == "video_to_text"
+    hard = TrainConfig(mode="faithful", tune="last:1", hard_negatives=("noop", "swap"))
+    assert hard.negatives == ("noop",) and hard.loss_objective == "symmetric"  # swap == real under mean pooling
+    order = TrainConfig()
+    assert order.negatives == ("noop", "swap") and order.loss_objective == "symmetric"
+    with pytest.raises(ValueError, match="text->video"):
+        TrainConfig(mode="faithful", tune="all", hard_negatives=("noop",), objective="video_to_text")
+    # --amp of earlier releases maps onto the precision policy's dtypes
+    assert TrainConfig(amp="none").dtype == "float32" and TrainConfig(amp="bf16").dtype == "bfloat16"
+    with pytest.raises(ValueError, match="use dtype alone"):
+        TrainConfig(amp="bf16", dtype="float32")
+
+
+def test_video_to_text_objective_is_the_plain_retrieval_loss():
+    """The faithful default: cross-entropy of each edit over the batch's instructions, nothing else."""
+    from types import SimpleNamespace
+
+    from editlens.twoframe.train import info_nce
+
+    torch.manual_seed(0)
+    fs, fe, text = torch.randn(4, 8), torch.randn(4, 8), torch.nn.functional.normalize(torch.randn(4, 8), dim=-1)
+    model = SimpleNamespace(clip=SimpleNamespace(logit_scale=torch.tensor(np.log(10.0))),
+                            video_features=lambda a, b: torch.nn.functional.normalize((a + b) / 2, dim=-1))
+    instr = ["a", "b", "c", "d"]
+    video = model.video_features(fs, fe)
+    expected = torch.nn.functional.cross_entropy(10.0 * video @ text.T, torch.arange(4))
+    assert float(info_nce(model, fs, fe, text, instr, (), "video_to_text")) == pytest.approx(float(expected), rel=1e-5)
+    both = float(info_nce(model, fs, fe, text, instr, (), "symmetric"))
+    t2v = torch.nn.functional.cross_entropy(10.0 * text @ video.T, torch.arange(4))
+    assert both == pytest.approx(float((expected + t2v) / 2), rel=1e-5)
 
 
 def test_faithful_lora_training_exports_plain_clip(base_dir, edit_manifest, tmp_path):
@@ -121,6 +159,7 @@ def test_faithful_lora_training_exports_plain_clip(base_dir, edit_manifest, tmp_
 
     history = _train(base_dir, edit_manifest, tmp_path / "run", mode="faithful", tune="lora:4", epochs=1, lr=1e-3)
     assert history["steps"] and all(np.isfinite(s["loss"]) for s in history["steps"])
+    assert history["objective"] == "video_to_text" and history["negatives"] == []
     model = load_twoframe(tmp_path / "run" / "model", device="cpu")  # strict load: LoRA merged, no adapter keys
     assert model.head is None and model.mode == "faithful"
     before = load_twoframe(base_dir, device="cpu").clip.state_dict()
@@ -139,8 +178,11 @@ def test_evaluators_through_score_edit(base_dir, tmp_path):
     rep = score_edit(src, edt, "add a red square", metrics=["twoframe"], models={"twoframe": str(base_dir)})
     s = rep["twoframe"]
     assert s.status == "scored" and s.details["mode"] == "faithful" and -1 <= s.value <= 1
-    # CLIP's initial temperature (bf16 rounds it: 2.6562 instead of 2.6592)
-    assert s.details["logit"] == pytest.approx(s.value * np.exp(2.6592), rel=5e-3)
+    # CLIP's initial temperature, as stored in the dtype the policy loads the model in ($EDITLENS_DTYPE)
+    from editlens.models.precision import decide
+
+    scale = float(torch.tensor(2.6592, dtype=decide("auto", "cpu").torch_dtype).float().exp())
+    assert s.details["logit"] == pytest.approx(s.value * scale, rel=1e-3)
     with pytest.raises(ModelUnavailableError, match="twoframe"):
         score_edit(src, edt, "x", metrics=["twoframe"], models={"twoframe": str(tmp_path / "nope")})
     with pytest.raises(ModelUnavailableError, match="no order-aware head"):  # a plain CLIP has none
@@ -180,6 +222,10 @@ def test_cli_train_save_reload_score_eval(base_dir, edit_manifest, tmp_path):
     summary = json.loads(res.stdout)
     assert summary["last_epoch_loss"] < summary["first_epoch_loss"]
     assert (out / "loss_curve.png").stat().st_size > 1000 and (out / "model" / "twoframe.json").is_file()
+    assert summary["objective"] == "symmetric" and summary["negatives"] == ["noop", "swap"]
+    assert summary["precision"]["purpose"] == "training" and (out / "history.json").is_file()
+    assert json.loads((out / "model" / "twoframe.json").read_text())["provenance"]["trained"]["precision"]["dtype"] \
+        == summary["precision"]["dtype"]
     assert set(summary["final_val"]["video_to_text"]) >= {"recall@1", "recall@5", "recall@10", "recall@50", "mean_rank"}
 
     res = run("eval", out / "model", edit_manifest, "--json", "--scores", tmp_path / "scores.jsonl")
@@ -223,6 +269,38 @@ def test_cli_train_save_reload_score_eval(base_dir, edit_manifest, tmp_path):
 
     bad = runner.invoke(twoframe_app, ["eval", str(out / "model"), str(tmp_path / "missing.jsonl")])
     assert bad.exit_code == 2 and "missing.jsonl: manifest file not found" in bad.output
+
+
+def test_cli_ctrl_c_saves_exits_130_and_the_rerun_resumes(base_dir, edit_manifest, tmp_path, monkeypatch):
+    """A real SIGINT in the middle of `twoframe train`: the step finishes, a checkpoint is saved, exit 130;
+    the same command again picks up there (bf16 compute, from --dtype)."""
+    import os
+    import signal
+
+    import editlens.twoframe.train as T
+    from editlens.cli.twoframe_commands import twoframe_app
+    from editlens.training import latest_checkpoint, read_log
+
+    real_loss, calls = T.info_nce, {"n": 0}
+
+    def ctrl_c_at_3(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+        return real_loss(*args, **kwargs)
+
+    monkeypatch.setattr(T, "info_nce", ctrl_c_at_3)
+    args = ["train", str(edit_manifest), "--model", str(base_dir), "--out", str(tmp_path / "run"), "--epochs", "3",
+            "--batch-size", "8", "--val-fraction", "0", "--dtype", "bfloat16", "--no-progress", "--json"]
+    res = CliRunner().invoke(twoframe_app, args)
+    assert res.exit_code == 130, res.output
+    assert latest_checkpoint(tmp_path / "run").name == "step-0000003"
+    monkeypatch.setattr(T, "info_nce", real_loss)
+    res = CliRunner().invoke(twoframe_app, args)
+    assert res.exit_code == 0, res.output
+    assert [r["step"] for r in read_log(tmp_path / "run")] == [1, 2, 3, 4, 5, 6]
+    summary = json.loads(res.stdout)
+    assert summary["precision"]["dtype"] == "bfloat16" and summary["last_epoch_loss"] < summary["first_epoch_loss"]
 
 
 @pytest.mark.integration

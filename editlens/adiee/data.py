@@ -33,7 +33,7 @@ from editlens.adiee.rules import Assignment, Thresholds, assign_model_output, in
 from editlens.core.images import image_hash, load_image
 from editlens.data.jsonl import iter_jsonl
 from editlens.errors import InputError
-from editlens.runner.store import atomic_write
+from editlens.core.io import atomic_write
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
 

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from editlens.errors import InputError, ModelUnavailableError
-from editlens.runner.store import atomic_write
+from editlens.core.io import atomic_write
 
 
 def features(cs: torch.Tensor, ce: torch.Tensor, ct: torch.Tensor, ds: torch.Tensor, de: torch.Tensor) -> torch.Tensor:

@@ -12,18 +12,24 @@
 * One question and one answer template per sample, and a flip / rot90 of
   both images, drawn from a generator seeded by (seed, sample position), so
   a resumed run sees exactly what an uninterrupted one would.
-* Device and dtype are picked at run time (bf16 on a GPU that has it).
-* Gradient accumulation, linear warm-up then linear decay, gradient clipping,
-  validation Spearman every ``val_every`` steps, a checkpoint every
-  ``save_every`` steps (``train_state.pt``, written atomically) from which a
-  rerun resumes, ``log.jsonl`` and a loss curve ``loss.png``.
+* Device and dtype come from the precision policy
+  (:func:`editlens.models.precision.decide`, purpose ``training``): the base
+  loads in the compute dtype, the trained parameters (LoRA, decoder,
+  embeddings, LM head) are kept in float32 and the forward pass runs under
+  autocast.
+* The loop is :mod:`editlens.training`: gradient accumulation, linear
+  warm-up then linear (or cosine, or no) decay, gradient clipping, validation
+  every ``val_every`` steps (Spearman and MAE over the validation rows whose
+  answer emitted ``[SCORE]``; the others are counted as unscored and skipped,
+  as inference does), a checkpoint every ``save_every`` steps
+  (``checkpoints/step-N/``, written atomically) from which a rerun resumes,
+  Ctrl-C saving one, ``log.jsonl``, ``summary.json`` and a loss curve
+  ``loss.png`` with the best constant prediction's score loss as a yardstick.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -38,7 +44,7 @@ from editlens.core.images import load_image
 from editlens.data.jsonl import iter_jsonl
 from editlens.errors import InputError
 from editlens.models.quant import describe_precision, floating_dtype
-from editlens.runner.store import atomic_write
+from editlens.training.loop import TrainingTask
 
 LORA_TARGETS = r".*language_model.*\.(q_proj|v_proj)$"
 
@@ -59,12 +65,14 @@ class TrainConfig:
     grad_accum: int = 1
     steps: int = 100  # optimiser steps
     warmup_steps: int = 0
+    lr_decay: str = "linear"  # after warm-up: linear (to 0 at the last step), cosine or constant
     clip: float = 1.0
     score_weight: float = 10.0
     ce_weight: float = 1.0
     val_every: int = 50
     val_max: int = 64
     save_every: int = 50
+    keep_checkpoints: int = 2
     image_side: int = 512
     augment: bool = True
     max_samples: int | None = None
@@ -87,6 +95,14 @@ class TrainConfig:
         for name in ("batch_size", "grad_accum", "steps"):
             if getattr(self, name) < 1:
                 raise InputError(f"{name} must be >= 1")
+
+    def identity(self) -> dict[str, Any]:
+        """Settings a resumed run must share with the run it continues (the model it builds and the
+        samples it sees at each step); the rest (steps, lr, validation, saving) may change."""
+        d = asdict(self)
+        keys = ("base", "head", "lora", "lora_r", "lora_alpha", "lora_dropout", "qlora", "batch_size", "grad_accum",
+                "image_side", "augment", "max_samples", "seed", "templates", "score_weight", "ce_weight")
+        return {**{k: d[k] for k in keys}, "data": str(Path(self.data).resolve())}
 
 
 def read_dataset(data_dir: Path) -> list[dict[str, Any]]:
@@ -162,10 +178,6 @@ def apply_lora(scorer: AdieeScorer, cfg: TrainConfig) -> None:
     scorer.vlm = get_peft_model(scorer.vlm, conf)
 
 
-def trainable_state(scorer: AdieeScorer) -> dict[str, torch.Tensor]:
-    return {n: p.detach().cpu().clone() for n, p in scorer.named_parameters() if p.requires_grad}
-
-
 def spearman(pred: list[float], truth: list[float]) -> float | None:
     from scipy.stats import spearmanr
 
@@ -177,58 +189,114 @@ def spearman(pred: list[float], truth: list[float]) -> float | None:
 
 @torch.no_grad()
 def validate(scorer: AdieeScorer, ex: Examples, rows: list[int], batch: int) -> dict[str, Any]:
+    """Spearman and MAE (0-10) of the predictions on validation rows. A row
+    whose answer never emitted ``[SCORE]`` is *unscored*, as at inference
+    (:class:`~editlens.adiee.evaluator.AdieeEvaluator` with ``require_token``):
+    counted, not scored."""
+    was = scorer.training
     scorer.eval()
-    preds, truth = [], []
+    preds, truth, unscored = [], [], 0
     dtype = floating_dtype(scorer.vlm)
-    for s in range(0, len(rows), batch):
-        part = [ex.rows[i] for i in rows[s : s + batch]]
-        imgs = [side_by_side(*ex.images(r), ex.cfg.image_side) for r in part]
-        qs = [ex.prompts.question(r["instruction"]) for r in part]
-        out = scorer.predict(inference_inputs(scorer.processor, imgs, qs, scorer.device, dtype), hidden="score-token")
-        preds += [p.score for p in out]
-        truth += [float(r["score"]) * 10 for r in part]
-    scorer.train()
+    try:
+        for s in range(0, len(rows), batch):
+            part = [ex.rows[i] for i in rows[s : s + batch]]
+            imgs = [side_by_side(*ex.images(r), ex.cfg.image_side) for r in part]
+            qs = [ex.prompts.question(r["instruction"]) for r in part]
+            out = scorer.predict(inference_inputs(scorer.processor, imgs, qs, scorer.device, dtype), hidden="score-token")
+            for p, r in zip(out, part):
+                if not p.emitted:
+                    unscored += 1
+                    continue
+                preds.append(p.score)
+                truth.append(float(r["score"]) * 10)
+    finally:
+        scorer.train(was)
     mae = float(np.mean(np.abs(np.array(preds) - np.array(truth)))) if preds else None
-    return {"val_spearman": spearman(preds, truth), "val_mae": mae, "val_n": len(preds)}
+    return {"spearman": spearman(preds, truth), "mae": mae, "n": len(preds), "unscored": unscored}
 
 
-def plot_curve(log: list[dict[str, Any]], path: Path, constant: float | None = None) -> Path:
-    """Loss curves; ``constant`` (the best constant prediction's score loss) as a flat reference line."""
-    import matplotlib
+class AdieeTask(TrainingTask):
+    """The ADIEE scorer for :func:`editlens.training.run`."""
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    def __init__(self, cfg: TrainConfig, scorer: AdieeScorer, ex: Examples, train_idx: list[int],
+                 val_idx: list[int], baseline: float, policy: Any) -> None:
+        self.cfg, self.model, self.ex, self.train_idx, self.val_idx = cfg, scorer, ex, train_idx, val_idx
+        self.lr, self.baseline, self.policy = cfg.lr, baseline, policy
+        self.per_step = cfg.batch_size * cfg.grad_accum
+        self.order = sample_order(len(train_idx), cfg.steps * self.per_step, cfg.seed)
+        self.pad = scorer.processor.tokenizer.pad_token_id
+        p = describe_precision(scorer.vlm)  # before the loop makes the trained parameters float32
+        self.described = {"base_weights": p["weights"], "compute_dtype": p["compute_dtype"], "optimizer": "AdamW"}
+        self.outputs: dict[str, Any] = {}
 
-    steps = [r["step"] for r in log if "loss" in r]
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    for key, style in (("loss", "-"), ("score_loss", "--"), ("ce_loss", ":")):
-        ax.plot(steps, [r[key] for r in log if "loss" in r], style, label=key)
-    if constant is not None and constant > 0 and steps:
-        ax.axhline(constant, color="C1", lw=0.8, ls="-.", label="score loss of best constant")
-    ax.set_xlabel("optimiser step")
-    ax.set_ylabel("training loss")
-    ax.set_yscale("log")
-    val = [(r["step"], r["val_spearman"]) for r in log if r.get("val_spearman") is not None]
-    if val:
-        ax2 = ax.twinx()
-        ax2.plot(*zip(*val), "o-", color="tab:red", label="val Spearman")
-        ax2.set_ylabel("val Spearman")
-        ax2.legend(loc="upper right")
-    ax.legend(loc="upper left" if val else "best")
-    ax.set_title("ADIEE scorer training")
-    fig.tight_layout()
-    atomic_write(path, lambda fh: fig.savefig(fh, format="png", dpi=100), mode="wb")
-    plt.close(fig)
-    return path
+    def batch(self, step: int, micro: int) -> dict[str, torch.Tensor]:
+        base_pos = step * self.per_step + micro * self.cfg.batch_size
+        if base_pos + self.cfg.batch_size > len(self.order):  # a run extended beyond its first --steps
+            self.order = sample_order(len(self.train_idx), base_pos + self.cfg.batch_size, self.cfg.seed)
+        batch = collate([self.ex.example(self.train_idx[self.order[p]], p)
+                         for p in range(base_pos, base_pos + self.cfg.batch_size)], self.pad)
+        dev = self.model.device
+        batch = {k: v.to(dev) for k, v in batch.items()}
+        if "pixel_values" in batch:
+            batch["pixel_values"] = batch["pixel_values"].to(floating_dtype(self.model.vlm))
+        return batch
+
+    def loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+        losses = self.model.training_losses(batch, self.cfg.score_weight, self.cfg.ce_weight)
+        return losses["loss"], {"score_loss": float(losses["score_loss"]), "ce_loss": float(losses["ce_loss"])}
+
+    @property
+    def has_validation(self) -> bool:
+        return bool(self.val_idx)
+
+    def validate(self) -> dict[str, Any]:
+        return validate(self.model, self.ex, self.val_idx, self.cfg.batch_size)
+
+    def describe_validation(self, val: dict[str, Any]) -> str:
+        f = lambda v: "-" if v is None else f"{v:.4f}"  # noqa: E731
+        return (f"Spearman {f(val['spearman'])}, MAE {f(val['mae'])} over {val['n']}"
+                + (f" ({val['unscored']} without [SCORE], unscored)" if val.get("unscored") else ""))
+
+    def precision_record(self) -> dict[str, Any]:
+        return dict(self.described)
+
+    def export(self, result: Any) -> dict[str, Any]:
+        from editlens.core.io import atomic_directory
+
+        cfg = self.cfg
+        out = Path(cfg.out)
+        meta = {"trained_steps": result.steps_done, "data": str(cfg.data), "prompts": self.ex.prompts.describe(),
+                "precision": {**self.policy.to_dict(), **self.described}}
+        final: dict[str, Any] = {}
+        if cfg.layout in ("ours", "both"):
+            with atomic_directory(out / "scorer") as tmp:
+                save_ours(self.model, tmp, cfg.base, extra=meta)
+            final["ours"] = str(out / "scorer")
+        if cfg.layout in ("released", "both"):
+            with atomic_directory(out / "scorer-released") as tmp:
+                save_released(self.model, tmp, hidden="score-token", extra=meta)
+            final["released"] = str(out / "scorer-released")
+        return final
+
+    def summary_extra(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
+        sl = [r["score_loss"] for r in rows if isinstance(r.get("score_loss"), (int, float))]
+        k = max(1, len(sl) // 5)  # first and last fifth of the run
+        return {"first_score_loss": float(np.mean(sl[:k])) if sl else None,
+                "last_score_loss": float(np.mean(sl[-k:])) if sl else None,
+                "constant_score_loss": self.baseline}
 
 
-def train(cfg: TrainConfig, echo: Callable[[str], None] = print, progress: bool = True) -> dict[str, Any]:
-    """Train (or resume) and write the final checkpoint; returns a summary."""
-    from tqdm import tqdm
+def train(cfg: TrainConfig, echo: Callable[[str], None] = print, progress: bool = True,
+          restart: bool = False) -> dict[str, Any]:
+    """Train (or resume) and write the final checkpoint; returns the summary
+    (``interrupted`` and ``exit_code`` say whether Ctrl-C/SIGTERM stopped it)."""
+    from editlens.models.precision import decide
+    from editlens.training import LoopSettings, PlotSpec, prepare_run_dir, run
 
     cfg.validate()
     data_dir, out = Path(cfg.data), Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
+    precision = decide(cfg.dtype, cfg.device, "training")
+    prepare_run_dir(out, cfg.identity(), asdict(cfg), restart=restart)  # refuse a mismatch before loading
     rows = read_dataset(data_dir)
     train_idx = [i for i, r in enumerate(rows) if r.get("split", "train") == "train"]
     val_idx = [i for i, r in enumerate(rows) if r.get("split") == "val"][: cfg.val_max]
@@ -238,124 +306,27 @@ def train(cfg: TrainConfig, echo: Callable[[str], None] = print, progress: bool 
         raise InputError(f"{data_dir}: no training samples (split 'train')")
     prompts = load_prompts(cfg.templates)
     torch.manual_seed(cfg.seed)
-    scorer = scorer_from_base(cfg.base, cfg.head, cfg.device, cfg.dtype, cfg.seed, cfg.qlora)
+    scorer = scorer_from_base(cfg.base, cfg.head, precision.device, precision.dtype, cfg.seed, cfg.qlora)
     if cfg.lora:
         apply_lora(scorer, cfg)
     if cfg.gradient_checkpointing:
         scorer.vlm.gradient_checkpointing_enable()
         scorer.vlm.enable_input_require_grads()
-    params = [p for p in scorer.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=cfg.lr)
-    total = cfg.steps
-
-    def lr_at(step: int) -> float:
-        if cfg.warmup_steps and step < cfg.warmup_steps:
-            return (step + 1) / cfg.warmup_steps
-        return max(0.0, (total - step) / max(1, total - cfg.warmup_steps))
-
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
-    state_file = out / "train_state.pt"
-    log: list[dict[str, Any]] = []
-    step = 0
-    if state_file.is_file():
-        st = torch.load(state_file, map_location="cpu", weights_only=False)
-        was = {k: st["config"].get(k, False if k == "qlora" else None) for k in ("base", "head", "lora", "qlora")}
-        if was != {k: getattr(cfg, k) for k in was}:
-            raise InputError(f"{state_file}: saved for {was}; use another --out to start a different run")
-        mine = dict(scorer.named_parameters())
-        missing = sorted(n for n, p in mine.items() if p.requires_grad and n not in st["trainable"])
-        unexpected = sorted(set(st["trainable"]) - set(mine))
-        if missing or unexpected:
-            raise InputError(f"{state_file}: trainable parameters differ (missing {missing[:5]}, "
-                             f"unexpected {unexpected[:5]}); cannot resume")
-        with torch.no_grad():
-            for n, v in st["trainable"].items():
-                mine[n].copy_(v.to(mine[n].device, mine[n].dtype))
-        opt.load_state_dict(st["optimizer"])
-        sched.load_state_dict(st["scheduler"])
-        step, log = int(st["step"]), list(st["log"])
-        echo(f"resumed from {state_file} at step {step}")
     ex = Examples(rows, data_dir, scorer, prompts, cfg)
-    per_step = cfg.batch_size * cfg.grad_accum
-    order = sample_order(len(train_idx), total * per_step, cfg.seed)
-    pad = scorer.processor.tokenizer.pad_token_id
-    scorer.train()
-    dev = scorer.device
-    prec = describe_precision(scorer.vlm)
-    precision = {"base_weights": prec["weights"], "compute_dtype": prec["compute_dtype"], "optimizer": "AdamW"}
-    echo(f"training {type(scorer.vlm).__name__} on {dev} ({precision['base_weights']} base, compute "
-         f"{precision['compute_dtype']}); "
-         f"{len(train_idx)} train / {len(val_idx)} val samples; {sum(p.numel() for p in params):,} trainable params")
     # the yardstick for the score loss: a model that ignores its inputs gets this far, no further
     baseline = constant_score_loss([float(rows[i]["score"]) for i in train_idx], cfg.head)
+    task = AdieeTask(cfg, scorer, ex, train_idx, val_idx, baseline, precision)
+    n_params = sum(p.numel() for p in scorer.parameters() if p.requires_grad)
+    echo(f"training {type(scorer.vlm).__name__} on {precision.device} ({task.described['base_weights']} base, "
+         f"computing in {precision.dtype}: {precision.reason}); "
+         f"{len(train_idx)} train / {len(val_idx)} val samples; {n_params:,} trainable params")
     echo(f"score loss of the best constant prediction on the training targets: {baseline:.4f}")
-
-    def save_state() -> None:
-        atomic_write(state_file, lambda fh: torch.save({
-            "config": asdict(cfg), "step": step, "trainable": trainable_state(scorer), "optimizer": opt.state_dict(),
-            "scheduler": sched.state_dict(), "log": log}, fh), mode="wb")
-        atomic_write(out / "log.jsonl", lambda fh: fh.writelines(json.dumps(r) + "\n" for r in log))
-        plot_curve(log, out / "loss.png", baseline)
-
-    bar = tqdm(total=total, initial=step, desc="train", disable=not progress, unit="step")
-    t0 = time.time()
-    try:
-        while step < total:
-            opt.zero_grad(set_to_none=True)
-            agg = {"loss": 0.0, "score_loss": 0.0, "ce_loss": 0.0}
-            for micro in range(cfg.grad_accum):
-                base_pos = step * per_step + micro * cfg.batch_size
-                batch = collate([ex.example(train_idx[order[p]], p) for p in range(base_pos, base_pos + cfg.batch_size)],
-                                pad)
-                batch = {k: v.to(dev) for k, v in batch.items()}
-                if "pixel_values" in batch:
-                    batch["pixel_values"] = batch["pixel_values"].to(floating_dtype(scorer.vlm))
-                losses = scorer.training_losses(batch, cfg.score_weight, cfg.ce_weight)
-                (losses["loss"] / cfg.grad_accum).backward()
-                for k in agg:
-                    agg[k] += float(losses[k].detach()) / cfg.grad_accum
-            torch.nn.utils.clip_grad_norm_(params, cfg.clip)
-            opt.step()
-            sched.step()
-            step += 1
-            rec: dict[str, Any] = {"step": step, **agg, "lr": sched.get_last_lr()[0], "time": time.time() - t0}
-            if val_idx and (step % cfg.val_every == 0 or step == total):
-                rec.update(validate(scorer, ex, val_idx, cfg.batch_size))
-            log.append(rec)
-            bar.update(1)
-            bar.set_postfix(loss=f"{agg['loss']:.3f}")
-            every = max(1, total // 10)
-            if step % every == 0 or step == total:
-                # mean over the steps since the last line: single batches are noisy
-                win = [r for r in log if r["step"] > step - every]
-                m = {k: float(np.mean([r[k] for r in win])) for k in agg}
-                extra = f"  val Spearman {rec['val_spearman']}" if "val_spearman" in rec else ""
-                echo(f"step {step:>5}  loss {m['loss']:.4f}  (score {m['score_loss']:.4f}, "
-                     f"answer CE {m['ce_loss']:.4f}; mean of last {len(win)} steps){extra}")
-            if step % cfg.save_every == 0 and step < total:
-                save_state()
-    except KeyboardInterrupt:
-        save_state()
-        bar.close()
-        echo(f"interrupted at step {step}: state saved to {state_file}; rerun the same command to resume")
-        raise
-    bar.close()
-    save_state()
-    final = {}
-    meta = {"trained_steps": step, "data": str(data_dir), "prompts": prompts.describe(), "precision": precision}
-    if cfg.layout in ("ours", "both"):
-        final["ours"] = str(save_ours(scorer, out / "scorer", cfg.base, extra=meta))
-    if cfg.layout in ("released", "both"):
-        final["released"] = str(save_released(scorer, out / "scorer-released", hidden="score-token"))
-    k = max(1, len(log) // 5)  # first and last fifth of the run
-    first = [r["loss"] for r in log[:k]]
-    last = [r["loss"] for r in log[-k:]]
-    summary = {"steps": step, "first_loss": float(np.mean(first)) if first else None,
-               "last_loss": float(np.mean(last)) if last else None,
-               "first_score_loss": float(np.mean([r["score_loss"] for r in log[:k]])) if log else None,
-               "last_score_loss": float(np.mean([r["score_loss"] for r in log[-k:]])) if log else None,
-               "constant_score_loss": baseline,
-               "checkpoints": final, "loss_curve": str(out / "loss.png"), "log": str(out / "log.jsonl"),
-               "val": {k: v for k, v in (log[-1] if log else {}).items() if k.startswith("val_")}}
-    atomic_write(out / "summary.json", lambda fh: json.dump(summary, fh, indent=2))
-    return summary
+    res = run(task, LoopSettings(
+        out=out, steps=cfg.steps, precision=precision, identity=cfg.identity(), config=asdict(cfg), seed=cfg.seed,
+        grad_accum=cfg.grad_accum, warmup_steps=cfg.warmup_steps, decay=cfg.lr_decay, max_grad_norm=cfg.clip,
+        save_every=cfg.save_every, keep=cfg.keep_checkpoints, eval_every=cfg.val_every, progress=progress,
+        desc="adiee train", log=echo,
+        plot=PlotSpec(title="ADIEE scorer training", ylabel="training loss", series=("loss", "score_loss", "ce_loss"),
+                      references=((baseline, "score loss of best constant"),), val_metric="spearman",
+                      val_label="val Spearman", logy=True)))
+    return {**res.summary, "checkpoints": res.outputs, "exit_code": res.exit_code}

@@ -77,12 +77,14 @@ def train_cmd(
     batch_size: int = typer.Option(2, "--batch-size", min=1),
     grad_accum: int = typer.Option(1, "--grad-accum", min=1),
     warmup: int = typer.Option(0, "--warmup", min=0, help="Warm-up steps."),
+    lr_decay: str = typer.Option("linear", "--lr-decay", help="After warm-up: linear (to 0 at the last step), cosine or constant."),
     clip: float = typer.Option(1.0, "--clip", help="Gradient-norm clipping."),
     score_weight: float = typer.Option(10.0, "--score-weight"),
     ce_weight: float = typer.Option(1.0, "--ce-weight"),
     val_every: int = typer.Option(50, "--val-every", min=1),
     val_max: int = typer.Option(64, "--val-max", min=0),
     save_every: int = typer.Option(50, "--save-every", min=1),
+    keep_checkpoints: int = typer.Option(2, "--keep-checkpoints", min=1, help="Checkpoints kept (the newest)."),
     image_side: int = typer.Option(512, "--image-side", help="Each image is resized to SIDE x SIDE, side by side."),
     max_samples: Optional[int] = typer.Option(None, "--max-samples", help="Use only the first N training samples."),
     lora: bool = typer.Option(True, "--lora/--no-lora"),
@@ -94,9 +96,10 @@ def train_cmd(
     layout: str = typer.Option("ours", "--layout", help="Final checkpoint: ours (LoRA), released (full state dict) or both."),
     template: Optional[List[str]] = typer.Option(None, "--template", help="adiee_questions=FILE / adiee_answers=FILE."),
     gradient_checkpointing: bool = typer.Option(False, "--gradient-checkpointing"),
-    device: str = typer.Option("auto", "--device"),
-    dtype: str = typer.Option("auto", "--dtype", help="auto: bf16 on a GPU that supports it, else float32."),
+    device: str = typer.Option("auto", "--device", help="auto (cuda, mps, cpu; $EDITLENS_DEVICE), cpu, cuda, cuda:N."),
+    dtype: str = typer.Option("auto", "--dtype", help="Compute dtype: auto (bf16 on a GPU that has it or a CPU that computes it natively, else float32; $EDITLENS_DTYPE), float32, bfloat16, float16 (CUDA). Trained weights stay float32."),
     seed: int = typer.Option(0, "--seed"),
+    restart: bool = typer.Option(False, "--restart", help="Discard an earlier run in --out instead of resuming it."),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
 ) -> None:
     """Train the scorer; prints the loss, writes log.jsonl, loss.png and the checkpoint."""
@@ -104,15 +107,15 @@ def train_cmd(
 
     cfg = TrainConfig(base=base, data=str(data), out=str(out), head=head, lora=lora, lora_r=lora_r,
                       lora_alpha=lora_alpha, lora_dropout=lora_dropout, qlora=qlora, lr=lr, batch_size=batch_size,
-                      grad_accum=grad_accum, steps=steps, warmup_steps=warmup, clip=clip, score_weight=score_weight,
-                      ce_weight=ce_weight, val_every=val_every, val_max=val_max, save_every=save_every,
+                      grad_accum=grad_accum, steps=steps, warmup_steps=warmup, lr_decay=lr_decay, clip=clip,
+                      score_weight=score_weight, ce_weight=ce_weight, val_every=val_every, val_max=val_max,
+                      save_every=save_every, keep_checkpoints=keep_checkpoints,
                       image_side=image_side, augment=augment, max_samples=max_samples, seed=seed, device=device,
                       dtype=dtype, gradient_checkpointing=gradient_checkpointing, layout=layout,
                       templates=parse_models(template))
-    try:
-        s = train(cfg, echo=typer.echo, progress=progress)
-    except KeyboardInterrupt:
-        raise typer.Exit(130) from None
+    s = train(cfg, echo=typer.echo, progress=progress, restart=restart)
+    if s["interrupted"]:
+        raise typer.Exit(s["exit_code"])
     typer.echo(f"loss {s['first_loss']:.4f} (first fifth of steps) -> {s['last_loss']:.4f} (last fifth); score loss "
                f"{s['first_score_loss']:.4f} -> {s['last_score_loss']:.4f} (best constant: {s['constant_score_loss']:.4f})")
     for name, path in s["checkpoints"].items():
@@ -261,7 +264,7 @@ def best_of_n_cmd(
     picks = best_of_n(samples, scores, m.spec.higher_is_better)
     doc = {"metric": metric, "higher_is_better": m.spec.higher_is_better, "picks": [asdict(p) for p in picks]}
     if out:
-        from editlens.runner.store import atomic_write
+        from editlens.core.io import atomic_write
 
         atomic_write(out, lambda fh: json.dump(doc, fh, indent=2, default=str))
     if json_out:
@@ -296,7 +299,7 @@ def relabel_cmd(
     """Reward scores normalised to 1-5 next to a training manifest (reward-conditioned fine-tuning)."""
     from editlens.adiee.reward import to_reward_scale
     from editlens.data.manifest import read_manifest
-    from editlens.runner.store import atomic_write
+    from editlens.core.io import atomic_write
 
     samples, scores, m = _score_manifest(manifest, metric, model, option, device, batch_size, dtype)
     low, high = m.spec.value_range

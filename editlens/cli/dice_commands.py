@@ -218,17 +218,23 @@ def train_cmd(
     rank: int = typer.Option(64, "--rank"),
     alpha: int = typer.Option(16, "--alpha"),
     dropout: float = typer.Option(0.1, "--dropout"),
+    warmup: int = typer.Option(0, "--warmup", min=0, help="Linear learning-rate warm-up steps."),
+    lr_decay: str = typer.Option("constant", "--lr-decay", help="After warm-up: constant, linear or cosine."),
     eval_every: int = typer.Option(0, "--eval-every", help="Evaluate every N steps (0: at the end)."),
     save_every: int = typer.Option(100, "--save-every", min=1),
+    keep_checkpoints: int = typer.Option(2, "--keep-checkpoints", min=1, help="Checkpoints kept (the newest)."),
     eval_max_new_tokens: int = typer.Option(256, "--eval-max-new-tokens", min=1),
     max_eval: int = typer.Option(100, "--max-eval", min=1),
     repetition_penalty: Optional[float] = typer.Option(None, "--repetition-penalty", help="Decoding for evaluation and the written preset (default: 1.5 detect, as released; 1.0 coherence)."),
     seed: int = typer.Option(0, "--seed"),
-    device: str = typer.Option("auto", "--device"),
+    device: str = typer.Option("auto", "--device", help="auto (cuda, mps, cpu; $EDITLENS_DEVICE), cpu, cuda, cuda:N."),
+    dtype: str = typer.Option("auto", "--dtype", help="Compute dtype (autocast; LoRA weights stay float32): auto, float32, bfloat16, float16 (CUDA); $EDITLENS_DTYPE."),
     quantization: str = typer.Option("auto", "--quantization", help="auto (QLoRA: 4-bit NF4 base + paged AdamW 8-bit where CUDA+bitsandbytes), nf4 (force QLoRA, CPU too; needs bitsandbytes) or none."),
     longest_edge: Optional[int] = typer.Option(None, "--longest-edge", help="Processor resize (paper: 1456)."),
     prompts: Optional[Path] = typer.Option(None, "--dice-prompts", help="Official prompts from a local DICE clone."),
     drawing: str = typer.Option("released", "--drawing", help="Coherence box convention: released or paper."),
+    crop: str = typer.Option("auto", "--crop", help="square: centre-crop both images to a square, boxes mapped into the crop (the paper's recipe); none: whole images; auto: as the released inference (detector whole, coherence cropped). Recorded in the adapter and its preset."),
+    restart: bool = typer.Option(False, "--restart", help="Discard an earlier run in --out instead of resuming it."),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
@@ -240,15 +246,18 @@ def train_cmd(
     quantization = normalise_choice(quantization, "--quantization")
     cfg = TrainConfig(stage=stage, data=str(data.resolve()), out=str(out), base=base,
                       eval_data=str(eval_data.resolve()) if eval_data else None, init_adapter=init_adapter,
-                      steps=steps, lr=lr, batch_size=batch_size, rank=rank, alpha=alpha, dropout=dropout,
-                      eval_every=eval_every, save_every=save_every, eval_max_new_tokens=eval_max_new_tokens,
-                      max_eval=max_eval, repetition_penalty=repetition_penalty, seed=seed, device=device, quantization=quantization,
-                      longest_edge=longest_edge, prompts=str(prompts) if prompts else None, drawing=drawing)
-    res = train(cfg, progress=progress, log=lambda m: typer.echo(m, err=True))
+                      steps=steps, lr=lr, batch_size=batch_size, warmup_steps=warmup, lr_decay=lr_decay, rank=rank,
+                      alpha=alpha, dropout=dropout, eval_every=eval_every, save_every=save_every,
+                      keep_checkpoints=keep_checkpoints, eval_max_new_tokens=eval_max_new_tokens,
+                      max_eval=max_eval, repetition_penalty=repetition_penalty, seed=seed, device=device, dtype=dtype,
+                      quantization=quantization, longest_edge=longest_edge, prompts=str(prompts) if prompts else None,
+                      drawing=drawing, crop=crop)
+    res = train(cfg, progress=progress, log=lambda m: typer.echo(m, err=True), restart=restart)
     doc = {"out": str(res.out), "steps_done": res.steps_done, "resumed_from": res.resumed_from,
            "first_loss": res.first_loss, "last_loss": res.last_loss, "evals": res.evals,
            "adapter": str(res.adapter) if res.adapter else None, "preset": str(res.preset) if res.preset else None,
-           "interrupted": res.interrupted, "notes": res.notes}
+           "interrupted": res.interrupted, "notes": res.notes, "precision": res.summary.get("precision"),
+           "crop": res.summary.get("crop"), "loss_curve": res.summary.get("loss_curve")}
     if json_out:
         emit_json(doc)
     else:
@@ -264,7 +273,7 @@ def train_cmd(
                        f"--edited E --instruction I")
     if res.interrupted:
         typer.echo("interrupted: checkpoint saved; rerun the same command to continue.", err=True)
-        raise typer.Exit(130)
+        raise typer.Exit(res.exit_code)
 
 
 @app.command("make-pairs")

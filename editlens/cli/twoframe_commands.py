@@ -59,21 +59,27 @@ def random_model(
 def train_cmd(
     manifest: Path = typer.Argument(..., help="Training edits: manifest with id, source, edited, instruction."),
     base_model: str = typer.Option(..., "--model", help="Start from: twoframe dir, ViFi/OpenAI .pth, or transformers CLIP."),
-    out: Path = typer.Option(..., "--out", help="Run directory (checkpoint.pt, history.json, loss_curve.png, model/)."),
+    out: Path = typer.Option(..., "--out", help="Run directory (checkpoints/, log.jsonl, history.json, loss_curve.png, model/)."),
     mode: str = typer.Option("order", "--mode", help="order (temporal head, ours) or faithful (ViFi-CLIP)."),
     tune: str = typer.Option("head", "--tune", help="head (towers frozen), last:N, lora:R or all."),
     epochs: int = typer.Option(5, "--epochs"),
     batch_size: int = typer.Option(32, "--batch-size"),
     lr: float = typer.Option(1e-5, "--lr", help="Learning rate of tuned tower weights."),
     head_lr: float = typer.Option(1e-3, "--head-lr", help="Learning rate of the head and temperature."),
-    negatives: str = typer.Option("noop,swap", "--negatives", help="Hard negatives: noop, swap (or 'none')."),
+    negatives: str = typer.Option("auto", "--negatives", help="Hard negatives: noop, swap, none, or auto (order mode: noop,swap; faithful: none, the poster's plain video-to-text retrieval)."),
+    objective: str = typer.Option("auto", "--objective", help="video_to_text (the ViFi-CLIP poster's retrieval), symmetric (both directions; needed by hard negatives) or auto (faithful without negatives: video_to_text; else symmetric)."),
     head_layers: int = typer.Option(1, "--head-layers", help="Transformer layers of the temporal head (1-2)."),
     val: Optional[Path] = typer.Option(None, "--val", help="Validation manifest (default: split off by source)."),
     val_fraction: float = typer.Option(0.1, "--val-fraction", help="Share of sources held out when --val is absent (0: none)."),
     seed: int = typer.Option(0, "--seed"),
+    warmup: int = typer.Option(0, "--warmup", min=0, help="Linear learning-rate warm-up steps."),
+    lr_decay: str = typer.Option("constant", "--lr-decay", help="After warm-up: constant, linear or cosine."),
+    save_every: int = typer.Option(0, "--save-every", min=0, help="Steps between checkpoints (0: after every epoch)."),
+    keep_checkpoints: int = typer.Option(2, "--keep-checkpoints", min=1, help="Checkpoints kept (the newest)."),
     device: str = DeviceOpt,
-    amp: str = typer.Option("auto", "--amp", help="auto (bf16 on CUDA when supported), none, bf16, fp16."),
-    restart: bool = typer.Option(False, "--restart", help="Ignore an existing checkpoint in --out."),
+    dtype: str = typer.Option("auto", "--dtype", help="Compute dtype under autocast (weights stay float32): auto (bf16 on a GPU that has it or a CPU that computes it natively, else float32; $EDITLENS_DTYPE), float32, bfloat16, float16 (CUDA)."),
+    amp: Optional[str] = typer.Option(None, "--amp", hidden=True, help="Earlier spelling of --dtype: auto, none (float32), bf16, fp16."),
+    restart: bool = typer.Option(False, "--restart", help="Discard an earlier run in --out instead of resuming it."),
     tokenizer: Optional[str] = TokOpt,
     base: Optional[str] = BaseOpt,
     heads: Optional[int] = HeadsOpt,
@@ -83,22 +89,31 @@ def train_cmd(
 ) -> None:
     """Retrieval training: symmetric InfoNCE with no-op and swapped-order hard negatives. Rerun to resume."""
     from editlens.twoframe.data import read_edits
+    from editlens.twoframe.model import load_twoframe
     from editlens.twoframe.train import TrainConfig, train
 
-    neg = tuple(n.strip() for n in negatives.split(",") if n.strip() and n.strip() != "none")
+    names = [n.strip() for n in negatives.split(",") if n.strip()]
+    neg = None if names == ["auto"] else tuple(n for n in names if n != "none")
     cfg = TrainConfig(mode=mode, tune=tune, epochs=epochs, batch_size=batch_size, lr=lr, head_lr=head_lr,
-                      hard_negatives=neg, head_layers=head_layers, val_fraction=val_fraction if val is None else 0.0,
-                      seed=seed, amp=amp)
+                      hard_negatives=neg, objective=objective, head_layers=head_layers,
+                      val_fraction=val_fraction if val is None else 0.0, seed=seed, dtype=dtype, amp=amp,
+                      warmup_steps=warmup, lr_decay=lr_decay, save_every=save_every, keep_checkpoints=keep_checkpoints)
     train_set = read_edits(manifest)
     val_set = read_edits(val) if val is not None else None
-    model = _load(base_model, tokenizer, base, heads, preset, device)
+    # float32 weights: the trained model is exported whole; --dtype is the compute dtype under autocast
+    model = load_twoframe(base_model, tokenizer=tokenizer, base=base, heads=heads, preset=preset, device=device,
+                          dtype="float32")
     log = (lambda m: typer.echo(m, err=True)) if json_out else typer.echo
     history = train(model, train_set, out, cfg, val_set, progress=progress, restart=restart, log=log)
+    if history["interrupted"]:
+        raise typer.Exit(history["exit_code"])
     last = history["epochs"][-1] if history["epochs"] else {}
     first = history["epochs"][0] if history["epochs"] else {}
     summary = {"out": str(out), "model": str(out / "model"), "epochs": len(history["epochs"]),
                "first_epoch_loss": first.get("train_loss"), "last_epoch_loss": last.get("train_loss"),
-               "initial_val": history.get("initial_val"), "final_val": last.get("val")}
+               "initial_val": history.get("initial_val"), "final_val": last.get("val"),
+               "objective": history["objective"], "negatives": history["negatives"],
+               "precision": history["precision"]}
     if json_out:
         emit_json(summary)
         return
@@ -131,14 +146,10 @@ def eval_cmd(
     scorer = TwoFrameScorer(_load(model, tokenizer, base, heads, preset, device, dtype))
     rep = evaluate_set(scorer, data, mode, _ks(ks), progress=not json_out)
     if scores_out is not None:
-        scores_out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = scores_out.with_name(f".{scores_out.name}.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            for i, sid in enumerate(data.ids):
-                row = {"id": sid, "instruction": data.instructions[i], "rank": rep["ranks_video_to_text"][i],
-                       **{k: v[i] for k, v in rep["scores"].items()}}
-                fh.write(json.dumps(row) + "\n")
-        tmp.replace(scores_out)
+        from editlens.core.io import write_jsonl
+
+        write_jsonl(scores_out, ({"id": sid, "instruction": data.instructions[i], "rank": rep["ranks_video_to_text"][i],
+                                  **{k: v[i] for k, v in rep["scores"].items()}} for i, sid in enumerate(data.ids)))
     if json_out:
         emit_json({k: v for k, v in rep.items() if k not in ("scores", "ranks_video_to_text")})
         return
@@ -219,9 +230,9 @@ def calibrate_cmd(
     meta_path = model / "twoframe.json"
     meta = json.loads(meta_path.read_text())
     meta["calibration"] = cal
-    tmp = meta_path.with_name(".twoframe.json.tmp")
-    tmp.write_text(json.dumps(meta, indent=2))
-    tmp.replace(meta_path)
+    from editlens.core.io import write_json
+
+    write_json(meta_path, meta)
     if json_out:
         emit_json(cal)
         return

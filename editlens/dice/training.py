@@ -15,20 +15,27 @@ Training records (JSONL; image paths relative to the file):
 * ``--stage coherence``: ``{"id", "source", "edited", "instruction",
   "difference": {"command", "object", "box"}, "reasoning", "decision": "YES"|"NO"}``.
 
-The run directory holds ``train_config.json``, ``log.jsonl`` (loss per step,
-evaluations), ``checkpoints/step-N/`` (adapter, optimizer, data position;
-the newest two are kept), ``loss.png``, and at the end ``adapter/`` plus
-``preset.json``, which ``editlens dice --dice-preset RUN/preset.json`` loads.
-Rerunning the same command resumes from the newest checkpoint.
+Images: ``crop="square"`` centre-crops both images to a square (the paper's
+recipe, supplementary B) with the boxes mapped exactly into the crop;
+``"none"`` keeps them whole; ``"auto"`` does what the released inference
+does for the stage (detector: whole images, coherence: cropped). The choice is
+recorded in the checkpoints, the adapter's ``editlens_training.json`` and the
+written preset (``detector_crop`` / ``coherence_crop``), so the adapter sees at
+inference what it saw in training.
+
+The loop is :mod:`editlens.training` (resume, Ctrl-C, checkpoints,
+validation, mixed precision). The run directory holds ``train_config.json``,
+``log.jsonl`` (loss per step, evaluations under ``val``),
+``checkpoints/step-N/`` (trainable weights, optimizer, LR schedule, the
+adapter; the newest two are kept), ``loss.png``, ``summary.json``, and at the
+end ``adapter/`` plus ``preset.json``, which ``editlens dice --dice-preset
+RUN/preset.json`` loads. Rerunning the same command resumes from the newest
+checkpoint.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -37,13 +44,15 @@ import numpy as np
 from editlens.dice.prompt_sets import PromptSet, default_prompts, load_official_prompts
 from editlens.dice.released import (GenerationPreset, ModelSpec, Preset, coherence_conversation,
                                     detector_conversation, generate_raw, load_base, load_processor)
-from editlens.dice.released_format import (CONVENTIONS, assign_command_confidence, coherence_images,
+from editlens.dice.released_format import (CONVENTIONS, CentreCrop, assign_command_confidence, coherence_images,
                                            format_released_answer, parse_decision, parse_released_answer)
 from editlens.dice.types import COMMANDS, Difference
 from editlens.data.jsonl import iter_jsonl
 from editlens.errors import InputError
+from editlens.training.loop import TrainingTask
 
 STAGES = ("detect", "coherence")
+CROPS = ("auto", "square", "none")
 
 
 @dataclass
@@ -57,27 +66,38 @@ class TrainConfig:
     steps: int = 1000
     lr: float = 1e-4
     batch_size: int = 1  # examples per optimizer step (accumulated one by one)
+    warmup_steps: int = 0
+    lr_decay: str = "constant"  # constant | linear | cosine
     rank: int = 64
     alpha: int = 16
     dropout: float = 0.1
     eval_every: int = 0  # 0: only at the end (when eval data is given)
     save_every: int = 100
+    keep_checkpoints: int = 2
     eval_max_new_tokens: int = 256
     max_grad_norm: float = 1.0
     repetition_penalty: float | None = None  # decoding for evaluation and the exported preset (None: 1.5 detect, 1.0 coherence)
     max_eval: int = 100
     seed: int = 0
     device: str = "auto"
+    dtype: str = "auto"  # compute dtype (autocast); the policy's "auto" for training
     quantization: str = "auto"  # auto: 4-bit NF4 on CUDA with bitsandbytes; nf4: always (CPU too); none
     longest_edge: int | None = None
     prompts: str | None = None
     drawing: str = "released"
     image_first: bool = True
+    crop: str = "auto"  # auto (as the released inference: detector whole, coherence cropped) | square | none
+
+    @property
+    def square_crop(self) -> bool:
+        """Whether the training images are centre-cropped to a square."""
+        return self.crop == "square" or (self.crop == "auto" and self.stage == "coherence")
 
     def identity(self) -> dict[str, Any]:
         """Fields a resumed run must share with the original one."""
-        return {k: getattr(self, k) for k in ("stage", "data", "base", "init_adapter", "batch_size", "rank", "alpha",
-                                              "dropout", "seed", "prompts", "drawing", "image_first", "longest_edge")}
+        d = {k: getattr(self, k) for k in ("stage", "data", "base", "init_adapter", "batch_size", "rank", "alpha",
+                                           "dropout", "seed", "prompts", "drawing", "image_first", "longest_edge")}
+        return {**d, "crop": "square" if self.square_crop else "none"}
 
 
 # -- data -------------------------------------------------------------------------------
@@ -125,21 +145,40 @@ def coherence_target(reasoning: str | None, decision: str) -> str:
     return f"- Reasoning: {reasoning or 'no reasoning given'}\n- Decision: {decision.upper()}"
 
 
-class ExampleBuilder:
-    """Record -> (conversation, images, answer) for one stage."""
+def crop_differences(differences: list[dict[str, Any]], crop: CentreCrop) -> list[dict[str, Any]]:
+    """Boxes (fractions of the full image) as fractions of the centre crop, clipped to it;
+    a difference wholly outside the crop is not visible in it and is dropped."""
+    out = []
+    for d in differences:
+        box = crop.to_crop(d["box"])
+        if box is not None:
+            out.append({**d, "box": [round(v, 6) for v in box]})
+    return out
 
-    def __init__(self, stage: str, prompts: PromptSet, drawing: str, image_first: bool) -> None:
+
+class ExampleBuilder:
+    """Record -> (conversation, images, answer) for one stage; ``crop``: both
+    images centre-cropped to a square, boxes mapped into the crop."""
+
+    def __init__(self, stage: str, prompts: PromptSet, drawing: str, image_first: bool,
+                 crop: bool | None = None) -> None:
         self.stage, self.prompts, self.drawing, self.image_first = stage, prompts, drawing, image_first
+        self.crop = (stage == "coherence") if crop is None else bool(crop)
 
     def __call__(self, r: dict[str, Any]) -> tuple[list[dict[str, Any]], list[np.ndarray], str]:
         src, edt = _image(r["source"]), _image(r["edited"])
         if self.stage == "detect":
-            answer = format_released_answer([(d["command"], d.get("object") or "object", d["box"])
-                                             for d in r["differences"]])
+            diffs = r["differences"]
+            if self.crop:
+                # boxes refer to the edited image's frame, as at inference (released.py)
+                cc = CentreCrop(edt.shape[1], edt.shape[0])
+                diffs = crop_differences(diffs, cc)
+                src, edt = CentreCrop(src.shape[1], src.shape[0]).apply(src), cc.apply(edt)
+            answer = format_released_answer([(d["command"], d.get("object") or "object", d["box"]) for d in diffs])
             return detector_conversation(self.prompts, self.image_first), [src, edt], answer
         d = r["difference"]
         diff = Difference(d["command"], d.get("object"), tuple(d["box"]))  # type: ignore[arg-type]
-        a, b = coherence_images(src, edt, diff, self.drawing)
+        a, b = coherence_images(src, edt, diff, self.drawing, crop=self.crop)
         conv = coherence_conversation(self.prompts, r["instruction"], d["command"], d.get("object"))
         return conv, [a, b], coherence_target(r.get("reasoning"), str(r["decision"]))
 
@@ -212,8 +251,8 @@ def run_precision(model: Any, optimizer_name: str) -> dict[str, Any]:
             "optimizer": optimizer_name}
 
 
-def make_optimizer(model: Any, lr: float, quantized: bool) -> tuple[Any, str]:
-    params = [p for p in model.parameters() if p.requires_grad]
+def make_optimizer(params: list[Any], lr: float, quantized: bool) -> tuple[Any, str]:
+    """AdamW, or bitsandbytes' 8-bit AdamW (paged on CUDA) for QLoRA, as released."""
     if quantized:
         import bitsandbytes as bnb
 
@@ -273,104 +312,7 @@ def evaluate(model: Any, processor: Any, builder: ExampleBuilder, rows: list[dic
         model.train(was_training)
 
 
-# -- run directory ------------------------------------------------------------------------
-
-def _atomic_json(path: Path, data: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str))
-    os.replace(tmp, path)
-
-
-def latest_checkpoint(out: Path) -> Path | None:
-    ck = sorted((out / "checkpoints").glob("step-*"), key=lambda p: int(p.name.split("-")[1])) \
-        if (out / "checkpoints").is_dir() else []
-    ck = [c for c in ck if (c / "state.json").is_file()]
-    return ck[-1] if ck else None
-
-
-def save_checkpoint(out: Path, model: Any, optimizer: Any, step: int, keep: int = 2,
-                    precision: dict[str, Any] | None = None) -> Path:
-    import torch
-
-    root = out / "checkpoints"
-    root.mkdir(parents=True, exist_ok=True)
-    final = root / f"step-{step:07d}"
-    tmp = root / f".tmp-step-{step:07d}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(str(tmp / "adapter"))
-    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-    _atomic_json(tmp / "state.json", {"step": step, "torch_rng": torch.get_rng_state().tolist(),
-                                      **({"precision": precision} if precision else {})})
-    shutil.rmtree(final, ignore_errors=True)
-    os.replace(tmp, final)  # a checkpoint exists completely or not at all
-    for old in sorted(root.glob("step-*"))[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
-    return final
-
-
-def load_checkpoint(path: Path, model: Any, optimizer: Any, precision: dict[str, Any] | None = None) -> int:
-    """Restore adapter, optimizer and RNG; returns the step. ``precision``
-    (base weights and optimizer of this run) must match the checkpoint's:
-    an 8-bit optimizer state does not load into AdamW, nor the reverse."""
-    import torch
-    from peft.utils import load_peft_weights, set_peft_model_state_dict
-
-    state = json.loads((path / "state.json").read_text())
-    saved = state.get("precision")
-    if precision and saved:
-        diff = {k: (saved.get(k), v) for k, v in precision.items() if k in ("base_weights", "optimizer")
-                and saved.get(k) != v}
-        if diff:
-            raise InputError(f"{path}: checkpoint trained with {diff} (was, now); rerun with the same "
-                             "--quantization (and device) or use another --out")
-
-    weights = load_peft_weights(str(path / "adapter"), device="cpu")
-    res = set_peft_model_state_dict(model, weights)
-    missing = [k for k in res.missing_keys if "lora_" in k]
-    if missing or res.unexpected_keys:
-        raise InputError(f"{path}: checkpoint does not fit the model ({len(missing)} LoRA keys missing, "
-                         f"{len(res.unexpected_keys)} unexpected)")
-    optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location="cpu", weights_only=True))
-    torch.set_rng_state(torch.tensor(state["torch_rng"], dtype=torch.uint8))
-    return int(state["step"])
-
-
-def read_log(out: Path, upto: int | None = None) -> list[dict[str, Any]]:
-    p = out / "log.jsonl"
-    if not p.is_file():
-        return []
-    rows = [json.loads(line) for line in open(p) if line.strip()]
-    return [r for r in rows if upto is None or r["step"] <= upto]
-
-
-def plot_loss(out: Path) -> Path | None:
-    rows = read_log(out)
-    losses = [(r["step"], r["loss"]) for r in rows if "loss" in r]
-    if not losses:
-        return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(*zip(*losses), lw=1, label="training loss")
-    ax.set_xlabel("step")
-    ax.set_ylabel("loss (answer tokens)")
-    evals = [(r["step"], r["eval"]) for r in rows if "eval" in r]
-    key = next((k for k in ("AP", "accuracy") if evals and evals[0][1].get(k) is not None), None)
-    if key:
-        ax2 = ax.twinx()
-        ax2.plot([s for s, _ in evals], [e[key] for _, e in evals], "o-", color="tab:orange", label=f"eval {key}")
-        ax2.set_ylabel(f"eval {key}")
-    ax.set_title(out.name)
-    fig.tight_layout()
-    path = out / "loss.png"
-    fig.savefig(path.with_suffix(".tmp.png"), dpi=100)
-    plt.close(fig)
-    os.replace(path.with_suffix(".tmp.png"), path)
-    return path
-
+# -- training -------------------------------------------------------------------------------
 
 @dataclass
 class TrainResult:
@@ -384,149 +326,153 @@ class TrainResult:
     preset: Path | None = None
     interrupted: bool = False
     notes: list[str] = field(default_factory=list)
+    exit_code: int = 0
+    summary: dict[str, Any] = field(default_factory=dict)
 
 
-def train(cfg: TrainConfig, progress: bool = True, log: Callable[[str], None] = print) -> TrainResult:
-    """Train (or resume) one stage; see the module docstring for the run directory."""
-    import torch
+class DiceTask(TrainingTask):
+    """One DICE stage for :func:`editlens.training.run`: a batch is ``batch_size``
+    examples accumulated one by one, the loss the answer tokens' cross-entropy."""
 
+    def __init__(self, cfg: TrainConfig, rows: list[dict[str, Any]], eval_rows: list[dict[str, Any]],
+                 builder: ExampleBuilder, model: Any, processor: Any, device: str, quantized: bool,
+                 policy: Any = None) -> None:
+        self.cfg, self.rows, self.eval_rows, self.builder, self.policy = cfg, rows, eval_rows, builder, policy
+        self.model, self.processor, self.device, self.quantized = model, processor, device, quantized
+        self.lr = cfg.lr
+        self.optimizer_name = "AdamW"
+
+    def optimizer(self, params: list[Any]) -> Any:
+        opt, self.optimizer_name = make_optimizer(params, self.cfg.lr, self.quantized)
+        return opt
+
+    def example_index(self, position: int) -> int:
+        """The record at sample position ``position``: one seeded permutation per epoch."""
+        epoch, pos = divmod(position, len(self.rows))
+        return int(np.random.default_rng(self.cfg.seed + epoch).permutation(len(self.rows))[pos])
+
+    def batch(self, step: int, micro: int) -> dict[str, Any]:
+        conv, images, answer = self.builder(self.rows[self.example_index(step * self.cfg.batch_size + micro)])
+        enc = {k: v.to(self.device) for k, v in encode_example(self.processor, conv, images, answer).items()}
+        if "pixel_values" in enc:
+            dtype = next(p.dtype for p in self.model.parameters() if p.is_floating_point())
+            enc["pixel_values"] = enc["pixel_values"].to(dtype)
+        return enc
+
+    def loss(self, batch: dict[str, Any]) -> tuple[Any, dict[str, float]]:
+        return self.model(**batch).loss, {}
+
+    @property
+    def has_validation(self) -> bool:
+        return bool(self.eval_rows)
+
+    def validate(self) -> dict[str, Any]:
+        return evaluate(self.model, self.processor, self.builder, self.eval_rows, self.device,
+                        self.cfg.eval_max_new_tokens, self.cfg.repetition_penalty)
+
+    def describe_validation(self, val: dict[str, Any]) -> str:
+        key = "AP" if "AP" in val else "accuracy"
+        return f"{key} {val[key]:.4f} over {val['n']} ({val['unparsable']} unparsable)"
+
+    def precision_record(self) -> dict[str, Any]:
+        return run_precision(self.model, self.optimizer_name)
+
+    def identity_extra(self) -> dict[str, Any]:
+        # an 8-bit optimizer state does not load into AdamW, nor a 4-bit base's adapter into another base
+        p = self.precision_record()
+        return {"base_weights": p["base_weights"], "optimizer": p["optimizer"]}
+
+    def save_extra(self, folder: Path) -> None:
+        self.model.save_pretrained(str(folder / "adapter"))  # a checkpoint is also a loadable adapter
+
+    def export(self, result: Any) -> dict[str, Any]:
+        record = {**(self.policy.to_dict() if self.policy is not None else {}), **self.precision_record()}
+        adapter, preset = export_adapter(result.out, self.model, self.processor, self.cfg, self.quantized, record)
+        return {"adapter": str(adapter), "preset": str(preset)}
+
+    def summary_extra(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"stage": self.cfg.stage, "crop": "square" if self.cfg.square_crop else "none"}
+
+
+def _check(cfg: TrainConfig) -> None:
     if cfg.stage not in STAGES:
         raise InputError(f"--stage must be one of {STAGES}, got {cfg.stage!r}")
     if cfg.drawing not in CONVENTIONS:
         raise InputError(f"--drawing must be one of {sorted(CONVENTIONS)}, got {cfg.drawing!r}")
+    if cfg.crop not in CROPS:
+        raise InputError(f"--crop must be one of {', '.join(CROPS)}, got {cfg.crop!r}")
     if cfg.steps < 1 or cfg.batch_size < 1:
         raise InputError("--steps and --batch-size must be at least 1")
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    saved = out / "train_config.json"
-    if saved.is_file():
-        before = json.loads(saved.read_text())
-        diff = {k: (before.get(k), v) for k, v in cfg.identity().items() if before.get(k) != v}
-        if diff:
-            raise InputError(f"{out} holds a run with other settings {diff} (was, now); use another --out")
-    _atomic_json(saved, asdict(cfg))
+
+
+def train(cfg: TrainConfig, progress: bool = True, log: Callable[[str], None] = print,
+          restart: bool = False) -> TrainResult:
+    """Train (or resume) one stage; see the module docstring for the run directory."""
+    import torch
+
+    from editlens.models.precision import decide
+    from editlens.training import LoopSettings, PlotSpec, prepare_run_dir, run
+
+    _check(cfg)
+    precision = decide(cfg.dtype, cfg.device, "training")
+    prepare_run_dir(cfg.out, cfg.identity(), asdict(cfg), restart=restart)  # refuse a mismatch before loading
     rows = load_records(cfg.data, cfg.stage)
     eval_rows = load_records(cfg.eval_data, cfg.stage)[: cfg.max_eval] if cfg.eval_data else []
     prompts = load_official_prompts(cfg.prompts) if cfg.prompts else default_prompts()
-    builder = ExampleBuilder(cfg.stage, prompts, cfg.drawing, cfg.image_first)
+    builder = ExampleBuilder(cfg.stage, prompts, cfg.drawing, cfg.image_first, cfg.square_crop)
     notes: list[str] = []
     torch.manual_seed(cfg.seed)
-    model, processor, device, quantized = build_trainable(cfg, notes)
-    optimizer, opt_name = make_optimizer(model, cfg.lr, quantized)
-    precision = run_precision(model, opt_name)
-    ck = latest_checkpoint(out)
-    start = load_checkpoint(ck, model, optimizer, precision) if ck else 0
-    history = read_log(out, upto=start)
-    with open(out / "log.jsonl.tmp", "w") as fh:  # drop log lines past the checkpoint (they will be redone)
-        fh.writelines(json.dumps(r) + "\n" for r in history)
-    os.replace(out / "log.jsonl.tmp", out / "log.jsonl")
+    model, processor, device, quantized = build_trainable(replace(cfg, device=precision.device), notes)
+    task = DiceTask(cfg, rows, eval_rows, builder, model, processor, device, quantized, precision)
     log(f"{cfg.stage}: {len(rows)} training records, {len(eval_rows)} eval; LoRA r={cfg.rank} alpha={cfg.alpha}; "
-        f"{precision['base_weights']} base (compute {precision['compute_dtype']}); {opt_name}; device {device}"
-        + (f"; resuming at step {start}" if start else ""))
-
-    def example_index(micro: int) -> int:
-        epoch, pos = divmod(micro, len(rows))
-        return int(np.random.default_rng(cfg.seed + epoch).permutation(len(rows))[pos])
-
-    result = TrainResult(out, start, start, None, None, notes=notes)
-    losses = [r["loss"] for r in history if "loss" in r]
-    result.first_loss = losses[0] if losses else None
-    if start >= cfg.steps and (out / "adapter" / "adapter_config.json").is_file() and (out / "preset.json").is_file():
-        # already finished: nothing to redo
-        result.last_loss = losses[-1] if losses else None
-        result.evals = [{"step": r["step"], **r["eval"]} for r in history if "eval" in r]
-        result.adapter, result.preset = out / "adapter", out / "preset.json"
-        return result
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=cfg.steps, initial=start, desc=f"dice train {cfg.stage}", unit="step")
-    model.train()
-    step = start
-    logf = open(out / "log.jsonl", "a")
-    try:
-        while step < cfg.steps:
-            optimizer.zero_grad(set_to_none=True)
-            total = 0.0
-            for k in range(cfg.batch_size):
-                conv, images, answer = builder(rows[example_index(step * cfg.batch_size + k)])
-                enc = {key: v.to(device) for key, v in encode_example(processor, conv, images, answer).items()}
-                if "pixel_values" in enc:
-                    dtype = next(p.dtype for p in model.parameters() if p.is_floating_point())
-                    enc["pixel_values"] = enc["pixel_values"].to(dtype)
-                loss = model(**enc).loss / cfg.batch_size
-                if not torch.isfinite(loss):
-                    raise InputError(f"loss became {float(loss)} at step {step + 1}; lower --lr")
-                loss.backward()
-                total += float(loss.detach())
-            if cfg.max_grad_norm > 0:
-                torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], cfg.max_grad_norm)
-            optimizer.step()
-            step += 1
-            rec: dict[str, Any] = {"step": step, "loss": total, "time": time.time()}
-            if result.first_loss is None:
-                result.first_loss = total
-            result.last_loss = total
-            if eval_rows and cfg.eval_every and step % cfg.eval_every == 0:
-                rec["eval"] = evaluate(model, processor, builder, eval_rows, device, cfg.eval_max_new_tokens,
-                                      cfg.repetition_penalty)
-                result.evals.append({"step": step, **rec["eval"]})
-            logf.write(json.dumps(rec) + "\n")
-            logf.flush()
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(loss=f"{total:.4f}")
-            if step % cfg.save_every == 0 and step < cfg.steps:
-                save_checkpoint(out, model, optimizer, step, precision=precision)
-                plot_loss(out)
-    except KeyboardInterrupt:
-        save_checkpoint(out, model, optimizer, step, precision=precision)
-        result.interrupted = True
-    finally:
-        logf.close()
-        if bar is not None:
-            bar.close()
-    result.steps_done = step
-    if result.interrupted:
-        plot_loss(out)
-        return result
-    if eval_rows and not (cfg.eval_every and step % cfg.eval_every == 0):
-        ev = evaluate(model, processor, builder, eval_rows, device, cfg.eval_max_new_tokens, cfg.repetition_penalty)
-        result.evals.append({"step": step, **ev})
-        with open(out / "log.jsonl", "a") as fh:
-            fh.write(json.dumps({"step": step, "eval": ev}) + "\n")
-    save_checkpoint(out, model, optimizer, step, precision=precision)
-    result.adapter, result.preset = export_adapter(out, model, processor, cfg, quantized, precision)
-    plot_loss(out)
-    return result
+        f"{run_precision(model, '')['base_weights']} base; computing in {precision.dtype} ({precision.reason}); device {device}; "
+        f"images {'centre-cropped to a square' if cfg.square_crop else 'whole'}")
+    eval_every = cfg.eval_every if eval_rows else 0
+    res = run(task, LoopSettings(
+        out=cfg.out, steps=cfg.steps, precision=precision, identity=cfg.identity(), config=asdict(cfg), seed=cfg.seed,
+        grad_accum=cfg.batch_size, warmup_steps=cfg.warmup_steps, decay=cfg.lr_decay, max_grad_norm=cfg.max_grad_norm,
+        save_every=cfg.save_every, keep=cfg.keep_checkpoints, eval_every=eval_every, progress=progress,
+        desc=f"dice train {cfg.stage}", plot=PlotSpec(title=f"DICE {cfg.stage}: {Path(cfg.out).name}",
+                                                      ylabel="loss (answer tokens)", val_metric="AP"
+                                                      if cfg.stage == "detect" else "accuracy"), log=log))
+    summary = res.summary
+    outputs = res.outputs
+    return TrainResult(res.out, res.steps_done, res.resumed_from, summary.get("first_step_loss"),
+                       summary.get("last_step_loss"), res.evals,
+                       Path(outputs["adapter"]) if outputs.get("adapter") else None,
+                       Path(outputs["preset"]) if outputs.get("preset") else None,
+                       res.interrupted, notes, res.exit_code, summary)
 
 
 def export_adapter(out: Path, model: Any, processor: Any, cfg: TrainConfig, quantized: bool = False,
                    precision: dict[str, Any] | None = None) -> tuple[Path, Path]:
     """``adapter/`` (peft + processor) and ``preset.json`` so that
     ``editlens dice --dice-preset RUN/preset.json`` runs the trained model."""
-    tmp = out / ".adapter.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(str(tmp))
-    processor.save_pretrained(str(tmp))
-    _atomic_json(tmp / "editlens_training.json", {"stage": cfg.stage, "base": cfg.base, "config": asdict(cfg),
-                                                  **({"precision": precision} if precision else {})})
+    from editlens.core.io import atomic_directory, write_json
+
+    out = Path(out)
     final = out / "adapter"
-    shutil.rmtree(final, ignore_errors=True)
-    os.replace(tmp, final)
+    crop = "square" if cfg.square_crop else "none"
+    with atomic_directory(final) as tmp:
+        model.save_pretrained(str(tmp))
+        processor.save_pretrained(str(tmp))
+        write_json(tmp / "editlens_training.json", {"stage": cfg.stage, "base": cfg.base, "config": asdict(cfg),
+                                                    "crop": crop, **({"precision": precision} if precision else {})},
+                   default=str)
     spec = f"{Path(cfg.base).resolve() if Path(cfg.base).is_dir() else cfg.base}+{final.resolve()}"
     gen = GenerationPreset(cfg.eval_max_new_tokens, repetition_penalty_for(cfg.stage, cfg.repetition_penalty), True)
-    # an adapter trained on a 4-bit base runs on a 4-bit base (QLoRA), else unquantised
+    # an adapter trained on a 4-bit base runs on a 4-bit base (QLoRA), else unquantised; it sees the images
+    # at inference as it saw them in training (cropped or whole)
+    crops = {"detector_crop": cfg.square_crop} if cfg.stage == "detect" else {"coherence_crop": cfg.square_crop}
     preset = Preset(name=out.name, longest_edge=cfg.longest_edge, quantization="nf4" if quantized else "none",
-                    drawing=cfg.drawing,
-                    image_first=cfg.image_first, prompts=str(Path(cfg.prompts).resolve()) if cfg.prompts else None,
+                    drawing=cfg.drawing, image_first=cfg.image_first,
+                    prompts=str(Path(cfg.prompts).resolve()) if cfg.prompts else None, **crops,
                     **{"detector_generation" if cfg.stage == "detect" else "coherence_generation": gen})
     d = preset.to_dict()
     d["detector" if cfg.stage == "detect" else "coherence"] = spec
     d.pop("detector" if cfg.stage == "coherence" else "coherence")
     d.pop("name")
-    _atomic_json(out / "preset.json", d)
+    write_json(out / "preset.json", d)
     return final, out / "preset.json"
 
 
@@ -534,17 +480,14 @@ def merge_adapter(base: str, adapter: str, out: str | Path, device: str = "cpu")
     """Fold a LoRA adapter into its base and save the result with the
     processor: the released detector is such a merged stage-1 model, on which
     the stage-2 adapter is trained (``dice train --base MERGED``)."""
+    from editlens.core.io import atomic_directory, write_json
     from editlens.dice.released import attach_adapter
 
     notes: list[str] = []
     model = attach_adapter(load_base(base, device, "none", notes, trainable=True), adapter)
     merged = model.merge_and_unload()
-    out = Path(out)
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    merged.save_pretrained(str(tmp))
-    load_processor(ModelSpec(base, adapter), None).save_pretrained(str(tmp))
-    _atomic_json(tmp / "editlens_merge.json", {"base": base, "adapter": adapter})
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(tmp, out)
-    return out
+    with atomic_directory(out) as tmp:
+        merged.save_pretrained(str(tmp))
+        load_processor(ModelSpec(base, adapter), None).save_pretrained(str(tmp))
+        write_json(tmp / "editlens_merge.json", {"base": base, "adapter": adapter})
+    return Path(out)

@@ -307,7 +307,7 @@ def save_calibration(maps: Iterable[CalibrationMap], path: str | Path, merge: bo
     for ev in new:
         kept.pop(ev, None)
     doc = {"schema": SCHEMA, "maps": [m.to_dict() for m in [*kept.values(), *new.values()]]}
-    from editlens.runner.store import atomic_write
+    from editlens.core.io import atomic_write
 
     atomic_write(p, lambda fh: json.dump(doc, fh, indent=1, allow_nan=False))
     return p, sorted(kept)

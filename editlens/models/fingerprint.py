@@ -8,12 +8,12 @@ large checkpoint is read once, not at every run.
 from __future__ import annotations
 
 import json
-import os
 import threading
 from pathlib import Path
 from typing import Any
 
 from editlens.core.images import file_sha256
+from editlens.core.io import write_json
 from editlens.models.resolve import ModelRef, _in_hub_cache
 from editlens.paths import cache_dir
 
@@ -35,10 +35,7 @@ def cached_sha256(path: Path) -> str:
         digest = file_sha256(path)
         table[key] = digest
         try:
-            store.parent.mkdir(parents=True, exist_ok=True)
-            tmp = store.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(table))
-            os.replace(tmp, store)
+            write_json(store, table, indent=None)
         except OSError:
             pass  # a read-only cache only costs re-hashing next time
         return digest

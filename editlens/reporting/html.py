@@ -682,8 +682,8 @@ def write_run_report(run_dir: str | Path, out: str | Path | None = None, *, mani
     ``copy`` puts them in ``<report name>_images/`` beside it.
     """
     from editlens.reporting.collect import collect_run, read_meta_eval
+    from editlens.core.io import atomic_write
     from editlens.reporting.stats import no_gc_pauses
-    from editlens.runner.store import atomic_write
 
     if images not in IMAGE_MODES:
         raise InputError(f"--images must be one of {', '.join(IMAGE_MODES)}, got {images!r}")
@@ -861,7 +861,7 @@ def render_meta_report(rep: Mapping[str, Any], title: str, extra: Mapping[str, A
 
 def write_meta_report(rep: Mapping[str, Any], path: str | Path, title: str,
                       extra: Mapping[str, Any] | None = None) -> Path:
-    from editlens.runner.store import atomic_write
+    from editlens.core.io import atomic_write
 
     page = render_meta_report(rep, title, extra)
     atomic_write(path, lambda fh: fh.write(page))

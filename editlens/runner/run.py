@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from editlens.core.images import ImageLoadOptions
+from editlens.core.io import atomic_write
 from editlens.core.types import EditSample, LoadedEdit, Score
 from editlens.runner.loader import PrefetchExecutor
 from editlens.runner.manifest import new_manifest, provenance_of
-from editlens.runner.store import ResultsStore, atomic_write, config_hash, wide_records
+from editlens.runner.store import ResultsStore, config_hash, wide_records
 
 
 class Evaluator(Protocol):

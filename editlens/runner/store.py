@@ -3,24 +3,23 @@
 One row per (sample, evaluator, config hash). Rows of a batch are written in
 one transaction as the batch finishes, in WAL mode, so a process killed at
 any moment leaves a consistent store that holds every finished batch.
-Exports (JSONL, CSV, Parquet) are written to a temporary file and renamed.
+Exports (JSONL, CSV, Parquet) are written atomically (:mod:`editlens.core.io`).
 """
 
 from __future__ import annotations
 
 import csv
-import functools
 import hashlib
 import json
 import os
 import sqlite3
-import tempfile
 import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from editlens.core.io import atomic_write
 from editlens.core.types import Score
 from editlens.errors import EditlensError
 
@@ -164,34 +163,6 @@ class ResultsStore:
     def count(self) -> int:
         with self._lock:
             return int(self.conn.execute("SELECT count(*) FROM results").fetchone()[0])
-
-
-def atomic_write(path: str | os.PathLike, write: Any, mode: str = "w") -> Path:
-    """Write through ``write(fh)`` into a temp file beside ``path``, then rename."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        # mkstemp makes the file private (0600); outputs get the permissions of
-        # any file the user writes (0666 less the umask)
-        os.chmod(tmp, 0o666 & ~_umask())
-        with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8", newline="" if "b" not in mode else None) as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return target
-
-
-@functools.lru_cache(maxsize=1)
-def _umask() -> int:
-    mask = os.umask(0)  # the only portable way to read it; read once
-    os.umask(mask)
-    return mask
 
 
 def wide_records(rows: list[dict[str, Any]], samples: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:

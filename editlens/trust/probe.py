@@ -181,7 +181,8 @@ def run_probe(samples: Sequence[Any], evaluators: Sequence[Any], out_dir: str | 
     from editlens.errors import InputError, UnknownMetricError
     from editlens.metrics.registry import get_spec
     from editlens.runner.run import result_identity, run_evaluation
-    from editlens.runner.store import atomic_write, config_hash
+    from editlens.core.io import atomic_write
+    from editlens.runner.store import config_hash
     from editlens.trust.controls import build_controls
 
     say = say or (lambda msg: None)

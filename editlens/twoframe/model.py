@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -163,7 +161,9 @@ class TwoFrameModel(nn.Module):
             if self.head is None:
                 raise ModelUnavailableError("this model has no order-aware head; train one with "
                                             "`editlens twoframe train --mode order`")
-            pooled = self.head(source, edited)
+            # the head takes its inputs in its own dtype (features are float32, a head may be bf16)
+            dt = next(self.head.parameters()).dtype
+            pooled = self.head(source.to(dt), edited.to(dt)).float()
         else:
             pooled = (source + edited) / 2
         return nn.functional.normalize(pooled, dim=-1)
@@ -185,10 +185,10 @@ class TwoFrameModel(nn.Module):
         """Write the model directory atomically (a temp dir renamed into place)."""
         from safetensors.torch import save_file
 
+        from editlens.core.io import atomic_directory
+
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-        try:
+        with atomic_directory(path) as tmp:
             from transformers.utils import logging as hf_logging
 
             hf_logging.disable_progress_bar()
@@ -202,16 +202,6 @@ class TwoFrameModel(nn.Module):
                 save_file({k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()},
                           str(tmp / "head.safetensors"))
             (tmp / "twoframe.json").write_text(json.dumps(meta, indent=2))
-            if path.exists():
-                old = path.with_name(f".{path.name}.old")
-                shutil.rmtree(old, ignore_errors=True)
-                os.replace(path, old)
-                os.replace(tmp, path)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.replace(tmp, path)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
         return path
 
 

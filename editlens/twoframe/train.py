@@ -1,4 +1,4 @@
-"""Retrieval training of the two-frame model: symmetric InfoNCE with hard negatives.
+"""Retrieval training of the two-frame model.
 
 Each batch holds B edits (source, edited, instruction). Video->text: each
 real edit ranks its instruction among the batch's instructions. Text->video:
@@ -6,30 +6,43 @@ each instruction ranks its real edit among the batch's real edits *plus the
 hard negatives*: every edit's no-op (source as its own edit) and, in order
 mode, its swapped order (edited -> source), all labelled non-matches. In
 faithful mode the swapped video equals the real one by construction (mean
-pooling), so only the no-op is used there.
+pooling), so only the no-op can be used there.
+
+Objectives: **faithful** mode trains as the ViFi-CLIP poster does — plain
+video-to-text retrieval (each edit ranks its instruction; cross-entropy over
+the batch's instructions), no hard negatives — unless hard negatives are
+asked for (``hard_negatives=("noop",)``), which adds the text->video
+direction they belong to. **order** mode (ours) trains the symmetric
+InfoNCE with the no-op and swapped-order negatives by default.
 
 Towers are frozen (``tune="head"``: frame and text features are computed once
 for the whole set and only the temporal head and temperature learn), or
 partly tuned: ``last:N`` unfreezes the last N blocks of both towers and the
 projections, ``lora:R`` adds rank-R LoRA adapters (peft) to every attention
 projection, ``all`` trains everything. The same code runs on a CPU with a
-tiny model and on a GPU with ViT-B/16 (cuda and bf16 autocast picked at run
-time).
+tiny model and on a GPU with ViT-B/16. Precision comes from the policy
+(:func:`editlens.models.precision.decide`, purpose ``training``): the model
+is kept in float32 (it is exported whole) and computes under autocast in the
+policy's dtype (bf16 on a GPU that has it, or on a CPU that computes it
+natively; ``dtype=`` / ``--dtype`` to choose).
 
-The output directory holds ``checkpoint.pt`` (written atomically after each
-epoch and on Ctrl-C, with the position inside the epoch: a rerun resumes
-without redoing finished batches), ``history.json``, ``loss_curve.png`` and,
-at the end, ``model/`` (a directory :func:`~editlens.twoframe.model.load_twoframe`
+The loop is :mod:`editlens.training`; an epoch is ``ceil(N / batch_size)``
+optimiser steps (a last batch of one edit, which has no negatives, is left
+out) and the order of each epoch is a permutation seeded by (seed, epoch).
+The output directory holds ``checkpoints/step-N/`` (after each epoch, or
+every ``save_every`` steps, and on Ctrl-C: a rerun resumes without redoing
+finished batches), ``log.jsonl``, ``summary.json``, ``history.json`` (per
+epoch: training loss, validation retrieval), ``loss_curve.png`` and, at the
+end, ``model/`` (a directory :func:`~editlens.twoframe.model.load_twoframe`
 loads, LoRA merged, calibration included).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
-import json
 import math
 import os
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -43,8 +56,12 @@ from editlens.twoframe.calibration import fit_platt
 from editlens.twoframe.data import EditSet
 from editlens.twoframe.model import TemporalHead, TwoFrameModel
 from editlens.twoframe.retrieval import KS, retrieval_report
+from editlens.training.loop import TrainingTask
 
 TUNES = ("head", "last", "lora", "all")
+OBJECTIVES = ("auto", "video_to_text", "symmetric")
+#: ``--amp`` spellings of earlier releases -> the policy's dtypes
+AMP_TO_DTYPE = {"auto": "auto", "none": "float32", "bf16": "bfloat16", "fp16": "float16"}
 MAX_LOGIT_SCALE = math.log(100.0)  # CLIP's clamp
 
 
@@ -57,14 +74,21 @@ class TrainConfig:
     lr: float = 1e-5
     head_lr: float = 1e-3
     weight_decay: float = 0.01
-    hard_negatives: tuple[str, ...] = ("noop", "swap")
+    hard_negatives: tuple[str, ...] | None = None  # None: the mode's default (order: noop, swap; faithful: none)
+    objective: str = "auto"  # auto (faithful: video_to_text unless negatives are asked for; order: symmetric)
     head_layers: int = 1
     val_fraction: float = 0.1
     seed: int = 0
-    amp: str = "auto"  # auto | none | bf16 | fp16
+    dtype: str = "auto"  # compute dtype under autocast (the policy's auto for training)
+    amp: str | None = None  # earlier releases' spelling of dtype: auto | none | bf16 | fp16
     learn_scale: bool = True
     ks: tuple[int, ...] = KS
-    plot: bool = True  # loss_curve.png after every epoch
+    plot: bool = True  # loss_curve.png
+    warmup_steps: int = 0
+    lr_decay: str = "constant"
+    clip: float = 0.0  # gradient-norm clipping (0: none)
+    save_every: int = 0  # steps between checkpoints (0: after every epoch)
+    keep_checkpoints: int = 2
 
     def __post_init__(self) -> None:
         kind = self.tune.split(":")[0]
@@ -74,21 +98,47 @@ class TrainConfig:
             raise ValueError(f"tune {self.tune!r} needs a number, e.g. last:2 or lora:8")
         if self.mode == "faithful" and kind == "head":
             raise ValueError("faithful mode has no head to train; choose --tune last:N, lora:R or all")
-        unknown = set(self.hard_negatives) - {"noop", "swap"}
-        if unknown:
-            raise ValueError(f"unknown hard negatives {sorted(unknown)} (known: noop, swap)")
+        if self.hard_negatives is not None:
+            self.hard_negatives = tuple(self.hard_negatives)
+            unknown = set(self.hard_negatives) - {"noop", "swap"}
+            if unknown:
+                raise ValueError(f"unknown hard negatives {sorted(unknown)} (known: noop, swap)")
         if self.batch_size < 2 or self.epochs < 1:
             raise ValueError("need batch_size >= 2 and epochs >= 1")
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
+        if self.objective == "video_to_text" and self.negatives:
+            raise ValueError("hard negatives are extra videos for each instruction (the text->video direction); "
+                             "use objective symmetric (--objective symmetric) or no negatives (--negatives none)")
+        if self.amp is not None:
+            if self.amp not in AMP_TO_DTYPE:
+                raise ValueError(f"amp must be one of {', '.join(AMP_TO_DTYPE)}, got {self.amp!r}")
+            mapped = AMP_TO_DTYPE[self.amp]
+            if self.dtype not in ("auto", mapped):
+                raise ValueError(f"amp={self.amp!r} means dtype {mapped}, but dtype={self.dtype!r} was given; "
+                                 "use dtype alone")
+            self.dtype, self.amp = mapped, None
 
     @property
     def negatives(self) -> tuple[str, ...]:
+        asked = self.hard_negatives if self.hard_negatives is not None else \
+            (("noop", "swap") if self.mode == "order" else ())
         # the swapped video is identical to the real one under mean pooling
-        return tuple(n for n in self.hard_negatives if self.mode == "order" or n != "swap")
+        return tuple(n for n in asked if self.mode == "order" or n != "swap")
+
+    @property
+    def loss_objective(self) -> str:
+        """``video_to_text`` (the ViFi-CLIP poster's retrieval) or ``symmetric`` (both directions)."""
+        if self.objective != "auto":
+            return self.objective
+        return "video_to_text" if self.mode == "faithful" and not self.negatives else "symmetric"
 
     def identity(self) -> dict[str, Any]:
         """Settings a resumed run must share with the run it continues."""
         d = asdict(self)
-        return {k: d[k] for k in ("mode", "tune", "batch_size", "head_layers", "seed", "val_fraction")}
+        return {**{k: d[k] for k in ("mode", "tune", "batch_size", "head_layers", "seed", "val_fraction",
+                                     "learn_scale")},
+                "negatives": list(self.negatives), "objective": self.loss_objective}
 
 
 # ------------------------------------------------------------------ set-up
@@ -134,42 +184,15 @@ def exportable(model: TwoFrameModel) -> TwoFrameModel:
                          model.provenance, model.prompt)
 
 
-def trainable_state(model: TwoFrameModel) -> dict[str, torch.Tensor]:
-    return {n: p.detach().cpu().clone() for n, p in model.named_parameters() if p.requires_grad}
-
-
-def _amp(cfg: TrainConfig, device: str) -> torch.dtype | None:
-    if cfg.amp == "none":
-        return None
-    if cfg.amp == "bf16":
-        return torch.bfloat16
-    if cfg.amp == "fp16":
-        return torch.float16
-    if device == "cuda" and torch.cuda.is_bf16_supported():
-        return torch.bfloat16
-    return None  # CPU: fp32 (bf16 is only faster on CPUs with native support; opt in with amp="bf16")
-
-
-def _atomic_torch_save(obj: Any, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
-
-
-def _atomic_json(obj: Any, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2))
-    os.replace(tmp, path)
-
-
 # ------------------------------------------------------------------ features
 
 class Features:
     """Frame and text features for a set: precomputed once when the towers are
     frozen, recomputed with gradients per batch (unique frames only) when not."""
 
-    def __init__(self, model: TwoFrameModel, data: EditSet, frozen: bool, autocast: torch.dtype | None) -> None:
-        self.model, self.data, self.frozen, self.autocast = model, data, frozen, autocast
+    def __init__(self, model: TwoFrameModel, data: EditSet, frozen: bool,
+                 autocast: Callable[[], Any] = contextlib.nullcontext) -> None:
+        self.model, self.data, self.frozen, self._ctx = model, data, frozen, autocast
         self._crops: dict[str, torch.Tensor] = {}
         self.bank: dict[str, torch.Tensor] = {}
         self.text_bank: dict[str, torch.Tensor] = {}
@@ -178,10 +201,6 @@ class Features:
         if key not in self._crops:
             self._crops[key] = torch.from_numpy(self.model.preprocess.crop(self.data.image(key)))
         return self._crops[key]
-
-    def _ctx(self) -> Any:
-        dev = self.model.device.type
-        return torch.autocast(dev, dtype=self.autocast) if self.autocast else torch.autocast(dev, enabled=False)
 
     def frames(self, keys: list[str], grad: bool) -> torch.Tensor:
         """Features of ``keys`` (in order), each unique frame encoded once per call
@@ -218,8 +237,9 @@ class Features:
 # ------------------------------------------------------------------ loss
 
 def info_nce(model: TwoFrameModel, fs: torch.Tensor, fe: torch.Tensor, text: torch.Tensor, instructions: list[str],
-             negatives: tuple[str, ...]) -> torch.Tensor:
-    """Symmetric InfoNCE; hard-negative videos join the text->video candidates."""
+             negatives: tuple[str, ...], objective: str = "symmetric") -> torch.Tensor:
+    """Symmetric InfoNCE; hard-negative videos join the text->video candidates.
+    ``objective="video_to_text"``: the video->text term alone (the ViFi-CLIP poster's retrieval)."""
     video = model.video_features(fs, fe)
     scale = model.clip.logit_scale.clamp(max=MAX_LOGIT_SCALE).exp()
     target = torch.arange(len(instructions), device=video.device)
@@ -228,6 +248,10 @@ def info_nce(model: TwoFrameModel, fs: torch.Tensor, fe: torch.Tensor, text: tor
     same = ids[:, None] == ids[None, :]
     same.fill_diagonal_(False)  # an identical instruction elsewhere in the batch is not a wrong answer
     v2t = (scale * video @ text.T).masked_fill(same, float("-inf"))
+    if objective == "video_to_text":
+        if negatives:
+            raise ValueError("hard negatives need the text->video direction (objective symmetric)")
+        return nn.functional.cross_entropy(v2t, target)
     candidates = [video]
     if "noop" in negatives:
         candidates.append(model.video_features(fs, fs))
@@ -240,7 +264,7 @@ def info_nce(model: TwoFrameModel, fs: torch.Tensor, fe: torch.Tensor, text: tor
 
 @torch.no_grad()
 def evaluate(model: TwoFrameModel, feats: Features, data: EditSet, negatives: tuple[str, ...],
-             ks: tuple[int, ...] = KS) -> dict[str, Any]:
+             ks: tuple[int, ...] = KS, objective: str = "symmetric") -> dict[str, Any]:
     """Validation loss (one batch of the whole set), retrieval, and how often
     the real edit beats its no-op / swapped order for its own instruction."""
     model.eval()
@@ -249,7 +273,7 @@ def evaluate(model: TwoFrameModel, feats: Features, data: EditSet, negatives: tu
     text = feats.texts(data.instructions, grad=False).to(model.device)
     video = model.video_features(fs, fe)
     sim = (video @ text.T).float().cpu().numpy()
-    out: dict[str, Any] = {"loss": float(info_nce(model, fs, fe, text, data.instructions, negatives))}
+    out: dict[str, Any] = {"loss": float(info_nce(model, fs, fe, text, data.instructions, negatives, objective))}
     rep = retrieval_report(sim, data.instructions, ks)
     out["video_to_text"], out["text_to_video"] = rep["video_to_text"], rep["text_to_video"]
     real = np.diag(sim)
@@ -280,152 +304,156 @@ def calibration_pairs(model: TwoFrameModel, feats: Features, data: EditSet, nega
     return s, labels
 
 
-# ------------------------------------------------------------------ loop
+# ------------------------------------------------------------------ training
 
-def plot_history(history: dict[str, Any], path: Path) -> None:
-    import matplotlib
+def batches_per_epoch(n: int, batch_size: int) -> int:
+    """Batches of an epoch over ``n`` edits; a last batch of one edit has no negatives and is left out.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    >>> batches_per_epoch(16, 8), batches_per_epoch(17, 8), batches_per_epoch(18, 8)
+    (2, 2, 3)
+    """
+    full, rest = divmod(n, batch_size)
+    return full + (1 if rest >= 2 else 0)
 
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    steps = history["steps"]
-    if steps:
-        ax.plot([s["step"] for s in steps], [s["loss"] for s in steps], lw=0.8, alpha=0.6, label="train (batch)")
-    ep = history["epochs"]
-    if ep:
-        ax.plot([e["step"] for e in ep], [e["train_loss"] for e in ep], "o-", label="train (epoch mean)")
-        if ep[0].get("val"):
-            first = [(0, history["initial_val"]["loss"])] if history.get("initial_val") else []
-            pts = first + [(e["step"], e["val"]["loss"]) for e in ep]
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], "s-",
-                    label="validation (whole set, one batch)")
-    ax.set_xlabel("step")
-    ax.set_ylabel("InfoNCE loss")
-    ax.legend()
-    fig.tight_layout()
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    os.replace(tmp, path)
+
+class TwoFrameTask(TrainingTask):
+    """Retrieval training for :func:`editlens.training.run`; a step is one batch of an epoch."""
+
+    def __init__(self, model: TwoFrameModel, cfg: TrainConfig, groups: list[dict[str, Any]], train_set: EditSet,
+                 val_set: EditSet | None, feats: Features, val_feats: Features | None) -> None:
+        self.model, self.cfg, self.groups = model, cfg, groups
+        self.train_set, self.val_set, self.feats, self.val_feats = train_set, val_set, feats, val_feats
+        self.n_batches = batches_per_epoch(len(train_set), cfg.batch_size)
+        self._orders: dict[int, np.ndarray] = {}
+        self.policy: Any = None  # the precision decision, recorded in the exported model
+
+    def optimizer(self, params: list[Any]) -> Any:
+        return torch.optim.AdamW(self.groups, weight_decay=self.cfg.weight_decay)
+
+    def order(self, epoch: int) -> np.ndarray:
+        if epoch not in self._orders:
+            self._orders[epoch] = np.random.default_rng([self.cfg.seed, epoch]).permutation(len(self.train_set))
+        return self._orders[epoch]
+
+    def batch(self, step: int, micro: int) -> np.ndarray:
+        epoch, b = divmod(step, self.n_batches)
+        return self.order(epoch)[b * self.cfg.batch_size : (b + 1) * self.cfg.batch_size]
+
+    def loss(self, idx: np.ndarray) -> tuple[torch.Tensor, dict[str, float]]:
+        ts, dev = self.train_set, self.model.device
+        instr = [ts.instructions[i] for i in idx]
+        fs = self.feats.frames([ts.source_keys[i] for i in idx], grad=True).to(dev)
+        fe = self.feats.frames([ts.edited_keys[i] for i in idx], grad=True).to(dev)
+        text = self.feats.texts(instr, grad=True).to(dev)
+        return info_nce(self.model, fs, fe, text, instr, self.cfg.negatives, self.cfg.loss_objective), {}
+
+    def step_info(self, step: int) -> dict[str, Any]:
+        return {"epoch": step // self.n_batches + 1, "logit_scale": self.model.scale}
+
+    @property
+    def has_validation(self) -> bool:
+        return self.val_set is not None
+
+    def validate(self) -> dict[str, Any]:
+        return evaluate(self.model, self.val_feats, self.val_set, self.cfg.negatives, self.cfg.ks,  # type: ignore[arg-type]
+                        self.cfg.loss_objective)
+
+    def describe_validation(self, v: dict[str, Any]) -> str:
+        return (f"val loss {v['loss']:.4f}, R@1 {v['video_to_text']['recall@1']:.3f}, "
+                f"R@5 {v['video_to_text']['recall@5']:.3f}, edit>no-op {v['edit_beats_noop']:.2f}")
+
+    def export(self, result: Any) -> dict[str, Any]:
+        """Calibration on held-out edits (or the training set when there is none), then ``model/``."""
+        cfg, model = self.cfg, self.model
+        cal_set, cal_feats = (self.val_set, self.val_feats) if self.val_set is not None else (self.train_set, self.feats)
+        model.eval()
+        scores, labels = calibration_pairs(model, cal_feats, cal_set, cfg.negatives)  # type: ignore[arg-type]
+        model.calibration = {**fit_platt(scores, labels), "mode": cfg.mode,
+                             "fitted_on": ("validation" if self.val_set is not None else "training")
+                             + " edits (1) vs mismatched instructions, no-ops"
+                             + (", swapped orders" if "swap" in cfg.negatives else "") + " (0)"}
+        export = exportable(model)
+        export.provenance = {**model.provenance, "trained": {
+            "config": asdict(cfg), "objective": cfg.loss_objective, "negatives": list(cfg.negatives),
+            "train_size": len(self.train_set), "val_size": len(self.val_set) if self.val_set else 0,
+            "precision": self.policy.to_dict() if self.policy is not None else None}}
+        vals = [r["val"] for r in result.rows if isinstance(r.get("val"), dict) and r["step"] > 0]
+        export.save(Path(result.out) / "model", extra={"final_val": vals[-1] if vals else None})
+        return {"model": str(Path(result.out) / "model")}
+
+
+def history_of(rows: list[dict[str, Any]], cfg: TrainConfig) -> dict[str, Any]:
+    """Per step and per epoch figures from the log: ``steps`` (step, epoch, loss), ``epochs`` (epoch,
+    last step, mean training loss, logit scale, validation), ``initial_val``."""
+    steps = [{"step": r["step"], "epoch": r["epoch"], "loss": r["loss"]} for r in rows if "loss" in r]
+    epochs = []
+    for e in sorted({r["epoch"] for r in rows if "epoch" in r}):
+        mine = [r for r in rows if r.get("epoch") == e and "loss" in r]
+        last = mine[-1]
+        entry: dict[str, Any] = {"epoch": e, "step": last["step"], "train_loss": float(np.mean([r["loss"] for r in mine])),
+                                 "logit_scale": last.get("logit_scale")}
+        if isinstance(last.get("val"), dict):
+            entry["val"] = last["val"]
+        epochs.append(entry)
+    initial = next((r["val"] for r in rows if r["step"] == 0 and isinstance(r.get("val"), dict)), None)
+    return {"config": asdict(cfg), "steps": steps, "epochs": epochs, "initial_val": initial}
 
 
 def train(model: TwoFrameModel, train_set: EditSet, out_dir: str | os.PathLike, cfg: TrainConfig,
           val_set: EditSet | None = None, *, progress: bool = True, restart: bool = False,
           log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Train, checkpoint every epoch, export ``out_dir/model``; returns the history.
+    """Train, checkpoint, export ``out_dir/model``; returns the history (see :func:`history_of`)
+    with ``interrupted``/``exit_code`` and the loop's ``summary``.
 
-    Rerunning with the same ``out_dir`` resumes from ``checkpoint.pt``
-    (``restart=True`` ignores it). Ctrl-C saves the position and re-raises.
+    Rerunning with the same ``out_dir`` resumes from the newest checkpoint
+    (``restart=True`` discards it). Ctrl-C or SIGTERM saves the position and
+    returns with ``interrupted`` set.
     """
-    from tqdm.auto import tqdm
+    from editlens.core.io import write_json
+    from editlens.models.precision import decide
+    from editlens.training import LoopSettings, PlotSpec, prepare_run_dir, run
+    from editlens.training.loop import autocast_context
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     if len(train_set) < 2:
         raise InputError(f"training needs at least 2 edits, got {len(train_set)}")
     if val_set is None and cfg.val_fraction > 0:
         train_set, val_set = train_set.split_by_source(cfg.val_fraction, cfg.seed)
+    precision = decide(cfg.dtype, str(model.device), "training")
+    identity = {**cfg.identity(), "start": model.provenance.get("checkpoint")}
+    prepare_run_dir(out, identity, asdict(cfg), restart=restart)
+    if any(p.is_floating_point() and p.dtype != torch.float32 for p in model.parameters()):
+        # float32 weights (the whole model is exported); the forward pass computes in the policy's dtype
+        log(f"model loaded in {model.dtype}: kept in float32 for training, computing in {precision.dtype}")
+        model.float()
     torch.manual_seed(cfg.seed)
     groups = prepare_model(model, cfg)
     if not groups:
         raise ValueError("nothing to train: every parameter is frozen")
-    device = model.device.type
-    amp = _amp(cfg, device)
-    optim = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)
-    scaler = torch.amp.GradScaler(device, enabled=amp == torch.float16)  # fp16 needs loss scaling; bf16 does not
+    autocast = autocast_context(precision)
     frozen = cfg.tune == "head"
-    feats = Features(model, train_set, frozen, amp)
-    val_feats = Features(model, val_set, frozen, amp) if val_set is not None else None
-    n_batches = math.ceil(len(train_set) / cfg.batch_size)
-    history: dict[str, Any] = {"config": asdict(cfg), "steps": [], "epochs": [], "device": device,
-                               "amp": str(amp).replace("torch.", "") if amp else "none",
-                               "train_size": len(train_set), "val_size": len(val_set) if val_set else 0}
-    start_epoch, start_batch = 0, 0
-    ckpt_path = out / "checkpoint.pt"
-    identity = {**cfg.identity(), "start": model.provenance.get("checkpoint")}
-    if ckpt_path.is_file() and not restart:
-        ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-        if ckpt["identity"] != identity:
-            raise InputError(f"{ckpt_path}: was written with different settings {ckpt['identity']} (now "
-                             f"{identity}); use another --out or --restart")
-        missing = set(trainable_state(model)) ^ set(ckpt["trainable"])
-        if missing:
-            raise InputError(f"{ckpt_path}: trainable parameters differ from this run's: {sorted(missing)[:6]}")
-        model.load_state_dict(ckpt["trainable"], strict=False)
-        optim.load_state_dict(ckpt["optimizer"])
-        history = ckpt["history"]
-        start_epoch, start_batch = ckpt["epoch"], ckpt["batch"]
-        log(f"resuming from {ckpt_path}: epoch {start_epoch + 1}, batch {start_batch}/{n_batches}")
-
-    def save_checkpoint(epoch: int, batch: int) -> None:
-        _atomic_torch_save({"identity": identity, "trainable": trainable_state(model),
-                            "optimizer": optim.state_dict(), "epoch": epoch, "batch": batch, "history": history},
-                           ckpt_path)
-
+    feats = Features(model, train_set, frozen, autocast)
+    val_feats = Features(model, val_set, frozen, autocast) if val_set is not None else None
+    task = TwoFrameTask(model, cfg, groups, train_set, val_set, feats, val_feats)
+    task.policy = precision
+    steps = cfg.epochs * task.n_batches
     log(f"training {cfg.mode} mode, tune={cfg.tune}, {len(train_set)} edits ({len(val_set) if val_set else 0} "
-        f"validation), device={device}, amp={history['amp']}, negatives={','.join(cfg.negatives) or 'none'}")
-    if val_set is not None and not history["epochs"] and start_batch == 0:
-        history["initial_val"] = evaluate(model, val_feats, val_set, cfg.negatives, cfg.ks)  # type: ignore[arg-type]
-        log(f"before training: val loss {history['initial_val']['loss']:.4f}")
-    step = len(history["steps"])
-    epoch = start_epoch
-    batch_i = start_batch
-    try:
-        for epoch in range(start_epoch, cfg.epochs):
-            order = np.random.default_rng([cfg.seed, epoch]).permutation(len(train_set))
-            model.train()
-            first = start_batch if epoch == start_epoch else 0
-            bar = tqdm(range(first, n_batches), desc=f"epoch {epoch + 1}/{cfg.epochs}", disable=not progress,
-                       initial=first, total=n_batches, leave=False)
-            for batch_i in bar:
-                idx = order[batch_i * cfg.batch_size : (batch_i + 1) * cfg.batch_size]
-                if len(idx) < 2:
-                    continue  # a 1-edit batch has no negatives
-                instr = [train_set.instructions[i] for i in idx]
-                fs = feats.frames([train_set.source_keys[i] for i in idx], grad=True).to(model.device)
-                fe = feats.frames([train_set.edited_keys[i] for i in idx], grad=True).to(model.device)
-                text = feats.texts(instr, grad=True).to(model.device)
-                loss = info_nce(model, fs, fe, text, instr, cfg.negatives)
-                optim.zero_grad(set_to_none=True)
-                scaler.scale(loss).backward()
-                scaler.step(optim)
-                scaler.update()
-                step += 1
-                value = loss.item()
-                history["steps"].append({"step": step, "epoch": epoch, "loss": value})
-                bar.set_postfix(loss=f"{value:.4f}")
-            batch_i = n_batches
-            ep_losses = [s["loss"] for s in history["steps"] if s["epoch"] == epoch]
-            entry: dict[str, Any] = {"epoch": epoch + 1, "step": step,
-                                     "train_loss": float(np.mean(ep_losses)) if ep_losses else float("nan"),
-                                     "logit_scale": model.scale, "time": time.time()}
-            if val_set is not None:
-                entry["val"] = evaluate(model, val_feats, val_set, cfg.negatives, cfg.ks)  # type: ignore[arg-type]
-            history["epochs"].append(entry)
-            v = entry.get("val")
-            log(f"epoch {epoch + 1}/{cfg.epochs}: train loss {entry['train_loss']:.4f}"
-                + (f", val loss {v['loss']:.4f}, val R@1 {v['video_to_text']['recall@1']:.3f}, "
-                   f"R@5 {v['video_to_text']['recall@5']:.3f}, edit>no-op {v['edit_beats_noop']:.2f}" if v else ""))
-            save_checkpoint(epoch + 1, 0)
-            _atomic_json(history, out / "history.json")
-            if cfg.plot:
-                plot_history(history, out / "loss_curve.png")
-    except KeyboardInterrupt:
-        save_checkpoint(epoch, batch_i)
-        _atomic_json(history, out / "history.json")
-        log(f"interrupted: saved epoch {epoch + 1} batch {batch_i} to {ckpt_path}; rerun to resume")
-        raise
-    # calibration on held-out edits (or the training set when there is none)
-    cal_set, cal_feats = (val_set, val_feats) if val_set is not None else (train_set, feats)
-    model.eval()
-    scores, labels = calibration_pairs(model, cal_feats, cal_set, cfg.negatives)  # type: ignore[arg-type]
-    model.calibration = {**fit_platt(scores, labels), "mode": cfg.mode,
-                         "fitted_on": ("validation" if val_set is not None else "training")
-                         + " edits (1) vs mismatched instructions, no-ops" + (", swapped orders" if "swap" in cfg.negatives else "") + " (0)"}
-    export = exportable(model)
-    export.provenance = {**model.provenance, "trained": {"config": asdict(cfg), "train_size": len(train_set),
-                                                         "val_size": len(val_set) if val_set else 0}}
-    export.save(out / "model", extra={"final_val": history["epochs"][-1].get("val") if history["epochs"] else None})
-    _atomic_json(history, out / "history.json")
-    return history
+        f"validation), {task.n_batches} batches per epoch, device={precision.device}, computing in "
+        f"{precision.dtype} ({precision.reason}), objective={cfg.loss_objective}, "
+        f"negatives={','.join(cfg.negatives) or 'none'}")
+    plot = PlotSpec(title=f"two-frame {cfg.mode} training", ylabel="InfoNCE loss", val_series=("loss",),
+                    val_metric="video_to_text.recall@1", val_label="val R@1 (video->text)",
+                    filename="loss_curve.png", group_by="epoch") if cfg.plot else None
+    res = run(task, LoopSettings(
+        out=out, steps=steps, precision=precision, identity=identity, config=asdict(cfg), seed=cfg.seed,
+        warmup_steps=cfg.warmup_steps, decay=cfg.lr_decay, max_grad_norm=cfg.clip,
+        save_every=cfg.save_every or task.n_batches, keep=cfg.keep_checkpoints, eval_every=task.n_batches,
+        eval_at_start=True, report_every=task.n_batches, progress=progress, desc=f"twoframe {cfg.mode}", plot=plot,
+        log=log))
+    history = {**history_of(res.rows, cfg), "device": precision.device, "precision": res.summary.get("precision"),
+               "train_size": len(train_set), "val_size": len(val_set) if val_set else 0,
+               "objective": cfg.loss_objective, "negatives": list(cfg.negatives)}
+    write_json(out / "history.json", history, default=str)
+    return {**history, "interrupted": res.interrupted, "exit_code": res.exit_code, "summary": res.summary,
+            "model": res.outputs.get("model")}
+

@@ -193,9 +193,9 @@ def _embeddings(coco: CocoSet, ids: list[int], store: DatasetStore, cfg: PairCon
         imgs = [coco.load(i) for i in ids[k : k + 16]]
         rows.append(enc.encode_images(imgs).cpu().numpy())
     emb = np.concatenate(rows) if rows else np.zeros((0, 1), np.float32)
-    tmp = store.out / "embeddings.tmp.npz"
-    np.savez(tmp, ids=np.array(ids), emb=emb, model=np.array(cfg.embedder))
-    tmp.replace(cache)
+    from editlens.core.io import atomic_write
+
+    atomic_write(cache, lambda fh: np.savez(fh, ids=np.array(ids), emb=emb, model=np.array(cfg.embedder)), mode="wb")
     return emb
 
 

@@ -51,14 +51,14 @@ class DatasetStore:
         """Write ``images/name`` (JPEG at ``quality`` when given) atomically; returns the relative path."""
         from PIL import Image
 
+        from editlens.core.io import atomic_write
+
         rel = f"images/{name}"
-        tmp = self.out / f"images/.tmp-{name}"
         img = Image.fromarray(np.ascontiguousarray(arr))
         if quality is not None:
-            img.save(tmp, format="JPEG", quality=int(quality))
+            atomic_write(self.out / rel, lambda fh: img.save(fh, format="JPEG", quality=int(quality)), mode="wb")
         else:
-            img.save(tmp, format="PNG")
-        os.replace(tmp, self.out / rel)
+            atomic_write(self.out / rel, lambda fh: img.save(fh, format="PNG"), mode="wb")
         return rel
 
     def check_config(self, config: dict[str, Any], free: tuple[str, ...] = ()) -> None:
@@ -76,11 +76,9 @@ class DatasetStore:
             raise InputError(f"{self.out} was built with other settings {diff} (was, now); use another --out")
 
     def write_json(self, name: str, data: Any) -> Path:
-        p = self.out / name
-        tmp = p.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=2, default=str))
-        os.replace(tmp, p)
-        return p
+        from editlens.core.io import write_json
+
+        return write_json(self.out / name, data, default=str)
 
 
 def provenance(command: str, config: dict[str, Any], sources: Iterable[str | Path]) -> dict[str, Any]:
