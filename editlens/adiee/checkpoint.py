@@ -147,6 +147,7 @@ def scorer_from_base(base: str, head: str = "regression", device: str = "auto", 
     mref = model_reference(base, models)
     model_type, family = _family(mref)
     prec = decide(dtype, device, "training")
+    # frozen weights as the policy loads them for training; the loop keeps the trained ones in float32
     dev, dt = prec.device, decide(prec.weights_dtype, prec.device).torch_dtype
     kwargs = _base_kwargs(dev, dt, quantize_4bit, "--qlora")
     vlm = _load_base_vlm(getattr(transformers, family.model_class), mref, kwargs)

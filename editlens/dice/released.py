@@ -210,16 +210,15 @@ def load_base(ref: str, device: str, quantization: str, notes: list[str], traina
     q4, why = use_4bit(choice, device, option)
     prec = decide(dtype, device, "training" if trainable else ("quantized" if q4 else "inference"),
                   preferred=compute_dtype if q4 and not trainable else None)
-    # a model trained on a CPU keeps float32 weights (the training loop's autocast does the rest);
-    # elsewhere the policy's dtype, which on a GPU also holds the parts 4-bit leaves unquantised
-    base_dtype = prec.weights_dtype if trainable else decide(dtype, device).dtype
-    kwargs: dict[str, Any] = {"dtype": decide(base_dtype, device).torch_dtype}
+    # frozen weights (and the parts 4-bit leaves unquantised) as the policy loads them: the compute dtype,
+    # float32 for training on a CPU (the training loop's autocast does the rest)
+    weights = decide(prec.weights_dtype, device).torch_dtype
+    kwargs: dict[str, Any] = {"dtype": weights}
     if q4:
-        compute = decide(prec.weights_dtype, device).torch_dtype
-        kwargs["quantization_config"] = nf4_config(compute, skip_modules=["vision_model", "connector", "lm_head"])
+        kwargs["quantization_config"] = nf4_config(weights, skip_modules=["vision_model", "connector", "lm_head"])
         kwargs["device_map"] = {"": device}
     elif choice == "auto" and why:
-        notes.append(f"{ref}: language model in {base_dtype} instead of 4-bit NF4 ({why})")
+        notes.append(f"{ref}: language model in {prec.weights_dtype} instead of 4-bit NF4 ({why})")
     try:
         model, info = AutoModelForImageTextToText.from_pretrained(str(path), local_files_only=True,
                                                                   output_loading_info=True, **kwargs)

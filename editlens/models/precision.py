@@ -16,9 +16,11 @@ The rules, in one place:
     3-5x faster), float32 otherwise (emulated bf16 is several times
     *slower*);
   - MPS: float16.
-  Training uses the same compute dtype; the training loop keeps trainable
+  Training uses the same compute dtype: the training loop keeps the trained
   weights in float32 and runs the forward pass under autocast in that dtype
-  (mixed precision), with loss scaling for float16.
+  (mixed precision), with loss scaling for float16; frozen weights load in
+  the compute dtype on a GPU and stay float32 on a CPU
+  (:attr:`Precision.weights_dtype`).
 * **float16 on a CPU** is refused: most CPU kernels do not compute it.
 * **A recipe's own dtype** (``preferred``: e.g. the DICE release computes its
   4-bit layers in float16) is used under ``auto`` on a GPU that computes it;
@@ -178,10 +180,11 @@ class Precision:
 
     @property
     def weights_dtype(self) -> str:
-        """The dtype weights are loaded in: the compute dtype, except for
-        training on a CPU, where they stay float32 and autocast computes in the
-        compute dtype (CPU optimisers and several CPU kernels want float32
-        parameters)."""
+        """The dtype weights load in: the compute dtype, except for training on
+        a CPU, where they stay float32 and autocast computes the matrix products
+        in the compute dtype while norms, softmax and losses stay in float32
+        (small LoRA updates on a CPU need that; GPUs keep frozen weights in the
+        compute dtype as usual)."""
         if self.purpose == "training" and self.device.split(":")[0] == "cpu":
             return "float32"
         return self.dtype
