@@ -20,8 +20,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterator
 
 GOOD = '{"score": [8, 7], "reasoning": "the edit was done"}'
-CASES = ("ok", "429", "500", "reset", "hang", "empty_choices", "empty_content", "garbage", "truncated", "array",
-         "unparsable")
+CASES = ("ok", "429", "500", "reset", "hang", "empty_choices", "empty_content", "null_content", "garbage",
+         "truncated", "array", "unparsable")
+#: cases a test names itself: "lose_seed1" fails only the request with seed 1 (one sample of an ensemble),
+#: "echo" answers with the scale alone, "slow" answers properly after 0.2 s (broken or not)
+MORE_CASES = ("lose_seed1", "echo", "slow")
 
 
 def answer(content: str) -> dict[str, Any]:
@@ -34,6 +37,7 @@ class FakeServer:
         self.broken = True
         self.max_hang = max_hang
         self.requests: list[str] = []  # case of every chat request received
+        self.bodies: list[dict[str, Any]] = []  # and its body
         self._lock = threading.Lock()
         self._stop = threading.Event()
 
@@ -77,11 +81,16 @@ class FakeServer:
                 if self.path != "/v1/chat/completions":
                     self._send(404, b'{"error": "not found"}')
                     return
-                case = fake.case_of(json.loads(raw))
+                body = json.loads(raw)
+                case = fake.case_of(body)
                 with fake._lock:
                     fake.requests.append(case)
-                if not fake.broken or case == "ok":
-                    self._send(200, json.dumps(answer(fake.good_answer(json.loads(raw)))).encode())
+                    fake.bodies.append(body)
+                if case == "slow":
+                    fake._stop.wait(0.2)
+                    self._send(200, json.dumps(answer(fake.good_answer(body))).encode())
+                elif not fake.broken or case == "ok":
+                    self._send(200, json.dumps(answer(fake.good_answer(body))).encode())
                 elif case == "unparsable":
                     self._send(200, json.dumps(answer("It looks fine to me.")).encode())
                 elif case == "429":
@@ -100,6 +109,16 @@ class FakeServer:
                     self._send(200, b'{"choices": []}')
                 elif case == "empty_content":
                     self._send(200, b'{"choices": [{"message": {"role": "assistant", "content": ""}}]}')
+                elif case == "null_content":  # "finished" with nothing said: a lost answer, not an answer
+                    self._send(200, b'{"choices": [{"message": {"role": "assistant", "content": null}, '
+                                    b'"finish_reason": "stop"}]}')
+                elif case == "lose_seed1":
+                    if body.get("seed") == 1:
+                        self._send(500, b'{"error": "lost"}')
+                    else:
+                        self._send(200, json.dumps(answer(fake.good_answer(body))).encode())
+                elif case == "echo":
+                    self._send(200, json.dumps(answer("[0, 10]")).encode())
                 elif case == "garbage":
                     self._send(200, b"<html>502 Bad Gateway</html>")
                 elif case == "truncated":

@@ -19,8 +19,11 @@ def free_port() -> int:
 def running(app: Any) -> Iterator[str]:
     import uvicorn
 
+    from editlens.backends.serving import uvicorn_config
+
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    # the settings editlens serve runs with (request-head time-out included)
+    server = uvicorn.Server(uvicorn_config(app, "127.0.0.1", port, log_level="error"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.time() + 20

@@ -96,7 +96,8 @@ def test_locked_cache_keeps_every_answer(tmp_path, caplog):
         holder.execute("ROLLBACK")
     assert [g.text for g in first] == [f"paid for q{i}" for i in range(20)] and second[0].text == "paid for more"
     warnings = [r for r in caplog.records if r.name == "editlens.cache"]
-    assert len(warnings) == 1 and "without caching" in warnings[0].getMessage()
+    # (a rollback journal: the lock holder blocks opening too, so the warning may say "without a cache")
+    assert len(warnings) == 1 and "going on without" in warnings[0].getMessage()
 
 
 def test_read_only_cache_is_read_and_answers_kept(tmp_path, monkeypatch, caplog):

@@ -100,10 +100,15 @@ def _cli(*args):
 def test_score(case, server, manifest):
     res = _cli("score", "--source", manifest / f"{case}_src.png", "--edited", manifest / f"{case}_edt.png",
                "--instruction", "add a hat", "--metrics", "l1", "--judge", "viescore,yes_no", "--vlm", server,
-               "--cache", "none", "--json")
-    assert res.exit_code == 0, res.output
+               "--cache", "none", "--json", "--max-retries", "0")
+    # an empty answer from a server is a lost answer: failed (exit 3), retried on rerun, never unscored
+    assert res.exit_code == (3 if case == "empty" else 0), res.output
     scores = json.loads(res.stdout)["scores"]
     vs, yn = scores["viescore"], scores["yes_no"]
+    if case == "empty":
+        for s in (vs, yn):
+            assert s["status"] == "failed" and "empty content" in s["reason"] and s["value"] is None
+        return
     if case in ("good", "wrong_token", "qwen_boxes"):
         assert vs["status"] == "scored" and vs["value"] == pytest.approx(math.sqrt(6 * 6) / 10)
     else:
@@ -124,15 +129,16 @@ def test_score(case, server, manifest):
 def test_run_dice_rank_and_eval(server, manifest, tmp_path):
     out = tmp_path / "run"
     res = _cli("run", manifest / "manifest.jsonl", "--out", out, "--metrics", "l1", "--dice", "--vlm", server,
-               "--cache", "none", "--no-progress")
-    assert res.exit_code == 0, res.output
+               "--cache", "none", "--no-progress", "--max-retries", "0")
+    assert res.exit_code == 3 and "1 result(s) failed" in res.output, res.output  # the empty answer
     rec = {json.loads(x)["id"]: json.loads(x)["scores"]["dice"] for x in open(out / "results.jsonl")}
     assert rec["good"]["status"] == "scored" and rec["good"]["value"] == 1.0
     assert rec["good"]["details"]["differences"][0]["confidence"] is None  # no logprobs from this server answer
     wt = rec["wrong_token"]["details"]["differences"][0]
     assert rec["wrong_token"]["status"] == "scored" and wt["confidence"] is None
     assert wt["confidence_source"].startswith("unavailable")
-    for case in ("empty", "refusal", "prose", "scale", "qwen_boxes"):
+    assert rec["empty"]["status"] == "failed" and "empty content" in rec["empty"]["reason"]
+    for case in ("refusal", "prose", "scale", "qwen_boxes"):
         assert rec[case]["status"] == "unscored" and rec[case]["value"] is None and rec[case]["reason"], case
         assert rec[case]["details"]["no_change"] is False
     assert "refused" in rec["refusal"]["reason"] and "--boxes" in rec["qwen_boxes"]["reason"]
@@ -158,7 +164,7 @@ def test_run_dice_rank_and_eval(server, manifest, tmp_path):
     # with the model's convention stated, the Qwen-style answer is read correctly
     out2 = tmp_path / "run2"
     res = _cli("run", manifest / "manifest.jsonl", "--out", out2, "--metrics", "l1", "--dice", "--vlm", server,
-               "--cache", "none", "--no-progress", "--option", "dice.boxes=per-mille")
+               "--cache", "none", "--no-progress", "--option", "dice.boxes=per-mille", "--max-retries", "0")
     rec2 = {json.loads(x)["id"]: json.loads(x)["scores"]["dice"] for x in open(out2 / "results.jsonl")}
     assert rec2["qwen_boxes"]["status"] == "scored"
     assert rec2["qwen_boxes"]["details"]["differences"][0]["box"] == [0.1, 0.1, 0.4, 0.4]
@@ -169,7 +175,8 @@ def test_all_unparsable_run_ranks_nothing(server, manifest, tmp_path):
     m = manifest / "unparsable.jsonl"
     m.write_text("".join(lines))
     out = tmp_path / "bad"
-    res = _cli("run", m, "--out", out, "--metrics", "l1", "--dice", "--vlm", server, "--cache", "none", "--no-progress")
+    res = _cli("run", m, "--out", out, "--metrics", "l1", "--dice", "--vlm", server, "--cache", "none", "--no-progress",
+               "--max-retries", "0", "--allow-failures")
     assert res.exit_code == 0, res.output
     (row,) = json.loads(_cli("dice-rank", out, "--json").stdout)
     assert row["ranked"] == 0 and row["unscored"] == 4 and row["no_visual_change"] is None

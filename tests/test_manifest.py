@@ -56,13 +56,12 @@ def test_every_bad_row_reported_with_line(tmp_path, images):
     with pytest.raises(ManifestError) as err:
         read_manifest(m)
     lines = dict(err.value.problems)
-    assert sorted(lines) == [2, 3, 4, 5, 6]
+    assert sorted(lines) == [2, 3, 4, 5]  # line 6 has no id: it gets line-6
     assert "not valid JSON" in lines[2]
     assert "edited file not found" in lines[3] and "zzz.png" in lines[3]
     assert lines[4] == "empty instruction"
-    assert "duplicate id '1' (first on line 1)" in lines[5]
-    assert lines[6] == "missing 'id'"
-    assert "--skip-invalid" in str(err.value)
+    assert "duplicate id '1' on lines 1 and 5" in lines[5]
+    assert "refused even with --skip-invalid" in str(err.value)
 
 
 def test_skip_invalid_keeps_good_rows(tmp_path, images):

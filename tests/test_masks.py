@@ -5,6 +5,7 @@ import pytest
 from PIL import Image
 
 from editlens import EditSample, create_metric
+from editlens.errors import InputError
 from editlens.metrics.masks import boxes_to_mask
 
 
@@ -19,8 +20,13 @@ def _pair():
 def test_boxes_normalised_and_pixels_agree():
     a = boxes_to_mask([[0, 0, 0.5, 0.5]], 10, 10)
     b = boxes_to_mask([[0, 0, 5, 5]], 10, 10)
-    c = boxes_to_mask([[5, 5, 0, 0]], 10, 10)  # swapped corners
-    assert a.sum() == 25 and (a == b).all() and (a == c).all()
+    assert a.sum() == 25 and (a == b).all()
+
+
+@pytest.mark.parametrize("box,why", [([5, 5, 0, 0], "reversed"), ([0, 0, 50, 50], "reaches past the 10x10 image")])
+def test_bad_boxes_are_errors_never_repaired(box, why):
+    with pytest.raises(InputError, match=why):
+        boxes_to_mask([box], 10, 10)
 
 
 def test_l1_outside_and_inside_box():

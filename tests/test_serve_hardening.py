@@ -52,7 +52,19 @@ HOSTILE = [
     ({"messages": HI, "max_tokens": 0}, 400, "'max_tokens' must be between 1"),
     ({"messages": HI, "max_tokens": 1e9}, 400, "server's limit"),
     ({"messages": HI, "n": 500, "temperature": 1}, 400, "'n' must be between 1 and 8"),
-    ({"messages": HI, "stream": True}, 400, "streaming is not supported"),
+    ({"messages": HI, "stream": "yes"}, 400, "'stream' must be true or false"),
+    # integers of 400 digits, a seed beyond 64 bits, lone surrogates: 400 naming the field, never a 500
+    ({"messages": HI, "max_tokens": 10**400}, 400, "'max_tokens' must be between 1 and 2048, got an integer of 401"),
+    ({"messages": HI, "n": 10**400}, 400, "'n' must be between 1 and 8"),
+    ({"messages": HI, "temperature": 10**400}, 400, "'temperature' must be a number from 0 to 2"),
+    ({"messages": HI, "temperature": -10**400}, 400, "'temperature'"),
+    ({"messages": HI, "seed": 10**30}, 400, "'seed' must be a 64-bit integer"),
+    ({"messages": HI, "logprobs": True, "top_logprobs": 10**400}, 400, "'top_logprobs' must be between 0 and 20"),
+    ({"messages": [{"role": "user", "content": "a\ud800b"}]}, 400, "messages[0].content is not valid Unicode"),
+    ({"messages": [{"role": "user", "content": [{"type": "text", "text": "\udfff"}]}]}, 400,
+     "messages[0].content[0].text is not valid Unicode"),
+    ({"messages": HI, "logprobs": True, "candidates": ["YES", "\ud800"]}, 400, "candidates[1] is not valid Unicode"),
+    ({"messages": HI, "logprobs": "yes"}, 400, "'logprobs' must be true or false"),
     (b'{"messages": [{"role": "user", "content": "hi"}], "temperature": NaN}', 400, "NaN is not valid JSON"),
     (b'{"messages": [{"role": "user", "content": "hi"}], "temperature": Infinity}', 400, "Infinity"),
     ({"messages": HI, "temperature": -1}, 400, "temperature"),
@@ -68,8 +80,9 @@ def test_hostile_requests_get_4xx_and_server_stays_responsive(backend):
     with running(build_app(backend, "tiny")) as url:
         with httpx.Client(timeout=30) as client:
             for body, status, needle in HOSTILE:
-                kw = {"content": body} if isinstance(body, bytes) else {"json": body}
-                r = client.post(f"{url}/chat/completions", **kw)
+                # json.dumps escapes lone surrogates as \ud800, as a hostile client would send them
+                raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+                r = client.post(f"{url}/chat/completions", content=raw)
                 assert r.status_code == status, (str(body)[:80], r.status_code, r.text[:200])
                 assert needle in r.json()["error"]["message"], (str(body)[:80], r.text[:200])
             ok = client.post(f"{url}/chat/completions", json={"messages": HI, "max_tokens": 2})

@@ -162,18 +162,23 @@ def test_viescore_samples_mean_spread_unscored_and_cache(tmp_path):
     answers = ['{"score": [8, 8]}', '{"score": [6, 6]}', "no idea", '{"score": [4, 4]}', '{"score": [10, 10]}']
     inner = _by_seed(answers)
     backend = CachedBackend(inner, ResponseCache(tmp_path / "c.sqlite"))
-    (s,) = _judge(VIEScoreJudge, backend, samples=3, temperature=0.7).score_batch([_sample()])
+    # by default every requested sample must parse: one "no idea" leaves the sample unscored, answers kept
+    (strict,) = _judge(VIEScoreJudge, backend, samples=3, temperature=0.7).score_batch([_sample()])
+    assert strict.status == "unscored" and "only 2 of 3 sampled answers" in strict.reason
+    assert strict.details["parsed_samples"] == 2 and len(strict.details["raw"]) == 3
+    assert len(inner.requests) == 6  # 3 samples x (SC, PQ), each its own request
+    (s,) = _judge(VIEScoreJudge, backend, samples=3, temperature=0.7, min_samples=2).score_batch([_sample()])
+    assert len(inner.requests) == 6  # the same answers, from the cache
     assert s.value == pytest.approx(0.7) and s.details["std"] == pytest.approx(0.1)
     assert s.details["samples"] == 3 and s.details["unscored_samples"] == 1
-    assert len(inner.requests) == 6  # 3 samples x (SC, PQ), each its own request
-    (s5,) = _judge(VIEScoreJudge, backend, samples=5, temperature=0.7).score_batch([_sample()])
+    (s5,) = _judge(VIEScoreJudge, backend, samples=5, temperature=0.7, min_samples=4).score_batch([_sample()])
     assert len(inner.requests) == 10  # raising N asked only for samples 4 and 5
     assert s5.value == pytest.approx((0.8 + 0.6 + 0.4 + 1.0) / 4) and s5.details["unscored_samples"] == 1
 
 
 def test_yes_no_and_pairwise_agreement():
     yn = _by_seed([Generation("YES"), Generation("NO"), Generation("YES"), Generation("Perhaps")])
-    (s,) = _judge(YesNoJudge, yn, samples=4, temperature=1.0).score_batch([_sample()])
+    (s,) = _judge(YesNoJudge, yn, samples=4, temperature=1.0, min_samples=3).score_batch([_sample()])
     assert s.value == pytest.approx(2 / 3) and s.details["agreement"] == pytest.approx(2 / 3)
     assert s.details["majority"] == "YES" and s.details["unscored_samples"] == 1
     pw = _by_seed(["[[A>B]]", "[[A>B]]", "[[B>A]]"])
@@ -188,7 +193,7 @@ def test_yes_no_and_pairwise_agreement():
 def test_coherence_samples_majority():
     be = _by_seed(["ok\nANSWER: YES", "no\nANSWER: NO", "ok\nANSWER: YES", "hmm"])
     res = DiceResult([Difference("ADD", "hat", (0.1, 0.1, 0.5, 0.5))])
-    CoherenceEstimator(be, samples=4, temperature=0.9).judge([_sample()], [res])
+    CoherenceEstimator(be, samples=4, temperature=0.9, min_samples=3).judge([_sample()], [res])
     v = res.verdicts[0]
     assert v.coherent is True and v.ensemble["agreement"] == pytest.approx(2 / 3)
     assert v.ensemble["unscored_samples"] == 1 and len(v.raws) == 4

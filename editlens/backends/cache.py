@@ -2,16 +2,24 @@
 
 Keyed by backend, model id and revision (for HTTP: what the server reports it
 serves; for local models: also device and dtype), the exact prompt text,
-image content hashes and generation settings (:func:`request_key`). WAL
-mode and a busy timeout make it safe for several processes writing at once.
+image content hashes and generation settings (:func:`request_key`). A busy
+timeout makes it safe for several processes writing at once.
+
+The cache uses SQLite's rollback journal, not WAL: WAL maps a shared-memory
+file (``-shm``) into every process, and a process whose mapping goes bad
+(the file truncated, replaced or on a file system turned read-only) is
+killed by SIGBUS at its next access, even after its run has finished. A
+cache left in WAL mode by an older editlens is switched when opened; while
+another process holds it in WAL mode, this one warns and goes on without it.
 
 A cache must never cost an answer that was already paid for: when it cannot
 be written (locked for longer than the time-out, a read-only file or
 folder) editlens warns once and goes on without caching; a row that cannot
 be decoded is reported and recomputed. Only a corrupt file is an error,
 raised when the cache is opened, before any model call.
-Answers with a transport error are not cached (they are retried next time);
-refusals and empty answers are model outputs and are cached as such.
+Answers with a transport error are not cached (they are retried next time;
+an empty answer from a server is one); refusals, and the empty answer of a
+local model that stopped at once, are model outputs and are cached as such.
 """
 
 from __future__ import annotations
@@ -46,6 +54,36 @@ def _connect_readonly(path: Path, timeout: float) -> sqlite3.Connection:
     return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=timeout, check_same_thread=False)
 
 
+class _StillWal(sqlite3.OperationalError):
+    """The cache is held in WAL mode by another process."""
+
+
+def _rollback_journal(conn: sqlite3.Connection, timeout: float) -> None:
+    """Use a rollback journal (no ``-shm`` mapping: see the module docstring).
+
+    Leaving WAL needs the only connection to the file: another process
+    opening it at the same moment is waited for (a little); one that keeps
+    it open in WAL mode (an older editlens) raises :class:`_StillWal`."""
+    if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() == "truncate":
+        return
+    deadline = time.monotonic() + min(timeout, 2.0)
+    conn.execute("PRAGMA busy_timeout=0")
+    try:
+        while True:
+            try:
+                if conn.execute("PRAGMA journal_mode=TRUNCATE").fetchone()[0].lower() == "truncate":
+                    return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+            if time.monotonic() > deadline:
+                raise _StillWal("it is open in WAL mode in another process (an older editlens?), and a process "
+                                "sharing its memory map can be killed by SIGBUS")
+            time.sleep(0.05)
+    finally:
+        conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+
+
 class ResponseCache:
     """Cached answers in one SQLite file.
 
@@ -66,6 +104,10 @@ class ResponseCache:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.conn = self._open(timeout)
+        except _StillWal as exc:
+            self.writable = False
+            self._warn("open", f"{self.path}: the response cache is not used ({exc}); going on without a cache. "
+                               "Pass --cache PATH for another file, or --cache none.")
         except sqlite3.DatabaseError as exc:
             if not isinstance(exc, sqlite3.OperationalError):  # "file is not a database", malformed
                 raise EditlensError(f"{self.path}: the response cache is corrupt ({exc}). Move it away to start a "
@@ -75,22 +117,22 @@ class ResponseCache:
             self._fall_back(exc)
 
     def _open(self, timeout: float) -> sqlite3.Connection:
-        # Switching to WAL needs a moment of exclusive access and SQLite does not
-        # wait for it (busy_timeout does not apply), so several processes opening
-        # the same new cache at once retry here instead of giving up on caching.
+        # Setting the journal mode or creating the table can meet another process
+        # doing the same, and SQLite does not always wait (busy_timeout does not
+        # apply to every lock), so processes opening a new cache at once retry here.
         deadline = time.monotonic() + timeout
         while True:
             conn = _connect(self.path, timeout)
             try:
                 conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
-                if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-                    conn.execute("PRAGMA journal_mode=WAL")
+                _rollback_journal(conn, timeout)
                 conn.execute(_SCHEMA)
                 conn.execute("SELECT count(*) FROM responses").fetchone()
                 return conn
             except sqlite3.OperationalError as exc:
                 conn.close()
-                if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
+                if isinstance(exc, _StillWal) or "locked" not in str(exc) and "busy" not in str(exc) \
+                        or time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
 

@@ -3,7 +3,9 @@
 Many requests are in flight at once (bounded by ``concurrency``); 429, 5xx
 and time-outs are retried with exponential backoff (honouring
 ``Retry-After``); the API key is read from an environment variable; a
-refusal or an empty answer is recorded as such, never as a score.
+refusal is recorded as such, never as a score. An empty or ``null`` answer
+(unless cut off at ``max_tokens``) is an answer lost on the way and is
+retried like a 5xx (:func:`~editlens.backends.wire.parse_response`).
 """
 
 from __future__ import annotations

@@ -9,7 +9,6 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
 import torch
 from PIL import Image
 
@@ -80,6 +79,9 @@ class TransformersBackend:
         self.tower_stats = vision_batching.install(self.model, family.vision_tower, self.device) \
             if family.vision_tower else None
         self._lock = threading.Lock()
+        # the processor's tokenizer is not thread-safe (padding is switched on per call): editlens serve
+        # counts prompt tokens in request threads while the model thread encodes and decodes
+        self.text_lock = threading.RLock()
         self._cand_ids: dict[tuple, list[int]] = {}
 
     def describe(self) -> dict[str, Any]:
@@ -144,54 +146,38 @@ class TransformersBackend:
             for k in range(0, len(idx), self.batch_size):
                 chunk = idx[k : k + self.batch_size]
                 try:
-                    gens = self._generate_batch([requests[i] for i in chunk])
+                    gens = self.generate_some([requests[i] for i in chunk])
                 except Exception as exc:  # one bad batch must not lose the others
                     gens = [Generation(None, error=f"{type(exc).__name__}: {exc}") for _ in chunk]
                 for i, g in zip(chunk, gens):
-                    out[i] = g
+                    out[i] = g if isinstance(g, Generation) else Generation(None, error="generation was paused")
         return [g for g in out if g is not None]
 
-    @torch.inference_mode()
-    def _generate_batch(self, reqs: list[ChatRequest]) -> list[Generation]:
-        settings, candidates = reqs[0].settings, reqs[0].candidates
-        prompts = [self._prompt(r) for r in reqs]
-        texts = [p[0] for p in prompts]
-        images = [p[1] for p in prompts]
-        kwargs: dict[str, Any] = {"text": texts, "return_tensors": "pt", "padding": True}
-        if any(images):
-            kwargs["images"] = images
-        inputs = self.processor(**kwargs).to(self.device)
-        if "pixel_values" in inputs:
-            inputs["pixel_values"] = inputs["pixel_values"].to(self.dtype)
-        sample = settings.temperature > 0
-        if settings.seed is not None:
-            torch.manual_seed(settings.seed)
-        want_lp = bool(candidates) or settings.top_logprobs > 0
-        with self._lock:
-            self.calls += 1
-            gen = self.model.generate(
-                **inputs, max_new_tokens=settings.max_new_tokens, do_sample=sample,
-                temperature=settings.temperature if sample else None, top_p=None, top_k=None,
-                num_return_sequences=settings.n, return_dict_in_generate=True, output_logits=want_lp,
-                pad_token_id=self.tokenizer.pad_token_id,
-            )
-        prompt_len = inputs["input_ids"].shape[1]
-        new = gen.sequences[:, prompt_len:]
-        eos = set(np.atleast_1d(self.model.generation_config.eos_token_id or []).tolist()) | {self.tokenizer.pad_token_id}
-        results = []
-        for b in range(len(reqs)):
-            answers, steps_first, finish = [], None, "length"
-            for s in range(settings.n):
-                row = b * settings.n + s
-                ids = new[row].tolist()
-                end = next((j for j, t in enumerate(ids) if t in eos), len(ids))
-                if end < len(ids):
-                    finish = "stop"
-                answers.append(self.tokenizer.decode(ids[:end], skip_special_tokens=True))
-                if s == 0 and want_lp:
-                    steps_first = self._steps(gen.logits, row, ids[:end], candidates, settings.top_logprobs)
-            results.append(Generation(answers[0], steps_first, finish, samples=answers if settings.n > 1 else []))
-        return results
+    def generate_some(self, requests: Sequence[ChatRequest], states: Sequence[Any] | None = None,
+                      control: Any = None) -> list[Any]:
+        """One batch (same settings and candidates) that may yield between two
+        tokens and go on later: see :mod:`editlens.backends.stepping`."""
+        from editlens.backends.stepping import generate_some
+
+        return generate_some(self, requests, list(states or [None] * len(requests)), control)
+
+    def count_prompt_tokens(self, req: ChatRequest) -> int:
+        """Tokens of the request's prompt as the model sees it (chat template, image tokens)."""
+        with self.text_lock:
+            text, images = self._prompt(req)
+            kwargs: dict[str, Any] = {"text": [text], "return_tensors": "pt"}
+            if images:
+                kwargs["images"] = [images]
+            return int(self.processor(**kwargs)["input_ids"].shape[1])
+
+    @property
+    def max_token_chars(self) -> int:
+        """Characters of the longest vocabulary entry: text longer than
+        ``limit x this`` is over ``limit`` tokens without tokenising it."""
+        if not hasattr(self, "_max_token_chars"):
+            with self.text_lock:
+                self._max_token_chars = max((len(t) for t in self.tokenizer.get_vocab()), default=1)
+        return self._max_token_chars
 
     def _steps(self, logits: tuple[torch.Tensor, ...], row: int, ids: list[int], candidates: tuple[str, ...],
                top_k: int) -> list[TokenStep]:

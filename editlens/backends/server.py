@@ -1,16 +1,23 @@
 """``editlens serve``: an OpenAI-compatible ``/v1/chat/completions`` server
 backed by one loaded local model, so many clients share it.
 
-Concurrent requests are gathered into batches (up to ``max_batch``, waiting
-at most ``batch_window_ms``) and answered by one ``generate`` call; when
-several are waiting, the shortest (fewest ``max_tokens``) goes first. Binds to
-127.0.0.1 unless told otherwise; with an API key every request without it
-gets 401. Malformed or hostile requests get a 4xx JSON error, never a 500 or
-a hang: server-side limits (:class:`ServeLimits`) cap ``max_tokens``, ``n``,
-body and image size (decoded pixels too: no decompression bombs), and every
-request has a deadline (504 past it; its generation is stopped when no client
-waits for it any more). Closing the app (SIGTERM) stops the generation in
-flight at the next token and answers waiting requests with 503.
+* Scheduling (:mod:`editlens.backends.scheduler`): concurrent requests are
+  batched; a long answer yields between two tokens to short requests, so
+  they keep flowing while it runs, and goes on afterwards.
+* Limits (:class:`ServeLimits`, CLI options of ``editlens serve``): prompt
+  tokens (413 naming the limit), ``max_tokens``, ``n``, body and image size
+  (decoded pixels too: no decompression bombs), the time a client may take
+  to send its request (408), and a deadline per request (504; its
+  generation stops).
+* Malformed or hostile requests get a 4xx JSON error naming the field,
+  never a 500 or a hang: huge integers, NaN, lone surrogates, deep JSON.
+* A client that disconnects stops its generation at the next token.
+* Responses carry ``usage`` (prompt, completion and total tokens);
+  ``"stream": true`` answers with server-sent events as the OpenAI API does
+  (``chat.completion.chunk`` deltas, then ``data: [DONE]``).
+* Binds to 127.0.0.1 unless told otherwise; with an API key every request
+  without it gets 401. Closing the app (SIGTERM) stops the generation in
+  flight at the next token and answers waiting requests with 503.
 """
 
 from __future__ import annotations
@@ -23,23 +30,21 @@ import json
 import logging
 import math
 import secrets
-import threading
 import time
-from concurrent.futures import Future, InvalidStateError
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Sequence
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from editlens.backends.cancel import cancel_scope, make_cancellable
+from editlens.backends.scheduler import DEADLINE, GONE, SHUTTING_DOWN, Batcher
 from editlens.backends.types import ChatRequest, Generation, GenerationSettings, Message
 
 access_log = logging.getLogger("editlens.serve")
 
-SHUTTING_DOWN = "the server is shutting down"
-DEADLINE = "no answer within the server's deadline"
+#: OpenAI's seed is a 64-bit integer; anything wider is refused, not wrapped.
+SEED_RANGE = (-(2**63), 2**64 - 1)
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,10 @@ class ServeLimits:
         request_timeout: seconds a request may wait for its answer (504 after).
         max_image_bytes: largest image payload (413 above it).
         max_image_pixels: largest decoded image, width x height (413 above it).
+        max_prompt_tokens: largest prompt, in the model's tokens with the chat
+            template and image tokens (413 above it).
+        read_timeout: seconds a client may take to send its request, head
+            and body (408, or the connection closed, after it).
     """
 
     max_tokens: int = 2048
@@ -59,10 +68,17 @@ class ServeLimits:
     request_timeout: float = 300.0
     max_image_bytes: int = 20 * 1024 * 1024
     max_image_pixels: int = 40_000_000
+    max_prompt_tokens: int = 8192
+    read_timeout: float = 30.0
 
     def __post_init__(self) -> None:
-        if self.max_tokens < 1 or self.max_n < 1 or not self.request_timeout > 0:
-            raise ValueError("serve limits must be positive")
+        for name in ("max_tokens", "max_n", "max_image_bytes", "max_image_pixels", "max_prompt_tokens"):
+            if not getattr(self, name) >= 1:
+                raise ValueError(f"serve limit {name} must be at least 1, got {getattr(self, name)!r}")
+        for name in ("request_timeout", "read_timeout"):
+            value = getattr(self, name)
+            if not (value > 0 and math.isfinite(value)):
+                raise ValueError(f"serve limit {name} must be a positive number of seconds, got {value!r}")
 
 
 class BadRequest(Exception):
@@ -70,119 +86,6 @@ class BadRequest(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
-
-
-@dataclass
-class _Job:
-    req: ChatRequest
-    fut: Future
-    deadline: float
-    seq: int
-
-    @property
-    def abandoned(self) -> bool:
-        return self.fut.done() or time.monotonic() > self.deadline
-
-
-def _resolve(fut: Future, gen: Generation) -> None:
-    try:
-        fut.set_result(gen)
-    except InvalidStateError:  # the client gave up (deadline) meanwhile
-        pass
-
-
-class Batcher:
-    """Collects requests from many clients into batched generate() calls.
-
-    Shortest requests first; a batch whose clients have all given up, or a
-    batcher being closed, stops generating at the next token (local models).
-    """
-
-    def __init__(self, backend: Any, max_batch: int = 8, window_ms: float = 10.0) -> None:
-        self.backend = backend
-        self.max_batch = max(1, max_batch)
-        self.window = window_ms / 1000.0
-        self._cv = threading.Condition()
-        self._pending: list[_Job] = []
-        self._running: list[_Job] = []
-        self._closed = False
-        self._seq = 0
-        make_cancellable(backend)
-        self.thread = threading.Thread(target=self._loop, daemon=True, name="editlens-batcher")
-        self.thread.start()
-
-    def submit(self, req: ChatRequest, timeout: float = 300.0) -> Future:
-        fut: Future = Future()
-        with self._cv:
-            if self._closed:
-                fut.set_result(Generation(None, error=SHUTTING_DOWN))
-                return fut
-            self._seq += 1
-            self._pending.append(_Job(req, fut, time.monotonic() + timeout, self._seq))
-            self._cv.notify_all()
-        return fut
-
-    def _should_stop(self) -> bool:
-        running = self._running
-        return bool(running) and (self._closed or all(j.abandoned for j in running))
-
-    def _take(self) -> list[_Job] | None:
-        with self._cv:
-            while not self._pending and not self._closed:
-                self._cv.wait()
-            if self._closed:
-                return None
-            end = time.monotonic() + self.window
-            while len(self._pending) < self.max_batch and not self._closed:
-                left = end - time.monotonic()
-                if left <= 0:
-                    break
-                self._cv.wait(left)
-            if self._closed:
-                return None
-            live = [j for j in self._pending if not j.abandoned]
-            self._pending = live
-            if not live:
-                return []
-            first = min(live, key=lambda j: (j.req.settings.max_new_tokens, j.seq))
-            group = (first.req.settings, first.req.candidates)
-            batch = [j for j in live if (j.req.settings, j.req.candidates) == group][: self.max_batch]
-            taken = {id(j) for j in batch}
-            self._pending = [j for j in live if id(j) not in taken]
-            self._running = batch
-            return batch
-
-    def _loop(self) -> None:
-        while True:
-            batch = self._take()
-            if batch is None:
-                return
-            if not batch:
-                continue
-            try:
-                with cancel_scope(self._should_stop):
-                    gens = self.backend.generate([j.req for j in batch])
-            except Exception as exc:
-                gens = [Generation(None, error=f"{type(exc).__name__}: {exc}") for _ in batch]
-            closed, now = self._closed, time.monotonic()
-            with self._cv:
-                self._running = []
-            for job, g in zip(batch, gens):
-                # a generation stopped early is never passed off as a whole answer
-                if closed:
-                    g = Generation(None, error=SHUTTING_DOWN)
-                elif now > job.deadline:
-                    g = Generation(None, error=DEADLINE)
-                _resolve(job.fut, g)
-
-    def close(self) -> None:
-        """Stop: the generation in flight ends at its next token; waiting requests get 503."""
-        with self._cv:
-            self._closed = True
-            pending, self._pending = self._pending, []
-            self._cv.notify_all()
-        for job in pending:
-            _resolve(job.fut, Generation(None, error=SHUTTING_DOWN))
 
 
 def _decode_image(url: str, max_bytes: int, max_pixels: int = ServeLimits.max_image_pixels) -> Any:
@@ -198,7 +101,7 @@ def _decode_image(url: str, max_bytes: int, max_pixels: int = ServeLimits.max_im
     if ";base64" not in head:
         raise BadRequest(400, "image data URLs must be base64-encoded")
     if len(payload) * 3 // 4 > max_bytes:
-        raise BadRequest(413, f"image payload over the limit of {max_bytes} bytes")
+        raise BadRequest(413, f"image payload over the limit of {max_bytes} bytes (editlens serve --max-image-mb)")
     try:
         raw = base64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError):
@@ -207,7 +110,8 @@ def _decode_image(url: str, max_bytes: int, max_pixels: int = ServeLimits.max_im
         img = Image.open(io.BytesIO(raw))  # reads the header only
         w, h = img.size
         if w * h > max_pixels:  # a few KB can declare gigapixels: refuse before decoding
-            raise BadRequest(413, f"image of {w}x{h} pixels is over the limit of {max_pixels} pixels")
+            raise BadRequest(413, f"image of {w}x{h} pixels is over the limit of {max_pixels} pixels "
+                                  "(editlens serve --max-image-pixels)")
         arr, _ = load_image(img, ImageLoadOptions(max_pixels=max_pixels), name="request image")
     except Image.DecompressionBombError as exc:
         raise BadRequest(413, f"image refused as a decompression bomb: {exc}") from None
@@ -216,26 +120,52 @@ def _decode_image(url: str, max_bytes: int, max_pixels: int = ServeLimits.max_im
     return np.asarray(arr)
 
 
+def _shown(value: Any) -> str:
+    """A value for an error message: 400-digit integers are described, not printed."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**18:
+        return f"an integer of {len(str(abs(value)))} digits"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _int_field(body: dict[str, Any], names: Sequence[str], default: int, low: int, high: int, hint: str = "") -> int:
     name = next((n for n in names if body.get(n) is not None), None)
     if name is None:
         return min(default, high)
     value = body[name]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or int(value) != value:
-        raise BadRequest(400, f"bad generation settings: '{name}' must be an integer, got {value!r}")
+    # ints are compared as ints: float() of a 400-digit integer would overflow
+    if not _is_number(value) or (isinstance(value, float) and not (math.isfinite(value) and value.is_integer())):
+        raise BadRequest(400, f"bad generation settings: '{name}' must be an integer, got {_shown(value)}")
     if not low <= value <= high:
-        raise BadRequest(400, f"bad generation settings: '{name}' must be between {low} and {high}, got {value:g}"
-                         + hint)
+        raise BadRequest(400, f"bad generation settings: '{name}' must be between {low} and {high}, got "
+                              f"{_shown(value)}" + hint)
     return int(value)
+
+
+def _text(value: str, where: str) -> str:
+    """``value``, refused when it is not valid Unicode (a lone surrogate such as
+    ``"\\ud800"`` from a JSON escape cannot reach the tokenizer)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise BadRequest(400, f"{where} is not valid Unicode text: a lone surrogate "
+                              f"{value[exc.start:exc.end].encode('unicode_escape').decode()} at character {exc.start}")
+    return value
 
 
 def parse_chat_request(body: Any, max_image_bytes: int, limits: ServeLimits | None = None) -> ChatRequest:
     limits = limits or ServeLimits(max_image_bytes=max_image_bytes)
     if not isinstance(body, dict):
         raise BadRequest(400, "request body must be a JSON object")
-    if body.get("stream"):
-        raise BadRequest(400, "streaming is not supported by editlens serve; send \"stream\": false")
+    if not isinstance(body.get("stream", False), (bool, type(None))):
+        raise BadRequest(400, f"'stream' must be true or false, got {_shown(body['stream'])}")
+    opts = body.get("stream_options")
+    if opts is not None and not (isinstance(opts, dict) and isinstance(opts.get("include_usage", False), bool)):
+        raise BadRequest(400, "'stream_options' must be an object like {\"include_usage\": true}")
     msgs = body.get("messages")
     if not isinstance(msgs, list) or not msgs:
         raise BadRequest(400, "'messages' must be a non-empty list")
@@ -246,12 +176,12 @@ def parse_chat_request(body: Any, max_image_bytes: int, limits: ServeLimits | No
         content = m.get("content")
         parts: list[Any] = []
         if isinstance(content, str):
-            parts.append(content)
+            parts.append(_text(content, f"messages[{i}].content"))
         elif isinstance(content, list):
             for j, p in enumerate(content):
                 kind = p.get("type") if isinstance(p, dict) else None
                 if kind == "text" and isinstance(p.get("text"), str):
-                    parts.append(p["text"])
+                    parts.append(_text(p["text"], f"messages[{i}].content[{j}].text"))
                 elif kind == "image_url" and isinstance(p.get("image_url"), dict) and isinstance(p["image_url"].get("url"), str):
                     parts.append(_decode_image(p["image_url"]["url"], max_image_bytes, limits.max_image_pixels))
                 else:
@@ -264,54 +194,155 @@ def parse_chat_request(body: Any, max_image_bytes: int, limits: ServeLimits | No
     n = _int_field(body, ("n",), 1, 1, limits.max_n, " (the server's limit; see editlens serve --max-n)")
     temperature = body.get("temperature")
     temperature = 0.0 if temperature is None else temperature
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not math.isfinite(temperature) \
+    if not _is_number(temperature) or (isinstance(temperature, float) and not math.isfinite(temperature)) \
             or not 0 <= temperature <= 2:
-        raise BadRequest(400, f"bad generation settings: 'temperature' must be a number from 0 to 2, got {temperature!r}")
+        raise BadRequest(400, f"bad generation settings: 'temperature' must be a number from 0 to 2, got "
+                              f"{_shown(temperature)}")
     seed = body.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise BadRequest(400, f"bad generation settings: 'seed' must be an integer, got {seed!r}")
-    top = _int_field(body, ("top_logprobs",), 0, 0, 20) if body.get("logprobs") else 0
+        raise BadRequest(400, f"bad generation settings: 'seed' must be an integer, got {_shown(seed)}")
+    if seed is not None and not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
+        raise BadRequest(400, f"bad generation settings: 'seed' must be a 64-bit integer (from {SEED_RANGE[0]} to "
+                              f"{SEED_RANGE[1]}), got {_shown(seed)}")
+    logprobs = body.get("logprobs")
+    if logprobs is not None and not isinstance(logprobs, bool):
+        raise BadRequest(400, f"'logprobs' must be true or false, got {_shown(logprobs)}")
+    top = _int_field(body, ("top_logprobs",), 0, 0, 20) if logprobs else 0
     try:
         settings = GenerationSettings(max_tokens, float(temperature), n, seed, top)
     except (TypeError, ValueError) as exc:
         raise BadRequest(400, f"bad generation settings: {exc}") from None
     cands = body.get("candidates") or []
-    if not isinstance(cands, list) or not all(isinstance(c, str) for c in cands):
-        raise BadRequest(400, "'candidates' must be a list of strings")
-    return ChatRequest(messages, settings, tuple(cands) if body.get("logprobs") else ())
+    if not isinstance(cands, list) or not all(isinstance(c, str) for c in cands) or len(cands) > 64:
+        raise BadRequest(400, "'candidates' must be a list of at most 64 strings")
+    cands = [_text(c, f"candidates[{k}]") for k, c in enumerate(cands)]
+    return ChatRequest(messages, settings, tuple(cands) if logprobs else ())
 
 
-def completion_json(gen: Generation, model: str, req: ChatRequest, want_logprobs: bool) -> dict[str, Any]:
+def _usage(gen: Generation, prompt_tokens: int | None) -> dict[str, int] | None:
+    u = gen.usage or {}
+    prompt = u.get("prompt_tokens", prompt_tokens)
+    if prompt is None or "completion_tokens" not in u:
+        return None  # a backend that cannot count: no made-up numbers
+    return {"prompt_tokens": int(prompt), "completion_tokens": int(u["completion_tokens"]),
+            "total_tokens": int(prompt) + int(u["completion_tokens"])}
+
+
+def _logprobs_json(gen: Generation, req: ChatRequest) -> dict[str, Any]:
+    return {"content": [{"token": s.token, "logprob": s.logprob,
+                         "top_logprobs": [{"token": tok, "logprob": lp} for tok, lp in s.top],
+                         **({"candidates": s.candidates} if req.candidates else {})} for s in gen.steps or []]}
+
+
+def completion_json(gen: Generation, model: str, req: ChatRequest, want_logprobs: bool,
+                    prompt_tokens: int | None = None) -> dict[str, Any]:
     texts = gen.samples or [gen.text or ""]
     choices = []
     for i, t in enumerate(texts):
         choice: dict[str, Any] = {"index": i, "message": {"role": "assistant", "content": t},
-                                  "finish_reason": gen.finish_reason or "stop"}
+                                  "finish_reason": gen.finish_reason or "stop", "logprobs": None}
         if want_logprobs and i == 0 and gen.steps is not None:
-            choice["logprobs"] = {"content": [
-                {"token": s.token, "logprob": s.logprob,
-                 "top_logprobs": [{"token": tok, "logprob": lp} for tok, lp in s.top],
-                 **({"candidates": s.candidates} if req.candidates else {})} for s in gen.steps]}
+            choice["logprobs"] = _logprobs_json(gen, req)
         choices.append(choice)
-    return {"id": "chatcmpl-" + secrets.token_hex(8), "object": "chat.completion", "created": int(time.time()),
-            "model": model, "choices": choices}
+    out = {"id": "chatcmpl-" + secrets.token_hex(8), "object": "chat.completion", "created": int(time.time()),
+           "model": model, "choices": choices}
+    usage = _usage(gen, prompt_tokens)
+    if usage is not None:
+        out["usage"] = usage
+    return out
 
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _json_error(status: int, message: str, kind: str = "invalid_request_error") -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "code": status}}
+
+
+_STATUS_OF = {DEADLINE: (504, "timeout"), SHUTTING_DOWN: (503, "server_error"), GONE: (499, "client_closed")}
+
+
+class _Guard:
+    """Pure ASGI middleware (no buffering, so streams and client disconnects
+    pass through untouched): API key, and one access-log line per request."""
+
+    def __init__(self, app: Any, api_key: str | None) -> None:
+        self.app, self.api_key = app, api_key
+        self.state = app.state  # batcher, backend, limits
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        t0 = time.perf_counter()
+        status = [500]
+
+        async def logged_send(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            if self.api_key is not None:
+                given = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
+                if not secrets.compare_digest(given, f"Bearer {self.api_key}"):
+                    await JSONResponse(_json_error(401, "missing or wrong API key", "authentication_error"),
+                                       status_code=401)(scope, receive, logged_send)
+                    return
+            await self.app(scope, receive, logged_send)
+        finally:
+            client = scope.get("client")
+            access_log.info('%s "%s %s" %d %.0f ms', client[0] if client else "-", scope.get("method"),
+                            scope.get("path"), status[0], 1000 * (time.perf_counter() - t0))
+
+
+async def _read_body(request: Request, limit: int, timeout: float) -> bytes:
+    """The body, refused (413) past ``limit`` bytes and (408) when it takes longer than ``timeout``."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise BadRequest(413, f"request body over the limit of {limit} bytes")
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    chunks, size = [], 0
+    stream = request.stream().__aiter__()
+    while True:
+        try:
+            chunk = await asyncio.wait_for(stream.__anext__(), max(0.0, deadline - loop.time()))
+        except StopAsyncIteration:
+            break
+        except asyncio.TimeoutError:
+            raise BadRequest(408, f"request body not received within {timeout:g} s "
+                                  "(editlens serve --read-timeout)") from None
+        size += len(chunk)
+        if size > limit:  # bounded read: a huge body is refused, not buffered
+            raise BadRequest(413, f"request body over the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns once the client has closed its connection (after its body was read)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
 def build_app(backend: Any, model_name: str, api_key: str | None = None, max_image_bytes: int = 20 * 1024 * 1024,
               max_batch: int = 8, batch_window_ms: float = 10.0, limits: ServeLimits | None = None,
-              routers: Sequence[Any] = ()) -> Any:
-    """The FastAPI app of ``editlens serve``.
+              routers: Sequence[Any] = (), slice_ms: float = 20.0) -> Any:
+    """The ASGI app of ``editlens serve``.
 
     ``routers``: extra ``fastapi.APIRouter`` objects to include (more endpoints
-    sharing the same backend, auth and access log).
+    sharing the same backend, auth and access log). ``slice_ms``: least time
+    a batch runs before yielding to a shorter request (see
+    :mod:`editlens.backends.scheduler`).
     """
     limits = limits or ServeLimits(max_image_bytes=max_image_bytes)
     max_image_bytes = limits.max_image_bytes
-    batcher = Batcher(backend, max_batch, batch_window_ms)
+    batcher = Batcher(backend, max_batch, batch_window_ms, slice_ms=slice_ms)
+    count_tokens = getattr(backend, "count_prompt_tokens", None)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -323,29 +354,9 @@ def build_app(backend: Any, model_name: str, api_key: str | None = None, max_ima
     app.state.backend = backend
     app.state.limits = limits
 
-    def error(status: int, message: str, kind: str = "invalid_request_error") -> JSONResponse:
-        return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status_code=status)
-
-    @app.middleware("http")
-    async def auth(request: Request, call_next: Any) -> Any:
-        if api_key is not None:
-            given = request.headers.get("authorization", "")
-            if not secrets.compare_digest(given, f"Bearer {api_key}"):
-                return error(401, "missing or wrong API key", "authentication_error")
-        return await call_next(request)
-
-    @app.middleware("http")
-    async def log_access(request: Request, call_next: Any) -> Any:  # outermost: sees every answer
-        t0 = time.perf_counter()
-        status = 500
-        try:
-            response = await call_next(request)
-            status = response.status_code
-            return response
-        finally:
-            client = request.client.host if request.client else "-"
-            access_log.info('%s "%s %s" %d %.0f ms', client, request.method, request.url.path, status,
-                            1000 * (time.perf_counter() - t0))
+    def error(status: int, message: str, kind: str = "invalid_request_error", close: bool = False) -> JSONResponse:
+        headers = {"Connection": "close"} if close else None
+        return JSONResponse(_json_error(status, message, kind), status_code=status, headers=headers)
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -353,23 +364,42 @@ def build_app(backend: Any, model_name: str, api_key: str | None = None, max_ima
 
     body_limit = max_image_bytes * 4 + 1024 * 1024
 
+    async def prompt_tokens(req: ChatRequest) -> int | None:
+        if count_tokens is None:
+            return None
+        limit = limits.max_prompt_tokens
+        chars = sum(len(p) for m in req.messages for p in m.parts if isinstance(p, str))
+        bound = getattr(backend, "max_token_chars", None)
+        if isinstance(bound, int) and chars > limit * bound:  # over the limit whatever the tokenizer does
+            raise BadRequest(413, f"prompt of {chars} characters is over the limit of {limit} tokens "
+                                  "(editlens serve --max-prompt-tokens)")
+        from starlette.concurrency import run_in_threadpool
+
+        try:
+            n = await run_in_threadpool(count_tokens, req)
+        except Exception as exc:  # the model's processor refuses the request
+            raise BadRequest(400, f"the model cannot read this request ({type(exc).__name__}: {exc})") from None
+        if n > limit:
+            raise BadRequest(413, f"prompt of {n} tokens is over the limit of {limit} tokens "
+                                  "(editlens serve --max-prompt-tokens)")
+        return n
+
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Any:
-        declared = request.headers.get("content-length")
-        if declared and declared.isdigit() and int(declared) > body_limit:
-            return error(413, "request body too large")
-        chunks, size = [], 0
-        async for chunk in request.stream():  # bounded read: a huge body is refused, not buffered
-            size += len(chunk)
-            if size > body_limit:
-                return error(413, "request body too large")
-            chunks.append(chunk)
+        from starlette.requests import ClientDisconnect
+
         try:
-            body = json.loads(b"".join(chunks), parse_constant=_reject_constant)
+            raw = await _read_body(request, body_limit, limits.read_timeout)
+        except BadRequest as exc:
+            return error(exc.status, exc.message, close=True)
+        except ClientDisconnect:
+            return Response(status_code=499)
+        try:
+            body = json.loads(raw, parse_constant=_reject_constant)
         except RecursionError:
             return error(400, "request body is nested too deeply")
         except ValueError as exc:
-            return error(400, f"request body is not valid JSON ({exc})")
+            return error(400, f"request body is not valid JSON ({str(exc)[:200]})")
         try:
             req = parse_chat_request(body, max_image_bytes, limits)
         except BadRequest as exc:
@@ -377,22 +407,95 @@ def build_app(backend: Any, model_name: str, api_key: str | None = None, max_ima
         except RecursionError:
             return error(400, "request body is nested too deeply")
         if body.get("model") not in (None, model_name):
-            return error(404, f"model {body.get('model')!r} is not served here; this server serves {model_name!r}")
-        fut = batcher.submit(req, limits.request_timeout)
+            return error(404, f"model {_shown(body.get('model'))} is not served here; this server serves {model_name!r}")
         try:
-            gen = await asyncio.wait_for(asyncio.wrap_future(fut), timeout=limits.request_timeout)
-        except asyncio.TimeoutError:
-            fut.cancel()
-            gen = Generation(None, error=DEADLINE)
-        if gen.error == DEADLINE:
+            n_prompt = await prompt_tokens(req)
+        except BadRequest as exc:
+            return error(exc.status, exc.message)
+        want_logprobs = bool(body.get("logprobs"))
+        if body.get("stream"):
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            return StreamingResponse(_stream(req, n_prompt, want_logprobs, include_usage),
+                                     media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        job = batcher.enqueue(req, limits.request_timeout, n_prompt)
+        answer = asyncio.ensure_future(asyncio.wrap_future(job.fut))
+        gone = asyncio.ensure_future(_disconnected(request))
+        try:
+            done, _ = await asyncio.wait({answer, gone}, timeout=limits.request_timeout,
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+        if answer not in done:
+            answer.cancel()
+            job.cancel()  # nobody waits for it any more: it stops at the next token
+            if gone in done:
+                return Response(status_code=499)
             return error(504, f"{DEADLINE} of {limits.request_timeout:g} s (editlens serve --request-timeout)",
                          "timeout")
-        if gen.error == SHUTTING_DOWN:
-            return error(503, gen.error, "server_error")
+        gen = answer.result()
         if gen.error:
-            return error(500, gen.error, "server_error")
-        return completion_json(gen, model_name, req, bool(body.get("logprobs")))
+            status, kind = _STATUS_OF.get(gen.error, (500, "server_error"))
+            if gen.error == DEADLINE:
+                return error(504, f"{DEADLINE} of {limits.request_timeout:g} s (editlens serve --request-timeout)",
+                             kind)
+            return error(status, gen.error, kind)
+        return completion_json(gen, model_name, req, want_logprobs, n_prompt)
+
+    async def _stream(req: ChatRequest, n_prompt: int | None, want_logprobs: bool,
+                      include_usage: bool) -> AsyncIterator[str]:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue = asyncio.Queue()
+        ident, created = "chatcmpl-" + secrets.token_hex(8), int(time.time())
+
+        def chunk(choices: list[dict[str, Any]], **extra: Any) -> str:
+            doc = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": model_name,
+                   "choices": choices, **extra}
+            return f"data: {json.dumps(doc)}\n\n"
+
+        def on_text(k: int, delta: str) -> None:  # the model thread, token by token
+            loop.call_soon_threadsafe(queue.put_nowait, (k, delta))
+
+        job = batcher.enqueue(req, limits.request_timeout, n_prompt, on_text)
+        job.fut.add_done_callback(lambda _: loop.call_soon_threadsafe(queue.put_nowait, None))
+        sent = [""] * req.settings.n
+        deadline = loop.time() + limits.request_timeout
+        try:
+            yield chunk([{"index": k, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                          "finish_reason": None} for k in range(req.settings.n)])
+            while True:
+                try:
+                    item = await asyncio.wait_for(queue.get(), max(0.0, deadline - loop.time()))
+                except asyncio.TimeoutError:
+                    item = Generation(None, error=DEADLINE)
+                if isinstance(item, tuple):
+                    k, delta = item
+                    sent[k] += delta
+                    yield chunk([{"index": k, "delta": {"content": delta}, "logprobs": None, "finish_reason": None}])
+                    continue
+                gen = item if isinstance(item, Generation) else job.fut.result()
+                if gen.error:
+                    status, kind = _STATUS_OF.get(gen.error, (500, "server_error"))
+                    yield f"data: {json.dumps(_json_error(status, gen.error, kind))}\n\n"
+                    break
+                texts = gen.samples or [gen.text or ""]
+                final = []
+                for k, text in enumerate(texts):
+                    # what was not streamed yet (a backend that cannot stream sends it all here)
+                    rest = text[len(sent[k]):] if text.startswith(sent[k]) else ""
+                    choice: dict[str, Any] = {"index": k, "delta": {"content": rest} if rest else {},
+                                              "logprobs": None, "finish_reason": gen.finish_reason or "stop"}
+                    if want_logprobs and k == 0 and gen.steps is not None:
+                        choice["logprobs"] = _logprobs_json(gen, req)
+                    final.append(choice)
+                yield chunk(final)
+                usage = _usage(gen, n_prompt)
+                if include_usage and usage is not None:
+                    yield chunk([], usage=usage)
+                yield "data: [DONE]\n\n"
+                break
+        finally:
+            job.cancel()  # a client that left mid-stream stops its generation; a finished job is unaffected
 
     for router in routers:
         app.include_router(router)
-    return app
+    return _Guard(app, api_key)

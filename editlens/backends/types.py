@@ -116,6 +116,9 @@ class Generation:
     error: str | None = None
     cached: bool = False
     samples: list[str] = field(default_factory=list)  # all n answers when n > 1
+    #: token counts (``prompt_tokens``, ``completion_tokens``) where the backend knows them;
+    #: transport information, not part of the answer (never cached)
+    usage: dict[str, int] | None = None
 
     @property
     def ok(self) -> bool:
@@ -153,6 +156,7 @@ class Generation:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("cached")
+        d.pop("usage")
         return d
 
     @classmethod

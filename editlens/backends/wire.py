@@ -89,10 +89,14 @@ def parse_response(data: Any, candidates: tuple[str, ...]) -> Generation:
     if text is not None and not isinstance(text, str):
         return Generation(None, error=f"response content is a JSON {_json_kind(text)}, not text")
     refusal = msg.get("refusal") or None
-    if not (text or "").strip() and refusal is None and first.get("finish_reason") in (None, "error", "abort"):
-        # nothing said and no reason for stopping: the answer was lost on the way
-        return Generation(None, error=f"empty answer without a finish reason ({str(data)[:120]})")
-    return Generation(text, steps, first.get("finish_reason"), refusal=refusal, samples=samples)
+    finish = first.get("finish_reason")
+    if not (text or "").strip() and refusal is None and finish not in ("length", "content_filter"):
+        # A model that was let finish says something: null or blank content is an
+        # answer lost on the way (a proxy, an overloaded server), retried and never
+        # cached. Cut off at max_tokens ("length") it is the model's, kept as such.
+        why = "null content" if text is None else "empty content"
+        return Generation(None, error=f"{why} with finish_reason {finish!r} ({str(data)[:120]})")
+    return Generation(text, steps, finish, refusal=refusal, samples=samples)
 
 
 def _json_kind(value: Any) -> str:

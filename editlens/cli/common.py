@@ -11,6 +11,13 @@ import typer
 from editlens.errors import EditlensError
 
 
+#: Exit status of a command that finished and wrote everything, but some results
+#: *failed* (transport errors, crashes; a rerun retries them). ``--allow-failures``: 0.
+EXIT_FAILED = 3
+#: Exit status of a run stopped by a signal: 128 + the signal's number (Ctrl-C 130, SIGTERM 143).
+EXIT_SIGNAL_BASE = 128
+
+
 def parse_models(items: Sequence[str] | None, flag: str = "--model",
                  form: str = "ROLE=HUB_ID_OR_DIR (e.g. clip=./my-clip)") -> dict[str, str]:
     """``["clip=/models/clip"]`` -> ``{"clip": "/models/clip"}``."""

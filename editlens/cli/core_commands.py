@@ -8,9 +8,9 @@ from typing import List, Optional
 
 import typer
 
-from editlens.cli.common import emit_json, guarded, parse_models, split_names
-from editlens.cli.options import (CacheOpt, CalibrationOpt, CaptionsOpt, ConcurrencyOpt, DeviceOpt, DtypeOpt, JudgeOpt,
-                                   ModelOpt, OptionOpt, RetriesOpt, SamplesOpt, TemperatureOpt, TemplateOpt, TimeoutOpt,
+from editlens.cli.common import EXIT_FAILED, EXIT_SIGNAL_BASE, emit_json, guarded, parse_models, split_names
+from editlens.cli.options import (AllowFailuresOpt, CacheOpt, CalibrationOpt, CaptionsOpt, ConcurrencyOpt, DeviceOpt,
+                                   DtypeOpt, JudgeOpt, MinSamplesOpt, ModelOpt, OptionOpt, RetriesOpt, SamplesOpt, TemperatureOpt, TemplateOpt, TimeoutOpt,
                                    VlmModelOpt, VlmOpt, extra_metrics, http_settings, vlm_options)
 from editlens.errors import EditlensError
 
@@ -50,6 +50,8 @@ def score_cmd(
     source_caption: Optional[str] = typer.Option(None, "--source-caption"),
     target_caption: Optional[str] = typer.Option(None, "--target-caption"),
     boxes: Optional[str] = typer.Option(None, "--boxes", help="JSON list of [x0,y0,x1,y1] for masked metrics."),
+    clip_boxes: bool = typer.Option(False, "--clip-boxes", help="Clip boxes that reach past the image to it "
+                                    "(default: such a box is an error)."),
     mask: Optional[Path] = typer.Option(None, "--mask", help="Mask image for masked metrics."),
     model: Optional[List[str]] = ModelOpt,
     option: Optional[List[str]] = OptionOpt,
@@ -64,14 +66,16 @@ def score_cmd(
     captions: bool = CaptionsOpt,
     samples: int = SamplesOpt,
     temperature: float = TemperatureOpt,
+    min_samples: Optional[int] = MinSamplesOpt,
     timeout: Optional[float] = TimeoutOpt,
     max_retries: Optional[int] = RetriesOpt,
     concurrency: Optional[int] = ConcurrencyOpt,
     device: str = DeviceOpt,
     dtype: str = DtypeOpt,
     calibration: Optional[Path] = CalibrationOpt,
+    allow_failures: bool = AllowFailuresOpt,
 ) -> None:
-    """Score one edit."""
+    """Score one edit. Exit status 3 when a score failed (a backend error; --allow-failures: 0)."""
     from editlens.core.images import ImageLoadOptions
     from editlens.runner.scoring import score_edit
     from editlens.runner.selection import parse_options
@@ -81,8 +85,11 @@ def score_cmd(
 
     meta = {}
     if boxes:
+        from editlens.data.validation import check_boxes_in_image
+        from editlens.core.images import image_size
+
         try:
-            meta["boxes"] = parse_boxes(boxes)
+            meta["boxes"] = check_boxes_in_image(parse_boxes(boxes), image_size(str(source)), clip_boxes)
         except EditlensError as exc:
             raise typer.BadParameter(str(exc), param_hint="--boxes") from None
     if mask:
@@ -90,7 +97,7 @@ def score_cmd(
     report = score_edit(
         str(source), str(edited), instruction, reference=str(reference) if reference else None,
         metrics=split_names(metrics), extra=extra_metrics(judge, captions),
-        vlm=vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype),
+        vlm=vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype, min_samples=min_samples),
         source_caption=source_caption, target_caption=target_caption,
         models=parse_models(model), options=parse_options(option or []),
         image_options=ImageLoadOptions(max_pixels=max_pixels, size_policy=size_policy), metadata=meta,
@@ -103,8 +110,13 @@ def score_cmd(
                    "sample": {"source": str(source), "edited": str(edited), "instruction": instruction,
                               "reference": str(reference) if reference else None},
                    **report.to_dict()})
-        return
-    _print_scores(report)
+    else:
+        _print_scores(report)
+    failed = [n for n, sc in report.scores.items() if sc.status == "failed"]
+    if failed and not allow_failures:
+        typer.echo(f"failed: {', '.join(failed)} (see the reason above); exit status {EXIT_FAILED} "
+                   "(--allow-failures: 0)", err=True)
+        raise typer.Exit(EXIT_FAILED)
 
 
 def _print_scores(report) -> None:  # type: ignore[no-untyped-def]
@@ -153,20 +165,31 @@ def run_cmd(
     dice: bool = typer.Option(False, "--dice", help="Also run DICE (differences + coherence; model-free detector without --vlm)."),
     samples: int = SamplesOpt,
     temperature: float = TemperatureOpt,
+    min_samples: Optional[int] = MinSamplesOpt,
     retry_failed: bool = typer.Option(True, "--retry-failed/--no-retry-failed",
                                       help="Rerun: retry results that failed (transport errors, crashes)."),
     retry_unscored: bool = typer.Option(False, "--retry-unscored",
                                         help="Rerun: also retry answers that could not be parsed."),
     wait: bool = typer.Option(False, "--wait", help="If another run holds --out, queue behind it instead of exiting."),
     columns: Optional[str] = typer.Option(None, "--columns", help="Map the file's columns, e.g. source=input,edited=output "
-                                          "(AURORA's edits.jsonl); without an id column, line numbers are ids."),
+                                          "(AURORA's edits.jsonl); a row without an id gets line-N (its line)."),
+    delimiter: Optional[str] = typer.Option(None, "--delimiter", help="Field separator of a CSV manifest "
+                                            "(default: comma; .tsv: tab), e.g. ';'."),
+    clip_boxes: bool = typer.Option(False, "--clip-boxes", help="Clip boxes that reach past their image to it "
+                                    "(default: such a row is invalid)."),
     encoding: str = typer.Option("utf-8", "--encoding", help="Text encoding of the manifest (e.g. latin-1)."),
     timeout: Optional[float] = TimeoutOpt,
     max_retries: Optional[int] = RetriesOpt,
     concurrency: Optional[int] = ConcurrencyOpt,
     calibration: Optional[Path] = CalibrationOpt,
+    allow_failures: bool = AllowFailuresOpt,
 ) -> None:
-    """Score every edit of a manifest into a resumable run directory."""
+    """Score every edit of a manifest into a resumable run directory.
+
+    Exit status: 0 done; 3 done, but some results failed (listed by `editlens runs failures OUT --status
+    failed`; a rerun retries them; --allow-failures: 0); 2 bad input; 130/143 stopped by Ctrl-C/SIGTERM
+    after saving finished batches, the summary and exports.
+    """
     http_settings(timeout, max_retries, concurrency)
     from editlens.core.images import ImageLoadOptions
     from editlens.data.manifest import read_manifest
@@ -174,13 +197,15 @@ def run_cmd(
     from editlens.runner.selection import parse_options, select_metrics
     from editlens.runner.store import ResultsStore, export as export_rows
 
-    report = read_manifest(manifest, skip_invalid=skip_invalid, columns=columns, encoding=encoding)
+    report = read_manifest(manifest, skip_invalid=skip_invalid, columns=columns, encoding=encoding,
+                           delimiter=delimiter, clip_boxes=clip_boxes)
     for line, reason in report.problems:
         typer.echo(f"skipped {manifest}:{line}: {reason}", err=True)
     sel = select_metrics(split_names(metrics), extra=extra_metrics(judge, captions, dice), models=parse_models(model),
                          options=parse_options(option or []), device=device, dtype=dtype,
                          with_reference=any(s.reference is not None for s in report.samples),
-                         vlm=vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype))
+                         vlm=vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype,
+                                         min_samples=min_samples))
     for name, reason in sel.skipped:
         typer.echo(f"metric {name} skipped: {reason}", err=True)
     if not sel.metrics:
@@ -218,13 +243,19 @@ def run_cmd(
         mean = s["means"][name]
         typer.echo(f"  {name:<12} scored {c['scored']:>5}  skipped {c['skipped']:>4}  unscored {c['unscored']:>4}  "
                    f"failed {c['failed']:>4}  info {c.get('info', 0):>4}  mean {'-' if mean is None else f'{mean:.4f}'}")
-    failed = sum(c["failed"] for c in s["counts"].values())
-    if failed and not result.interrupted:
-        typer.echo(f"{failed} result(s) failed (see `editlens runs failures {out}`); rerun the same command to "
-                   "retry them.", err=True)
     if result.interrupted:
-        typer.echo("interrupted: finished batches are saved; rerun the same command to continue.", err=True)
-        raise typer.Exit(130)
+        import signal
+
+        how = signal.Signals(result.stopped_by or signal.SIGINT)
+        typer.echo(f"interrupted ({how.name}): finished batches, the summary and exports are saved; rerun the "
+                   "same command to continue.", err=True)
+        raise typer.Exit(EXIT_SIGNAL_BASE + int(how))
+    if result.failed:
+        typer.echo(f"{result.failed} result(s) failed: list them with `editlens runs failures {out} --status failed`; "
+                   f"rerun the same command to retry them. Exit status {EXIT_FAILED} "
+                   f"({'--allow-failures given: 0' if allow_failures else '--allow-failures: 0'}).", err=True)
+        if not allow_failures:
+            raise typer.Exit(EXIT_FAILED)
 
 
 @app.command("compare")
@@ -240,6 +271,7 @@ def compare_cmd(
     template: Optional[List[str]] = TemplateOpt,
     samples: int = SamplesOpt,
     temperature: float = TemperatureOpt,
+    min_samples: Optional[int] = MinSamplesOpt,
     json_out: bool = typer.Option(False, "--json"),
     timeout: Optional[float] = TimeoutOpt,
     max_retries: Optional[int] = RetriesOpt,
@@ -247,7 +279,10 @@ def compare_cmd(
     device: str = DeviceOpt,
     dtype: str = DtypeOpt,
 ) -> None:
-    """Pairwise judge: which of two edits of the same source is better."""
+    """Pairwise judge: which of two edits of the same source is better.
+
+    Exit status: 0 a verdict; 1 no verdict (unparsable or tied answers); 3 the backend failed (retry).
+    """
     from editlens.judges.pairwise import PairwiseJudge
 
     http_settings(timeout, max_retries, concurrency)
@@ -255,7 +290,8 @@ def compare_cmd(
     if not instruction.strip():
         typer.echo("error: empty instruction", err=True)
         raise typer.Exit(2)
-    opts = vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype) or {}
+    opts = vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype,
+                       min_samples=min_samples) or {}
     judge = PairwiseJudge(**opts)
     (v,) = judge.compare([(str(source), str(edited_a), str(edited_b), instruction)])
     if json_out:
@@ -267,5 +303,7 @@ def compare_cmd(
                        f"{v.ensemble['unscored_samples']} without a verdict")
         elif v.raw:
             typer.echo(str(v.raw))
+    if v.failed:
+        raise typer.Exit(EXIT_FAILED)  # nothing was answered: worth retrying
     if v.verdict is None:
         raise typer.Exit(1)  # no verdict: scripts must not read success

@@ -32,7 +32,8 @@ COMMAND_GROUPS: tuple[tuple[str, str, str | None], ...] = (
 
 def build_app() -> typer.Typer:
     """The ``editlens`` command with every group of :data:`COMMAND_GROUPS` mounted."""
-    root = typer.Typer(add_completion=False, no_args_is_help=True,
+    # plain (click) help: rich tables cut long option names ("--retry-unscor…") at 80 columns
+    root = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                        help="Judge instruction-guided image edits: what changed, where, and how well.")
     for module, attr, name in COMMAND_GROUPS:
         sub = getattr(importlib.import_module(module), attr)

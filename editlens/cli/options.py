@@ -16,6 +16,11 @@ CaptionsOpt = typer.Option(False, "--captions", help="Write missing captions wit
 TemplateOpt = typer.Option(None, "--template", help="Replace a prompt template, NAME=PATH (e.g. viescore_sc=my.txt). Repeatable.")
 SamplesOpt = typer.Option(1, "--samples", min=1, help="Self-ensembling: answers asked per judge question "
                           "(needs --temperature > 0); the score is the mean over parsed answers. Each is cached.")
+MinSamplesOpt = typer.Option(None, "--min-samples", min=1, help="Parsed answers a --samples score needs "
+                             "(default: all of them); fewer: unscored. A sample lost to the transport always "
+                             "makes the row failed (retried on rerun).")
+AllowFailuresOpt = typer.Option(False, "--allow-failures", help="Exit 0 even when results failed (default: exit 3 "
+                                "when any result failed, after writing everything).")
 TemperatureOpt = typer.Option(0.0, "--temperature", min=0.0, help="Sampling temperature of judge answers (0: greedy).")
 TimeoutOpt = typer.Option(None, "--timeout", help="Seconds an HTTP judge request may take before it is retried (default 120).")
 RetriesOpt = typer.Option(None, "--max-retries", help="Retries of an HTTP judge request after 429/5xx/time-outs (default 5).")
@@ -35,10 +40,11 @@ def http_settings(timeout, max_retries, concurrency):  # type: ignore[no-untyped
     set_http_defaults(**{k: HTTP_BUILTIN[k] if v is None else v for k, v in given.items()})
 
 
-def vlm_options(vlm, vlm_model, cache, template, device="auto", samples=1, temperature=0.0, dtype="auto"):  # type: ignore[no-untyped-def]
+def vlm_options(vlm, vlm_model, cache, template, device="auto", samples=1, temperature=0.0,  # type: ignore[no-untyped-def]
+                dtype="auto", min_samples=None):
     from editlens.judges.ensemble import check_sampling
 
-    check_sampling(samples, temperature)  # a clear error before any model loads
+    check_sampling(samples, temperature, min_samples)  # a clear error before any model loads
     if not vlm:
         return None
     templates = parse_models(template, "--template", "NAME=PATH (e.g. viescore_sc=my_prompt.txt)")
@@ -49,6 +55,8 @@ def vlm_options(vlm, vlm_model, cache, template, device="auto", samples=1, tempe
             "cache": {"default": True, "none": False}.get(cache, cache)}
     if samples > 1 or temperature > 0:  # only then, so settings (and cached rows) of greedy runs stay as they were
         opts.update(samples=samples, temperature=temperature)
+        if min_samples is not None:
+            opts["min_samples"] = min_samples
     return opts
 
 

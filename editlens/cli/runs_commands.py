@@ -24,17 +24,21 @@ def runs_show(run_dir: Path = typer.Argument(...)) -> None:
 
 @app.command("failures")
 @guarded
-def runs_failures(run_dir: Path = typer.Argument(...), json_out: bool = typer.Option(False, "--json")) -> None:
+def runs_failures(run_dir: Path = typer.Argument(...), json_out: bool = typer.Option(False, "--json"),
+                  status: Optional[str] = typer.Option(None, "--status", help="Only this status: failed (lost to "
+                                                       "the backend; a rerun retries them) or unscored.")) -> None:
     """List samples that failed or could not be scored, with reasons."""
     from editlens.reporting.runs import failures
 
-    rows = failures(run_dir)
+    if status not in (None, "failed", "unscored"):
+        raise typer.BadParameter(f"must be failed or unscored, got {status!r}", param_hint="--status")
+    rows = [r for r in failures(run_dir) if status is None or r["status"] == status]
     if json_out:
         emit_json(rows)
         return
     for r in rows:
         typer.echo(f"{r['sample_id']}\t{r['evaluator']}\t{r['status']}\t{r['reason']}")
-    typer.echo(f"{len(rows)} failed/unscored result(s)", err=True)
+    typer.echo(f"{len(rows)} {status or 'failed/unscored'} result(s)", err=True)
 
 
 @app.command("summary")

@@ -1,8 +1,11 @@
-"""``editlens serve``: a local VLM behind an OpenAI-compatible API."""
+"""``editlens serve``: a local VLM behind an OpenAI-compatible API; and
+``editlens make-tiny-vlm``: a tiny random model to try it with."""
 
 from __future__ import annotations
 
+import math
 import os
+from pathlib import Path
 from typing import List, Optional
 
 import typer
@@ -13,20 +16,34 @@ from editlens.cli.options import DeviceOpt, DtypeOpt, ModelOpt
 app = typer.Typer()
 
 
+def _positive(value: float, flag: str) -> None:
+    """Refuse a limit of zero or less (or NaN) the way click refuses a bad value: exit 2, no traceback."""
+    if not (value > 0 and math.isfinite(value)):
+        raise typer.BadParameter(f"must be a positive number, got {value:g}", param_hint=flag)
+
+
 @app.command("serve")
 @guarded
 def serve_cmd(
-    vlm: str = typer.Option(..., "--vlm", help="Local model: hub id or directory."),
+    vlm: str = typer.Option(..., "--vlm", help="Local model: hub id or directory (try one: editlens make-tiny-vlm DIR)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (default: this machine only)."),
-    port: int = typer.Option(8000, "--port", help="Port to bind (0: any free port; the URL printed says which)."),
+    port: int = typer.Option(8000, "--port", min=0, max=65535,
+                             help="Port to bind (0: any free port; the URL printed says which)."),
     name: Optional[str] = typer.Option(None, "--name", help="Model name clients use (default: the --vlm value)."),
     api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="Require the key held in this environment variable."),
-    max_image_mb: float = typer.Option(20.0, "--max-image-mb", help="Largest accepted image payload."),
-    max_image_pixels: int = typer.Option(40_000_000, "--max-image-pixels", help="Largest decoded image (width x height)."),
-    max_batch: int = typer.Option(8, "--max-batch", help="Requests answered by one generate() call."),
+    max_image_mb: float = typer.Option(20.0, "--max-image-mb", help="Largest accepted image payload (MB, > 0)."),
+    max_image_pixels: int = typer.Option(40_000_000, "--max-image-pixels", min=1,
+                                         help="Largest decoded image (width x height)."),
+    max_batch: int = typer.Option(8, "--max-batch", min=1, help="Requests answered by one generate() call."),
     max_tokens: int = typer.Option(2048, "--max-tokens", min=1, help="Largest max_tokens a request may ask for."),
     max_n: int = typer.Option(8, "--max-n", min=1, help="Largest n (answers per request)."),
+    max_prompt_tokens: int = typer.Option(8192, "--max-prompt-tokens", min=1,
+                                          help="Largest prompt in the model's tokens, images included (413 above)."),
     request_timeout: float = typer.Option(300.0, "--request-timeout", help="Seconds a request may wait (504 after)."),
+    read_timeout: float = typer.Option(30.0, "--read-timeout", help="Seconds a client may take to send its request "
+                                       "(head and body; 408 or closed after)."),
+    slice_ms: float = typer.Option(20.0, "--slice-ms", min=0.0, help="Least time a batch runs before a long answer "
+                                   "yields to shorter requests (fairness vs. re-encoding cost)."),
     access_log: bool = typer.Option(True, "--access-log/--no-access-log", help="One stderr line per request."),
     device: str = DeviceOpt,
     dtype: str = DtypeOpt,
@@ -38,6 +55,9 @@ def serve_cmd(
     from editlens.backends.serving import serve_app
     from editlens.backends.server import ServeLimits, build_app
 
+    _positive(max_image_mb, "--max-image-mb")
+    _positive(request_timeout, "--request-timeout")
+    _positive(read_timeout, "--read-timeout")
     if vlm.startswith(("http://", "https://")):
         typer.echo(f"error: editlens serve loads a local model (--vlm HUB_ID_OR_DIR); {vlm} is already a server: "
                    "pass it as --vlm to score, run or compare instead", err=True)
@@ -49,7 +69,8 @@ def serve_cmd(
             typer.echo(f"error: --api-key-env {api_key_env} is set but ${api_key_env} is empty", err=True)
             raise typer.Exit(2)
     limits = ServeLimits(max_tokens=max_tokens, max_n=max_n, request_timeout=request_timeout,
-                         max_image_bytes=int(max_image_mb * 1024 * 1024), max_image_pixels=max_image_pixels)
+                         max_image_bytes=max(1, int(max_image_mb * 1024 * 1024)), max_image_pixels=max_image_pixels,
+                         max_prompt_tokens=max_prompt_tokens, read_timeout=read_timeout)
     backend = TransformersBackend(vlm, device=device, dtype=dtype, batch_size=max_batch)
     routers = []
     if score:  # POST /v1/score with registered evaluators (e.g. adiee), for RL trainers
@@ -58,6 +79,30 @@ def serve_cmd(
 
         sel = select_metrics(split_names(score), models=parse_models(model), device=device, dtype=dtype)
         routers.append(score_router({m.name: m for m in sel.metrics}, max_image_bytes=limits.max_image_bytes))
-    app_ = build_app(backend, name or vlm, api_key=key, max_batch=max_batch, limits=limits, routers=routers)
+    app_ = build_app(backend, name or vlm, api_key=key, max_batch=max_batch, limits=limits, routers=routers,
+                     slice_ms=slice_ms)
     serve_app(app_, host, port, banner=lambda url: f"serving {name or vlm} at {url}"
               + (" (API key required)" if key else ""), access_log=access_log)
+
+
+@app.command("make-tiny-vlm")
+@guarded
+def make_tiny_vlm_cmd(
+    out: Path = typer.Argument(..., help="Folder to write the model into (created; must be empty or new)."),
+    family: str = typer.Option("idefics3", "--family", help="idefics3, qwen2_vl or llava_next."),
+) -> None:
+    """Write a tiny random vision-language model (a few MB, made offline) to try `editlens serve` with.
+
+    Its answers are noise: it shows the plumbing (batching, streaming, limits, clients), not judgements.
+    """
+    from editlens.testing.tiny_models import BUILDERS
+
+    if family not in BUILDERS:
+        raise typer.BadParameter(f"must be one of {', '.join(sorted(BUILDERS))}, got {family!r}", param_hint="--family")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        typer.echo(f"error: {out} exists and is not an empty folder; give a new one", err=True)
+        raise typer.Exit(2)
+    out.mkdir(parents=True, exist_ok=True)
+    BUILDERS[family](out)
+    typer.echo(f"wrote a tiny random {family} model to {out}\n"
+               f"try it: editlens serve --vlm {out} --port 8000")

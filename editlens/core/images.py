@@ -93,6 +93,21 @@ def load_image(
     return _from_pil(image, options, label)
 
 
+def image_size(path: str | os.PathLike) -> tuple[int, int]:
+    """``(width, height)`` of an image file as :func:`load_image` would return
+    it (EXIF rotation applied), read from its header without decoding."""
+    label = str(path)
+    try:
+        with Image.open(path) as image:
+            w, h = image.size
+            orientation = image.getexif().get(0x0112, 1)
+    except FileNotFoundError:
+        raise InputError(f"{label}: file not found") from None
+    except (UnidentifiedImageError, OSError) as exc:
+        raise InputError(f"{label}: cannot be read as an image ({exc})") from None
+    return (h, w) if orientation in (5, 6, 7, 8) else (w, h)
+
+
 def _open_file(path: Path, options: ImageLoadOptions, label: str) -> Image.Image:
     if not path.exists():
         raise InputError(f"{label}: file not found")

@@ -1,12 +1,17 @@
 """Manifest files: one edit per row, as JSON Lines or CSV.
 
-Required columns: ``id, source, edited, instruction``. Optional:
-``reference, model, source_caption, target_caption``. Any other column is
-kept in ``EditSample.metadata``; ``mask`` (a mask image) and ``boxes`` (JSON
-list of ``[x0, y0, x1, y1]``) feed the masked metric variants; ``edit_type``
-overrides the edit type found from the instruction (:mod:`editlens.data.edit_types`). Relative image
-and mask paths are resolved against the manifest's folder. Validation collects every bad row (line number and
-reason) instead of stopping at the first.
+Required columns: ``source, edited, instruction``; ``id`` is the row's key
+in results (a row without one gets ``line-N``, N its line number, so every
+row has a stable id even when only some rows name one; an id used twice is
+refused, naming both lines). Optional: ``reference, model, source_caption,
+target_caption``. Any other column is kept in ``EditSample.metadata``;
+``mask`` (a mask image) and ``boxes`` (JSON list of ``[x0, y0, x1, y1]``,
+checked against the source image; clipped to it only with ``clip_boxes``)
+feed the masked metric variants; ``edit_type`` overrides the edit type
+found from the instruction (:mod:`editlens.data.edit_types`). Relative image
+and mask paths are resolved against the manifest's folder. Validation
+collects every bad row (line number and reason) instead of stopping at the
+first.
 """
 
 from __future__ import annotations
@@ -62,7 +67,21 @@ def _json_problem(line: str, exc: json.JSONDecodeError) -> str:
     return f"not valid JSON: {exc.msg} at column {exc.colno}"
 
 
-def _rows(path: Path, encoding: str = "utf-8") -> Iterable[tuple[int, dict[str, Any] | None, str | None]]:
+def _check_delimiter(path: Path, text: str, delimiter: str) -> None:
+    """A header that is one column holding ``;`` (or tabs) is a CSV written with
+    another separator (spreadsheets in many locales write ``;``): say so."""
+    header = next((line for line in text.splitlines() if line.strip()), "")
+    if delimiter in header:
+        return
+    for other, name in ((";", "semicolon"), ("\t", "tab"), ("|", "pipe")):
+        if header.count(other) >= 2:
+            shown = header if len(header) <= 80 else header[:77] + "..."
+            raise InputError(f"{path}: the header {shown!r} has no {delimiter!r}; the file looks {name}-separated. "
+                             f"Pass --delimiter {other!r} (Python: delimiter={other!r}), or save it comma-separated.")
+
+
+def _rows(path: Path, encoding: str = "utf-8",
+          delimiter: str | None = None) -> Iterable[tuple[int, dict[str, Any] | None, str | None]]:
     """Yield ``(line_number, row, error)``; exactly one of row/error is set."""
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".ndjson", ".json"):
@@ -79,8 +98,13 @@ def _rows(path: Path, encoding: str = "utf-8") -> Iterable[tuple[int, dict[str, 
                 continue
             yield lineno, row, None
     elif suffix in (".csv", ".tsv"):
-        reader = csv.DictReader(io.StringIO(_text(path, encoding), newline=""),
-                                delimiter="\t" if suffix == ".tsv" else ",")
+        text = _text(path, encoding)
+        if delimiter is None:
+            delimiter = "\t" if suffix == ".tsv" else ","
+            _check_delimiter(path, text, delimiter)
+        if len(delimiter) != 1:
+            raise InputError(f"delimiter must be one character, got {delimiter!r}")
+        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
         for row in reader:
             # line_num is the physical line of the row's end; header is line 1
             lineno = reader.line_num
@@ -121,6 +145,8 @@ def read_manifest(
     check_files: bool = True,
     columns: str | Mapping[str, str] | None = None,
     encoding: str = "utf-8",
+    delimiter: str | None = None,
+    clip_boxes: bool = False,
 ) -> ManifestReport:
     """Read and validate a manifest.
 
@@ -131,9 +157,16 @@ def read_manifest(
         check_files: check that every referenced image file exists.
         columns: which of the file's columns hold editlens' columns, e.g.
             ``"source=input,edited=output"`` for AURORA's ``edits.jsonl``
-            (CLI: ``--columns``). A file with no ``id`` column at all gets
-            ids from line numbers (``line-7``).
+            (CLI: ``--columns``). Rows without an ``id`` get ids from their
+            line numbers (``line-7``).
         encoding: the file's text encoding (a UTF-8 BOM is accepted).
+        delimiter: a CSV's field separator (default ``,``; ``.tsv``: tab).
+        clip_boxes: cut pixel boxes that reach past the source image to it
+            (default: such a row is invalid, with the reason).
+
+    Duplicate ids raise :class:`ManifestError` naming both lines, even with
+    ``skip_invalid``: ids key the results, and dropping either row would
+    lose it without a trace.
     """
     mpath = Path(path)
     if not mpath.exists():
@@ -146,29 +179,39 @@ def read_manifest(
     seen: dict[str, int] = {}
     mapping = parse_columns(columns)
     rows = [(lineno, _renamed(row, mapping) if row is not None else None, error)
-            for lineno, row, error in _rows(mpath, encoding)]
-    # benchmark files often have no id column: line numbers are stable ids
-    number_rows = "id" not in mapping and not any(row is not None and "id" in row for _, row, _ in rows)
+            for lineno, row, error in _rows(mpath, encoding, delimiter)]
+    duplicates: list[tuple[int, str]] = []
     for lineno, row, error in rows:
         if error is not None:
             problems.append((lineno, error))
             continue
         assert row is not None
-        if number_rows:
+        # benchmark files often have no id, or ids on some rows only: the line number is a stable id
+        given = row.get("id")
+        if given is None or (isinstance(given, str) and not given.strip()):
             row["id"] = f"line-{lineno}"
-        reasons = _check_row(row, base, check_files)
-        sid = str(row.get("id", "")).strip()
-        if sid and sid in seen:
-            reasons.append(f"duplicate id {sid!r} (first on line {seen[sid]})")
+        sid = str(row["id"]).strip()
+        if sid in seen:
+            duplicates.append((lineno, f"duplicate id {sid!r} on lines {seen[sid]} and {lineno}"))
+            problems.append(duplicates[-1])
+            continue
+        seen[sid] = lineno
+        reasons = _check_row(row, base, check_files, clip_boxes)
         if reasons:
             problems.append((lineno, "; ".join(reasons)))
             continue
-        seen[sid] = lineno
         samples.append(_to_sample(row, base))
+
     if not samples and not problems:
         raise InputError(f"{mpath}: manifest has no rows")
-    if problems and not skip_invalid:
+    if problems and (not skip_invalid or duplicates):
+        problems.sort()
         err = ManifestError(str(mpath), problems)
+        if duplicates:  # never skipped: ids key the results, and either row would be lost without a trace
+            err.args = (err.args[0].replace(
+                "Fix the rows, or pass skip_invalid=True (CLI: --skip-invalid) to drop them.",
+                "Ids key the results, so duplicates are refused even with --skip-invalid: make them unique "
+                "(a row without an id gets line-N from its line)."),)
         theirs = sorted({k for _, row, _ in rows if row is not None for k in row} - set(KNOWN_COLUMNS))
         if theirs and any("missing '" in reason for _, reason in problems):
             # a benchmark file with its own column names: say how to map them
@@ -189,8 +232,8 @@ def _renamed(row: dict[str, Any], mapping: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
-def _check_row(row: dict[str, Any], base: Path, check_files: bool) -> list[str]:
-    from editlens.data.validation import parse_boxes
+def _check_row(row: dict[str, Any], base: Path, check_files: bool, clip_boxes: bool = False) -> list[str]:
+    from editlens.data.validation import check_boxes_in_image, parse_boxes
 
     reasons = []
     for col in REQUIRED:
@@ -203,7 +246,14 @@ def _check_row(row: dict[str, Any], base: Path, check_files: bool) -> list[str]:
             reasons.append(f"{col} must be a file path, got a JSON {type(value).__name__}")
     if row.get("boxes") is not None:
         try:
-            parse_boxes(row["boxes"])
+            boxes = parse_boxes(row["boxes"])
+            src = row.get("source")
+            if check_files and isinstance(src, str) and _resolve(src, base).is_file():
+                from editlens.core.images import image_size
+
+                checked = check_boxes_in_image(boxes, image_size(_resolve(src, base)), clip_boxes)
+                if checked != boxes:  # clipped, as asked: the sample keeps the boxes used
+                    row["boxes"] = checked
         except InputError as exc:
             reasons.append(str(exc))
     if row.get("edit_type") not in (None, ""):

@@ -8,7 +8,9 @@ see :func:`~editlens.judges.parsing.parse_decision`): a bare YES or NO in
 the reasoning is not a verdict, and such an answer is recorded unjudged
 with its raw text. With ``samples`` > 1 the verdict is the majority of the
 sampled decisions (a tie is no verdict), ``p_yes`` their mean, and the
-agreement is kept.
+agreement is kept; it needs ``min_samples`` decisions (default: all), and a
+sampled request lost to the transport leaves the difference unjudged with
+that backend error as its problem (the DICE row is then *failed*).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from editlens.backends.alignment import word_step
-from editlens.backends.types import ChatRequest, Generation, GenerationSettings, Message
+from editlens.backends.types import ChatRequest, Generation, GenerationSettings, Message, is_backend_failure
 from editlens.core.types import LoadedEdit
 from editlens.dice.drawing import draw_differences
 from editlens.dice.types import DiceResult, Verdict
@@ -51,7 +53,7 @@ def _verdict(g: Generation) -> Verdict:
     return Verdict(said, p_yes, reasoning, text)
 
 
-def combine_verdicts(verdicts: Sequence[Verdict]) -> Verdict:
+def combine_verdicts(verdicts: Sequence[Verdict], min_samples: int | None = None) -> Verdict:
     """One verdict from sampled ones: majority decision, mean P(YES), agreement."""
     if len(verdicts) == 1:
         return verdicts[0]
@@ -60,7 +62,14 @@ def combine_verdicts(verdicts: Sequence[Verdict]) -> Verdict:
     info = {"samples": len(verdicts), "votes": [v.coherent for v in verdicts], "agreement": agreement,
             "unscored_samples": unusable}
     problem = None
-    if top is None:
+    lost = [v.problem for v in verdicts if is_backend_failure(v.problem)]
+    need = len(verdicts) if min_samples is None else min_samples
+    if lost:
+        top, problem = None, f"{lost[0]} ({len(lost)} of {len(verdicts)} sampled requests lost)"
+    elif 0 < len(verdicts) - unusable < need:
+        top, problem = None, (f"only {len(verdicts) - unusable} of {len(verdicts)} sampled answers had a decision, "
+                              f"{need} needed (--min-samples)")
+    elif top is None:
         problem = ("sampled decisions are tied" if unusable < len(verdicts)
                    else f"no sampled answer had a decision ({verdicts[0].problem})")
     reasoning = next((v.reasoning for v in verdicts if v.coherent == top and v.reasoning), None)
@@ -70,8 +79,9 @@ def combine_verdicts(verdicts: Sequence[Verdict]) -> Verdict:
 
 class CoherenceEstimator:
     def __init__(self, backend: Any, template: Template | None = None, max_new_tokens: int = 128,
-                 samples: int = 1, temperature: float = 0.0, seed: int = 0) -> None:
-        check_sampling(samples, temperature)
+                 samples: int = 1, temperature: float = 0.0, seed: int = 0, min_samples: int | None = None) -> None:
+        check_sampling(samples, temperature, min_samples)
+        self.min_samples = min_samples
         self.backend = backend
         self.template = template or load_template("dice_coherence")
         self.max_new_tokens = max_new_tokens
@@ -93,4 +103,4 @@ class CoherenceEstimator:
         for res in results:
             res.verdicts = [Verdict(None) for _ in res.differences]
         for (si, di), group in zip(where, regroup(gens, n)):
-            results[si].verdicts[di] = combine_verdicts([_verdict(g) for g in group])  # type: ignore[index]
+            results[si].verdicts[di] = combine_verdicts([_verdict(g) for g in group], self.min_samples)  # type: ignore[index]

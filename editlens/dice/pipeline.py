@@ -39,10 +39,11 @@ class DicePipeline:
     def __init__(self, vlm: str | None = None, detector: str = "auto", vlm_model: str | None = None,
                  device: str = "auto", dtype: str = "auto", cache: bool | str = True,
                  templates: dict[str, str] | None = None, batch_size: int = 8, boxes: str = "auto",
-                 samples: int = 1, temperature: float = 0.0, seed: int = 0) -> None:
+                 samples: int = 1, temperature: float = 0.0, seed: int = 0, min_samples: int | None = None) -> None:
         from editlens.judges.ensemble import check_sampling
 
-        check_sampling(samples, temperature)
+        check_sampling(samples, temperature, min_samples)
+        self.min_samples = min_samples
         if boxes != "auto" and boxes not in BOX_CONVENTIONS:
             raise ValueError(f"boxes must be auto or one of {sorted(BOX_CONVENTIONS)}, got {boxes!r}")
         self.boxes, self.samples, self.temperature, self.seed = boxes, int(samples), float(temperature), int(seed)
@@ -73,7 +74,7 @@ class DicePipeline:
         # pooled backend (and share results); an injected backend never collides
         backend = id(self.backend) if self.vlm else None
         return ("dice", self.detector_name, backend, tuple(t.sha256 for t in self.templates.values()),
-                self.box_convention(), self.samples, self.temperature, self.seed)
+                self.box_convention(), self.samples, self.temperature, self.seed, self.min_samples)
 
     def box_convention(self) -> str:
         """``boxes``, or with ``auto`` the convention of the backend's model family."""
@@ -99,7 +100,8 @@ class DicePipeline:
             results = ChangeMapDetector().detect(batch)
         if self.vlm:
             CoherenceEstimator(self.backend, self.templates["dice_coherence"], samples=self.samples,
-                               temperature=self.temperature, seed=self.seed).judge(batch, results)
+                               temperature=self.temperature, seed=self.seed,
+                               min_samples=self.min_samples).judge(batch, results)
         return results
 
     def provenance(self) -> dict[str, Any]:
@@ -111,6 +113,7 @@ class DicePipeline:
         return {"detector": self.detector_name, "backend": self.backend.describe() if self.vlm else None,
                 "boxes": self.box_convention() if self.detector_name == "mllm" else None,
                 "samples": self.samples, "temperature": self.temperature,
+                **({"min_samples": self.min_samples} if self.min_samples is not None else {}),
                 "templates": {n: {"source": t.source, "sha256": t.sha256} for n, t in self.templates.items()}}
 
 
@@ -155,10 +158,19 @@ class DiceEvaluator(Metric):
                 found = "differences found" if res.differences else "no difference found"
                 out.append(Score(self.name, None, "info", f"no VLM: {found}, coherence not judged", d))
             elif not stats["judged"]:
-                out.append(Score(self.name, None, "unscored", "a coherence answer could not be parsed", d))
+                lost = _lost(res)
+                out.append(Score(self.name, None, "failed", lost, d) if lost else
+                           Score(self.name, None, "unscored", "a coherence answer could not be parsed", d))
             else:
                 out.append(Score(self.name, 1.0 if stats["correct"] else 0.0, details=d))
         return out
+
+
+def _lost(res: DiceResult) -> str | None:
+    """The backend error of a coherence question that got no answer (the row is then failed, retried on rerun)."""
+    from editlens.backends.types import is_backend_failure
+
+    return next((v.problem for v in res.verdicts or [] if is_backend_failure(v.problem)), None)
 
 
 def _patch(arr: np.ndarray, boxes: list[tuple[float, ...]]) -> np.ndarray:
@@ -211,8 +223,9 @@ class _DiceMasked(EncoderModelOptions, Metric):
                 out.append(Score(self.name, None, "failed", problem, {"dice": res.to_dict()}))
                 continue
             if res.unparsable or res.truncated or not res.judged:
-                out.append(Score(self.name, None, "unscored", res.problem or "a coherence answer could not be parsed",
-                                 {"dice": res.to_dict()}))
+                lost = None if res.unparsable or res.truncated else _lost(res)
+                out.append(Score(self.name, None, "failed" if lost else "unscored",
+                                 lost or res.problem or "a coherence answer could not be parsed", {"dice": res.to_dict()}))
                 continue
             boxes = [d.box for d, v in zip(res.differences, res.verdicts or []) if v.coherent is self.patch_coherent]
             out.append((_patch(s.source, boxes), _patch(s.edited, boxes)))

@@ -27,6 +27,9 @@ class VLMJudge(Metric):
             the parsed answers; see :mod:`editlens.judges.ensemble`.
         temperature: sampling temperature (0: greedy, one answer).
         seed: seed of the first sampled answer (sample k uses seed + k).
+        min_samples: parsed answers a score needs (default: all ``samples``);
+            with fewer the sample is *unscored*. A sampled request lost to the
+            transport makes the sample *failed* whatever this says.
     """
 
     template_names: tuple[str, ...] = ()
@@ -34,9 +37,10 @@ class VLMJudge(Metric):
     def __init__(self, vlm: str | None = None, vlm_model: str | None = None, device: str = "auto",
                  dtype: str = "auto", cache: bool | str = True, templates: dict[str, str] | None = None,
                  max_new_tokens: int = 256, batch_size: int = 8, models: dict[str, str] | None = None,
-                 samples: int = 1, temperature: float = 0.0, seed: int = 0) -> None:
-        check_sampling(samples, temperature)
+                 samples: int = 1, temperature: float = 0.0, seed: int = 0, min_samples: int | None = None) -> None:
+        check_sampling(samples, temperature, min_samples)
         self.samples, self.temperature, self.seed = int(samples), float(temperature), int(seed)
+        self.min_samples = None if min_samples is None else int(min_samples)
         if not vlm:
             raise ModelUnavailableError("this judge needs a vision-language model: pass --vlm HUB_ID_OR_DIR_OR_URL "
                                         "(Python: vlm=...)")

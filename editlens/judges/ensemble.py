@@ -8,7 +8,13 @@ from 3 to 5 reuses the first three answers and asks only two more.
 The score is the mean over the parsed answers; ``details`` keep the spread
 (``std``, and ``agreement`` for verdicts: the share of parsed answers that
 agree with the majority), the count of unscored answers and each answer's
-own outcome. No parsed answer at all: the sample is *unscored*.
+own outcome.
+
+Nothing is hidden: a sample lost to the transport (time-out, 5xx, an empty
+body) makes the whole row *failed*, so a rerun asks again; the samples that
+did come back are in the response cache and are not asked twice. A score
+needs ``min_samples`` parsed answers (default: every one requested); with
+fewer the row is *unscored*, with every answer kept.
 """
 
 from __future__ import annotations
@@ -33,9 +39,12 @@ class Outcome:
     vote: Hashable | None = None  # for verdicts: the answer's decision
 
 
-def check_sampling(samples: int, temperature: float) -> None:
+def check_sampling(samples: int, temperature: float, min_samples: int | None = None) -> None:
     if int(samples) != samples or samples < 1:
         raise ValueError(f"samples must be a whole number >= 1, got {samples!r}")
+    if min_samples is not None and (int(min_samples) != min_samples or not 1 <= min_samples <= samples):
+        raise ValueError(f"min_samples (--min-samples) must be a whole number from 1 to samples ({samples}), "
+                         f"got {min_samples!r}")
     if samples > 1 and temperature <= 0:
         raise ValueError(f"samples={samples} needs temperature > 0 (greedy decoding repeats one answer); "
                          "pass --temperature, e.g. 0.7")
@@ -56,26 +65,48 @@ def regroup(gens: Sequence[Generation], samples: int) -> list[list[Generation]]:
     return [list(gens[i : i + samples]) for i in range(0, len(gens), samples)]
 
 
-def combine(name: str, outcomes: Sequence[Outcome]) -> Score:
-    """One :class:`Score` from the outcomes of one sample's answers."""
+def lost_to_transport(name: str, outcomes: Sequence[Outcome]) -> Score | None:
+    """A *failed* score when any sample's request failed (retried on rerun;
+    the samples that came back are cached), else ``None``."""
+    lost = [o for o in outcomes if is_backend_failure(o.problem)]
+    if not lost:
+        return None
+    if len(outcomes) == 1:
+        return Score(name, None, "failed", lost[0].problem, {"raw": lost[0].raw, **lost[0].details})
+    per = [{"problem": o.problem} if is_backend_failure(o.problem) else
+           ({"value": o.value, **o.details} if o.value is not None else {"problem": o.problem, "raw": o.raw})
+           for o in outcomes]
+    return Score(name, None, "failed",
+                 f"{lost[0].problem} ({len(lost)} of {len(outcomes)} sampled requests lost; a rerun asks only those)",
+                 {"samples": len(outcomes), "failed_samples": len(lost), "per_sample": per})
+
+
+def combine(name: str, outcomes: Sequence[Outcome], min_samples: int | None = None) -> Score:
+    """One :class:`Score` from the outcomes of one sample's answers.
+
+    ``min_samples``: parsed answers needed for a score (default: all of them).
+    """
+    failed = lost_to_transport(name, outcomes)
+    if failed is not None:
+        return failed
     if len(outcomes) == 1:
         o = outcomes[0]
         if o.value is None:
-            status = "failed" if is_backend_failure(o.problem) else "unscored"
-            return Score(name, None, status, o.problem or "no answer", {"raw": o.raw, **o.details})
+            return Score(name, None, "unscored", o.problem or "no answer", {"raw": o.raw, **o.details})
         return Score(name, o.value, details=dict(o.details))
+    need = len(outcomes) if min_samples is None else min(int(min_samples), len(outcomes))
     parsed = [o for o in outcomes if o.value is not None]
     per = [({"value": o.value, **o.details} if o.value is not None else {"problem": o.problem, "raw": o.raw})
            for o in outcomes]
-    if not parsed:
-        reasons = Counter(o.problem or "no answer" for o in outcomes)
+    if len(parsed) < need:
+        reasons = Counter(o.problem or "no answer" for o in outcomes if o.value is None)
         top = "; ".join(f"{r} (x{n})" for r, n in reasons.most_common(3))
-        if all(is_backend_failure(o.problem) for o in outcomes):  # no answer came back: retried on rerun
-            return Score(name, None, "failed", f"{outcomes[0].problem} (all {len(outcomes)} sampled requests)",
-                         {"samples": len(outcomes)})
-        return Score(name, None, "unscored", f"none of the {len(outcomes)} sampled answers could be used: {top}",
-                     {"raw": [o.raw for o in outcomes], "samples": len(outcomes), "unscored_samples": len(outcomes),
-                      "per_sample": per})
+        what = (f"none of the {len(outcomes)} sampled answers could be used" if not parsed else
+                f"only {len(parsed)} of {len(outcomes)} sampled answers could be used, {need} needed "
+                "(--min-samples)")
+        return Score(name, None, "unscored", f"{what}: {top}",
+                     {"raw": [o.raw for o in outcomes], "samples": len(outcomes), "parsed_samples": len(parsed),
+                      "unscored_samples": len(outcomes) - len(parsed), "min_samples": need, "per_sample": per})
     vals = [float(o.value) for o in parsed]  # type: ignore[arg-type]
     mean = sum(vals) / len(vals)
     std = math.sqrt(sum((v - mean) ** 2 for v in vals) / len(vals))

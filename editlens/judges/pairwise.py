@@ -2,7 +2,9 @@
 
 With ``samples`` > 1 the verdict is the majority over the sampled answers
 that gave one (a tie between verdicts is no verdict), with the agreement and
-the count of answers without a verdict.
+the count of answers without a verdict. It needs ``min_samples`` answers
+with a verdict (default: all); a sampled request lost to the transport means
+no verdict, with a reason that says so (:attr:`PairVerdict.failed`).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from editlens.backends.types import ChatRequest, GenerationSettings, Message
+from editlens.backends.types import ChatRequest, GenerationSettings, Message, is_backend_failure
 from editlens.core.images import ImageLike, load_image
 from editlens.judges.base import VLMJudge
 from editlens.judges.ensemble import majority
@@ -23,6 +25,11 @@ class PairVerdict:
     raw: str | list[str | None] | None
     reason: str | None = None
     ensemble: dict[str, Any] = field(default_factory=dict)  # samples, agreement, votes (when samples > 1)
+
+    @property
+    def failed(self) -> bool:
+        """No verdict because the backend failed (not the model's answer): worth retrying."""
+        return self.verdict is None and is_backend_failure(self.reason)
 
     @property
     def label(self) -> int | None:
@@ -64,16 +71,25 @@ class PairwiseJudge(VLMJudge):
         out = []
         for gens in self.ask(reqs):
             results = [_one(g) for g in gens]
+            raws = [g.text for g in gens]
+            lost = [why for _, why in results if is_backend_failure(why)]
             if len(gens) == 1:
                 out.append(PairVerdict(results[0][0], gens[0].text, results[0][1]))
                 continue
             votes = [v for v, _ in results]
             top, agreement, unusable = majority(votes)
+            info = {"samples": len(gens), "votes": votes, "agreement": agreement, "unscored_samples": unusable}
+            need = len(gens) if self.min_samples is None else self.min_samples
             reason = None
-            if top is None:
-                reason = ("sampled verdicts are tied" if unusable < len(votes)
-                          else f"no sampled answer had a verdict ({results[0][1]})")
-            out.append(PairVerdict(top, [g.text for g in gens], reason,  # type: ignore[arg-type]
-                                   {"samples": len(gens), "votes": votes, "agreement": agreement,
-                                    "unscored_samples": unusable}))
+            if lost:
+                top, reason = None, (f"{lost[0]} ({len(lost)} of {len(gens)} sampled requests lost; "
+                                     "a rerun asks only those)")
+            elif len(votes) - unusable < need:
+                why = next(w for v, w in results if v is None)
+                top, reason = None, (f"no sampled answer had a verdict ({why})" if unusable == len(votes) else
+                                     f"only {len(votes) - unusable} of {len(votes)} sampled answers had a verdict, "
+                                     f"{need} needed (--min-samples); first problem: {why}")
+            elif top is None:
+                reason = "sampled verdicts are tied"
+            out.append(PairVerdict(top, raws, reason, info))  # type: ignore[arg-type]
         return out

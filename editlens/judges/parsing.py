@@ -115,8 +115,10 @@ def read_scores(text: str | None, expected: int = 2, low: float = 0.0,
     Where the scores may come from, in order: the ``score``/``scores`` field
     of a JSON object; a list right after a ``score:`` label; an answer that
     is nothing but the list. A number list elsewhere in prose (``"on the
-    scale [0, 10] I give 7 and 8"``) is not an answer: ``scores`` is then
-    ``None`` and ``problem`` says why.
+    scale [0, 10] I give 7 and 8"``) is not an answer, and neither is an
+    answer that only restates the scale (``"[0, 10]"``, ``{"score": "[0, 10]"}``:
+    the bounds and no word of reasoning): ``scores`` is then ``None`` and
+    ``problem`` says why.
     """
     if not text or not text.strip():
         return None, None, "empty answer"
@@ -142,11 +144,24 @@ def read_scores(text: str | None, expected: int = 2, low: float = 0.0,
         if refusal_in(text):
             return None, reasoning, f"model refused: {refusal_in(text)}"
         return None, reasoning, f"no score list in the expected place (a JSON 'score' field or 'score: [...]')"
+    if scores == [float(low), float(high)] and not _has_words(text, reasoning):
+        return None, reasoning, f"the answer only restates the scale [{low:g}, {high:g}] (no scores of its own)"
     if len(scores) != expected:
         return None, reasoning, f"{where} has {len(scores)} scores, expected {expected}"
     if any(not (low <= s <= high) for s in scores):
         return None, reasoning, f"{where} has scores outside [{low:g}, {high:g}]: {scores}"
     return scores, reasoning, None
+
+
+_NOT_REASONING = re.compile(r"\b(?:json|scores?|reasoning|rating|answer)\b", re.I)
+
+
+def _has_words(text: str, reasoning: str | None) -> bool:
+    """Whether the answer says anything besides a list and its labels (a
+    judgement, however short); a bare scale echo does not."""
+    if reasoning and re.search(r"[^\W\d_]{2,}", reasoning):
+        return True
+    return bool(re.search(r"[^\W\d_]{2,}", _NOT_REASONING.sub(" ", text)))
 
 
 def parse_scores(text: str | None, expected: int = 2, low: float = 0.0,

@@ -63,5 +63,6 @@ class VIEScoreJudge(VLMJudge):
         out: list[float | Score] = []
         for i, _ in enumerate(batch):
             sc_gens, pq_gens = answers[2 * i], answers[2 * i + 1]
-            out.append(combine(self.name, [viescore_outcome(a, b) for a, b in zip(sc_gens, pq_gens)]))
+            out.append(combine(self.name, [viescore_outcome(a, b) for a, b in zip(sc_gens, pq_gens)],
+                               self.min_samples))
         return out

@@ -53,4 +53,4 @@ class YesNoJudge(VLMJudge):
         reqs = [ChatRequest([Message("user", t.render({"source": s.source, "edited": s.edited},
                                                       instruction=s.instruction))], settings, ("YES", "NO"))
                 for s in batch]
-        return [combine(self.name, [yes_no_outcome(g) for g in gens]) for gens in self.ask(reqs)]
+        return [combine(self.name, [yes_no_outcome(g) for g in gens], self.min_samples) for gens in self.ask(reqs)]

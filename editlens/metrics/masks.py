@@ -16,8 +16,9 @@ def boxes_to_mask(boxes: Sequence[Sequence[float]], height: int, width: int) -> 
     """Boolean mask, True inside any box.
 
     Boxes are ``[x0, y0, x1, y1]``; when every coordinate is within ``[0, 1]``
-    they are read as fractions of the image size, otherwise as pixels.
-    Corners may come in either order; boxes are clipped to the image.
+    they are read as fractions of the image size, otherwise as pixels. A
+    reversed box, or a pixel box reaching past the image, is an error (see
+    :mod:`editlens.data.validation`; manifests clip only with ``--clip-boxes``).
 
     >>> boxes_to_mask([[0, 0, 0.5, 0.5]], 4, 4).sum()
     np.int64(4)
@@ -29,9 +30,13 @@ def boxes_to_mask(boxes: Sequence[Sequence[float]], height: int, width: int) -> 
     if not np.isfinite(arr).all():
         raise InputError("boxes contain NaN or infinite coordinates")
     normalised = bool((arr >= 0).all() and (arr <= 1).all())
-    for x0, y0, x1, y1 in arr:
-        x0, x1 = sorted((x0, x1))
-        y0, y1 = sorted((y0, y1))
+    for i, (x0, y0, x1, y1) in enumerate(arr, start=1):
+        if x0 > x1 or y0 > y1:
+            raise InputError(f"box {i} {[float(v) for v in (x0, y0, x1, y1)]} is reversed (x0 <= x1 and "
+                             "y0 <= y1 are needed)")
+        if not normalised and (x0 < 0 or y0 < 0 or x1 > width or y1 > height):
+            raise InputError(f"box {i} {[float(v) for v in (x0, y0, x1, y1)]} reaches past the {width}x{height} "
+                             "image (clip boxes explicitly: --clip-boxes)")
         if normalised:
             x0, x1, y0, y1 = x0 * width, x1 * width, y0 * height, y1 * height
         c0, c1 = int(np.clip(np.floor(x0), 0, width)), int(np.clip(np.ceil(x1), 0, width))

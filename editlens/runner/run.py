@@ -6,7 +6,9 @@
   settings recomputes only that evaluator.
 * Images of the next batch are decoded in background threads while the
   current batch is scored.
-* Ctrl-C stops cleanly after the batch in flight (a second Ctrl-C aborts).
+* Ctrl-C, and SIGTERM (what batch schedulers send before killing a job),
+  stop cleanly after the batch in flight: the summary and outputs are
+  written as for a finished run (a second signal aborts at once).
 * A sample whose images cannot be read is recorded as ``failed`` with the
   reason, and the run goes on.
 """
@@ -47,6 +49,13 @@ class RunResult:
     reused: int  # (sample, evaluator) pairs already in the store
     interrupted: bool
     summary: dict[str, Any] = field(default_factory=dict)
+    #: the signal that stopped the run (``signal.SIGINT`` or ``SIGTERM``), ``None`` when it was not stopped
+    stopped_by: int | None = None
+
+    @property
+    def failed(self) -> int:
+        """Results of this run's samples whose status is ``failed`` (a rerun retries them)."""
+        return sum(c.get("failed", 0) for c in self.summary.get("counts", {}).values())
 
 
 def in_run_order(evaluators: Sequence[Any]) -> list[Any]:
@@ -56,25 +65,36 @@ def in_run_order(evaluators: Sequence[Any]) -> list[Any]:
 
 
 class _StopFlag:
-    """SIGINT sets the flag; a second SIGINT raises KeyboardInterrupt."""
+    """SIGINT or SIGTERM sets the flag (and says which); a second one aborts:
+    KeyboardInterrupt for Ctrl-C, exit status 128 + 15 for SIGTERM."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self) -> None:
         self.set = False
-        self._old: Any = None
+        self.signum: int | None = None
+        self._old: dict[int, Any] = {}
 
     def __enter__(self) -> _StopFlag:
         if threading.current_thread() is threading.main_thread():
-            self._old = signal.signal(signal.SIGINT, self._handle)
+            for sig in self.SIGNALS:
+                self._old[sig] = signal.signal(sig, self._handle)
         return self
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.set:
-            raise KeyboardInterrupt
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            raise SystemExit(128 + signum)
         self.set = True
+        self.signum = signum
+        _say(f"{signal.Signals(signum).name}: stopping after the batch in flight; finished batches are kept "
+             "(send it again to stop at once)")
 
     def __exit__(self, *exc: Any) -> None:
-        if self._old is not None:
-            signal.signal(signal.SIGINT, self._old)
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._old.clear()
 
 
 def run_evaluation(
@@ -193,6 +213,7 @@ def _run_locked(samples: Sequence[EditSample], evaluators: Sequence[Evaluator], 
     batches = [todo[i : i + batch_size] for i in range(0, len(todo), batch_size)]
     computed = 0
     interrupted = False
+    stopped_by = None
     bar = _progress(len(todo), progress)
     started = time.time()
     if executor is None:
@@ -205,7 +226,7 @@ def _run_locked(samples: Sequence[EditSample], evaluators: Sequence[Evaluator], 
                 if on_batch is not None:
                     on_batch(bi)
                 if stop.set:
-                    interrupted = True
+                    interrupted, stopped_by = True, stop.signum
                     break
     finally:
         executor.close()
@@ -227,7 +248,7 @@ def _run_locked(samples: Sequence[EditSample], evaluators: Sequence[Evaluator], 
     store.set_meta("summary", summary)
     _write_outputs(out, all_rows, samples, summary, manifest)
     store.close()
-    return RunResult(out, computed, reused, interrupted, summary)
+    return RunResult(out, computed, reused, interrupted, summary, stopped_by)
 
 
 def _calibrate_rows(store: ResultsStore, calibration: Any, configs: dict[str, str]) -> None:

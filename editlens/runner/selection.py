@@ -14,8 +14,8 @@ from editlens.metrics.spec import MetricSpec
 
 #: Run-time options the runner hands to metrics whose constructor takes them.
 RUNTIME_OPTIONS = ("models", "device", "dtype")
-#: VLM options of self-ensembling (``--samples``, ``--temperature``)
-ENSEMBLE_OPTIONS = ("samples", "temperature", "seed")
+#: VLM options of self-ensembling (``--samples``, ``--temperature``, ``--min-samples``)
+ENSEMBLE_OPTIONS = ("samples", "temperature", "seed", "min_samples")
 
 
 @dataclass

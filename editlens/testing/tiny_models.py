@@ -46,9 +46,11 @@ def _text(hidden: int, layers: int, heads: int, kv: int, inter: int, vocab: int,
 
 
 def build_idefics3(out: Path, size: str = "tiny") -> Path:
-    """``size="tiny"``: hidden 32, 2 layers. ``"smolvlm-256m"``: the
-    architecture of SmolVLM-256M (SigLIP-base-like 93M vision tower at 512 px,
-    a 576-wide 30-layer text model), random weights."""
+    """``size="tiny"``: hidden 32, 2 layers. ``"small"``: the tiny vision
+    tower with a 256-wide 4-layer text model (about 4M parameters: its compute
+    shows next to Python's overhead). ``"smolvlm-256m"``: the architecture of
+    SmolVLM-256M (SigLIP-base-like 93M vision tower at 512 px, a 576-wide
+    30-layer text model), random weights."""
     import torch
     from transformers import Idefics3Config, Idefics3ForConditionalGeneration, Idefics3ImageProcessorPil, Idefics3Processor
 
@@ -59,6 +61,11 @@ def build_idefics3(out: Path, size: str = "tiny") -> Path:
         vision = dict(hidden_size=32, intermediate_size=37, num_hidden_layers=2, num_attention_heads=2, image_size=32,
                       patch_size=8)
         text = _text(32, 2, 2, 2, 37, len(tok), tok)
+        scale, image_px = 2, 32
+    elif size == "small":
+        vision = dict(hidden_size=32, intermediate_size=37, num_hidden_layers=2, num_attention_heads=2, image_size=32,
+                      patch_size=8)
+        text = _text(256, 4, 4, 4, 688, len(tok), tok)
         scale, image_px = 2, 32
     elif size == "smolvlm-256m":
         vision = dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,

@@ -1,0 +1,358 @@
+"""Local generation that can stop between two tokens and go on later.
+
+``editlens serve`` shares one model between many clients. Run to the end, a
+2,000-token answer would hold every other client for its whole length, so
+the server's scheduler (:class:`~editlens.backends.server.Batcher`) asks for
+generation in slices: :func:`generate_some` generates until each answer is
+done *or* the scheduler says to yield (``Control.pause``, checked after
+every generated token). The answers of a batch that yielded come back as
+:class:`Paused` states sharing one :class:`Group`: the model's key/value
+cache and the prompt tensors of the batch. Passed back in, generation goes
+on from that cache where it stopped, with nothing encoded again (a
+request whose client left meanwhile is dropped from the cache), so a pause
+costs no compute and its answers are those of an uninterrupted run.
+
+Sampling draws each answer's tokens from its own seeded generator (sample k
+of a request with seed s: a hash of ``(s, k)``), so a seeded answer does not
+depend on what else shares its batch, nor on where it was paused.
+
+Each answer also stops on its own (``Control.cancelled``) when its client is
+gone, and streaming clients get its text as it grows (``Control.on_text``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import secrets
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import torch
+
+from editlens.backends.types import ChatRequest, Generation, TokenStep
+
+#: ``Generation.error`` of an answer stopped because its client went away.
+CANCELLED = "cancelled: the client went away"
+
+
+@dataclass
+class Row:
+    """One answer (sample ``k`` of a request) being generated."""
+
+    k: int
+    ids: list[int] = field(default_factory=list)  # generated so far, over every slice
+    steps: list[TokenStep] | None = None  # token log-probabilities (sample 0, when asked)
+    rng: torch.Generator | None = None  # sampling only
+    finish: str | None = None  # "stop", "length" or "cancelled" once done
+    text: str = ""  # text streamed so far
+
+
+@dataclass(eq=False)
+class Group:
+    """A batch paused between two tokens: what its generation needs to go on."""
+
+    cache: Any  # the model's key/value cache (every row of ``members``)
+    prompt: dict[str, torch.Tensor]  # per-token prompt tensors (input_ids, attention_mask, ...), batch order
+    members: list[tuple[int, Row]]  # (id of the request's Paused state, its row), batch order
+    model_state: dict[str, Any] = field(default_factory=dict)  # per-batch model attributes (Qwen's rope_deltas)
+
+
+@dataclass(eq=False)
+class Paused:
+    """A request whose answers are partly generated; pass it back to go on."""
+
+    rows: list[Row]
+    prompt_tokens: int | None = None
+    group: Group | None = None
+
+    @property
+    def generated(self) -> int:
+        return sum(len(r.ids) for r in self.rows)
+
+
+@dataclass
+class Control:
+    """How a caller steers :func:`generate_some` while it runs.
+
+    ``pause()``: yield the whole batch now (checked after every token).
+    ``cancelled()``: per request, whether its client is gone (its answers stop).
+    ``on_text(request index, k, new text)``: streamed text of answer ``k``.
+    """
+
+    pause: Callable[[], bool] | None = None
+    cancelled: Callable[[], Sequence[bool]] | None = None
+    on_text: Callable[[int, int, str], None] | None = None
+
+
+def row_seed(seed: int | None, k: int) -> int:
+    """The seed of sample ``k`` of a request seeded ``seed`` (any integer);
+    unseeded requests get a fresh random one.
+
+    >>> row_seed(7, 0) == row_seed(7, 0) != row_seed(7, 1) != row_seed(8, 0)
+    True
+    """
+    if seed is None:
+        return secrets.randbits(63)
+    return int.from_bytes(hashlib.blake2b(f"{seed}:{k}".encode(), digest_size=8).digest(), "big") >> 1
+
+
+def _fresh(req: ChatRequest, want_steps: bool, device: Any) -> Paused:
+    s = req.settings
+    rows = []
+    for k in range(s.n):
+        rng = None
+        if s.temperature > 0:
+            rng = torch.Generator(device=device)
+            rng.manual_seed(row_seed(s.seed, k))
+        rows.append(Row(k, steps=[] if want_steps and k == 0 else None, rng=rng))
+    return Paused(rows)
+
+
+#: model attributes a generation keeps between its steps, per batch (Qwen2-VL's rope offsets)
+_STEP_STATE = ("rope_deltas",)
+
+
+def _model_state(model: Any) -> dict[str, Any]:
+    out = {}
+    for name, module in model.named_modules():
+        for attr in _STEP_STATE:
+            value = getattr(module, attr, None)
+            if value is not None:
+                out[f"{name}.{attr}"] = value
+    return out
+
+
+def _restore(model: Any, state: dict[str, Any], rows: list[int] | None) -> None:
+    modules = dict(model.named_modules())
+    for key, value in state.items():
+        name, _, attr = key.rpartition(".")
+        if torch.is_tensor(value) and rows is not None and value.dim() > 0:
+            value = value[rows]
+        setattr(modules[name], attr, value)
+
+
+@torch.inference_mode()
+def generate_some(be: Any, reqs: Sequence[ChatRequest], states: Sequence[Paused | None],
+                  control: Control | None = None) -> list[Generation | Paused]:
+    """Generate for ``reqs`` (one settings group: same settings and candidates)
+    until every answer is done or ``control.pause()`` says to yield.
+
+    ``be`` is a :class:`~editlens.backends.local.TransformersBackend`;
+    ``states[i]`` is what an earlier call returned for ``reqs[i]`` (``None``
+    to start). Returns, per request, its :class:`Generation` when all its
+    answers are done, else its :class:`Paused` state.
+    """
+    control = control or Control()
+    settings, candidates = reqs[0].settings, reqs[0].candidates
+    want_steps = bool(candidates) or settings.top_logprobs > 0
+    work = [s if s is not None else _fresh(r, want_steps, be.device) for r, s in zip(reqs, states)]
+    groups = {id(st.group) for st in work if st.group is not None}
+    if groups and (len(groups) > 1 or any(st.group is None for st in work)):
+        raise ValueError("paused requests go on with the batch they were paused in, and only with it")
+    group = work[0].group
+    if group is None:
+        live = [(i, row) for i, st in enumerate(work) for row in st.rows if row.finish is None]
+        if live:
+            inputs = _prompt_inputs(be, reqs, live)
+            for b, (i, _) in enumerate(live):
+                if work[i].prompt_tokens is None:
+                    work[i].prompt_tokens = int(inputs["attention_mask"][b].sum())
+            _run_slice(be, work, inputs, None, live, settings, candidates, want_steps, control)
+    else:
+        index = {id(st): i for i, st in enumerate(work)}
+        keep = [b for b, (owner, row) in enumerate(group.members) if owner in index and row.finish is None]
+        live = [(index[group.members[b][0]], group.members[b][1]) for b in keep]
+        if live:
+            _run_slice(be, work, None, (group, keep), live, settings, candidates, want_steps, control)
+    out: list[Generation | Paused] = []
+    for st in work:
+        if any(row.finish is None for row in st.rows):
+            out.append(st)
+            continue
+        st.group = None  # done: the cache is not kept for it
+        out.append(_generation(be, st, settings.n))
+    return out
+
+
+def _text_lock(be: Any) -> Any:
+    lock = getattr(be, "text_lock", None)
+    return lock if lock is not None else contextlib.nullcontext()
+
+
+def _prompt_inputs(be: Any, reqs: Sequence[ChatRequest], live: list[tuple[int, Row]]) -> dict[str, Any]:
+    with _text_lock(be):
+        prompts = [be._prompt(r) for r in reqs]
+        kwargs: dict[str, Any] = {"text": [prompts[i][0] for i, _ in live], "return_tensors": "pt", "padding": True}
+        images = [prompts[i][1] for i, _ in live]
+        if any(images):
+            kwargs["images"] = images
+        processed = dict(be.processor(**kwargs))
+    inputs = {k: v.to(be.device) if torch.is_tensor(v) else v for k, v in processed.items()}
+    if "pixel_values" in inputs:
+        inputs["pixel_values"] = inputs["pixel_values"].to(be.dtype)
+    return inputs
+
+
+def _per_token(inputs: dict[str, Any]) -> dict[str, torch.Tensor]:
+    ids = inputs["input_ids"]
+    return {k: v for k, v in inputs.items() if torch.is_tensor(v) and v.shape == ids.shape}
+
+
+def _resumed(be: Any, group: Group, keep: list[int], live: list[tuple[int, Row]]) -> dict[str, Any]:
+    """Inputs that continue ``group`` for its rows ``keep``: prompt plus every
+    token generated so far, and the cache of those rows (no image input:
+    it is in the cache)."""
+    done = {len(row.ids) for _, row in live}
+    if len(done) != 1:  # rows of one batch run in step; anything else is a bug, not a state to guess from
+        raise RuntimeError(f"rows of a paused batch have generated different lengths {sorted(done)}")
+    generated = torch.tensor([row.ids for _, row in live], dtype=group.prompt["input_ids"].dtype,
+                             device=group.prompt["input_ids"].device)
+    rows = None if keep == list(range(len(group.members))) else keep
+    cache = group.cache
+    if rows is not None:
+        cache.batch_select_indices(torch.tensor(rows, device=generated.device))
+    out: dict[str, Any] = {}
+    for k, v in group.prompt.items():
+        v = v if rows is None else v[rows]
+        if k == "input_ids":
+            out[k] = torch.cat([v, generated], dim=1)
+        else:  # attention mask: the generated tokens count; token types: text
+            fill = torch.ones_like if k == "attention_mask" else torch.zeros_like
+            out[k] = torch.cat([v, fill(generated, dtype=v.dtype)], dim=1)
+    out["cache"] = cache
+    return out
+
+
+def _generation(be: Any, st: Paused, n: int) -> Generation:
+    usage = {"prompt_tokens": st.prompt_tokens or 0, "completion_tokens": st.generated}
+    if any(row.finish == "cancelled" for row in st.rows):
+        return Generation(None, error=CANCELLED, usage=usage)
+    with _text_lock(be):
+        answers = [be.tokenizer.decode(row.ids, skip_special_tokens=True) for row in st.rows]
+    finish = "stop" if any(row.finish == "stop" for row in st.rows) else "length"
+    first = st.rows[0]
+    return Generation(answers[0], first.steps, finish, samples=answers if n > 1 else [], usage=usage)
+
+
+def _run_slice(be: Any, work: list[Paused], inputs: dict[str, Any] | None, resume: tuple[Group, list[int]] | None,
+               live: list[tuple[int, Row]], settings: Any, candidates: tuple[str, ...], want_steps: bool,
+               control: Control) -> None:
+    import numpy as np
+    from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
+
+    rows: list[int] | None = None
+    if resume is not None:
+        group, keep = resume
+        rows = None if keep == list(range(len(group.members))) else keep
+        inputs = _resumed(be, group, keep, live)
+        prompt = {k: v if rows is None else v[rows] for k, v in group.prompt.items()}
+    else:
+        assert inputs is not None
+        prompt = _per_token(inputs)
+    start = inputs["input_ids"].shape[1]
+    eos = set(np.atleast_1d(be.model.generation_config.eos_token_id or []).tolist()) | {be.tokenizer.pad_token_id}
+    stopped_at: dict[int, int] = {}  # row -> tokens of this slice that count, when stopped here
+    ended: set[int] = set()
+    cancelled_rows: set[int] = set()
+    paused = [False]
+    streaming = control.on_text is not None
+
+    class Sampler(LogitsProcessor):
+        """Each sampled row draws from its own generator; the drawn token is
+        then the only choice left, so greedy decoding picks it."""
+
+        def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+            for b, (_, row) in enumerate(live):
+                if row.rng is None or b in ended or b in stopped_at:
+                    continue
+                probs = torch.softmax(scores[b].float() / settings.temperature, dim=-1)
+                tok = torch.multinomial(probs, 1, generator=row.rng)
+                scores[b].fill_(-float("inf"))
+                scores[b, tok] = 0.0
+            return scores
+
+    def stream(b: int, i: int, row: Row, new: list[int], final: bool = False) -> None:
+        with _text_lock(be):
+            text = be.tokenizer.decode(row.ids + new, skip_special_tokens=True)
+        if not final:
+            text = text.rstrip("\ufffd")  # half a character: wait for the rest of its bytes
+        if text.startswith(row.text) and len(text) > len(row.text):
+            delta, row.text = text[len(row.text):], text
+            control.on_text(i, row.k, delta)  # type: ignore[misc]
+
+    class Steer(StoppingCriteria):
+        def __call__(self, input_ids: torch.Tensor, scores: Any, **kwargs: Any) -> torch.Tensor:
+            step = input_ids.shape[1] - start
+            last = input_ids[:, -1].tolist()
+            pause = bool(control.pause and control.pause())
+            gone = control.cancelled() if control.cancelled else None
+            done = []
+            for b, (i, row) in enumerate(live):
+                if b in ended or b in stopped_at:
+                    done.append(True)
+                    continue
+                if last[b] in eos:
+                    ended.add(b)
+                    done.append(True)
+                    if streaming:
+                        stream(b, i, row, input_ids[b, start:-1].tolist())
+                    continue
+                reason = None
+                if len(row.ids) + step >= settings.max_new_tokens:
+                    reason = "length"
+                elif gone is not None and gone[i]:
+                    reason = "cancelled"
+                    cancelled_rows.add(b)
+                elif pause:
+                    reason = "pause"
+                    paused[0] = True
+                if reason is not None:
+                    stopped_at[b] = step
+                if streaming and reason != "cancelled":
+                    stream(b, i, row, input_ids[b, start:].tolist())
+                done.append(reason is not None)
+            return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
+
+    sampled = any(row.rng is not None for _, row in live)
+    max_new = max(1, max(settings.max_new_tokens - len(row.ids) for _, row in live))
+    with be._lock:
+        be.calls += 1
+        if resume is not None:
+            _restore(be.model, resume[0].model_state, rows)
+        gen = be.model.generate(
+            **inputs, max_new_tokens=max_new, do_sample=False, temperature=None, top_p=None, top_k=None,
+            logits_processor=LogitsProcessorList([Sampler()]) if sampled else None,
+            stopping_criteria=StoppingCriteriaList([Steer()]), return_dict_in_generate=True,
+            output_logits=want_steps, pad_token_id=be.tokenizer.pad_token_id,
+        )
+        state = _model_state(be.model)
+    new = gen.sequences[:, start:].tolist()
+    for b, (i, row) in enumerate(live):
+        ids = new[b]
+        limit = stopped_at.get(b, len(ids))
+        cut = next((j for j, t in enumerate(ids[:limit]) if t in eos), None)
+        got = ids[: limit if cut is None else cut]
+        if row.steps is not None and want_steps:
+            with _text_lock(be):
+                row.steps += be._steps(gen.logits, b, got, candidates, settings.top_logprobs)
+        row.ids += got
+        if cut is not None:
+            row.finish = "stop"
+        elif len(row.ids) >= settings.max_new_tokens:
+            row.finish = "length"
+        elif b in cancelled_rows:
+            row.finish = "cancelled"
+        elif not paused[0]:
+            row.finish = "length"  # generate() ended without a reason of ours: nothing more was asked
+        if streaming and row.finish in ("stop", "length"):
+            stream(b, i, row, [], final=True)  # what was held back (a last half character)
+    if any(row.finish is None for _, row in live):
+        cache = getattr(gen, "cache", None)
+        if cache is None:
+            cache = getattr(gen, "past_key_values", None)
+        if cache is None:
+            raise RuntimeError("this model's generate() returns no cache: its answers cannot be paused")
+        group = Group(cache, prompt, [(id(work[i]), row) for i, row in live], state)
+        for i, _ in live:
+            work[i].group = group
