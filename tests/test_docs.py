@@ -22,6 +22,11 @@ def _pages_with_code() -> list[Path]:
 
 @pytest.mark.parametrize("page", _pages_with_code(), ids=lambda p: str(p.relative_to(REPO)))
 def test_page_examples_run(page, monkeypatch, tmp_path):
+    from editlens.metrics import registry
+
+    registry._ensure_loaded()
+    # a page may register an example evaluator: it lives for that page only
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("EDITLENS_DOCS_TMP", str(tmp_path))  # pages write their outputs here
     namespace: dict = {"__name__": "__docs__"}
