@@ -59,7 +59,7 @@ def measure(args: argparse.Namespace, dtype: str) -> dict:
     from editlens.backends.local import TransformersBackend
     from editlens.backends.types import ChatRequest, GenerationSettings, Message
     from editlens.models.registry import family_for
-    from editlens.testing.tiny_models import build_idefics3
+    from editlens.models.random_init import build_idefics3
 
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()

@@ -121,7 +121,7 @@ def main() -> None:
 
     from editlens.backends.local import TransformersBackend
     from editlens.backends.types import ChatRequest, GenerationSettings, Message
-    from editlens.testing.tiny_models import build_idefics3
+    from editlens.models.random_init import build_idefics3
 
     with tempfile.TemporaryDirectory() as tmp:
         build_idefics3(Path(tmp), size=args.size)

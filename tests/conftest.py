@@ -107,7 +107,7 @@ def _fresh_encoders():  # type: ignore[no-untyped-def]
 @pytest.fixture(scope="session")
 def tiny_vlm_dirs(tmp_path_factory):  # type: ignore[no-untyped-def]
     """Tiny random Idefics3, Qwen2-VL and LLaVA-NeXT checkpoints, saved offline."""
-    from editlens.testing.tiny_models import BUILDERS
+    from editlens.models.random_init import BUILDERS
 
     return {fam: build(tmp_path_factory.mktemp(f"tiny-{fam}")) for fam, build in BUILDERS.items()}
 

@@ -287,7 +287,7 @@ def test_adiee_qlora_trains_reloads_strictly_and_scores(bnb, tmp_path):
     from editlens.adiee.prompts import load_prompts
     from editlens.adiee.train import Examples, TrainConfig, read_dataset, train, validate
     from editlens.core.types import EditSample
-    from editlens.testing.tiny_models import build_llava_next
+    from editlens.models.random_init import build_llava_next
 
     base = build_llava_next(tmp_path / "llava")
     data = _adiee_dataset(tmp_path / "ds")
@@ -359,7 +359,7 @@ def test_adiee_base_with_a_missing_weight_is_refused(tmp_path):
     from safetensors.torch import load_file, save_file
 
     from editlens.adiee.checkpoint import CheckpointError, scorer_from_base
-    from editlens.testing.tiny_models import build_llava_next
+    from editlens.models.random_init import build_llava_next
 
     base = build_llava_next(tmp_path / "llava")
     st = load_file(str(base / "model.safetensors"))

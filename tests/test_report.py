@@ -397,7 +397,7 @@ def test_synthetic_report_filters_pages_and_colours(synthetic, tmp_path):
 
 @pytest.fixture(scope="module")
 def tiny_idefics3(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
-    from editlens.testing.tiny_models import build_idefics3
+    from editlens.models.random_init import build_idefics3
 
     return build_idefics3(tmp_path_factory.mktemp("tiny-idefics3"))
 

@@ -153,7 +153,7 @@ def test_local_vlm_provenance_pins_weight_hashes(tmp_path):
     from editlens.backends.local import TransformersBackend
     from editlens.core.images import file_sha256
     from editlens.runner.manifest import provenance_of
-    from editlens.testing.tiny_models import BUILDERS
+    from editlens.models.random_init import BUILDERS
 
     folder = BUILDERS["idefics3"](tmp_path / "tiny")
     backend = TransformersBackend(str(folder), device="cpu")

@@ -11,7 +11,7 @@ from helpers import rng_image
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):  # type: ignore[no-untyped-def]
-    from editlens.testing.twoframe_models import build_clip
+    from editlens.models.random_init import build_clip
 
     return build_clip(tmp_path_factory.mktemp("twoframe-clip"))
 

@@ -42,7 +42,7 @@ def edit_manifest(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="module")
 def base_dir(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
-    from editlens.testing.twoframe_models import build_clip
+    from editlens.models.random_init import build_clip
 
     return build_clip(tmp_path_factory.mktemp("twoframe-base"))
 

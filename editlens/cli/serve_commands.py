@@ -95,7 +95,7 @@ def make_tiny_vlm_cmd(
 
     Its answers are noise: it shows the plumbing (batching, streaming, limits, clients), not judgements.
     """
-    from editlens.testing.tiny_models import BUILDERS
+    from editlens.models.random_init import BUILDERS
 
     if family not in BUILDERS:
         raise typer.BadParameter(f"must be one of {', '.join(sorted(BUILDERS))}, got {family!r}", param_hint="--family")

@@ -48,7 +48,7 @@ def random_model(
     seed: int = typer.Option(0, "--seed"),
 ) -> None:
     """Write a randomly initialised CLIP to train from (smoke tests, benchmarks; its scores are noise)."""
-    from editlens.testing.twoframe_models import build_clip
+    from editlens.models.random_init import build_clip
 
     path = build_clip(out, tokenizer, size, seed)
     typer.echo(f"random {size} CLIP written to {path} (untrained: train it before trusting a score)")

@@ -19,7 +19,7 @@ from PIL import Image
 from editlens.core.images import image_hash
 from editlens.errors import ModelUnavailableError
 from editlens.models.precision import decide
-from editlens.models.resolve import ModelRef, load_pretrained, model_reference
+from editlens.models.resolve import ModelRef, load_pretrained
 
 
 def text_hash(text: str) -> str:

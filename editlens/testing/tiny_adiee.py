@@ -1,7 +1,7 @@
 """Tiny random CLIP and DINOv2 encoders for ADIEE's tests and offline
 end-to-end runs (features of such models are noise, but every code path is
 the real one). Vision-language models come from
-:mod:`editlens.testing.tiny_models`."""
+:mod:`editlens.models.random_init`."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def build_tiny_dino(out: Path, seed: int = 0) -> Path:
 
 def build_all(root: Path) -> dict[str, Path]:
     """Tiny CLIP, DINOv2 and LLaVA-NeXT / Qwen2-VL base models under ``root``."""
-    from editlens.testing.tiny_models import build_llava_next, build_qwen2_vl
+    from editlens.models.random_init import build_llava_next, build_qwen2_vl
 
     return {"clip": build_tiny_clip(root / "clip"), "dino": build_tiny_dino(root / "dino"),
             "llava_next": build_llava_next(root / "llava_next"), "qwen2_vl": build_qwen2_vl(root / "qwen2_vl")}
@@ -71,7 +71,7 @@ if __name__ == "__main__":  # python -m editlens.testing.tiny_adiee DIR
 
 def build_llava_next_sized(out: Path, size: str = "tiny") -> Path:
     """LLaVA-NeXT with random weights. ``"tiny"``: the test model of
-    :func:`editlens.testing.tiny_models.build_llava_next`. ``"0.5b"``: about
+    :func:`editlens.models.random_init.build_llava_next`. ``"0.5b"``: about
     0.45B parameters (a CLIP-B/14-like 86M vision tower at 336 px, a 24-layer
     1024-wide Llama text model), tiles of 336 px as in LLaVA-NeXT, so a
     1024x512 side-by-side pair becomes a base view plus two tiles."""
@@ -79,7 +79,7 @@ def build_llava_next_sized(out: Path, size: str = "tiny") -> Path:
     from transformers import LlavaNextConfig, LlavaNextForConditionalGeneration, LlavaNextImageProcessorPil, \
         LlavaNextProcessor
 
-    from editlens.testing.tiny_models import LLAVA_TEMPLATE, build_llava_next, train_tokenizer
+    from editlens.models.random_init import LLAVA_TEMPLATE, build_llava_next, train_tokenizer
 
     if size == "tiny":
         return build_llava_next(out)

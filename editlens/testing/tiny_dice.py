@@ -38,7 +38,7 @@ def save_random_adapter(base_dir: Path, out: Path, seed: int = 0, r: int = 8) ->
 def build_released_layout(root: Path) -> dict[str, tuple[Path, Path]]:
     """Tiny Idefics3 bases and adapters under ``root`` in the released layout;
     returns role -> (base dir, adapter dir)."""
-    from editlens.testing.tiny_models import build_idefics3
+    from editlens.models.random_init import build_idefics3
 
     out = {}
     for k, (role, (base_rel, adapter_rel)) in enumerate(RELEASED_LAYOUT.items()):
@@ -59,7 +59,7 @@ def build_trainable_idefics3(out: Path, lm_head_scale: float = 40.0) -> Path:
     import torch
     from transformers import AutoModelForImageTextToText
 
-    from editlens.testing.tiny_models import build_idefics3
+    from editlens.models.random_init import build_idefics3
 
     build_idefics3(out)
     model = AutoModelForImageTextToText.from_pretrained(str(out), local_files_only=True)

@@ -1,6 +1,8 @@
-"""Build small random vision-language models offline, save them with their
-processors, and return the directory: tests and benchmarks then load them
-through editlens' real loading code. Outputs of such models are noise."""
+"""Random, untrained models of real architectures, built offline and saved
+with their processors: the tiny VLMs of `editlens make-tiny-vlm` and the CLIP
+of `editlens twoframe random-model` (smoke runs of `serve` and the
+evaluators), and the models of the tests and benchmarks, which load them
+through editlens' real loading code. Their outputs are noise."""
 
 from __future__ import annotations
 
@@ -133,3 +135,70 @@ def build_llava_next(out: Path) -> Path:
 
 
 BUILDERS = {"idefics3": build_idefics3, "qwen2_vl": build_qwen2_vl, "llava_next": build_llava_next}
+
+
+#: Sizes of the random CLIPs (the two-frame model's towers).
+CLIP_SIZES = {
+    # width 64 keeps OpenAI's one-head-per-64-channels rule (heads are not stored in the weights)
+    "tiny": dict(width=64, layers=2, mlp=96, image=32, patch=8, text_width=64, text_layers=2, embed=32, context=77),
+    "vit-b-16": dict(width=768, layers=12, mlp=3072, image=224, patch=16, text_width=512, text_layers=12, embed=512,
+                     context=77),
+}
+CLIP_CORPUS = ["put a cat on the seat", "add a red hat", "remove the car", "make the sky blue", "a photo of a dog",
+          "let there be a stream through the field", "move the box to the left", "turn the apple green"]
+
+
+def small_tokenizer() -> Any:
+    """A byte-level BPE with CLIP's special tokens, trained on a few sentences."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token="<|unk|>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<|startoftext|>", "<|endoftext|>", "<|unk|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(CLIP_CORPUS * 4, trainer)
+    from tokenizers import processors
+
+    bos, eos = tok.token_to_id("<|startoftext|>"), tok.token_to_id("<|endoftext|>")
+    tok.post_processor = processors.TemplateProcessing(single="<|startoftext|> $A <|endoftext|>",
+                                                       special_tokens=[("<|startoftext|>", bos), ("<|endoftext|>", eos)])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|startoftext|>", eos_token="<|endoftext|>",
+                                   pad_token="<|endoftext|>", unk_token="<|unk|>", model_max_length=77)
+
+
+def clip_config(tokenizer: Any, size: str = "tiny") -> Any:
+    """A :class:`CLIPConfig` of the given size whose vocabulary fits ``tokenizer``."""
+    from transformers import CLIPConfig
+
+    if size not in CLIP_SIZES:
+        raise ValueError(f"size must be one of {sorted(CLIP_SIZES)}, got {size!r}")
+    s = CLIP_SIZES[size]
+    ids = dict(eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.bos_token_id,
+               pad_token_id=tokenizer.pad_token_id)
+    return CLIPConfig(
+        text_config=dict(hidden_size=s["text_width"], intermediate_size=s["mlp"] * s["text_width"] // s["width"],
+                         num_hidden_layers=s["text_layers"], num_attention_heads=max(1, s["text_width"] // 64),
+                         vocab_size=len(tokenizer), max_position_embeddings=s["context"], **ids),
+        vision_config=dict(hidden_size=s["width"], intermediate_size=s["mlp"], num_hidden_layers=s["layers"],
+                           num_attention_heads=max(1, s["width"] // 64), image_size=s["image"], patch_size=s["patch"]),
+        projection_dim=s["embed"],
+    )
+
+
+def build_clip(out: str | Path, tokenizer: Any = None, size: str = "tiny", seed: int = 0) -> Path:
+    """Save a random CLIP (transformers format) and its tokenizer to ``out``."""
+    from transformers import AutoTokenizer, CLIPModel
+
+    if tokenizer is None:
+        tokenizer = small_tokenizer()
+    elif isinstance(tokenizer, (str, Path)):
+        tokenizer = AutoTokenizer.from_pretrained(str(tokenizer), local_files_only=True)
+    import torch
+
+    cfg = clip_config(tokenizer, size)
+    torch.manual_seed(seed)
+    out = Path(out)
+    CLIPModel(cfg).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out

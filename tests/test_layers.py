@@ -1,0 +1,55 @@
+"""Folders show the architecture: each layer imports only layers below it
+(and editlens.testing, the tools for tests and benchmarks, is imported by no
+part of the package)."""
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "editlens"
+#: Lowest first. A module may import its own layer or any lower one.
+LAYERS = [
+    {"errors", "paths", "__init__", "templates"},  # templates: data files only
+    {"core"},
+    {"data"},
+    {"models"},
+    {"metrics", "backends"},
+    {"judges"},
+    {"meta"},
+    {"training"},
+    {"dice", "adiee", "twoframe", "rewardmodels"},
+    {"runner"},
+    {"trust"},
+    {"reporting"},
+    {"cli"},
+]
+LEVEL = {name: i for i, layer in enumerate(LAYERS) for name in layer}
+
+
+def _imports(path: Path) -> set[str]:
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+            [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+        out |= {n.split(".")[1] for n in names if n.startswith("editlens.") and len(n.split(".")) > 1}
+    return out
+
+
+def test_every_top_level_part_has_a_layer():
+    parts = {p.name if p.is_dir() else p.stem for p in PACKAGE.iterdir()
+             if (p.is_dir() and (p / "__init__.py").exists()) or p.suffix == ".py"}
+    assert parts - {"testing"} <= set(LEVEL), sorted(parts - set(LEVEL) - {"testing"})
+
+
+def test_no_layer_imports_a_layer_above_it():
+    wrong = []
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE)
+        part = rel.parts[0] if len(rel.parts) > 1 else rel.stem
+        if part == "testing":
+            continue
+        for dst in _imports(path):
+            if dst == "testing":
+                wrong.append(f"{rel} imports editlens.testing (tools for tests, not the product)")
+            elif dst in LEVEL and LEVEL[dst] > LEVEL[part]:
+                wrong.append(f"{rel} ({part}) imports editlens.{dst}, a layer above it")
+    assert not wrong, "\n".join(sorted(wrong))
