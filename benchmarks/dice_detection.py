@@ -185,23 +185,6 @@ def build_cases(sources: list[np.ndarray], seeds: list[int]) -> dict[str, list[C
     return out
 
 
-def changed_box(before: np.ndarray, after: np.ndarray, box: tuple[int, int, int, int],
-                level: int = 10) -> tuple[int, int, int, int]:
-    """The box of the pixels inside ``box`` that changed visibly: by more than
-    ``level`` in some channel, in groups (a 3x3 opening drops isolated pixels
-    of a texture that the inpainting matched all but by chance). That is what
-    an inpainting really removed; ``box`` when nothing changed."""
-    import cv2
-
-    x0, y0, x1, y1 = box
-    d = np.abs(after[y0:y1, x0:x1].astype(np.int16) - before[y0:y1, x0:x1].astype(np.int16)).max(-1) > level
-    d = cv2.morphologyEx(d.astype(np.uint8), cv2.MORPH_OPEN, np.ones((3, 3), np.uint8)) > 0
-    if not d.any():
-        return box
-    ys, xs = np.nonzero(d)
-    return x0 + int(xs.min()), y0 + int(ys.min()), x0 + int(xs.max()) + 1, y0 + int(ys.max()) + 1
-
-
 def build_fresh_cases(sources: list[np.ndarray], seeds: list[int]) -> dict[str, list[Case]]:
     """Like :func:`build_cases`, but removals inpaint content that is in the
     photo, and every edited image is JPEG-compressed."""
@@ -218,8 +201,7 @@ def build_fresh_cases(sources: list[np.ndarray], seeds: list[int]) -> dict[str, 
                 size = sizes[(i + k + seed) % 3]
                 if kind == "remove":  # something that is in the photo, inpainted away
                     lo, hi = SIZE_CLASSES[size]
-                    box, edited = visible_removal_box(src, rng, (lo, min(hi, int(0.6 * min(h, w)))))
-                    box = changed_box(src, edited, box)
+                    _, box, edited = visible_removal_box(src, rng, (lo, min(hi, int(0.6 * min(h, w)))))
                 else:
                     box = random_box(rng, h, w, size)
                     edited = MAKERS[kind](src, other, box, rng)

@@ -160,13 +160,15 @@ class ChangeMapParams:
     shift_radius: int = 1  # residual misalignment tolerated in the robust mode
     floor: float = 0.012  # minimum threshold in the exact mode, [0, 1] colour units
     robust_floor: float = 0.04  # minimum threshold in the robust mode (tuning seed 7: 0.03-0.05, best AP at 0.04)
-    robust_box_floor: float = 0.03  # boxes span pixels above this (and the threshold) in the robust mode
+    reencoded_floor: float = 0.025
+    reencoded_light: float = 0.01
+    robust_box_floor: float = 0.04  # boxes span pixels above this (and the threshold) in the robust mode
     noise_factor: float = 4.0  # threshold >= noise_factor * noise level
     cap: float = 0.25  # the adaptive threshold never exceeds this
     low_ratio: float = 0.5  # hysteresis: grow into pixels above low_ratio * threshold
     core_ratio: float = 1.0  # a region's box spans its unsmoothed pixels above core_ratio * threshold
     min_area: float = 0.0003  # drop regions smaller than this fraction of the image
-    min_strength: float = 1.3  # drop regions whose mean distance is below this * threshold
+    min_strength: float = 1.2  # drop regions whose mean distance is below this * threshold
     split: bool = True  # split a region that is two touching changes of different colour ...
     split_separation: float = 20.0  # ... when their colour changes are this many spreads apart
     robust_coarse: bool = True  # robust mode: distance at half the working resolution, boxes refined at full
@@ -287,14 +289,19 @@ def _translation(dx: float, dy: float) -> np.ndarray:
     return np.float32([[1, 0, dx], [0, 1, dy]])
 
 
-def _clipped(src: np.ndarray, edt: np.ndarray) -> np.ndarray | None:
+def _clipped(src: np.ndarray, edt: np.ndarray, colour: _Colour) -> np.ndarray | None:
     """Pixels where the edited image is saturated (a channel at 0 or 1) over a
-    source that is already near that end: a brightness or colour gain clips
-    there, which no affine colour fit undoes. ``None`` when there are none."""
+    source that is already near that end, while the colour change pushes
+    colours past that end (a brightening for highlights, a darkening for
+    shadows): a gain clips there, which no colour fit undoes. ``None`` when
+    there are none (an unchanged black table is not clipped)."""
+    ends = colour.apply(np.array([[[0, 0, 0], [255, 255, 255]]], np.uint8))[0]  # edited black and white, as source
     es, ss = cv2.split(edt), cv2.split(src)  # channel planes: far faster than numpy's max(-1)
-    hi = (cv2.max(cv2.max(es[0], es[1]), es[2]) >= 0.985) & (cv2.max(cv2.max(ss[0], ss[1]), ss[2]) >= 0.85)
-    lo = (cv2.min(cv2.min(es[0], es[1]), es[2]) <= 0.015) & (cv2.min(cv2.min(ss[0], ss[1]), ss[2]) <= 0.15)
-    out = hi | lo
+    out = np.zeros(src.shape[:2], bool)
+    if float(ends[1].min()) < 0.97:  # the edited image is brighter: its highlights may have clipped
+        out |= (cv2.max(cv2.max(es[0], es[1]), es[2]) >= 0.985) & (cv2.max(cv2.max(ss[0], ss[1]), ss[2]) >= 0.85)
+    if float(ends[0].max()) > 0.03:  # darker: its shadows may have
+        out |= (cv2.min(cv2.min(es[0], es[1]), es[2]) <= 0.015) & (cv2.min(cv2.min(ss[0], ss[1]), ss[2]) <= 0.15)
     return out if out.any() else None
 
 
@@ -314,9 +321,23 @@ def _affine_fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, bool]:
             break
         coef = _solve(xa[keep], y[keep])
     gain = coef[:3]
-    if not np.all(np.abs(gain - np.eye(3)) < 0.5):  # a drift, not a new image: fall back to offsets
-        return np.vstack([np.eye(3), np.median(y - x, axis=0)[None]]).T.astype(np.float32), True
-    return coef.T.astype(np.float32), False
+    if np.all(np.abs(gain - np.eye(3)) < 0.5):
+        return coef.T.astype(np.float32), False
+    # A far-off gain: the colours cross-channel terms need are missing (a grey
+    # scene) or a large change pulled the fit. A gain and offset per channel
+    # are better determined; failing those too, offsets only.
+    diag = np.vstack([np.eye(3), np.median(y - x, axis=0)[None]])
+    for _ in range(3):
+        res = np.linalg.norm(y - xa @ diag, axis=1)
+        keep = res < 3.0 * 1.4826 * np.median(res) + 0.01
+        if keep.sum() < 64:
+            break
+        for c in range(3):
+            g, o = _solve(np.stack([x[keep, c], np.ones(int(keep.sum()))], 1), y[keep, c])
+            diag[c, c], diag[3, c] = g, o
+    if np.all(np.abs(np.diag(diag) - 1.0) < 0.5):
+        return diag.T.astype(np.float32), True
+    return np.vstack([np.eye(3), np.median(y - x, axis=0)[None]]).T.astype(np.float32), True
 
 
 #: Offset of the spatial gain's multiplication, so that dark pixels do not blow it up.
@@ -524,6 +545,7 @@ class _Pair:
         self.noise = 0.0  # median distance
         self.texture_ratio = 1.0  # image-wide texture energy, edited / source (blur, compression)
         self.valid: np.ndarray | None = None  # distance-map pixels the aligned edited image covers
+        self.margin = 0  # distance-map pixels left out along the border
 
     def windows(self, ys: slice, xs: slice) -> tuple[np.ndarray, np.ndarray]:
         """Opponent-colour source and aligned edited image in a window (float32)."""
@@ -580,8 +602,10 @@ def change_map(source: np.ndarray, edited: np.ndarray, params: ChangeMapParams |
     sub = cv2.split(cv2.absdiff(s8[::4, ::4], e8[::4, ::4]))
     raw = cv2.max(cv2.max(sub[0], sub[1]), sub[2])
     # Exact: most pixels identical, and hardly any off by a level or three
-    # (JPEG keeps flat areas identical too, but leaves such pixels everywhere).
-    exact = float(np.median(raw)) / 255 < p.exact_noise and float(((raw > 0) & (raw <= 3)).mean()) < p.exact_stray
+    # (JPEG keeps flat areas identical too, but leaves such pixels everywhere:
+    # they are most of the pixels that differ, where an edit's are large).
+    stray, differ = float(((raw > 0) & (raw <= 3)).mean()), float((raw > 0).mean())
+    exact = float(np.median(raw)) / 255 < p.exact_noise and stray < p.exact_stray and stray <= 0.5 * differ
     glob = None
     if exact:
         # Pixel-identical outside the edit (an inpainting or compositing editor):
@@ -603,6 +627,8 @@ def change_map(source: np.ndarray, edited: np.ndarray, params: ChangeMapParams |
             if alt.noise < 0.8 * pair.noise or (pair.hint and alt.warp is not None and alt.noise <= pair.noise):
                 pair, dist, factor = alt, alt_dist, alt_factor
         floor, box_floor, radius = p.robust_floor, p.robust_box_floor, p.box_radius
+        if pair.warp is None and pair.light < p.reencoded_light and pair.texture_ratio > 0.9:
+            floor = p.reencoded_floor  # only re-encoded (no shift, no colour change, no blur): less to tolerate
         smoothed = None
         noise = pair.noise
         glob = _global_change(pair, p, uneven)
@@ -701,7 +727,6 @@ def _robust_distance(pair: _Pair, p: ChangeMapParams, rich: bool = False) -> tup
     s, e0 = _float(s8c), _float(e8c)
     if valid is not None and f > 1:
         valid = cv2.resize(valid, (s.shape[1], s.shape[0]), interpolation=cv2.INTER_NEAREST)
-    clipped = _clipped(s, e0)
     if rich:
         pair.colour = _rich_colour_fit(s, e8c, None if valid is None else valid > 0, (wh, ww), f)
         e = pair.colour.apply(e8c, 0, 0, f)
@@ -732,14 +757,17 @@ def _robust_distance(pair: _Pair, p: ChangeMapParams, rich: bool = False) -> tup
     # The outermost pixels of a shifted image are made up (edge padding):
     # leave them out rather than report them as changes.
     shift = 0.0 if warp is None or rich else max(abs(float(warp[0, 2])), abs(float(warp[1, 2])))
+    # Unshifted too: JPEG and its half-resolution colour make the outermost
+    # blocks the least reliable (a watermark's coloured squares change there).
     m = int(np.ceil(shift / f + 2 * sigma)) + p.shift_radius + 1
-    if shift:
-        dist[:m], dist[-m:], dist[:, :m], dist[:, -m:] = 0, 0, 0, 0
+    dist[:m], dist[-m:], dist[:, :m], dist[:, -m:] = 0, 0, 0, 0
+    pair.margin = m
     if valid is not None:  # and so are those a moved camera did not see
         cover = cv2.erode(valid, np.ones((2 * m + 1, 2 * m + 1), np.uint8), borderType=cv2.BORDER_CONSTANT,
                           borderValue=0) > 0
         dist[~cover] = 0
         pair.valid = cover
+    clipped = _clipped(s, e0, pair.colour)
     if clipped is not None:  # colour drift is not affine where it saturates: half weight there
         k = 2 * int(np.ceil(2 * sigma)) + 1
         dist[cv2.dilate(clipped.astype(np.uint8), np.ones((k, k), np.uint8)) > 0] *= 0.5
@@ -813,14 +841,25 @@ def _region(part: np.ndarray, sl: tuple[slice, slice], dist: np.ndarray, pair: _
     # radius); that distance is computed only around this region.
     wh, ww = pair.src.shape[:2]
     inner = _full_window(sl, dist.shape, (wh, ww))
-    outer = _full_window(sl, dist.shape, (wh, ww), pad=radius)
-    so, eo = pair.windows(*outer)
-    oy, ox = inner[0].start - outer[0].start, inner[1].start - outer[1].start
     ih, iw = inner[0].stop - inner[0].start, inner[1].stop - inner[1].start
     full_part = part
     if part.shape != (ih, iw):  # up from the coarse map, a pixel wider (pyramid samples sit on even pixels)
         up = cv2.resize(part.astype(np.uint8), (iw, ih), interpolation=cv2.INTER_NEAREST)
         full_part = cv2.dilate(up, np.ones((3, 3), np.uint8)).astype(bool)
+    if pair.margin:  # a region at the border margin may go on to the image's edge: look there too
+        dh, dw = dist.shape
+        near = pair.margin + 1
+        grow = (inner[0].start if sl[0].start <= near else 0, wh - inner[0].stop if sl[0].stop >= dh - near else 0,
+                inner[1].start if sl[1].start <= near else 0, ww - inner[1].stop if sl[1].stop >= dw - near else 0)
+        if any(grow):
+            full_part = np.pad(full_part, ((grow[0], grow[1]), (grow[2], grow[3])), mode="edge")
+            inner = (slice(inner[0].start - grow[0], inner[0].stop + grow[1]),
+                     slice(inner[1].start - grow[2], inner[1].stop + grow[3]))
+            ih, iw = full_part.shape
+    outer = (slice(max(0, inner[0].start - radius), min(wh, inner[0].stop + radius)),
+             slice(max(0, inner[1].start - radius), min(ww, inner[1].stop + radius)))
+    so, eo = pair.windows(*outer)
+    oy, ox = inner[0].start - outer[0].start, inner[1].start - outer[1].start
     if robust is None:
         core = full_part & (_symmetric_distance(so, eo, radius)[oy : oy + ih, ox : ox + iw] > core_threshold)
     else:
