@@ -37,6 +37,7 @@ KINDS = (
     "uneven_light",  # the light changed smoothly across the frame
     "uneven_light+object",
     "camera+relight+move",  # everything at once
+    "camera+relight+spread",  # a cloth unfolded over half the frame, the camera and the light moving
     "tiny",  # one small object (12-20 px at 512)
 )
 
@@ -204,22 +205,23 @@ def _box_to_view(box: tuple[int, int, int, int], scene_hw: tuple[int, int], out_
 
 
 def _relight(img: np.ndarray, rng: np.random.Generator, uneven: bool) -> tuple[np.ndarray, dict]:
-    """Strong global light change (brightness and white balance) or, with
-    ``uneven``, a gain that varies smoothly across the frame (a lamp on one
-    side, a shadow falling over half the scene)."""
+    """A strong global light change (a third darker or 40-70 % brighter,
+    white balance, gamma) or, with ``uneven``, a gain that varies smoothly
+    across the frame, by a factor of about two (a lamp on one side, a shadow
+    falling over half the scene)."""
     h, w = img.shape[:2]
     x = img.astype(np.float32)
     if not uneven:
-        g = rng.uniform(0.55, 0.75) if rng.random() < 0.5 else rng.uniform(1.3, 1.6)
-        wb = rng.uniform(0.85, 1.15, 3)
-        gamma = rng.uniform(0.85, 1.15)
+        g = rng.uniform(0.5, 0.68) if rng.random() < 0.5 else rng.uniform(1.4, 1.7)
+        wb = rng.uniform(0.88, 1.12, 3)
+        gamma = rng.uniform(0.9, 1.1)
         y = 255.0 * (x / 255.0) ** gamma * g * wb
         return np.clip(y, 0, 255).astype(np.uint8), {"gain": round(float(g), 3), "wb": wb.round(3).tolist(),
                                                     "gamma": round(float(gamma), 3)}
     yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
     t = rng.uniform(0, 2 * np.pi)
     ramp = ((xx / w - 0.5) * np.cos(t) + (yy / h - 0.5) * np.sin(t)) * np.sqrt(2)  # about -1 .. 1
-    lo, hi = rng.uniform(0.45, 0.7), rng.uniform(1.05, 1.3)
+    lo, hi = rng.uniform(0.4, 0.6), rng.uniform(1.1, 1.3)
     gain = lo + (hi - lo) * (ramp + 1) / 2
     tint = 1 + rng.uniform(-0.12, 0.12, 3)[None, None] * ramp[..., None]
     y = x * gain[..., None] * tint
