@@ -331,3 +331,12 @@ def test_aurora_frame_pairs_like_something_something():
             case = make_case(photo, kind, rng, jpeg_quality=int(rng.integers(70, 95)))
             sc = create_metric("change_map")([EditSample("x", case.source, case.edited, "i").load()])[0]
             assert sc.status == "scored" and sc.value > 0 and sc.details["regions"], (path.name, kind)
+
+
+def test_report_labels_the_whole_image_change():
+    from editlens.reporting.collect import boxes_of
+
+    scores = {"change_map": {"details": {"regions": [
+        {"box_norm": [0, 0, 1, 1], "area_fraction": 1.0, "kind": "global", "cause": "camera moved"},
+        {"box_norm": [0.1, 0.1, 0.2, 0.2], "area_fraction": 0.01, "kind": "local"}]}}}
+    assert [b["label"] for b in boxes_of(scores)] == ["whole image: camera moved", "change 1.0%"]

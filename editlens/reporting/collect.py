@@ -62,8 +62,10 @@ def boxes_of(scores: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
     cm = (scores.get("change_map") or {}).get("details") or {}
     for i, r in enumerate(cm.get("regions") or []):
         if r.get("box_norm"):
+            label = (f"whole image: {r.get('cause')}" if r.get("kind") == "global"
+                     else f"change {r.get('area_fraction', 0):.1%}")
             out.append({"by": "change_map", "command": "CHANGE", "box": list(r["box_norm"]),
-                        "on": ["source", "edited"], "label": f"change {r.get('area_fraction', 0):.1%}", "index": i})
+                        "on": ["source", "edited"], "label": label, "index": i})
     dice = dice_details(scores)
     for i, d in enumerate((dice or {}).get("differences") or []):
         cmd = str(d.get("command", "CHANGE")).upper()

@@ -24,6 +24,8 @@ import cv2
 import numpy as np
 from PIL import Image
 
+Box = tuple[int, int, int, int]
+
 #: Kinds of case :func:`make_case` builds; each a combination of a local
 #: change (or none) and global changes (or none).
 KINDS = (
@@ -104,7 +106,7 @@ def changed_box(before: np.ndarray, after: np.ndarray, box: tuple[int, int, int,
 
 
 def visible_removal_box(img: np.ndarray, rng: np.random.Generator, side: tuple[int, int], tries: int = 20,
-                        min_change: float = 10.0) -> tuple[tuple[int, int, int, int], tuple[int, int, int, int], np.ndarray]:
+                        min_change: float = 10.0) -> tuple[Box, Box, np.ndarray]:
     """Remove something that is really in the photo: of up to ``tries``
     random ellipses with box sides in ``side``, the first whose inpainting
     changes its colour or brightness at the scale of an object (by
@@ -255,7 +257,7 @@ def make_case(photo: np.ndarray, kind: str, rng: np.random.Generator, size: int 
     vx0, vy0 = int(sw * (1 - cover) / 2) + 4, int(sh * (1 - cover) / 2) + 4
     view = (vx0, vy0, sw - vx0, sh - vy0)
     edited_scene = scene
-    scene_boxes: list[tuple[int, int, int, int]] = []
+    scene_boxes: list[Box] = []
     causes: list[str] = []
     info: dict = {}
     parts = kind.split("+")
@@ -266,8 +268,13 @@ def make_case(photo: np.ndarray, kind: str, rng: np.random.Generator, size: int 
         bw, bh = x1 - x0, y1 - y0
         # the new place: as far as the view allows from the old one (the far half of the view)
         vw, vh = view[2] - view[0] - bw, view[3] - view[1] - bh
-        nx = view[0] + (int(rng.integers(vw // 2, vw + 1)) if x0 - view[0] < vw / 2 else int(rng.integers(0, vw // 2 + 1)))
-        ny = view[1] + (int(rng.integers(vh // 2, vh + 1)) if y0 - view[1] < vh / 2 else int(rng.integers(0, vh // 2 + 1)))
+
+        def far(lo: int, span: int, at: int) -> int:  # somewhere in the other half of the view's span
+            if at - lo < span / 2:
+                return lo + int(rng.integers(span // 2, span + 1))
+            return lo + int(rng.integers(0, span // 2 + 1))
+
+        nx, ny = far(view[0], vw, x0), far(view[1], vh, y0)
         m = _ellipse(sh, sw, box)
         obj = scene[y0:y1, x0:x1].copy()
         edited_scene = fill_hole(scene, m)
