@@ -15,12 +15,14 @@ Two kinds of seed:
 - ``--seeds`` (0, 1): removals take away an object pasted in first (so its
   box is known), aligned edits are pixel-exact outside the edit;
 - ``--fresh-seeds`` (2): removals inpaint what is really in the photo (an
-  elliptical region whose inpainting visibly changes it, with OpenCV; the
-  box is that of the pixels it changed), and every edited image is
-  JPEG-compressed (aligned: quality 75-95; drifted: the drift's JPEG). Never
-  used for tuning (the change map's settings were tuned on seed 7 and on
-  fresh seed 9, photos 0-60 only); their AP on photos 61-121 alone is
-  reported too (``held_out_photos``).
+  elliptical region whose OpenCV inpainting changes its colour at the scale
+  of an object, not just a texture, over most of its box:
+  ``editlens.testing.scene_changes.visible_removal_box``; the box is that of
+  the pixels it changed), and every edited image is JPEG-compressed
+  (aligned: quality 75-95; drifted: the drift's JPEG). Never used for
+  tuning (the change map's settings were tuned on seed 7 and on fresh seed
+  9, photos 0-60 only); their AP on photos 61-121 alone is reported too
+  (``held_out_photos``).
 
 Detectors:
 - ``changemap``: editlens' model-free change map, through DICE's detector;
