@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
+#: ../shared, or where EDITLENS_TEST_SHARED points (as for the tests: a worktree has no ../shared).
+SHARED = Path(os.environ.get("EDITLENS_TEST_SHARED") or REPO.parent / "shared")
 AURORA = SHARED / "data" / "aurora"
 
 

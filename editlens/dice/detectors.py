@@ -76,7 +76,9 @@ class MLLMDetector:
 
 class ChangeMapDetector:
     """The model-free change map as a detector: command CHANGE (kind unknown),
-    confidence from the region's strength above the threshold."""
+    confidence from the region's strength above the threshold. A change of the
+    whole image (the camera moved, the light changed) is one whole-image
+    difference flagged ``global: <causes>``."""
 
     name = "changemap"
 
@@ -87,6 +89,8 @@ class ChangeMapDetector:
         out = []
         for s in batch:
             cm = sample_change_map(s, self.params)
-            diffs = [Difference(CHANGE, None, r.box_norm, r.confidence, "change strength") for r in cm.regions]
+            diffs = [Difference(CHANGE, None, r.box_norm, r.confidence, "change strength",
+                                flags=[f"global: {r.cause}"] if r.kind == "global" else [])
+                     for r in cm.regions]
             out.append(DiceResult(diffs, detector=self.name))
         return out

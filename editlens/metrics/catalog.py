@@ -124,8 +124,10 @@ _EXTRA: dict[str, dict] = {
     "dice_clip_t": {"ensemble": True, "boxes": BoxLayer("dice.differences", **_DICE_BOXES)},
     "change_map": {"unchanged_at": 0.0,
                    "boxes": BoxLayer("regions", box="box_norm", name="changed regions", label="{area_fraction:.2%} of the image",
-                                     colour="#f5c400", dashed=True, rank="strength",
-                                     fields=("strength", "confidence"), empty="no changed region")},
+                                     kind="kind", colour="#f5c400", colours={"global": "#ff7a00"},
+                                     legend={"local": "changed region", "global": "whole image changed"},
+                                     dashed=True, rank="strength",
+                                     fields=("cause", "strength", "confidence"), empty="no changed region")},
 }
 BUILTIN = [replace(s, **({"default": _DEFAULT[s.name]} if s.name in _DEFAULT else {}),
                    measures=_MEASURES.get(s.name, "quality"), **_EXTRA.get(s.name, {}))
