@@ -16,7 +16,8 @@ app = typer.Typer()
 @app.command("serve")
 @guarded
 def serve_cmd(
-    vlm: str = typer.Option(..., "--vlm", help="Local model: hub id or directory."),
+    vlm: Optional[str] = typer.Option(None, "--vlm", help="Local model: hub id or directory (optional with --score: "
+                                      "then only /v1/score is served)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (default: this machine only)."),
     port: int = typer.Option(8000, "--port", help="Port to bind (0: any free port; the URL printed says which)."),
     name: Optional[str] = typer.Option(None, "--name", help="Model name clients use (default: the --vlm value)."),
@@ -32,13 +33,18 @@ def serve_cmd(
     dtype: str = DtypeOpt,
     score: Optional[str] = typer.Option(None, "--score", help="Also serve POST /v1/score with these evaluators (e.g. adiee)."),
     model: Optional[List[str]] = ModelOpt,
+    option: Optional[List[str]] = typer.Option(None, "--option", help="Evaluator option METRIC.KEY=VALUE for --score "
+                                               "(e.g. editscore.samples=4). Repeatable."),
 ) -> None:
     """Serve a local VLM over an OpenAI-compatible /v1/chat/completions API (and /v1/score with --score)."""
     from editlens.backends.local import TransformersBackend
     from editlens.backends.serving import serve_app
     from editlens.backends.server import ServeLimits, build_app
 
-    if vlm.startswith(("http://", "https://")):
+    if not vlm and not score:
+        typer.echo("error: give --vlm (a local model to serve) and/or --score (evaluators for /v1/score)", err=True)
+        raise typer.Exit(2)
+    if vlm and vlm.startswith(("http://", "https://")):
         typer.echo(f"error: editlens serve loads a local model (--vlm HUB_ID_OR_DIR); {vlm} is already a server: "
                    "pass it as --vlm to score, run or compare instead", err=True)
         raise typer.Exit(2)
@@ -50,14 +56,25 @@ def serve_cmd(
             raise typer.Exit(2)
     limits = ServeLimits(max_tokens=max_tokens, max_n=max_n, request_timeout=request_timeout,
                          max_image_bytes=int(max_image_mb * 1024 * 1024), max_image_pixels=max_image_pixels)
-    backend = TransformersBackend(vlm, device=device, dtype=dtype, batch_size=max_batch)
-    routers = []
-    if score:  # POST /v1/score with registered evaluators (e.g. adiee), for RL trainers
+    routers, served = [], {}
+    if score:  # POST /v1/score with registered evaluators (adiee, editscore, editreward...), for RL trainers
         from editlens.adiee.serve import score_router
-        from editlens.runner.selection import select_metrics
+        from editlens.runner.selection import parse_options, select_metrics
 
-        sel = select_metrics(split_names(score), models=parse_models(model), device=device, dtype=dtype)
-        routers.append(score_router({m.name: m for m in sel.metrics}, max_image_bytes=limits.max_image_bytes))
-    app_ = build_app(backend, name or vlm, api_key=key, max_batch=max_batch, limits=limits, routers=routers)
-    serve_app(app_, host, port, banner=lambda url: f"serving {name or vlm} at {url}"
+        sel = select_metrics(split_names(score), models=parse_models(model), options=parse_options(option or []),
+                             device=device, dtype=dtype)
+        served = {m.name: m for m in sel.metrics}
+        for m in sel.metrics:  # load now: the first request must not wait for a model to load
+            getattr(m, "describe", lambda: None)()
+        routers.append(score_router(served, max_image_bytes=limits.max_image_bytes))
+    if vlm:
+        backend = TransformersBackend(vlm, device=device, dtype=dtype, batch_size=max_batch)
+        app_ = build_app(backend, name or vlm, api_key=key, max_batch=max_batch, limits=limits, routers=routers)
+        what = name or vlm
+    else:
+        from editlens.adiee.serve import score_app
+
+        app_ = score_app(served, api_key=key, max_image_bytes=limits.max_image_bytes)
+        what = f"/v1/score ({', '.join(served)})"
+    serve_app(app_, host, port, banner=lambda url: f"serving {what} at {url}"
               + (" (API key required)" if key else ""), access_log=access_log)

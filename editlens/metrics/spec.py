@@ -64,6 +64,12 @@ class MetricSpec:
             folder (a ``.pth`` checkpoint, a base + adapter pair):
             ``function(options, models) -> (ok, reason)``; ``None`` uses the
             standard model-reference lookup of ``model``.
+        orders: for a *pairwise* judge (it compares two edits of one source,
+            through ``editlens compare``, never per edit in a run): the
+            presentation orders its ``orders`` option accepts, e.g.
+            ``("both", "forward", "reverse")`` (``both``: asked A-then-B and
+            B-then-A, see :mod:`editlens.judges.pairwise`); empty for
+            evaluators that score one edit at a time.
     """
 
     name: str
@@ -81,6 +87,12 @@ class MetricSpec:
     summary_title: str | None = field(default=None, kw_only=True)
     ensemble: bool = field(default=False, kw_only=True)
     availability: str | None = field(default=None, kw_only=True)
+    orders: tuple[str, ...] = field(default=(), kw_only=True)
+
+    @property
+    def pairwise(self) -> bool:
+        """Whether this evaluator judges pairs of edits (see ``orders``)."""
+        return bool(self.orders)
 
     def __post_init__(self) -> None:
         if self.vlm not in ("none", "optional", "required"):
@@ -127,4 +139,5 @@ class MetricSpec:
             "vlm": self.vlm,
             "default": self.default,
             "ensemble": self.ensemble,
+            **({"orders": list(self.orders)} if self.orders else {}),
         }
