@@ -16,7 +16,7 @@ from editlens.rewardmodels import common
 from editlens.rewardmodels.editscore import combine_passes, official_prompts, pass_scores, read_answer
 from editlens.testing import tiny_reward as TR
 
-GOOD = ['{"reasoning": "the hat is there", ', '"score": [20, 25]}']
+GOOD = TR.GOOD_ANSWER  # the answer the session's tiny EditScore checkpoints give (tests/conftest.py)
 
 
 # ------------------------------------------------------------------------------------------- answers and scores
@@ -105,20 +105,6 @@ def test_editreward_official_prompts_and_reading(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------- tiny checkpoints
-
-@pytest.fixture(scope="session")
-def editscore_dirs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("editscore")
-    return {"q25": TR.build_editscore(root / "q25", "qwen2_5_vl", answer=GOOD),
-            "q3": TR.build_editscore(root / "q3", "qwen3_vl", answer=GOOD)}
-
-
-@pytest.fixture(scope="session")
-def editreward_dirs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("editreward")
-    return {"q25": TR.build_editreward(root / "q25", "qwen2_5_vl", old_key_names=True),
-            "q3": TR.build_editreward(root / "q3", "qwen3_vl")}
-
 
 def _batch(n=3, instruction="add a hat"):
     return [EditSample(f"s{i}", a, b, instruction).load() for i, (a, b) in enumerate(TR.tiny_edits(n))]

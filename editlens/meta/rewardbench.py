@@ -81,7 +81,8 @@ class Edit:
     source: Any  # bytes (an encoded image), or a path
     edited: Any
     model: str | None = None
-    group: str | None = None
+    group: str | None = None  # candidates that compete (best-of-n's 'group' column)
+    extra: dict[str, Any] = field(default_factory=dict)  # more manifest columns
 
 
 @dataclass
@@ -200,10 +201,10 @@ def read_editscore_bench(path: str | Path, with_images: bool = True) -> Benchmar
                 if k in seen and seen[k] != fp:
                     raise InputError(f"{where}: edit {k!r} appears with another image or instruction than before")
                 seen[k] = fp
-                edits.setdefault(k, Edit(k, instr.strip(), src, data, group=task))
+                edits.setdefault(k, Edit(k, instr.strip(), src, data, extra={"task": task}))
         else:
             for k in keys:
-                edits.setdefault(k, Edit(k, instr.strip(), None, None, group=task))
+                edits.setdefault(k, Edit(k, instr.strip(), None, None, extra={"task": task}))
         pairs.append(Pair(f"{task}/{dim}/{len(pairs)}", keys[0], keys[1], 1, {"task": task, "dimension": dim}))
     return Benchmark("editscore-bench", str(p), edits, pairs, {"rows": len(pairs)})
 
@@ -599,7 +600,8 @@ def prepare(kind: str, path: str | Path, out: str | Path, multi_input: str = "sk
         src, edt = place(e.source), place(e.edited)
         paths[e.id] = (src, edt)
         manifest.append({"id": e.id, "source": src, "edited": edt, "instruction": e.instruction,
-                         **({"model": e.model} if e.model else {}), **({"group": e.group} if e.group else {})})
+                         **({"model": e.model} if e.model else {}), **({"group": e.group} if e.group else {}),
+                         **e.extra})
     rows = [{"id": pr.id, "a": pr.a, "b": pr.b, "preference": {1: "A", -1: "B", 0: "tie"}[pr.label],
              "source": paths[pr.a][0], "edited_a": paths[pr.a][1], "edited_b": paths[pr.b][1],
              "instruction": bench.edits[pr.a].instruction, "meta": pr.meta} for pr in bench.pairs]

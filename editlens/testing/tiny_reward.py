@@ -27,6 +27,9 @@ from typing import Any, Sequence
 from editlens.testing.tiny_models import QWEN_TEMPLATE, _text, train_tokenizer
 
 SPECIALS = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>", "<|im_start|>", "<|im_end|>"]
+#: an EditScore answer in the released format: SC or PQ [20, 25] on the 0-25 scale (two chunks: one new
+#: token cut it off mid-JSON)
+GOOD_ANSWER = ('{"reasoning": "the hat is there", ', '"score": [20, 25]}')
 #: LLaMA-Factory's way of naming LoRA targets on a multimodal model: every
 #: language-model linear layer, nothing under the vision tower
 ADAPTER_TARGETS = r"^(?!.*visual).*(?:q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
