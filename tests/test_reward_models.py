@@ -150,11 +150,14 @@ def test_editscore_passes_are_combined_and_unreadable_passes_counted(editscore_d
     assert cut.details["raw"][0]["SC"].startswith('{"reasoning"')
 
 
-@pytest.mark.parametrize("answer,problem", [(["[0, 25]"], "only repeats the scale"), ([], "empty answer")])
+@pytest.mark.parametrize("answer,problem", [(["[0, 25]"], "only repeats the scale"), ([], "empty answer"),
+                                            (["I'm sorry, but I can't assist with that request."], "model refused"),
+                                            (["The edit looks natural and clean."], "no JSON object")])
 def test_editscore_model_answers_that_are_not_ratings_are_unscored(tmp_path, answer, problem):
     _, adapter = TR.build_editscore(tmp_path, "qwen2_5_vl", answer=answer)
     (s,) = _editscore(adapter, cache=False).score_batch(_batch(1))
     assert s.status == "unscored" and s.value is None and problem in s.reason
+    assert s.details["raw"][0]["SC"] == "".join(answer) and s.details["unscored_passes"] == 1
 
 
 def test_editscore_qwen3_uses_the_processor_template(editscore_dirs):
@@ -286,3 +289,14 @@ def test_presets_and_availability():
     ok, reason = availability(ours["editscore-7b"])
     assert not ok and "hf download EditScore/EditScore-7B" in reason
     assert presets()["qwen3_vl"].extra["model_class"] == "Qwen3VLForConditionalGeneration"
+
+
+def test_editscore_in_4bit_keeps_the_adapter_beside_its_base(editscore_dirs):
+    pytest.importorskip("bitsandbytes")
+    _, adapter = editscore_dirs["q25"]
+    ev = _editscore(adapter, cache=False, quantization="nf4")
+    (s,) = ev.score_batch(_batch(1))
+    assert s.value == pytest.approx(8.0)
+    d = ev.describe()
+    assert d["quantized_4bit"] and not d["adapter_merged"] and d["weights"]["weights"] == "4-bit NF4"
+    assert not d["release"]["format_identical"] and any("unmerged" in x for x in d["release"]["differences"])

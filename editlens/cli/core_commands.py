@@ -36,7 +36,8 @@ def metrics_cmd(json_out: bool = typer.Option(False, "--json", help="Machine-rea
 
     print_table("editlens metrics", ["name", "needs", "better", "range", "model", "available", "description"],
                 [[r["name"], ", ".join(r["needs"]), "higher" if r["higher_is_better"] else "lower",
-                  "[" + ", ".join("inf" if v is None else f"{v:g}" for v in r["range"]) + "]", r["model"] or "-",
+                  "[" + ", ".join(("-inf" if i == 0 else "inf") if v is None else f"{v:g}"
+                                  for i, v in enumerate(r["range"])) + "]", r["model"] or "-",
                   "yes" if r["available"] else "no", r["description"]] for r in rows])
 
 

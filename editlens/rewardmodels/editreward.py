@@ -39,7 +39,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from editlens.core.types import LoadedEdit, Score
-from editlens.errors import InputError, ModelUnavailableError
+from editlens.errors import EditlensError, InputError, ModelUnavailableError
 from editlens.metrics.base import Metric
 from editlens.rewardmodels import common
 
@@ -508,7 +508,9 @@ class EditRewardEvaluator(Metric):
             chunk = todo[c : c + self.batch_size]
             try:
                 outs = self.forward(loaded, [batch[i] for i in chunk])
-            except (RuntimeError, ValueError) as exc:
+            except EditlensError:
+                raise  # a prompt without <|Reward|>, an unloadable model: the user's to fix, not a per-sample failure
+            except (RuntimeError, ValueError) as exc:  # e.g. out of memory: these samples failed, a rerun retries
                 for i in chunk:
                     new[keys[i]] = {"error": f"{type(exc).__name__}: {exc}"}
                 continue

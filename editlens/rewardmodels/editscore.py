@@ -503,7 +503,8 @@ class EditScoreEvaluator(Metric):
         pq_images: with the authors' prompts, the images PQ sees: ``edited``
             (the release's single-item path) or ``both`` (its batch path).
         quantization: ``auto`` (4-bit NF4 on CUDA with bitsandbytes), ``nf4`` or ``none``.
-        batch_size, cache (``True``, a path, or ``none``), device, dtype.
+        batch_size: edits per generate call (each is two requests, SC and PQ).
+        cache (``True``, a path, or ``none``), device, dtype.
     """
 
     def __init__(self, model: str | None = None, base: str | None = None, prompts: str | None = None,
@@ -542,7 +543,7 @@ class EditScoreEvaluator(Metric):
         if self._loaded is None:
             from editlens.models.loader import load_model
 
-            opts = {"batch_size": self.batch_size}
+            opts = {"batch_size": 2 * self.batch_size}  # requests per generate call: SC and PQ of each edit
             if self.base:
                 opts["base"] = self.base
             self._loaded = load_model(self.model_ref, kind="editscore", device=self.device, dtype=self.dtype,

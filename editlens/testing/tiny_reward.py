@@ -139,18 +139,20 @@ QWEN_TEMPLATE_END = "<|im_start|>assistant\n"
 
 
 def build_editscore(root: Path, family: str = "qwen2_5_vl", answer: Sequence[str] | None = None, rank: int = 4,
-                    old_key_names: bool = False) -> tuple[Path, Path]:
+                    old_key_names: bool = False, base: Path | None = None) -> tuple[Path, Path]:
     """``(base, adapter)`` folders in EditScore's released layout. ``answer``:
     chunks the model answers (see :func:`program_answer`); ``None`` leaves
     the base random. ``old_key_names`` writes adapter keys as transformers
-    4.51 and earlier named Qwen-VL modules (``model.layers...``)."""
+    4.51 and earlier named Qwen-VL modules (``model.layers...``). ``base``: an
+    existing base folder to put the adapter on (nothing is built)."""
     import torch
     import transformers
     from peft import LoraConfig, get_peft_model
 
-    base = build_qwen_vl(root / "base", family)
-    if answer is not None:
-        program_answer(base, answer)
+    if base is None:
+        base = build_qwen_vl(root / "base", family)
+        if answer is not None:
+            program_answer(base, answer)
     cfg = transformers.AutoConfig.from_pretrained(str(base))
     model = getattr(transformers, cfg.architectures[0]).from_pretrained(str(base))
     lora = LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules=ADAPTER_TARGETS,
@@ -177,18 +179,19 @@ def build_editscore(root: Path, family: str = "qwen2_5_vl", answer: Sequence[str
 
 
 def build_editreward(root: Path, family: str = "qwen2_5_vl", old_key_names: bool = False, head_width: int = 1024,
-                     seed: int = 0) -> tuple[Path, Path]:
+                     seed: int = 0, base: Path | None = None) -> tuple[Path, Path]:
     """``(base, checkpoint)``: a base model whose tokenizer lacks
     ``<|Reward|>``, and a folder with only ``model.safetensors`` in
     EditReward's released layout (weights of the backbone with embeddings
-    resized for ``<|Reward|>``, and the two reward heads)."""
+    resized for ``<|Reward|>``, and the two reward heads). ``base``: an existing
+    base folder (nothing is built)."""
     import torch
     import transformers
     from safetensors.torch import save_file
     from tokenizers import AddedToken
     from transformers import AutoTokenizer
 
-    base = build_qwen_vl(root / "base", family, seed=seed)
+    base = base or build_qwen_vl(root / "base", family, seed=seed)
     tok = AutoTokenizer.from_pretrained(str(base))
     tok.add_tokens([AddedToken("<|Reward|>", special=True, normalized=False)], special_tokens=True)
     cfg = transformers.AutoConfig.from_pretrained(str(base))
