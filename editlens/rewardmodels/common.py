@@ -28,7 +28,7 @@ def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixe
     >>> smart_resize(512, 512, 28, 256 * 28 * 28, 256 * 28 * 28)
     (448, 448)
     >>> smart_resize(40, 60, 28, 4 * 28 * 28, 16384 * 28 * 28)
-    (56, 56)
+    (56, 84)
     """
     if height < 1 or width < 1:
         raise InputError(f"image of {width}x{height} pixels cannot be resized")

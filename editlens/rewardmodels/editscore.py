@@ -162,8 +162,8 @@ def _numbers(value: Any) -> list[float] | None:
 def pass_scores(sc: Sequence[float], pq: Sequence[float], scale: float) -> dict[str, float]:
     """One pass's fields on 0-10, as the release computes them.
 
-    >>> pass_scores([20, 25], [15, 25], 25)["overall"]
-    7.745966692414834
+    >>> round(pass_scores([20, 25], [15, 25], 25)["overall"], 4)  # sqrt(20 / 2.5 * 15 / 2.5)
+    6.9282
     """
     div = scale / 10.0
     return {"prompt_following": sc[0] / div, "consistency": sc[1] / div, "perceptual_quality": min(pq) / div,
