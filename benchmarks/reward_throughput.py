@@ -1,6 +1,6 @@
 """Reward-model throughput on a random Qwen2.5-VL of realistic size
-(``--size 0.5b``: Qwen2-0.5B's text model and an 8-block, 1280-wide vision
-tower, about 0.66 B parameters), in one run:
+(``--size 0.5b``: Qwen2-0.5B's text model with an untied 152k-token LM head
+and an 8-block, 1280-wide vision tower: 0.82 B parameters), in one run:
 
 EditScore (a LoRA adapter merged into the base, generating SC and PQ answers)
 1. batched (every edit's SC and PQ requests in one generate call) vs one
@@ -26,6 +26,8 @@ Targets: EditScore batching >= 2x, cached reruns >= 50x (both models), N
 passes < N x one pass. EditReward's batching gain is reported, not gated:
 one forward pass per edit is compute-bound on a CPU (a GPU gains from it).
 ``--size tiny`` is a smoke test of the script (timings meaningless).
+About 10 minutes of CPU per dtype on a 2-core machine (``--new-tokens 24``
+roughly halves it).
 """
 
 from __future__ import annotations

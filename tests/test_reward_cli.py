@@ -173,3 +173,18 @@ def test_score_endpoint_serves_reward_details(editscore_dirs):
                                             headers={"Authorization": "Bearer k"}).json()["scores"][0]
         assert client.get("/v1/models", headers={"Authorization": "Bearer k"}).json()["data"][0]["id"] == "editscore"
         assert client.post("/v1/score", content=b"\x80\x03pickle", headers={"Authorization": "Bearer k"}).status_code == 400
+
+
+def test_serve_scores_alone_without_a_chat_model(monkeypatch):
+    import editlens.backends.serving as serving
+
+    seen = {}
+    monkeypatch.setattr(serving, "serve_app", lambda app_, host, port, banner, access_log: seen.update(
+        app=app_, banner=banner("http://127.0.0.1:1/v1")))
+    res = cli("serve", "--score", "l1,ssim", "--port", "0")
+    assert res.exit_code == 0, res.output
+    paths = set(seen["app"].openapi()["paths"])
+    assert "/v1/score" in paths and "/v1/chat/completions" not in paths
+    assert seen["banner"].startswith("serving /v1/score (l1, ssim)")
+    bad = cli("serve")
+    assert bad.exit_code == 2 and "give --vlm" in bad.output

@@ -277,6 +277,11 @@ def compare_cmd(
     if (out or mmrb2_out) and pairs is None:
         raise typer.BadParameter("--out and --mmrb2-out go with --pairs")
     if metric:
+        from editlens.metrics.registry import get_spec
+
+        if get_spec(metric).pairwise:  # a pairwise judge named as the metric: it is the judge path
+            metric = None
+    if metric:
         decider = C.ScoreComparer(metric, parse_models(model), parse_options(option or []), device, dtype,
                                   vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype))
     else:

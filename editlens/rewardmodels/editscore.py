@@ -555,14 +555,14 @@ class EditScoreEvaluator(Metric):
         """The (cached) backend that answers SC/PQ requests."""
         if self._backend is None:
             loaded = self._load()
-            be = loaded.backend
-            be.sampling = {"top_p": self.top_p, "top_k": self.top_k}
+            # top-p/top-k are not in the requests: set for every call (the loaded model may be shared) and
+            # part of the cache key
+            be: Any = _Keyed(loaded.backend, {"top_p": self.top_p, "top_k": self.top_k},
+                             {"label_images": loaded.backend.label_images})
             if self._cache_opt:
                 from editlens.backends.cache import CachedBackend, ResponseCache
 
-                # the sampling settings the request does not carry are part of what was asked
-                keyed = _Keyed(be, {"top_p": self.top_p, "top_k": self.top_k, "label_images": be.label_images})
-                be = CachedBackend(keyed, ResponseCache(None if self._cache_opt is True else self._cache_opt))
+                be = CachedBackend(be, ResponseCache(None if self._cache_opt is True else self._cache_opt))
             self._backend = be
         return self._backend
 
@@ -683,16 +683,27 @@ class EditScoreEvaluator(Metric):
 
 class _Keyed:
     """A backend whose identity (for the response cache) also holds settings
-    its requests do not carry (top-p, top-k, the prompt format)."""
+    its requests do not carry (top-p, top-k, the prompt format), and which
+    applies its sampling settings to the shared local backend for each call."""
 
-    def __init__(self, backend: Any, extra: dict[str, Any]) -> None:
+    def __init__(self, backend: Any, sampling: dict[str, Any], extra: dict[str, Any]) -> None:
+        import threading
+
         self.backend = backend
+        self.sampling = dict(sampling)
         self.name = backend.name
         self.model_id = backend.model_id
-        self.revision = json.dumps({"revision": backend.revision, **extra}, sort_keys=True)
+        self.revision = json.dumps({"revision": backend.revision, **sampling, **extra}, sort_keys=True)
+        if not hasattr(backend, "_sampling_lock"):
+            backend._sampling_lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:  # calls, tower_stats, weights, label_images... of the local backend
+        return getattr(self.__dict__["backend"], name)
 
     def describe(self) -> dict[str, Any]:
         return self.backend.describe()
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
-        return self.backend.generate(requests)
+        with self.backend._sampling_lock:
+            self.backend.sampling = dict(self.sampling)
+            return self.backend.generate(requests)

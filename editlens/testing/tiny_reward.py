@@ -39,8 +39,8 @@ def build_qwen_vl(out: Path, family: str = "qwen2_5_vl", size: str = "tiny", see
     """A random Qwen2.5-VL (``family="qwen2_5_vl"``) or Qwen3-VL saved with its
     tokenizer, image processor (pixel bounds wide enough for 256 x factor^2
     images) and a Qwen-style chat template. ``size``: ``tiny`` (hidden 32,
-    2 layers, patch 8) or ``0.5b`` (Qwen2-0.5B's text model, an 8-block
-    1280-wide vision tower at patch 14: about 0.66 B parameters)."""
+    2 layers, patch 8) or ``0.5b`` (Qwen2-0.5B's text model with an untied LM
+    head, an 8-block 1280-wide vision tower at patch 14: 0.82 B parameters)."""
     import torch
     import transformers
     from transformers import Qwen2VLImageProcessorPil
@@ -54,7 +54,7 @@ def build_qwen_vl(out: Path, family: str = "qwen2_5_vl", size: str = "tiny", see
     elif size == "0.5b":
         text = _text(896, 24, 14, 2, 4864, 151936, tok)
         patch, hid, vdepth, vint, vheads = 14, 1280, 8, 3420, 16
-        mrope = [16, 24, 24]
+        mrope = [8, 12, 12]  # half the head dim (896 / 14 = 64)
     else:
         raise ValueError(f"unknown size {size!r}")
     common = dict(image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
