@@ -112,6 +112,26 @@ def tiny_vlm_dirs(tmp_path_factory):  # type: ignore[no-untyped-def]
     return {fam: build(tmp_path_factory.mktemp(f"tiny-{fam}")) for fam, build in BUILDERS.items()}
 
 
+@pytest.fixture(scope="session")
+def editscore_dirs(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """(base, adapter) folders in EditScore's released layout whose model answers TR.GOOD_ANSWER."""
+    from editlens.testing import tiny_reward as TR
+
+    root = tmp_path_factory.mktemp("editscore")
+    return {"q25": TR.build_editscore(root / "q25", "qwen2_5_vl", answer=TR.GOOD_ANSWER),
+            "q3": TR.build_editscore(root / "q3", "qwen3_vl", answer=TR.GOOD_ANSWER)}
+
+
+@pytest.fixture(scope="session")
+def editreward_dirs(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """(base, checkpoint) folders in EditReward's released layout (random weights)."""
+    from editlens.testing import tiny_reward as TR
+
+    root = tmp_path_factory.mktemp("editreward")
+    return {"q25": TR.build_editreward(root / "q25", "qwen2_5_vl", old_key_names=True),
+            "q3": TR.build_editreward(root / "q3", "qwen3_vl")}
+
+
 @pytest.fixture(autouse=True)
 def _isolated_caches(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("EDITLENS_CACHE_DIR", str(tmp_path / "editlens-cache"))

@@ -207,7 +207,7 @@ def test_compare_with_samples(server, manifest):
     img = lambda c: manifest / f"{c}_src.png"  # noqa: E731
     res = _cli("compare", "--source", img("good"), "--edited-a", img("good"), "--edited-b", img("good"),
                "--instruction", "add a hat", "--vlm", server, "--cache", "none", "--samples", "3",
-               "--temperature", "0.5", "--json")
+               "--temperature", "0.5", "--orders", "forward", "--json")
     doc = json.loads(res.stdout)
     # a JSON score answer is not a [[...]] verdict: no verdict, with the reason and every answer kept
     assert doc["verdict"] is None and "no sampled answer had a verdict" in doc["reason"]

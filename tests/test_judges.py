@@ -98,7 +98,7 @@ def test_refusal_is_unscored_not_zero():
 
 def test_pairwise_verdicts():
     answers = iter(["B keeps the background.\n[[B>A]]", "both fine [[A=B=Good]]", "no idea"])
-    j = _judge(PairwiseJudge, ScriptedBackend(lambda r: next(answers)))
+    j = _judge(PairwiseJudge, ScriptedBackend(lambda r: next(answers)), orders="forward")
     a = rng_image(0)
     v = j.compare([(a, a, a, "x")] * 3)
     assert [x.verdict for x in v] == ["B>A", "A=B=Good", None] and [x.label for x in v] == [-1, 0, None]

@@ -183,10 +183,10 @@ def test_yes_no_and_pairwise_agreement():
     assert s.details["majority"] == "YES" and s.details["unscored_samples"] == 1
     pw = _by_seed(["[[A>B]]", "[[A>B]]", "[[B>A]]"])
     a = rng_image(0)
-    (v,) = _judge(PairwiseJudge, pw, samples=3, temperature=0.8).compare([(a, a, a, "x")])
+    (v,) = _judge(PairwiseJudge, pw, samples=3, temperature=0.8, orders="forward").compare([(a, a, a, "x")])
     assert v.verdict == "A>B" and v.ensemble["agreement"] == pytest.approx(2 / 3)
     tie = _by_seed(["[[A>B]]", "[[B>A]]"])
-    (t,) = _judge(PairwiseJudge, tie, samples=2, temperature=0.8).compare([(a, a, a, "x")])
+    (t,) = _judge(PairwiseJudge, tie, samples=2, temperature=0.8, orders="forward").compare([(a, a, a, "x")])
     assert t.verdict is None and "tied" in t.reason
 
 

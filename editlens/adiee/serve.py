@@ -1,10 +1,16 @@
 """``POST /v1/score``: scores for a batch of edits, for RL trainers over HTTP.
 
 Request: ``{"items": [{"source": IMG, "edited": IMG, "instruction": str}, ...],
-"metric": "adiee"}`` where IMG is a ``data:image/...;base64,`` URL (or raw
-base64). Response: ``{"metric", "scores": [{"value", "status", "reason"}, ...]}``
-in request order. The whole batch goes to the evaluator at once (it batches
-and caches); evaluators are created once at start-up.
+"metric": "adiee", "details": false}`` where IMG is a ``data:image/...;base64,``
+URL (or raw base64). Response: ``{"metric", "scores": [{"value", "status",
+"reason"}, ...]}`` in request order; with ``"details": true`` each score also
+carries the evaluator's details (EditScore's sub-scores and reasoning,
+EditReward's log-uncertainty and reading, the checkpoint and whether the
+prompts are the release's). Bodies are JSON only (never pickled). The whole
+batch goes to the evaluator at once (it batches and caches); evaluators are
+created once at start-up. :func:`score_app` serves ``/v1/score`` alone, so a
+reward model can run in its own process on its own GPU (``editlens serve
+--score editscore --device cuda:1``) beside an RL trainer.
 """
 
 from __future__ import annotations
@@ -76,7 +82,50 @@ def score_router(metrics: Mapping[str, Any], max_items: int = 64, max_image_byte
                 return metrics[name].score_batch(samples)
 
         scores = await asyncio.get_running_loop().run_in_executor(None, run)
-        return {"metric": name, "scores": [{"value": s.value, "status": s.status, "reason": s.reason}
+        details = body.get("details") is True
+        return {"metric": name, "scores": [{"value": s.value, "status": s.status, "reason": s.reason,
+                                            **({"details": _json_safe(s.details)} if details else {})}
                                            for s in scores]}
 
     return router
+
+
+def _json_safe(value: Any) -> Any:
+    """Details as strict JSON: non-finite numbers become null (JSON has no NaN)."""
+    import math
+
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, (str, int, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def score_app(metrics: Mapping[str, Any], api_key: str | None = None, max_image_bytes: int = 20 * 1024 * 1024) -> Any:
+    """A FastAPI app serving only ``POST /v1/score`` (and ``GET /v1/models``
+    listing the evaluators), with the same API-key check as ``editlens serve``."""
+    import secrets
+
+    from fastapi import FastAPI
+    from fastapi.responses import JSONResponse
+
+    app = FastAPI(title="editlens score server")
+
+    @app.middleware("http")
+    async def auth(request: Request, call_next: Any) -> Any:
+        if api_key is not None and not secrets.compare_digest(request.headers.get("authorization", ""),
+                                                               f"Bearer {api_key}"):
+            return JSONResponse({"error": {"message": "missing or wrong API key", "type": "authentication_error",
+                                           "code": 401}}, status_code=401)
+        return await call_next(request)
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [{"id": n, "object": "evaluator", "owned_by": "editlens"} for n in metrics]}
+
+    app.include_router(score_router(metrics, max_image_bytes=max_image_bytes))
+    return app

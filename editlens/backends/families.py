@@ -64,6 +64,23 @@ def qwen2_vl_processor(path: str) -> Any:
     return ImageOnlyQwen2VLProcessor(image_processor=ip, tokenizer=tok, chat_template=_read_chat_template(path))
 
 
+def qwen3_vl_processor(path: str) -> Any:
+    """Qwen3-VL's processor, image-only for the same reason as
+    :func:`qwen2_vl_processor` (its video processor needs torchvision)."""
+    import transformers
+    from transformers import AutoTokenizer, Qwen2VLImageProcessorPil
+
+    class ImageOnlyQwen3VLProcessor(transformers.Qwen3VLProcessor):
+        attributes = ["image_processor", "tokenizer"]
+
+        def __init__(self, image_processor: Any = None, tokenizer: Any = None, chat_template: Any = None, **kw: Any):
+            transformers.Qwen3VLProcessor.__init__(self, image_processor, tokenizer, None, chat_template=chat_template)
+
+    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    ip = Qwen2VLImageProcessorPil.from_pretrained(path, local_files_only=True)
+    return ImageOnlyQwen3VLProcessor(image_processor=ip, tokenizer=tok, chat_template=_read_chat_template(path))
+
+
 def box_convention(backend_description: dict[str, Any] | None) -> str:
     """The box convention of the model a backend runs (its ``model_type``),
     or :data:`DEFAULT_BOX_CONVENTION` when the family is unknown."""

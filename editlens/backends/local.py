@@ -55,29 +55,50 @@ class TransformersBackend:
                 f"{', '.join(sorted(families()))}. Serve other models with vLLM/SGLang/TGI and pass their URL as --vlm.")
         import transformers
 
-        self.precision = decide(dtype, device)
-        self.device, self.dtype = self.precision.device, self.precision.torch_dtype
+        precision = decide(dtype, device)
         cls = getattr(transformers, family.model_class)
-        self.model = load_pretrained(cls, self.mref, dtype=self.dtype).to(self.device).eval()
+        model_obj = load_pretrained(cls, self.mref, dtype=precision.torch_dtype).to(precision.device).eval()
         try:
-            self.processor = load_pretrained(transformers.AutoProcessor, self.mref)
+            processor = load_pretrained(transformers.AutoProcessor, self.mref)
         except Exception:
             if family.fallback_processor is None:
                 raise
             local = self.mref.local_dir or _snapshot(self.mref.ref)
-            self.processor = family.fallback_processor(str(local))
+            processor = family.fallback_processor(str(local))
+        self._setup(model_obj, processor, model_type, self.mref.ref, getattr(model_obj.config, "_commit_hash", None),
+                    precision, batch_size, family.vision_tower)
+
+    @classmethod
+    def from_loaded(cls, model: Any, processor: Any, *, model_type: str, model_id: str, revision: str | None,
+                    precision: Any, batch_size: int = 8, vision_tower: str | None = None) -> "TransformersBackend":
+        """A backend around a model loaded elsewhere (an adapter merged into its
+        base, a 4-bit base): same batching, log-probabilities and tower wrapper.
+        ``model_id``/``revision`` must name what was loaded (they key the cache)."""
+        self = cls.__new__(cls)
+        self.mref = ModelRef(None, model_id, "literal")
+        self._setup(model, processor, model_type, model_id, revision, precision, batch_size, vision_tower)
+        return self
+
+    def _setup(self, model: Any, processor: Any, model_type: str, model_id: str, revision: str | None,
+               precision: Any, batch_size: int, vision_tower: str | None) -> None:
+        self.precision = precision
+        self.device, self.dtype = precision.device, precision.torch_dtype
+        self.model = model
+        self.processor = processor
         self.tokenizer = self.processor.tokenizer
         self.tokenizer.padding_side = "left"  # decoder-only batching
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.model_type = model_type
-        self.model_id = self.mref.ref
-        self.revision = getattr(self.model.config, "_commit_hash", None)
+        self.model_id = model_id
+        self.revision = revision
         self.batch_size = batch_size
         self.calls = 0  # generate() calls on the model (tests and benchmarks read it)
+        #: extra sampling settings of every generate() call (e.g. {"top_p": 0.9, "top_k": 20}); they are part
+        #: of what the model answers, so a subclass that sets them must make them part of ``revision``
+        self.sampling: dict[str, Any] = {}
         # Repeated images in a batch (one source, many edits) are encoded once.
-        self.tower_stats = vision_batching.install(self.model, family.vision_tower, self.device) \
-            if family.vision_tower else None
+        self.tower_stats = vision_batching.install(self.model, vision_tower, self.device) if vision_tower else None
         self._lock = threading.Lock()
         # the processor's tokenizer is not thread-safe (padding is switched on per call): editlens serve
         # counts prompt tokens in request threads while the model thread encodes and decodes

@@ -258,6 +258,10 @@ def _run_slice(be: Any, work: list[Paused], inputs: dict[str, Any] | None, resum
     paused = [False]
     streaming = control.on_text is not None
 
+    # extra sampling settings a backend may carry (EditScore's release samples with top-p and top-k)
+    extra = getattr(be, "sampling", None) or {}
+    top_k, top_p = int(extra.get("top_k") or 0), float(extra.get("top_p") or 1.0)
+
     class Sampler(LogitsProcessor):
         """Each sampled row draws from its own generator; the drawn token is
         then the only choice left, so greedy decoding picks it."""
@@ -266,7 +270,8 @@ def _run_slice(be: Any, work: list[Paused], inputs: dict[str, Any] | None, resum
             for b, (_, row) in enumerate(live):
                 if row.rng is None or b in ended or b in stopped_at:
                     continue
-                probs = torch.softmax(scores[b].float() / settings.temperature, dim=-1)
+                probs = _nucleus(torch.softmax(scores[b].float() / settings.temperature, dim=-1),
+                                 top_k, top_p)
                 tok = torch.multinomial(probs, 1, generator=row.rng)
                 scores[b].fill_(-float("inf"))
                 scores[b, tok] = 0.0
@@ -356,3 +361,25 @@ def _run_slice(be: Any, work: list[Paused], inputs: dict[str, Any] | None, resum
         group = Group(cache, prompt, [(id(work[i]), row) for i, row in live], state)
         for i, _ in live:
             work[i].group = group
+
+
+def _nucleus(probs: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
+    """``probs`` kept to its ``top_k`` most likely tokens and then to the smallest
+    set whose mass reaches ``top_p`` (as transformers' top-k/top-p warpers do);
+    0 / 1.0 switch either off.
+
+    >>> _nucleus(torch.tensor([0.5, 0.25, 0.25]), 1, 1.0).tolist()
+    [0.5, 0.0, 0.0]
+    >>> _nucleus(torch.tensor([0.5, 0.25, 0.25]), 0, 0.6).tolist()
+    [0.5, 0.25, 0.0]
+    """
+    if top_k and top_k < probs.numel():
+        cut = torch.topk(probs, top_k).values[-1]
+        probs = torch.where(probs < cut, torch.zeros_like(probs), probs)
+    if top_p < 1.0:
+        ordered, order = torch.sort(probs, descending=True)
+        before = torch.cumsum(ordered, 0) - ordered  # mass of the more likely tokens
+        drop = before >= top_p * ordered.sum()
+        probs = probs.clone()
+        probs[order[drop]] = 0.0
+    return probs

@@ -14,15 +14,21 @@ On a CPU the tower is also run a few rows at a time: past two 512-px images
 per forward, attention's working set leaves the cache and each image costs
 more (1.37 s per image at 2 rows, 1.63 s at 16, SmolVLM's tower, 2 cores).
 
-Only towers that encode each row on its own (ViT towers of Idefics3,
-SmolVLM, LLaVA-NeXT) are wrapped; a family whose tower mixes rows (Qwen2-VL
-takes one flat sequence of patches) declares none.
+Towers that encode each row on its own (ViT towers of Idefics3, SmolVLM,
+LLaVA-NeXT) are wrapped row by row. Qwen2.5-VL's and Qwen3-VL's towers take
+one flat sequence of patches with a grid per image (``grid_thw``) and attend
+within each image only (``cu_seqlens``), so they are wrapped image by image:
+equal images (same grid, same patches) are encoded once and their patch and
+merged-token outputs copied back in place (:func:`install` tells the two
+kinds apart by the tower's ``grid_thw`` parameter). A family whose tower
+mixes images declares none (Qwen2-VL is left as it was).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,6 +122,8 @@ def install(model: torch.nn.Module, path: str, device: str) -> TowerStats | None
             return None
     if not isinstance(tower, torch.nn.Module):
         return None
+    if "grid_thw" in inspect.signature(tower.forward).parameters:
+        return _install_grid(tower)
     stats = TowerStats()
     original = tower.forward
     chunk = CPU_ROWS_PER_FORWARD if str(device).startswith("cpu") else 0
@@ -153,6 +161,76 @@ def install(model: torch.nn.Module, path: str, device: str) -> TowerStats | None
         if len(keep) == rows:
             return out
         return _reindex(out, torch.tensor(inverse), len(keep))
+
+    tower.forward = forward
+    return stats
+
+
+def unique_images(patches: torch.Tensor, grid_thw: torch.Tensor) -> tuple[list[int], list[int], list[int]]:
+    """For a flat patch sequence with one ``(t, h, w)`` grid row per image:
+    patch rows per image, the first occurrence of each distinct image, and
+    for every image the position of its representative (equal grid and
+    equal patches, compared exactly).
+
+    >>> p = torch.tensor([[1.], [2.], [3.], [4.], [1.], [2.]])
+    >>> unique_images(p, torch.tensor([[1, 1, 2], [1, 1, 2], [1, 1, 2]]))
+    ([2, 2, 2], [0, 1], [0, 1, 0])
+    """
+    sizes = [int(x) for x in grid_thw.prod(-1).tolist()]
+    chunks = torch.split(patches, sizes)
+    keep: list[int] = []
+    inverse: list[int] = []
+    groups: dict[tuple, list[int]] = {}
+    for i, chunk in enumerate(chunks):
+        key = (tuple(int(v) for v in grid_thw[i].tolist()), _fingerprint(chunk))
+        match = next((pos for pos in groups.get(key, []) if torch.equal(chunk, chunks[keep[pos]])), None)
+        if match is None:
+            match = len(keep)
+            keep.append(i)
+            groups.setdefault(key, []).append(match)
+        inverse.append(match)
+    return sizes, keep, inverse
+
+
+def _spread(value: Any, parts: dict[int, list[int]], inverse: list[int]) -> Any:
+    """Copy per-image slices of an output encoded for the distinct images
+    back to every image. ``parts`` maps a total row count (patch rows or
+    merged-token rows of the distinct images) to their per-image sizes."""
+    if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape[0] in parts:
+        pieces = torch.split(value, parts[value.shape[0]])
+        return torch.cat([pieces[j] for j in inverse], 0)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_spread(v, parts, inverse) for v in value)
+    if hasattr(value, "keys"):  # a transformers ModelOutput
+        return type(value)(**{k: _spread(value[k], parts, inverse) for k in value.keys()})
+    return value
+
+
+def _install_grid(tower: torch.nn.Module) -> TowerStats:
+    """Wrap a flat-sequence tower (``forward(pixels, grid_thw, **kw)``): equal images encoded once."""
+    stats = TowerStats()
+    original = tower.forward
+    merge = int(getattr(tower, "spatial_merge_size", None) or getattr(getattr(tower, "config", None),
+                                                                      "spatial_merge_size", 1) or 1)
+
+    @functools.wraps(original)
+    def forward(hidden_states: Any, grid_thw: Any = None, **kwargs: Any) -> Any:
+        plain = (not isinstance(hidden_states, torch.Tensor) or not isinstance(grid_thw, torch.Tensor)
+                 or any(isinstance(v, torch.Tensor) for v in kwargs.values()))  # precomputed per-batch inputs
+        if plain:
+            return original(hidden_states, grid_thw, **kwargs)
+        sizes, keep, inverse = unique_images(hidden_states, grid_thw)
+        stats.rows += len(sizes)
+        stats.encoded += len(keep)
+        stats.forwards += 1
+        stats.history.append((len(sizes), len(keep)))
+        if len(keep) == len(sizes):
+            return original(hidden_states, grid_thw, **kwargs)
+        chunks = torch.split(hidden_states, sizes)
+        out = original(torch.cat([chunks[i] for i in keep], 0), grid_thw[keep], **kwargs)
+        kept = [sizes[i] for i in keep]
+        parts = {sum(kept): kept, sum(kept) // merge**2: [k // merge**2 for k in kept]}
+        return _spread(out, parts, inverse)
 
     tower.forward = forward
     return stats

@@ -4,6 +4,7 @@ and the reward commands ``editlens best-of-n`` and ``editlens relabel``."""
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -303,6 +304,16 @@ def relabel_cmd(
 
     samples, scores, m = _score_manifest(manifest, metric, model, option, device, batch_size, dtype)
     low, high = m.spec.value_range
+    scale_note = f"[{low:g}, {high:g}] -> 1-5"
+    if not (math.isfinite(low) and math.isfinite(high)):
+        # an unbounded reward (EditReward) is relative: map this manifest's own range to 1-5, and say so
+        got = [sc.value for sc in scores if sc.status == "scored" and sc.value is not None]
+        if len(set(got)) < 2:
+            typer.echo(f"error: {metric} has no fixed range and fewer than two distinct scores here, so there is "
+                       "nothing to map to 1-5", err=True)
+            raise typer.Exit(2)
+        low, high = min(got), max(got)
+        scale_note = f"min-max of this manifest's {metric} scores [{low:.4g}, {high:.4g}] -> 1-5 (relative)"
     rows = []
     by_id = {}
     for line in manifest.read_text(encoding="utf-8").splitlines() if manifest.suffix == ".jsonl" else []:
@@ -316,6 +327,7 @@ def relabel_cmd(
         if sc.status == "scored" and sc.value is not None:
             r = to_reward_scale(sc.value if m.spec.higher_is_better else high - (sc.value - low), low, high)
             row.update({"reward": round(r, 4), "reward_raw": sc.value, "reward_metric": metric,
+                        "reward_scale": scale_note,
                         "instruction_with_reward": f"{s.instruction.rstrip()} The image quality is {round(r)} out of five."})
         else:
             unscored += 1

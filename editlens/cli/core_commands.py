@@ -35,7 +35,8 @@ def metrics_cmd(json_out: bool = typer.Option(False, "--json", help="Machine-rea
 
     print_table("editlens metrics", ["name", "measures", "needs", "better", "range", "model", "available", "description"],
                 [[r["name"], r["measures"], ", ".join(r["needs"]), "higher" if r["higher_is_better"] else "lower",
-                  "[" + ", ".join("inf" if v is None else f"{v:g}" for v in r["range"]) + "]", r["model"] or "-",
+                  "[" + ", ".join(("-inf" if i == 0 else "inf") if v is None else f"{v:g}"
+                                  for i, v in enumerate(r["range"])) + "]", r["model"] or "-",
                   "yes" if r["available"] else "no", r["description"]] for r in rows])
 
 
@@ -261,17 +262,29 @@ def run_cmd(
 @app.command("compare")
 @guarded
 def compare_cmd(
-    source: Path = typer.Option(..., "--source"),
-    edited_a: Path = typer.Option(..., "--edited-a"),
-    edited_b: Path = typer.Option(..., "--edited-b"),
-    instruction: str = typer.Option(..., "--instruction"),
-    vlm: str = VlmOpt,
+    source: Optional[Path] = typer.Option(None, "--source"),
+    edited_a: Optional[Path] = typer.Option(None, "--edited-a"),
+    edited_b: Optional[Path] = typer.Option(None, "--edited-b"),
+    instruction: Optional[str] = typer.Option(None, "--instruction"),
+    pairs: Optional[Path] = typer.Option(None, "--pairs", help="Many pairs: JSONL {id, source, edited_a, edited_b, "
+                                         "instruction} (e.g. pairs.jsonl of `editlens meta-eval prepare`)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="With --pairs: write one verdict per line to this JSONL."),
+    mmrb2_out: Optional[Path] = typer.Option(None, "--mmrb2-out", help="With --pairs: also write MMRB2's judgement "
+                                             "file ({id: {forward, reverse}}) for its compute_accuracy.py."),
+    metric: Optional[str] = typer.Option(None, "--metric", help="Decide by a point-wise evaluator's scores "
+                                         "(editscore, editreward, adiee, clip_d...) instead of the pairwise VLM judge."),
+    orders: str = typer.Option("both", "--orders", help="Pairwise VLM judge: both (ask A-B and B-A; a verdict only "
+                               "when they agree, else a tie flagged as position bias), forward or reverse."),
+    model: Optional[List[str]] = ModelOpt,
+    option: Optional[List[str]] = OptionOpt,
+    vlm: Optional[str] = VlmOpt,
     vlm_model: Optional[str] = VlmModelOpt,
     cache: str = CacheOpt,
     template: Optional[List[str]] = TemplateOpt,
     samples: int = SamplesOpt,
     temperature: float = TemperatureOpt,
     min_samples: Optional[int] = MinSamplesOpt,
+    batch_size: int = typer.Option(8, "--batch-size", min=1, help="With --pairs: pairs (or edits) per batch."),
     json_out: bool = typer.Option(False, "--json"),
     timeout: Optional[float] = TimeoutOpt,
     max_retries: Optional[int] = RetriesOpt,
@@ -279,31 +292,59 @@ def compare_cmd(
     device: str = DeviceOpt,
     dtype: str = DtypeOpt,
 ) -> None:
-    """Pairwise judge: which of two edits of the same source is better.
+    """Which of two edits of the same source is better: a pairwise VLM judge (both presentation orders by
+    default) or a point-wise evaluator's scores (--metric); one pair, or many with --pairs.
 
-    Exit status: 0 a verdict; 1 no verdict (unparsable or tied answers); 3 the backend failed (retry).
+    Exit status: 0 a verdict (every pair answered); 1 no verdict (one pair: unparsable answers);
+    3 the backend failed (retry: only the failed pairs are asked again).
     """
-    from editlens.judges.pairwise import PairwiseJudge
+    from editlens.judges import compare as C
+    from editlens.runner.selection import parse_options
 
     http_settings(timeout, max_retries, concurrency)
-
-    if not instruction.strip():
-        typer.echo("error: empty instruction", err=True)
-        raise typer.Exit(2)
-    opts = vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype,
-                       min_samples=min_samples) or {}
-    judge = PairwiseJudge(**opts)
-    (v,) = judge.compare([(str(source), str(edited_a), str(edited_b), instruction)])
-    if json_out:
-        emit_json({"schema": "editlens.compare/1", **v.to_dict()})
+    single = [source, edited_a, edited_b, instruction]
+    if pairs is None:
+        if any(v is None for v in single):
+            raise typer.BadParameter("give --source, --edited-a, --edited-b and --instruction (or --pairs FILE)")
+        if not str(instruction).strip():
+            typer.echo("error: empty instruction", err=True)
+            raise typer.Exit(2)
+        items = [C.PairItem("pair", str(source), str(edited_a), str(edited_b), str(instruction))]
     else:
-        typer.echo(f"verdict: {v.verdict or 'unscored (' + str(v.reason) + ')'}")
-        if v.ensemble:
-            typer.echo(f"{v.ensemble['samples']} sampled answers, agreement {v.ensemble['agreement']}, "
-                       f"{v.ensemble['unscored_samples']} without a verdict")
-        elif v.raw:
-            typer.echo(str(v.raw))
-    if v.failed:
-        raise typer.Exit(EXIT_FAILED)  # nothing was answered: worth retrying
-    if v.verdict is None:
-        raise typer.Exit(1)  # no verdict: scripts must not read success
+        if any(v is not None for v in single):
+            raise typer.BadParameter("--pairs replaces --source/--edited-a/--edited-b/--instruction")
+        items = C.read_pairs(pairs)
+    if (out or mmrb2_out) and pairs is None:
+        raise typer.BadParameter("--out and --mmrb2-out go with --pairs")
+    if metric:
+        from editlens.metrics.registry import get_spec
+
+        if get_spec(metric).pairwise:  # a pairwise judge named as the metric: it is the judge path
+            metric = None
+    if metric:
+        decider = C.ScoreComparer(metric, parse_models(model), parse_options(option or []), device, dtype,
+                                  vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype))
+    else:
+        if not vlm:
+            raise typer.BadParameter("the pairwise judge needs --vlm (or compare by scores with --metric NAME)")
+        opts = vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype,
+                           min_samples=min_samples) or {}
+        decider = C.JudgeComparer({**opts, "orders": orders, **parse_options(option or []).get("pairwise", {})})
+    verdicts = decider.compare(items, batch_size)
+    if pairs is None:
+        C.print_single(verdicts[0], json_out)
+        if verdicts[0].get("failed"):
+            raise typer.Exit(EXIT_FAILED)  # nothing was answered: worth retrying
+        if verdicts[0]["verdict"] is None:
+            raise typer.Exit(1)  # no verdict: scripts must not read success
+        return
+    C.write_outputs(verdicts, out, mmrb2_out, decider.name)
+    summary = C.summary(verdicts)
+    if json_out:
+        emit_json({"schema": "editlens.compare-pairs/1", "summary": summary, **({} if out else {"verdicts": verdicts})})
+    else:
+        typer.echo(C.summary_line(summary, out))
+    if summary["failed"]:
+        typer.echo(f"{summary['failed']} pairs failed (the backend did not answer); run the same command again "
+                   "to ask them again", err=True)
+        raise typer.Exit(EXIT_FAILED)

@@ -122,10 +122,28 @@ def pointwise(human: Path = typer.Option(..., "--human", help="JSONL {id, model,
 @meta_app.command("pairwise")
 @guarded
 def pairwise(human: Path = typer.Option(..., "--human", help="JSONL {id, a, b, preference}."),
-             predictions: Path = typer.Option(..., "--predictions", help="JSONL {id, score} or editlens results.jsonl."),
+             predictions: Optional[Path] = typer.Option(None, "--predictions", help="JSONL {id, score} or editlens results.jsonl."),
+             verdicts: Optional[Path] = typer.Option(None, "--verdicts", help="A pairwise judge's verdicts "
+                                                     "(editlens compare --pairs ... --out FILE), instead of scores."),
              metric: Optional[str] = typer.Option(None, "--metric"),
              json_out: bool = JsonOpt, report: Optional[Path] = ReportOpt) -> None:
-    """Pair-wise accuracy with tie calibration (Deutsch et al., 2023)."""
+    """Pair-wise accuracy with tie calibration (Deutsch et al., 2023); with --verdicts, a pairwise judge's
+    accuracy per presentation order and the consistency of the two orders (MMRB2's protocol)."""
+    if (predictions is None) == (verdicts is None):
+        raise typer.BadParameter("give exactly one of --predictions (scores) or --verdicts (a pairwise judge)")
+    if verdicts is not None:
+        from editlens.meta.rewardbench import verdicts_report
+
+        rep = verdicts_report(human, verdicts)
+        _write_report(report, rep, "pair-wise judge")
+        if json_out:
+            emit_json(rep)
+            return
+        typer.echo(f"accuracy {_f(rep['accuracy'])} over {rep['judgements']} judgements (forward {_f(rep['accuracy_forward'])}, "
+                   f"reverse {_f(rep['accuracy_reverse'])}); consistency of the two orders {_f(rep['consistency'])} over "
+                   f"{rep['checked_pairs']} pairs; reported verdict {_f(rep['accuracy_of_reported_verdict'])}; "
+                   f"{rep['n_no_verdict']} without a verdict, {rep['n_missing']} missing")
+        return
     from editlens.meta.reports import pairwise_report
 
     rep = pairwise_report(human, predictions, metric)
@@ -139,3 +157,106 @@ def pairwise(human: Path = typer.Option(..., "--human", help="JSONL {id, a, b, p
     typer.echo(f"accuracy {rep['accuracy']:.4f} (tie threshold {rep['threshold']:.4g}) over {rep['n']} pairs; "
                f"{rep['n_unparsable']} unscored, {rep['n_missing']} missing")
     _echo_trust(rep)
+
+
+def _f(x) -> str:  # type: ignore[no-untyped-def]
+    return "-" if x is None else f"{x:.4f}"
+
+
+BenchOpt = typer.Option(..., "--bench", help="The benchmark as published (file or folder), or a folder from "
+                        "`editlens meta-eval prepare`.")
+PredOpt = typer.Option(None, "--predictions", help="editlens results.jsonl of the prepared manifest (or {id, score} JSONL).")
+MetricOpt = typer.Option(None, "--metric", help="Evaluator whose scores to use from editlens results.")
+
+
+@meta_app.command("prepare")
+@guarded
+def prepare_cmd(kind: str = typer.Argument(..., help="editscore-bench, editreward-bench or mmrb2."),
+                path: Path = typer.Argument(..., help="The benchmark as published: EditScore's arrow/parquet folder, "
+                                            "TIGER-Lab's parquet folder, MMRB2's edit.json."),
+                out: Path = typer.Option(..., "--out", help="Folder to write images, manifest.jsonl, pairs.jsonl."),
+                multi_input: str = typer.Option("skip", "--multi-input", help="MMRB2 pairs with several input images: "
+                                                "skip, or first (the first image stands for the source)."),
+                json_out: bool = JsonOpt) -> None:
+    """Turn a human-label benchmark into a manifest for `editlens run` and pairs for `editlens compare --pairs`."""
+    from editlens.meta.rewardbench import prepare
+
+    if multi_input not in ("skip", "first"):
+        raise typer.BadParameter("--multi-input must be skip or first")
+    summary = prepare(kind, path, out, multi_input)
+    if json_out:
+        emit_json(summary)
+        return
+    typer.echo(f"{summary['edits']} edits, {summary['pairs']} labelled pairs -> {out}/manifest.jsonl (editlens run), "
+               f"{out}/pairs.jsonl (editlens compare --pairs, meta-eval pairwise)")
+    left = (summary.get("info") or {}).get("left_out")
+    if left:
+        typer.echo("  left out: " + ", ".join(f"{k} ({v})" for k, v in left.items()))
+
+
+@meta_app.command("editscore-bench")
+@guarded
+def editscore_bench_cmd(bench: Path = BenchOpt, predictions: Path = typer.Option(..., "--predictions"),
+                        metric: Optional[str] = MetricOpt, json_out: bool = JsonOpt,
+                        report: Optional[Path] = ReportOpt) -> None:
+    """EditScore's EditReward-Bench: pairwise accuracy per subtask and dimension, the 13-subtask average and 4 groups."""
+    from editlens.meta import rewardbench as R
+
+    rep = R.editscore_bench_report(R.load_benchmark("editscore-bench", bench), R.load_results(predictions, metric),
+                                   metric or "score")
+    _write_report(report, rep, "EditScore EditReward-Bench")
+    if json_out:
+        emit_json(rep)
+        return
+    typer.echo(f"EditReward-Bench (EditScore): {rep['n_pairs']} pairs, {rep['n_unscored_pairs']} with an unscored edit")
+    for dim, d in rep["dimensions"].items():
+        groups = ", ".join(f"{g} {_f(v)}" for g, v in d["groups"].items())
+        typer.echo(f"  {dim:<17} average {_f(d['average'])} (unscored as wrong {_f(d['average_unscored_as_wrong'])}); "
+                   f"{groups}; read from {', '.join(d['score_field']) or '-'}")
+
+
+@meta_app.command("editreward-bench")
+@guarded
+def editreward_bench_cmd(bench: Path = BenchOpt, predictions: Path = typer.Option(..., "--predictions"),
+                         metric: Optional[str] = MetricOpt, json_out: bool = JsonOpt,
+                         report: Optional[Path] = ReportOpt) -> None:
+    """TIGER-Lab's EditReward-Bench: 2-way tie-calibrated accuracy, 3/4-way C/(C+D), strict group accuracy."""
+    from editlens.meta import rewardbench as R
+
+    scores = R.scored_values(R.load_results(predictions, metric))
+    rep = R.editreward_bench_report(R.load_benchmark("editreward-bench", bench), scores, metric or "score")
+    _write_report(report, rep, "TIGER-Lab EditReward-Bench")
+    if json_out:
+        emit_json(rep)
+        return
+    typer.echo(f"EditReward-Bench (TIGER-Lab): strict group accuracy {_f(rep['strict_accuracy'])} over "
+               f"{rep['strict']['groups']} groups ({rep['strict']['groups_with_unscored_edits']} with unscored edits)")
+    for k, e in rep["by_k"].items():
+        pw = (e.get("pairwise") or {}).get("accuracy")
+        typer.echo(f"  {k}: pairwise {_f(pw)}, strict {_f(e['strict']['accuracy'])} ({e['scored_pairs']}/{e['pairs']} pairs scored)")
+
+
+@meta_app.command("mmrb2")
+@guarded
+def mmrb2_cmd(bench: Path = BenchOpt, predictions: Optional[Path] = PredOpt, metric: Optional[str] = MetricOpt,
+              verdicts: Optional[Path] = typer.Option(None, "--verdicts", help="Verdicts of a pairwise judge "
+                                                      "(editlens compare --pairs PAIRS --orders both --out FILE)."),
+              multi_input: str = typer.Option("skip", "--multi-input", help="skip or first (see meta-eval prepare)."),
+              json_out: bool = JsonOpt, report: Optional[Path] = ReportOpt) -> None:
+    """MMRB2 image editing: accuracy over both presentation orders, per order, and their consistency."""
+    from editlens.meta import rewardbench as R
+
+    if (predictions is None) == (verdicts is None):
+        raise typer.BadParameter("give exactly one of --predictions (a point-wise evaluator) or --verdicts (a pairwise judge)")
+    b = R.load_benchmark("mmrb2", bench, multi_input=multi_input)
+    if predictions is not None:
+        rep = R.mmrb2_report(b, scores=R.scored_values(R.load_results(predictions, metric)), metric=metric)
+    else:
+        rep = R.mmrb2_report(b, verdicts=R.load_verdicts(verdicts), metric="pairwise judge")
+    _write_report(report, rep, "MMRB2 image editing")
+    if json_out:
+        emit_json(rep)
+        return
+    typer.echo(f"MMRB2 image editing: accuracy {_f(rep['accuracy'])} over {rep['judgements']} judgements "
+               f"(forward {_f(rep['accuracy_forward'])}, reverse {_f(rep['accuracy_reverse'])}), consistency "
+               f"{_f(rep['consistency'])}; {rep['n_missing']} of {rep['n_pairs']} pairs without a judgement")

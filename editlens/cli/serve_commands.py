@@ -25,7 +25,8 @@ def _positive(value: float, flag: str) -> None:
 @app.command("serve")
 @guarded
 def serve_cmd(
-    vlm: str = typer.Option(..., "--vlm", help="Local model: hub id or directory (try one: editlens make-tiny-vlm DIR)."),
+    vlm: Optional[str] = typer.Option(None, "--vlm", help="Local model: hub id or directory (try one: editlens "
+                                      "make-tiny-vlm DIR); optional with --score: then only /v1/score is served)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (default: this machine only)."),
     port: int = typer.Option(8000, "--port", min=0, max=65535,
                              help="Port to bind (0: any free port; the URL printed says which)."),
@@ -49,6 +50,8 @@ def serve_cmd(
     dtype: str = DtypeOpt,
     score: Optional[str] = typer.Option(None, "--score", help="Also serve POST /v1/score with these evaluators (e.g. adiee)."),
     model: Optional[List[str]] = ModelOpt,
+    option: Optional[List[str]] = typer.Option(None, "--option", help="Evaluator option METRIC.KEY=VALUE for --score "
+                                               "(e.g. editscore.samples=4). Repeatable."),
 ) -> None:
     """Serve a local VLM over an OpenAI-compatible /v1/chat/completions API (and /v1/score with --score)."""
     from editlens.backends.local import TransformersBackend
@@ -58,7 +61,10 @@ def serve_cmd(
     _positive(max_image_mb, "--max-image-mb")
     _positive(request_timeout, "--request-timeout")
     _positive(read_timeout, "--read-timeout")
-    if vlm.startswith(("http://", "https://")):
+    if not vlm and not score:
+        typer.echo("error: give --vlm (a local model to serve) and/or --score (evaluators for /v1/score)", err=True)
+        raise typer.Exit(2)
+    if vlm and vlm.startswith(("http://", "https://")):
         typer.echo(f"error: editlens serve loads a local model (--vlm HUB_ID_OR_DIR); {vlm} is already a server: "
                    "pass it as --vlm to score, run or compare instead", err=True)
         raise typer.Exit(2)
@@ -71,17 +77,28 @@ def serve_cmd(
     limits = ServeLimits(max_tokens=max_tokens, max_n=max_n, request_timeout=request_timeout,
                          max_image_bytes=max(1, int(max_image_mb * 1024 * 1024)), max_image_pixels=max_image_pixels,
                          max_prompt_tokens=max_prompt_tokens, read_timeout=read_timeout)
-    backend = TransformersBackend(vlm, device=device, dtype=dtype, batch_size=max_batch)
-    routers = []
-    if score:  # POST /v1/score with registered evaluators (e.g. adiee), for RL trainers
+    routers, served = [], {}
+    if score:  # POST /v1/score with registered evaluators (adiee, editscore, editreward...), for RL trainers
         from editlens.adiee.serve import score_router
-        from editlens.runner.selection import select_metrics
+        from editlens.runner.selection import parse_options, select_metrics
 
-        sel = select_metrics(split_names(score), models=parse_models(model), device=device, dtype=dtype)
-        routers.append(score_router({m.name: m for m in sel.metrics}, max_image_bytes=limits.max_image_bytes))
-    app_ = build_app(backend, name or vlm, api_key=key, max_batch=max_batch, limits=limits, routers=routers,
-                     slice_ms=slice_ms)
-    serve_app(app_, host, port, banner=lambda url: f"serving {name or vlm} at {url}"
+        sel = select_metrics(split_names(score), models=parse_models(model), options=parse_options(option or []),
+                             device=device, dtype=dtype)
+        served = {m.name: m for m in sel.metrics}
+        for m in sel.metrics:  # load now: the first request must not wait for a model to load
+            getattr(m, "describe", lambda: None)()
+        routers.append(score_router(served, max_image_bytes=limits.max_image_bytes))
+    if vlm:
+        backend = TransformersBackend(vlm, device=device, dtype=dtype, batch_size=max_batch)
+        app_ = build_app(backend, name or vlm, api_key=key, max_batch=max_batch, limits=limits, routers=routers,
+                         slice_ms=slice_ms)
+        what = name or vlm
+    else:
+        from editlens.adiee.serve import score_app
+
+        app_ = score_app(served, api_key=key, max_image_bytes=limits.max_image_bytes)
+        what = f"/v1/score ({', '.join(served)})"
+    serve_app(app_, host, port, banner=lambda url: f"serving {what} at {url}"
               + (" (API key required)" if key else ""), access_log=access_log)
 
 

@@ -57,6 +57,9 @@ BUILTIN: list[MetricSpec] = [
                (0.0, 1.0), "vlm", "VIEScore-style VLM judge: sqrt(min(SC) * min(PQ)) / 10, reasoning kept", vlm="required"),
     MetricSpec("yes_no", "editlens.judges.yesno:YesNoJudge", ("source", "edited", "instruction"), True, (0.0, 1.0),
                "vlm", "VLM judge: P(YES) that the instruction was carried out, from token log-probabilities", vlm="required"),
+    MetricSpec("pairwise", "editlens.judges.pairwise:PairwiseJudge", ("source", "edited", "instruction"), True,
+               (-1.0, 1.0), "vlm", "pairwise VLM judge (editlens compare): which of two edits is better; orders=both "
+               "asks A-B and B-A and reports a verdict only when they agree", {"orders": "both"}, vlm="required"),
     MetricSpec("captions", "editlens.judges.captioner:Captioner", ("source", "instruction"), True, (0.0, 0.0),
                "vlm", "VLM captioner: fills missing source/target captions for CLIP-T and CLIP-D (no score)", vlm="required"),
     MetricSpec("dice", "editlens.dice.pipeline:DiceEvaluator", ("source", "edited", "instruction"), True, (0.0, 1.0),
@@ -81,6 +84,15 @@ BUILTIN: list[MetricSpec] = [
     # ADIEE (editlens.adiee): trained scorers; checkpoints via --model adiee=DIR / adiee_fast=DIR
     MetricSpec("adiee", "editlens.adiee.evaluator:AdieeEvaluator", ("source", "edited", "instruction"), True,
                (0.0, 10.0), "adiee", "ADIEE scorer: VLM with a [SCORE] token decoded by an MLP, 0-10 (cached)"),
+    # learned edit reward models (editlens.rewardmodels): released checkpoints via presets or --model ROLE=DIR
+    MetricSpec("editscore", "editlens.rewardmodels.editscore:EditScoreEvaluator", ("source", "edited", "instruction"),
+               True, (0.0, 10.0), "editscore", "EditScore: LoRA reward model on Qwen-VL; overall 0-10 = sqrt(min(SC) "
+               "x min(PQ)), sub-scores and reasoning kept; samples=N passes averaged as released",
+               availability="editlens.rewardmodels.editscore:check_available"),
+    MetricSpec("editreward", "editlens.rewardmodels.editreward:EditRewardEvaluator",
+               ("source", "edited", "instruction"), True, (-INF, INF), "editreward",
+               "EditReward: reward head on Qwen2.5-VL/MiMo-VL/Qwen3-VL; value = reward (unbounded, relative), "
+               "details = log-uncertainty and a plain reading", availability="editlens.rewardmodels.editreward:check_available"),
     MetricSpec("adiee_fast", "editlens.adiee.evaluator:AdieeFastEvaluator", ("source", "edited", "instruction"), True,
                (0.0, 10.0), "adiee_fast", "fast ADIEE scorer: MLP on frozen CLIP/DINOv2 features, 0-10"),
 ]
@@ -116,6 +128,7 @@ _EXTRA: dict[str, dict] = {
     "lpips_vgg": {"availability": "editlens.metrics.lpips:check_available"},
     "viescore": {"ensemble": True},
     "yes_no": {"ensemble": True},
+    "pairwise": {"ensemble": True, "orders": ("both", "forward", "reverse")},
     "dice": {"ensemble": True, "summary": "editlens.dice.ranking:ranking_summary",
              "summary_title": "DICE ranking (rates over ranked samples: parsed and fully judged)",
              "boxes": BoxLayer("differences", **_DICE_BOXES)},

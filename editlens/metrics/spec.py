@@ -168,6 +168,12 @@ class MetricSpec:
             is unchanged from the source; reports flag such edits, and the
             editors that make them, as no-ops. ``None``: the score says nothing
             about that.
+        orders: for a *pairwise* judge (it compares two edits of one source,
+            through ``editlens compare``, never per edit in a run): the
+            presentation orders its ``orders`` option accepts, e.g.
+            ``("both", "forward", "reverse")`` (``both``: asked A-then-B and
+            B-then-A, see :mod:`editlens.judges.pairwise`); empty for
+            evaluators that score one edit at a time.
     """
 
     name: str
@@ -188,6 +194,12 @@ class MetricSpec:
     measures: str = field(default="quality", kw_only=True)
     boxes: BoxLayer | None = field(default=None, kw_only=True)
     unchanged_at: float | None = field(default=None, kw_only=True)
+    orders: tuple[str, ...] = field(default=(), kw_only=True)
+
+    @property
+    def pairwise(self) -> bool:
+        """Whether this evaluator judges pairs of edits (see ``orders``)."""
+        return bool(self.orders)
 
     def __post_init__(self) -> None:
         if self.vlm not in ("none", "optional", "required"):
@@ -241,4 +253,5 @@ class MetricSpec:
             "measures": self.measures,
             "boxes": self.boxes.to_dict() if self.boxes else None,
             "unchanged_at": self.unchanged_at,
+            **({"orders": list(self.orders)} if self.orders else {}),
         }

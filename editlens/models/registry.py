@@ -82,8 +82,10 @@ KINDS: dict[str, ModelKind] = {k.name: k for k in (
               "editlens.adiee.checkpoint:load_for_loader"),
     ModelKind("twoframe", "two-frame video CLIP (ViFi-CLIP .pth or a trained directory)",
               "editlens.twoframe.evaluator:preset_available", "editlens.twoframe.evaluator:load_scorer"),
-    ModelKind("editscore", "EditScore: LoRA adapters on a Qwen-VL base"),
-    ModelKind("editreward", "EditReward: a reward head on a Qwen-VL base"),
+    ModelKind("editscore", "EditScore: LoRA adapters on a Qwen-VL base", "editlens.rewardmodels.editscore:preset_available",
+              "editlens.rewardmodels.editscore:load_editscore"),
+    ModelKind("editreward", "EditReward: a reward head on a Qwen-VL base",
+              "editlens.rewardmodels.editreward:preset_available", "editlens.rewardmodels.editreward:load_editreward"),
 )}
 
 

@@ -83,6 +83,11 @@ def select_metrics(
     sel = Selection([])
     for name, required in wanted:
         spec = get_spec(name)
+        if spec.pairwise:
+            from editlens.errors import InputError
+
+            raise InputError(f"{spec.name!r} judges pairs of edits, not one edit at a time: use `editlens compare` "
+                             "(one pair, or --pairs FILE for many)")
         opts = dict(options.get(spec.name, {}))
         if spec.vlm != "none" and vlm:
             for k, v in vlm.items():

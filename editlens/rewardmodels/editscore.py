@@ -1,0 +1,709 @@
+"""EditScore as an evaluator (``editscore``), in its released format.
+
+The release (VectorSpaceLab/EditScore) is a set of PEFT LoRA adapters
+(``adapter_config.json`` + ``adapter_model.safetensors``) on
+Qwen2.5-VL-7B/72B-Instruct and Qwen3-VL-4B/8B-Instruct. Each judgement is
+two generations:
+
+* **SC** (semantic consistency) sees [source, edited] and rates
+  [instruction following, absence of over-editing] on 0..scale;
+* **PQ** (perceptual quality) sees the edited picture and rates
+  [naturalness, absence of artifacts] on 0..scale;
+
+each answer a JSON object, reasoning first, then the score list; the
+default scale is 0-25. Scores are divided by scale/10, so every field is on
+0-10: ``prompt_following`` = SC[0], ``consistency`` = SC[1],
+``perceptual_quality`` = min(PQ), ``overall`` = sqrt(min(SC) x min(PQ))
+(the evaluator's value; the release's reward server sends overall / 10).
+
+Self-ensembling (``samples=N``): N sampled passes (temperature 0.7, top-p
+0.9, top-k 20, 512 new tokens, as released); every field is the mean over
+the passes that parsed (``reduction="average_last"``, the release's
+default) or overall = sqrt(mean prompt_following x mean perceptual quality)
+(``"average_first"``, as the release computes it). The spread over passes
+is recorded. The N passes are drawn from one batched call that shares the
+prompt's images (each distinct image is encoded once), so N passes cost
+less than N single passes.
+
+Where editlens differs from the release on purpose: an answer that cannot
+be read (empty, refusal, prose, cut off, a scale echo such as ``[0, 25]``,
+a wrong count or an out-of-range number) makes its pass *unscored*, counted
+and kept with the raw text; the release retries, then scores a random
+integer (single path) or fills in the scale's middle (batch path). A sample
+none of whose passes parsed is unscored, never given a number.
+
+Prompt wording: editlens ships its own (``editscore_sc.txt``,
+``editscore_pq.txt``); ``prompts=PATH`` reads the authors' wording from a
+local clone of their repository (``editscore/vie_prompts.py``, parsed, not
+imported), composed the way the release composes it. Every result records
+whether prompts and input format are identical to the release.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from editlens.backends.local import TransformersBackend
+from editlens.backends.types import ChatRequest, Generation, GenerationSettings, Message, is_backend_failure
+from editlens.core.types import LoadedEdit, Score
+from editlens.errors import InputError, ModelUnavailableError
+from editlens.judges.parsing import parse_object, refusal_in
+from editlens.metrics.base import Metric
+from editlens.rewardmodels import common
+
+#: where the prompts module sits inside a clone of the EditScore repository
+PROMPT_MODULES = ("editscore/vie_prompts.py", "vie_prompts.py")
+#: module-level strings read from it, and how the release joins them (see :func:`official_prompts`)
+PROMPT_NAMES = {"context": "_context_no_delimit_reasoning_first", "sc_rule": "_prompts_0shot_two_image_edit_rule",
+                "sc_scale": "_prompts_0shot_tie_rule_SC", "pq_rule": "_prompts_0shot_rule_PQ"}
+#: the delimiter VIEScore-style answers may put around their JSON
+DELIMITER = "||V^=^V||"
+#: the release's generation settings
+RELEASE_SAMPLING = {"temperature": 0.7, "top_p": 0.9, "top_k": 20, "max_new_tokens": 512, "seed": 42}
+#: Qwen's default system turn, which the release's hand-built Qwen2.5 prompt carries
+QWEN_SYSTEM = "You are a helpful assistant."
+FAMILIES = ("qwen2_5_vl", "qwen3_vl")
+REDUCTIONS = ("average_last", "average_first")
+FIELDS = ("prompt_following", "consistency", "perceptual_quality", "overall")
+
+
+# -------------------------------------------------------------------------------------------- answers
+
+def read_answer(text: str | None, scale: float, truncated: bool = False) -> tuple[list[float] | None, str | None, str | None]:
+    """``(scores, reasoning, problem)`` of one EditScore answer.
+
+    Read: a JSON (or Python-literal) object whose ``score`` is a list of two
+    numbers in ``[0, scale]`` (``reasoning`` kept when it is text), between
+    ``||V^=^V||`` delimiters or code fences or not; or an answer that is
+    only such a list. Anything else gives ``scores=None`` and the reason.
+
+    >>> read_answer('{"reasoning": "hat added", "score": [20, 25]}', 25)
+    ([20.0, 25.0], 'hat added', None)
+    >>> read_answer("[0, 25]", 25)[2]
+    'the answer only repeats the scale [0, 25] instead of rating the edit'
+    >>> read_answer('{"reasoning": "The hat', 25, truncated=True)[2]
+    'answer cut off at the token limit inside its JSON'
+    """
+    if text is None or not text.strip():
+        return None, None, "empty answer"
+    refused = refusal_in(text)
+    if refused:
+        return None, None, f"model refused: {refused}"
+    body = text.strip()
+    if body.count(DELIMITER) == 2:
+        body = body.split(DELIMITER)[1]
+    body = re.sub(r"```(?:json|python)?", "", body).strip()
+    top = _fmt(scale)
+    if "{" in body:
+        obj = parse_object(body)
+        if obj is None:
+            if "}" not in body[body.index("{"):]:
+                return None, None, ("answer cut off at the token limit inside its JSON" if truncated
+                                    else "the JSON object is not closed")
+            return None, None, "the JSON object cannot be read"
+        reasoning = obj.get("reasoning") if isinstance(obj.get("reasoning"), str) else None
+        key = next((k for k in ("score", "scores") if k in obj), None)
+        if key is None:
+            return None, reasoning, "the JSON object has no 'score' field"
+        scores = _numbers(obj[key])
+        if scores is None:
+            return None, reasoning, f"the JSON 'score' field is not a list of numbers: {obj[key]!r}"[:300]
+        if (not reasoning or reasoning.strip(" .") == "") and scores == [0.0, float(scale)]:
+            return None, reasoning, f"the answer only repeats the scale [0, {top}] instead of rating the edit"
+        where = "the JSON 'score' field"
+    else:
+        scores = _numbers(_literal(body))
+        if scores is None:
+            if truncated:
+                return None, None, "answer cut off at the token limit before any score"
+            return None, None, "no JSON object with a score list in the answer"
+        if scores == [0.0, float(scale)]:
+            return None, None, f"the answer only repeats the scale [0, {top}] instead of rating the edit"
+        reasoning, where = None, "the answer"
+    if len(scores) != 2:
+        return None, reasoning, f"{where} has {len(scores)} score(s), expected 2"
+    if any(not 0 <= s <= scale for s in scores):
+        return None, reasoning, f"{where} has a score outside [0, {top}]: {[_fmt(s) for s in scores]}"
+    return scores, reasoning, None
+
+
+def _fmt(x: float) -> Any:
+    return int(x) if float(x).is_integer() else x
+
+
+def _literal(text: str) -> Any:
+    import ast
+
+    for parse in (json.loads, ast.literal_eval):
+        try:
+            return parse(text)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+    return None
+
+
+def _numbers(value: Any) -> list[float] | None:
+    """The value as a list of finite numbers, or ``None`` (text, booleans and nesting are not numbers)."""
+    if not isinstance(value, (list, tuple)) or not value:
+        return None
+    if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in value):
+        return None
+    out = [float(v) for v in value]
+    return out if all(math.isfinite(v) for v in out) else None
+
+
+def pass_scores(sc: Sequence[float], pq: Sequence[float], scale: float) -> dict[str, float]:
+    """One pass's fields on 0-10, as the release computes them.
+
+    >>> round(pass_scores([20, 25], [15, 25], 25)["overall"], 4)  # sqrt(20 / 2.5 * 15 / 2.5)
+    6.9282
+    """
+    div = scale / 10.0
+    return {"prompt_following": sc[0] / div, "consistency": sc[1] / div, "perceptual_quality": min(pq) / div,
+            "overall": math.sqrt(min(sc) / div * min(pq) / div)}
+
+
+def combine_passes(passes: Sequence[dict[str, float]], reduction: str = "average_last") -> dict[str, float]:
+    """The fields over parsed passes: each the mean (``average_last``); with
+    ``average_first`` overall = sqrt(mean prompt_following x mean perceptual
+    quality), which is what the release computes under that name."""
+    out = {f: float(np.mean([p[f] for p in passes])) for f in FIELDS}
+    if reduction == "average_first":
+        out["overall"] = math.sqrt(out["prompt_following"] * out["perceptual_quality"])
+    return out
+
+
+# -------------------------------------------------------------------------------------------- prompts
+
+@dataclass(frozen=True)
+class PromptSet:
+    """How SC and PQ requests are worded: editlens' templates, or the authors' text."""
+
+    source: str
+    official: bool
+    sc_text: str = ""  # official: the SC text with <instruction> still in it
+    pq_text: str = ""
+    templates: dict[str, Any] = field(default_factory=dict)
+    pq_images: str = "edited"
+
+    @property
+    def sha256(self) -> str:
+        if self.official:
+            return common.prompts_sha(self.sc_text, self.pq_text, self.pq_images)
+        return common.prompts_sha(*(t.text for t in self.templates.values()))
+
+    def sc_parts(self, s: LoadedEdit, scale: int) -> list[Any]:
+        if self.official:
+            return [s.source, s.edited, self.sc_text.replace("<instruction>", s.instruction)]
+        return self.templates["editscore_sc"].render({"source": s.source, "edited": s.edited},
+                                                     instruction=s.instruction, scale=str(scale))
+
+    def pq_parts(self, s: LoadedEdit, scale: int) -> list[Any]:
+        if self.official:
+            imgs = [s.edited] if self.pq_images == "edited" else [s.source, s.edited]
+            return [*imgs, self.pq_text]
+        return self.templates["editscore_pq"].render({"source": s.source, "edited": s.edited},
+                                                     instruction=s.instruction, scale=str(scale))
+
+    def describe(self) -> dict[str, Any]:
+        return {"source": self.source, "official": self.official, "sha256": self.sha256,
+                "pq_images": self.pq_images if self.official else "as the template places them"}
+
+
+def official_prompts(path: str | Path, scale: int, pq_images: str = "edited") -> PromptSet:
+    """The authors' SC and PQ prompts from a clone of the EditScore repository
+    (or its ``vie_prompts.py``), joined as the release joins them: context,
+    rules and scale text, with every ``10`` of the scale text replaced by the
+    scale's upper bound."""
+    module = common.find_module(path, PROMPT_MODULES, "--option editscore.prompts", "the EditScore repository")
+    found = common.module_strings(module, "--option editscore.prompts")
+    missing = [v for v in PROMPT_NAMES.values() if v not in found]
+    if missing:
+        raise InputError(f"--option editscore.prompts {module}: looked for the string assignments "
+                         f"{', '.join(PROMPT_NAMES.values())}; missing: {', '.join(missing)}")
+    g = {k: found[v] for k, v in PROMPT_NAMES.items()}
+    if "<instruction>" not in g["sc_scale"]:
+        raise InputError(f"--option editscore.prompts {module}: {PROMPT_NAMES['sc_scale']} has no <instruction> "
+                         "placeholder")
+    sc = "\n".join([g["context"], g["sc_rule"], g["sc_scale"].replace("10", str(scale))])
+    pq = "\n".join([g["context"], g["pq_rule"].replace("10", str(scale))])
+    return PromptSet(f"official prompts parsed from {module}", True, sc, pq, pq_images=pq_images)
+
+
+def own_prompts(overrides: dict[str, str] | None = None) -> PromptSet:
+    from editlens.judges.templates import load_template
+
+    t = {n: load_template(n, overrides) for n in ("editscore_sc", "editscore_pq")}
+    return PromptSet("editlens wording (" + ", ".join(x.source for x in t.values()) + ")", False, templates=t)
+
+
+# -------------------------------------------------------------------------------------------- model
+
+class EditScoreBackend(TransformersBackend):
+    """The local backend around a LoRA-merged (or 4-bit + LoRA) Qwen-VL, with
+    the release's prompt format: for Qwen2.5-VL a hand-built chat text whose
+    images are labelled ``<img1>: ``, ``<img2>: `` (the processor's chat
+    template cannot number images); for Qwen3-VL the processor's own template."""
+
+    name = "editscore"
+    label_images = False
+
+    def _prompt(self, req: ChatRequest) -> tuple[str, list[Any]]:
+        if not self.label_images:
+            return super()._prompt(req)
+        from PIL import Image
+
+        text, images = "", []
+        for m in req.messages:
+            if m.role != "user":
+                raise ValueError("the EditScore prompt format has one user turn")
+            for p in m.parts:
+                if isinstance(p, str):
+                    text += p
+                else:
+                    images.append(Image.fromarray(p))
+                    text += f"<img{len(images)}>: <|vision_start|><|image_pad|><|vision_end|>"
+        full = (f"<|im_start|>system\n{QWEN_SYSTEM}<|im_end|>\n<|im_start|>user\n{text}<|im_end|>\n"
+                "<|im_start|>assistant\n")
+        return full, images
+
+
+@dataclass
+class EditScoreModel:
+    backend: EditScoreBackend
+    family: str
+    adapter: dict[str, Any]  # provenance
+    base: dict[str, Any]
+    quantized: bool
+    merged: bool
+    notes: list[str] = field(default_factory=list)
+
+
+def split_ref(ref: str, base: str | None) -> tuple[str | None, str]:
+    """``(base, adapter)`` of ``ADAPTER`` or ``BASE+ADAPTER`` (a path containing '+' is taken whole)."""
+    if "+" in ref and not Path(ref).expanduser().exists():
+        b, _, a = ref.partition("+")
+        return base or b, a
+    return base, ref
+
+
+def adapter_base(adapter_path: Path) -> str | None:
+    cfg = adapter_path / "adapter_config.json"
+    try:
+        return json.loads(cfg.read_text(encoding="utf-8")).get("base_model_name_or_path")
+    except (OSError, ValueError):
+        return None
+
+
+def _normalise_adapter_key(key: str) -> str:
+    """Adapter keys written against older transformers (``model.layers...``,
+    ``visual...``) renamed to today's Qwen-VL layout (``model.language_model...``,
+    ``model.visual...``)."""
+    prefix = "base_model.model."
+    if not key.startswith(prefix):
+        return key
+    rest = key[len(prefix):]
+    if rest.startswith("visual."):
+        rest = "model." + rest
+    elif rest.startswith("model.") and not rest.startswith(("model.language_model.", "model.visual.")):
+        rest = "model.language_model." + rest[len("model."):]
+    return prefix + rest
+
+
+def attach_adapter_strict(model: Any, adapter_path: Path, trainable: bool = False) -> Any:
+    """``model`` wrapped with the LoRA adapter in ``adapter_path``; every
+    weight of the adapter file must land on a LoRA parameter and every LoRA
+    parameter must get one (missing or unexpected keys refuse the load)."""
+    from peft import PeftConfig, get_peft_model
+    from peft.utils import get_peft_model_state_dict, load_peft_weights, set_peft_model_state_dict
+
+    if not (adapter_path / "adapter_config.json").is_file():
+        raise ModelUnavailableError(f"{adapter_path}: no adapter_config.json (not a PEFT LoRA adapter folder)")
+    config = PeftConfig.from_pretrained(str(adapter_path))
+    config.inference_mode = not trainable
+    weights = {_normalise_adapter_key(k): v for k, v in load_peft_weights(str(adapter_path), device="cpu").items()}
+    peft_model = get_peft_model(model, config)
+    expected = set(get_peft_model_state_dict(peft_model))
+    missing, unexpected = sorted(expected - set(weights)), sorted(set(weights) - expected)
+    if missing or unexpected:
+        raise ModelUnavailableError(
+            f"adapter {adapter_path} does not fit its base: {len(missing)} adapter weight(s) missing "
+            f"(e.g. {missing[:2]}), {len(unexpected)} unexpected (e.g. {unexpected[:2]}); refusing to run a "
+            "partly random adapter")
+    for k in expected:
+        want, got = get_peft_model_state_dict(peft_model)[k].shape, weights[k].shape
+        if want != got:
+            raise ModelUnavailableError(f"adapter {adapter_path}: {k} has shape {tuple(got)}, the base needs "
+                                        f"{tuple(want)}")
+    set_peft_model_state_dict(peft_model, weights)
+    return peft_model
+
+
+def load_base_vlm(base_path: Path, model_type: str, precision: Any, q4: bool, option: str) -> Any:
+    """The base Qwen-VL, every weight from its checkpoint (missing keys refuse
+    the load), unquantised in the policy's dtype or with its language model
+    in 4-bit NF4 (vision tower and LM head unquantised)."""
+    import transformers
+
+    from editlens.models.quant import nf4_config, prepare_4bit
+    from editlens.models.registry import family_for
+
+    family = family_for(model_type)
+    cls = getattr(transformers, family.model_class)  # type: ignore[union-attr]
+    kwargs: dict[str, Any] = {"dtype": precision.torch_dtype}
+    if q4:
+        kwargs["quantization_config"] = nf4_config(precision.torch_dtype, skip_modules=["visual", "lm_head"])
+        kwargs["device_map"] = {"": precision.device}
+    try:
+        model, info = cls.from_pretrained(str(base_path), local_files_only=True, output_loading_info=True, **kwargs)
+    except (OSError, ValueError) as exc:
+        raise ModelUnavailableError(f"base model {base_path}: cannot load ({type(exc).__name__}: "
+                                    f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
+    missing = sorted(info.get("missing_keys") or [])
+    if missing:
+        raise ModelUnavailableError(f"base model {base_path}: {len(missing)} weight(s) missing (e.g. {missing[:3]}); "
+                                    "refusing to run with randomly initialised parts")
+    if q4:
+        prepare_4bit(model, precision.device, option)
+    else:
+        model = model.to(precision.device)
+    return model.eval()
+
+
+def load_processor(path: Path, model_type: str) -> Any:
+    import transformers
+
+    from editlens.models.registry import family_for
+
+    try:
+        return transformers.AutoProcessor.from_pretrained(str(path), local_files_only=True)
+    except Exception:  # noqa: BLE001 - torchvision-less processors: the family's own
+        fallback = family_for(model_type).fallback_processor  # type: ignore[union-attr]
+        if fallback is None:
+            raise
+        return fallback(str(path))
+
+
+def load_editscore(ref: Any, precision: Any, quantization: str, models: dict[str, str], base: str | None = None,
+                   batch_size: int = 8, **_recipe: Any) -> EditScoreModel:
+    """The ``editscore`` kind's loader (:func:`editlens.models.loader.load_model`):
+    ``ref`` is the adapter (hub id or folder) or ``BASE+ADAPTER``; the base
+    defaults to the recipe's, then to the adapter's ``base_model_name_or_path``."""
+    from editlens.backends import vision_batching
+    from editlens.models.quant import describe_precision, use_4bit
+    from editlens.models.registry import family_for
+
+    option = "--option editscore.quantization"
+    base_ref, adapter_ref = split_ref(ref.ref, base)
+    adapter_path = common.locate(adapter_ref, "EditScore adapter")
+    base_ref = base_ref or adapter_base(adapter_path)
+    if not base_ref:
+        raise ModelUnavailableError(f"EditScore adapter {adapter_path}: no base model named (adapter_config.json has "
+                                    "no base_model_name_or_path); pass --option editscore.base=HUB_ID_OR_DIR")
+    base_path = common.locate(base_ref, "EditScore base model")
+    model_type = _model_type(base_path)
+    if model_type not in FAMILIES:
+        raise ModelUnavailableError(f"EditScore base {base_ref}: a {model_type!r} model; EditScore adapters sit on "
+                                    f"{' or '.join(FAMILIES)}")
+    q4, why = use_4bit(quantization, precision.device, option)
+    notes = [] if q4 or not why or quantization == "none" else [f"unquantised ({why})"]
+    model = load_base_vlm(base_path, model_type, precision, q4, option)
+    family = family_for(model_type)
+    stats = vision_batching.install(model, family.vision_tower, precision.device) if family.vision_tower else None
+    peft_model = attach_adapter_strict(model, adapter_path)
+    if q4:  # merging into 4-bit weights would requantise them: keep the adapter beside its base
+        model, merged = peft_model, False
+    else:
+        model, merged = peft_model.merge_and_unload(), True
+    model.eval()
+    processor = load_processor(base_path, model_type)
+    adapter_prov = common.provenance(adapter_path, adapter_ref)
+    base_prov = common.provenance(base_path, base_ref)
+    revision = json.dumps({"base": common.short_id(base_prov), "adapter": common.short_id(adapter_prov),
+                           "quantized": q4, "merged": merged}, sort_keys=True)
+    backend = EditScoreBackend.from_loaded(model, processor, model_type=model_type,
+                                           model_id=f"editscore:{base_ref}+{adapter_ref}", revision=revision,
+                                           precision=precision, batch_size=batch_size)
+    backend.tower_stats = stats
+    backend.label_images = model_type == "qwen2_5_vl"
+    backend.weights = describe_precision(model)
+    return EditScoreModel(backend, model_type, adapter_prov, base_prov, q4, merged, notes)
+
+
+def _model_type(path: Path) -> str:
+    try:
+        return str(json.loads((path / "config.json").read_text(encoding="utf-8"))["model_type"])
+    except (OSError, ValueError, KeyError) as exc:
+        raise ModelUnavailableError(f"{path}: no readable config.json with a model_type ({exc})") from None
+
+
+def preset_available(preset: Any, models: dict[str, str]) -> tuple[bool, str | None]:
+    """``editscore`` presets: the adapter and its base present here (no download)?"""
+    from editlens.models.resolve import model_reference
+
+    ref = model_reference(preset.role or preset.ref or preset.name, models).ref
+    return _present(ref, preset.recipe.get("base"))
+
+
+def _present(ref: str, base: str | None) -> tuple[bool, str | None]:
+    base, adapter = split_ref(ref, base)
+    if not common.is_present(adapter):
+        return False, (f"EditScore adapter {adapter!r} is not here: `hf download {adapter}` on a machine with internet "
+                       "(then copy the cache) or pass --model editscore=ADAPTER_DIR")
+    if base is None and Path(adapter).expanduser().is_dir():
+        base = adapter_base(Path(adapter).expanduser())
+    if base and not common.is_present(base):
+        return False, (f"EditScore base {base!r} is not here: `hf download {base}` or pass "
+                       "--option editscore.base=DIR")
+    return True, None
+
+
+def check_available(options: dict[str, Any], models: dict[str, str]) -> tuple[bool, str | None]:
+    """Spec availability of ``editscore`` (options ``model``, ``base``)."""
+    from editlens.models.registry import get_preset, is_preset
+    from editlens.models.resolve import model_reference
+
+    name = str(options.get("model") or "editscore")
+    recipe_base = None
+    if is_preset(name) and name not in models:
+        p = get_preset(name, "editscore")
+        recipe_base, name = p.recipe.get("base"), p.role or p.ref or name
+    ref = model_reference(name, models).ref
+    if ref == "editscore":
+        return False, "no EditScore checkpoint: pass --model editscore=ADAPTER_DIR or --option editscore.model=PRESET"
+    return _present(ref, options.get("base") or recipe_base)
+
+
+# -------------------------------------------------------------------------------------------- evaluator
+
+class EditScoreEvaluator(Metric):
+    """The ``editscore`` evaluator.
+
+    Options:
+        model: a preset (``editscore-7b``, ``editscore-72b``,
+            ``editscore-qwen3-vl-4b``, ``editscore-qwen3-vl-8b``), an adapter
+            (hub id or folder) or ``BASE+ADAPTER``; default role ``editscore``
+            (``--model editscore=DIR``), whose preset is EditScore-7B.
+        base: the base model (default: the preset's, then the adapter's own).
+        prompts: a clone of the EditScore repository (or its
+            ``vie_prompts.py``) to use the authors' wording; default editlens'.
+        templates: ``{"editscore_sc": FILE, "editscore_pq": FILE}`` wording overrides.
+        scale: upper bound of the rating scale (25, as released).
+        samples: passes per judgement (self-ensembling; the release's ``num_pass``).
+        temperature, top_p, top_k, seed, max_new_tokens: sampling (0.7, 0.9,
+            20, 42, 512 as released; temperature 0 is greedy and allows one pass).
+        reduction: ``average_last`` (as released) or ``average_first``.
+        pq_images: with the authors' prompts, the images PQ sees: ``edited``
+            (the release's single-item path) or ``both`` (its batch path).
+        quantization: ``auto`` (4-bit NF4 on CUDA with bitsandbytes), ``nf4`` or ``none``.
+        batch_size: edits per generate call (each is two requests, SC and PQ).
+        cache (``True``, a path, or ``none``), device, dtype.
+    """
+
+    def __init__(self, model: str | None = None, base: str | None = None, prompts: str | None = None,
+                 templates: dict[str, str] | None = None, scale: int = 25, samples: int = 1,
+                 temperature: float = RELEASE_SAMPLING["temperature"], top_p: float = RELEASE_SAMPLING["top_p"],
+                 top_k: int = RELEASE_SAMPLING["top_k"], seed: int = RELEASE_SAMPLING["seed"],
+                 max_new_tokens: int = RELEASE_SAMPLING["max_new_tokens"], reduction: str = "average_last",
+                 pq_images: str = "edited", quantization: str = "auto", batch_size: int = 8, cache: Any = True,
+                 device: str = "auto", dtype: str = "auto", models: dict[str, str] | None = None) -> None:
+        from editlens.judges.ensemble import check_sampling
+        from editlens.models.quant import normalise_choice
+
+        if int(scale) != scale or scale < 1:
+            raise ValueError(f"editscore: scale must be a whole number >= 1, got {scale!r}")
+        check_sampling(samples, temperature)
+        if reduction not in REDUCTIONS:
+            raise ValueError(f"editscore: reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}")
+        if pq_images not in ("edited", "both"):
+            raise ValueError(f"editscore: pq_images must be edited or both, got {pq_images!r}")
+        if not 0 < float(top_p) <= 1 or int(top_k) < 0:
+            raise ValueError(f"editscore: top_p must be in (0, 1] and top_k >= 0, got {top_p}, {top_k}")
+        self.model_ref = str(model) if model else "editscore"
+        self.base = base
+        self.scale, self.samples, self.temperature = int(scale), int(samples), float(temperature)
+        self.top_p, self.top_k, self.seed = float(top_p), int(top_k), int(seed)
+        self.max_new_tokens, self.reduction, self.batch_size = int(max_new_tokens), reduction, int(batch_size)
+        self.quantization = normalise_choice(quantization, "--option editscore.quantization")
+        self.device, self.dtype, self.models = device, dtype, dict(models or {})
+        self.prompts = official_prompts(prompts, self.scale, pq_images) if prompts else own_prompts(templates)
+        self._cache_opt = common.cache_option(cache)
+        self._loaded: EditScoreModel | None = None
+        self._backend: Any = None
+
+    # -- model ------------------------------------------------------------------------
+    def _load(self) -> EditScoreModel:
+        if self._loaded is None:
+            from editlens.models.loader import load_model
+
+            opts = {"batch_size": 2 * self.batch_size}  # requests per generate call: SC and PQ of each edit
+            if self.base:
+                opts["base"] = self.base
+            self._loaded = load_model(self.model_ref, kind="editscore", device=self.device, dtype=self.dtype,
+                                      quantization=self.quantization, models=self.models, **opts)
+        return self._loaded
+
+    @property
+    def backend(self) -> Any:
+        """The (cached) backend that answers SC/PQ requests."""
+        if self._backend is None:
+            loaded = self._load()
+            # top-p/top-k are not in the requests: set for every call (the loaded model may be shared) and
+            # part of the cache key
+            be: Any = _Keyed(loaded.backend, {"top_p": self.top_p, "top_k": self.top_k},
+                             {"label_images": loaded.backend.label_images})
+            if self._cache_opt:
+                from editlens.backends.cache import CachedBackend, ResponseCache
+
+                be = CachedBackend(be, ResponseCache(None if self._cache_opt is True else self._cache_opt))
+            self._backend = be
+        return self._backend
+
+    def release(self) -> dict[str, Any]:
+        """Whether prompts and format are those of the release, and what differs."""
+        diffs = []
+        if not self.prompts.official:
+            diffs.append("prompt wording: editlens' own (pass --option editscore.prompts=CLONE for the authors')")
+        elif self.prompts.pq_images == "both":
+            diffs.append("PQ sees [source, edited] (the release's batch path; its single-item path sees the edit only)")
+        sampling = {"temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k,
+                    "max_new_tokens": self.max_new_tokens}
+        if any(sampling[k] != RELEASE_SAMPLING[k] for k in sampling):
+            diffs.append(f"sampling {sampling} (released: temperature 0.7, top_p 0.9, top_k 20, 512 new tokens)")
+        if self.scale != 25:
+            diffs.append(f"scale 0-{self.scale} (released default 0-25)")
+        if self.reduction != "average_last":
+            diffs.append("reduction average_first (released default average_last)")
+        loaded = self._loaded
+        if loaded is not None and not loaded.merged:
+            diffs.append("4-bit base with the adapter unmerged (the release merges it into bf16 weights)")
+        notes = ["batched sampling: the same settings and seed, other random draws than the release's one request "
+                 "at a time" + (f"; the {self.samples} passes are drawn in one call, not with seeds 42..{41 + self.samples}"
+                                if self.samples > 1 else ""),
+                 "unreadable answers are unscored (the release retries twice, then scores a random integer)"]
+        return {"prompts_identical": self.prompts.official, "format_identical": not [d for d in diffs
+                                                                                       if not d.startswith("prompt")],
+                "differences": diffs, "notes": notes}
+
+    def describe(self) -> dict[str, Any]:
+        loaded = self._load()
+        from editlens.models.precision import decide
+
+        return {**super().describe(), "checkpoint": {"adapter": loaded.adapter, "base": loaded.base},
+                "family": loaded.family, "quantized_4bit": loaded.quantized, "adapter_merged": loaded.merged,
+                "weights": getattr(loaded.backend, "weights", None), "notes": loaded.notes,
+                "dtype": decide(self.dtype, self.device, "quantized" if loaded.quantized else "inference").dtype,
+                "prompts": self.prompts.describe(), "release": self.release()}
+
+    # -- scoring ------------------------------------------------------------------------
+    def requests(self, batch: Sequence[LoadedEdit]) -> list[ChatRequest]:
+        settings = GenerationSettings(max_new_tokens=self.max_new_tokens, temperature=self.temperature,
+                                      n=self.samples if self.temperature > 0 else 1,
+                                      seed=self.seed if self.temperature > 0 else None)
+        reqs = []
+        for s in batch:
+            reqs.append(ChatRequest([Message("user", self.prompts.sc_parts(s, self.scale))], settings))
+            reqs.append(ChatRequest([Message("user", self.prompts.pq_parts(s, self.scale))], settings))
+        return reqs
+
+    def compute(self, batch: Sequence[LoadedEdit]) -> list[float | Score]:
+        reqs = self.requests(batch)
+        gens = []
+        for k in range(0, len(reqs), 2 * self.batch_size):
+            gens += self.backend.generate(reqs[k : k + 2 * self.batch_size])
+        short = self.short_release()
+        return [self.score_answers(gens[2 * i], gens[2 * i + 1], short) for i in range(len(batch))]
+
+    def short_release(self) -> dict[str, Any]:
+        """What each result records about the release (the full account is in describe())."""
+        loaded = self._load()
+        rel = self.release()
+        return {"adapter": common.short_id(loaded.adapter), "base": common.short_id(loaded.base),
+                "prompts_identical": rel["prompts_identical"], "format_identical": rel["format_identical"]}
+
+    def score_answers(self, sc: Generation, pq: Generation, release: dict[str, Any] | None = None) -> Score:
+        """One sample's Score from its SC and PQ generations (each with ``samples`` answers)."""
+        for g in (sc, pq):
+            if is_backend_failure(g.problem):
+                return Score(self.name, None, "failed", g.problem)
+        sc_answers = sc.samples or [sc.text]
+        pq_answers = pq.samples or [pq.text]
+        passes, parsed = [], []
+        for k, (a, b) in enumerate(zip(sc_answers, pq_answers)):
+            one = {"pass": k + 1}
+            problems = []
+            sc_scores = pq_scores = None
+            why: dict[str, str | None] = {}
+            for name, text, g in (("SC", a, sc), ("PQ", b, pq)):
+                refusal = g.refusal if len(sc_answers) == 1 else None
+                if refusal:
+                    problems.append(f"{name}: model refused: {refusal}")
+                    continue
+                scores, reasoning, problem = read_answer(text, self.scale, truncated=g.truncated and len(sc_answers) == 1)
+                why[name] = reasoning
+                if scores is None:
+                    problems.append(f"{name}: {problem}")
+                elif name == "SC":
+                    sc_scores = scores
+                else:
+                    pq_scores = scores
+            if problems or sc_scores is None or pq_scores is None:
+                passes.append({**one, "problem": "; ".join(problems), "raw": {"SC": a, "PQ": b}})
+                continue
+            fields = pass_scores(sc_scores, pq_scores, self.scale)
+            passes.append({**one, "SC": sc_scores, "PQ": pq_scores, **fields, "reasoning": why})
+            parsed.append(passes[-1])
+        details: dict[str, Any] = {"scale": self.scale, "passes": passes, "samples": len(passes),
+                                   "unscored_passes": len(passes) - len(parsed)}
+        if release:
+            details["release"] = release
+        if sc.cached and pq.cached:
+            details["cached"] = True
+        if not parsed:
+            reasons = "; ".join(p["problem"] for p in passes[:3])
+            return Score(self.name, None, "unscored",
+                         (f"none of the {len(passes)} passes could be read: " if len(passes) > 1 else "") + reasons,
+                         {**details, "raw": [p["raw"] for p in passes]})
+        combined = combine_passes(parsed, self.reduction)
+        details.update(combined)
+        details["reward"] = combined["overall"] / 10.0  # the release's reward server value
+        details["reasoning"] = parsed[-1]["reasoning"]  # the release keeps the last pass's
+        if len(parsed) > 1:
+            details["std"] = {f: float(np.std([p[f] for p in parsed])) for f in FIELDS}
+        details["reduction"] = self.reduction
+        return Score(self.name, combined["overall"], details=details)
+
+
+class _Keyed:
+    """A backend whose identity (for the response cache) also holds settings
+    its requests do not carry (top-p, top-k, the prompt format), and which
+    applies its sampling settings to the shared local backend for each call."""
+
+    def __init__(self, backend: Any, sampling: dict[str, Any], extra: dict[str, Any]) -> None:
+        import threading
+
+        self.backend = backend
+        self.sampling = dict(sampling)
+        self.name = backend.name
+        self.model_id = backend.model_id
+        self.revision = json.dumps({"revision": backend.revision, **sampling, **extra}, sort_keys=True)
+        if not hasattr(backend, "_sampling_lock"):
+            backend._sampling_lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:  # calls, tower_stats, weights, label_images... of the local backend
+        return getattr(self.__dict__["backend"], name)
+
+    def describe(self) -> dict[str, Any]:
+        return self.backend.describe()
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
+        with self.backend._sampling_lock:
+            self.backend.sampling = dict(self.sampling)
+            return self.backend.generate(requests)
