@@ -170,7 +170,7 @@ def test_pairwise_spec_declares_orders_and_runs_refuse_it():
 
 
 def test_verdicts_report_and_mmrb2_judgement_file(tmp_path):
-    from editlens.judges.compare import mmrb2_judgements
+    from editlens.runner.compare import mmrb2_judgements
 
     human = tmp_path / "h.jsonl"
     human.write_text("".join(json.dumps({"id": f"p{i}", "a": f"a{i}", "b": f"b{i}", "preference": pref}) + "\n"

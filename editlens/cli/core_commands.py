@@ -298,7 +298,7 @@ def compare_cmd(
     Exit status: 0 a verdict (every pair answered); 1 no verdict (one pair: unparsable answers);
     3 the backend failed (retry: only the failed pairs are asked again).
     """
-    from editlens.judges import compare as C
+    from editlens.runner import compare as C
     from editlens.runner.selection import parse_options
 
     http_settings(timeout, max_retries, concurrency)
@@ -332,7 +332,10 @@ def compare_cmd(
         decider = C.JudgeComparer({**opts, "orders": orders, **parse_options(option or []).get("pairwise", {})})
     verdicts = decider.compare(items, batch_size)
     if pairs is None:
-        C.print_single(verdicts[0], json_out)
+        if json_out:
+            emit_json({"schema": "editlens.compare/1", **{k: val for k, val in verdicts[0].items() if k != "id"}})
+        else:
+            typer.echo("\n".join(C.single_lines(verdicts[0])))
         if verdicts[0].get("failed"):
             raise typer.Exit(EXIT_FAILED)  # nothing was answered: worth retrying
         if verdicts[0]["verdict"] is None:

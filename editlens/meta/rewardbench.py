@@ -575,7 +575,7 @@ def prepare(kind: str, path: str | Path, out: str | Path, multi_input: str = "sk
     ``out/benchmark.json``. Images shipped inside the tables are written as
     they are (same bytes, no re-encoding); MMRB2's image files are referred
     to where they lie."""
-    from editlens.runner.store import atomic_write
+    from editlens.core.io import atomic_write
 
     if kind not in READERS:
         raise InputError(f"unknown benchmark {kind!r}; known: {', '.join(KINDS)}")

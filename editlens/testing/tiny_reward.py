@@ -24,7 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from editlens.testing.tiny_models import QWEN_TEMPLATE, _text, train_tokenizer
+from editlens.models.random_init import QWEN_TEMPLATE, _text, train_tokenizer
 
 SPECIALS = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>", "<|im_start|>", "<|im_end|>"]
 #: an EditScore answer in the released format: SC or PQ [20, 25] on the 0-25 scale (two chunks: one new

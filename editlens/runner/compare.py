@@ -137,6 +137,26 @@ def summary(verdicts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "position_bias": len(checked) - agree}
 
 
+def single_lines(v: Mapping[str, Any]) -> list[str]:
+    """How one pair's verdict reads on a terminal."""
+    lines = [f"verdict: unscored ({v.get('reason')})" if v.get("verdict") is None else
+             f"verdict: {v['verdict']}" + (f" ({v['reason']})" if v.get("reason") else "")]
+    if "score_a" in v:
+        extra = f", P(A better) {v['p_a_better']:.3f}" if v.get("p_a_better") is not None else ""
+        fmt = lambda x: "-" if x is None else f"{x:.4f}"  # noqa: E731
+        lines.append(f"{v['metric']}: A {fmt(v['score_a'])}, B {fmt(v['score_b'])}{extra}")
+    orders = v.get("orders") or {}
+    if orders:
+        lines.append("orders: " + ", ".join(f"{k} {o.get('verdict') or 'no verdict'}" for k, o in orders.items())
+                     + ("; consistent" if v.get("consistent") else "; position bias" if v.get("consistent") is False else ""))
+    if v.get("ensemble"):
+        e = v["ensemble"]
+        lines.append(f"{e['samples']} sampled answers, agreement {e['agreement']}, {e['unscored_samples']} without a verdict")
+    elif v.get("raw") and not orders:
+        lines.append(str(v["raw"]))
+    return lines
+
+
 def summary_line(s: Mapping[str, Any], out: Path | None) -> str:
     counts = ", ".join(f"{k} {v}" for k, v in sorted(s["verdicts"].items()))
     line = f"{s['pairs']} pairs: {counts}"
@@ -147,7 +167,7 @@ def summary_line(s: Mapping[str, Any], out: Path | None) -> str:
 
 
 def write_outputs(verdicts: Sequence[Mapping[str, Any]], out: Path | None, mmrb2_out: Path | None, name: str) -> None:
-    from editlens.runner.store import atomic_write
+    from editlens.core.io import atomic_write
 
     if out:
         atomic_write(out, lambda fh: fh.writelines(json.dumps(v, default=str) + "\n" for v in verdicts))
@@ -178,30 +198,3 @@ def mmrb2_judgements(verdicts: Sequence[Mapping[str, Any]], name: str) -> dict[s
                 entry[order] = [{"judgement": j, "evaluator": name, "metadata": {}}]
         out[str(v["id"])] = entry
     return out
-
-
-def print_single(v: Mapping[str, Any], json_out: bool) -> None:
-    import typer
-
-    if json_out:
-        from editlens.cli.common import emit_json
-
-        emit_json({"schema": "editlens.compare/1", **{k: val for k, val in v.items() if k != "id"}})
-        return
-    if v.get("verdict") is None:
-        typer.echo(f"verdict: unscored ({v.get('reason')})")
-    else:
-        typer.echo(f"verdict: {v['verdict']}" + (f" ({v['reason']})" if v.get("reason") else ""))
-    if "score_a" in v:
-        extra = f", P(A better) {v['p_a_better']:.3f}" if v.get("p_a_better") is not None else ""
-        fmt = lambda x: "-" if x is None else f"{x:.4f}"  # noqa: E731
-        typer.echo(f"{v['metric']}: A {fmt(v['score_a'])}, B {fmt(v['score_b'])}{extra}")
-    orders = v.get("orders") or {}
-    if orders:
-        typer.echo("orders: " + ", ".join(f"{k} {o.get('verdict') or 'no verdict'}" for k, o in orders.items())
-                   + ("; consistent" if v.get("consistent") else "; position bias" if v.get("consistent") is False else ""))
-    if v.get("ensemble"):
-        e = v["ensemble"]
-        typer.echo(f"{e['samples']} sampled answers, agreement {e['agreement']}, {e['unscored_samples']} without a verdict")
-    elif v.get("raw") and not orders:
-        typer.echo(str(v["raw"]))
