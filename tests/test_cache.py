@@ -101,7 +101,7 @@ def test_locked_cache_keeps_every_answer(tmp_path, caplog):
 
 
 def test_read_only_cache_is_read_and_answers_kept(tmp_path, monkeypatch, caplog):
-    from editlens.backends import cache as cache_mod
+    from editlens.core import cache as cache_mod
 
     path = tmp_path / "c.sqlite"
     be = CachedBackend(ScriptedBackend(lambda r: "old"), ResponseCache(path))
@@ -206,3 +206,34 @@ def test_several_processes_write_at_once(tmp_path):
     got = CachedBackend(inner, cache).generate([ChatRequest([Message("user", [f"p{k}-{i}"])])
                                                 for k in range(3) for i in range(25)])
     assert inner.calls == 0 and got[-1].text == "P2-24"
+
+
+# -- one cache layer ----------------------------------------------------------------------------------------
+
+def test_every_cache_is_a_table_of_the_one_layer(tmp_path):
+    """Only the cache layer and the run store talk to SQLite; ADIEE's and the
+    reward models' caches get its robustness (corrupt file named with the way
+    out, empty cache still used, undecodable rows recomputed)."""
+    import pathlib
+    import sqlite3
+
+    from editlens.adiee.evaluator import score_cache
+    from editlens.core.cache import SqliteCache
+    from editlens.rewardmodels.common import result_cache
+
+    pkg = pathlib.Path(__file__).resolve().parents[1] / "editlens"
+    talkers = sorted(str(p.relative_to(pkg)) for p in pkg.rglob("*.py") if "import sqlite3" in p.read_text())
+    assert talkers == ["core/cache.py", "runner/store.py"]
+
+    c = score_cache(tmp_path / "a.sqlite")
+    assert isinstance(c, SqliteCache) and bool(c) and len(c) == 0
+    assert c.put_many({"k": {"score": 3.0}}) and c.get_many(["k"]) == {"k": {"score": 3.0}}
+    con = sqlite3.connect(tmp_path / "a.sqlite")
+    con.execute("UPDATE scores SET result = '{nope'")
+    con.commit()
+    con.close()
+    assert score_cache(tmp_path / "a.sqlite").get_many(["k"]) == {}  # recomputed, not an error
+    bad = tmp_path / "r.sqlite"
+    bad.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(EditlensError, match=r"editreward cache is corrupt.*editreward\.cache=none"):
+        result_cache(bad, "editreward")

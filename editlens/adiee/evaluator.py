@@ -10,51 +10,20 @@ two images and the instruction, so a rerun costs no model call.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import sqlite3
-import threading
 from pathlib import Path
 from typing import Any, Sequence
 
+from editlens.core.cache import SqliteCache, key_of as _key
 from editlens.core.types import LoadedEdit, Score
-from editlens.errors import EditlensError, ModelUnavailableError
+from editlens.errors import ModelUnavailableError
 from editlens.metrics.base import Metric
 from editlens.paths import cache_dir
 
 
-class ScoreCache:
-    """SQLite map from a request key to a JSON result (WAL, safe across processes)."""
-
-    def __init__(self, path: str | Path | None = None) -> None:
-        self.path = Path(path) if path else cache_dir() / "adiee_scores.sqlite"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        try:
-            self.conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
-            self.conn.execute("PRAGMA journal_mode=WAL")
-            self.conn.execute("CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, result TEXT NOT NULL)")
-        except sqlite3.DatabaseError as exc:
-            raise EditlensError(f"{self.path}: the ADIEE score cache is unusable ({exc}); move it away or pass "
-                                "--option adiee.cache=none") from exc
-
-    def get_many(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
-        out: dict[str, dict[str, Any]] = {}
-        with self._lock:
-            for i in range(0, len(keys), 500):
-                part = list(keys[i : i + 500])
-                q = f"SELECT key, result FROM scores WHERE key IN ({','.join('?' * len(part))})"
-                out.update({k: json.loads(r) for k, r in self.conn.execute(q, part).fetchall()})
-        return out
-
-    def put_many(self, items: dict[str, dict[str, Any]]) -> None:
-        with self._lock, self.conn:
-            self.conn.executemany("INSERT OR REPLACE INTO scores VALUES (?, ?)",
-                                  [(k, json.dumps(v)) for k, v in items.items()])
-
-
-def _key(*parts: Any) -> str:
-    return hashlib.blake2b(json.dumps(parts, sort_keys=True, default=str).encode(), digest_size=20).hexdigest()
+def score_cache(path: str | Path | None) -> SqliteCache:
+    """ADIEE's score cache: a table of the one cache layer."""
+    return SqliteCache(Path(path) if path else cache_dir() / "adiee_scores.sqlite", "scores", value_column="result",
+                       what="ADIEE score cache", hint="Or pass --option adiee.cache=none.")
 
 
 def _checkpoint_ref(model: str | None, models: dict[str, str] | None, role: str) -> Any:
@@ -108,15 +77,15 @@ class AdieeEvaluator(Metric):
         self.prompts = load_prompts({"adiee_questions": questions} if questions else None)
         self._cache_opt = cache
         self.require_token = bool(require_token)
-        self._cache: ScoreCache | None = None
+        self._cache: SqliteCache | None = None
         self._scorer: Any = None
         self._hidden: str | None = None
         self.calls = 0  # batched model calls (benchmarks read it)
 
     @property
-    def cache(self) -> ScoreCache | None:
+    def cache(self) -> SqliteCache | None:
         if self._cache is None and self._cache_opt not in (False, "none", None):
-            self._cache = ScoreCache(None if self._cache_opt is True else str(self._cache_opt))
+            self._cache = score_cache(None if self._cache_opt is True else str(self._cache_opt))
         return self._cache
 
     @property

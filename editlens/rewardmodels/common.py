@@ -8,14 +8,13 @@ import ast
 import hashlib
 import json
 import math
-import sqlite3
-import threading
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from editlens.errors import EditlensError, InputError, ModelUnavailableError
+from editlens.core.cache import SqliteCache
+from editlens.errors import InputError, ModelUnavailableError
 
 
 # -------------------------------------------------------------------------------------------- images
@@ -132,55 +131,12 @@ def short_id(prov: dict[str, Any]) -> str:
 
 # -------------------------------------------------------------------------------------------- result cache
 
-class ResultCache:
-    """SQLite map from a request key to a JSON result (WAL: safe across processes)."""
+def result_cache(path: str | Path | None, name: str) -> SqliteCache:
+    """A reward model's result cache: a table of the one cache layer."""
+    from editlens.paths import cache_dir
 
-    def __init__(self, path: str | Path | None, name: str) -> None:
-        from editlens.paths import cache_dir
-
-        self.path = Path(path) if path else cache_dir() / f"{name}.sqlite"
-        self._lock = threading.Lock()
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
-            self.conn.execute("PRAGMA journal_mode=WAL")
-            self.conn.execute("CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, result TEXT NOT NULL)")
-        except (sqlite3.DatabaseError, OSError) as exc:
-            raise EditlensError(f"{self.path}: the {name} cache is unusable ({exc}); move it away or pass "
-                                f"--option {name}.cache=none") from None
-
-    def get_many(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
-        out: dict[str, dict[str, Any]] = {}
-        with self._lock:
-            for i in range(0, len(keys), 500):
-                part = list(keys[i : i + 500])
-                q = f"SELECT key, result FROM results WHERE key IN ({','.join('?' * len(part))})"
-                for k, r in self.conn.execute(q, part).fetchall():
-                    try:
-                        out[k] = json.loads(r)
-                    except ValueError:
-                        continue  # an undecodable row is recomputed
-        return out
-
-    def put_many(self, items: dict[str, dict[str, Any]]) -> None:
-        if not items:
-            return
-        with self._lock, self.conn:
-            self.conn.executemany("INSERT OR REPLACE INTO results VALUES (?, ?)",
-                                  [(k, json.dumps(v)) for k, v in items.items()])
-
-
-def key_of(*parts: Any) -> str:
-    return hashlib.blake2b(json.dumps(parts, sort_keys=True, default=str).encode(), digest_size=20).hexdigest()
-
-
-def cache_option(value: Any) -> bool | str:
-    """``True``/``"default"`` (user cache), ``False``/``"none"``, or a path."""
-    if value in (True, "default", "true", "True"):
-        return True
-    if value in (False, None, "none", "false", "False"):
-        return False
-    return str(value)
+    return SqliteCache(Path(path) if path else cache_dir() / f"{name}.sqlite", "results", value_column="result",
+                       what=f"{name} cache", hint=f"Or pass --option {name}.cache=none.")
 
 
 # -------------------------------------------------------------------------------------------- authors' prompts

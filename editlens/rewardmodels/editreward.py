@@ -30,7 +30,6 @@ means 1-D for Qwen2.5-VL/MiMo-VL and true M-RoPE for Qwen3-VL, as released;
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +37,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from editlens.core.cache import SqliteCache, cache_option, key_of
 from editlens.core.types import LoadedEdit, Score
 from editlens.errors import EditlensError, InputError, ModelUnavailableError
 from editlens.metrics.base import Metric
@@ -416,8 +416,8 @@ class EditRewardEvaluator(Metric):
         self.quantization = normalise_choice(quantization, "--option editreward.quantization")
         self.device, self.dtype, self.models = device, dtype, dict(models or {})
         self.prompts = official_prompts(prompts) if prompts else own_prompts(templates)
-        self._cache_opt = common.cache_option(cache)
-        self._cache: common.ResultCache | None = None
+        self._cache_opt = cache_option(cache)
+        self._cache: SqliteCache | None = None
         self._loaded: EditRewardModel | None = None
         self.calls = 0  # batched forward passes (tests and benchmarks read it)
 
@@ -442,9 +442,9 @@ class EditRewardEvaluator(Metric):
         return self._loaded
 
     @property
-    def cache(self) -> common.ResultCache | None:
+    def cache(self) -> SqliteCache | None:
         if self._cache is None and self._cache_opt:
-            self._cache = common.ResultCache(None if self._cache_opt is True else self._cache_opt, "editreward")
+            self._cache = common.result_cache(None if self._cache_opt is True else self._cache_opt, "editreward")
         return self._cache
 
     def effective_positions(self, family: str) -> str:
@@ -496,7 +496,7 @@ class EditRewardEvaluator(Metric):
     def score_many(self, batch: Sequence[LoadedEdit]) -> list[Score]:
         loaded = self._load()
         base = self.settings()
-        keys = [common.key_of(base, s.source_hash, s.edited_hash, s.instruction) for s in batch]
+        keys = [key_of(base, s.source_hash, s.edited_hash, s.instruction) for s in batch]
         found = self.cache.get_many(list(dict.fromkeys(keys))) if self.cache else {}
         first: dict[str, int] = {}
         for i, k in enumerate(keys):

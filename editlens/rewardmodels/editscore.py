@@ -52,6 +52,7 @@ import numpy as np
 
 from editlens.backends.local import TransformersBackend
 from editlens.backends.types import ChatRequest, Generation, GenerationSettings, Message, is_backend_failure
+from editlens.core.cache import cache_option
 from editlens.core.types import LoadedEdit, Score
 from editlens.errors import InputError, ModelUnavailableError
 from editlens.judges.parsing import parse_object, refusal_in
@@ -534,7 +535,7 @@ class EditScoreEvaluator(Metric):
         self.quantization = normalise_choice(quantization, "--option editscore.quantization")
         self.device, self.dtype, self.models = device, dtype, dict(models or {})
         self.prompts = official_prompts(prompts, self.scale, pq_images) if prompts else own_prompts(templates)
-        self._cache_opt = common.cache_option(cache)
+        self._cache_opt = cache_option(cache)
         self._loaded: EditScoreModel | None = None
         self._backend: Any = None
 
