@@ -3,7 +3,7 @@
 1. batched scoring (one generate() per batch, left padding) vs one edit at a time;
 2. a cached rerun (the scorer's SQLite cache) vs the first run.
 
-    python benchmarks/adiee_throughput.py [--size 0.5b] [--requests 8] [--dtype auto|float32|bfloat16|both] [--image-side 512]
+    python -m benchmarks.adiee_throughput [--size 0.5b] [--requests 8] [--dtype auto|float32|bfloat16|both] [--image-side 512]
 
 ``--size 0.5b`` builds a ~0.45B model (CLIP-B/14-like tower at 336 px with
 LLaVA-NeXT tiling, 24-layer 1024-wide Llama); ``--size tiny`` is a smoke
@@ -20,8 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DTYPE_HELP, run_per_dtype, source_images  # noqa: E402
+from benchmarks._common import DTYPE_HELP, run_per_dtype, source_images
 
 
 def main() -> None:

@@ -36,7 +36,7 @@ Reports class-agnostic COCO AP / AP50 / AP75 / AP small-medium-large
 pairs/s (the change map through DICE's detector, so with its overhead), per
 variant and detector, and whether the targets of issues 15 and 20 hold.
 
-    python benchmarks/dice_detection.py [--sources 122] [--seeds 0,1] [--fresh-seeds 2]
+    python -m benchmarks.dice_detection [--sources 122] [--seeds 0,1] [--fresh-seeds 2]
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,8 +52,7 @@ from typing import Callable
 import numpy as np
 from PIL import Image, ImageEnhance, ImageFilter
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import AURORA, aurora_rows, runtime_info  # noqa: E402
+from benchmarks._common import AURORA, aurora_rows, runtime_info
 
 #: Box side ranges in pixels per size class, so that the box areas fall in
 #: COCO's buckets (small < 32^2 <= medium < 96^2 <= large) at 512 px.

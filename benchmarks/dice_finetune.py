@@ -4,9 +4,9 @@ then run the adapter through the released-style loader. Prints JSON with
 seconds per step, the loss before/after, the evaluation, whether QLoRA
 (4-bit base + paged AdamW 8-bit) was used, and what differs from the release.
 
-    python benchmarks/dice_finetune.py --model tiny --steps 30            # CPU smoke run
-    python benchmarks/dice_finetune.py --model smolvlm-256m --steps 200   # GPU: QLoRA path when bitsandbytes is there (--quantization nf4 forces it)
-    python benchmarks/dice_finetune.py --base /models/Idefics3-8B-Llama3 --longest-edge 1456 --steps 100
+    python -m benchmarks.dice_finetune --model tiny --steps 30            # CPU smoke run
+    python -m benchmarks.dice_finetune --model smolvlm-256m --steps 200   # GPU: QLoRA path when bitsandbytes is there (--quantization nf4 forces it)
+    python -m benchmarks.dice_finetune --base /models/Idefics3-8B-Llama3 --longest-edge 1456 --steps 100
 
 ``--model`` builds a random model of that architecture (its answers are
 noise until trained); ``--base`` uses real weights.
@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchmarks._common import DTYPE_HELP, run_per_dtype
 
 
 def main() -> None:
@@ -35,19 +38,29 @@ def main() -> None:
     ap.add_argument("--longest-edge", type=int, default=None)
     ap.add_argument("--eval-new-tokens", type=int, default=64)
     ap.add_argument("--out", default=None)
-    ap.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
-                    help="Compute dtype of training (autocast; LoRA weights stay float32), from the precision policy")
+    ap.add_argument("--dtype", default="auto", help="Compute dtype of training (autocast; LoRA weights stay "
+                    "float32): " + DTYPE_HELP)
+    ap.add_argument("--device", default="auto")
     ap.add_argument("--quantization", default="auto", choices=["auto", "nf4", "none"],
                     help="auto: QLoRA on CUDA with bitsandbytes; nf4: QLoRA anywhere (CPU too); none")
     args = ap.parse_args()
 
+    def check(r: dict) -> tuple[bool, str]:
+        ok = r["last_loss"] < r["first_loss"] and not r["inference_failed"]
+        return ok, (f"loss {r['first_loss']:.3f} -> {r['last_loss']:.3f}, {r['s_per_step']} s/step; "
+                    f"adapter answered through the released-style loader: {not r['inference_failed']}")
+
+    sys.exit(run_per_dtype(args.dtype, args.device, lambda dt: measure(args, dt), check))
+
+
+def measure(args: argparse.Namespace, dtype: str) -> dict:
     from editlens.core.types import EditSample
     from editlens.dice.data.edits import EditConfig, make_edits
     from editlens.dice.released import build_released
     from editlens.dice.training import TrainConfig, train
     from editlens.testing.tiny_coco import make_coco
 
-    root = Path(args.out or tempfile.mkdtemp(prefix="dice-finetune-"))
+    root = Path(args.out or tempfile.mkdtemp(prefix="dice-finetune-")) / dtype
     if args.annotations:
         ann, imgs = Path(args.annotations), Path(args.images)
     else:
@@ -68,19 +81,20 @@ def main() -> None:
     cfg = TrainConfig("detect", str(root / "s2"), str(root / "run"), str(base), eval_data=str(root / "s2" / "train.jsonl"),
                       steps=args.steps, lr=args.lr, rank=args.rank, batch_size=args.batch_size,
                       save_every=max(1, args.steps // 2), eval_max_new_tokens=args.eval_new_tokens, max_eval=4,
-                      longest_edge=args.longest_edge, quantization=args.quantization, dtype=args.dtype)
+                      longest_edge=args.longest_edge, quantization=args.quantization, dtype=dtype,
+                      device=args.device)
     t0 = time.perf_counter()
     res = train(cfg, progress=True, log=lambda m: print(m, flush=True))
     t_train = time.perf_counter() - t0
     first = json.loads((root / "s2" / "train.jsonl").read_text().splitlines()[0])
     dice = build_released(str(res.preset), quantization="none" if args.quantization == "none" else
-                          ("nf4" if args.quantization == "nf4" else "auto"))
+                          ("nf4" if args.quantization == "nf4" else "auto"), dtype=dtype, device=args.device)
     sample = EditSample("x", str(root / "s2" / first["source"]), str(root / "s2" / first["edited"]), "edit").load()
     t0 = time.perf_counter()
     (out,) = dice.run([sample])
     t_infer = time.perf_counter() - t0
     log = [json.loads(x) for x in open(root / "run" / "log.jsonl")]
-    print(json.dumps({
+    return {
         "dataset": {k: stats[k] for k in ("records", "differences", "by_command")}, "dataset_s": round(t_data, 2),
         "steps": res.steps_done, "s_per_step": round(t_train / max(1, res.steps_done - res.resumed_from), 3),
         "first_loss": res.first_loss, "last_loss": res.last_loss,
@@ -88,8 +102,8 @@ def main() -> None:
         "evals": res.evals, "notes": res.notes,
         "precision": res.summary.get("precision"), "inference_s": round(t_infer, 2),
         "inference_unparsable": out.unparsable, "released_loader": dice.describe()["differences_from_release"],
-        "run_dir": str(root / "run"),
-    }, indent=2, default=str))
+        "inference_failed": bool(getattr(out, "failed", False)), "run_dir": str(root / "run"),
+    }
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ The requests are what a model comparison sends: ``--sources`` source photos,
 each edited by ``--models`` editors, one (source, edited) request per edit
 (defaults: 4 x 2 = 8 requests, 16 image rows, 12 distinct images).
 
-    python benchmarks/judge_throughput.py [--sources 4] [--models 2] [--new-tokens 128] [--dtype auto|float32|bfloat16|both]
+    python -m benchmarks.judge_throughput [--sources 4] [--models 2] [--new-tokens 128] [--dtype auto|float32|bfloat16|both]
 
 128 new tokens is the length of a typical judge answer (a VIEScore JSON with
 its reasoning, a DICE difference list). On a CPU the prefill of two 512-px
@@ -30,8 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DTYPE_HELP, run_per_dtype, source_images  # noqa: E402
+from benchmarks._common import DTYPE_HELP, run_per_dtype, source_images
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ unique images and texts (already preprocessed, batches of 16): editlens'
 rate over those unique inputs as a fraction of that raw rate says how much
 its preprocessing, hashing and caching cost (target >= 80%).
 
-    python benchmarks/metrics_throughput.py [--sources 12] [--repeats 2] [--dtype float32|auto|bfloat16]
+    python -m benchmarks.metrics_throughput [--sources 12] [--repeats 2] [--dtype float32|auto|bfloat16]
 """
 
 from __future__ import annotations
@@ -30,8 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DTYPE_HELP, clip_tokenizer, median, run_per_dtype, source_images  # noqa: E402
+from benchmarks._common import DTYPE_HELP, clip_tokenizer, median, run_per_dtype, source_images
 
 
 def build_model(tmp: Path) -> Path:

@@ -10,7 +10,7 @@
    the CLI calls: PNG decoding, the prefetching loader, the results store)
    on 512 px pairs written to disk. Target >= 40 pairs/s.
 
-    python benchmarks/offline_throughput.py [--pairs 64] [--ssim-pairs 8]
+    python -m benchmarks.offline_throughput [--pairs 64] [--ssim-pairs 8]
 
 Timings swing when anything else runs: compare the ratios, and run it alone.
 """
@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,9 +27,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import runtime_info  # noqa: E402
-from dice_detection import baseline_detect, drift, load_sources, paste  # noqa: E402
+from benchmarks._common import runtime_info
+from benchmarks.dice_detection import baseline_detect, drift, load_sources, paste
 
 
 def bench_ssim(n: int, size: int = 1024) -> dict:

@@ -1,7 +1,7 @@
 """HTML report of large runs: build time, file size, time to interactive in headless Chromium, and
 refresh time under `editlens view` while the run is being written.
 
-    python benchmarks/report_load.py [--edits 1000,10000] [--image-size 256] [--repeats 3] [--keep DIR]
+    python -m benchmarks.report_load [--edits 1000,10000] [--image-size 256] [--repeats 3] [--keep DIR]
 
 For each size, builds a synthetic run (generated images with drawn edits, four editors per source,
 every kind of status, DICE differences; `editlens.testing.synthetic_run`: its rows are fixtures, not

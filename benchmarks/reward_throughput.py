@@ -19,7 +19,7 @@ each edited by ``--models`` editors. Prompts are short benchmark templates
 tokens; the released prompts would only lengthen the prefill, which a CPU
 computes at the same cost batched or not).
 
-    python benchmarks/reward_throughput.py [--size 0.5b|tiny] [--sources 2] [--models 2] [--new-tokens 48]
+    python -m benchmarks.reward_throughput [--size 0.5b|tiny] [--sources 2] [--models 2] [--new-tokens 48]
         [--passes 4] [--dtype auto|float32|bfloat16|both]
 
 Targets: EditScore batching >= 2x, cached reruns >= 50x (both models), N
@@ -38,8 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DTYPE_HELP, run_per_dtype, source_images  # noqa: E402
+from benchmarks._common import DTYPE_HELP, run_per_dtype, source_images
 
 SC = "<<source>>\n<<edited>>\nEdit: $instruction. Rate success and restraint 0-$scale as JSON {\"reasoning\", \"score\"}."
 PQ = "<<edited>>\nRate naturalness and artifacts 0-$scale as JSON {\"reasoning\", \"score\"}."

@@ -2,7 +2,7 @@
 (repeated with different ids), scored with the offline metric set, timed for
 the first run and for a rerun on the same directory (everything reused).
 
-    python benchmarks/run_scaling.py [--edits 2000] [--executor local|ray]
+    python -m benchmarks.run_scaling [--edits 2000] [--executor local|ray]
 
 Prints edits/s of both runs and their ratio (target: >= 8 edits/s for the
 first run), with the CPU features it ran on. Needs ../shared/data/aurora.
@@ -18,8 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import AURORA, aurora_rows, runtime_info  # noqa: E402
+from benchmarks._common import AURORA, aurora_rows, runtime_info
 
 OFFLINE = ["change_map", "l1", "l2", "psnr", "ssim"]
 

@@ -14,7 +14,7 @@
 A random model is built on the spot (CPU is fine; nothing is downloaded):
 ``--size tiny`` (32-wide) or ``small`` (256-wide text model, default).
 
-    python benchmarks/serve_load.py [--size small] [--shorts 20] [--short-tokens 4] [--long-tokens 400] [--device cpu]
+    python -m benchmarks.serve_load [--size small] [--shorts 20] [--short-tokens 4] [--long-tokens 400] [--device cpu]
 
 Prints JSON. Run it alone on the machine: latencies on a shared CPU are noise.
 """
@@ -22,7 +22,6 @@ Prints JSON. Run it alone on the machine: latencies on a shared CPU are noise.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import threading
@@ -31,8 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import runtime_info  # noqa: E402
+from benchmarks._common import DTYPE_HELP, run_per_dtype
 
 
 def _server(app):  # type: ignore[no-untyped-def]
@@ -117,7 +115,19 @@ def main() -> None:
     ap.add_argument("--long-tokens", type=int, default=400)
     ap.add_argument("--head-start", type=float, default=0.5, help="seconds the long answer runs before the shorts")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", default="auto", help=DTYPE_HELP)
     args = ap.parse_args()
+
+    def check(r: dict) -> tuple[bool, str]:
+        ok = r["p95_fair_over_idle"] <= 2 and r["long_same_text_when_paused"]
+        return ok, (f"short-request p95 under a long answer: {r['p95_fair_over_idle']}x idle (FIFO "
+                    f"{r['p95_fifo_over_idle']}x; target <= 2); paused long answer identical: "
+                    f"{r['long_same_text_when_paused']}")
+
+    sys.exit(run_per_dtype(args.dtype, args.device, lambda dt: measure(args, dt), check))
+
+
+def measure(args: argparse.Namespace, dtype: str) -> dict:
 
     from editlens.backends.local import TransformersBackend
     from editlens.backends.types import ChatRequest, GenerationSettings, Message
@@ -125,7 +135,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         build_idefics3(Path(tmp), size=args.size)
-        backend = TransformersBackend(tmp, device=args.device, batch_size=8)
+        backend = TransformersBackend(tmp, device=args.device, dtype=dtype, batch_size=8)
         req = ChatRequest([Message("user", [LONG_PROMPT])], GenerationSettings(max_new_tokens=args.long_tokens))
         backend.generate([ChatRequest([Message("user", ["warm up"])], GenerationSettings(max_new_tokens=2))])
         t0 = time.perf_counter()
@@ -135,7 +145,7 @@ def main() -> None:
         fifo = _phase(backend, args, slice_ms=float("inf"))
 
     idle = fair["idle"] + fifo["idle"]
-    report = {
+    return {
         "model": f"random idefics3 ({args.size})", "device": args.device, "shorts": args.shorts,
         "short_tokens": args.short_tokens, "long_tokens": args.long_tokens,
         "idle": _pct(idle),
@@ -147,9 +157,8 @@ def main() -> None:
         "long_seconds": {"alone": round(alone_s, 2), "fair": round(fair["long"]["seconds"], 2),
                          "fifo": round(fifo["long"]["seconds"], 2)},
         "long_same_text_when_paused": fair["long"]["text"] == alone.text,
-        "runtime": runtime_info(),
+        "precision": backend.precision.to_dict(),
     }
-    print(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":

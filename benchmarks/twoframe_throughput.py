@@ -15,8 +15,8 @@ the values):
 
 The scores of ``editlens`` and ``naive`` must agree (checked).
 
-    python benchmarks/twoframe_throughput.py --size vit-b-16 --sources 32     # the real figure (GPU)
-    python benchmarks/twoframe_throughput.py --size tiny --sources 4           # smoke run
+    python -m benchmarks.twoframe_throughput --size vit-b-16 --sources 32     # the real figure (GPU)
+    python -m benchmarks.twoframe_throughput --size tiny --sources 4           # smoke run
 """
 
 from __future__ import annotations
@@ -24,13 +24,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DTYPE_HELP, run_per_dtype, median, source_images  # noqa: E402
+from benchmarks._common import DTYPE_HELP, run_per_dtype, median, source_images
 
 
 def _sync(device: str) -> None:

@@ -1,0 +1,2 @@
+"""Speed and accuracy scripts: run from the repository root as ``python -m benchmarks.NAME``
+(see docs/benchmarks.md)."""
