@@ -136,5 +136,3 @@ def editreward_dirs(tmp_path_factory):  # type: ignore[no-untyped-def]
 def _isolated_caches(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("EDITLENS_CACHE_DIR", str(tmp_path / "editlens-cache"))
     yield
-    import sys
-

@@ -125,7 +125,7 @@ def small_inputs(tmp_path):
     sess = d / "sessions" / "777"
     sess.mkdir(parents=True)
     for k in range(4):
-        _img(sess / (f"777-input.png" if k == 0 else f"777-output{k}.png"), 50 + k)
+        _img(sess / ("777-input.png" if k == 0 else f"777-output{k}.png"), 50 + k)
     (sess / "instructions.json").write_text(json.dumps(["add a hat", "paint it red", "remove the tree"]))
     bad = d / "sessions" / "888"
     bad.mkdir()

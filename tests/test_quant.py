@@ -331,8 +331,6 @@ def test_adiee_qlora_trains_reloads_strictly_and_scores(bnb, tmp_path):
     assert "quantization" not in evaluator().settings()  # auto on a CPU: unquantised, cache keys as before
 
     # from the CLI: strict 4-bit load and its report
-    from editlens.cli.main import app
-
     r = _cli(["adiee", "inspect", ckpt, "--quantization", "nf4"])
     doc = _json(r)
     assert doc["report"]["missing"] == [] and doc["report"]["precision"]["weights"] == "4-bit NF4"

@@ -9,7 +9,6 @@ import base64
 import io
 import json
 
-import numpy as np
 import pytest
 from PIL import Image
 from typer.testing import CliRunner

@@ -4,7 +4,6 @@ Qwen2.5-VL / Qwen3-VL families in the local backend."""
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np

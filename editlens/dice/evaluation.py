@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import math
 from pathlib import Path
 from typing import Any, Iterable

@@ -26,7 +26,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from editlens.dice.parsing import tidy_box
-from editlens.dice.types import COMMANDS, Difference
+from editlens.dice.types import Difference
 
 _NUM = r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
 # One item: COMMAND: object, (x0, y0, x1, y1) — the object runs to the last

@@ -185,7 +185,6 @@ class ExampleBuilder:
 
 def encode_example(processor: Any, conv: list[dict[str, Any]], images: list[np.ndarray], answer: str) -> dict[str, Any]:
     """Input ids, pixel values and labels with everything but the answer masked (-100)."""
-    import torch
     from PIL import Image
 
     pil = [Image.fromarray(np.ascontiguousarray(i)) for i in images]

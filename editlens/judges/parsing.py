@@ -143,7 +143,7 @@ def read_scores(text: str | None, expected: int = 2, low: float = 0.0,
     if scores is None:
         if refusal_in(text):
             return None, reasoning, f"model refused: {refusal_in(text)}"
-        return None, reasoning, f"no score list in the expected place (a JSON 'score' field or 'score: [...]')"
+        return None, reasoning, "no score list in the expected place (a JSON 'score' field or 'score: [...]')"
     if scores == [float(low), float(high)] and not _has_words(text, reasoning):
         return None, reasoning, f"the answer only restates the scale [{low:g}, {high:g}] (no scores of its own)"
     if len(scores) != expected:
