@@ -349,4 +349,4 @@ def test_report_labels_the_whole_image_change():
     scores = {"change_map": {"details": {"regions": [
         {"box_norm": [0, 0, 1, 1], "area_fraction": 1.0, "kind": "global", "cause": "camera moved"},
         {"box_norm": [0.1, 0.1, 0.2, 0.2], "area_fraction": 0.01, "kind": "local"}]}}}
-    assert [b["label"] for b in boxes_of(scores)] == ["whole image: camera moved", "change 1.0%"]
+    assert [b["label"] for b in boxes_of(scores)] == ["whole image: camera moved", "1.00% of the image"]

@@ -103,7 +103,7 @@ def test_collect_matches_run_tables(example_run):
     assert cat["images"]["source"].endswith("cat_seat_source.png")
     regions = cat["scores"]["change_map"]["details"]["regions"]
     assert [b["box"] for b in cat["boxes"]] == [r["box_norm"] for r in regions]
-    assert all(b["on"] == ["source", "edited"] and b["kind"] is None and b["dashed"] for b in cat["boxes"])
+    assert all(b["on"] == ["source", "edited"] and b["kind"] == "LOCAL" and b["dashed"] for b in cat["boxes"])
     assert [b["n"] for b in cat["boxes"]] == list(range(1, len(regions) + 1))
     # what each score measures comes from its spec: these four all measure similarity to the source
     assert {data["measures"][e] for e in ("change_map", "l1", "ssim", "psnr")} == {"similarity"}

@@ -137,8 +137,8 @@ _EXTRA: dict[str, dict] = {
     "dice_clip_t": {"ensemble": True, "boxes": BoxLayer("dice.differences", **_DICE_BOXES)},
     "change_map": {"unchanged_at": 0.0,
                    "boxes": BoxLayer("regions", box="box_norm", name="changed regions", label="{area_fraction:.2%} of the image",
-                                     kind="kind", colour="#f5c400", colours={"global": "#ff7a00"},
-                                     legend={"local": "changed region", "global": "whole image changed"},
+                                     kind_labels={"GLOBAL": "whole image: {cause}"}, kind="kind", colour="#f5c400", colours={"GLOBAL": "#ff7a00"},
+                                     legend={"LOCAL": "changed region", "GLOBAL": "whole image changed"},
                                      dashed=True, rank="strength",
                                      fields=("cause", "strength", "confidence"), empty="no changed region")},
 }

@@ -55,6 +55,8 @@ class BoxLayer:
         label: ``str.format`` template over an item's fields, for its list
             entry (``"{command} {object}"``); fields that are missing or null
             are left out, and an item it cannot format is labelled by number.
+        kind_labels: kind (upper case, as ``colours``) -> label template for items of that kind (e.g. a
+            change map's whole-image change: ``"whole image: {cause}"``).
         kind: item field naming the item's kind (``"command"``); it picks the
             colour (``colours``) and the images (``on_kind``).
         colour: CSS colour of the boxes (of kinds ``colours`` does not name).
@@ -81,6 +83,7 @@ class BoxLayer:
     box: str = "box"
     name: str = "boxes"
     label: str = ""
+    kind_labels: Mapping[str, str] = field(default_factory=dict)
     kind: str | None = None
     colour: str = "#f5c400"
     colours: Mapping[str, str] = field(default_factory=dict)
@@ -96,7 +99,7 @@ class BoxLayer:
     empty: str = "none found"
 
     def __post_init__(self) -> None:
-        for name in ("colours", "legend", "on_kind"):
+        for name in ("colours", "legend", "on_kind", "kind_labels"):
             object.__setattr__(self, name, _frozen(getattr(self, name)))
         roles = set(self.on).union(*self.on_kind.values()) if self.on_kind else set(self.on)
         if not roles <= set(IMAGE_ROLES):

@@ -104,6 +104,12 @@ def format_label(template: str, item: Mapping[str, Any]) -> str:
     return " ".join("".join(parts).split())
 
 
+def _label_of(layer: Any, item: Mapping[str, Any]) -> str:
+    template = (getattr(layer, "kind_labels", None) or {}).get(str(item.get(layer.kind)).upper()) if layer.kind else None
+    template = template or layer.label
+    return format_label(template, item) if template else ""
+
+
 def layer_items(details: Mapping[str, Any] | None, layer: Any) -> list[dict[str, Any]] | None:
     """The items of a :class:`~editlens.metrics.spec.BoxLayer` in a result's details
     (``None`` when the details hold no such list)."""
@@ -181,7 +187,7 @@ def boxes_of(scores: Mapping[str, Mapping[str, Any]], specs: Mapping[str, Any] |
                 "by": ev, "i": i, "n": len(out) + 1, "box": box,
                 "on": list(layer.on_kind.get(kind, layer.on) if kind is not None else layer.on),
                 "kind": kind, "colour": layer.colours.get(kind, layer.colour) if kind is not None else layer.colour,
-                "dashed": layer.dashed, "label": format_label(layer.label, item) if layer.label else "",
+                "dashed": layer.dashed, "label": _label_of(layer, item),
                 "verdict": word, "rank": rank if isinstance(rank, (int, float)) and math.isfinite(rank) else None,
                 "fields": fields,
             })
