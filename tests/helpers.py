@@ -55,3 +55,19 @@ def write_dice_records(root: Path, coherence: bool = False) -> Path:
     if coherence:
         (root / "coherence.jsonl").write_text("".join(json.dumps(r) + "\n" for r in coh))
     return root
+
+
+def pmap(fn, items):  # type: ignore[no-untyped-def]
+    """``[fn(x) for x in items]`` over the machine's cores (at most 4), for
+    the slow loops over real data. ``fn`` must be a module-level function;
+    workers are spawned (not forked: OpenCV's and torch's thread pools do
+    not survive a fork)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    items = list(items)
+    workers = min(4, os.cpu_count() or 1, len(items))
+    if workers <= 1:
+        return [fn(x) for x in items]
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as ex:
+        return list(ex.map(fn, items))

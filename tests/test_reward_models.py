@@ -299,3 +299,21 @@ def test_editscore_in_4bit_keeps_the_adapter_beside_its_base(editscore_dirs):
     d = ev.describe()
     assert d["quantized_4bit"] and not d["adapter_merged"] and d["weights"]["weights"] == "4-bit NF4"
     assert not d["release"]["format_identical"] and any("unmerged" in x for x in d["release"]["differences"])
+
+
+def test_top_k_one_sampling_is_the_greedy_answer(tiny_vlm_dirs):
+    """EditScore's release samples with top-p/top-k: the shared local backend
+    applies them per call (a backend's ``sampling``). With top_k=1 every
+    sampled answer must be the greedy one; without it, high-temperature
+    samples of a random model differ from it."""
+    from editlens.backends.local import TransformersBackend
+    from editlens.backends.types import ChatRequest, GenerationSettings, Message
+
+    be = TransformersBackend(str(tiny_vlm_dirs["idefics3"]), device="cpu", dtype="float32")
+    ask = lambda t: ChatRequest([Message("user", ["describe the edit"])],  # noqa: E731
+                                GenerationSettings(max_new_tokens=12, temperature=t, n=1 if t == 0 else 3, seed=5))
+    greedy = be.generate([ask(0.0)])[0].text
+    free = be.generate([ask(5.0)])[0].samples
+    assert any(s != greedy for s in free)
+    be.sampling = {"top_k": 1, "top_p": 0.9}
+    assert be.generate([ask(5.0)])[0].samples == [greedy] * 3
