@@ -19,7 +19,7 @@ def test_install_routes_large_products_and_keeps_results(emulated):
     conv = torch.nn.Conv2d(3, 8, 4, stride=4).to(torch.bfloat16)
     model = torch.nn.ModuleDict({"lin": lin, "conv": conv})
     big = torch.randn(2, 40, 64, dtype=torch.bfloat16)
-    small = torch.randn(1, 1, 64, dtype=torch.bfloat16)
+    small = torch.randn(1, 4, 64, dtype=torch.bfloat16)
     img = torch.randn(1, 3, 16, 16, dtype=torch.bfloat16)
     before = lin(big), lin(small), conv(img)
     assert emulated_bf16.install(model) == 2 and emulated_bf16.install(model) == 0  # once

@@ -25,8 +25,14 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-#: rows (tokens x batch) from which a product is computed in float32
-MIN_ROWS = 32
+#: rows (tokens x batch) from which a product is computed in float32: converting a
+#: weight that fits in cache costs about 4 rows of the bf16 kernel, a large one
+#: (a 49k-token LM head) about 40 (measured on a 2-core AVX2 machine)
+MIN_ROWS, MIN_ROWS_LARGE, LARGE = 8, 48, 4_000_000
+
+
+def _min_rows(weight: torch.Tensor) -> int:
+    return MIN_ROWS_LARGE if weight.numel() > LARGE else MIN_ROWS
 
 
 def _emulated(x: torch.Tensor) -> bool:
@@ -34,7 +40,7 @@ def _emulated(x: torch.Tensor) -> bool:
 
 
 def _linear(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
-    if _emulated(x) and x.numel() >= MIN_ROWS * x.shape[-1] and self.weight.dtype is torch.bfloat16:
+    if _emulated(x) and self.weight.dtype is torch.bfloat16 and x.numel() >= _min_rows(self.weight) * x.shape[-1]:
         bias = None if self.bias is None else self.bias.float()
         return F.linear(x.float(), self.weight.float(), bias).to(torch.bfloat16)
     return F.linear(x, self.weight, self.bias)
