@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from benchmarks._common import DTYPE_HELP, clip_tokenizer, median, run_per_dtype, source_images
+from editlens.models import emulated_bf16
 
 
 def build_model(tmp: Path) -> Path:
@@ -130,6 +131,7 @@ def run_raw_forward(samples, model_dir: Path, batch: int, dtype):
     from editlens.core.images import image_hash
 
     model = CLIPModel.from_pretrained(model_dir, dtype=dtype).eval()
+    emulated_bf16.install(model)  # the same kernels as editlens' loader gives its model
     proc, tok = CLIPImageProcessorPil.from_pretrained(model_dir), AutoTokenizer.from_pretrained(model_dir)
 
     images = {image_hash(a): a for s in samples for a in (s.source, s.edited)}
@@ -151,7 +153,7 @@ def run_torchmetrics(samples, model_dir: Path, batch: int, dtype=torch.float32):
     from torchmetrics.functional.multimodal.clip_score import _clip_score_update
     from transformers import AutoTokenizer, CLIPImageProcessorPil, CLIPModel
 
-    model = _Model(CLIPModel.from_pretrained(model_dir, dtype=dtype).eval())
+    model = _Model(emulated_bf16.routed(CLIPModel.from_pretrained(model_dir, dtype=dtype).eval()))
     proc = _Processor(CLIPImageProcessorPil.from_pretrained(model_dir), AutoTokenizer.from_pretrained(model_dir))
     chw = lambda a: torch.from_numpy(a).permute(2, 0, 1)  # noqa: E731
     t = time.perf_counter()

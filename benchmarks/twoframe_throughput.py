@@ -28,6 +28,7 @@ import time
 import numpy as np
 import torch
 
+from editlens.models import emulated_bf16
 from benchmarks._common import DTYPE_HELP, run_per_dtype, median, source_images
 
 
@@ -81,6 +82,7 @@ def measure(args: argparse.Namespace, dtype_name: str) -> dict:
     prec = decide(dtype_name, args.device)
     device, dtype = prec.device, prec.torch_dtype
     model = random_twoframe(args.size).to(device, dtype).eval()
+    emulated_bf16.install(model)  # as editlens' loader does (bf16 on a CPU without it)
     print(f"device={device} ({torch.cuda.get_device_name() if device.startswith('cuda') else 'cpu'}) "
           f"dtype={str(dtype).replace('torch.', '')} size={args.size}", file=sys.stderr)
     sources, edited, owner, texts = make_edits(args.sources, args.edits_per_source, args.image_size)

@@ -291,4 +291,7 @@ def load_twoframe(ref: str | os.PathLike, *, tokenizer: str | None = None, base:
                               provenance={"checkpoint": ref, "layout": "transformers"}, prompt=prompt or "raw")
     prec = decide(dtype, device)
     model.provenance["precision"] = prec.to_dict()
+    from editlens.models import emulated_bf16
+
+    emulated_bf16.install(model)  # a .pth's CLIP is built here, not by the loader: route its bf16 products too
     return model.to(prec.device, prec.torch_dtype).eval()
