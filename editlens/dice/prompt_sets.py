@@ -10,7 +10,6 @@ imported or run).
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import re
 import string
@@ -19,6 +18,7 @@ from importlib import resources
 from pathlib import Path
 
 from editlens.errors import InputError
+from editlens.templates.clones import find_module, module_strings
 
 #: where the prompts module sits inside a clone of the original repository
 MODULE_PATHS = ("editing-evaluation/editing_evaluation/prompts/prompts.py", "editing_evaluation/prompts/prompts.py",
@@ -58,35 +58,11 @@ def default_prompts() -> PromptSet:
 
 
 def find_prompts_module(path: str | Path) -> Path:
-    p = Path(path).expanduser()
-    if p.is_file():
-        return p
-    if not p.exists():
-        raise InputError(f"--dice-prompts {p}: no such file or directory (expected a clone of the DICE repository "
-                         f"or its {MODULE_PATHS[0]})")
-    for rel in MODULE_PATHS:
-        if (p / rel).is_file():
-            return p / rel
-    raise InputError(f"--dice-prompts {p}: looked for the DICE prompts module at "
-                     + ", ".join(str(p / r) for r in MODULE_PATHS) + "; none exists")
+    return find_module(path, MODULE_PATHS, "--dice-prompts", "the DICE repository")
 
 
 def _module_strings(path: Path) -> dict[str, str]:
-    """Module-level ``NAME = "..."`` assignments (chained targets included)."""
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    except (OSError, UnicodeDecodeError, SyntaxError) as exc:
-        raise InputError(f"--dice-prompts {path}: cannot parse it as Python ({exc})") from None
-    out: dict[str, str] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-            for target in node.targets:
-                if isinstance(target, ast.Name):
-                    out[target.id] = node.value.value
-        elif (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
-              and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
-            out[node.target.id] = node.value.value
-    return out
+    return module_strings(path, "--dice-prompts")
 
 
 def _user_template(text: str, path: Path, name: str) -> str:

@@ -4,7 +4,6 @@ cache, and reading string constants from an authors' prompt module."""
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import math
@@ -140,39 +139,6 @@ def result_cache(path: str | Path | None, name: str) -> SqliteCache:
 
 
 # -------------------------------------------------------------------------------------------- authors' prompts
-
-def module_strings(path: Path, option: str) -> dict[str, str]:
-    """Module-level ``NAME = "..."`` string assignments of a Python file,
-    read by parsing it (nothing of it is imported or run)."""
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    except (OSError, UnicodeDecodeError, SyntaxError) as exc:
-        raise InputError(f"{option} {path}: cannot parse it as Python ({exc})") from None
-    out: dict[str, str] = {}
-    for node in tree.body:
-        value = getattr(node, "value", None)
-        if not (isinstance(value, ast.Constant) and isinstance(value.value, str)):
-            continue
-        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
-        for t in targets:
-            if isinstance(t, ast.Name):
-                out[t.id] = value.value
-    return out
-
-
-def find_module(path: str | Path, candidates: Sequence[str], option: str, what: str) -> Path:
-    """``path`` itself when it is a file, else the first of ``candidates`` under it."""
-    p = Path(path).expanduser()
-    if p.is_file():
-        return p
-    if not p.exists():
-        raise InputError(f"{option} {p}: no such file or directory (expected a clone of {what} or its "
-                         f"{candidates[0]})")
-    for rel in candidates:
-        if (p / rel).is_file():
-            return p / rel
-    raise InputError(f"{option} {p}: looked for " + ", ".join(str(p / r) for r in candidates) + "; none exists")
-
 
 def prompts_sha(*texts: str) -> str:
     return hashlib.sha256("\0".join(texts).encode()).hexdigest()

@@ -42,6 +42,7 @@ from editlens.core.types import LoadedEdit, Score
 from editlens.errors import EditlensError, InputError, ModelUnavailableError
 from editlens.metrics.base import Metric
 from editlens.rewardmodels import common
+from editlens.templates.clones import find_module, module_strings
 
 REWARD_TOKEN = "<|Reward|>"
 HEADS = ("instruction_following", "visual_quality")  # head_0, head_1
@@ -96,13 +97,13 @@ def official_prompts(path: str | Path) -> PromptSet:
     from a clone of the EditReward repository."""
     option = "--option editreward.prompts"
     p = Path(path).expanduser()
-    prompts = common.find_module(p, PROMPT_MODULES, option, "the EditReward repository")
-    found = common.module_strings(prompts, option)
+    prompts = find_module(p, PROMPT_MODULES, option, "the EditReward repository")
+    found = module_strings(prompts, option)
     missing = [v for v in PROMPT_NAMES.values() if v not in found]
-    suffix_file = prompts if SUFFIX_NAME in found else common.find_module(p if p.is_dir() else p.parent,
+    suffix_file = prompts if SUFFIX_NAME in found else find_module(p if p.is_dir() else p.parent,
                                                                           SUFFIX_MODULES, option,
                                                                           "the EditReward repository")
-    suffixes = found if suffix_file == prompts else common.module_strings(suffix_file, option)
+    suffixes = found if suffix_file == prompts else module_strings(suffix_file, option)
     if missing or SUFFIX_NAME not in suffixes:
         raise InputError(f"{option} {p}: looked for {', '.join(PROMPT_NAMES.values())} in {prompts} and "
                          f"{SUFFIX_NAME} in {suffix_file}; missing: {', '.join(missing + ([SUFFIX_NAME] if SUFFIX_NAME not in suffixes else []))}")

@@ -58,6 +58,7 @@ from editlens.errors import InputError, ModelUnavailableError
 from editlens.judges.parsing import parse_object, refusal_in
 from editlens.metrics.base import Metric
 from editlens.rewardmodels import common
+from editlens.templates.clones import find_module, module_strings
 
 #: where the prompts module sits inside a clone of the EditScore repository
 PROMPT_MODULES = ("editscore/vie_prompts.py", "vie_prompts.py")
@@ -223,8 +224,8 @@ def official_prompts(path: str | Path, scale: int, pq_images: str = "edited") ->
     (or its ``vie_prompts.py``), joined as the release joins them: context,
     rules and scale text, with every ``10`` of the scale text replaced by the
     scale's upper bound."""
-    module = common.find_module(path, PROMPT_MODULES, "--option editscore.prompts", "the EditScore repository")
-    found = common.module_strings(module, "--option editscore.prompts")
+    module = find_module(path, PROMPT_MODULES, "--option editscore.prompts", "the EditScore repository")
+    found = module_strings(module, "--option editscore.prompts")
     missing = [v for v in PROMPT_NAMES.values() if v not in found]
     if missing:
         raise InputError(f"--option editscore.prompts {module}: looked for the string assignments "
