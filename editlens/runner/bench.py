@@ -1,0 +1,212 @@
+"""``editlens bench run``: score editors' outputs on a benchmark as its
+paper does, through ``editlens run``'s resumable store.
+
+1. The adapter reads the benchmark as published.
+2. Each model's outputs are found under ``--edits DIR/<model>/`` where the
+   adapter says they lie; a missing output is *skipped* with the paths
+   looked at, never scored.
+3. The judge (the benchmark's questions, :class:`~editlens.bench.judge.BenchJudge`)
+   or the metric suite scores every edit into ``OUT/run/`` (resumable:
+   a rerun asks only what is not done; failed requests are asked again).
+4. The adapter's protocol turns the per-item rows into the paper's table,
+   written as JSON, CSV, Markdown, LaTeX and an HTML report.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from editlens.bench.base import Benchmark, BenchItem
+from editlens.bench.published import materialise
+from editlens.core.io import atomic_write
+from editlens.core.types import EditSample
+from editlens.errors import InputError
+
+
+@dataclass
+class Located:
+    samples: list[EditSample]
+    items: dict[str, BenchItem]  # sample id -> item
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
+
+
+def model_dirs(edits: Path, only: Sequence[str] | None = None) -> dict[str, Path]:
+    """``DIR/<model>/`` folders (a folder of images is itself one model's outputs)."""
+    if not edits.is_dir():
+        raise InputError(f"--edits {edits}: not a folder (expected DIR/<model>/<outputs>)")
+    subs = {p.name: p for p in sorted(edits.iterdir()) if p.is_dir() and not p.name.startswith(".")}
+    if not subs or any(p.is_file() and p.suffix.lower() in (".png", ".jpg", ".jpeg", ".webp") for p in edits.iterdir()):
+        subs = {edits.name: edits}
+    if only:
+        unknown = sorted(set(only) - set(subs))
+        if unknown:
+            raise InputError(f"--model {', '.join(unknown)}: no such folder under {edits} (it has {', '.join(subs)})")
+        subs = {k: v for k, v in subs.items() if k in only}
+    return subs
+
+
+def locate(bench: Benchmark, items: Sequence[BenchItem], edits: Path, only: Sequence[str] | None = None) -> Located:
+    """Samples for every (model, item) whose output exists; the rest skipped with the paths looked at."""
+    out = Located([], {})
+    for model, folder in model_dirs(edits, only).items():
+        out.models.append(model)
+        for it in items:
+            cands = bench.output_candidates(it)
+            found = next((folder / c for c in cands if (folder / c).is_file()), None)
+            sid = f"{model}/{it.id}"
+            if found is None:
+                out.skipped.append({"id": sid, "model": model, "item": it.id, "status": "skipped",
+                                    "reason": f"no output: looked for {folder / cands[0]}"
+                                              + (f" (and {len(cands) - 1} other names)" if len(cands) > 1 else "")})
+                continue
+            meta = {**it.extra, "category": it.category, "language": it.language, "bench_item": it.id}
+            out.samples.append(EditSample(sid, materialise(it.source), str(found), it.instruction,
+                                          reference=materialise(it.reference) if it.reference is not None else None,
+                                          model=model, source_caption=it.source_caption,
+                                          target_caption=it.target_caption, metadata=meta))
+            out.items[sid] = it
+    return out
+
+
+def _row(sid: str, model: str, item: BenchItem, status: str, scores: dict[str, Any], reason: str | None) -> dict[str, Any]:
+    return {**{k: v for k, v in item.extra.items() if not isinstance(v, (bytes, bytearray))},
+            "id": sid, "item": item.id, "model": model, "category": item.category, "language": item.language,
+            "status": status, "scores": scores, "reason": reason}
+
+
+def protocol_rows(bench: Benchmark, located: Located, items_by_id: dict[str, BenchItem],
+                  store_rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per-item rows for the protocol from the run's stored results."""
+    by: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in store_rows:
+        by.setdefault(r["sample_id"], {})[r["evaluator"]] = r
+    rows = []
+    for s in located.samples:
+        item = located.items[s.id]
+        res = by.get(s.id, {})
+        if bench.spec.metrics:
+            scores = {name: r["value"] for name, r in res.items() if r["status"] == "scored"}
+            statuses = [r["status"] for r in res.values()] or ["failed"]
+            status = "failed" if "failed" in statuses else ("scored" if scores else statuses[0])
+            reason = "; ".join(f"{n}: {r['reason']}" for n, r in res.items() if r.get("reason")) or None
+        else:
+            r = next(iter(res.values()), None)
+            status = r["status"] if r else "failed"
+            scores = ((r.get("details") or {}).get("figures") or {}) if r and status == "scored" else {}
+            reason = r.get("reason") if r else "not judged (the run stopped before it)"
+        rows.append(_row(s.id, s.model or "", item, status, scores, reason))
+    for sk in located.skipped:
+        rows.append(_row(sk["id"], sk["model"], items_by_id[sk["item"]], "skipped", {}, sk["reason"]))
+    return rows
+
+
+def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | Path | None = None,
+                  models_only: Sequence[str] | None = None, vlm: str | None = None, vlm_model: str | None = None,
+                  prompts_from: str | Path | None = None, temperature: float = 0.0, seed: int = 0,
+                  max_new_tokens: int = 512, metric_models: dict[str, str] | None = None, device: str = "auto",
+                  dtype: str = "auto", batch_size: int = 8, n_boot: int = 1000, limit: int | None = None,
+                  estimate_only: bool = False, progress: bool = True, cache: bool | str = True,
+                  command: list[str] | None = None) -> dict[str, Any]:
+    """Score the outputs under ``edits`` on benchmark ``name`` (files at ``data``) into ``out``.
+
+    Returns the table (``table.json``'s content) with ``"exit"``: 0 when every
+    found output was scored or unscored, 1 when some failed (rerun to retry),
+    and ``"files"``; with ``estimate_only`` the judge-call estimate and nothing run.
+    """
+    from editlens.bench.registry import get
+
+    bench = get(name)
+    items = bench.read(data)
+    if limit is not None:
+        items = items[:limit]
+    if not items:
+        raise InputError(f"{data}: no {bench.spec.title} cases read")
+    if edits is None:
+        raise InputError("give --edits DIR (the outputs, DIR/<model>/...)")
+    located = locate(bench, items, Path(edits), models_only)
+    items_by_id = {it.id: it for it in items}
+    prompts = None
+    if not bench.spec.metrics:
+        from editlens.bench.prompts import load_prompts
+
+        prompts = load_prompts(bench, prompts_from)
+    if estimate_only:
+        if prompts is None:
+            return {"benchmark": name, "judge_calls": 0, "metrics": list(bench.spec.metrics),
+                    "edits_to_score": len(located.samples), "skipped": len(located.skipped)}
+        from editlens.bench.judge import estimate
+
+        est = estimate(bench, items, prompts, len(located.models), max_new_tokens)
+        n_found = len(located.samples)
+        per_item = est["judge_calls"] / max(1, len(items) * max(1, len(located.models)))
+        est.update({"edits_to_score": n_found, "skipped": len(located.skipped),
+                    "judge_calls_for_found_edits": round(per_item * n_found)})
+        return est
+    if not located.samples:
+        raise InputError(f"--edits {edits}: none of the {len(items)} cases has an output under it "
+                         f"({located.skipped[0]['reason'] if located.skipped else ''})")
+    if bench.spec.metrics:
+        from editlens.runner.selection import select_metrics
+
+        evaluators = select_metrics(list(bench.spec.metrics), models=metric_models or {}, device=device,
+                                    dtype=dtype).metrics
+    else:
+        if not vlm:
+            raise InputError(f"{bench.spec.title} is judged by a vision-language model: pass --vlm DIR|URL")
+        from editlens.bench.judge import BenchJudge
+
+        evaluators = [BenchJudge(bench, prompts, located.items, vlm=vlm, vlm_model=vlm_model,  # type: ignore[arg-type]
+                                 temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
+                                 batch_size=batch_size, device=device, dtype=dtype, cache=cache)]
+    from editlens.runner.run import run_evaluation
+    from editlens.runner.store import ResultsStore
+
+    root = Path(out)
+    run_dir = root / "run"
+    res = run_evaluation(located.samples, evaluators, run_dir, batch_size=batch_size, progress=progress,
+                         command=command, device=device, dtype=dtype,
+                         extra_manifest={"benchmark": name, "data": str(Path(data).resolve()),
+                                         "edits": str(Path(edits).resolve()), "models": located.models,
+                                         "skipped_outputs": len(located.skipped),
+                                         **({"prompts": prompts.describe()} if prompts else {})})
+    store = ResultsStore(run_dir)
+    try:
+        current = store.current_configs()
+        names = {ev.name for ev in evaluators}
+        stored = [r for r in store.rows({k: v for k, v in current.items() if k in names})]
+        manifest = store.get_meta("manifest") or {}
+    finally:
+        store.close()
+    rows = protocol_rows(bench, located, items_by_id, stored)
+    table = bench.table(rows, n_boot=n_boot, seed=seed)
+    judge = [e for e in manifest.get("evaluators", []) if e.get("name") in names]
+    table.update({"judge": judge[0] if judge and prompts else None,
+                  "prompts": prompts.describe() if prompts else None,
+                  "metrics": dict(bench.spec.metrics) or None,
+                  "bootstrap": {"n": n_boot, "seed": seed, "level": 0.95},
+                  "run_dir": str(run_dir), "interrupted": res.interrupted})
+    files = write_tables(table, rows, root)
+    failed = sum(1 for r in rows if r["status"] == "failed")
+    table["files"] = {k: str(v) for k, v in files.items()}
+    table["exit"] = 1 if failed or res.interrupted else 0
+    return table
+
+
+def write_tables(table: dict[str, Any], rows: Sequence[dict[str, Any]], root: Path) -> dict[str, Path]:
+    """``table.json``, ``table.csv``, ``table.md``, ``table.tex`` and ``items.jsonl`` (every item with every
+    published column and its figures); the HTML report is :func:`editlens.reporting.bench_html.write_bench_report`."""
+    from editlens.bench.table import to_csv, to_latex, to_markdown
+
+    root.mkdir(parents=True, exist_ok=True)
+    files = {"json": root / "table.json", "csv": root / "table.csv", "markdown": root / "table.md",
+             "latex": root / "table.tex", "items": root / "items.jsonl"}
+    atomic_write(files["json"], lambda fh: json.dump(table, fh, indent=2, default=str))
+    atomic_write(files["csv"], lambda fh: fh.write(to_csv(table)))
+    atomic_write(files["markdown"], lambda fh: fh.write(to_markdown(table)))
+    atomic_write(files["latex"], lambda fh: fh.write(to_latex(table)))
+    atomic_write(files["items"], lambda fh: fh.writelines(json.dumps(r, default=str) + "\n" for r in rows))
+    return files
