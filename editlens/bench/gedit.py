@@ -132,11 +132,11 @@ def gedit_table(rows: Sequence[Mapping[str, Any]], *, n_boot: int = 1000, seed: 
     models: dict[str, Any] = {}
     for model in sorted({r["model"] for r in rows}):
         mine = [r for r in rows if r["model"] == model]
-        scored = [r for r in mine if r.get("status") == "scored"]
         secs = []
         for lang in LANGUAGES:
             for subset in ("fullset", "intersection"):
-                sel = [r for r in scored if r["language"] == lang and (subset == "fullset" or r.get("intersection"))]
+                # every item keeps its task's row; only scored ones carry values (the rest are counted)
+                sel = [r for r in mine if r["language"] == lang and (subset == "fullset" or r.get("intersection"))]
                 if not any(r["language"] == lang for r in mine):
                     continue
                 secs.append(section(f"{lang.upper()} {subset}", sel, ("SC", "PQ", "O"), TASKS,

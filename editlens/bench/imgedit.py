@@ -146,7 +146,7 @@ class ImgEditBench(Benchmark):
         models = {}
         for model in sorted({r["model"] for r in rows}):
             mine = [r for r in rows if r["model"] == model]
-            sec = section(self.spec.table_layout["sections"][0], [r for r in mine if r.get("status") == "scored"],
+            sec = section(self.spec.table_layout["sections"][0], mine,
                           ("score",), self.spec.categories, lambda r: r["category"],
                           overall="groups" if self.json_name == "basic_edit.json" else "items",
                           n_boot=n_boot, seed=seed)

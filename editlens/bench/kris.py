@@ -173,7 +173,7 @@ class KrisBench(Benchmark):
         models = {}
         for model in sorted({r["model"] for r in rows}):
             mine = [r for r in rows if r["model"] == model]
-            ok = [r for r in mine if r.get("status") == "scored"]
+            ok = mine  # unscored/skipped rows carry no values: rows stay, means use scored items only
             models[model] = {"counts": counts(mine), "sections": [
                 section("by category", ok, figs, CATEGORIES, lambda r: r["category"], n_boot=n_boot, seed=seed),
                 section("by knowledge type", ok, figs, tuple(KNOWLEDGE_TYPES), lambda r: TYPE_OF[r["category"]],

@@ -222,9 +222,10 @@ class RiseBench(Benchmark):
             mine = [r for r in rows if r["model"] == model]
             ok = []
             for r in mine:
-                if r.get("status") != "scored":
-                    continue
                 s = dict(r["scores"])
+                if r.get("status") != "scored":
+                    ok.append(r)  # its category's row stays; it carries no value
+                    continue
                 # the release compares a consistency-free case's missing consistency with 5: never complete
                 s["accuracy_as_released"] = 0.0 if r.get("consistency_free") else s["accuracy"]
                 ok.append({**r, "scores": s})

@@ -19,7 +19,7 @@ def suite_table(bench: Any, rows: Sequence[Mapping[str, Any]], sections: Sequenc
     for model in sorted({r["model"] for r in rows}):
         mine = [r for r in rows if r["model"] == model]
         usable = [{**r, "scores": {cols[k]: v for k, v in (r.get("scores") or {}).items() if k in cols}}
-                  for r in mine if r.get("status") != "skipped"]
+                  for r in mine]
         secs = [section(name, [r for r in usable if keep(r)], list(cols.values()), bench.spec.categories,
                         lambda r: r["category"], n_boot=n_boot, seed=seed) for name, keep in sections]
         missing = {cols[k]: sum(1 for r in mine if r.get("status") != "skipped" and (r.get("scores") or {}).get(k) is None)

@@ -1,0 +1,121 @@
+"""``editlens bench``: list/info, a benchmark added in one file, and ``bench
+run`` end to end (CLI and Python) on a tiny GEdit-Bench judged by a fake
+OpenAI-compatible server: skipped outputs, unscored answers, resume, the
+judge's identity in the manifest, the written tables."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+import bench_files as F
+from editlens.bench.base import Benchmark, BenchSpec
+from editlens.bench.registry import register, unregister
+from editlens.cli.main import app
+from fake_openai import FakeServer
+
+runner = CliRunner()
+
+
+class ScoringServer(FakeServer):
+    """Answers SC with the scores written in the instruction (``sc=A,B``), PQ with [9, 8]."""
+
+    def good_answer(self, body):  # type: ignore[no-untyped-def]
+        text = json.dumps(body.get("messages", ""))
+        m = re.search(r"sc=(\d+),(\d+)", text)
+        if m:
+            return json.dumps({"reasoning": "seen", "score": [int(m.group(1)), int(m.group(2))]})
+        return '{"reasoning": "clean", "score": [9, 8]}'
+
+
+INSTRUCTIONS = {"k1": "edit k1 sc=9,4", "k2": "edit k2 sc=8,8", "k3": "edit k3 case:unparsable", "k4": "edit k4 sc=2,8"}
+
+
+def test_a_new_benchmark_is_one_class_and_shows_in_list_and_info():
+    @register
+    class Tiny(Benchmark):
+        spec = BenchSpec(name="tiny-test-bench", title="Tiny", homepage="https://example.org", download="echo hi",
+                         layout="nothing", categories=("a", "b"), protocols={"tiny": "nothing at all"})
+
+    try:
+        out = runner.invoke(app, ["bench", "list"])
+        assert out.exit_code == 0 and "tiny-test-bench" in out.output and "gedit" in out.output
+        info = runner.invoke(app, ["bench", "info", "tiny-test-bench", "--json"])
+        assert json.loads(info.output)["download"] == "echo hi"
+        with pytest.raises(ValueError, match="already registered"):
+            register(type("Other", (Benchmark,), {"spec": Tiny.spec}))
+    finally:
+        unregister("tiny-test-bench")
+    bad = runner.invoke(app, ["bench", "info", "no-such-bench"])
+    assert bad.exit_code == 2 and "unknown benchmark 'no-such-bench'" in bad.output
+
+
+def test_bench_run_gedit_end_to_end(tmp_path):
+    data = F.gedit(tmp_path / "gedit", instructions=INSTRUCTIONS)
+    edits = tmp_path / "edits"
+    F.gedit_outputs(edits, "good", ["k1", "k2", "k3", "k4"])
+    F.gedit_outputs(edits, "lazy", ["k1"])
+    out = tmp_path / "out"
+    fake = ScoringServer()
+    with fake.running() as url:
+        args = ["bench", "run", "gedit", "--data", str(data), "--edits", str(edits), "--out", str(out), "--vlm", url,
+                "--cache", str(tmp_path / "c.sqlite"), "--n-boot", "50"]
+        est = runner.invoke(app, args + ["--estimate"])
+        assert est.exit_code == 0, est.output
+        assert "16 judge calls for 4 cases x 2 model(s)" in est.output and "(10 for the 5 outputs found" in est.output
+        assert fake.requests == []  # an estimate asks nothing
+        res = runner.invoke(app, args + ["--json"])
+        assert res.exit_code == 0, res.output
+        t = json.loads(res.output)
+        asked = len(fake.requests)
+        again = runner.invoke(app, args + ["--json"])  # resumes: nothing asked twice
+        assert again.exit_code == 0 and len(fake.requests) == asked
+    good = t["models"]["good"]
+    secs = {s["name"]: s for s in good["sections"]}
+    # k1: SC min(9,4)=4, PQ min(9,8)=8, O=sqrt(32); k2: SC 8, O 8; k3 unscored (missing, not zero)
+    bg = secs["EN fullset"]["rows"][0]["cells"]
+    assert bg["SC"]["value"] == 6.0 and bg["O"]["value"] == pytest.approx((32 ** 0.5 + 8) / 2) and bg["O"]["n"] == 2
+    assert secs["EN fullset"]["rows"][1]["cells"]["O"]["value"] is None  # color_alter: its only answer was unreadable
+    assert secs["EN intersection"]["overall"]["cells"]["O"]["value"] == pytest.approx(32 ** 0.5)
+    assert secs["CN fullset"]["overall"]["cells"]["O"]["value"] == pytest.approx(4.0)
+    assert (good["counts"]["scored"], good["counts"]["unscored"], good["counts"]["skipped"]) == (3, 1, 0)
+    lazy = t["models"]["lazy"]["counts"]
+    assert lazy["skipped"] == 3 and any("lazy/fullset/color_alter/en/k3.png" in p for p in lazy["skipped_paths"])
+    # the judge's identity: prompts (fallback, marked), hash, temperature, seed, served model and /v1/models
+    assert t["prompts"]["from_clone"] is False and "fallback" in t["prompts"]["source"]
+    manifest = json.loads((out / "run" / "manifest.json").read_text())
+    judge = manifest["evaluators"][0]
+    assert judge["prompts"]["sha256"] == t["prompts"]["sha256"] and judge["temperature"] == 0.0 and judge["seed"] == 0
+    assert "fake" in json.dumps(judge["provenance"])
+    for name in ("table.json", "table.csv", "table.md", "table.tex", "items.jsonl", "report.html"):
+        assert (out / name).is_file(), name
+    md = (out / "table.md").read_text()
+    assert "| background_change |" in md and "1 unscored (missing, not zero)" in md
+    items = [json.loads(line) for line in (out / "items.jsonl").read_text().splitlines()]
+    k3 = next(r for r in items if r["id"] == "good/color_alter/en/k3")
+    assert k3["status"] == "unscored" and k3["scores"] == {} and "SC" in k3["reason"]
+    assert all("intersection" in r and "input_image_raw" not in r for r in items)
+    assert "fallback wording" in (out / "report.html").read_text()
+    assert "\\begin{tabular}" in (out / "table.tex").read_text()
+
+
+def test_bench_run_from_python_with_a_failed_request_exits_nonzero(tmp_path):
+    from editlens.runner.bench import run_benchmark
+
+    data = F.gedit(tmp_path / "gedit", instructions={**INSTRUCTIONS, "k2": "edit k2 case:500"})
+    edits = tmp_path / "edits"
+    F.gedit_outputs(edits, "m", ["k1", "k2"])
+    from editlens.backends.factory import HTTP_BUILTIN, set_http_defaults
+
+    set_http_defaults(timeout=2.0, max_retries=0, concurrency=4)
+    try:
+        with ScoringServer().running() as url:
+            t = run_benchmark("gedit", data, tmp_path / "out", edits=edits, vlm=url, cache=False, n_boot=20,
+                              progress=False)
+    finally:
+        set_http_defaults(**{k: HTTP_BUILTIN[k] for k in ("timeout", "max_retries", "concurrency")})
+    c = t["models"]["m"]["counts"]
+    assert (c["scored"], c["failed"], c["skipped"]) == (1, 1, 2) and t["exit"] == 1
