@@ -119,3 +119,13 @@ def test_bench_run_from_python_with_a_failed_request_exits_nonzero(tmp_path):
         set_http_defaults(**{k: HTTP_BUILTIN[k] for k in ("timeout", "max_retries", "concurrency")})
     c = t["models"]["m"]["counts"]
     assert (c["scored"], c["failed"], c["skipped"]) == (1, 1, 2) and t["exit"] == 1
+
+
+def test_every_builtin_benchmark_has_a_catalog_entry():
+    from pathlib import Path
+
+    from editlens.bench.registry import all_benchmarks
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "benchmarks-catalog.md").read_text(encoding="utf-8")
+    for b in all_benchmarks():
+        assert f"(`{b.spec.name}`)" in page and b.spec.download in page, b.spec.name
