@@ -75,9 +75,14 @@ class AuroraBench(Benchmark):
     protocol_functions = {"aurora": _pointwise("aurora"), "aurora-per-model": _pointwise("aurora-per-model"),
                           "pairwise-ties": _pairwise, "adiee-released-rule": released_rule_accuracy}
 
-    def labels(self, path: str | Path) -> Any:
+    def labels(self, path: str | Path, kind: str | None = None) -> Any:
+        """Point-wise ``(scores, models)`` or pair-wise ``[{id, a, b, label}]``; ``kind``
+        (``pointwise``/``pairwise``) says which, else the first line's fields do."""
         from editlens.meta.benchmarks import load_pairwise_human, load_pointwise_human
-        from editlens.data.jsonl import iter_jsonl
 
-        first = next((row for _, row in iter_jsonl(path)), {})
-        return load_pairwise_human(path) if "a" in first else load_pointwise_human(path)
+        if kind is None:
+            from editlens.data.jsonl import iter_jsonl
+
+            first = next((row for _, row in iter_jsonl(path)), {})
+            kind = "pairwise" if "a" in first and "b" in first else "pointwise"
+        return load_pairwise_human(path) if kind == "pairwise" else load_pointwise_human(path)

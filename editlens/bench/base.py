@@ -162,7 +162,7 @@ class Benchmark:
         raise NotImplementedError
 
     # -------------------------------------------------------------- human-label benchmarks
-    def labels(self, path: str | Path) -> Any:
+    def labels(self, path: str | Path, **options: Any) -> Any:
         """People's labels, read from the published files."""
         raise InputError(f"benchmark {self.spec.name} has no human labels (label kind {self.spec.label_kind})")
 

@@ -37,7 +37,7 @@ class EditRewardBench(Benchmark):
     )
     protocol_functions = {"editreward": _report}
 
-    def labels(self, path: str | Path) -> Any:
+    def labels(self, path: str | Path, **options: Any) -> Any:
         from editlens.meta.rewardbench import load_benchmark
 
         return load_benchmark("editreward-bench", path)

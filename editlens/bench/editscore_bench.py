@@ -40,7 +40,7 @@ class EditScoreBench(Benchmark):
     )
     protocol_functions = {"editscore": _report}
 
-    def labels(self, path: str | Path) -> Any:
+    def labels(self, path: str | Path, **options: Any) -> Any:
         from editlens.meta.rewardbench import load_benchmark
 
         return load_benchmark("editscore-bench", path)

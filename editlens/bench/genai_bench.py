@@ -35,7 +35,7 @@ class GenAIBench(Benchmark):
     )
     protocol_functions = {"genai-bench": lambda **kw: _report(**kw)}
 
-    def labels(self, path: str | Path) -> Any:
+    def labels(self, path: str | Path, **options: Any) -> Any:
         from editlens.meta.benchmarks import load_genai_results
 
         return load_genai_results(path)

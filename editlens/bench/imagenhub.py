@@ -38,7 +38,7 @@ class ImagenHub(Benchmark):
                           "imagenhub-fisher": lambda **kw: _report(aggregation="fisher", **kw),
                           "imagenhub-mean": lambda **kw: _report(aggregation="mean", **kw)}
 
-    def labels(self, path: str | Path) -> Any:
+    def labels(self, path: str | Path, **options: Any) -> Any:
         from editlens.meta.benchmarks import load_imagenhub_human
 
         return load_imagenhub_human(path)

@@ -40,7 +40,7 @@ class MMRB2(Benchmark):
     )
     protocol_functions = {"mmrb2": _report}
 
-    def labels(self, path: str | Path) -> Any:
+    def labels(self, path: str | Path, **options: Any) -> Any:
         from editlens.meta.rewardbench import load_benchmark
 
-        return load_benchmark("mmrb2", path)
+        return load_benchmark("mmrb2", path, **options)
