@@ -129,3 +129,53 @@ def test_every_builtin_benchmark_has_a_catalog_entry():
     page = (Path(__file__).resolve().parent.parent / "docs" / "benchmarks-catalog.md").read_text(encoding="utf-8")
     for b in all_benchmarks():
         assert f"(`{b.spec.name}`)" in page and b.spec.download in page, b.spec.name
+
+
+def test_bench_run_magicbrush_metric_suite_against_the_ground_truth(tmp_path, tiny_clip_dir, tiny_dino_dir):
+    import numpy as np
+    from PIL import Image
+
+    data = F.magicbrush_test(tmp_path)
+    edits = tmp_path / "edits"
+    F.save(edits / "ed" / "242679_1.png", F.png(50))  # turn 2's output is missing
+    res = runner.invoke(app, ["bench", "run", "magicbrush", "--data", str(data), "--edits", str(edits), "--out",
+                              str(tmp_path / "out"), "--model", f"clip={tiny_clip_dir}", "--model",
+                              f"dino={tiny_dino_dir}", "--device", "cpu", "--n-boot", "20", "--json", "--no-report"])
+    assert res.exit_code == 0, res.output
+    t = json.loads(res.output)
+    m = t["models"]["ed"]
+    single = m["sections"][0]
+    turn1 = single["rows"][0]["cells"]
+    edited = np.asarray(Image.open(edits / "ed" / "242679_1.png").convert("RGB"), dtype=float) / 255
+    truth = np.asarray(Image.open(data / "images" / "242679" / "242679-output1.png").convert("RGB"), dtype=float) / 255
+    assert turn1["L1"]["value"] == pytest.approx(np.abs(edited - truth).mean(), abs=1e-6)
+    assert turn1["L2"]["value"] == pytest.approx(((edited - truth) ** 2).mean(), abs=1e-6)
+    assert turn1["CLIP-T"]["n"] == 1 and -1 <= turn1["DINO"]["value"] <= 1
+    assert m["counts"]["skipped"] == 1 and "242679_2.png" in m["counts"]["skipped_paths"][0]
+    assert t["judge"] is None and t["metrics"]["l2_ref"] == "L2"
+
+
+def test_human_label_adapters_give_the_meta_eval_commands_numbers(tmp_path):
+    from editlens.bench.registry import get
+    from editlens.meta.reports import pairwise_report, pointwise_report
+
+    human = tmp_path / "human.jsonl"
+    pred = tmp_path / "pred.jsonl"
+    human.write_text("".join(json.dumps({"id": f"e{i}", "model": "ab"[i % 2], "human": h}) + "\n"
+                             for i, h in enumerate([1, 3, 2, 5, 4, 6])))
+    pred.write_text("".join(json.dumps({"id": f"e{i}", "score": s}) + "\n" for i, s in enumerate([1, 2, 3, 4, 6, 5])))
+    aurora = get("aurora")
+    assert aurora.run_protocol("aurora", human_path=human, pred_path=pred, n_boot=50)["value"] == \
+        pointwise_report(human, pred, None, "aurora", 50)["value"]
+    scores, models = aurora.labels(human)
+    assert scores["e3"] == 5.0 and models["e1"] == "b"
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("".join(json.dumps(r) + "\n" for r in [{"id": "p1", "a": "e0", "b": "e1", "preference": "B"},
+                                                              {"id": "p2", "a": "e4", "b": "e5", "preference": "A"},
+                                                              {"id": "p3", "a": "e2", "b": "e3", "preference": "tie"}]))
+    rule = aurora.run_protocol("adiee-released-rule", human=pairs, predictions=pred)
+    # round(s/5): e0 0 vs e1 0 tie (human B: wrong); e4 1 vs e5 1 tie (wrong); e2 1 vs e3 1 tie (right)
+    assert rule["released_rule_accuracy"] == pytest.approx(1 / 3) and rule["n"] == 3
+    assert rule["accuracy_with_ties"]["accuracy"] == pairwise_report(pairs, pred)["accuracy"]
+    out = runner.invoke(app, ["adiee", "pairwise-eval", "--human", str(pairs), "--predictions", str(pred), "--json"])
+    assert out.exit_code == 0 and json.loads(out.output)["released_rule_accuracy"] == pytest.approx(1 / 3)
