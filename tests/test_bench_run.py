@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 import bench_files as F
-from editlens.bench.base import Benchmark, BenchSpec
+from editlens.bench.base import Benchmark, BenchItem, BenchSpec
 from editlens.bench.registry import register, unregister
 from editlens.cli.main import app
 from fake_openai import FakeServer
@@ -179,3 +179,61 @@ def test_human_label_adapters_give_the_meta_eval_commands_numbers(tmp_path):
     assert rule["accuracy_with_ties"]["accuracy"] == pairwise_report(pairs, pred)["accuracy"]
     out = runner.invoke(app, ["adiee", "pairwise-eval", "--human", str(pairs), "--predictions", str(pred), "--json"])
     assert out.exit_code == 0 and json.loads(out.output)["released_rule_accuracy"] == pytest.approx(1 / 3)
+
+
+class LinesServer(FakeServer):
+    """Answers in ImgEdit's line format; an instruction with 'short' gets two lines only."""
+
+    def good_answer(self, body):  # type: ignore[no-untyped-def]
+        text = json.dumps(body.get("messages", ""))
+        if "short" in text:
+            return "Brief reasoning: fine.\nPrompt Compliance: 4\nVisual Naturalness: 5"
+        return "Brief reasoning: fine.\nPrompt Compliance: 4\nVisual Naturalness: 5\nPhysical & Detail Integrity: 3"
+
+
+def test_imgedit_with_the_clones_prompts_reads_the_releases_answer_format(tmp_path):
+    root = F.imgedit(tmp_path / "bench")
+    data = json.loads((root / "basic_edit.json").read_text())
+    data["12"]["prompt"] = "Add a short hat."
+    (root / "basic_edit.json").write_text(json.dumps(data))
+    clone = tmp_path / "ImgEdit"
+    prompts = {t: f"Judge this {t} edit. Instruction: <edit_prompt>." for t in
+               ("replace", "add", "adjust", "remove", "style", "action", "extract", "background", "compose")}
+    F.save(clone / "Benchmark" / "Basic" / "prompts.json", json.dumps(prompts).encode())
+    edits = tmp_path / "edits"
+    for key in ("1082", "673", "12"):
+        F.save(edits / "m" / f"{key}.png", F.png(int(key)))
+    fake = LinesServer()
+    with fake.running() as url:
+        res = runner.invoke(app, ["bench", "run", "imgedit", "--data", str(root), "--edits", str(edits), "--out",
+                                  str(tmp_path / "out"), "--vlm", url, "--prompts-from", str(clone),
+                                  "--cache", "none", "--n-boot", "20", "--json", "--no-report"])
+    assert res.exit_code == 0, res.output
+    t = json.loads(res.output)
+    sent = json.dumps(fake.bodies)
+    assert "Judge this adjust edit. Instruction: Make the shell smooth.." in sent  # the clone's wording, filled in
+    assert t["prompts"]["from_clone"] is True and t["prompts"]["source"] == str(clone)
+    cells = {r["row"]: r["cells"]["score"] for r in t["models"]["m"]["sections"][0]["rows"]}
+    assert cells["adjust"]["value"] == 4.0 and cells["style"]["value"] == 4.0
+    assert cells["add"]["value"] is None and t["models"]["m"]["counts"]["unscored"] == 1  # two lines: missing
+
+
+def test_a_refused_or_filtered_judge_answer_is_missing_never_zero():
+    from editlens.backends.types import Generation
+    from editlens.bench.judge import BenchJudge
+    from editlens.bench.prompts import PromptSet
+    from editlens.bench.registry import get
+
+    b = get("gedit")
+    judge = BenchJudge(b, PromptSet(b.fallback_prompts(), False, "fallback"), {}, vlm="http://127.0.0.1:9/v1")
+    it = BenchItem("x", "x", "do it", None, "subject-add")
+    qs = b.questions(it, judge.prompts)
+    good = Generation('{"reasoning": "ok", "score": [8, 6]}')
+    refused = judge._score(it, qs, [Generation("I'm sorry, but I can't help with that."), good])
+    filtered = judge._score(it, qs, [Generation('{"score": [0, 0]}', finish_reason="content_filter"), good])
+    lost = judge._score(it, qs, [Generation(None, error="HTTP 503"), good])
+    ok = judge._score(it, qs, [good, good])
+    assert refused.status == filtered.status == "unscored" and refused.value is None and filtered.value is None
+    assert "refused" in refused.reason and "content filter" in filtered.reason and refused.details["refused"]
+    assert lost.status == "failed"
+    assert ok.status == "scored" and ok.value == pytest.approx(36 ** 0.5) and ok.details["figures"]["SC"] == 6.0
