@@ -237,3 +237,21 @@ def test_a_refused_or_filtered_judge_answer_is_missing_never_zero():
     assert "refused" in refused.reason and "content filter" in filtered.reason and refused.details["refused"]
     assert lost.status == "failed"
     assert ok.status == "scored" and ok.value == pytest.approx(36 ** 0.5) and ok.details["figures"]["SC"] == 6.0
+
+
+@pytest.mark.slow  # builds a tiny Qwen2.5-VL and generates on CPU (~20 s)
+def test_bench_run_with_a_local_tiny_judge(tmp_path):
+    from editlens.testing import tiny_reward as TR
+
+    vlm = TR.program_answer(TR.build_qwen_vl(tmp_path / "vlm", "qwen2_5_vl"), ['{"score": [7, 6]}'])
+    data = F.gedit(tmp_path / "gedit")
+    edits = tmp_path / "edits"
+    F.gedit_outputs(edits, "m", ["k1", "k3"])
+    res = runner.invoke(app, ["bench", "run", "gedit", "--data", str(data), "--edits", str(edits), "--out",
+                              str(tmp_path / "out"), "--vlm", str(vlm), "--device", "cpu", "--max-new-tokens", "8",
+                              "--cache", "none", "--n-boot", "20", "--json", "--no-report"])
+    assert res.exit_code == 0, res.output
+    t = json.loads(res.output)
+    en = t["models"]["m"]["sections"][0]
+    assert en["overall"]["cells"]["O"]["value"] == pytest.approx(6.0) and en["overall"]["cells"]["O"]["n"] == 2
+    assert t["judge"]["provenance"]["backend"]  # the local weights' identity is pinned
