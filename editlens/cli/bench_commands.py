@@ -11,10 +11,13 @@ from editlens.cli.common import EXIT_FAILED, emit_json, guarded, parse_models
 from editlens.cli.options import (
     AllowFailuresOpt,
     CacheOpt,
+    ConcurrencyOpt,
     DeviceOpt,
     DtypeOpt,
     ModelOpt,
+    RetriesOpt,
     TemperatureOpt,
+    TimeoutOpt,
     VlmModelOpt,
     VlmOpt,
 )
@@ -95,6 +98,9 @@ def run_cmd(
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N cases (a quick look)."),
     estimate: bool = typer.Option(False, "--estimate", help="Say how many judge calls (and roughly how many "
                                   "tokens) the run would make, and stop."),
+    timeout: Optional[float] = TimeoutOpt,
+    max_retries: Optional[int] = RetriesOpt,
+    concurrency: Optional[int] = ConcurrencyOpt,
     no_report: bool = typer.Option(False, "--no-report", help="Skip report.html."),
     allow_failures: bool = AllowFailuresOpt,
     json_out: bool = JsonOpt,
@@ -103,8 +109,10 @@ def run_cmd(
     category, per language, overall) with bootstrap CIs and n. Resumable: rerun the same command."""
     import sys
 
+    from editlens.cli.options import http_settings
     from editlens.runner.bench import run_benchmark
 
+    http_settings(timeout, max_retries, concurrency)
     res = run_benchmark(name, data, out, edits=edits, models_only=model_name, vlm=vlm, vlm_model=vlm_model,
                         prompts_from=prompts_from, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
                         metric_models=parse_models(model), device=device, dtype=dtype, batch_size=batch_size,
