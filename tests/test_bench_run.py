@@ -255,3 +255,19 @@ def test_bench_run_with_a_local_tiny_judge(tmp_path):
     en = t["models"]["m"]["sections"][0]
     assert en["overall"]["cells"]["O"]["value"] == pytest.approx(6.0) and en["overall"]["cells"]["O"]["n"] == 2
     assert t["judge"]["provenance"]["backend"]  # the local weights' identity is pinned
+
+
+def test_a_case_listed_twice_is_refused(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from editlens.errors import InputError
+    from editlens.runner.bench import run_benchmark
+
+    data = F.gedit(tmp_path / "gedit")
+    f = next((data / "data").glob("*.parquet"))
+    t = pq.read_table(f)
+    pq.write_table(pa.concat_tables([t, t.slice(0, 1)]), f)
+    (tmp_path / "edits" / "m").mkdir(parents=True)
+    with pytest.raises(InputError, match=r"case 'background_change/en/k1' appears twice"):
+        run_benchmark("gedit", data, tmp_path / "out", edits=tmp_path / "edits", vlm="http://127.0.0.1:9/v1")

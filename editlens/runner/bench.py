@@ -125,6 +125,12 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
         items = items[:limit]
     if not items:
         raise InputError(f"{data}: no {bench.spec.title} cases read")
+    seen: dict[str, BenchItem] = {}
+    for it in items:  # two cases under one id would share one result row: refuse, naming both
+        if it.id in seen:
+            raise InputError(f"{data}: case {it.id!r} appears twice ({seen[it.id].extra or seen[it.id].instruction!r} "
+                             f"and {it.extra or it.instruction!r}); every case needs its own id")
+        seen[it.id] = it
     if edits is None:
         raise InputError("give --edits DIR (the outputs, DIR/<model>/...)")
     located = locate(bench, items, Path(edits), models_only)
