@@ -64,8 +64,11 @@ def test_gedit_reads_the_hub_files_with_embedded_images(tmp_path, kind):
         ("background_change/en/k1", "background_change", "en", True),
         ("background_change/en/k2", "background_change", "en", False),
         ("color_alter/en/k3", "color_alter", "en", True), ("background_change/cn/k4", "background_change", "cn", True)]
-    img = items[0].source.open()
-    assert img.size == (32, 24)  # input_image (the resized one the release judges), not input_image_raw
+    from editlens.core.images import load_image
+
+    img, _ = load_image(items[0].source)  # a lazy reference into the table file, decoded on load
+    assert img.shape[:2] == (24, 32)  # input_image (the resized one the release judges), not input_image_raw
+    assert items[0].source.column == "input_image" and items[0].extra["input_image_raw"].endswith("column=input_image_raw")
 
 
 def test_gedit_reader_names_the_row_and_field_of_bad_input(tmp_path):
@@ -76,8 +79,11 @@ def test_gedit_reader_names_the_row_and_field_of_bad_input(tmp_path):
         get("gedit").read(tmp_path / "t.parquet")
     rows[0].update(task_type="color_alter", input_image={"bytes": b"not an image", "path": "a.png"})
     F.write_table(rows, tmp_path / "t.parquet", ("input_image",))
-    with pytest.raises(InputError, match=r"row 0 input_image: the embedded image cannot be decoded"):
-        get("gedit").read(tmp_path / "t.parquet")
+    item = get("gedit").read(tmp_path / "t.parquet")[0]
+    from editlens.core.images import load_image
+
+    with pytest.raises(InputError, match=r"t.parquet row 0 column input_image"):  # named when it is loaded
+        load_image(item.source)
 
 
 def test_gedit_prompts_come_from_the_clone_with_the_instruction_filled_in(tmp_path):

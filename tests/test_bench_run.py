@@ -97,7 +97,8 @@ def test_bench_run_gedit_end_to_end(tmp_path):
     items = [json.loads(line) for line in (out / "items.jsonl").read_text().splitlines()]
     k3 = next(r for r in items if r["id"] == "good/color_alter/en/k3")
     assert k3["status"] == "unscored" and k3["scores"] == {} and "SC" in k3["reason"]
-    assert all("intersection" in r and "input_image_raw" not in r for r in items)
+    # every published column is kept; the full-size input as its reference into the table file
+    assert all("intersection" in r and "#row=" in r["input_image_raw"] for r in items)
     assert "fallback wording" in (out / "report.html").read_text()
     assert "\\begin{tabular}" in (out / "table.tex").read_text()
 

@@ -52,6 +52,8 @@ class BenchSpec:
     table_layout: Mapping[str, Any] = field(default_factory=dict)
     #: where an editor's outputs go under ``--edits DIR/<model>/``
     outputs: str = ""
+    #: the split scored when the published folder holds several
+    split: str | None = None
     #: judge dimensions and their scale (editor benchmarks judged by a VLM)
     dimensions: Mapping[str, str] = field(default_factory=dict)
     #: metric suite (editor benchmarks scored by metrics): editlens metric name -> column in the paper

@@ -32,6 +32,7 @@ class EmuEditTest(Benchmark):
         table_layout={"sections": ["test"], "rows": list(TASKS) + ["overall"],
                       "columns": ["CLIP-dir", "CLIP-I", "CLIP-out", "L1", "DINO"]},
         outputs="DIR/<model>/<idx>.png",
+        split="test",
         metrics={"clip_d": "CLIP-dir", "clip_i": "CLIP-I", "clip_t": "CLIP-out", "l1": "L1", "dino_i": "DINO"},
         identical="columns, the metric definitions (input vs edited image, captions for the text side) and "
                   "the mean over items",
@@ -41,14 +42,14 @@ class EmuEditTest(Benchmark):
 
     def read(self, path: str | Path) -> list[BenchItem]:
         items = []
-        for where, row, base in table_rows(path, COLUMNS):
+        for where, row, base in table_rows(path, COLUMNS, self.spec.split):
             idx = row["idx"]
             if idx is None or str(idx).strip() == "":
                 from editlens.errors import InputError
 
                 raise InputError(f"{where}: empty idx")
             task = text_field(row, "task", where)
-            extra = {k: v for k, v in row.items() if k not in COLUMNS and not isinstance(v, (bytes, dict))}
+            extra = {k: v for k, v in row.items() if k not in COLUMNS}
             items.append(BenchItem(str(idx), str(idx), text_field(row, "instruction", where),
                                    image(row["image"], f"{where} image", base), task, "en",
                                    source_caption=row.get("input_caption"), target_caption=row.get("output_caption"),

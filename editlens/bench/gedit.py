@@ -44,6 +44,7 @@ class GEditBench(Benchmark):
         table_layout={"sections": ["EN fullset", "EN intersection", "CN fullset", "CN intersection"],
                       "rows": list(TASKS) + ["average"], "columns": ["SC", "PQ", "O"]},
         outputs="DIR/<model>/fullset/<task_type>/<en|cn>/<key>.png (the release's layout) or DIR/<model>/<key>.png",
+        split="train",
         dimensions={"SC": "semantic consistency: two scores 0-10 (instruction success, over-editing)",
                     "PQ": "perceptual quality: two scores 0-10 (naturalness, artifacts)"},
         prompts_in_clone="GEdit-Bench/viescore/vie_prompts.py (the 'tie' task's SC and PQ prompts)",
@@ -56,7 +57,7 @@ class GEditBench(Benchmark):
 
     def read(self, path: str | Path) -> list[BenchItem]:
         items = []
-        for where, row, base in table_rows(path, COLUMNS):
+        for where, row, base in table_rows(path, COLUMNS, self.spec.split):
             key = text_field(row, "key", where)
             task = one_of(row["task_type"], TASKS, where, "task_type")
             lang = one_of(row["instruction_language"], LANGUAGES, where, "instruction_language")
@@ -65,7 +66,9 @@ class GEditBench(Benchmark):
                 from editlens.errors import InputError
 
                 raise InputError(f"{where}: Intersection_exist must be true or false, got {inter!r}")
-            extra = {k: v for k, v in row.items() if k not in ("input_image", "input_image_raw") and k not in COLUMNS}
+            # every other published column is kept (exported with the results); images as their references
+            extra = {k: (str(v) if k == "input_image_raw" and v is not None else v) for k, v in row.items()
+                     if k not in COLUMNS}
             items.append(BenchItem(f"{task}/{lang}/{key}", key, text_field(row, "instruction", where),
                                    image(row["input_image"], f"{where} input_image", base), task, lang,
                                    extra={**extra, "intersection": inter}))

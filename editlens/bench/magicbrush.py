@@ -38,6 +38,7 @@ class MagicBrushTest(Benchmark):
                       "rows": ["turn 1", "turn 2", "turn 3", "overall"],
                       "columns": ["L1", "L2", "CLIP-I", "DINO", "CLIP-T"]},
         outputs="DIR/<model>/<img_id>_<turn>.png (or DIR/<model>/<img_id>/<img_id>_<turn>.png)",
+        split="test",
         metrics={"l1_ref": "L1", "l2_ref": "L2", "clip_i_ref": "CLIP-I", "dino_i_ref": "DINO", "clip_t": "CLIP-T"},
         identical="columns, the metrics against the ground-truth output (L2 as the mean squared error), turns "
                   "from their ground-truth inputs in the single-turn setting",
@@ -83,7 +84,7 @@ class MagicBrushTest(Benchmark):
 
     def _read_hub(self, path: Path) -> list[BenchItem]:
         rows = []
-        for where, row, base in table_rows(path, HUB_COLUMNS):
+        for where, row, base in table_rows(path, HUB_COLUMNS, self.spec.split):
             rows.append((where, row, base))
         last: dict[str, int] = {}
         for _, row, _ in rows:

@@ -1,12 +1,12 @@
 """Reading files as benchmark owners publish them: hub tables (parquet,
 ``datasets`` arrow files, a ``save_to_disk`` folder or a hub snapshot) with
-images embedded as ``{bytes, path}`` structs or plain bytes, and JSON beside
-image folders. Embedded images are opened lazily on their bytes (no copies
-on disk); errors name the file, the row and the field."""
+images embedded as ``{bytes, path}`` structs or plain bytes (through the one
+manifest reader, :mod:`editlens.data.tables`: images stay lazy references
+into the file), and JSON beside image folders; errors name the file, the row
+and the field."""
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -14,55 +14,44 @@ from typing import Any, Iterator, Sequence
 from editlens.errors import InputError
 
 
-def table_rows(path: str | Path, needed: Sequence[str]) -> Iterator[tuple[str, dict[str, Any], Path]]:
-    """``(where, row, folder)`` of every row of the parquet/arrow files at ``path``
-    (a file or a folder searched recursively); a file lacking a needed column is refused."""
-    from editlens.meta.rewardbench import _rows, _table_files
+def table_rows(path: str | Path, needed: Sequence[str], split: str | None = None
+               ) -> Iterator[tuple[str, dict[str, Any], Path]]:
+    """``(where, row, folder)`` of every row of the published table(s) at ``path``
+    (read by :func:`editlens.data.tables.read_rows`: parquet/arrow files or folders,
+    ``datasets`` folders); image cells are lazy :class:`~editlens.core.embedded.TableImage`
+    references. ``split`` is used when the folder holds several splits. A row lacking a
+    needed column is refused."""
+    from editlens.data.tables import read_rows
 
-    files = _table_files(Path(path), (".parquet", ".arrow"))
-    for f, i, row in _rows(files, tuple(needed), (), True):
-        yield f"{f} row {i}", row, f.parent
-
-
-class Embedded:
-    """An image embedded in a table: its encoded bytes, opened on demand.
-    Each :meth:`open` gives a fresh lazily-decoded PIL image (safe to hand to
-    several loader threads); nothing is written to disk."""
-
-    __slots__ = ("data", "where")
-
-    def __init__(self, data: bytes, where: str) -> None:
-        self.data, self.where = data, where
-
-    def open(self) -> Any:
-        from PIL import Image, UnidentifiedImageError
-
-        try:
-            return Image.open(io.BytesIO(self.data))
-        except (UnidentifiedImageError, OSError) as exc:
-            raise InputError(f"{self.where}: the embedded image cannot be decoded ({exc})") from None
-
-    def __repr__(self) -> str:
-        return f"<image embedded in {self.where}, {len(self.data)} bytes>"
+    try:
+        rows = read_rows(path)
+    except InputError as exc:
+        if split is None or "split" not in str(exc):
+            raise
+        rows = read_rows(path, split=split)
+    for r in rows.rows:
+        if r.values is None:
+            raise InputError(f"{r.where}: {r.error}")
+        missing = [c for c in needed if c not in r.values]
+        if missing:
+            raise InputError(f"{r.where}: missing column(s) {missing}; it has {sorted(r.values)}")
+        yield r.where, r.values, r.base or Path(path)
 
 
 def image(cell: Any, where: str, base: Path) -> Any:
-    """An :class:`Embedded` image for an embedded cell (checked to decode), or a path for a path cell."""
-    from editlens.meta.rewardbench import _image_bytes
+    """What an :class:`~editlens.core.types.EditSample` takes for an image cell: the
+    table reference itself (read when the image is loaded, nothing copied), or the file
+    a path cell names."""
+    from editlens.core.embedded import TableImage
 
-    if isinstance(cell, str):
+    if isinstance(cell, TableImage):
+        return cell
+    if isinstance(cell, str) and cell:
         p = Path(cell) if Path(cell).is_absolute() else base / cell
         if not p.is_file():
             raise InputError(f"{where}: image {cell!r} not found (relative to {base})")
         return p
-    emb = Embedded(_image_bytes(cell, where, base), where)
-    emb.open()  # the header must parse: a broken image is named now, not mid-run
-    return emb
-
-
-def materialise(img: Any) -> Any:
-    """What an :class:`~editlens.core.types.EditSample` takes: a path, or a fresh PIL image of an embedded one."""
-    return img.open() if isinstance(img, Embedded) else img
+    raise InputError(f"{where}: no image in the cell (got {type(cell).__name__})")
 
 
 def read_json(path: Path) -> Any:

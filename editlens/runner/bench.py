@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from editlens.bench.base import Benchmark, BenchItem
-from editlens.bench.published import materialise
 from editlens.core.io import atomic_write
 from editlens.core.types import EditSample
 from editlens.errors import InputError
@@ -64,8 +63,8 @@ def locate(bench: Benchmark, items: Sequence[BenchItem], edits: Path, only: Sequ
                                               + (f" (and {len(cands) - 1} other names)" if len(cands) > 1 else "")})
                 continue
             meta = {**it.extra, "category": it.category, "language": it.language, "bench_item": it.id}
-            out.samples.append(EditSample(sid, materialise(it.source), str(found), it.instruction,
-                                          reference=materialise(it.reference) if it.reference is not None else None,
+            out.samples.append(EditSample(sid, it.source, str(found), it.instruction,
+                                          reference=it.reference,
                                           model=model, source_caption=it.source_caption,
                                           target_caption=it.target_caption, metadata=meta))
             out.items[sid] = it
