@@ -135,7 +135,7 @@ def test_imgedit_json_errors_name_the_entry(tmp_path):
     data = json.loads((root / "basic_edit.json").read_text())
     data["673"]["edit_type"] = "paint"
     (root / "basic_edit.json").write_text(json.dumps(data))
-    with pytest.raises(InputError, match=r"basic_edit.json \['673'\]: edit_type 'paint'"):
+    with pytest.raises(InputError, match=r"basic_edit.json key '673': edit_type 'paint'"):
         get("imgedit").read(root)
 
 

@@ -38,15 +38,17 @@ def _images_root(json_file: Path, first_id: str) -> Path:
                      "(unpack the benchmark's images beside the JSON)")
 
 
-def read_edit_json(path: str | Path, name: str, with_type: bool) -> tuple[Path, dict[str, Any], Path]:
+def read_edit_json(path: str | Path, name: str, with_type: bool) -> tuple[Path, list[Any], Path]:
+    """The rows of ImgEdit's ``{key: {id, prompt, edit_type}}`` (read by the one manifest
+    reader: ``key`` becomes a column) and the folder its ``id`` paths are relative to."""
+    from editlens.data.tables import read_rows
+
     f = find_file(Path(path), name, "ImgEdit-Bench's edit JSON")
-    data = read_json(f)
-    if not isinstance(data, dict) or not data:
+    rows = read_rows(f).rows
+    first = rows[0].values if rows else None
+    if not isinstance(first, dict) or not isinstance(first.get("id"), str) or "key" not in first:
         raise InputError(f"{f}: expected {{key: {{id, prompt{', edit_type' if with_type else ''}}}}}")
-    first = next(iter(data.values()))
-    if not isinstance(first, dict) or "id" not in first:
-        raise InputError(f"{f}: entries need an 'id' (the source image's path)")
-    return f, data, _images_root(f, str(first["id"]))
+    return f, rows, _images_root(f, first["id"])
 
 
 def parse_lines(text: str | None, expected: int) -> list[float] | None:
@@ -94,11 +96,14 @@ class ImgEditBench(Benchmark):
     json_name = "basic_edit.json"
 
     def read(self, path: str | Path) -> list[BenchItem]:
-        f, data, root = read_edit_json(path, self.json_name, True)
+        f, rows, root = read_edit_json(path, self.json_name, True)
         items = []
-        for key, e in data.items():
-            where = f"{f} [{key!r}]"
-            if not isinstance(e, dict) or not all(isinstance(e.get(k), str) and e.get(k) for k in ("id", "prompt")):
+        for r in rows:
+            e, where = r.values, r.where
+            if e is None:
+                raise InputError(f"{where}: {r.error}")
+            key = e["key"]
+            if not all(isinstance(e.get(k), str) and e.get(k) for k in ("id", "prompt")):
                 raise InputError(f"{where}: needs 'id' and 'prompt'")
             cat = one_of(e.get("edit_type"), TYPES, where, "edit_type") if self.json_name == "basic_edit.json" else "uge"
             src = root / e["id"]

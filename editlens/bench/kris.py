@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from editlens.bench.base import Benchmark, BenchItem, BenchSpec, Question
-from editlens.bench.published import read_json
 from editlens.bench.registry import register
 from editlens.bench.table import counts, section
 from editlens.errors import InputError
@@ -90,13 +89,13 @@ class KrisBench(Benchmark):
             f = root / cat / "annotation.json"
             if cat not in CATEGORIES:
                 raise InputError(f"{f}: category {cat!r} is not one of KRIS-Bench's {list(CATEGORIES)}")
-            data = read_json(f)
-            if not isinstance(data, dict):
-                raise InputError(f"{f}: expected {{id: {{ori_img, ins_en, ...}}}}")
-            for iid, e in data.items():
-                where = f"{f} [{iid!r}]"
-                if not isinstance(e, dict):
-                    raise InputError(f"{where}: expected an object")
+            from editlens.data.tables import read_rows
+
+            for r in read_rows(f).rows:  # {id: {...}}: the id becomes the 'key' column
+                e, where = r.values, r.where
+                if e is None:
+                    raise InputError(f"{where}: {r.error}")
+                iid = e["key"]
                 ori = e.get("ori_img")
                 srcs = ori if isinstance(ori, list) else [ori]
                 if not srcs or not all(isinstance(s, str) and s for s in srcs):
@@ -111,7 +110,8 @@ class KrisBench(Benchmark):
                 ref = root / cat / gt if isinstance(gt, str) and (root / cat / gt).is_file() else None
                 items.append(BenchItem(f"{cat}/{iid}", str(iid), ins.strip(), root / cat / srcs[0], cat, "en",
                                        reference=None,
-                                       extra={"knowledge_type": TYPE_OF[cat], "explain": e.get("explain_en") or "",
+                                       extra={**{k: v for k, v in e.items() if k not in ("ori_img", "ins_en", "key")},
+                                              "knowledge_type": TYPE_OF[cat], "explain": e.get("explain_en") or "",
                                               "sources": len(srcs), "reference_image": str(ref) if ref else None}))
         if not items:
             raise InputError(f"{root}: no <category>/annotation.json in it")

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from editlens.bench.base import Benchmark, BenchItem, BenchSpec, Question, one_of
-from editlens.bench.published import find_file, read_json
+from editlens.bench.published import find_file
 from editlens.bench.registry import register
 from editlens.bench.table import counts, section
 from editlens.errors import InputError
@@ -89,14 +89,15 @@ class RiseBench(Benchmark):
     )
 
     def read(self, path: str | Path) -> list[BenchItem]:
+        from editlens.data.tables import read_rows
+
         f = find_file(Path(path), "data_total.json", "RISEBench's data file")
-        data = read_json(f)
-        if not isinstance(data, list):
-            raise InputError(f"{f}: expected a JSON list of cases")
         items = []
-        for n, e in enumerate(data):
-            where = f"{f} [{n}]"
-            if not isinstance(e, dict) or not _present(e.get("index")):
+        for r in read_rows(f).rows:
+            e, where = r.values, r.where
+            if e is None:
+                raise InputError(f"{where}: {r.error}")
+            if not _present(e.get("index")):
                 raise InputError(f"{where}: a case needs an 'index'")
             cat = one_of(e.get("category"), CATEGORIES, where, "category")
             img = e.get("image")
