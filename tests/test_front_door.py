@@ -52,3 +52,23 @@ def test_the_wheel_carries_everything_the_package_reads_at_run_time(tmp_path):
                     if p.is_file() and p.suffix not in {".py", ".pyc"} and "__pycache__" not in p.parts]
     assert "editlens/samples/manifest.jsonl" in package_data
     assert sorted(set(package_data) - names) == []
+
+
+def test_missing_inputs_and_models_say_how_to_get_them(tmp_path):
+    import numpy as np
+
+    from editlens import EditSample, create_metric
+    from editlens.metrics.availability import metric_availability
+    from editlens.metrics.registry import get_spec
+    from editlens.models.resolve import ModelRef, unavailable_message
+
+    img = np.zeros((32, 32, 3), np.uint8)
+    skipped = create_metric("clip_t").missing(EditSample("x", img, img, "add a cat").load())
+    assert "--captions --vlm" in skipped
+    ok, why = metric_availability(get_spec("viescore"), options={})
+    assert not ok and "--vlm DIR" in why and "--vlm URL --vlm-model NAME" in why
+    ok, why = metric_availability(get_spec("clip_i"), models={"clip": "someone/not-cached-clip"})
+    assert not ok and "`hf download someone/not-cached-clip`" in why and "--model clip=DIR" in why
+    # a hub id given straight to --vlm has no role: the fix names the flag, not --model ROLE=DIR
+    text = unavailable_message(ModelRef(ref="someone/vlm", role=None, origin="--vlm"), "offline")
+    assert "--vlm DIR" in text and "ROLE" not in text
