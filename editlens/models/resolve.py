@@ -198,7 +198,7 @@ def load_pretrained(loader: Callable[..., Any], mref: ModelRef | str, **kwargs: 
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # our own progress bar is the one that matters
-        loaded = loader.from_pretrained(target, local_files_only=offline, **kwargs)
+        loaded = loader.from_pretrained(target, local_files_only=offline, **kwargs)  # type: ignore[attr-defined]
     except (OSError, ValueError, EnvironmentError) as exc:
         raise ModelUnavailableError(unavailable_message(mref, f"{type(exc).__name__}: {str(exc).splitlines()[0]}")) from exc
     from editlens.models import emulated_bf16
