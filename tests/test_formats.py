@@ -150,12 +150,16 @@ def test_datasets_dict_folder_and_class_labels(tmp_path):
     with pytest.raises(InputError, match=r"splits train, dev; choose one with --split"):
         read_manifest(tmp_path / "mb", columns="source=source_img,edited=target_img")
     rep = read_manifest(tmp_path / "mb", split="dev", columns="id=img_id,source=source_img,edited=target_img,"
-                                                             "reference=target_img")
+                                                             "reference=target_img,mask=mask_img")
     assert [s.id for s in rep.samples] == ["000000", "000001"]
     assert pixel(rep.samples[1].edited) == list(COLOURS[2]) and pixel(rep.samples[1].reference) == list(COLOURS[2])
     assert rep.samples[1].metadata["kind"] == "global"  # the label's name, not 1
-    assert rep.samples[0].metadata["mask"] if "mask" in rep.samples[0].metadata else True
-    assert isinstance(rep.samples[0].metadata["mask_img"], TableImage)
+    assert rep.samples[1].metadata["turn_index"] == 1
+    # the mask feeds the masked metrics straight from the table
+    from editlens.metrics.masks import sample_mask
+
+    assert isinstance(rep.samples[0].metadata["mask"], TableImage)
+    assert sample_mask(rep.samples[0].metadata, 16, 24).all()
 
 
 def test_plain_struct_parquet_without_hub_metadata_and_list_columns(tmp_path):
@@ -303,7 +307,8 @@ def test_parquet_with_embedded_images_gives_the_jsonl_results(tmp_path):
     # exports carry every extra column
     import csv
 
-    long_csv = list(csv.DictReader(open(tmp_path / "b" / "results_long.csv")))
+    with open(tmp_path / "b" / "results_long.csv") as fh:
+        long_csv = list(csv.DictReader(fh))
     assert {(r["sample_id"], r["task_type"], r["instruction_language"]) for r in long_csv} == \
         {(f"r{i}", TASKS[i], LANGS[i]) for i in range(3)}
     assert pq.read_table(tmp_path / "b" / "results_long.parquet").column("task_type").to_pylist()[:1] == [TASKS[0]]
@@ -363,6 +368,10 @@ def test_report_of_a_parquet_run_shows_its_images(gedit, tmp_path):
     page = write_run_report(out, tmp_path / "r.html", images="copy", by="task_type").read_text()
     # every image got a thumbnail (none could not be read) and a full-size copy beside the report
     assert "cannot be read" not in page
+    doc = json.loads(re.search(r'<script type="application/json" id="report-data">(.*?)</script>', page, re.S).group(1))
+    card = next(s for s in doc["samples"] if s["id"] == "editorA/k1")
+    assert card["columns"]["instruction_language"] == "cn" and card["category"] == "subject-add"
+    assert set(card["images"]) == {"source", "edited"} and all("t" in v and "href" in v for v in card["images"].values())
     copies = sorted(p.name for p in (tmp_path / "r_images").iterdir())
     assert len(copies) == 3 + 5 and sum(n.endswith("_input_image.png") for n in copies) == 3
     copied = next((tmp_path / "r_images").glob("*_r1_input_image.png"))

@@ -10,7 +10,7 @@ reads the same samples (and finds the same embedded images) later.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -24,10 +24,10 @@ ImageRootOpt = typer.Option(None, "--image-root", help="Folder that relative ima
                             "resolved against (default: the manifest's folder).")
 
 
-def read_input(manifest: Path, *, skip_invalid: bool = False, columns: Optional[str] = None, encoding: str = "utf-8",
-               delimiter: Optional[str] = None, clip_boxes: bool = False, split: Optional[str] = None,
-               edits: Optional[Path] = None, edits_pattern: Optional[str] = None,
-               image_root: Optional[Path] = None, check_files: bool = True) -> tuple[Any, dict[str, Any]]:
+def read_input(manifest: Path, *, skip_invalid: bool = False, columns: str | None = None, encoding: str = "utf-8",
+               delimiter: str | None = None, clip_boxes: bool = False, split: str | None = None,
+               edits: Path | None = None, edits_pattern: str | None = None,
+               image_root: Path | None = None, check_files: bool = True) -> tuple[Any, dict[str, Any]]:
     """``(ManifestReport, inputs record)``; dropped rows and missing outputs are printed to stderr."""
     from editlens.data.manifest import read_manifest
 

@@ -244,7 +244,7 @@ def _page_scores(scores: Mapping[str, Any], layers: Mapping[str, Mapping[str, An
 #: each sample's page JSON (the part its results give), by the content key collect gave it
 _FRAGMENTS: dict[tuple, str] = {}
 _HEAVY = ("boxes", "verdicts", "unchanged", "statuses", "input_notes")
-_LIGHT = ("id", "model", "instruction", "category", "group", "human")
+_LIGHT = ("id", "model", "instruction", "category", "group", "human", "columns")
 
 
 def _sample_json(s: Mapping[str, Any], images: Mapping[str, Any], layers: Mapping[str, Mapping[str, Any]],

@@ -7,7 +7,6 @@ of one of them. Nothing else on disk can be reached through it.
 
 from __future__ import annotations
 
-import mimetypes
 import sys
 import threading
 import time

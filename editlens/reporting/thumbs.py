@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import io
-import os
 import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
