@@ -376,3 +376,41 @@ def test_report_of_a_parquet_run_shows_its_images(gedit, tmp_path):
     assert len(copies) == 3 + 5 and sum(n.endswith("_input_image.png") for n in copies) == 3
     copied = next((tmp_path / "r_images").glob("*_r1_input_image.png"))
     assert pixel(str(copied)) == list(COLOURS[1])
+
+
+def test_probe_builds_controls_on_table_images(gedit, tmp_path):
+    out = tmp_path / "probe"
+    res = runner.invoke(app, ["probe", str(gedit / "GEdit-Bench"), "--columns", "id=key,source=input_image",
+                              "--edits", str(gedit / "outputs"), "--out", str(out), "--metrics", "l1",
+                              "--controls", "noop,blank", "--no-progress", "--n-boot", "10",
+                              "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / "probe.json").read_text())
+    assert not doc.get("not_built"), doc.get("not_built")
+    assert doc["evaluators"]["l1"]["controls"]["noop"]["n"] == 5  # each of the 5 written edits
+    assert "skipped edit editorB/k1" in res.output
+
+
+def test_meta_eval_pointwise_by_a_manifest_column(tmp_path):
+    from scipy import stats
+
+    pred = [0.1, 0.4, 0.2, 0.9, 0.5, 0.3, 0.8]
+    human = [1.0, 3.0, 2.0, 5.0, 2.0, 4.0, 3.0]
+    langs = ["en", "en", "en", "cn", "cn", "cn", "cn"]
+    with open(tmp_path / "results.jsonl", "w") as fh:  # as `editlens run` writes it: the manifest's columns kept
+        for i, (p, lang) in enumerate(zip(pred, langs)):
+            fh.write(json.dumps({"id": f"e{i}", "model": "m" + str(i % 2), "instruction": "x",
+                                 "scores": {"l1": {"value": p, "status": "scored"}}, "instruction_language": lang}) + "\n")
+    with open(tmp_path / "human.jsonl", "w") as fh:
+        for i, h in enumerate(human):
+            fh.write(json.dumps({"id": f"e{i}", "model": "m" + str(i % 2), "human": h}) + "\n")
+    res = runner.invoke(app, ["meta-eval", "pointwise", "--human", str(tmp_path / "human.jsonl"), "--predictions",
+                              str(tmp_path / "results.jsonl"), "--metric", "l1", "--by", "instruction_language",
+                              "--n-boot", "20", "--json"])
+    assert res.exit_code == 0, res.output
+    groups = json.loads(res.stdout)["by_column"]["groups"]
+    assert {g: v["n"] for g, v in groups.items()} == {"cn": 4, "en": 3}
+    assert groups["cn"]["spearman"]["value"] == pytest.approx(stats.spearmanr(pred[3:], human[3:])[0])
+    res = runner.invoke(app, ["meta-eval", "pointwise", "--human", str(tmp_path / "human.jsonl"), "--predictions",
+                              str(tmp_path / "results.jsonl"), "--metric", "l1", "--by", "task"])
+    assert res.exit_code == 2 and "--by 'task'" in res.output and "instruction_language" in res.output
