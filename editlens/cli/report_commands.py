@@ -34,13 +34,15 @@ def report_cmd(
                                "(into OUT's folder as <name>_images/, linked relatively: move both together), link "
                                "(relative links to the originals, '../' included: this machine only), none (thumbnails "
                                "only), or auto (embed up to 32 MB in all, else copy). Only link writes local paths."),
+    by: Optional[str] = typer.Option(None, "--by", help="Manifest column whose values group the leaderboards "
+                                     "(default edit_type; e.g. task_type, instruction_language, model)."),
 ) -> None:
     """Write a self-contained HTML report of a run: leaderboard, editor comparison, images with boxes, verdicts,
     scores, tables, plots."""
     from editlens.reporting.html import write_run_report
 
     path = write_run_report(run_dir, out, manifest=manifest, human=human, meta_eval=meta_eval or [],
-                            thumb_size=thumb_size, seed=seed, images=images)
+                            thumb_size=thumb_size, seed=seed, images=images, by=by)
     copied = path.parent / f"{path.stem}_images"
     also = f"; full-size images in {copied}/ (keep it beside the report)" if images in ("auto", "copy") and copied.is_dir() else ""
     typer.echo(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB){also}; open it in a browser")

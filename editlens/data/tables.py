@@ -10,7 +10,8 @@ key) for messages. Formats:
   ``key`` column, and the row's ``id`` when it has none); ``{"data": [...]}``
   style wrappers with one list are unwrapped. A folder of JSON files
   (KRIS-Bench's ``{category}/annotation.json``) is read file by file; each row
-  gets ``subset`` (its folder, relative) and resolves its paths there.
+  gets ``subset`` (its folder, relative; an id taken from a key becomes
+  ``subset/key``, as keys repeat across files) and resolves its paths there.
 * Parquet and arrow files, or folders of them (a hub snapshot's
   ``data/*.parquet``, ``datasets``' cache ``*.arrow``), and ``datasets``
   folders written by ``save_to_disk`` (read with :func:`datasets.load_from_disk`;
@@ -311,8 +312,10 @@ def _read_json_files(folder: Path, files: list[Path], encoding: str, root: Path 
         subset = None if single else (str(f.parent.relative_to(folder)) if f.parent != folder else None)
         base = root or f.resolve().parent
         for pos, (where, values, error) in enumerate(_json_records(f, data)):
-            if values is not None and subset is not None and "subset" not in values:
-                values["subset"] = subset
+            if values is not None and subset is not None:
+                values.setdefault("subset", subset)
+                if "key" in values and values.get("id") == values["key"]:  # keys repeat across files
+                    values["id"] = f"{subset}/{values['key']}"
             rows.append(InputRow(len(rows), where, values, error, base))
     if not rows:
         raise InputError(f"{folder if not single else files[0]}: the JSON holds no rows")

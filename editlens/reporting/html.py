@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import quote
 
+from editlens.core.embedded import parse_ref
+from editlens.core.io import atomic_write
 from editlens.errors import InputError
 from editlens.reporting import plots
 
@@ -140,11 +142,14 @@ def generic_table(rows: Sequence[Mapping[str, Any]], cls: str = "data") -> str:
 
 # ----------------------------------------------------------------------------------------------- run report
 
-def default_link(out_dir: Path | None) -> Callable[[str], str]:
+def default_link(out_dir: Path | None) -> Callable[[str], str | None]:
     """Links to full-size images relative to the report's folder (``../`` included), else
-    file URIs: the ``link`` image mode, for reports that stay on this machine."""
+    file URIs: the ``link`` image mode, for reports that stay on this machine. An image
+    embedded in a table has no file to link to (``None``: the inspector shows its thumbnail)."""
 
-    def link(path: str) -> str:
+    def link(path: str) -> str | None:
+        if parse_ref(path) is not None:  # an image inside a table file: nothing to link to
+            return None
         p = Path(path).resolve()
         if out_dir is not None:
             try:
@@ -161,7 +166,19 @@ def _copy_link(out_dir: Path, folder: str) -> Callable[[str], str]:
     ``out_dir/folder/`` under a name unique to its path; links are relative to the report."""
     target = out_dir / folder
 
-    def link(path: str) -> str:
+    def link(path: str) -> str | None:
+        from editlens.reporting.thumbs import image_bytes, image_file_name
+
+        if parse_ref(path) is not None:  # an image inside a table file: its bytes become the copy
+            name = hashlib.blake2b(path.encode(), digest_size=6).hexdigest() + "_" + image_file_name(path)
+            dst = target / name
+            if not dst.exists():
+                found = image_bytes(path)
+                if found is None:
+                    return None
+                target.mkdir(parents=True, exist_ok=True)
+                atomic_write(dst, lambda fh: fh.write(found[0]), mode="wb")
+            return quote(f"{folder}/{name}")
         src = Path(path)
         name = hashlib.blake2b(str(src.resolve()).encode(), digest_size=6).hexdigest() + "_" + src.name
         dst = target / name
@@ -188,6 +205,13 @@ def _image_mode(mode: str, paths: Sequence[str], out_dir: Path | None) -> str:
         return mode
     total = 0
     for p in set(paths):
+        ref = parse_ref(p)
+        if ref is not None:  # an image inside a table: its own bytes count
+            from editlens.reporting.thumbs import image_bytes
+
+            found = image_bytes(p)
+            total += len(found[0]) if found else 0
+            continue
         try:
             total += os.path.getsize(p)
         except OSError:
@@ -220,7 +244,7 @@ def _page_scores(scores: Mapping[str, Any], layers: Mapping[str, Mapping[str, An
 #: each sample's page JSON (the part its results give), by the content key collect gave it
 _FRAGMENTS: dict[tuple, str] = {}
 _HEAVY = ("boxes", "verdicts", "unchanged", "statuses", "input_notes")
-_LIGHT = ("id", "model", "instruction", "category", "group", "human")
+_LIGHT = ("id", "model", "instruction", "category", "group", "human", "columns")
 
 
 def _sample_json(s: Mapping[str, Any], images: Mapping[str, Any], layers: Mapping[str, Mapping[str, Any]],
@@ -290,7 +314,9 @@ def render_run_report(data: Mapping[str, Any], out_dir: str | Path | None = None
                 if path in full_keys:
                     entry["f"] = full_keys[path]
             elif link is not None:
-                entry["href"] = link(path)
+                href = link(path)
+                if href is not None:
+                    entry["href"] = href
             imgs[role] = entry
         per_sample_images.append(imgs)
     layers = data.get("layers") or {}
@@ -674,12 +700,13 @@ def _samples_section(data: Mapping[str, Any]) -> str:
 def write_run_report(run_dir: str | Path, out: str | Path | None = None, *, manifest: str | Path | None = None,
                      human: str | Path | None = None, meta_eval: Sequence[str | Path] = (),
                      thumb_size: int | None = None, seed: int = 0, n_boot: int = 1000,
-                     images: str = "auto") -> Path:
+                     images: str = "auto", by: str | None = None) -> Path:
     """Collect a run and write its report (default ``RUN_DIR/report.html``) atomically.
 
     ``meta_eval``: saved ``editlens meta-eval ... --json`` documents to show in the report.
     ``images``: how full-size images reach the report (see :func:`render_run_report`);
     ``copy`` puts them in ``<report name>_images/`` beside it.
+    ``by``: the manifest column whose values group the leaderboards (default ``edit_type``).
     """
     from editlens.reporting.collect import collect_run, read_meta_eval
     from editlens.core.io import atomic_write
@@ -690,7 +717,7 @@ def write_run_report(run_dir: str | Path, out: str | Path | None = None, *, mani
     target = Path(out) if out else Path(run_dir) / "report.html"
     metas = {Path(p).name: read_meta_eval(p) for p in meta_eval}  # before the slow part: bad input fails fast
     with no_gc_pauses():
-        data = collect_run(run_dir, manifest=manifest, human=human, seed=seed, n_boot=n_boot)
+        data = collect_run(run_dir, manifest=manifest, human=human, seed=seed, n_boot=n_boot, by=by)
         data["meta_eval"] = metas
         page = render_run_report(data, out_dir=target.parent, thumb_size=thumb_size, images=images,
                                  images_folder=f"{target.stem}_images")
