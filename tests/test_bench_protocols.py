@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 import math
 
+import bench_files as F
 import pytest
 
-import bench_files as F
 from editlens.bench.base import BenchItem
 from editlens.bench.gedit import gedit_item, gedit_table
 from editlens.bench.kris import scale100

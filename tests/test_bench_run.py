@@ -8,14 +8,14 @@ from __future__ import annotations
 import json
 import re
 
+import bench_files as F
 import pytest
+from fake_openai import FakeServer
 from typer.testing import CliRunner
 
-import bench_files as F
-from editlens.bench.base import Benchmark, BenchItem, BenchSpec
+from editlens.bench.base import BenchItem, Benchmark, BenchSpec
 from editlens.bench.registry import register, unregister
 from editlens.cli.main import app
-from fake_openai import FakeServer
 
 runner = CliRunner()
 

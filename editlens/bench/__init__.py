@@ -6,7 +6,7 @@ module per benchmark, found through :mod:`editlens.bench.registry`.
 ('en', 'cn')
 """
 
-from editlens.bench.base import Benchmark, BenchItem, BenchSpec, Question
+from editlens.bench.base import BenchItem, Benchmark, BenchSpec, Question
 from editlens.bench.registry import get, names, register, unregister
 
 __all__ = ["Benchmark", "BenchItem", "BenchSpec", "Question", "get", "names", "register", "unregister"]

@@ -37,7 +37,7 @@ def released_rule_accuracy(human: str | Path, predictions: str | Path, metric: s
             "n": len(usable), "accuracy_with_ties": rep}
 
 
-def _pointwise(protocol: str):  # type: ignore[no-untyped-def]
+def _pointwise(protocol: str) -> Any:
     def run(**kw: Any) -> dict[str, Any]:
         from editlens.meta.reports import pointwise_report
 
@@ -75,11 +75,12 @@ class AuroraBench(Benchmark):
     protocol_functions = {"aurora": _pointwise("aurora"), "aurora-per-model": _pointwise("aurora-per-model"),
                           "pairwise-ties": _pairwise, "adiee-released-rule": released_rule_accuracy}
 
-    def labels(self, path: str | Path, kind: str | None = None) -> Any:
+    def labels(self, path: str | Path, **options: Any) -> Any:
         """Point-wise ``(scores, models)`` or pair-wise ``[{id, a, b, label}]``; ``kind``
         (``pointwise``/``pairwise``) says which, else the first line's fields do."""
         from editlens.meta.benchmarks import load_pairwise_human, load_pointwise_human
 
+        kind = options.get("kind")
         if kind is None:
             from editlens.data.jsonl import iter_jsonl
 

@@ -124,8 +124,9 @@ class Benchmark:
         """Paths (relative to one model's output folder) where its edit of ``item`` may lie, in order."""
         return [f"{item.key}.png", f"{item.key}.jpg", f"{item.key}.jpeg", f"{item.key}.webp"]
 
-    def questions(self, item: BenchItem, prompts: Mapping[str, str]) -> list[Question]:
-        """The judge calls for ``item`` with the prompt texts ``prompts`` (clone or fallback)."""
+    def questions(self, item: BenchItem, prompts: Any) -> list[Question]:
+        """The judge calls for ``item`` with ``prompts`` (a :class:`~editlens.bench.prompts.PromptSet`:
+        the clone's texts or the fallback)."""
         return []
 
     def prompt_names(self) -> list[str]:

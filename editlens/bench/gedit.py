@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from editlens.bench.base import Benchmark, BenchItem, BenchSpec, Question, one_of
+from editlens.bench.base import BenchItem, Benchmark, BenchSpec, Question, one_of
 from editlens.bench.published import image, table_rows, text_field
 from editlens.bench.registry import register
 from editlens.bench.table import counts, section

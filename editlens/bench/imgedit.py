@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from editlens.bench.base import Benchmark, BenchItem, BenchSpec, Question, one_of
+from editlens.bench.base import BenchItem, Benchmark, BenchSpec, Question, one_of
 from editlens.bench.published import find_file, read_json
 from editlens.bench.registry import register
 from editlens.bench.table import counts, section

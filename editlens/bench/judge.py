@@ -16,7 +16,7 @@ import re
 from typing import Any, Mapping, Sequence
 
 from editlens.backends.types import ChatRequest, GenerationSettings, Message, is_backend_failure
-from editlens.bench.base import Benchmark, BenchItem, Question
+from editlens.bench.base import BenchItem, Benchmark, Question
 from editlens.bench.prompts import PromptSet
 from editlens.core.types import LoadedEdit, Score
 from editlens.judges.base import VLMJudge

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from editlens.bench.base import Benchmark, BenchItem, BenchSpec, Question
+from editlens.bench.base import BenchItem, Benchmark, BenchSpec, Question
 from editlens.bench.registry import register
 from editlens.bench.table import counts, section
 from editlens.errors import InputError
@@ -97,7 +97,7 @@ class KrisBench(Benchmark):
                     raise InputError(f"{where}: {r.error}")
                 iid = e["key"]
                 ori = e.get("ori_img")
-                srcs = ori if isinstance(ori, list) else [ori]
+                srcs: list[Any] = ori if isinstance(ori, list) else [ori]
                 if not srcs or not all(isinstance(s, str) and s for s in srcs):
                     raise InputError(f"{where}: 'ori_img' must be a file name or a list of them")
                 for s in srcs:
@@ -107,7 +107,7 @@ class KrisBench(Benchmark):
                 if not isinstance(ins, str) or not ins.strip():
                     raise InputError(f"{where}: 'ins_en' (the instruction) is missing or empty")
                 gt = e.get("gt_img")
-                ref = root / cat / gt if isinstance(gt, str) and (root / cat / gt).is_file() else None
+                ref = root / cat / gt if isinstance(gt, str) and gt and (root / cat / gt).is_file() else None
                 items.append(BenchItem(f"{cat}/{iid}", str(iid), ins.strip(), root / cat / srcs[0], cat, "en",
                                        reference=None,
                                        extra={**{k: v for k, v in e.items() if k not in ("ori_img", "ins_en", "key")},

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from editlens.bench.base import Benchmark, BenchItem, BenchSpec
+from editlens.bench.base import BenchItem, Benchmark, BenchSpec
 from editlens.bench.published import image, read_json, table_rows, text_field
 from editlens.bench.registry import register
 from editlens.bench.suites import suite_table

@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from editlens.bench.base import Benchmark, BenchItem, BenchSpec, Question, one_of
+from editlens.bench.base import BenchItem, Benchmark, BenchSpec, Question, one_of
 from editlens.bench.published import find_file
 from editlens.bench.registry import register
 from editlens.bench.table import counts, section
@@ -140,7 +140,7 @@ class RiseBench(Benchmark):
 
     def questions(self, item: BenchItem, prompts: Any) -> list[Question]:
         ref_text = str(item.extra.get("reference") or item.extra.get("reference_txt") or "")
-        free = item.extra.get("consistency_free")
+        free = bool(item.extra.get("consistency_free"))
         if prompts.from_clone:
             return self._clone_questions(item, prompts, ref_text, free)
         logical = item.category == "logical_reasoning"

@@ -15,7 +15,7 @@ def suite_table(bench: Any, rows: Sequence[Mapping[str, Any]], sections: Sequenc
     one block per ``(name, row filter)``; an item lacking a metric (skipped,
     e.g. no caption) is left out of that column only, and counted."""
     cols = dict(bench.spec.metrics)
-    models = {}
+    models: dict[str, Any] = {}
     for model in sorted({r["model"] for r in rows}):
         mine = [r for r in rows if r["model"] == model]
         usable = [{**r, "scores": {cols[k]: v for k, v in (r.get("scores") or {}).items() if k in cols}}

@@ -54,7 +54,7 @@ def mean_of_means(groups: Mapping[str, Sequence[float]], n_boot: int = 1000, see
     boots /= len(used)
     n = int(sum(a.size for a in used.values()))
     ci = [float(np.quantile(boots, 0.025)) * scale, float(np.quantile(boots, 0.975)) * scale] if n >= 2 else None
-    out = {"value": value * scale, "ci95": ci, "n": n, "groups": len(used)}
+    out: dict[str, Any] = {"value": value * scale, "ci95": ci, "n": n, "groups": len(used)}
     empty = sorted(set(arrs) - set(used))
     if empty:
         out["groups_without_scores"] = empty

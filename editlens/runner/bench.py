@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from editlens.bench.base import Benchmark, BenchItem
+from editlens.bench.base import BenchItem, Benchmark
 from editlens.core.io import atomic_write
 from editlens.core.types import EditSample
 from editlens.errors import InputError
@@ -93,10 +93,10 @@ def protocol_rows(bench: Benchmark, located: Located, items_by_id: dict[str, Ben
             status = "failed" if "failed" in statuses else ("scored" if scores else statuses[0])
             reason = "; ".join(f"{n}: {r['reason']}" for n, r in res.items() if r.get("reason")) or None
         else:
-            r = next(iter(res.values()), None)
-            status = r["status"] if r else "failed"
-            scores = ((r.get("details") or {}).get("figures") or {}) if r and status == "scored" else {}
-            reason = r.get("reason") if r else "not judged (the run stopped before it)"
+            judged: dict[str, Any] | None = next(iter(res.values()), None)
+            status = judged["status"] if judged else "failed"
+            scores = ((judged.get("details") or {}).get("figures") or {}) if judged and status == "scored" else {}
+            reason = judged.get("reason") if judged else "not judged (the run stopped before it)"
         rows.append(_row(s.id, s.model or "", item, status, scores, reason))
     for sk in located.skipped:
         rows.append(_row(sk["id"], sk["model"], items_by_id[sk["item"]], "skipped", {}, sk["reason"]))
@@ -154,17 +154,19 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
     if not located.samples:
         raise InputError(f"--edits {edits}: none of the {len(items)} cases has an output under it "
                          f"({located.skipped[0]['reason'] if located.skipped else ''})")
+    evaluators: list[Any]
     if bench.spec.metrics:
         from editlens.runner.selection import select_metrics
 
-        evaluators = select_metrics(list(bench.spec.metrics), models=metric_models or {}, device=device,
-                                    dtype=dtype).metrics
+        evaluators = list[Any](select_metrics(list(bench.spec.metrics), models=metric_models or {}, device=device,
+                                              dtype=dtype).metrics)
     else:
         if not vlm:
             raise InputError(f"{bench.spec.title} is judged by a vision-language model: pass --vlm DIR|URL")
         from editlens.bench.judge import BenchJudge
 
-        evaluators = [BenchJudge(bench, prompts, located.items, vlm=vlm, vlm_model=vlm_model,  # type: ignore[arg-type]
+        assert prompts is not None  # judged benchmarks always have prompts (loaded above)
+        evaluators = [BenchJudge(bench, prompts, located.items, vlm=vlm, vlm_model=vlm_model,
                                  temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
                                  batch_size=batch_size, device=device, dtype=dtype, cache=cache)]
     from editlens.runner.run import run_evaluation
