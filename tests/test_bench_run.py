@@ -272,3 +272,21 @@ def test_a_case_listed_twice_is_refused(tmp_path):
     (tmp_path / "edits" / "m").mkdir(parents=True)
     with pytest.raises(InputError, match=r"case 'background_change/en/k1' appears twice"):
         run_benchmark("gedit", data, tmp_path / "out", edits=tmp_path / "edits", vlm="http://127.0.0.1:9/v1")
+
+
+def test_bench_run_makes_the_edits_with_an_editor_then_judges_them(tmp_path):
+    data = F.gedit(tmp_path / "gedit", instructions=INSTRUCTIONS)
+    out = tmp_path / "out"
+    spec = "callable:editlens.editors.callable_editor:identity_edit"
+    with ScoringServer().running() as url:
+        args = ["bench", "run", "gedit", "--data", str(data), "--editor", spec, "--out", str(out), "--vlm", url,
+                "--cache", "none", "--n-boot", "20", "--json", "--no-report"]
+        res = runner.invoke(app, args)
+        assert res.exit_code == 0, res.output
+        again = runner.invoke(app, args)  # generation and judging both resume
+        assert again.exit_code == 0, again.output
+    t = json.loads(res.output)
+    m = t["models"]["identity_edit"]
+    assert (m["counts"]["scored"], m["counts"]["unscored"]) == (3, 1)
+    assert (out / "edits" / "identity_edit" / "editor.json").is_file() and t["editors"]["identity_edit"]["seed"] == 0
+    assert json.loads(again.output)["models"]["identity_edit"]["sections"] == m["sections"]

@@ -78,6 +78,12 @@ def run_cmd(
     data: Path = typer.Option(..., "--data", help="The benchmark as published (see `editlens bench info NAME`)."),
     edits: Optional[Path] = typer.Option(None, "--edits", help="Editors' outputs: DIR/<model>/... as "
                                          "`editlens bench info NAME` says; a missing output is skipped with its path."),
+    editor: Optional[List[str]] = typer.Option(None, "--editor", help="Make the edits now with this editor (a "
+                                               "pipeline folder, hub id, endpoint URL, module:function, command:..., "
+                                               "or a name from `editlens editors`), resumably into OUT/edits/<editor>/. "
+                                               "Repeatable; instead of --edits."),
+    editor_option: Optional[List[str]] = typer.Option(None, "--editor-option", help="Editor setting KEY=VALUE "
+                                                      "(e.g. num_inference_steps=30). Repeatable."),
     out: Path = typer.Option(..., "--out", help="Folder for run/ (resumable store), table.{json,csv,md,tex}, "
                              "items.jsonl and report.html."),
     model_name: Optional[List[str]] = typer.Option(None, "--only", help="Score only this model's folder. Repeatable."),
@@ -113,7 +119,17 @@ def run_cmd(
     from editlens.runner.bench import run_benchmark
 
     http_settings(timeout, max_retries, concurrency)
-    res = run_benchmark(name, data, out, edits=edits, models_only=model_name, vlm=vlm, vlm_model=vlm_model,
+    import json
+
+    def value(v: str):  # type: ignore[no-untyped-def]
+        try:
+            return json.loads(v)
+        except ValueError:
+            return v
+
+    opts = {k: value(v) for k, v in parse_models(editor_option, "--editor-option", "KEY=VALUE").items()}
+    res = run_benchmark(name, data, out, edits=edits, editors=editor or (), editor_options=opts,
+                        models_only=model_name, vlm=vlm, vlm_model=vlm_model,
                         prompts_from=prompts_from, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
                         metric_models=parse_models(model), device=device, dtype=dtype, batch_size=batch_size,
                         n_boot=n_boot, limit=limit, estimate_only=estimate, progress=not json_out,

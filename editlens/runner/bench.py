@@ -71,6 +71,53 @@ def locate(bench: Benchmark, items: Sequence[BenchItem], edits: Path, only: Sequ
     return out
 
 
+def generate(items: Sequence[BenchItem], editors: Sequence[str], root: Path, *, seed: int = 0,
+             editor_options: dict[str, Any] | None = None, progress: bool = True,
+             command: Sequence[str] | None = None) -> tuple[Located, dict[str, Any]]:
+    """Make every case's edit with each ``--editor`` (``editlens edit``'s resumable
+    generation, :func:`editlens.runner.edit.generate_edits`, into ``root/edits/<editor>/``),
+    and the samples to judge; a failed generation is a *failed* case (retried on rerun)."""
+    import json as _json
+
+    from editlens.editors import create_editor
+    from editlens.runner.edit import edits_manifest_rows, generate_edits
+
+    out = Located([], {})
+    records: dict[str, Any] = {}
+    for spec in editors:
+        editor = create_editor(spec, **(editor_options or {}))
+        name = editor.name
+        while name in records:  # two editors of one name: keep both apart
+            name += "+"
+        folder = root / "edits" / name
+        inputs = [EditSample(it.id, it.source, it.source, it.instruction, reference=it.reference,
+                             source_caption=it.source_caption, target_caption=it.target_caption,
+                             metadata={**it.extra, "category": it.category, "language": it.language})
+                  for it in items]
+        try:
+            res = generate_edits(inputs, editor, folder, seed=seed, progress=progress, command=command)
+        finally:
+            editor.close()
+        records[name] = _json.loads((folder / "editor.json").read_text(encoding="utf-8"))
+        done = {row["edit_id"]: folder / row["edited"] for row in edits_manifest_rows(folder)}
+        failures = {f["edit_id"]: f.get("error") for f in res.failures}
+        out.models.append(name)
+        for it in items:
+            sid = f"{name}/{it.id}"
+            if it.id not in done:
+                why = failures.get(it.id)
+                out.skipped.append({"id": sid, "model": name, "item": it.id, "status": "failed",
+                                    "reason": f"generation failed: {why}" if why else "not generated (stopped)"})
+                continue
+            out.samples.append(EditSample(sid, it.source, str(done[it.id]), it.instruction, reference=it.reference,
+                                          model=name, source_caption=it.source_caption,
+                                          target_caption=it.target_caption,
+                                          metadata={**it.extra, "category": it.category, "language": it.language,
+                                                    "bench_item": it.id}))
+            out.items[sid] = it
+    return out, records
+
+
 def _row(sid: str, model: str, item: BenchItem, status: str, scores: dict[str, Any], reason: str | None) -> dict[str, Any]:
     return {**{k: v for k, v in item.extra.items() if not isinstance(v, (bytes, bytearray))},
             "id": sid, "item": item.id, "model": model, "category": item.category, "language": item.language,
@@ -99,18 +146,21 @@ def protocol_rows(bench: Benchmark, located: Located, items_by_id: dict[str, Ben
             reason = judged.get("reason") if judged else "not judged (the run stopped before it)"
         rows.append(_row(s.id, s.model or "", item, status, scores, reason))
     for sk in located.skipped:
-        rows.append(_row(sk["id"], sk["model"], items_by_id[sk["item"]], "skipped", {}, sk["reason"]))
+        rows.append(_row(sk["id"], sk["model"], items_by_id[sk["item"]], sk.get("status", "skipped"), {},
+                         sk["reason"]))
     return rows
 
 
 def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | Path | None = None,
+                  editors: Sequence[str] = (), editor_options: dict[str, Any] | None = None,
                   models_only: Sequence[str] | None = None, vlm: str | None = None, vlm_model: str | None = None,
                   prompts_from: str | Path | None = None, temperature: float = 0.0, seed: int = 0,
                   max_new_tokens: int = 512, metric_models: dict[str, str] | None = None, device: str = "auto",
                   dtype: str = "auto", batch_size: int = 8, n_boot: int = 1000, limit: int | None = None,
                   estimate_only: bool = False, progress: bool = True, cache: bool | str = True,
                   command: list[str] | None = None) -> dict[str, Any]:
-    """Score the outputs under ``edits`` on benchmark ``name`` (files at ``data``) into ``out``.
+    """Score the outputs under ``edits`` (or made by ``editors``, ``--editor`` specs) on
+    benchmark ``name`` (files at ``data``) into ``out``.
 
     Returns the table (``table.json``'s content) with ``"exit"``: 0 when every
     found output was scored or unscored, 1 when some failed (rerun to retry),
@@ -130,15 +180,24 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
             raise InputError(f"{data}: case {it.id!r} appears twice ({seen[it.id].extra or seen[it.id].instruction!r} "
                              f"and {it.extra or it.instruction!r}); every case needs its own id")
         seen[it.id] = it
-    if edits is None:
-        raise InputError("give --edits DIR (the outputs, DIR/<model>/...)")
-    located = locate(bench, items, Path(edits), models_only)
+    if (edits is None) == (not editors):
+        raise InputError("give --edits DIR (outputs made already, DIR/<model>/...) or --editor SPEC (make them now)")
     items_by_id = {it.id: it for it in items}
     prompts = None
     if not bench.spec.metrics:
         from editlens.bench.prompts import load_prompts
 
         prompts = load_prompts(bench, prompts_from)
+    editor_records: dict[str, Any] = {}
+    if editors and estimate_only:  # nothing is generated for an estimate: every case counts
+        located = Located([], {}, models=list(editors))
+        located.samples = [EditSample(f"{e}/{it.id}", it.source, it.source, it.instruction) for e in editors
+                           for it in items]
+    elif editors:
+        located, editor_records = generate(items, editors, Path(out), seed=seed, editor_options=editor_options,
+                                           progress=progress, command=command)
+    else:
+        located = locate(bench, items, Path(edits), models_only)  # type: ignore[arg-type]
     if estimate_only:
         if prompts is None:
             return {"benchmark": name, "judge_calls": 0, "metrics": list(bench.spec.metrics),
@@ -152,8 +211,8 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
                     "judge_calls_for_found_edits": round(per_item * n_found)})
         return est
     if not located.samples:
-        raise InputError(f"--edits {edits}: none of the {len(items)} cases has an output under it "
-                         f"({located.skipped[0]['reason'] if located.skipped else ''})")
+        raise InputError(f"{'--edits ' + str(edits) if edits else 'the editors'}: none of the {len(items)} cases has "
+                         f"an output ({located.skipped[0]['reason'] if located.skipped else ''})")
     evaluators: list[Any]
     if bench.spec.metrics:
         from editlens.runner.selection import select_metrics
@@ -177,7 +236,8 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
     res = run_evaluation(located.samples, evaluators, run_dir, batch_size=batch_size, progress=progress,
                          command=command, device=device, dtype=dtype,
                          extra_manifest={"benchmark": name, "data": str(Path(data).resolve()),
-                                         "edits": str(Path(edits).resolve()), "models": located.models,
+                                         "edits": str(Path(edits).resolve()) if edits else None,
+                                         "editors": editor_records or None, "models": located.models,
                                          "skipped_outputs": len(located.skipped),
                                          **({"prompts": prompts.describe()} if prompts else {})})
     store = ResultsStore(run_dir)
@@ -194,6 +254,7 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
     table.update({"judge": judge[0] if judge and prompts else None,
                   "prompts": prompts.describe() if prompts else None,
                   "metrics": dict(bench.spec.metrics) or None,
+                  "editors": editor_records or None,
                   "bootstrap": {"n": n_boot, "seed": seed, "level": 0.95},
                   "run_dir": str(run_dir), "interrupted": res.interrupted})
     files = write_tables(table, rows, root)
