@@ -69,6 +69,7 @@ class AuroraBench(Benchmark):
                    "pairwise-ties": "pairwise accuracy with tie calibration (Deutsch et al. 2023)",
                    "adiee-released-rule": "ADIEE's released rule: type = round(score/5), higher type wins"},
         table_layout={"columns": ["Spearman", "n"]},
+        usage="editlens meta-eval pointwise --human HUMAN.jsonl --predictions results.jsonl --protocol aurora (pairs: meta-eval pairwise; the released rule: editlens adiee pairwise-eval)",
         identical="the pooled Spearman of ADIEE's release and the per-model mean of EditReward's paper",
         differs="bootstrap CIs and system-level Kendall tau are added",
     )

@@ -63,6 +63,8 @@ class BenchSpec:
     #: what is identical to the owner's script, and what differs (docs/benchmarks-catalog.md)
     identical: str = ""
     differs: str = ""
+    #: the command that scores it (human-label benchmarks: their `editlens meta-eval` command)
+    usage: str = ""
 
     def __post_init__(self) -> None:
         if self.label_kind not in LABEL_KINDS:
@@ -118,7 +120,7 @@ class Benchmark:
     def read(self, path: str | Path) -> list[BenchItem]:
         """The items, from the published files at ``path``."""
         raise InputError(f"benchmark {self.spec.name} has no editor cases to read (label kind "
-                         f"{self.spec.label_kind}: see `editlens bench info {self.spec.name}`)")
+                         f"{self.spec.label_kind}); it is scored by: {self.info()['usage']}")
 
     def output_candidates(self, item: BenchItem) -> list[str]:
         """Paths (relative to one model's output folder) where its edit of ``item`` may lie, in order."""
@@ -182,7 +184,11 @@ class Benchmark:
         return fns[name](**kwargs)
 
     def info(self) -> dict[str, Any]:
-        return {**self.spec.to_dict(), "class": f"{type(self).__module__}:{type(self).__qualname__}"}
+        d = self.spec.to_dict()
+        if not d["usage"] and self.spec.label_kind == "none":
+            d["usage"] = (f"editlens bench run {self.spec.name} --data DIR --edits OUTPUTS --out OUT"
+                          + ("" if self.spec.metrics else " --vlm DIR|URL [--prompts-from CLONE]"))
+        return {**d, "class": f"{type(self).__module__}:{type(self).__qualname__}"}
 
 
 def finite(x: Any) -> float | None:

@@ -30,6 +30,7 @@ class GenAIBench(Benchmark):
                  "human_vote": "leftvote / rightvote / tievote / bothbad_vote"},
         protocols={"genai-bench": "official 4-way accuracy; an answer without a verdict counts as wrong"},
         table_layout={"columns": ["accuracy", "n", "no verdict"]},
+        usage="editlens meta-eval genai-bench --judge-outputs RESULTS.json",
         identical="the verdict-to-vote mapping and accuracy over all items",
         differs="a bootstrap CI and the count of answers without a verdict are added",
     )

@@ -56,7 +56,7 @@ def info_cmd(name: str = typer.Argument(..., help="Benchmark name (see `editlens
         emit_json(info)
         return
     typer.echo(f"{info['title']} ({info['name']}) — {info['homepage']}")
-    for key in ("download", "layout", "outputs", "label_kind", "prompts_in_clone", "identical", "differs"):
+    for key in ("download", "layout", "outputs", "label_kind", "usage", "prompts_in_clone", "identical", "differs"):
         if info.get(key):
             typer.echo(f"  {key.replace('_', ' ')}: {info[key]}")
     for key in ("columns", "dimensions", "metrics", "protocols"):
