@@ -149,7 +149,9 @@ def to_markdown(table: Mapping[str, Any]) -> str:
                 bold = "**" if r is sec["overall"] else ""
                 lines.append(f"| {bold}{r['row']}{bold} | " + " | ".join(_fmt(r["cells"].get(f)) for f in sec["figures"])
                              + " |")
-            lines += ["", f"Overall: {sec['overall_rule']}.", ""]
+            empty = sorted({g for c in sec["overall"]["cells"].values() for g in c.get("groups_without_scores", [])})
+            lines += ["", f"Overall: {sec['overall_rule']}" + (f"; no score at all in {', '.join(empty)}, so the "
+                                                                 "overall leaves it out" if empty else "") + ".", ""]
     return "\n".join(lines) + "\n"
 
 
