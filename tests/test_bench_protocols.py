@@ -214,10 +214,13 @@ def test_magicbrush_reads_the_test_sessions_and_the_final_turn_block(tmp_path):
     items = b.read(F.magicbrush_test(tmp_path))
     assert [(i.key, i.category, i.reference.name, i.target_caption) for i in items] == [
         ("242679_1", "turn 1", "242679-output1.png", "a man in a hat"), ("242679_2", "turn 2", "242679-output2.png", None)]
+    assert [i.after for i in items] == [None, None]  # single-turn: every turn from its ground-truth input
+    assert [i.after for i in get("magicbrush-multiturn").read(tmp_path / "test")] == [None, "242679_1"]
     rows = [_row("m", "turn 1", {"l1_ref": 0.2, "clip_t": 0.3}, turn_index=1, turns=2),
             _row("m", "turn 2", {"l1_ref": 0.4}, turn_index=2, turns=2)]
     t = b.table(rows, n_boot=50)["models"]["m"]
-    single, final = t["sections"]
+    (single,) = t["sections"]
+    _, final = get("magicbrush-multiturn").table(rows, n_boot=50)["models"]["m"]["sections"]
     assert _cells(single, "L1") == {"turn 1": 0.2, "turn 2": 0.4, "overall": pytest.approx(0.3)}
     assert _cells(final, "L1")["overall"] == 0.4
     assert t["counts"]["missing_per_metric"]["CLIP-T"] == 1  # no caption for turn 2: counted, not zero

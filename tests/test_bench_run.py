@@ -290,3 +290,27 @@ def test_bench_run_makes_the_edits_with_an_editor_then_judges_them(tmp_path):
     assert (m["counts"]["scored"], m["counts"]["unscored"]) == (3, 1)
     assert (out / "edits" / "identity_edit" / "editor.json").is_file() and t["editors"]["identity_edit"]["seed"] == 0
     assert json.loads(again.output)["models"]["identity_edit"]["sections"] == m["sections"]
+
+
+def test_multi_turn_editing_chains_the_editors_own_outputs(tmp_path, tiny_clip_dir, tiny_dino_dir):
+    import numpy as np
+    from PIL import Image
+
+    data = F.magicbrush_test(tmp_path)
+    res = runner.invoke(app, ["bench", "run", "magicbrush-multiturn", "--data", str(data), "--editor",
+                              "callable:editlens.editors.callable_editor:identity_edit", "--out", str(tmp_path / "out"),
+                              "--model", f"clip={tiny_clip_dir}", "--model", f"dino={tiny_dino_dir}", "--device", "cpu",
+                              "--n-boot", "20", "--json", "--no-report"])
+    assert res.exit_code == 0, res.output
+    multi, final = json.loads(res.output)["models"]["identity_edit"]["sections"]
+
+    def img(name):  # type: ignore[no-untyped-def]
+        return np.asarray(Image.open(data / "images" / "242679" / name).convert("RGB"), dtype=float) / 255
+
+    # the identity editor returns its input: turn 2 edits turn 1's output (the original input), not the
+    # ground-truth input of turn 2 (242679-output1.png)
+    turn2 = multi["rows"][1]["cells"]["L1"]["value"]
+    assert turn2 == pytest.approx(np.abs(img("242679-input.png") - img("242679-output2.png")).mean(), abs=1e-6)
+    assert turn2 != pytest.approx(np.abs(img("242679-output1.png") - img("242679-output2.png")).mean(), abs=1e-6)
+    assert final["overall"]["cells"]["L1"]["value"] == pytest.approx(turn2)
+    assert (tmp_path / "out" / "edits" / "identity_edit" / "step2" / "manifest.jsonl").is_file()

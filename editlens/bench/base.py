@@ -94,6 +94,9 @@ class BenchItem:
     source_caption: str | None = None
     target_caption: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the case whose edited output is this case's input when an editor makes the edits
+    #: (multi-turn benchmarks: turn n edits the editor's own turn n-1), else ``None``
+    after: str | None = None
 
 
 @dataclass

@@ -84,23 +84,34 @@ def generate(items: Sequence[BenchItem], editors: Sequence[str], root: Path, *, 
 
     out = Located([], {})
     records: dict[str, Any] = {}
+    stages = _stages(items)
     for spec in editors:
         editor = create_editor(spec, **(editor_options or {}))
         name = editor.name
         while name in records:  # two editors of one name: keep both apart
             name += "+"
-        folder = root / "edits" / name
-        inputs = [EditSample(it.id, it.source, it.source, it.instruction, reference=it.reference,
-                             source_caption=it.source_caption, target_caption=it.target_caption,
-                             metadata={**it.extra, "category": it.category, "language": it.language})
-                  for it in items]
+        done: dict[str, Path] = {}
+        failures: dict[str, str | None] = {}
         try:
-            res = generate_edits(inputs, editor, folder, seed=seed, progress=progress, command=command)
+            for k, stage in enumerate(stages):
+                folder = root / "edits" / name / (f"step{k + 1}" if len(stages) > 1 else "")
+                inputs = []
+                for it in stage:
+                    if it.after is not None and it.after not in done:  # its input was never made
+                        failures[it.id] = f"its input (the edit of {it.after}) was not generated"
+                        continue
+                    src = done[it.after] if it.after is not None else it.source
+                    inputs.append(EditSample(it.id, src, src, it.instruction, reference=it.reference,
+                                             source_caption=it.source_caption, target_caption=it.target_caption,
+                                             metadata={**it.extra, "category": it.category, "language": it.language}))
+                if not inputs:
+                    continue
+                res = generate_edits(inputs, editor, folder, seed=seed, progress=progress, command=command)
+                records[name] = _json.loads((folder / "editor.json").read_text(encoding="utf-8"))
+                done.update({row["edit_id"]: folder / row["edited"] for row in edits_manifest_rows(folder)})
+                failures.update({f["edit_id"]: f.get("error") for f in res.failures})
         finally:
             editor.close()
-        records[name] = _json.loads((folder / "editor.json").read_text(encoding="utf-8"))
-        done = {row["edit_id"]: folder / row["edited"] for row in edits_manifest_rows(folder)}
-        failures = {f["edit_id"]: f.get("error") for f in res.failures}
         out.models.append(name)
         for it in items:
             sid = f"{name}/{it.id}"
@@ -116,6 +127,29 @@ def generate(items: Sequence[BenchItem], editors: Sequence[str], root: Path, *, 
                                                     "bench_item": it.id}))
             out.items[sid] = it
     return out, records
+
+
+def _stages(items: Sequence[BenchItem]) -> list[list[BenchItem]]:
+    """Cases in the order an editor must make them: first those edited from the benchmark's
+    own input, then those whose input is an earlier case's edit (``after``), step by step."""
+    ids = {it.id for it in items}
+    depth: dict[str, int] = {}
+    by_id = {it.id: it for it in items}
+
+    def d(it: BenchItem, seen: tuple[str, ...] = ()) -> int:
+        if it.id in depth:
+            return depth[it.id]
+        if it.after is None or it.after not in ids:
+            depth[it.id] = 0
+        elif it.after in seen:
+            raise InputError(f"case {it.id!r}: its chain of inputs loops back to itself")
+        else:
+            depth[it.id] = d(by_id[it.after], seen + (it.id,)) + 1
+        return depth[it.id]
+
+    for it in items:
+        d(it)
+    return [[it for it in items if depth[it.id] == k] for k in range(max(depth.values(), default=-1) + 1)]
 
 
 def _row(sid: str, model: str, item: BenchItem, status: str, scores: dict[str, Any], reason: str | None) -> dict[str, Any]:
