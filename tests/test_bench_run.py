@@ -314,3 +314,16 @@ def test_multi_turn_editing_chains_the_editors_own_outputs(tmp_path, tiny_clip_d
     assert turn2 != pytest.approx(np.abs(img("242679-output1.png") - img("242679-output2.png")).mean(), abs=1e-6)
     assert final["overall"]["cells"]["L1"]["value"] == pytest.approx(turn2)
     assert (tmp_path / "out" / "edits" / "identity_edit" / "step2" / "manifest.jsonl").is_file()
+
+
+def test_edits_may_name_one_models_folder(tmp_path):
+    from editlens.bench.registry import get
+    from editlens.runner.bench import locate
+
+    b = get("gedit")
+    items = b.read(F.gedit(tmp_path / "gedit"))
+    F.gedit_outputs(tmp_path / "edits", "mine", ["k1", "k2"])
+    one = locate(b, items, tmp_path / "edits" / "mine")  # holds fullset/..., not <model>/ folders
+    assert one.models == ["mine"] and len(one.samples) == 2 and len(one.skipped) == 2
+    both = locate(b, items, tmp_path / "edits")
+    assert both.models == ["mine"] and [s.id for s in both.samples] == [s.id for s in one.samples]

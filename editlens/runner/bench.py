@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from editlens.bench.base import BenchItem, Benchmark
 from editlens.core.io import atomic_write
@@ -33,12 +33,15 @@ class Located:
     models: list[str] = field(default_factory=list)
 
 
-def model_dirs(edits: Path, only: Sequence[str] | None = None) -> dict[str, Path]:
-    """``DIR/<model>/`` folders (a folder of images is itself one model's outputs)."""
+def model_dirs(edits: Path, only: Sequence[str] | None = None,
+               looks_like_outputs: Callable[[Path], bool] | None = None) -> dict[str, Path]:
+    """``DIR/<model>/`` folders; ``DIR`` itself is one model's outputs when it holds
+    images, or when ``looks_like_outputs(DIR)`` finds a case's output right in it."""
     if not edits.is_dir():
         raise InputError(f"--edits {edits}: not a folder (expected DIR/<model>/<outputs>)")
     subs = {p.name: p for p in sorted(edits.iterdir()) if p.is_dir() and not p.name.startswith(".")}
-    if not subs or any(p.is_file() and p.suffix.lower() in (".png", ".jpg", ".jpeg", ".webp") for p in edits.iterdir()):
+    if not subs or any(p.is_file() and p.suffix.lower() in (".png", ".jpg", ".jpeg", ".webp") for p in edits.iterdir()) \
+            or (looks_like_outputs is not None and looks_like_outputs(edits)):
         subs = {edits.name: edits}
     if only:
         unknown = sorted(set(only) - set(subs))
@@ -51,7 +54,11 @@ def model_dirs(edits: Path, only: Sequence[str] | None = None) -> dict[str, Path
 def locate(bench: Benchmark, items: Sequence[BenchItem], edits: Path, only: Sequence[str] | None = None) -> Located:
     """Samples for every (model, item) whose output exists; the rest skipped with the paths looked at."""
     out = Located([], {})
-    for model, folder in model_dirs(edits, only).items():
+
+    def one_models_folder(folder: Path) -> bool:  # e.g. --edits results/my-model for GEdit's fullset/ layout
+        return any((folder / c).is_file() for it in items[:50] for c in bench.output_candidates(it))
+
+    for model, folder in model_dirs(edits, only, one_models_folder).items():
         out.models.append(model)
         for it in items:
             cands = bench.output_candidates(it)
