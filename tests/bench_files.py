@@ -134,3 +134,11 @@ def magicbrush_test(root: Path) -> Path:
     (t / "edit_sessions.json").write_text(json.dumps(sessions))
     (t / "local_descriptions.json").write_text(json.dumps({"242679": {"242679-output1.png": "a man in a hat"}}))
     return t
+
+
+def magicbrush_hub(root: Path) -> Path:
+    """The hub's parquet (dev/train): one row per turn, images as {bytes, path} structs."""
+    rows = [{"img_id": "327726", "turn_index": t, "source_img": _image_struct(png(20 + t), f"s{t}.png"),
+             "mask_img": _image_struct(png(30 + t), f"m{t}.png"), "instruction": f"turn {t} edit",
+             "target_img": _image_struct(png(40 + t), f"t{t}.png")} for t in (1, 2)]
+    return write_table(rows, root / "data" / "dev-00000-of-00001.parquet", ("source_img", "mask_img", "target_img"))

@@ -224,3 +224,13 @@ def test_magicbrush_reads_the_test_sessions_and_the_final_turn_block(tmp_path):
     assert _cells(single, "L1") == {"turn 1": 0.2, "turn 2": 0.4, "overall": pytest.approx(0.3)}
     assert _cells(final, "L1")["overall"] == 0.4
     assert t["counts"]["missing_per_metric"]["CLIP-T"] == 1  # no caption for turn 2: counted, not zero
+
+
+def test_magicbrush_reads_the_hub_parquet_too(tmp_path):
+    from editlens.core.images import load_image
+
+    items = get("magicbrush-multiturn").read(F.magicbrush_hub(tmp_path))
+    assert [(i.key, i.category, i.after) for i in items] == [("327726_1", "turn 1", None),
+                                                               ("327726_2", "turn 2", "327726_1")]
+    ref, _ = load_image(items[1].reference)  # the ground truth stays a lazy reference into the parquet
+    assert items[1].reference.column == "target_img" and ref.shape == (24, 32, 3)

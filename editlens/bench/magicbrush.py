@@ -96,7 +96,8 @@ class MagicBrushTest(Benchmark):
             items.append(BenchItem(f"{img_id}_{t}", f"{img_id}_{t}", text_field(row, "instruction", where),
                                    image(row["source_img"], f"{where} source_img", base), f"turn {t}", "en",
                                    reference=image(row["target_img"], f"{where} target_img", base),
-                                   extra={"img_id": img_id, "turn_index": t, "turns": last[img_id]}))
+                                   extra={**{k: v for k, v in row.items() if k not in HUB_COLUMNS},
+                                          "img_id": img_id, "turn_index": t, "turns": last[img_id]}))
         return items
 
     def output_candidates(self, item: BenchItem) -> list[str]:
