@@ -234,3 +234,20 @@ def test_magicbrush_reads_the_hub_parquet_too(tmp_path):
                                                                ("327726_2", "turn 2", "327726_1")]
     ref, _ = load_image(items[1].reference)  # the ground truth stays a lazy reference into the parquet
     assert items[1].reference.column == "target_img" and ref.shape == (24, 32, 3)
+
+
+def test_kris_clone_prompts_are_filled_as_str_format_would(tmp_path):
+    from editlens.bench.prompts import load_prompts
+
+    mod = tmp_path / "Kris_Bench" / "utils" / "prompts.py"
+    mod.parent.mkdir(parents=True)
+    mod.write_text('prompt_consist = "Keep it. Instruction: {instruct}. Answer {{\\"consistency_score\\": X}}"\n'
+                   'prompt_quality = "Q"\nprompt_instruction_following = "IF {instruct}"\n'
+                   'prompt_dual_evaluation = "{instruct} because {explanation}"\n')
+    b = get("kris")
+    ps = load_prompts(b, tmp_path / "Kris_Bench")
+    item = b.read(F.kris(tmp_path / "k"))[0]  # biology: the dual prompt
+    vc, if_kp, vq = b.questions(item, ps)
+    assert vc.text == 'Keep it. Instruction: Show this leaf in autumn.. Answer {"consistency_score": X}'
+    assert if_kp.text == "Show this leaf in autumn. because Leaves lose chlorophyll and turn yellow or red."
+    assert b.parse_answer(if_kp, '{"instruction_score": 5, "knowledge_score": 2}', True) == [5.0, 2.0]
