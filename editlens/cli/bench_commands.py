@@ -162,6 +162,11 @@ def run_cmd(
             typer.echo("note: judge prompts are editlens' fallback wording (give --prompts-from CLONE for the "
                        "official ones); numbers are not comparable to the paper's", err=True)
         typer.echo("wrote " + ", ".join(res["files"].values()), err=True)
+    if res.get("stopped_by"):  # a signal stopped it: finished batches are kept, rerun to go on
+        from editlens.cli.common import EXIT_SIGNAL_BASE
+
+        typer.echo("stopped: rerun the same command to go on", err=True)
+        raise typer.Exit(EXIT_SIGNAL_BASE + int(res["stopped_by"]))
     if res["exit"] and not allow_failures:
         typer.echo("some edits failed (lost judge requests): rerun the same command to retry them", err=True)
         raise typer.Exit(EXIT_FAILED)

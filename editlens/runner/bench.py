@@ -297,7 +297,7 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
                   "metrics": dict(bench.spec.metrics) or None,
                   "editors": editor_records or None,
                   "bootstrap": {"n": n_boot, "seed": seed, "level": 0.95},
-                  "run_dir": str(run_dir), "interrupted": res.interrupted})
+                  "run_dir": str(run_dir), "interrupted": res.interrupted, "stopped_by": res.stopped_by})
     files = write_tables(table, rows, root)
     failed = sum(1 for r in rows if r["status"] == "failed")
     table["files"] = {k: str(v) for k, v in files.items()}
