@@ -119,6 +119,10 @@ class Benchmark:
 
     spec: ClassVar[BenchSpec]
 
+    def __init__(self, split: str | None = None) -> None:
+        #: the split read when the published folder holds several (default: the spec's)
+        self.split = split or self.spec.split
+
     # -------------------------------------------------------------- editor benchmarks
     def read(self, path: str | Path) -> list[BenchItem]:
         """The items, from the published files at ``path``."""

@@ -42,7 +42,7 @@ class EmuEditTest(Benchmark):
 
     def read(self, path: str | Path) -> list[BenchItem]:
         items = []
-        for where, row, base in table_rows(path, COLUMNS, self.spec.split):
+        for where, row, base in table_rows(path, COLUMNS, self.split):
             idx = row["idx"]
             if idx is None or str(idx).strip() == "":
                 from editlens.errors import InputError

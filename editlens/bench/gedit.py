@@ -57,7 +57,7 @@ class GEditBench(Benchmark):
 
     def read(self, path: str | Path) -> list[BenchItem]:
         items = []
-        for where, row, base in table_rows(path, COLUMNS, self.spec.split):
+        for where, row, base in table_rows(path, COLUMNS, self.split):
             key = text_field(row, "key", where)
             task = one_of(row["task_type"], TASKS, where, "task_type")
             lang = one_of(row["instruction_language"], LANGUAGES, where, "instruction_language")

@@ -85,7 +85,7 @@ class MagicBrushTest(Benchmark):
 
     def _read_hub(self, path: Path) -> list[BenchItem]:
         rows = []
-        for where, row, base in table_rows(path, HUB_COLUMNS, self.spec.split):
+        for where, row, base in table_rows(path, HUB_COLUMNS, self.split):
             rows.append((where, row, base))
         last: dict[str, int] = {}
         for _, row, _ in rows:

@@ -55,13 +55,13 @@ def names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def get(name: str) -> Benchmark:
-    """An instance of the benchmark called ``name``."""
+def get(name: str, **options: Any) -> Benchmark:
+    """An instance of the benchmark called ``name`` (``options``: ``split``)."""
     _ensure_loaded()
     if name not in _REGISTRY:
         raise InputError(f"unknown benchmark {name!r}; known: {', '.join(sorted(_REGISTRY))} "
                          "(`editlens bench list`)")
-    return _REGISTRY[name]()
+    return _REGISTRY[name](**options)
 
 
 def all_benchmarks() -> list[Benchmark]:

@@ -76,6 +76,8 @@ def info_cmd(name: str = typer.Argument(..., help="Benchmark name (see `editlens
 def run_cmd(
     name: str = typer.Argument(..., help="Benchmark name (see `editlens bench list`)."),
     data: Path = typer.Option(..., "--data", help="The benchmark as published (see `editlens bench info NAME`)."),
+    split: Optional[str] = typer.Option(None, "--split", help="The split to score when the published folder holds "
+                                        "several (default: the benchmark's, e.g. test for Emu Edit)."),
     edits: Optional[Path] = typer.Option(None, "--edits", help="Editors' outputs: DIR/<model>/... as "
                                          "`editlens bench info NAME` says; a missing output is skipped with its path."),
     editor: Optional[List[str]] = typer.Option(None, "--editor", help="Make the edits now with this editor (a "
@@ -132,7 +134,7 @@ def run_cmd(
                         models_only=model_name, vlm=vlm, vlm_model=vlm_model,
                         prompts_from=prompts_from, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
                         metric_models=parse_models(model), device=device, dtype=dtype, batch_size=batch_size,
-                        n_boot=n_boot, limit=limit, estimate_only=estimate, progress=not json_out,
+                        n_boot=n_boot, limit=limit, split=split, estimate_only=estimate, progress=not json_out,
                         cache={"default": True, "none": False}.get(cache, cache), command=sys.argv)
     if estimate:
         if json_out:

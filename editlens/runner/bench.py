@@ -198,6 +198,7 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
                   prompts_from: str | Path | None = None, temperature: float = 0.0, seed: int = 0,
                   max_new_tokens: int = 512, metric_models: dict[str, str] | None = None, device: str = "auto",
                   dtype: str = "auto", batch_size: int = 8, n_boot: int = 1000, limit: int | None = None,
+                  split: str | None = None,
                   estimate_only: bool = False, progress: bool = True, cache: bool | str = True,
                   command: list[str] | None = None) -> dict[str, Any]:
     """Score the outputs under ``edits`` (or made by ``editors``, ``--editor`` specs) on
@@ -209,7 +210,7 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
     """
     from editlens.bench.registry import get
 
-    bench = get(name)
+    bench = get(name, split=split)
     items = bench.read(data)
     if limit is not None:
         items = items[:limit]
