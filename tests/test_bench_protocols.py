@@ -251,3 +251,14 @@ def test_kris_clone_prompts_are_filled_as_str_format_would(tmp_path):
     assert vc.text == 'Keep it. Instruction: Show this leaf in autumn.. Answer {"consistency_score": X}'
     assert if_kp.text == "Show this leaf in autumn. because Leaves lose chlorophyll and turn yellow or red."
     assert b.parse_answer(if_kp, '{"instruction_score": 5, "knowledge_score": 2}', True) == [5.0, 2.0]
+
+
+def test_a_hub_folder_with_two_splits_reads_the_benchmarks_own(tmp_path):
+    import shutil
+
+    F.emu(tmp_path)
+    shutil.copy(tmp_path / "data" / "test-00000-of-00001.parquet", tmp_path / "data" / "validation-00000-of-00001.parquet")
+    assert {i.source.file for i in get("emu-edit").read(tmp_path)} == {str((tmp_path / "data" / "test-00000-of-00001.parquet").resolve())}
+    assert "validation" in next(iter({i.source.file for i in get("emu-edit", split="validation").read(tmp_path)}))
+    with pytest.raises(InputError, match="no files of split 'train'"):
+        get("gedit").read(tmp_path)
