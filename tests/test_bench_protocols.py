@@ -257,8 +257,10 @@ def test_a_hub_folder_with_two_splits_reads_the_benchmarks_own(tmp_path):
     import shutil
 
     F.emu(tmp_path)
-    shutil.copy(tmp_path / "data" / "test-00000-of-00001.parquet", tmp_path / "data" / "validation-00000-of-00001.parquet")
-    assert {i.source.file for i in get("emu-edit").read(tmp_path)} == {str((tmp_path / "data" / "test-00000-of-00001.parquet").resolve())}
+    data = tmp_path / "data"
+    shutil.copy(data / "test-00000-of-00001.parquet", data / "validation-00000-of-00001.parquet")
+    test = str((tmp_path / "data" / "test-00000-of-00001.parquet").resolve())
+    assert {i.source.file for i in get("emu-edit").read(tmp_path)} == {test}
     assert "validation" in next(iter({i.source.file for i in get("emu-edit", split="validation").read(tmp_path)}))
     with pytest.raises(InputError, match="no files of split 'train'"):
         get("gedit").read(tmp_path)
