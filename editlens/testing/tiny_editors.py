@@ -140,7 +140,15 @@ def build_flux_kontext(out: Path | str, image_size: int = 32, seed: int = 0) -> 
 
 def build_qwen_image_edit(out: Path | str, image_size: int = 32, seed: int = 0) -> Path:
     """Save a random ``QwenImageEditPipeline`` to ``out`` (Qwen2.5-VL text
-    encoder of width 16 with its processor, a two-layer transformer)."""
+    encoder of width 16 with its processor, a two-layer transformer).
+
+    Needs ``torchvision``: transformers' Qwen2-VL processor cannot be built without its video processor.
+    """
+    import importlib.util
+
+    if importlib.util.find_spec("torchvision") is None:
+        raise RuntimeError("the tiny qwen-image-edit pipeline needs torchvision (transformers' Qwen2-VL processor "
+                           "requires its video processor): pip install torchvision")
     import torch
     from diffusers import (
         AutoencoderKLQwenImage,
@@ -211,3 +219,24 @@ def make_tiny_editor(path: Path | str, family: str = "instruct-pix2pix", **kwarg
         raise ValueError(f"unknown tiny editor family {family!r}; one of {', '.join(TINY_EDITORS)}")
     out = TINY_EDITORS[family](path, **kwargs)
     return Path(out)
+
+
+def scripted_editor(image: Any, instruction: str, *, seed: int, edit_id: str = "") -> Any:
+    """A deterministic callable editor for tests: the source blended half-way
+    with a colour drawn from the seed. ``$EDITLENS_TEST_FAIL_IDS`` (comma-
+    separated edit ids) makes those edits raise; ``$EDITLENS_TEST_KILL_AT``
+    (an edit id) SIGKILLs the process when that edit is reached (a crash at
+    a known point, for resume tests)."""
+    import os
+    import signal
+
+    import numpy as np
+    from PIL import Image
+
+    if edit_id and edit_id == os.environ.get("EDITLENS_TEST_KILL_AT"):
+        os.kill(os.getpid(), signal.SIGKILL)
+    if edit_id in os.environ.get("EDITLENS_TEST_FAIL_IDS", "").split(","):
+        raise RuntimeError(f"scripted failure of {edit_id}")
+    colour = np.random.default_rng(seed).integers(0, 256, 3)
+    arr = (np.asarray(image.convert("RGB"), dtype=np.float32) * 0.5 + colour * 0.5).astype(np.uint8)
+    return Image.fromarray(arr)
