@@ -131,7 +131,7 @@ def resolve_spec(spec_string: str) -> tuple[EditorSpec, dict[str, Any]]:
         return _REGISTRY["diffusers"], {"weights": text}
     if _CALLABLE.match(text):
         return _REGISTRY["callable"], {"function": text}
-    if _HUB_ID.match(text):
+    if _HUB_ID.match(text) and not text.startswith((".", "~", "/")):
         return _REGISTRY["diffusers"], {"weights": text}
     import difflib
 
@@ -160,9 +160,8 @@ def create_editor(spec_string: str, **options: Any) -> Editor:
     import inspect
 
     params = inspect.signature(cls.__init__).parameters
-    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        # run-wide options (--device, --cpu-offload...) reach the kinds that use them only
-        merged = {k: v for k, v in merged.items() if k in params or k not in RUNTIME_OPTIONS}
+    # run-wide options (--device, --cpu-offload...) reach the kinds that name them only
+    merged = {k: v for k, v in merged.items() if k in params or k not in RUNTIME_OPTIONS}
     try:
         inspect.signature(cls).bind(**merged)
     except TypeError as exc:
