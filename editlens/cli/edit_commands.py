@@ -161,7 +161,7 @@ def make_tiny_editor_cmd(
 
     Its images are noise: it shows the plumbing (edit, seeds, resume, best-of-n), not editing.
     """
-    from editlens.testing.tiny_editors import TINY_EDITORS, make_tiny_editor
+    from editlens.editors.random_init import TINY_EDITORS, make_tiny_editor
 
     if family not in TINY_EDITORS:
         raise typer.BadParameter(f"must be one of {', '.join(TINY_EDITORS)}, got {family!r}", param_hint="--family")

@@ -51,7 +51,7 @@ def derive_seed(base_seed: int, edit_id: str, sample: int) -> int:
     >>> derive_seed(0, "e1", 0) == derive_seed(0, "e1", 0) != derive_seed(0, "e1", 1)
     True
     >>> derive_seed(0, "e1", 0)
-    1186006433
+    1878125684
     """
     digest = hashlib.sha256(f"{int(base_seed)}\0{edit_id}\0{int(sample)}".encode()).digest()
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
