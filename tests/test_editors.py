@@ -93,12 +93,13 @@ def test_edit_run_report_best_of_n_cli(tiny_ip2p, tmp_path):
 def test_seeds_reproduce_and_differ(tiny_ip2p, tmp_path):
     from editlens.runner.edit import derive_seed, generate_edits
 
+    from editlens.editors import create_editor
+
     manifest = write_inputs(tmp_path, 1)
-    opts = {"steps": 2, "resolution": 32, "dtype": "float32"}
-    a = generate_edits(manifest, str(tiny_ip2p), tmp_path / "a", samples=2, editor_options=opts, progress=False)
+    editor = create_editor(str(tiny_ip2p), steps=2, resolution=32, dtype="float32")  # loaded once, used thrice
+    a = generate_edits(manifest, editor, tmp_path / "a", samples=2, progress=False)
     # one at a time instead of batched: the same seeds give the same images
-    b = generate_edits(manifest, str(tiny_ip2p), tmp_path / "b", samples=2, editor_options=opts, progress=False,
-                       batch_size=1)
+    b = generate_edits(manifest, editor, tmp_path / "b", samples=2, progress=False, batch_size=1)
     assert a.generated == b.generated == 2
     da, db = digests(tmp_path / "a"), digests(tmp_path / "b")
     for key in da:
@@ -106,7 +107,7 @@ def test_seeds_reproduce_and_differ(tiny_ip2p, tmp_path):
         y = np.asarray(Image.open(tmp_path / "b" / rows(tmp_path / "b" / "manifest.jsonl")[list(db).index(key)]["edited"]), np.int16)
         assert np.abs(x - y).max() <= 2  # batched matmuls may round differently by a level
     assert len(set(da.values())) == 2  # every (edit, sample) has its own seed
-    c = generate_edits(manifest, str(tiny_ip2p), tmp_path / "c", samples=2, editor_options=opts, progress=False)
+    generate_edits(manifest, editor, tmp_path / "c", samples=2, progress=False)
     assert digests(tmp_path / "c") == da  # same settings, same images, byte for byte
     assert rows(tmp_path / "a" / "manifest.jsonl")[0]["seed"] == derive_seed(0, "e0", 0)
 

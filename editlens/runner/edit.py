@@ -227,7 +227,7 @@ def generate_edits(
     Returns an :class:`EditRunResult`; ``OUT/manifest.jsonl`` lists the images made so far.
     """
     from editlens.runner.lock import RunLock
-    from editlens.runner.run import _progress, _StopFlag
+    from editlens.runner.run import _NoBar, _StopFlag
 
     if samples < 1:
         raise InputError(f"samples must be at least 1, got {samples}")
@@ -274,7 +274,11 @@ def generate_edits(
                                          "command": list(command) if command else None,
                                          "python": sys.version.split()[0]}, default=str)
         size = max(1, int(batch_size or editor.batch_size or 1))
-        bar = _progress(len(todo), progress)
+        bar: Any = _NoBar()
+        if progress and todo:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(todo), unit="image", desc=f"editing ({editor.name})", dynamic_ncols=True)
         try:
             with _StopFlag() as stop:
                 for start in range(0, len(todo), size):
