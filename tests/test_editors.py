@@ -347,3 +347,25 @@ def test_qwen_image_edit_generates(tmp_path):
     res = generate_edits(write_inputs(tmp_path, 1), str(qwen), tmp_path / "out", progress=False,
                          editor_options={"steps": 2, "resolution": 32})
     assert res.generated == 1
+
+
+def test_python_edit_run_and_best_of_generated(tmp_path):
+    from editlens.data.manifest import read_manifest
+    from editlens.runner.best_of_n import best_of_generated
+    from editlens.runner.edit import generate_edits
+    from editlens.runner.run import run_evaluation
+    from editlens.runner.selection import select_metrics
+
+    made = generate_edits(write_inputs(tmp_path, 2), SCRIPTED, tmp_path / "edits", samples=3, progress=False)
+    assert made.generated == 6
+    samples = read_manifest(made.manifest).samples
+    assert {s.model for s in samples} == {"scripted_editor"} and samples[0].metadata["category"] == "c0"
+    res = run_evaluation(samples, select_metrics(["psnr"]).metrics, tmp_path / "run", progress=False)
+    assert res.computed == 6
+    doc = best_of_generated(made.manifest, "psnr")
+    by_edit = {p["group"]: p for p in doc["picks"]}
+    assert sorted(by_edit) == ["e0", "e1"]
+    for p in by_edit.values():
+        values = [c["value"] for c in p["candidates"]]
+        assert len(values) == 3 and p["best_value"] == max(values)  # psnr: higher is better, from its spec
+        assert {c["sample"] for c in p["candidates"]} == {0, 1, 2}

@@ -66,7 +66,7 @@ class CallableEditor(Editor):
             if not callable(self.fn):
                 raise InputError(f"--editor {function}: {attr} is not callable")
             self.ref = str(function)
-        self.name = name or getattr(self.fn, "__name__", "callable")
+        self.name = name or str(getattr(self.fn, "__name__", "callable"))
         self.batch_size = int(batch_size)
         self.extra_settings = dict(settings)
         params = inspect.signature(self.fn).parameters

@@ -119,10 +119,11 @@ def fit_size(width: int, height: int, resolution: int | None, multiple: int) -> 
     >>> fit_size(100, 50, None, 16)
     (96, 48)
     """
+    w, h = float(width), float(height)
     if resolution:
-        scale = resolution / max(width, height)
-        width, height = width * scale, height * scale
-    return max(multiple, int(width) // multiple * multiple), max(multiple, int(height) // multiple * multiple)
+        scale = resolution / max(w, h)
+        w, h = w * scale, h * scale
+    return max(multiple, int(w) // multiple * multiple), max(multiple, int(h) // multiple * multiple)
 
 
 class DiffusersEditor(Editor):

@@ -62,9 +62,10 @@ def _load() -> None:
         for ep in entry_points(group="editlens.editors"):
             try:
                 obj = ep.load()
-                spec = obj if isinstance(obj, EditorSpec) else getattr(obj, "spec", None)
-                if not isinstance(spec, EditorSpec):
+                found = obj if isinstance(obj, EditorSpec) else getattr(obj, "spec", None)
+                if not isinstance(found, EditorSpec):
                     raise TypeError(f"it provides no EditorSpec ({ep.value})")
+                spec = found
                 if isinstance(obj, type):
                     spec = replace(spec, target=obj)
             except Exception as exc:  # a broken plugin must not take the others down

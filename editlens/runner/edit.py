@@ -276,7 +276,7 @@ def generate_edits(
         size = max(1, int(batch_size or editor.batch_size or 1))
         bar: Any = _NoBar()
         if progress and todo:
-            from tqdm.auto import tqdm
+            from tqdm.auto import tqdm  # type: ignore[import-untyped]
 
             bar = tqdm(total=len(todo), unit="image", desc=f"editing ({editor.name})", dynamic_ncols=True)
         try:
@@ -286,7 +286,8 @@ def generate_edits(
                         result.interrupted, result.stopped_by = True, stop.signum
                         break
                     chunk = todo[start : start + size]
-                    requests, unreadable = [], []
+                    requests: list[EditRequest] = []
+                    unreadable: list[tuple[dict[str, Any], str]] = []
                     for s, k in chunk:
                         try:
                             image = _source_image(s)
