@@ -110,6 +110,7 @@ def test_seeds_reproduce_and_differ(tiny_ip2p, tmp_path):
     generate_edits(manifest, editor, tmp_path / "c", samples=2, progress=False)
     assert digests(tmp_path / "c") == da  # same settings, same images, byte for byte
     assert rows(tmp_path / "a" / "manifest.jsonl")[0]["seed"] == derive_seed(0, "e0", 0)
+    assert {(g["dtype"], g["device"]) for g in rows(tmp_path / "a" / "generations.jsonl")} == {("float32", "cpu")}
 
 
 def test_rerun_after_sigkill_loses_and_duplicates_nothing(tmp_path):

@@ -274,6 +274,9 @@ def generate_edits(
                                          "command": list(command) if command else None,
                                          "python": sys.version.split()[0]}, default=str)
         size = max(1, int(batch_size or editor.batch_size or 1))
+        # per image: a resume on other hardware may change the dtype, and the log says which image used which
+        made_with = {k: (runtime.get("precision") or {}).get(k) for k in ("device", "dtype")
+                     if (runtime.get("precision") or {}).get(k)}
         bar: Any = _NoBar()
         if progress and todo:
             from tqdm.auto import tqdm  # type: ignore[import-untyped]
@@ -307,7 +310,7 @@ def generate_edits(
                     outputs = editor.edit_batch(requests) if requests else []
                     seconds = round((time.perf_counter() - t0) / max(1, len(chunk)), 4)
                     for r, o in zip(requests, outputs):
-                        rec = {"edit_id": r.id, "sample": r.sample, "seed": r.seed, "seconds": seconds}
+                        rec = {"edit_id": r.id, "sample": r.sample, "seed": r.seed, "seconds": seconds, **made_with}
                         if o.image is not None:
                             buf = io.BytesIO()
                             o.image.save(buf, format="PNG")
