@@ -132,6 +132,18 @@ def test_rerun_after_sigkill_loses_and_duplicates_nothing(tmp_path):
     assert len(list((out / "images").glob("*.png"))) == 4 and not list(out.glob("images/.*.tmp"))
 
 
+def test_sigterm_finishes_the_image_in_flight_and_exits_143(tmp_path):
+    manifest = write_inputs(tmp_path, 3)
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "editlens.cli.main", "edit", str(manifest), "--editor", SCRIPTED,
+                           "--out", str(out), "--no-progress", "--batch-size", "1"],
+                          env={**os.environ, "EDITLENS_TEST_TERM_AT": "e1"}, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 143, proc.stderr
+    assert "interrupted (SIGTERM)" in proc.stderr
+    assert sorted(digests(out)) == ["e0", "e1"]  # e1 was in flight: finished and kept; e2 not started
+
+
 def test_failed_images_are_redone_and_damaged_ones_regenerated(tmp_path, monkeypatch):
     manifest = write_inputs(tmp_path, 3)
     out = tmp_path / "out"

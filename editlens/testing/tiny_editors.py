@@ -15,7 +15,7 @@ def scripted_editor(image: Any, instruction: str, *, seed: int, edit_id: str = "
     with a colour drawn from the seed. ``$EDITLENS_TEST_FAIL_IDS`` (comma-
     separated edit ids) makes those edits raise; ``$EDITLENS_TEST_KILL_AT``
     (an edit id) SIGKILLs the process when that edit is reached (a crash at
-    a known point, for resume tests)."""
+    a known point, for resume tests); ``$EDITLENS_TEST_TERM_AT`` sends SIGTERM."""
     import os
     import signal
 
@@ -24,6 +24,8 @@ def scripted_editor(image: Any, instruction: str, *, seed: int, edit_id: str = "
 
     if edit_id and edit_id == os.environ.get("EDITLENS_TEST_KILL_AT"):
         os.kill(os.getpid(), signal.SIGKILL)
+    if edit_id and edit_id == os.environ.get("EDITLENS_TEST_TERM_AT"):
+        os.kill(os.getpid(), signal.SIGTERM)  # a polite stop: the image in flight is finished first
     if edit_id in os.environ.get("EDITLENS_TEST_FAIL_IDS", "").split(","):
         raise RuntimeError(f"scripted failure of {edit_id}")
     colour = np.random.default_rng(seed).integers(0, 256, 3)
