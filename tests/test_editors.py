@@ -382,3 +382,36 @@ def test_python_edit_run_and_best_of_generated(tmp_path):
         values = [c["value"] for c in p["candidates"]]
         assert len(values) == 3 and p["best_value"] == max(values)  # psnr: higher is better, from its spec
         assert {c["sample"] for c in p["candidates"]} == {0, 1, 2}
+
+
+def test_best_of_n_knockout_with_the_pairwise_judge_both_orders(tmp_path):
+    """Generated candidates judged by the real pairwise judge (both presentation
+    orders) over a scripted backend that prefers the brighter edit: the knockout
+    keeps the brightest candidate of each edit."""
+    from scripted import ScriptedBackend
+
+    from editlens.data.manifest import read_manifest
+    from editlens.metrics.registry import create_metric
+    from editlens.runner.best_of_n import knockout
+    from editlens.runner.compare import JudgeComparer
+    from editlens.runner.edit import generate_edits
+
+    made = generate_edits(write_inputs(tmp_path, 2), SCRIPTED, tmp_path / "edits", samples=3, progress=False)
+    samples = read_manifest(made.manifest).samples
+
+    def brighter(r):  # images: source, first shown, second shown
+        first, second = (float(np.mean(im)) for im in r.images[1:3])
+        return "[[A>B]]" if first > second else "[[B>A]]"
+
+    backend = ScriptedBackend(brighter)
+    comparer = JudgeComparer.__new__(JudgeComparer)
+    comparer.judge = create_metric("pairwise", vlm="scripted", orders="both")
+    comparer.judge._backend = backend
+    comparer.name = "pairwise (both)"
+    doc = knockout(samples, comparer)
+    assert len(backend.requests) == 2 * 2 * 2  # 2 edits x 2 matches x both orders
+    for p in doc["picks"]:
+        group = [s for s in samples if s.metadata["group"] == p["group"]]
+        brightest = max(group, key=lambda s: float(np.mean(np.asarray(Image.open(s.edited)))))
+        assert p["best_id"] == brightest.id
+        assert all(m["consistent"] for m in p["matches"]) and len(p["matches"]) == 2

@@ -314,7 +314,9 @@ def _best_of_generated(manifest, metric, model, option, out, device, dtype, batc
                             editor_options(editor_option, device, dtype, False, False), None, True, None)
     if result.interrupted:
         exit_for(result, folder)
-    vlm_opts = {"vlm": vlm, "device": device, "dtype": dtype} if vlm else None
+    from editlens.cli.options import vlm_options
+
+    vlm_opts = vlm_options(vlm, None, "default", None, device, 1, 0.0, dtype)  # None without --vlm
     doc = best_of_generated(result.manifest, metric, models=parse_models(model),
                             options=parse_options(option or []), device=device, dtype=dtype, vlm=vlm_opts,
                             orders=orders, batch_size=batch_size)
