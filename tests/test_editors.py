@@ -415,3 +415,18 @@ def test_best_of_n_knockout_with_the_pairwise_judge_both_orders(tmp_path):
         brightest = max(group, key=lambda s: float(np.mean(np.asarray(Image.open(s.edited)))))
         assert p["best_id"] == brightest.id
         assert all(m["consistent"] for m in p["matches"]) and len(p["matches"]) == 2
+
+
+def test_two_editors_paired_for_compare(tmp_path):
+    manifest = write_inputs(tmp_path, 2)
+    for name, spec in (("a", "editlens.editors.callable_editor:identity_edit"), ("b", SCRIPTED)):
+        assert cli("edit", manifest, "--editor", spec, "--out", tmp_path / name, "--no-progress").exit_code == 0
+    r = cli("edit-pairs", tmp_path / "a", tmp_path / "b", "--out", tmp_path / "pairs.jsonl")
+    assert r.exit_code == 0, r.output
+    pairs = rows(tmp_path / "pairs.jsonl")
+    assert [(p["id"], p["model_a"], p["model_b"]) for p in pairs] == [("e0", "identity_edit", "scripted_editor"),
+                                                                       ("e1", "identity_edit", "scripted_editor")]
+    r = cli("compare", "--pairs", tmp_path / "pairs.jsonl", "--metric", "psnr", "--out", tmp_path / "verdicts.jsonl")
+    assert r.exit_code == 0, r.output
+    # the unchanged image is infinitely close to its source: PSNR prefers editor A on both
+    assert [v["verdict"] for v in rows(tmp_path / "verdicts.jsonl")] == ["A>B", "A>B"]

@@ -1,5 +1,6 @@
 """``editlens edit`` (generate edits with an editor), ``editlens editors``
-(list them) and ``editlens make-tiny-editor`` (a tiny random editing
+(list them), ``editlens edit-pairs`` (two editors' images of the same edits,
+for ``compare``) and ``editlens make-tiny-editor`` (a tiny random editing
 pipeline to try them with)."""
 
 from __future__ import annotations
@@ -112,8 +113,8 @@ def edit_cmd(
     progress: bool = typer.Option(True, "--progress/--no-progress"),
     allow_failures: bool = typer.Option(False, "--allow-failures", help="Exit 0 even when images failed."),
 ) -> None:
-    """Generate edited images with an editor into a resumable folder whose manifest.jsonl `run`, `report`,
-    `best-of-n` and `compare` take as is.
+    """Generate edited images with an editor into a resumable folder whose manifest.jsonl `run`, `report`
+    and `best-of-n` take as is (`edit-pairs` pairs two editors' folders for `compare`).
 
     Exit status: 0 done; 3 done, but some images failed (a rerun generates them); 2 bad input or missing
     weights; 130/143 stopped by Ctrl-C/SIGTERM (finished images kept).
@@ -171,3 +172,17 @@ def make_tiny_editor_cmd(
     make_tiny_editor(out, family, **({"image_size": image_size} if image_size else {}))
     typer.echo(f"wrote a tiny random {family} pipeline to {out}\n"
                f"try it: editlens edit MANIFEST --editor {out} --out edits --editor-option steps=2")
+
+
+@app.command("edit-pairs")
+@guarded
+def edit_pairs_cmd(
+    folder_a: Path = typer.Argument(..., help="An `editlens edit` output folder (editor A)."),
+    folder_b: Path = typer.Argument(..., help="Another, made from the same input (editor B)."),
+    out: Path = typer.Option(..., "--out", help="The pairs file to write (.jsonl), for `editlens compare --pairs`."),
+) -> None:
+    """Pair two editors' images of the same edits (same id and sample) for `editlens compare --pairs`."""
+    from editlens.runner.edit import write_pairs
+
+    path, n = write_pairs(folder_a, folder_b, out)
+    typer.echo(f"{n} pairs -> {path}\ncompare them: editlens compare --pairs {path} --metric NAME (or --vlm URL)")

@@ -339,3 +339,34 @@ def edits_manifest_rows(out: str | os.PathLike) -> Iterable[dict[str, Any]]:
 
     for _, row in iter_jsonl(Path(out) / "manifest.jsonl"):
         yield row
+
+
+def write_pairs(folder_a: str | os.PathLike, folder_b: str | os.PathLike, out: str | os.PathLike) -> tuple[Path, int]:
+    """Pair the images two ``editlens edit`` folders made of the same edits
+    (same edit id and sample) into a ``--pairs`` file for ``editlens compare``
+    (``{id, source, edited_a, edited_b, instruction, model_a, model_b}``;
+    paths absolute). Returns the file and the number of pairs; edits only one
+    folder has are left out."""
+    from editlens.core.io import write_jsonl
+    from editlens.data.jsonl import iter_jsonl
+
+    def done(folder: Path) -> dict[tuple[str, int], dict[str, Any]]:
+        rows = {}
+        for _, row in iter_jsonl(folder / "manifest.jsonl", missing_hint=" (is it an `editlens edit` folder?)"):
+            row["edited"] = str((folder / row["edited"]).resolve())
+            rows[(str(row.get("edit_id", row["id"])), int(row.get("sample", 0)))] = row
+        return rows
+
+    a, b = done(Path(folder_a)), done(Path(folder_b))
+    pairs = []
+    for key in a:
+        if key in b:
+            ra, rb = a[key], b[key]
+            if (ra["source"], ra["instruction"]) != (rb["source"], rb["instruction"]):
+                raise InputError(f"edit {key[0]!r} has another source or instruction in {folder_b} than in "
+                                 f"{folder_a}: the folders were made from different inputs")
+            pairs.append({"id": ra["id"], "source": ra["source"], "edited_a": ra["edited"], "edited_b": rb["edited"],
+                          "instruction": ra["instruction"], "model_a": ra.get("model"), "model_b": rb.get("model")})
+    if not pairs:
+        raise InputError(f"{folder_a} and {folder_b} share no edits (same edit id and sample)")
+    return write_jsonl(out, pairs, ensure_ascii=False), len(pairs)
