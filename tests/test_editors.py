@@ -430,3 +430,18 @@ def test_two_editors_paired_for_compare(tmp_path):
     assert r.exit_code == 0, r.output
     # the unchanged image is infinitely close to its source: PSNR prefers editor A on both
     assert [v["verdict"] for v in rows(tmp_path / "verdicts.jsonl")] == ["A>B", "A>B"]
+
+
+def test_run_with_editor_chains_generation_and_scoring(tmp_path, monkeypatch):
+    manifest = write_inputs(tmp_path, 3)
+    monkeypatch.setenv("EDITLENS_TEST_FAIL_IDS", "e2")
+    r = cli("run", manifest, "--editor", SCRIPTED, "--edit-samples", "2", "--out", tmp_path / "run",
+            "--metrics", "psnr", "--no-progress")
+    assert r.exit_code == 3, r.output  # the failed images make the exit status, after scoring the rest
+    assert "4 samples" in r.output and "2 image(s) failed to generate" in r.output
+    monkeypatch.delenv("EDITLENS_TEST_FAIL_IDS")
+    r = cli("run", manifest, "--editor", SCRIPTED, "--edit-samples", "2", "--out", tmp_path / "run",
+            "--metrics", "psnr", "--no-progress")
+    assert r.exit_code == 0, r.output
+    assert "2 images generated, 4 kept" in r.output and "6 samples: 2 results computed, 4 reused" in r.output
+    assert len(rows(tmp_path / "run" / "edits" / "manifest.jsonl")) == 6
