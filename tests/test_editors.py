@@ -445,3 +445,18 @@ def test_run_with_editor_chains_generation_and_scoring(tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     assert "2 images generated, 4 kept" in r.output and "6 samples: 2 results computed, 4 reused" in r.output
     assert len(rows(tmp_path / "run" / "edits" / "manifest.jsonl")) == 6
+
+
+def test_every_catalog_editor_and_family_preset_resolves():
+    from editlens.editors import Editor, families, list_editors
+    from editlens.editors.spec import family_of_class
+
+    specs = list_editors()
+    assert all(issubclass(s.load_class(), Editor) for s in specs)
+    assert {s.family for s in specs if s.family} <= set(families())
+    import diffusers
+
+    for fam in families().values():
+        assert all(hasattr(diffusers, c) for c in fam.pipeline_classes), fam.family
+        assert all(family_of_class(c) == fam.family for c in fam.pipeline_classes)
+    assert family_of_class("QwenImageEditPlusPipeline") == "qwen-image-edit-plus"
