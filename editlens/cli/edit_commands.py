@@ -57,6 +57,11 @@ def editor_options(option: Optional[List[str]], device: str, dtype: str, cpu_off
             "cpu_offload": cpu_offload or None, "attention_slicing": attention_slicing or None}
 
 
+def _redacted(arg: str) -> str:
+    """A command-line argument as recorded: an API key given as an editor option is not written down."""
+    return "api_key=***" if arg.startswith("api_key=") else arg
+
+
 def run_generation(manifest: Path, editor: str, out: Path, samples: int, seed: int, options: dict[str, Any],
                    batch_size: Optional[int], progress: bool, columns: Optional[str], retry_failed: bool = True,
                    wait: bool = False) -> Any:
@@ -65,7 +70,7 @@ def run_generation(manifest: Path, editor: str, out: Path, samples: int, seed: i
 
     result = generate_edits(manifest, editor, out, samples=samples, seed=seed, batch_size=batch_size,
                             editor_options=options, progress=progress, columns=columns, retry_failed=retry_failed,
-                            wait=wait, command=sys.argv)
+                            wait=wait, command=[_redacted(a) for a in sys.argv])
     typer.echo(f"{result.generated} images generated, {result.reused} kept, {result.failed} failed "
                f"-> {result.manifest}", err=True)
     for rec in result.failures[:10]:

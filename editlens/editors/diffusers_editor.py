@@ -225,7 +225,9 @@ class DiffusersEditor(Editor):
 
     def runtime(self) -> dict[str, Any]:
         self.load()
-        return {"precision": self._precision.to_dict(), "cpu_offload": self.cpu_offload,
+        # offload moves components between a GPU and the CPU: on a CPU there is nothing to offload
+        offloaded = self.cpu_offload and self._precision.device.startswith("cuda")
+        return {"precision": self._precision.to_dict(), "cpu_offload": offloaded,
                 "attention_slicing": self.attention_slicing, "batch_size": self.batch_size}
 
     # -- generation -----------------------------------------------------------------------------------------------
