@@ -460,3 +460,18 @@ def test_every_catalog_editor_and_family_preset_resolves():
         assert all(hasattr(diffusers, c) for c in fam.pipeline_classes), fam.family
         assert all(family_of_class(c) == fam.family for c in fam.pipeline_classes)
     assert family_of_class("QwenImageEditPlusPipeline") == "qwen-image-edit-plus"
+
+
+def test_an_editor_that_loses_outputs_fails_those_edits(tmp_path):
+    from editlens.editors import EditOutput, Editor
+    from editlens.runner.edit import generate_edits
+
+    class Lossy(Editor):
+        name, batch_size = "lossy", 2
+
+        def edit_batch(self, requests):
+            return [EditOutput(image=requests[0].source)]  # one image for two requests: which edit is it?
+
+    res = generate_edits(write_inputs(tmp_path, 2), Lossy(), tmp_path / "out", progress=False)
+    assert res.generated == 0 and res.failed == 2
+    assert "returned 1 outputs for 2 requests" in res.failures[0]["error"]

@@ -302,7 +302,7 @@ class DiffusersEditor(Editor):
                     made = pipe(**kwargs).images
                 if len(made) != len(idx):
                     raise RuntimeError(f"the pipeline returned {len(made)} images for {len(idx)} prompts")
-                for i, img, p in zip(idx, made, prompts):
+                for i, img, p in zip(idx, made, prompts, strict=True):
                     out[i] = EditOutput(image=img, prompt=p if p != requests[i].instruction else None)
             except (RuntimeError, ValueError, TypeError) as exc:
                 # a failed call fails its images (redone on rerun); bad setup errors surface at load()

@@ -36,7 +36,7 @@ from typing import Any
 
 from editlens.core.io import write_bytes, write_json
 from editlens.core.types import EditSample
-from editlens.editors.base import Editor, EditRequest
+from editlens.editors.base import EditOutput, Editor, EditRequest
 from editlens.errors import InputError
 
 SCHEMA = "editlens.edit/1"
@@ -307,9 +307,12 @@ def generate_edits(
                         _append(log, rec)
                         state[(rec["edit_id"], rec["sample"])] = rec
                     t0 = time.perf_counter()
-                    outputs = editor.edit_batch(requests) if requests else []
+                    outputs = list(editor.edit_batch(requests)) if requests else []
+                    if len(outputs) != len(requests):  # a broken editor: no image may go to the wrong edit
+                        why = f"the editor returned {len(outputs)} outputs for {len(requests)} requests"
+                        outputs = [EditOutput(error=why) for _ in requests]
                     seconds = round((time.perf_counter() - t0) / max(1, len(chunk)), 4)
-                    for r, o in zip(requests, outputs):
+                    for r, o in zip(requests, outputs, strict=True):
                         rec = {"edit_id": r.id, "sample": r.sample, "seed": r.seed, "seconds": seconds, **made_with}
                         if o.image is not None:
                             buf = io.BytesIO()
