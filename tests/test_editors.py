@@ -123,6 +123,8 @@ def test_rerun_after_sigkill_loses_and_duplicates_nothing(tmp_path):
     assert proc.returncode == -9, proc.stderr
     before = digests(out)
     assert sorted(before) == ["e0", "e1"]  # the images made before the kill are in the manifest
+    with open(out / "generations.jsonl", "a") as fh:  # as if the kill had torn a log line in half
+        fh.write('{"edit_id": "e2", "sample": 0, "sta')
     r = cli("edit", manifest, "--editor", SCRIPTED, "--out", out, "--no-progress")
     assert r.exit_code == 0, r.output
     assert "2 images generated, 2 kept, 0 failed" in r.output
@@ -130,6 +132,8 @@ def test_rerun_after_sigkill_loses_and_duplicates_nothing(tmp_path):
     assert sorted(after) == ["e0", "e1", "e2", "e3"] and {k: after[k] for k in before} == before
     assert len(rows(out / "manifest.jsonl")) == 4
     assert len(list((out / "images").glob("*.png"))) == 4 and not list(out.glob("images/.*.tmp"))
+    r = cli("edit", manifest, "--editor", SCRIPTED, "--out", out, "--no-progress")
+    assert "0 images generated, 4 kept" in r.output  # the records after the torn line were read back
 
 
 def test_sigterm_finishes_the_image_in_flight_and_exits_143(tmp_path):

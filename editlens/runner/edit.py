@@ -115,6 +115,15 @@ def _read_log(path: Path) -> dict[tuple[str, int], dict[str, Any]]:
     return state
 
 
+def _end_torn_line(path: Path) -> None:
+    """A run killed mid-append leaves a line without its newline: end it, so the next record starts its own line."""
+    if path.is_file() and path.stat().st_size:
+        with open(path, "rb+") as fh:
+            fh.seek(-1, os.SEEK_END)
+            if fh.read(1) != b"\n":
+                fh.write(b"\n")
+
+
 def _append(path: Path, rec: Mapping[str, Any]) -> None:
     # one write of one line, flushed to disk before the next image starts
     with open(path, "a", encoding="utf-8") as fh:
@@ -257,6 +266,7 @@ def generate_edits(
                   "seed_rule": SEED_RULE}
         _check_same_editor(out / "editor.json", record)
         state = _read_log(log)
+        _end_torn_line(log)
         todo: list[tuple[EditSample, int]] = []
         reused = kept_failed = 0
         for s in edits:
