@@ -68,8 +68,11 @@ def gedit(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("gedit")
     ds = datasets.Dataset.from_dict(gedit_rows(), features=gedit_features())
     ds.save_to_disk(str(root / "GEdit-Bench"))
+    # a hub snapshot: the snapshot's files are links to blobs named by their hash
     (root / "hub" / "data").mkdir(parents=True)
-    ds.to_parquet(str(root / "hub" / "data" / "train-00000-of-00001.parquet"))
+    (root / "blobs").mkdir()
+    ds.to_parquet(str(root / "blobs" / "9f2c4e"))
+    (root / "hub" / "data" / "train-00000-of-00001.parquet").symlink_to(root / "blobs" / "9f2c4e")
     # editors' outputs, one folder per editor; editor B did not write k1
     for model, shade in (("editorA", 0), ("editorB", 40)):
         (root / "outputs" / model).mkdir(parents=True)
@@ -101,6 +104,13 @@ def test_arrow_files_stream_and_file_format(gedit, tmp_path):
     shard = next((gedit / "GEdit-Bench").glob("*.arrow"))  # datasets writes IPC streams
     rep = read_manifest(shard, columns="id=key,source=input_image,edited=input_image_raw")
     assert [pixel(s.source) for s in rep.samples] == [list(c) for c in COLOURS]
+    # the `datasets` cache's layout: <name>-<split>.arrow beside dataset_info.json
+    cache = tmp_path / "stepfun-ai___g_edit-bench" / "default" / "0.0.0" / "0123abcd"
+    cache.mkdir(parents=True)
+    (cache / "g_edit-bench-train.arrow").write_bytes(shard.read_bytes())
+    (cache / "dataset_info.json").write_text((gedit / "GEdit-Bench" / "dataset_info.json").read_text())
+    rep = read_manifest(tmp_path / "stepfun-ai___g_edit-bench", columns="id=key,source=input_image,edited=input_image")
+    assert [pixel(s.source) for s in rep.samples] == [list(c) for c in COLOURS] and rep.split is None
     # the IPC file format (pyarrow.ipc.new_file), with plain binary image columns
     table = pa.table({"id": ["a", "b"], "src": pa.array([png(COLOURS[0]), png(COLOURS[2])], pa.binary()),
                       "out": pa.array([png(COLOURS[1]), png(COLOURS[1])], pa.binary()), "instruction": ["x", "y"]})
@@ -360,7 +370,7 @@ def test_report_of_a_parquet_run_shows_its_images(gedit, tmp_path):
     data = collect_run(out, by="task_type")
     sample = next(s for s in data["samples"] if s["id"] == "editorA/k1")
     assert parse_ref(sample["images"]["source"]) == TableImage(
-        str((gedit / "hub" / "data" / "train-00000-of-00001.parquet").resolve()), 1, "input_image")
+        str(gedit / "hub" / "data" / "train-00000-of-00001.parquet"), 1, "input_image")
     assert sample["category"] == "subject-add" and data["categories"] == ["color_alter", "subject-add"]
     assert sample["columns"]["instruction_language"] == "cn"
     with pytest.raises(InputError, match=r"--by 'nope': .* group by one of .*task_type"):
@@ -414,3 +424,30 @@ def test_meta_eval_pointwise_by_a_manifest_column(tmp_path):
     res = runner.invoke(app, ["meta-eval", "pointwise", "--human", str(tmp_path / "human.jsonl"), "--predictions",
                               str(tmp_path / "results.jsonl"), "--metric", "l1", "--by", "task"])
     assert res.exit_code == 2 and "--by 'task'" in res.output and "instruction_language" in res.output
+
+
+def test_compare_pairs_from_a_published_pair_table(tmp_path):
+    """EditScore's EditReward-Bench layout: input_image and output_images (two) embedded, one row per pair."""
+    F = datasets
+    feats = F.Features({"key": F.Sequence(F.Value("string")), "instruction": F.Value("string"),
+                        "input_image": F.Image(), "output_images": F.Sequence(F.Image()),
+                        "task_type": F.Value("string"), "dimension": F.Value("string")})
+    src = [png(COLOURS[0], seed=1), png(COLOURS[1], seed=2)]
+    ds = datasets.Dataset.from_dict({
+        "key": [["e1", "e2"], ["e3", "e4"]], "instruction": ["make it red", "make it green"],
+        "input_image": [{"bytes": b, "path": None} for b in src],
+        # pair 0: the first output is the source itself (L1 0); pair 1: the second is
+        "output_images": [[{"bytes": src[0], "path": None}, {"bytes": png((0, 0, 0)), "path": None}],
+                          [{"bytes": png((255, 255, 255)), "path": None}, {"bytes": src[1], "path": None}]],
+        "task_type": ["color_alter"] * 2, "dimension": ["overall"] * 2}, features=feats)
+    ds.to_parquet(str(tmp_path / "pairs.parquet"))
+    res = runner.invoke(app, ["compare", "--pairs", str(tmp_path / "pairs.parquet"), "--metric", "l1", "--columns",
+                              "source=input_image,edited_a=output_images[0],edited_b=output_images[1]",
+                              "--out", str(tmp_path / "v.jsonl")])
+    assert res.exit_code == 0, res.output
+    verdicts = [json.loads(x) for x in (tmp_path / "v.jsonl").read_text().splitlines()]
+    assert [(v["id"], v["label"], v["score_a"] == 0.0, v["score_b"] == 0.0) for v in verdicts] == [
+        ("0", 1, True, False), ("1", -1, False, True)]
+    res = runner.invoke(app, ["compare", "--pairs", str(tmp_path / "pairs.parquet"), "--metric", "l1"])
+    assert res.exit_code == 2 and "a pair needs source, edited_a, edited_b" in res.output
+    assert "map them with --columns" in res.output

@@ -269,7 +269,10 @@ def compare_cmd(
     edited_b: Optional[Path] = typer.Option(None, "--edited-b"),
     instruction: Optional[str] = typer.Option(None, "--instruction"),
     pairs: Optional[Path] = typer.Option(None, "--pairs", help="Many pairs: JSONL {id, source, edited_a, edited_b, "
-                                         "instruction} (e.g. pairs.jsonl of `editlens meta-eval prepare`)."),
+                                         "instruction} (e.g. pairs.jsonl of `editlens meta-eval prepare`), or a "
+                                         "parquet/arrow/datasets/JSON input with those columns (see --columns)."),
+    columns: Optional[str] = typer.Option(None, "--columns", help="With --pairs: map the file's columns, e.g. "
+                                          "source=input_image,edited_a=output_images[0],edited_b=output_images[1]."),
     out: Optional[Path] = typer.Option(None, "--out", help="With --pairs: write one verdict per line to this JSONL."),
     mmrb2_out: Optional[Path] = typer.Option(None, "--mmrb2-out", help="With --pairs: also write MMRB2's judgement "
                                              "file ({id: {forward, reverse}}) for its compute_accuracy.py."),
@@ -315,7 +318,7 @@ def compare_cmd(
     else:
         if any(v is not None for v in single):
             raise typer.BadParameter("--pairs replaces --source/--edited-a/--edited-b/--instruction")
-        items = C.read_pairs(pairs)
+        items = C.read_pairs(pairs, columns)
     if (out or mmrb2_out) and pairs is None:
         raise typer.BadParameter("--out and --mmrb2-out go with --pairs")
     if metric:

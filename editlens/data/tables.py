@@ -28,6 +28,7 @@ file's folder, or ``image_root``).
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -177,7 +178,8 @@ def _read_tables(p: Path, files: list[Path], split: str | None, kind: str, featu
         # an arrow file is memory-mapped: its empty cells are known without reading any image
         nulls = ({c: table.column(c).is_null().to_pylist() for c in images}
                  if f.suffix.lower() == ".arrow" else {})
-        fstr = str(f.resolve())
+        # absolute, not resolved: a hub snapshot's files are links to blobs named by hash, without a suffix
+        fstr = os.path.abspath(f)
         for i in range(n):
             values = dict(plain[i]) if plain else {}
             for c, labels in names.items():
@@ -193,7 +195,7 @@ def _read_tables(p: Path, files: list[Path], split: str | None, kind: str, featu
                     values[c] = [TableImage(fstr, i, c, j) for j in range(k)]
                 else:
                     values[c] = TableImage(fstr, i, c)
-            rows.append(InputRow(total, f"{f} row {i}", values, None, f.resolve().parent))
+            rows.append(InputRow(total, f"{f} row {i}", values, None, Path(fstr).parent))
             total += 1
     if not rows:
         raise InputError(f"{p}: the table has no rows")
