@@ -31,7 +31,7 @@ def read_input(manifest: Path, *, skip_invalid: bool = False, columns: str | Non
     """``(ManifestReport, inputs record)``; dropped rows and missing outputs are printed to stderr."""
     from editlens.data.manifest import read_manifest
 
-    options = {"columns": columns, "encoding": encoding, "delimiter": delimiter, "split": split,
+    options: dict[str, Any] = {"columns": columns, "encoding": encoding, "delimiter": delimiter, "split": split,
                "edits": str(edits.resolve()) if edits else None, "edits_pattern": edits_pattern,
                "image_root": str(image_root.resolve()) if image_root else None, "clip_boxes": clip_boxes}
     report = read_manifest(manifest, skip_invalid=skip_invalid, check_files=check_files, **options)

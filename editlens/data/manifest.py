@@ -294,7 +294,7 @@ def rename_columns(row: dict[str, Any], mapping: Mapping[str, str]) -> dict[str,
     """``row`` with the file's columns renamed to editlens' (``mapping`` from :func:`parse_columns`)."""
     if not mapping:
         return row
-    theirs = {(_INDEXED.match(c).group(1) if _INDEXED.match(c) else c) for c in mapping.values()}
+    theirs = {(m.group(1) if (m := _INDEXED.match(c)) else c) for c in mapping.values()}
     out = {k: v for k, v in row.items() if k not in theirs or k in mapping}
     for ours, col in mapping.items():
         m = _INDEXED.match(col)

@@ -71,7 +71,7 @@ class InputRows:
 
 
 def read_rows(path: str | Path, *, split: str | None = None, encoding: str = "utf-8",
-              delimiter: str | None = None, image_root: str | Path | None = None) -> InputRows:
+              delimiter: str | None = None, image_root: str | os.PathLike | None = None) -> InputRows:
     """Read ``path`` in whichever published format it is (see the module docstring)."""
     p = Path(path).expanduser()
     if not p.exists():

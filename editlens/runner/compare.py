@@ -68,7 +68,7 @@ def read_pairs(path: Path, columns: str | Mapping[str, str] | None = None) -> li
             raise InputError(f"{where}: pair id {pid!r} appears twice")
         seen.add(pid)
         base = r.base or Path(path).parent
-        images = []
+        images: list[Any] = []
         for k in ("source", "edited_a", "edited_b"):
             value = row[k]
             ref = parse_ref(value)
@@ -80,7 +80,7 @@ def read_pairs(path: Path, columns: str | Mapping[str, str] | None = None) -> li
                     str(base / ref.file), ref.row, ref.column, ref.index))
             else:
                 images.append(str(Path(value) if Path(value).is_absolute() else base / value))
-        out.append(PairItem(pid, *images, str(row["instruction"]).strip()))
+        out.append(PairItem(pid, images[0], images[1], images[2], str(row["instruction"]).strip()))
     if not out:
         raise InputError(f"{path}: no pairs")
     return out
