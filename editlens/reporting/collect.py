@@ -339,6 +339,9 @@ def _completeness(run: Path, run_manifest: Mapping[str, Any], by_id: Mapping[str
     return {"state": state, "done": done, "total": total, "started": run_manifest.get("started"),
             "finished": run_manifest.get("finished"), "skipped_rows": int(inputs.get("skipped_rows") or 0),
             "skipped_row_reasons": [[r[0], r[1]] for r in reasons if isinstance(r, (list, tuple)) and len(r) == 2],
+            # outputs an editor of --edits did not write: not scored, each with the path looked for
+            "missing_edits": [m for m in inputs.get("missing_edits") or [] if isinstance(m, dict)],
+            "n_missing_edits": int(inputs.get("n_missing_edits") or 0),
             "not_run": not_run}
 
 

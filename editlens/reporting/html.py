@@ -375,6 +375,14 @@ def _completeness_html(c: Mapping[str, Any]) -> str:
             items += f"<li>… {more} more (the run recorded {len(reasons)} reasons)</li>"
         extra.append(f'<details class="skipped-rows"><summary>{c["skipped_rows"]} manifest row(s) skipped '
                      f'(--skip-invalid)</summary><ul>{items}</ul></details>')
+    if c.get("n_missing_edits"):
+        shown = c.get("missing_edits") or []
+        items = "".join(f"<li>{_e(m.get('model'))}/{_e(m.get('id'))}: {_e(m.get('looked_for'))} not found</li>"
+                        for m in shown[:50])
+        if c["n_missing_edits"] > min(len(shown), 50):
+            items += f"<li>… {c['n_missing_edits'] - min(len(shown), 50)} more (`editlens runs show` lists them)</li>"
+        extra.append(f'<details class="missing-edits"><summary>{c["n_missing_edits"]} edit(s) without an output '
+                     f'(not scored)</summary><ul>{items}</ul></details>')
     if c.get("resized"):
         extra.append(f'<span class="resized" data-resized="{c["resized"]}">{c["resized"]} edit(s) resized to the '
                      'source size before scoring (each card says which)</span>')
