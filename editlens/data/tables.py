@@ -313,7 +313,7 @@ def _read_json_files(folder: Path, files: list[Path], encoding: str, root: Path 
             raise InputError(f"{f}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
         subset = None if single else (str(f.parent.relative_to(folder)) if f.parent != folder else None)
         base = root or f.resolve().parent
-        for pos, (where, values, error) in enumerate(_json_records(f, data)):
+        for where, values, error in _json_records(f, data):
             if values is not None and subset is not None:
                 values.setdefault("subset", subset)
                 if "key" in values and values.get("id") == values["key"]:  # keys repeat across files

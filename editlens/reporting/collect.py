@@ -426,10 +426,9 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
                 seed: int = 0, n_boot: int = 1000, by: str | None = None) -> dict[str, Any]:
     """Everything the run report shows, as plain data (see module docstring). ``by``: the
     manifest column whose values are the report's categories (default ``edit_type``)."""
-    from editlens.reporting.runs import group_label
     from editlens.metrics.spec import MEASURES
     from editlens.reporting.leaderboard import leaderboards
-    from editlens.reporting.runs import _open
+    from editlens.reporting.runs import _open, group_label
     from editlens.reporting.trust_html import load_probe
 
     run = Path(run_dir)

@@ -92,8 +92,9 @@ class JudgeComparer:
     def __init__(self, options: Mapping[str, Any]) -> None:
         from editlens.metrics.registry import create_metric
 
-        self.judge = create_metric("pairwise", **dict(options))
-        self.name = f"pairwise ({self.judge.orders})"
+        judge: Any = create_metric("pairwise", **dict(options))  # a PairwiseJudge
+        self.judge = judge
+        self.name = f"pairwise ({judge.orders})"
 
     def compare(self, items: Sequence[PairItem], batch_size: int = 8) -> list[dict[str, Any]]:
         out = []

@@ -198,8 +198,8 @@ def export(rows: list[dict[str, Any]], path: str | os.PathLike, fmt: str | None 
     base = ["sample_id", "evaluator", "config_hash", "model", "status", "value", "reason", "details"]
     extra: list[str] = []
     if columns:
-        for cols in columns.values():
-            extra += [c for c in cols if c not in base and c not in extra]
+        for of_sample in columns.values():
+            extra += [c for c in of_sample if c not in base and c not in extra]
         rows = [{**r, **{c: v for c, v in (columns.get(r["sample_id"]) or {}).items() if c not in base}}
                 for r in rows]
     flat = [{**{k: _cell(v) for k, v in r.items() if k != "details"},
