@@ -388,6 +388,20 @@ def test_report_of_a_parquet_run_shows_its_images(gedit, tmp_path):
     assert len(copies) == 3 + 5 and sum(n.endswith("_input_image.png") for n in copies) == 3
     copied = next((tmp_path / "r_images").glob("*_r1_input_image.png"))
     assert pixel(str(copied)) == list(COLOURS[1])
+    # `editlens view` serves the embedded image's own bytes
+    import urllib.request
+
+    from editlens.reporting.serve import ReportServer
+
+    server = ReportServer(out)
+    server.serve_in_background()
+    try:
+        n = server.images.index(sample["images"]["source"])
+        got = urllib.request.urlopen(server.url + f"image/{n}", timeout=10)
+        assert got.headers["Content-Type"] == "image/png"
+        assert list(Image.open(io.BytesIO(got.read())).getpixel((0, 0))) == list(COLOURS[1])
+    finally:
+        server.close()
 
 
 def test_probe_builds_controls_on_table_images(gedit, tmp_path):
