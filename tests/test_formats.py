@@ -356,6 +356,11 @@ def test_edits_folder_with_a_missing_output(gedit, tmp_path):
     res = runner.invoke(app, ["runs", "summary", str(out), "--by", "instruction_language", "--json"])
     groups = {(r["group"], r["evaluator"]): r["n"] for r in json.loads(res.stdout)}
     assert groups == {("en", "l1"): 4, ("cn", "l1"): 1}
+    # a run whose results.jsonl predates the columns: they are read again from its manifest, as it was read
+    (out / "results.jsonl").write_text("".join(json.dumps({"id": k, "scores": r["scores"]}) + "\n"
+                                               for k, r in rows.items()))
+    res = runner.invoke(app, ["runs", "summary", str(out), "--by", "instruction_language", "--json"])
+    assert {(r["group"], r["evaluator"]): r["n"] for r in json.loads(res.stdout)} == groups
 
 
 def test_report_of_a_parquet_run_shows_its_images(gedit, tmp_path):
