@@ -383,6 +383,7 @@ def test_report_of_a_parquet_run_shows_its_images(gedit, tmp_path):
     page = write_run_report(out, tmp_path / "r.html", images="copy", by="task_type").read_text()
     # every image got a thumbnail (none could not be read) and a full-size copy beside the report
     assert "cannot be read" not in page
+    assert '<option value="type">task_type</option>' in page  # the leaderboards group by the column asked for
     assert data["completeness"]["n_missing_edits"] == 1
     assert f"editorB/k1: {gedit / 'outputs' / 'editorB' / 'k1.png'} not found" in page
     doc = json.loads(re.search(r'<script type="application/json" id="report-data">(.*?)</script>', page, re.S).group(1))
