@@ -399,7 +399,7 @@ def test_report_of_a_parquet_run_shows_its_images(gedit, tmp_path):
 
     from editlens.reporting.serve import ReportServer
 
-    server = ReportServer(out)
+    server = ReportServer(out, by="task_type")
     server.serve_in_background()
     try:
         n = server.images.index(sample["images"]["source"])

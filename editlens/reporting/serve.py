@@ -110,7 +110,8 @@ class ReportServer:
 
         t0 = time.perf_counter()
         state = self._watched_state()
-        data = collect_run(self.run_dir, manifest=self.options.get("manifest"), human=self.options.get("human"))
+        data = collect_run(self.run_dir, manifest=self.options.get("manifest"), human=self.options.get("human"),
+                           by=self.options.get("by"))
         paths = sorted({p for s in data["samples"] for p in s["images"].values()})
         for p in paths:
             if p not in self._index:
