@@ -174,7 +174,7 @@ def _read_tables(p: Path, files: list[Path], split: str | None, kind: str, featu
         plain = table.select([c for c in schema.names if c not in images]).to_pylist() if table is not None else []
         n = table.num_rows if table is not None else 0
         lists = {c for c in images if _is_list(schema.field(c).type)}
-        list_lengths = ({c: table.column(c).combine_chunks() for c in lists} if lists else {})
+        list_cells = {c: table.column(c).combine_chunks() for c in lists}
         # an arrow file is memory-mapped: its empty cells are known without reading any image
         nulls = ({c: table.column(c).is_null().to_pylist() for c in images}
                  if f.suffix.lower() == ".arrow" else {})
@@ -187,10 +187,10 @@ def _read_tables(p: Path, files: list[Path], split: str | None, kind: str, featu
                 if isinstance(v, int) and 0 <= v < len(labels):
                     values[c] = labels[v]
             for c in images:
-                if nulls.get(c, [False] * n)[i]:
+                if c in nulls and nulls[c][i]:
                     values[c] = None
                 elif c in lists:
-                    cell = list_lengths[c][i]
+                    cell = list_cells[c][i]
                     k = 0 if not cell.is_valid else len(cell)
                     values[c] = [TableImage(fstr, i, c, j) for j in range(k)]
                 else:
@@ -203,8 +203,9 @@ def _read_tables(p: Path, files: list[Path], split: str | None, kind: str, featu
 
 
 def _read_table_file(f: Path) -> tuple[Any, Any]:
-    """The table less its image bytes where that saves reading (parquet reads every column but
-    the images' ``bytes`` lazily: the whole file is read only on arrow's memory map)."""
+    """The table and its schema. A parquet file is read without its single-image columns (their
+    cells are read when an image is loaded; lists of images are read, to count them); an arrow
+    file is memory-mapped, so nothing is read until it is touched."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
