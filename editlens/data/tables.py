@@ -149,6 +149,10 @@ def _read_datasets_folder(p: Path, split: str | None) -> InputRows:
 
 def _read_tables(p: Path, files: list[Path], split: str | None, kind: str, features: Any = None,
                  split_name: str | None = None) -> InputRows:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise InputError(f"{p}: reading parquet/arrow files needs pyarrow: pip install 'editlens[parquet]'") from None
     root = p if p.is_dir() else p.parent
     if len(files) > 1 or split:
         splits = {f: _split_of(f, root) for f in files}
