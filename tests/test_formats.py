@@ -203,7 +203,7 @@ def test_json_and_image_folders(tmp_path):
     (bench / "animal" / "000342021.jpg").write_bytes(png(COLOURS[0]))
     (bench / "animal" / "000342022.jpg").write_bytes(png(COLOURS[1]))
     (bench / "basic_edit.json").write_text(json.dumps({
-        "1": {"id": "animal/000342021.jpg", "prompt": "add a hat to the dog", "edit_type": "add"},
+        "1": {"id": "animal/000342021.jpg", "prompt": "make the dog's fur white", "edit_type": "adjust"},
         "2": {"id": "animal/000342022.jpg", "prompt": "replace the dog with a cat", "edit_type": "replace"}}))
     (tmp_path / "outs" / "editorA").mkdir(parents=True)
     for k in ("1", "2"):
@@ -213,6 +213,9 @@ def test_json_and_image_folders(tmp_path):
     assert [s.id for s in rep.samples] == ["editorA/1", "editorA/2"]
     assert [pixel(s.source) for s in rep.samples] == [list(COLOURS[0]), list(COLOURS[1])]
     assert rep.samples[1].metadata == {"edit_type": "replace", "row_id": "2"} and rep.samples[1].model == "editorA"
+    from editlens.data.edit_types import edit_type_of
+
+    assert [edit_type_of(s) for s in rep.samples] == ["attribute", "replace"]  # ImgEdit's own type names
 
     kris = tmp_path / "KRIS_Bench"
     for cat, colour in (("color_change", COLOURS[0]), ("count_change", COLOURS[1])):
