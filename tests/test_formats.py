@@ -229,6 +229,19 @@ def test_json_and_image_folders(tmp_path):
     assert [pixel(s.source) for s in rep.samples] == [list(COLOURS[0]), list(COLOURS[1])]
 
 
+def test_aurora_bench_parquet_keeps_its_source_column(tmp_path):
+    """AURORA-Bench: image bytes in `input`, no id, and a `source` column naming the dataset an edit is
+    from; mapped source=input, the file's own `source` stays as `source_in_file` (groups with --by)."""
+    img = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    pq.write_table(pa.table({"input": pa.array([{"bytes": png(c), "path": "input.png"} for c in COLOURS], img),
+                             "instruction": ["move the cup left", "add a ball", "remove the cube"],
+                             "source": ["something", "clevr", "kubric"]}), tmp_path / "test.parquet")
+    rep = read_manifest(tmp_path / "test.parquet", columns="source=input,edited=input")
+    assert [s.id for s in rep.samples] == ["row-0", "row-1", "row-2"]
+    assert [s.metadata["source_in_file"] for s in rep.samples] == ["something", "clevr", "kubric"]
+    assert pixel(rep.samples[2].source) == list(COLOURS[2])
+
+
 def test_table_references_round_trip_through_a_jsonl_manifest(gedit, tmp_path):
     rep = read_manifest(gedit / "hub", columns="id=key,source=input_image,edited=input_image_raw")
     out = write_manifest(rep.samples, tmp_path / "m.jsonl")

@@ -36,7 +36,8 @@ def read_input(manifest: Path, *, skip_invalid: bool = False, columns: str | Non
                "image_root": str(image_root.resolve()) if image_root else None, "clip_boxes": clip_boxes}
     report = read_manifest(manifest, skip_invalid=skip_invalid, check_files=check_files, **options)
     for line, reason in report.problems:
-        typer.echo(f"skipped {manifest} {report.unit} {line}: {reason}", err=True)
+        where = f"{manifest}:{line}" if report.unit == "line" else f"{manifest} {report.unit} {line}"
+        typer.echo(f"skipped {where}: {reason}", err=True)
     for miss in report.missing:
         typer.echo(f"skipped edit {miss.model}/{miss.id}: {miss.reason()}", err=True)
     if report.missing:

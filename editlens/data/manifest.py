@@ -291,12 +291,16 @@ _INDEXED = re.compile(r"^(.+)\[(\d+)\]$")
 
 
 def rename_columns(row: dict[str, Any], mapping: Mapping[str, str]) -> dict[str, Any]:
-    """``row`` with the file's columns renamed to editlens' (``mapping`` from :func:`parse_columns`)."""
+    """``row`` with the file's columns renamed to editlens' (``mapping`` from :func:`parse_columns`).
+    A file column that has an editlens name but is replaced by another column (AURORA-Bench's
+    ``source``, the dataset an edit comes from, when ``source=input``) is kept as ``<name>_in_file``."""
     if not mapping:
         return row
     theirs = {(m.group(1) if (m := _INDEXED.match(c)) else c) for c in mapping.values()}
     out = {k: v for k, v in row.items() if k not in theirs or k in mapping}
     for ours, col in mapping.items():
+        if ours in row and ours not in theirs and col != ours:
+            out[f"{ours}_in_file"] = row[ours]
         m = _INDEXED.match(col)
         if m and m.group(1) in row and col not in row:
             items, i = row[m.group(1)], int(m.group(2))
