@@ -92,11 +92,14 @@ def pointwise(human: Path = typer.Option(..., "--human", help="JSONL {id, model,
                                            "ADIEE's release; the per-model mean beside it), aurora-per-model "
                                            "(mean of per-model Spearman), official, fisher, mean."),
               n_boot: int = typer.Option(1000, "--n-boot"), seed: int = typer.Option(0, "--seed"),
+              by: Optional[str] = typer.Option(None, "--by", help="Also break the agreement down by a field of the "
+                                               "human file or the predictions (results.jsonl keeps every manifest "
+                                               "column, e.g. task_type, instruction_language)."),
               json_out: bool = JsonOpt, report: Optional[Path] = ReportOpt) -> None:
     """Point-wise agreement (AURORA-Bench style) with CIs and system-level tau."""
     from editlens.meta.reports import pointwise_report
 
-    rep = pointwise_report(human, predictions, metric, protocol, n_boot, seed)
+    rep = pointwise_report(human, predictions, metric, protocol, n_boot, seed, by=by)
     if report is not None:
         from editlens.reporting.meta_html import pointwise_points
 
@@ -116,6 +119,10 @@ def pointwise(human: Path = typer.Option(..., "--human", help="JSONL {id, model,
     for m, c in rep["overall"].items():
         typer.echo(f"  {m:<8} {c['value']:.4f}  95% CI [{c['ci95'][0]:.4f}, {c['ci95'][1]:.4f}]")
     typer.echo(f"  system-level Kendall tau {rep['system_level']['kendall_tau']:.4f}")
+    if rep.get("by_column"):
+        typer.echo(f"  by {rep['by_column']['column']}:")
+        for g, v in rep["by_column"]["groups"].items():
+            typer.echo(f"    {g:<24} n={v['n']:<5} Spearman {_f(v['spearman']['value'])}")
     _echo_trust(rep)
 
 
