@@ -207,10 +207,9 @@ def editscore_bench_cmd(bench: Path = BenchOpt, predictions: Path = typer.Option
                         metric: Optional[str] = MetricOpt, json_out: bool = JsonOpt,
                         report: Optional[Path] = ReportOpt) -> None:
     """EditScore's EditReward-Bench: pairwise accuracy per subtask and dimension, the 13-subtask average and 4 groups."""
-    from editlens.meta import rewardbench as R
+    from editlens.bench.registry import get
 
-    rep = R.editscore_bench_report(R.load_benchmark("editscore-bench", bench), R.load_results(predictions, metric),
-                                   metric or "score")
+    rep = get("editscore-bench").run_protocol("editscore", bench=bench, predictions=predictions, metric=metric)
     _write_report(report, rep, "EditScore EditReward-Bench")
     if json_out:
         emit_json(rep)
@@ -228,10 +227,9 @@ def editreward_bench_cmd(bench: Path = BenchOpt, predictions: Path = typer.Optio
                          metric: Optional[str] = MetricOpt, json_out: bool = JsonOpt,
                          report: Optional[Path] = ReportOpt) -> None:
     """TIGER-Lab's EditReward-Bench: 2-way tie-calibrated accuracy, 3/4-way C/(C+D), strict group accuracy."""
-    from editlens.meta import rewardbench as R
+    from editlens.bench.registry import get
 
-    scores = R.scored_values(R.load_results(predictions, metric))
-    rep = R.editreward_bench_report(R.load_benchmark("editreward-bench", bench), scores, metric or "score")
+    rep = get("editreward-bench").run_protocol("editreward", bench=bench, predictions=predictions, metric=metric)
     _write_report(report, rep, "TIGER-Lab EditReward-Bench")
     if json_out:
         emit_json(rep)
@@ -251,15 +249,12 @@ def mmrb2_cmd(bench: Path = BenchOpt, predictions: Optional[Path] = PredOpt, met
               multi_input: str = typer.Option("skip", "--multi-input", help="skip or first (see meta-eval prepare)."),
               json_out: bool = JsonOpt, report: Optional[Path] = ReportOpt) -> None:
     """MMRB2 image editing: accuracy over both presentation orders, per order, and their consistency."""
-    from editlens.meta import rewardbench as R
+    from editlens.bench.registry import get
 
     if (predictions is None) == (verdicts is None):
         raise typer.BadParameter("give exactly one of --predictions (a point-wise evaluator) or --verdicts (a pairwise judge)")
-    b = R.load_benchmark("mmrb2", bench, multi_input=multi_input)
-    if predictions is not None:
-        rep = R.mmrb2_report(b, scores=R.scored_values(R.load_results(predictions, metric)), metric=metric)
-    else:
-        rep = R.mmrb2_report(b, verdicts=R.load_verdicts(verdicts), metric="pairwise judge")
+    rep = get("mmrb2").run_protocol("mmrb2", bench=bench, predictions=predictions, verdicts=verdicts, metric=metric,
+                                    multi_input=multi_input)
     _write_report(report, rep, "MMRB2 image editing")
     if json_out:
         emit_json(rep)

@@ -46,6 +46,13 @@ def grouped_bootstrap_ci(pred: Mapping[str, Mapping[str, float]], human: Mapping
     return (float(np.quantile(v, 0.025)), float(np.quantile(v, 0.975))) if v.size else (float("nan"),) * 2
 
 
+def labels(benchmark: str, path: str | Path, **options: Any) -> Any:
+    """People's labels as the benchmark's adapter reads them (:mod:`editlens.bench`)."""
+    from editlens.bench.registry import get
+
+    return get(benchmark).labels(path, **options)
+
+
 def _split_id(sid: str, models: Mapping[str, str]) -> tuple[str, str]:
     """(group, item) of an editlens run sample id: group = its model, item =
     the id's last '/'-separated part (ImagenHub manifests use METHOD/UID)."""
@@ -158,7 +165,7 @@ def imagenhub_report(ratings_dir: str | Path, judge_outputs: str | Path | None =
     ``uid`` and ``instruction``, by default ``samples.jsonl`` beside the
     ratings folder when there is one), a breakdown by edit type.
     """
-    human = B.load_imagenhub_human(ratings_dir)
+    human = labels("imagenhub", ratings_dir)
     if (judge_outputs is None) == (predictions is None):
         raise InputError("give exactly one of --judge-outputs or --predictions")
     if judge_outputs is not None:
@@ -229,7 +236,7 @@ def imagenhub_report(ratings_dir: str | Path, judge_outputs: str | Path | None =
 
 
 def genai_bench_report(path: str | Path) -> dict[str, Any]:
-    items = B.load_genai_results(path)
+    items = labels("genai-bench", path)
     return {"benchmark": "genai-bench-edition", **genai_bench_accuracy(items)}
 
 
@@ -252,7 +259,7 @@ def pointwise_report(human_path: str | Path, pred_path: str | Path, metric: str 
     (ImagenHub-style aggregations of per-group Spearman). ``by``: also a breakdown
     (``by_column``) per value of that field of the human file's or the predictions' rows.
     """
-    human, groups = B.load_pointwise_human(human_path)
+    human, groups = labels("aurora", human_path, kind="pointwise")
     scores, _, unscored = B.load_predictions(pred_path, metric)
     ids = sorted(set(human) & set(scores))
     missing = sorted(set(human) - set(scores) - set(unscored))
@@ -318,7 +325,7 @@ def pointwise_report(human_path: str | Path, pred_path: str | Path, metric: str 
 
 def pairwise_report(human_path: str | Path, pred_path: str | Path, metric: str | None = None) -> dict[str, Any]:
     """Pairwise accuracy with tie calibration, over pairs whose two edits are both scored."""
-    pairs = B.load_pairwise_human(human_path)
+    pairs = labels("aurora", human_path, kind="pairwise")
     scores, _, unscored = B.load_predictions(pred_path, metric)
     usable = [p for p in pairs if p["a"] in scores and p["b"] in scores]
     unparsable = [p["id"] for p in pairs if p["a"] in unscored or p["b"] in unscored]
