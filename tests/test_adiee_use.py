@@ -168,7 +168,7 @@ def test_score_endpoint():
     from fastapi import FastAPI
     from fastapi.testclient import TestClient
 
-    from editlens.adiee.serve import score_router
+    from editlens.runner.score_server import score_router
     from editlens.metrics.registry import create_metric
     from editlens.core.types import LoadedEdit
 
@@ -215,7 +215,7 @@ def test_make_data_cli(tmp_path):
 def test_serve_includes_score_router_behind_api_key():
     from fastapi.testclient import TestClient
 
-    from editlens.adiee.serve import score_router
+    from editlens.runner.score_server import score_router
     from editlens.backends.server import build_app
     from editlens.metrics.registry import create_metric
 

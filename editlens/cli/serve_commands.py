@@ -79,7 +79,7 @@ def serve_cmd(
                          max_prompt_tokens=max_prompt_tokens, read_timeout=read_timeout)
     routers, served = [], {}
     if score:  # POST /v1/score with registered evaluators (adiee, editscore, editreward...), for RL trainers
-        from editlens.adiee.serve import score_router
+        from editlens.runner.score_server import score_router
         from editlens.runner.selection import parse_options, select_metrics
 
         sel = select_metrics(split_names(score), models=parse_models(model), options=parse_options(option or []),
@@ -94,7 +94,7 @@ def serve_cmd(
                          slice_ms=slice_ms)
         what = name or vlm
     else:
-        from editlens.adiee.serve import score_app
+        from editlens.runner.score_server import score_app
 
         app_ = score_app(served, api_key=key, max_image_bytes=limits.max_image_bytes)
         what = f"/v1/score ({', '.join(served)})"

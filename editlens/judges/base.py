@@ -33,6 +33,8 @@ class VLMJudge(Metric):
     """
 
     template_names: tuple[str, ...] = ()
+    #: images one request of this judge carries (checked once against an engine, see editlens.backends.engine)
+    images_per_prompt: int = 2
 
     def __init__(self, vlm: str | None = None, vlm_model: str | None = None, device: str = "auto",
                  dtype: str = "auto", cache: bool | str = True, templates: dict[str, str] | None = None,
@@ -55,8 +57,12 @@ class VLMJudge(Metric):
         if self._backend is None:
             from editlens.backends.factory import create_backend
 
+            from editlens.backends.engine import EngineNeeds
+
             self._backend = create_backend(self.vlm, device=self.device, dtype=self.dtype, batch_size=self.batch_size,
-                                           cache=self.cache, http_model=self.vlm_model, models=self.models)
+                                           cache=self.cache, http_model=self.vlm_model, models=self.models,
+                                           needs=EngineNeeds(self.images_per_prompt, False, self.max_new_tokens),
+                                           who=f"judge {self.name!r}")
         return self._backend
 
     def describe(self) -> dict[str, Any]:

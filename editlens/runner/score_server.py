@@ -1,4 +1,4 @@
-"""``POST /v1/score``: scores for a batch of edits, for RL trainers over HTTP.
+"""``POST /v1/score``: scores for a batch of edits from any registered evaluator, for RL trainers over HTTP.
 
 Request: ``{"items": [{"source": IMG, "edited": IMG, "instruction": str}, ...],
 "metric": "adiee", "details": false}`` where IMG is a ``data:image/...;base64,``
