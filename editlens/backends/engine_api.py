@@ -21,6 +21,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from fastapi import Request  # at module level: FastAPI resolves the endpoints' annotations here
+
 from editlens.backends.types import ChatRequest
 from editlens.errors import ModelUnavailableError
 
@@ -117,7 +119,7 @@ def load_adapter(backend: Any, adapter_dir: str | Path, name: str, merge: bool =
 def tokenizer_router(tokenizer_of: Any, max_model_len: int | None) -> Any:
     """``POST /tokenize`` and ``POST /detokenize`` (vLLM's shapes; at the server root and under ``/v1``).
     ``tokenizer_of(model name)`` gives the tokenizer, or ``None`` for a model not served."""
-    from fastapi import APIRouter, Request
+    from fastapi import APIRouter
     from fastapi.responses import JSONResponse
 
     router = APIRouter()

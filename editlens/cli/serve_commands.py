@@ -48,10 +48,24 @@ def serve_cmd(
     access_log: bool = typer.Option(True, "--access-log/--no-access-log", help="One stderr line per request."),
     device: str = DeviceOpt,
     dtype: str = DtypeOpt,
-    score: Optional[str] = typer.Option(None, "--score", help="Also serve POST /v1/score with these evaluators (e.g. adiee)."),
+    score: Optional[str] = typer.Option(None, "--score", help="Also serve POST /v1/score with these evaluators "
+                                        "(e.g. adiee, editscore, yes_no, viescore; judges use --vlm)."),
     model: Optional[List[str]] = ModelOpt,
     option: Optional[List[str]] = typer.Option(None, "--option", help="Evaluator option METRIC.KEY=VALUE for --score "
                                                "(e.g. editscore.samples=4). Repeatable."),
+    adapter: Optional[List[str]] = typer.Option(None, "--adapter", help="Serve a LoRA adapter of --vlm as a model "
+                                                "of its own, NAME=DIR (as vLLM's --lora-modules). Repeatable."),
+    merge_adapters: bool = typer.Option(False, "--merge-adapters/--keep-adapters", help="Fold each adapter into "
+                                        "its own copy of the base (as EditScore runs in-process) or keep it beside "
+                                        "the weights (as vLLM and DICE in-process run it)."),
+    max_images_per_prompt: Optional[int] = typer.Option(None, "--max-images-per-prompt", min=1, help="Refuse "
+                                                        "prompts with more images (as vLLM's --limit-mm-per-prompt)."),
+    vlm_model: Optional[str] = typer.Option(None, "--vlm-model", help="With --score and --vlm URL: the model name "
+                                            "on that engine the judges use (default: the first it lists)."),
+    cache: str = typer.Option("default", "--cache", help="Response cache of --score judges: 'default' (user cache "
+                              "dir), a file path, or 'none' (every request answered afresh)."),
+    template: Optional[List[str]] = typer.Option(None, "--template", help="Replace a judge prompt template, "
+                                                 "NAME=PATH. Repeatable."),
 ) -> None:
     """Serve a local VLM over an OpenAI-compatible /v1/chat/completions API (and /v1/score with --score)."""
     from editlens.backends.local import TransformersBackend
@@ -64,7 +78,8 @@ def serve_cmd(
     if not vlm and not score:
         typer.echo("error: give --vlm (a local model to serve) and/or --score (evaluators for /v1/score)", err=True)
         raise typer.Exit(2)
-    if vlm and vlm.startswith(("http://", "https://")):
+    engine = bool(vlm) and vlm.startswith(("http://", "https://"))  # type: ignore[union-attr]
+    if engine and not score:
         typer.echo(f"error: editlens serve loads a local model (--vlm HUB_ID_OR_DIR); {vlm} is already a server: "
                    "pass it as --vlm to score, run or compare instead", err=True)
         raise typer.Exit(2)
