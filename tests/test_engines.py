@@ -180,3 +180,75 @@ def test_box_convention_of_an_engine_comes_from_the_served_family():
     assert box_convention({"model": "Qwen/Qwen2.5-VL-7B-Instruct"}) == "pixels"
     assert box_convention({"model": "judge", "served": json.dumps({"root": "/m/Qwen2-VL-2B-Instruct"})}) == "per-mille"
     assert box_convention({"model": "judge"}) == "fraction"
+
+
+def test_serve_score_serves_judges_reward_models_and_adiee(tmp_path, tiny_vlm_dirs, editscore_dirs, monkeypatch):
+    """`editlens serve --score` with prompted judges (through the served --vlm), EditScore and ADIEE."""
+    import base64
+    import io
+
+    import httpx
+    from PIL import Image
+    from typer.testing import CliRunner
+
+    from editlens.adiee.checkpoint import save_released, scorer_from_base
+    from editlens.backends import serving
+    from editlens.cli.main import app
+
+    ckpt = save_released(scorer_from_base(str(tiny_vlm_dirs["llava_next"]), device="cpu"), tmp_path / "adiee")
+    _, adapter = editscore_dirs["q25"]
+    apps = []
+    monkeypatch.setattr(serving, "serve_app", lambda app_, *a, **k: apps.append(app_))
+    res = CliRunner().invoke(app, [
+        "serve", "--score", "yes_no,viescore,editscore,adiee", "--vlm", str(tiny_vlm_dirs["idefics3"]),
+        "--model", f"editscore={adapter}", "--model", f"adiee={ckpt}", "--option", "editscore.max_new_tokens=24",
+        "--option", "adiee.image_side=32", "--option", "adiee.require_token=false", "--cache", "none",
+        "--option", "yes_no.max_new_tokens=6", "--option", "viescore.max_new_tokens=6",
+        "--port", "0"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    (served,) = apps
+
+    def b64(a):
+        buf = io.BytesIO()
+        Image.fromarray(a).save(buf, format="PNG")
+        return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+    e = _edit(4, (32, 32))
+    item = {"source": b64(e.source), "edited": b64(e.edited), "instruction": "add a hat", "task": "motion"}
+    with running(served) as url:
+        root = url[: -len("/v1")]
+        got = {}
+        for metric in ("yes_no", "viescore", "editscore", "adiee"):
+            n = 8 if metric == "editscore" else 1
+            r = httpx.post(f"{root}/v1/score", json={"metric": metric, "items": [item] * n}, timeout=120)
+            assert r.status_code == 200, r.text
+            got[metric] = r.json()["scores"]
+        # the prompted judges answer through the model served here; noise answers are unscored with a reason
+        for metric in ("yes_no", "viescore"):
+            (s,) = got[metric]
+            assert s["status"] in ("scored", "unscored") and (s["status"] == "scored" or s["reason"])
+            assert s["decoding"] == "greedy"
+        assert [s["value"] for s in got["editscore"]] == [8.0] * 8
+        assert got["editscore"][0]["decoding"] == "sampled" and got["editscore"][0]["seed"] == 42
+        assert got["adiee"][0]["status"] == "scored" and got["adiee"][0]["decoding"] == "none"
+        stats = httpx.get(f"{root}/v1/score/stats").json()["metrics"]
+        assert stats["editscore"]["motion"]["flags"] == ["constant"] and stats["editscore"]["motion"]["served"] == 8
+        assert stats["adiee"]["motion"]["flags"] == []  # one reward is too few to call it stuck
+        # the chat endpoint of the same model is served beside /v1/score
+        assert httpx.get(f"{url}/models").json()["data"][0]["id"] == str(tiny_vlm_dirs["idefics3"])
+
+
+def test_reward_stats_flag_stuck_and_constant_tasks():
+    from editlens.runner.score_server import MIN_FOR_FLAGS, RewardStats
+
+    stats = RewardStats()
+    for k in range(MIN_FOR_FLAGS):
+        stats.add("editscore", "motion", 0.0)
+        stats.add("editscore", "color", 7.5)
+        stats.add("editscore", "add", float(k))
+        stats.add("editscore", "broken", None)
+    report = stats.report()["metrics"]["editscore"]
+    assert report["motion"]["flags"] == ["stuck at 0"] and report["motion"]["zero_fraction"] == 1.0
+    assert report["color"]["flags"] == ["constant"] and report["color"]["mean"] == 7.5
+    assert report["add"]["flags"] == [] and report["add"]["std"] == pytest.approx(np.std(range(MIN_FOR_FLAGS)))
+    assert report["broken"]["flags"] == ["never scored"] and report["broken"]["scored"] == 0

@@ -93,21 +93,39 @@ def serve_cmd(
                          max_image_bytes=max(1, int(max_image_mb * 1024 * 1024)), max_image_pixels=max_image_pixels,
                          max_prompt_tokens=max_prompt_tokens, read_timeout=read_timeout)
     routers, served = [], {}
-    if score:  # POST /v1/score with registered evaluators (adiee, editscore, editreward...), for RL trainers
+    adapters = parse_models(adapter, "--adapter", "NAME=DIR (a LoRA adapter folder)") if adapter else {}
+    if adapters and (not vlm or engine):
+        typer.echo("error: --adapter serves a LoRA adapter of the local --vlm model; give --vlm DIR", err=True)
+        raise typer.Exit(2)
+    if score:  # POST /v1/score with registered evaluators (adiee, editscore, yes_no...), for RL trainers
+        from editlens.cli.options import vlm_options
         from editlens.runner.score_server import score_router
         from editlens.runner.selection import parse_options, select_metrics
 
+        # judges (yes_no, viescore, ...) ask --vlm: the model served here, or an engine's URL
         sel = select_metrics(split_names(score), models=parse_models(model), options=parse_options(option or []),
-                             device=device, dtype=dtype)
+                             device=device, dtype=dtype,
+                             vlm=vlm_options(vlm, vlm_model, cache, template, device, dtype=dtype) if vlm else None)
         served = {m.name: m for m in sel.metrics}
         for m in sel.metrics:  # load now: the first request must not wait for a model to load
             getattr(m, "describe", lambda: None)()
         routers.append(score_router(served, max_image_bytes=limits.max_image_bytes))
-    if vlm:
-        backend = TransformersBackend(vlm, device=device, dtype=dtype, batch_size=max_batch)
+    if vlm and not engine:
+        from editlens.models.loader import load_model
+
+        # the pooled model: --score judges on the same --vlm share it
+        backend = load_model(vlm, kind="vlm", device=device, dtype=dtype, batch_size=max_batch)
+        served_adapters = {}
+        for adapter_name, folder in adapters.items():
+            from editlens.backends.engine_api import load_adapter
+
+            fresh = TransformersBackend(vlm, device=device, dtype=dtype, batch_size=max_batch)
+            served_adapters[adapter_name] = load_adapter(fresh, folder, adapter_name, merge=merge_adapters)
         app_ = build_app(backend, name or vlm, api_key=key, max_batch=max_batch, limits=limits, routers=routers,
-                         slice_ms=slice_ms)
+                         slice_ms=slice_ms, adapters=served_adapters, max_images=max_images_per_prompt)
         what = name or vlm
+        if served_adapters:
+            what += f" (adapters: {', '.join(served_adapters)})"
     else:
         from editlens.runner.score_server import score_app
 

@@ -30,6 +30,8 @@ class VLMJudge(Metric):
         min_samples: parsed answers a score needs (default: all ``samples``);
             with fewer the sample is *unscored*. A sampled request lost to the
             transport makes the sample *failed* whatever this says.
+        engine: URL of an OpenAI-compatible engine for this judge alone
+            (``--option viescore.engine=URL``); it replaces ``vlm``.
     """
 
     template_names: tuple[str, ...] = ()
@@ -39,8 +41,10 @@ class VLMJudge(Metric):
     def __init__(self, vlm: str | None = None, vlm_model: str | None = None, device: str = "auto",
                  dtype: str = "auto", cache: bool | str = True, templates: dict[str, str] | None = None,
                  max_new_tokens: int = 256, batch_size: int = 8, models: dict[str, str] | None = None,
-                 samples: int = 1, temperature: float = 0.0, seed: int = 0, min_samples: int | None = None) -> None:
+                 samples: int = 1, temperature: float = 0.0, seed: int = 0, min_samples: int | None = None,
+                 engine: str | None = None) -> None:
         check_sampling(samples, temperature, min_samples)
+        vlm = engine or vlm  # --option NAME.engine=URL: this judge on its own engine, whatever --vlm says
         self.samples, self.temperature, self.seed = int(samples), float(temperature), int(seed)
         self.min_samples = None if min_samples is None else int(min_samples)
         if not vlm:
