@@ -51,7 +51,8 @@ class OpenAIBackend:
                 raise ModelUnavailableError(f"{self.base_url}/models lists no model; name the model the server "
                                             "serves with --vlm-model NAME (Python: vlm_model=...)")
             model = ids[0]
-        elif ids and model not in ids:  # at start, not as an HTTP 404 on every row
+        elif ids and model not in ids and not any(str(model).startswith(f"{i}:") for i in ids):
+            # at start, not as an HTTP 404 on every row (SGLang names an adapter BASE:ADAPTER, unlisted)
             raise ModelUnavailableError(f"{self.base_url} does not serve a model named {model!r}; it serves "
                                         f"{', '.join(repr(i) for i in ids)}: set the name with {option} (vLLM serves "
                                         "a LoRA adapter under the name given in --lora-modules NAME=DIR)")

@@ -15,7 +15,7 @@ def metric_availability(spec: MetricSpec, models: Mapping[str, str] | None = Non
     ``detailed``: a reason with where it looked and how to fix it (for a
     metric the user asked for by name)."""
     options = options or {}
-    if spec.vlm == "required" and not options.get("vlm"):
+    if spec.vlm == "required" and not (options.get("vlm") or options.get("engine")):
         return False, "needs a vision-language model (--vlm)"
     own_check = spec.load_availability()
     if own_check is not None:  # models that are not a plain hub id or folder
