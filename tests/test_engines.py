@@ -252,3 +252,41 @@ def test_reward_stats_flag_stuck_and_constant_tasks():
     assert report["color"]["flags"] == ["constant"] and report["color"]["mean"] == 7.5
     assert report["add"]["flags"] == [] and report["add"]["std"] == pytest.approx(np.std(range(MIN_FOR_FLAGS)))
     assert report["broken"]["flags"] == ["never scored"] and report["broken"]["scored"] == 0
+
+
+def test_serve_cli_serves_adapters_as_models_with_an_image_limit(dice_layout, monkeypatch):
+    import httpx
+    from typer.testing import CliRunner
+
+    from editlens.backends import serving
+    from editlens.cli.main import app
+
+    layout, _ = dice_layout
+    base, det = layout["detector"]
+    apps = []
+    monkeypatch.setattr(serving, "serve_app", lambda app_, *a, **k: apps.append(app_))
+    res = CliRunner().invoke(app, ["serve", "--vlm", str(base), "--name", "idefics3-tiny", "--adapter",
+                                   f"dice-detector={det}", "--max-images-per-prompt", "1", "--port", "0"],
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    bad = CliRunner().invoke(app, ["serve", "--vlm", str(base), "--adapter", "oops", "--port", "0"])
+    assert bad.exit_code == 2 and "NAME=DIR" in bad.output
+    with running(apps[0]) as url:
+        models = {m["id"]: m for m in httpx.get(f"{url}/models").json()["data"]}
+        assert models["dice-detector"]["parent"] == "idefics3-tiny" and models["dice-detector"]["root"] == str(det)
+        msg = {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+        ok = httpx.post(f"{url}/chat/completions", json={"model": "dice-detector", "messages": [msg],
+                                                         "max_tokens": 2, "logprobs": True, "top_logprobs": 2})
+        assert ok.status_code == 200 and len(ok.json()["choices"][0]["logprobs"]["content"][0]["top_logprobs"]) == 2
+        from editlens.backends.wire import image_to_data_url
+
+        img = {"type": "image_url", "image_url": {"url": image_to_data_url(np.zeros((8, 8, 3), np.uint8))}}
+        two = {"role": "user", "content": [img, img, {"type": "text", "text": "hi"}]}
+        r = httpx.post(f"{url}/chat/completions", json={"model": "dice-detector", "messages": [two], "max_tokens": 2})
+        assert r.status_code == 400 and "At most 1 image(s)" in r.json()["error"]["message"]
+        r = httpx.post(f"{url}/chat/completions", json={"model": "nope", "messages": [msg], "max_tokens": 2})
+        assert r.status_code == 404 and "'dice-detector'" in r.json()["error"]["message"]
+        toks = httpx.post(f"{url[:-3]}/tokenize", json={"model": "dice-detector", "prompt": "ADD",
+                                                        "add_special_tokens": False}).json()["tokens"]
+        text = httpx.post(f"{url[:-3]}/detokenize", json={"model": "dice-detector", "tokens": toks}).json()["prompt"]
+        assert text == "ADD"
