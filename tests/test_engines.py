@@ -53,8 +53,13 @@ def _softmax(values):
 def test_released_dice_on_an_engine_answers_as_in_process(dice_layout):
     import torch
 
-    from editlens.dice.released import (ReleasedDice, build_released, coherence_conversation, detector_conversation,
-                                        load_preset)
+    from editlens.dice.released import (
+        ReleasedDice,
+        build_released,
+        coherence_conversation,
+        detector_conversation,
+        load_preset,
+    )
     from editlens.dice.types import COMMANDS, DiceResult, Difference
 
     layout, preset_file = dice_layout

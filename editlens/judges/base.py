@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from editlens.backends.types import ChatRequest, Generation
 from editlens.core.types import LoadedEdit, Score
 from editlens.errors import ModelUnavailableError
-from editlens.backends.types import ChatRequest, Generation
 from editlens.judges.ensemble import check_sampling, expand, regroup
 from editlens.judges.templates import Template, load_template
 from editlens.metrics.base import Metric
@@ -59,9 +59,8 @@ class VLMJudge(Metric):
     @property
     def backend(self) -> Any:
         if self._backend is None:
-            from editlens.backends.factory import create_backend
-
             from editlens.backends.engine import EngineNeeds
+            from editlens.backends.factory import create_backend
 
             self._backend = create_backend(self.vlm, device=self.device, dtype=self.dtype, batch_size=self.batch_size,
                                            cache=self.cache, http_model=self.vlm_model, models=self.models,

@@ -56,7 +56,7 @@ def decoding(metric: Any) -> dict[str, Any]:
     """How ``metric`` decodes its answers, as each served score records it."""
     if not hasattr(metric, "temperature"):
         return {"decoding": "none"}
-    temperature = float(getattr(metric, "temperature") or 0.0)
+    temperature = float(metric.temperature or 0.0)
     if temperature <= 0:
         return {"decoding": "greedy"}
     return {"decoding": "sampled", "temperature": temperature, "seed": getattr(metric, "seed", None),
@@ -95,8 +95,11 @@ class RewardStats:
         with self.lock:
             for (metric, task), r in sorted(self.rows.items()):
                 n = r["scored"]
-                mean = r["sum"] / n if n else None
-                std = math.sqrt(max(0.0, r["sumsq"] / n - mean * mean)) if n else None
+                mean: float | None = None
+                std: float | None = None
+                if n:
+                    mean = r["sum"] / n
+                    std = math.sqrt(max(0.0, r["sumsq"] / n - mean * mean))
                 flags = []
                 if n >= MIN_FOR_FLAGS and r["zeros"] == n:
                     flags.append("stuck at 0")
