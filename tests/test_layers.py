@@ -14,7 +14,7 @@ LAYERS = [
     {"models"},
     {"metrics", "backends", "editors"},
     {"judges"},
-    {"meta"},
+    {"meta", "bench"},  # bench: benchmark adapters and protocols
     {"training"},
     {"dice", "adiee", "twoframe", "rewardmodels"},
     {"runner"},

@@ -64,13 +64,13 @@ def _redacted(arg: str) -> str:
 
 def run_generation(manifest: Path, editor: str, out: Path, samples: int, seed: int, options: dict[str, Any],
                    batch_size: Optional[int], progress: bool, columns: Optional[str], retry_failed: bool = True,
-                   wait: bool = False) -> Any:
+                   wait: bool = False, manifest_options: Optional[dict[str, Any]] = None) -> Any:
     """Generate, print what happened; returns the :class:`~editlens.runner.edit.EditRunResult`."""
     from editlens.runner.edit import generate_edits
 
     result = generate_edits(manifest, editor, out, samples=samples, seed=seed, batch_size=batch_size,
                             editor_options=options, progress=progress, columns=columns, retry_failed=retry_failed,
-                            wait=wait, command=[_redacted(a) for a in sys.argv])
+                            wait=wait, command=[_redacted(a) for a in sys.argv], manifest_options=manifest_options)
     typer.echo(f"{result.generated} images generated, {result.reused} kept, {result.failed} failed "
                f"-> {result.manifest}", err=True)
     for rec in result.failures[:10]:

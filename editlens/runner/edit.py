@@ -216,6 +216,7 @@ def generate_edits(
     wait: bool = False,
     columns: str | Mapping[str, str] | None = None,
     command: Sequence[str] | None = None,
+    manifest_options: Mapping[str, Any] | None = None,
 ) -> EditRunResult:
     """Generate ``samples`` edited images per edit of ``inputs`` with ``editor`` into ``out``.
 
@@ -232,6 +233,8 @@ def generate_edits(
         wait: if another process holds ``out``, queue behind it instead of failing.
         columns: column mapping for a manifest path (as ``--columns``).
         command: the command line, recorded.
+        manifest_options: more options of the manifest reader for a path
+            (``encoding``, ``delimiter``, ``split``, ``image_root``...).
 
     Returns an :class:`EditRunResult`; ``OUT/manifest.jsonl`` lists the images made so far.
     """
@@ -242,7 +245,8 @@ def generate_edits(
         raise InputError(f"samples must be at least 1, got {samples}")
     if isinstance(inputs, (str, os.PathLike)):
         input_path: str | None = str(Path(inputs).resolve())
-        edits = read_edit_inputs(inputs, columns)
+        edits = read_edit_inputs(inputs, columns, **{k: v for k, v in (manifest_options or {}).items()
+                                                     if v is not None})
     else:
         input_path, edits = None, list(inputs)
     if not edits:
