@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from editlens.cli.common import emit_json, guarded, parse_models, split_names
+from editlens.cli.common import emit_json, guarded, output_dir, output_file, parse_models, split_names
 from editlens.cli.options import (CacheOpt, ConcurrencyOpt, DeviceOpt, DtypeOpt, JudgeOpt, ModelOpt, OptionOpt,
                                    RetriesOpt, TemplateOpt, TimeoutOpt, VlmModelOpt, VlmOpt, extra_metrics,
                                    http_settings, vlm_options)
@@ -110,6 +110,7 @@ def probe_cmd(
     if by not in (None, "edit_type"):
         raise typer.BadParameter(f"--by must be edit_type, got {by!r}")
     names = parse_controls(controls)
+    output_dir(out)
     http_settings(timeout, max_retries, concurrency)
     rep = read_manifest(manifest, skip_invalid=skip_invalid, columns=columns, encoding=encoding)
     for line, reason in rep.problems:
@@ -165,6 +166,8 @@ def _calibrate(labelled, method: str, folds: int, seed: int, bins: int, out: Pat
                report: Optional[Path], title: str) -> None:
     from editlens.meta.calibration import calibration_report, save_calibration
 
+    output_file(out)
+    output_file(report, "--report")
     rep, maps = calibration_report(labelled, method, folds, seed, bins)
     path, kept = save_calibration(maps, out)
     rep["file"] = str(path)

@@ -149,6 +149,11 @@ def imagenhub_report(ratings_dir: str | Path, judge_outputs: str | Path | None =
         aspects[aspect] = {**res.to_dict(), "ci95": list(grouped_bootstrap_ci(
             pred_by_aspect[aspect], human.scores[aspect], aggregation, n_boot, seed))}
     used = sum(aspects["O"]["n_per_group"].values())
+    if not used:
+        from editlens.core.evidence import not_measured
+
+        raise InputError("ImagenHub agreement " + not_measured(0, "no editing method has two items with both a "
+                         "prediction and human ratings") + "; prediction ids must be METHOD/UID")
     # system level: do the methods' mean predicted and mean human overall ratings (items with both) rank them alike?
     pred_o, human_o = pred_by_aspect["O"], human.scores["O"]
     shared = {g: sorted(set(human_o[g]) & set(pred_o.get(g, {}))) for g in human_o}
@@ -196,8 +201,14 @@ def imagenhub_report(ratings_dir: str | Path, judge_outputs: str | Path | None =
 
 
 def genai_bench_report(path: str | Path) -> dict[str, Any]:
+    from editlens.core.evidence import not_measured
+
     items = B.load_genai_results(path)
-    return {"benchmark": "genai-bench-edition", **genai_bench_accuracy(items)}
+    res = genai_bench_accuracy(items)
+    if res["n"] == res["no_verdict"]:  # "accuracy 0.0" over answers that hold no verdict would be invented
+        why = "the file holds no item" if not res["n"] else f"none of the {res['n']} answers holds a [[...]] verdict"
+        raise InputError(f"{path}: GenAI-Bench accuracy {not_measured(0, why)}")
+    return {"benchmark": "genai-bench-edition", **res}
 
 
 def nothing_scored(n_unscored: int, what: str = "predictions") -> InputError:
@@ -217,8 +228,11 @@ def pointwise_report(human_path: str | Path, pred_path: str | Path, metric: str 
     of per-model Spearman as the headline), ``official``/``fisher``/``mean``
     (ImagenHub-style aggregations of per-group Spearman).
     """
+    from editlens.meta.direction import direction_note, oriented
+
     human, groups = B.load_pointwise_human(human_path)
     scores, _, unscored = B.load_predictions(pred_path, metric)
+    scores = oriented(scores, metric)  # a lower-is-better evaluator agrees when its score falls as ratings rise
     ids = sorted(set(human) & set(scores))
     missing = sorted(set(human) - set(scores) - set(unscored))
     if not scores and unscored:
@@ -262,6 +276,7 @@ def pointwise_report(human_path: str | Path, pred_path: str | Path, metric: str 
     }
     return {
         "benchmark": "pointwise",
+        "direction": direction_note(metric),
         "protocol": grouped["protocol"],
         "value": grouped["value"],
         "n_items": grouped["n_items"],  # the items the headline figure counts
@@ -280,8 +295,11 @@ def pointwise_report(human_path: str | Path, pred_path: str | Path, metric: str 
 
 def pairwise_report(human_path: str | Path, pred_path: str | Path, metric: str | None = None) -> dict[str, Any]:
     """Pairwise accuracy with tie calibration, over pairs whose two edits are both scored."""
+    from editlens.meta.direction import direction_note, oriented
+
     pairs = B.load_pairwise_human(human_path)
     scores, _, unscored = B.load_predictions(pred_path, metric)
+    scores = oriented(scores, metric)  # score(A) - score(B) > 0 means A is better, in either direction
     usable = [p for p in pairs if p["a"] in scores and p["b"] in scores]
     unparsable = [p["id"] for p in pairs if p["a"] in unscored or p["b"] in unscored]
     if not scores and unscored:
@@ -301,5 +319,5 @@ def pairwise_report(human_path: str | Path, pred_path: str | Path, metric: str |
         pred = [0 if abs(x) <= res["threshold"] else (1 if x > 0 else -1) for x in d]
         by_type[t] = {"label": edit_type_label(t), "n": len(sub),
                       "accuracy": float(np.mean([a == b for a, b in zip(pred, h)]))}
-    return {"benchmark": "pairwise", **res, "n_pairs": len(pairs), "n_unparsable": len(unparsable),
+    return {"benchmark": "pairwise", "direction": direction_note(metric), **res, "n_pairs": len(pairs), "n_unparsable": len(unparsable),
             "n_missing": len(pairs) - len(usable) - len(unparsable), "by_edit_type": by_type}
