@@ -214,7 +214,7 @@ def load_predictions(path: str | Path, metric: str | None = None) -> tuple[dict[
         else:
             value = row.get("score")
             if isinstance(value, bool) or (isinstance(value, (int, float)) and not math.isfinite(value)):
-                raise InputError(f"{path}:{n}: field 'score' is {str(value).lower()}, not a finite number "
+                raise InputError(f"{path}:{n}: field 'score' is {json.dumps(value)}, not a finite number "
                                  "(leave it out or null for an unscored edit)")
             if value is not None and not isinstance(value, (int, float)):
                 raise InputError(f"{path}:{n}: field 'score' is {value!r}, not a number")
