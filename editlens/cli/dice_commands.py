@@ -13,7 +13,7 @@ from typing import List, Optional
 
 import typer
 
-from editlens.cli.common import emit_json, guarded
+from editlens.cli.common import EXIT_FAILED, emit_json, guarded
 from editlens.cli.options import (CacheOpt, ConcurrencyOpt, DeviceOpt, DtypeOpt, RetriesOpt, SamplesOpt, TemperatureOpt,
                                    TemplateOpt, TimeoutOpt, VlmModelOpt, VlmOpt, http_settings, vlm_options)
 from editlens.cli.tables import print_rows
@@ -90,15 +90,18 @@ def dice_cmd(
         Image.fromarray(a).save(draw / "source_boxes.png")
         Image.fromarray(b).save(draw / "edited_boxes.png")
         doc["drawn"] = [str(draw / "source_boxes.png"), str(draw / "edited_boxes.png")]
+    # exit status as `editlens compare`: 3 the backend failed (worth retrying), 1 no result (unparsable answer)
     if json_out:
         emit_json(doc)
+        if res.failed or res.unparsable:
+            raise typer.Exit(EXIT_FAILED if res.failed else 1)
         return
     if res.failed:
         typer.echo(f"failed: {res.problem}", err=True)
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)
     if res.unparsable:
         typer.echo(f"unscored: {res.problem}\nraw answer: {res.raw}")
-        return
+        raise typer.Exit(1)  # scripts must not read success
     if res.truncated:
         typer.echo(f"incomplete: {res.problem}")
     elif not res.differences:
