@@ -225,3 +225,51 @@ def test_commands_given_the_wrong_kind_of_out_path(tmp_path):
     assert res.exit_code == 2 and "hn.jsonl:1: field 'human' is null" in res.output
     res = cli("meta-eval", "pointwise", "--human", human, "--predictions", preds, "--n-boot", "-5")
     assert res.exit_code == 2 and "--n-boot" in res.output
+
+
+# ------------------------------------------------------------------ invented scores and consistency
+
+@pytest.mark.parametrize("lp, why", [(float("nan"), "nan"), (0.4, "above 0")])
+def test_impossible_log_probability_is_a_failed_answer_never_cached(lp, why):
+    from editlens.backends.wire import parse_response
+
+    body = {"choices": [{"message": {"content": "YES"}, "finish_reason": "stop",
+                         "logprobs": {"content": [{"token": "YES", "logprob": lp,
+                                                   "top_logprobs": [{"token": "YES", "logprob": lp}]}]}}]}
+    g = parse_response(body, ("YES", "NO"))
+    # an error is what the cache layer never stores (CachedBackend keeps only error-free answers): asked again
+    assert g.error is not None and why in g.error and g.text is None
+
+
+def test_a_name_asked_twice_is_built_once():
+    from editlens.runner.selection import select_metrics
+
+    sel = select_metrics(["l1"], extra=["l1"], device="cpu")
+    assert [m.name for m in sel.metrics] == ["l1"]
+
+
+def test_run_checks_exports_before_scoring(tmp_path, monkeypatch):
+    import sys
+
+    from helpers import EXAMPLES
+
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)  # as without pyarrow
+    out = tmp_path / "r"
+    res = cli("run", EXAMPLES / "manifest.jsonl", "--out", out, "--metrics", "l1", "--export", "csv,parquet",
+              "--no-progress")
+    assert res.exit_code == 2 and "Parquet export needs pyarrow" in res.output
+    assert not (out / "results.jsonl").exists()  # nothing was scored first
+    res = cli("run", EXAMPLES / "manifest.jsonl", "--out", out, "--metrics", "l1", "--export", "xlsx")
+    assert res.exit_code == 2 and "unknown export format 'xlsx'" in res.output
+
+
+def test_runs_diff_and_summary_say_not_measured(tmp_path):
+    from helpers import EXAMPLES
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert cli("run", EXAMPLES / "manifest.jsonl", "--out", a, "--metrics", "l1", "--no-progress").exit_code == 0
+    assert cli("run", EXAMPLES / "manifest.jsonl", "--out", b, "--metrics", "l2", "--no-progress").exit_code == 0
+    res = cli("runs", "diff", a, b)
+    assert res.exit_code == 2 and "not measured (n = 0: no evaluator ran in both)" in res.output
+    res = cli("runs", "summary", a)
+    assert res.exit_code == 0 and "too few (n = " in res.output  # the example manifest holds a handful of edits

@@ -196,8 +196,9 @@ def run_cmd(
     from editlens.data.manifest import read_manifest
     from editlens.runner.run import run_evaluation
     from editlens.runner.selection import parse_options, select_metrics
-    from editlens.runner.store import ResultsStore, export as export_rows
+    from editlens.runner.store import ResultsStore, check_export_formats, export as export_rows
 
+    export_formats = check_export_formats(export)  # parquet without pyarrow fails now, not after scoring
     report = read_manifest(manifest, skip_invalid=skip_invalid, columns=columns, encoding=encoding,
                            delimiter=delimiter, clip_boxes=clip_boxes)
     for line, reason in report.problems:
@@ -234,8 +235,8 @@ def run_cmd(
     if export:
         store = ResultsStore(out)
         rows = [r for r in store.rows() if r["evaluator"] in {m.name for m in sel.metrics}]
-        for fmt in export.split(","):
-            typer.echo(f"exported {export_rows(rows, out / f'results_long.{fmt.strip()}')}", err=True)
+        for fmt in export_formats:
+            typer.echo(f"exported {export_rows(rows, out / f'results_long.{fmt}')}", err=True)
         store.close()
     s = result.summary
     typer.echo(f"{s['samples']} samples: {result.computed} results computed, {result.reused} reused "
