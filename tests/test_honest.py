@@ -273,3 +273,58 @@ def test_runs_diff_and_summary_say_not_measured(tmp_path):
     assert res.exit_code == 2 and "not measured (n = 0: no evaluator ran in both)" in res.output
     res = cli("runs", "summary", a)
     assert res.exit_code == 0 and "too few (n = " in res.output  # the example manifest holds a handful of edits
+
+
+# ------------------------------------------------------------------ view: Host, token, only loaded images
+
+def _get(url, host=None):
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(url, headers={"Host": host} if host else {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, r.headers, r.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.headers, err.read()
+
+
+def test_view_refuses_a_foreign_host_and_images_the_run_did_not_load(tmp_path):
+    from helpers import EXAMPLES
+
+    from editlens.reporting.serve import ReportServer
+
+    rows = [json.loads(x) for x in (EXAMPLES / "manifest.jsonl").read_text().splitlines() if x.strip()]
+    for r in rows:
+        for k in ("source", "edited"):
+            r[k] = str((EXAMPLES / r[k]).resolve())
+    secret = tmp_path / "secret.txt"
+    secret.write_text("password")
+    rows[0]["edited"] = str(secret)  # a hostile row: the run cannot load it, so view must not serve it
+    manifest = _jsonl(tmp_path / "m.jsonl", rows)
+    run = tmp_path / "run"
+    res = cli("run", manifest, "--out", run, "--metrics", "l1", "--no-progress")
+    assert res.exit_code == 3, res.output  # the row that is no image failed
+    server = ReportServer(run, manifest=manifest)
+    server.serve_in_background()
+    try:
+        port = server.url.split(":")[2].split("/")[0]
+        status, _, body = _get(server.url, host=f"evil.example:{port}")  # DNS rebinding: the page's own name
+        assert status == 403 and b"Host 'evil.example" in body
+        assert _get(server.url)[0] == 200
+        # the report links the row's file (its card shows the failure), but the file is never served
+        assert _get(f"{server.url}image/{server.images.index(str(secret))}")[0] == 404
+        good = next(i for i, p in enumerate(server.images) if p != str(secret))
+        status, headers, _ = _get(f"{server.url}image/{good}")
+        assert status == 200 and headers["Content-Type"].startswith("image/")
+    finally:
+        server.close()
+    server = ReportServer(run, manifest=manifest, token="t0k")
+    server.serve_in_background()
+    try:
+        assert server.url.endswith("?token=t0k")
+        assert _get(server.url.split("?")[0])[0] == 403  # no token
+        status, headers, _ = _get(server.url)
+        assert status == 200 and "editlens_view_token=t0k" in headers["Set-Cookie"]
+    finally:
+        server.close()

@@ -55,6 +55,8 @@ def view_cmd(
     human: Optional[Path] = HumanOpt,
     thumb_size: Optional[int] = ThumbOpt,
     open_browser: bool = typer.Option(False, "--open", help="Also open it in the default browser."),
+    token: bool = typer.Option(False, "--token", help="Require a random token in every request (the printed URL "
+                               "carries it): for machines other people log in to."),
 ) -> None:
     """Serve a run's report on 127.0.0.1 (this machine only) and print its URL; Ctrl-C stops.
 
@@ -62,7 +64,10 @@ def view_cmd(
     """
     from editlens.reporting.serve import ReportServer
 
-    server = ReportServer(run_dir, port=port, manifest=manifest, human=human, thumb_size=thumb_size)
+    import secrets
+
+    server = ReportServer(run_dir, port=port, manifest=manifest, human=human, thumb_size=thumb_size,
+                          token=secrets.token_urlsafe(24) if token else None)
     typer.echo(f"serving the report of {run_dir} at {server.url}  (Ctrl-C to stop)", err=False)
     if open_browser:
         import webbrowser
