@@ -328,3 +328,20 @@ def test_view_refuses_a_foreign_host_and_images_the_run_did_not_load(tmp_path):
         assert status == 200 and "editlens_view_token=t0k" in headers["Set-Cookie"]
     finally:
         server.close()
+
+
+def test_report_of_a_run_read_with_columns_shows_its_images(tmp_path):
+    from helpers import EXAMPLES
+
+    from editlens.reporting.collect import collect_run
+
+    rows = [json.loads(x) for x in (EXAMPLES / "manifest.jsonl").read_text().splitlines() if x.strip()]
+    aurora = _jsonl(tmp_path / "edits.jsonl", [{"input": str((EXAMPLES / r["source"]).resolve()),
+                                                "output": str((EXAMPLES / r["edited"]).resolve()),
+                                                "instruction": r["instruction"]} for r in rows])
+    run = tmp_path / "run"
+    res = cli("run", aurora, "--out", run, "--metrics", "l1", "--no-progress", "--columns", "source=input,edited=output")
+    assert res.exit_code == 0, res.output
+    data = collect_run(run)
+    assert len(data["samples"]) == len(rows) and all(s["images"].get("edited") for s in data["samples"])
+    assert not any("show no images" in n for n in data["notes"])

@@ -228,6 +228,8 @@ def run_cmd(
         retry_failed=retry_failed, retry_unscored=retry_unscored, wait=wait, calibration=calibration,
         command=sys.argv, device=device, dtype=dtype,
         extra_manifest={"manifest": str(manifest.resolve()), "skipped_rows": len(report.problems),
+                        # how the manifest was read: the report reads it the same way to find the images
+                        "columns": columns, "encoding": encoding, "delimiter": delimiter,
                         # the reasons, for the report's header (capped: a broken file can have thousands)
                         "skipped_row_reasons": [[line, reason] for line, reason in report.problems[:500]],
                         "skipped_metrics": dict(sel.skipped)},

@@ -267,19 +267,21 @@ def read_meta_eval(path: str | Path) -> dict[str, Any]:
 _MANIFESTS: dict[tuple, dict[str, Any]] = {}
 
 
-def _manifest_samples(path: Path, notes: list[str]) -> dict[str, Any]:
-    """The manifest's samples by id; parsed once per file version (``view`` rebuilds often)."""
+def _manifest_samples(path: Path, notes: list[str], reading: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The manifest's samples by id, read as the run read it (``reading``: its ``columns``,
+    ``encoding`` and ``delimiter``); parsed once per file version (``view`` rebuilds often)."""
     from editlens.data.manifest import read_manifest
 
     if not path.is_file():
         notes.append(f"manifest {path.name} not found: cards show no images (pass --manifest to point at it)")
         return {}
+    how = {k: v for k, v in (reading or {}).items() if v is not None}
     st = path.stat()
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, tuple(sorted(how.items())))
     if key in _MANIFESTS:
         return _MANIFESTS[key]
     try:
-        report = read_manifest(path, skip_invalid=True, check_files=False)
+        report = read_manifest(path, skip_invalid=True, check_files=False, **how)
     except Exception as exc:  # noqa: BLE001 - a report should still show the scores
         notes.append(f"manifest {path.name} could not be read ({exc}): cards show no images")
         return {}
@@ -432,7 +434,10 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
     notes: list[str] = []
     mpath = Path(manifest) if manifest else (Path(run_manifest["inputs"]["manifest"])
                                             if run_manifest.get("inputs", {}).get("manifest") else None)
-    samples_in = _manifest_samples(mpath, notes) if mpath else {}
+    inputs = run_manifest.get("inputs", {})
+    # `run --columns source=input,...` (AURORA): the report must map the columns as the run did
+    reading = {k: inputs.get(k) for k in ("columns", "encoding", "delimiter")}
+    samples_in = _manifest_samples(mpath, notes, reading) if mpath else {}
     if mpath is None:
         notes.append("the run records no manifest path: cards show no images (pass --manifest)")
     humans = _read_human(human) if human else {}
@@ -491,6 +496,10 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
         samples.append(rec)
     _SAMPLE_MEMO.clear()  # keep what this build used: a run's samples, at their latest results
     _SAMPLE_MEMO.update(used)
+    no_images = sum(1 for s in samples if not s["images"])
+    if mpath is not None and no_images:  # never 200 empty cards without a word
+        notes.append(f"{no_images} of {len(samples)} cards show no images: their ids are not in {mpath.name} as read "
+                     f"(columns {reading.get('columns') or 'as named'}); pass --manifest, or rerun with the same --columns")
     missing_human = set(humans) - set(by_sample)
     if human and missing_human:
         notes.append(f"{len(missing_human)} human score id(s) match no sample of the run")
