@@ -345,3 +345,10 @@ def test_report_of_a_run_read_with_columns_shows_its_images(tmp_path):
     data = collect_run(run)
     assert len(data["samples"]) == len(rows) and all(s["images"].get("edited") for s in data["samples"])
     assert not any("show no images" in n for n in data["notes"])
+
+
+def test_dice_eval_over_nothing_or_other_ids_exits_2(tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    res = cli("dice-eval", "--gt", empty, "--predictions", empty)
+    assert res.exit_code == 2 and "not measured (n = 0: the ground-truth file holds no sample)" in res.output

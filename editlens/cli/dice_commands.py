@@ -160,7 +160,18 @@ def dice_eval_cmd(gt: Path = typer.Option(..., "--gt", help="Annotated JSONL (DI
                                           load_ground_truth, load_predictions_detailed)
 
     rows = load_ground_truth(gt, gt_boxes)
+    if not rows:  # AP over no annotated sample is no figure: say so, exit 2
+        from editlens.core.evidence import not_measured
+        from editlens.errors import InputError
+
+        raise InputError(f"{gt}: DICE detection AP {not_measured(0, 'the ground-truth file holds no sample')}")
     preds, pred_problems = load_predictions_detailed(predictions)
+    gt_ids = {str(r["id"]) for r in rows}
+    if not gt_ids & (set(preds) | set(pred_problems)):
+        from editlens.errors import InputError  # AP 0 over predictions for other samples would be invented
+
+        raise InputError(f"{predictions}: no prediction is for a sample of {gt} (ids such as {sorted(gt_ids)[:3]}); "
+                         "check that the ids match")
     rep = evaluate_detection(rows, preds)
     rep["predictions_without_usable_answer"] = {"n": len(pred_problems), "samples": pred_problems}
     rep["ground_truth_boxes"] = gt_boxes  # the units the ground truth was read in (lines may set their own)

@@ -179,10 +179,15 @@ def _calibrate(labelled, method: str, folds: int, seed: int, bins: int, out: Pat
     if json_out:
         emit_json(rep)
         return
+    from editlens.core.evidence import shortfall
+
     typer.echo(f"{title}: {method} map to {rep['target']} ({folds}-fold cross-validation, seed {seed})")
     for m in maps:
         q = m.quality
         ci = q.get("ece_after_ci95")
+        few = shortfall(m.n, "")
+        if few:
+            typer.echo(f"  {m.evaluator:<12} {few}: the map and its ECE rest on very few edits")
         typer.echo(f"  {m.evaluator:<12} n={m.n:<5} ECE before {q['ece_before']:.4f}  after (out of fold) "
                    f"{q['ece_after']:.4f}" + (f" [{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "")
                    + f"  in sample {q['ece_in_sample']:.4f}  Brier {q['brier_before']:.4f} -> {q['brier_after']:.4f}")
