@@ -352,3 +352,10 @@ def test_dice_eval_over_nothing_or_other_ids_exits_2(tmp_path):
     empty.write_text("")
     res = cli("dice-eval", "--gt", empty, "--predictions", empty)
     assert res.exit_code == 2 and "not measured (n = 0: the ground-truth file holds no sample)" in res.output
+
+
+def test_pointwise_over_a_single_class_exits_2(tmp_path):
+    human = _jsonl(tmp_path / "h.jsonl", [{"id": f"e{i}", "human": 1} for i in range(12)])
+    preds = _jsonl(tmp_path / "p.jsonl", [{"id": f"e{i}", "score": i / 12} for i in range(12)])
+    res = cli("meta-eval", "pointwise", "--human", human, "--predictions", preds)
+    assert res.exit_code == 2 and "a single class" in res.output

@@ -240,6 +240,9 @@ def pointwise_report(human_path: str | Path, pred_path: str | Path, metric: str 
     if len(ids) < 2:
         raise InputError(f"only {len(ids)} item(s) have both a prediction and a human score; check that the "
                          f"prediction ids match the human file's ids (e.g. {sorted(human)[:3]})")
+    if len({human[i] for i in ids}) < 2:  # one class: no correlation exists to report
+        raise InputError(f"{human_path}: every matched human score is {human[ids[0]]:g} (a single class); agreement "
+                         "needs edits people rated differently")
     pred_g: dict[str, dict[str, float]] = {}
     human_g: dict[str, dict[str, float]] = {}
     for i in ids:
