@@ -359,3 +359,22 @@ def test_pointwise_over_a_single_class_exits_2(tmp_path):
     preds = _jsonl(tmp_path / "p.jsonl", [{"id": f"e{i}", "score": i / 12} for i in range(12)])
     res = cli("meta-eval", "pointwise", "--human", human, "--predictions", preds)
     assert res.exit_code == 2 and "a single class" in res.output
+
+
+def test_candidate_distribution_never_reads_impossible_log_probabilities():
+    from editlens.backends.types import Generation, TokenStep
+
+    def dist(cands):
+        return Generation("YES", [TokenStep("YES", -0.1, cands, [])]).candidate_distribution(0)
+
+    assert dist({"YES": -0.1, "NO": -2.4})["YES"] > 0.5
+    assert dist({"YES": float("nan"), "NO": -2.4}) is None
+    assert dist({"YES": 0.5, "NO": -2.4}) is None
+    assert dist({"YES": float("-inf"), "NO": float("-inf")}) is None
+
+
+def test_serve_refuses_a_prompt_limit_it_cannot_keep_fair():
+    res = cli("serve", "--vlm", "x", "--max-prompt-tokens", 200000)
+    assert res.exit_code == 2 and "--max-prompt-tokens" in res.output
+    res = cli("serve", "--vlm", "x", "--max-aspect-ratio", 0.5)
+    assert res.exit_code == 2 and "--max-aspect-ratio" in res.output
