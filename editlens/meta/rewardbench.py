@@ -563,19 +563,34 @@ def load_benchmark(kind: str, path: str | Path, **kw: Any) -> Benchmark:
 
 
 def read_prepared(folder: Path, kind: str | None = None) -> Benchmark:
-    info = json.loads((folder / "benchmark.json").read_text(encoding="utf-8"))
+    try:
+        info = json.loads((folder / "benchmark.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{folder / 'benchmark.json'}: cannot be read ({exc})") from None
+    if not isinstance(info, dict):
+        raise InputError(f"{folder / 'benchmark.json'}: expected a JSON object")
     if kind and info.get("benchmark") != kind:
         raise InputError(f"{folder}: prepared from {info.get('benchmark')!r}, not {kind!r}")
     pairs = []
     from editlens.data.jsonl import iter_jsonl
 
-    for _, row in iter_jsonl(folder / "pairs.jsonl"):
-        pairs.append(Pair(row["id"], row["a"], row["b"], {"A": 1, "B": -1, "tie": 0}[row["preference"]],
-                          row.get("meta") or {}))
+    labels = {"A": 1, "B": -1, "tie": 0}
+    for n, row in iter_jsonl(folder / "pairs.jsonl"):
+        missing = [k for k in ("id", "a", "b", "preference") if k not in row]
+        if missing:
+            raise InputError(f"{folder / 'pairs.jsonl'}:{n}: missing {', '.join(missing)}")
+        if row["preference"] not in labels:
+            raise InputError(f"{folder / 'pairs.jsonl'}:{n}: field 'preference' is {row['preference']!r}, not A, B or tie")
+        if str(row["a"]) == str(row["b"]):
+            raise InputError(f"{folder / 'pairs.jsonl'}:{n}: fields 'a' and 'b' are the same edit {row['a']!r}")
+        pairs.append(Pair(str(row["id"]), str(row["a"]), str(row["b"]), labels[row["preference"]], row.get("meta") or {}))
     edits = {}
-    for _, row in iter_jsonl(folder / "manifest.jsonl"):
-        edits[row["id"]] = Edit(row["id"], row["instruction"], row["source"], row["edited"], row.get("model"),
-                                row.get("group"))
+    for n, row in iter_jsonl(folder / "manifest.jsonl"):
+        missing = [k for k in ("id", "instruction", "source", "edited") if k not in row]
+        if missing:
+            raise InputError(f"{folder / 'manifest.jsonl'}:{n}: missing {', '.join(missing)}")
+        edits[str(row["id"])] = Edit(str(row["id"]), row["instruction"], row["source"], row["edited"], row.get("model"),
+                                     row.get("group"))
     return Benchmark(info["benchmark"], info.get("source", str(folder)), edits, pairs, info.get("info") or {})
 
 
