@@ -378,3 +378,11 @@ def test_serve_refuses_a_prompt_limit_it_cannot_keep_fair():
     assert res.exit_code == 2 and "--max-prompt-tokens" in res.output
     res = cli("serve", "--vlm", "x", "--max-aspect-ratio", 0.5)
     assert res.exit_code == 2 and "--max-aspect-ratio" in res.output
+
+
+def test_run_and_probe_over_only_invalid_rows_exit_2(tmp_path):
+    manifest = _jsonl(tmp_path / "m.jsonl", [{"id": "a", "source": "nope.png", "edited": "nope.png", "instruction": "x"}])
+    for cmd in ("run", "probe"):
+        res = cli(cmd, manifest, "--out", tmp_path / cmd, "--metrics", "l1", "--skip-invalid", "--no-progress")
+        assert res.exit_code == 2, (cmd, res.output)
+        assert "not measured (n = 0: all 1 rows were skipped as invalid)" in res.output

@@ -62,6 +62,15 @@ def output_dir(path: Any, flag: str = "--out") -> Any:
     return path
 
 
+def require_samples(report: Any, manifest: Any) -> None:
+    """Every manifest row skipped as invalid: nothing to score is a message and exit 2, not a summary of zeros."""
+    if not report.samples:
+        from editlens.core.evidence import not_measured
+        from editlens.errors import InputError
+
+        raise InputError(f"{manifest}: {not_measured(0, f'all {len(report.problems)} rows were skipped as invalid')}")
+
+
 def emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str, allow_nan=False) + "\n")
 

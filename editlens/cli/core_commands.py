@@ -8,7 +8,8 @@ from typing import List, Optional
 
 import typer
 
-from editlens.cli.common import EXIT_FAILED, EXIT_SIGNAL_BASE, emit_json, guarded, parse_models, split_names
+from editlens.cli.common import (EXIT_FAILED, EXIT_SIGNAL_BASE, emit_json, guarded, parse_models, require_samples,
+                                 split_names)
 from editlens.cli.options import (AllowFailuresOpt, CacheOpt, CalibrationOpt, CaptionsOpt, ConcurrencyOpt, DeviceOpt,
                                    DtypeOpt, JudgeOpt, MinSamplesOpt, ModelOpt, OptionOpt, RetriesOpt, SamplesOpt, TemperatureOpt, TemplateOpt, TimeoutOpt,
                                    VlmModelOpt, VlmOpt, extra_metrics, http_settings, vlm_options)
@@ -203,6 +204,7 @@ def run_cmd(
                            delimiter=delimiter, clip_boxes=clip_boxes)
     for line, reason in report.problems:
         typer.echo(f"skipped {manifest}:{line}: {reason}", err=True)
+    require_samples(report, manifest)
     sel = select_metrics(split_names(metrics), extra=extra_metrics(judge, captions, dice), models=parse_models(model),
                          options=parse_options(option or []), device=device, dtype=dtype,
                          with_reference=any(s.reference is not None for s in report.samples),
@@ -243,10 +245,14 @@ def run_cmd(
     s = result.summary
     typer.echo(f"{s['samples']} samples: {result.computed} results computed, {result.reused} reused "
                f"-> {out}/results.jsonl, summary.json, manifest.json")
+    from editlens.core.evidence import not_measured
+
     for name, c in s["counts"].items():
         mean = s["means"][name]
+        shown = (f"{mean:.4f}" if mean is not None else "- (no score: information only)" if c.get("info")
+                 else not_measured(0, "no scored result"))
         typer.echo(f"  {name:<12} scored {c['scored']:>5}  skipped {c['skipped']:>4}  unscored {c['unscored']:>4}  "
-                   f"failed {c['failed']:>4}  info {c.get('info', 0):>4}  mean {'-' if mean is None else f'{mean:.4f}'}")
+                   f"failed {c['failed']:>4}  info {c.get('info', 0):>4}  mean {shown}")
     if result.interrupted:
         import signal
 

@@ -9,7 +9,8 @@ from typing import List, Optional
 
 import typer
 
-from editlens.cli.common import emit_json, guarded, output_dir, output_file, parse_models, split_names
+from editlens.cli.common import (emit_json, guarded, output_dir, output_file, parse_models, require_samples,
+                                 split_names)
 from editlens.cli.options import (CacheOpt, ConcurrencyOpt, DeviceOpt, DtypeOpt, JudgeOpt, ModelOpt, OptionOpt,
                                    RetriesOpt, TemplateOpt, TimeoutOpt, VlmModelOpt, VlmOpt, extra_metrics,
                                    http_settings, vlm_options)
@@ -115,6 +116,7 @@ def probe_cmd(
     rep = read_manifest(manifest, skip_invalid=skip_invalid, columns=columns, encoding=encoding)
     for line, reason in rep.problems:
         typer.echo(f"skipped {manifest}:{line}: {reason}", err=True)
+    require_samples(rep, manifest)
     sel = select_metrics(split_names(metrics), extra=extra_metrics(judge), models=parse_models(model),
                          options=parse_options(option or []), device=device, dtype=dtype,
                          with_reference=any(s.reference is not None for s in rep.samples),
