@@ -251,8 +251,9 @@ def test_dice_qlora_trains_resumes_and_reloads_on_a_4bit_base(bnb, pairs, traina
 
     # the adapter reloads into `editlens dice` on a 4-bit base
     r = _cli(["dice", "--source", pairs / "s0.png", "--edited", pairs / "e0.png", "--instruction", "add a cat",
-              "--dice-preset", out / "preset.json", "--dice-quantization", "nf4", "--json"])
+              "--dice-preset", out / "preset.json", "--dice-quantization", "nf4", "--json"], code=None)
     doc = json.loads(r.stdout)
+    assert r.exit_code == (1 if doc.get("unparsable") else 0), r.output  # unparsable: exit 1, as compare
     assert doc["dice_models"]["detector"]["precision"]["weights"] == "4-bit NF4"
     assert doc["differences"] or (doc["unparsable"] and doc["raw"])
     # ... and carries what was learnt: the reloaded model's loss on a training answer is the trained one's
