@@ -7,17 +7,16 @@ import json
 import shutil
 
 import pytest
+from helpers import shared_path
 from typer.testing import CliRunner
 
 from editlens.cli.main import app
 from editlens.core.evidence import MIN_N, figure, shortfall
+from editlens.core.types import Score
 from editlens.errors import InputError
 from editlens.meta import benchmarks as B
 from editlens.meta.rewardbench import Benchmark, Pair, editreward_bench_report, editscore_bench_report, mmrb2_report
 from editlens.runner.compare import decide
-from editlens.core.types import Score
-
-from helpers import shared_path
 
 runner = CliRunner()
 

@@ -62,9 +62,9 @@ def view_cmd(
 
     The report is rebuilt when the run's results change: refresh the page to follow a run in progress.
     """
-    from editlens.reporting.serve import ReportServer
-
     import secrets
+
+    from editlens.reporting.serve import ReportServer
 
     server = ReportServer(run_dir, port=port, manifest=manifest, human=human, thumb_size=thumb_size,
                           token=secrets.token_urlsafe(24) if token else None)

@@ -46,10 +46,8 @@ def runs_failures(run_dir: Path = typer.Argument(...), json_out: bool = typer.Op
 def runs_summary(run_dir: Path = typer.Argument(...), by: Optional[str] = typer.Option(None, "--by", help="Group by: model, edit_type."),
                  json_out: bool = typer.Option(False, "--json"), seed: int = typer.Option(0, "--seed")) -> None:
     """Mean and bootstrap 95% CI of every score (per editing model with --by model, per edit type with --by edit_type)."""
-    from editlens.reporting.runs import summary_table
-
     from editlens.core.evidence import figure, not_measured
-    from editlens.reporting.runs import status_counts
+    from editlens.reporting.runs import status_counts, summary_table
 
     table = summary_table(run_dir, by=by, seed=seed)
     if not table and not status_counts(run_dir):  # a summary over nothing says so, and is no success

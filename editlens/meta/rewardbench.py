@@ -654,7 +654,6 @@ def load_results(path: str | Path, metric: str | None) -> dict[str, dict[str, An
     """``{id: {"status", "value", "details"}}`` of an ``editlens run``'s
     ``results.jsonl`` (``metric`` chooses the evaluator) or of ``{id, score}`` lines."""
     from editlens.data.jsonl import iter_jsonl
-
     from editlens.meta.benchmarks import keep_once
 
     out: dict[str, dict[str, Any]] = {}

@@ -23,7 +23,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-
 TOKEN_COOKIE = "editlens_view_token"
 
 
@@ -166,7 +165,7 @@ class ReportServer:
 
     def _build_page(self) -> None:
         from editlens.reporting.collect import collect_run
-        from editlens.reporting.html import THUMB_SIZE, THUMB_SIZE_LARGE_RUN, LARGE_RUN, render_run_report
+        from editlens.reporting.html import LARGE_RUN, THUMB_SIZE, THUMB_SIZE_LARGE_RUN, render_run_report
 
         t0 = time.perf_counter()
         state = self._watched_state()
