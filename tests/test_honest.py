@@ -385,3 +385,18 @@ def test_run_and_probe_over_only_invalid_rows_exit_2(tmp_path):
         res = cli(cmd, manifest, "--out", tmp_path / cmd, "--metrics", "l1", "--skip-invalid", "--no-progress")
         assert res.exit_code == 2, (cmd, res.output)
         assert "not measured (n = 0: all 1 rows were skipped as invalid)" in res.output
+
+
+def test_imagenhub_of_a_lower_is_better_metric_reads_it_turned(tmp_path):
+    d = tmp_path / "ratings"
+    d.mkdir()
+    for r in (1, 2):
+        (d / f"Text-Guided_IE_rater{r}.tsv").write_text(
+            "uid\tM1\n" + "".join(f"u{i}\t[{i / 12:.3f}, 1]\n" for i in range(12)))
+    preds = _jsonl(tmp_path / "p.jsonl", [{"id": f"M1/u{i}", "scores": {"l1": {"status": "scored", "value": 1 - i / 12}}}
+                                          for i in range(12)])
+    res = cli("meta-eval", "imagenhub", "--ratings", d, "--predictions", preds, "--metric", "l1", "--json",
+              "--n-boot", 10)
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.stdout)
+    assert rep["aspects"]["O"]["per_group"]["M1"] == pytest.approx(1.0) and rep["direction"].startswith("lower")

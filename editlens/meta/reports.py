@@ -12,6 +12,7 @@ from scipy import stats
 from editlens.errors import InputError
 from editlens.meta import benchmarks as B
 from editlens.meta.correlation import correlate, icc_2_1, system_level
+from editlens.meta.direction import direction_note, oriented
 from editlens.meta.protocols import (
     accuracy_with_ties,
     aggregate_correlations,
@@ -136,6 +137,7 @@ def imagenhub_report(ratings_dir: str | Path, judge_outputs: str | Path | None =
         scores, models, unscored = B.load_predictions(predictions, metric)  # type: ignore[arg-type]
         if not scores and unscored:
             raise nothing_scored(len(unscored))
+        scores = oriented(scores, metric)  # a lower-is-better evaluator agrees when its score falls as ratings rise
         grouped: dict[str, dict[str, float]] = {}
         for sid, v in scores.items():
             g, item = _split_id(sid, models)
@@ -146,8 +148,11 @@ def imagenhub_report(ratings_dir: str | Path, judge_outputs: str | Path | None =
     aspects = {}
     for aspect in ("O", "SC", "PQ"):
         res = imagenhub_correlation(pred_by_aspect[aspect], human.scores[aspect], aggregation)
-        aspects[aspect] = {**res.to_dict(), "ci95": list(grouped_bootstrap_ci(
-            pred_by_aspect[aspect], human.scores[aspect], aggregation, n_boot, seed))}
+        ci = grouped_bootstrap_ci(pred_by_aspect[aspect], human.scores[aspect], aggregation, n_boot, seed)
+        # undefined (every method excluded: constant ratings, too few items) is null, never NaN
+        aspects[aspect] = {**res.to_dict(), "ci95": list(ci) if all(math.isfinite(v) for v in ci) else None}
+        if not math.isfinite(aspects[aspect]["value"]):
+            aspects[aspect]["value"] = None
     used = sum(aspects["O"]["n_per_group"].values())
     if not used:
         from editlens.core.evidence import not_measured
@@ -180,6 +185,8 @@ def imagenhub_report(ratings_dir: str | Path, judge_outputs: str | Path | None =
     }
     return {
         "benchmark": "imagenhub-tie",
+        "direction": ("higher is better (VIEScore answers)" if judge_outputs is not None
+                      else direction_note(metric)),
         "protocol": "imagenhub-official" if aggregation == "official" else f"imagenhub-{aggregation}",
         "aggregation": aggregation,
         "aggregation_note": {
@@ -228,8 +235,6 @@ def pointwise_report(human_path: str | Path, pred_path: str | Path, metric: str 
     of per-model Spearman as the headline), ``official``/``fisher``/``mean``
     (ImagenHub-style aggregations of per-group Spearman).
     """
-    from editlens.meta.direction import direction_note, oriented
-
     human, groups = B.load_pointwise_human(human_path)
     scores, _, unscored = B.load_predictions(pred_path, metric)
     scores = oriented(scores, metric)  # a lower-is-better evaluator agrees when its score falls as ratings rise
@@ -298,8 +303,6 @@ def pointwise_report(human_path: str | Path, pred_path: str | Path, metric: str 
 
 def pairwise_report(human_path: str | Path, pred_path: str | Path, metric: str | None = None) -> dict[str, Any]:
     """Pairwise accuracy with tie calibration, over pairs whose two edits are both scored."""
-    from editlens.meta.direction import direction_note, oriented
-
     pairs = B.load_pairwise_human(human_path)
     scores, _, unscored = B.load_predictions(pred_path, metric)
     scores = oriented(scores, metric)  # score(A) - score(B) > 0 means A is better, in either direction
