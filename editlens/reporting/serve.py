@@ -15,7 +15,6 @@ of one of them. Nothing else on disk can be reached through it:
 
 from __future__ import annotations
 
-import mimetypes
 import sys
 import threading
 import time
@@ -71,7 +70,7 @@ class ReportServer:
                 if path in ("/", "/index.html", "/report.html"):
                     return self._send(200, "text/html; charset=utf-8", server.current_page(), cookie=cookie)
                 if path.startswith("/image/"):
-                    try:
+                    try:  # only an image the run loaded: a file, or an image inside a parquet/arrow file
                         ctype, body = server.image(int(path.split("/")[2]))
                     except (ValueError, IndexError, OSError) as exc:
                         return self._send(404, "text/plain", f"not found: {exc}".encode())
@@ -132,15 +131,20 @@ class ReportServer:
 
         from PIL import Image, UnidentifiedImageError
 
+        from editlens.reporting.thumbs import image_bytes
+
         path = self.images[n]
         if path not in self._loaded:
             raise OSError("the run did not load this image")
-        body = Path(path).read_bytes()
+        found = image_bytes(path)
+        if found is None:
+            raise OSError("cannot be read")
+        body = found[0]
         try:
             fmt = Image.open(io.BytesIO(body)).format
-        except (UnidentifiedImageError, OSError, ValueError):
+        except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError):
             raise OSError("not an image") from None
-        ctype = Image.MIME.get(fmt or "") or mimetypes.guess_type(path)[0]
+        ctype = Image.MIME.get(fmt or "")
         if not ctype or not ctype.startswith("image/"):
             raise OSError("not an image")
         return ctype, body
@@ -169,7 +173,8 @@ class ReportServer:
 
         t0 = time.perf_counter()
         state = self._watched_state()
-        data = collect_run(self.run_dir, manifest=self.options.get("manifest"), human=self.options.get("human"))
+        data = collect_run(self.run_dir, manifest=self.options.get("manifest"), human=self.options.get("human"),
+                           by=self.options.get("by"))
         paths = sorted({p for s in data["samples"] for p in s["images"].values()})
         # a sample whose every result failed may be one whose images could not be read: not served
         self._loaded |= {p for s in data["samples"] if any(st != "failed" for st in s["statuses"])
