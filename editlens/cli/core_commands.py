@@ -8,7 +8,8 @@ from typing import List, Optional
 
 import typer
 
-from editlens.cli.common import EXIT_FAILED, EXIT_SIGNAL_BASE, emit_json, guarded, parse_models, split_names
+from editlens.cli.common import (EXIT_FAILED, EXIT_SIGNAL_BASE, emit_json, guarded, parse_models, require_samples,
+                                 split_names)
 from editlens.cli.inputs import EditsOpt, EditsPatternOpt, ImageRootOpt, SplitOpt, read_input
 from editlens.cli.options import (AllowFailuresOpt, CacheOpt, CalibrationOpt, CaptionsOpt, ConcurrencyOpt, DeviceOpt,
                                    DtypeOpt, JudgeOpt, MinSamplesOpt, ModelOpt, OptionOpt, RetriesOpt, SamplesOpt, TemperatureOpt, TemplateOpt, TimeoutOpt,
@@ -209,8 +210,9 @@ def run_cmd(
     from editlens.core.images import ImageLoadOptions
     from editlens.runner.run import run_evaluation
     from editlens.runner.selection import parse_options, select_metrics
-    from editlens.runner.store import ResultsStore, export as export_rows
+    from editlens.runner.store import ResultsStore, check_export_formats, export as export_rows
 
+    export_formats = check_export_formats(export)  # parquet without pyarrow fails now, not after scoring
     failed_images = 0
     if editor:
         from editlens.cli.edit_commands import editor_options, exit_for, run_generation
@@ -230,6 +232,7 @@ def run_cmd(
     report, inputs = read_input(manifest, skip_invalid=skip_invalid, columns=columns, encoding=encoding,
                                 delimiter=delimiter, clip_boxes=clip_boxes, split=split, edits=edits,
                                 edits_pattern=edits_pattern, image_root=image_root)
+    require_samples(report, manifest)
     sel = select_metrics(split_names(metrics), extra=extra_metrics(judge, captions, dice), models=parse_models(model),
                          options=parse_options(option or []), device=device, dtype=dtype,
                          with_reference=any(s.reference is not None for s in report.samples),
@@ -260,16 +263,20 @@ def run_cmd(
         store = ResultsStore(out)
         rows = [r for r in store.rows() if r["evaluator"] in {m.name for m in sel.metrics}]
         cols = {s.id: s.columns() for s in report.samples}  # every extra column of the manifest, beside the scores
-        for fmt in export.split(","):
-            typer.echo(f"exported {export_rows(rows, out / f'results_long.{fmt.strip()}', columns=cols)}", err=True)
+        for fmt in export_formats:
+            typer.echo(f"exported {export_rows(rows, out / f'results_long.{fmt}', columns=cols)}", err=True)
         store.close()
     s = result.summary
     typer.echo(f"{s['samples']} samples: {result.computed} results computed, {result.reused} reused "
                f"-> {out}/results.jsonl, summary.json, manifest.json")
+    from editlens.core.evidence import not_measured
+
     for name, c in s["counts"].items():
         mean = s["means"][name]
+        shown = (f"{mean:.4f}" if mean is not None else "- (no score: information only)" if c.get("info")
+                 else not_measured(0, "no scored result"))
         typer.echo(f"  {name:<12} scored {c['scored']:>5}  skipped {c['skipped']:>4}  unscored {c['unscored']:>4}  "
-                   f"failed {c['failed']:>4}  info {c.get('info', 0):>4}  mean {'-' if mean is None else f'{mean:.4f}'}")
+                   f"failed {c['failed']:>4}  info {c.get('info', 0):>4}  mean {shown}")
     if result.interrupted:
         import signal
 
