@@ -236,7 +236,7 @@ def _score_manifest(manifest: Path, metric: str, model, option, device: str, bat
     sel = select_metrics([metric], models=parse_models(model), options=parse_options(option or []), device=device,
                          dtype=dtype)
     m = sel.metrics[0]
-    from editlens.adiee.reward import RewardFunction
+    from editlens.runner.reward import RewardFunction
 
     scores = RewardFunction(m, batch_size).scores(rep.samples)
     return rep.samples, scores, m
