@@ -133,7 +133,7 @@ class Editor:
 
         frozen = torch_dtype(precision.weights_dtype)
         try:
-            pipe = StableDiffusionInstructPix2PixPipeline.from_pretrained(base, torch_dtype=frozen,
+            pipe = StableDiffusionInstructPix2PixPipeline.from_pretrained(base, dtype=frozen,
                                                                           safety_checker=None)
         except (OSError, ValueError) as exc:
             raise InputError(f"--base {base}: cannot load an InstructPix2Pix pipeline there ({exc})") from None

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def build_tiny_ip2p(out: Path | str, image_size: int = 32, seed: int = 0) -> Path:
+def build_tiny_ip2p(out: Path | str, image_size: int = 16, seed: int = 0) -> Path:
     """Save a tiny random ``StableDiffusionInstructPix2PixPipeline`` to ``out``."""
     import torch
     from diffusers import (AutoencoderKL, DDPMScheduler, StableDiffusionInstructPix2PixPipeline,

@@ -18,7 +18,7 @@ COLOURS = {"red": (220, 30, 30), "green": (30, 200, 40), "blue": (30, 40, 210)}
 REWARDS = {"red": 5.0, "green": 2.0, "blue": 1.0}
 
 
-def make_relabelled(root: Path | str, n_sources: int = 6, size: int = 32, seed: int = 0) -> Path:
+def make_relabelled(root: Path | str, n_sources: int = 6, size: int = 16, seed: int = 0) -> Path:
     """``root/relabelled.jsonl`` and its images; returns the file."""
     from PIL import Image
 
