@@ -135,3 +135,29 @@ def test_an_old_and_a_new_name_that_disagree_are_refused():
     assert aliased(16, 64, None, "--lora-rank", "--rank") == 16
     with pytest.raises(InputError, match="--rank is the earlier name of --lora-rank"):
         aliased(16, 64, 8, "--lora-rank", "--rank")
+
+
+@pytest.mark.parametrize("family", ["q25", "q3"])
+def test_editreward_differentiable_path_matches_its_scores_and_passes_gradients(editreward_dirs, family):
+    """EditReward's head through the torch pixel path: the same reward as scoring the decoded images
+    (images already at the model's size, so no resize sits between), and gradients reach the edit."""
+    from editlens.core.types import LoadedEdit
+    from editlens.metrics.registry import create_metric
+
+    base, ckpt = editreward_dirs[family]
+    ev = create_metric("editreward", model=str(ckpt), base=str(base), device="cpu", dtype="float32",
+                       image_pixels=56 * 56 if family == "q25" else 64 * 64, cache=False)
+    side = 56 if family == "q25" else 64  # a multiple of patch x merge (28 / 32) at the model's pixel budget
+    rng = np.random.default_rng(1)
+    src = rng.integers(0, 256, size=(2, side, side, 3), dtype=np.uint8)
+    edt = rng.integers(0, 256, size=(2, side, side, 3), dtype=np.uint8)
+    want = [s.value for s in ev.score_batch([LoadedEdit(str(i), src[i], edt[i], "add a hat") for i in range(2)])]
+    reward = editlens.RewardFunction(ev)
+    assert reward.differentiable
+    x = torch.from_numpy(edt).permute(0, 3, 1, 2).float().div(255).requires_grad_(True)
+    s = torch.from_numpy(src).permute(0, 3, 1, 2).float().div(255)
+    got = reward(x, ["add a hat"] * 2, sources=s, value_range=(0, 1))
+    assert got.tolist() == pytest.approx(want, abs=1e-4)
+    got.sum().backward()
+    assert x.grad is not None and float(x.grad.abs().sum()) > 0
+    assert all(p.grad is None for p in ev._loaded.vlm.parameters())  # nothing flows into the reward model
