@@ -161,3 +161,30 @@ def test_editreward_differentiable_path_matches_its_scores_and_passes_gradients(
     got.sum().backward()
     assert x.grad is not None and float(x.grad.abs().sum()) > 0
     assert all(p.grad is None for p in ev._loaded.vlm.parameters())  # nothing flows into the reward model
+
+
+@pytest.mark.parametrize("family", ["llava_next", "qwen2_vl"])
+def test_adiee_differentiable_path_matches_its_scores_and_passes_gradients(tiny_vlm_dirs, tmp_path, family):
+    """ADIEE's score head through torch pixels: the generated answer as when it scores, the state it reads
+    recomputed with gradients. Images already at the side-by-side size keep resizes out of the way
+    (the processor's own tiling resize remains: close, not equal)."""
+    from editlens.adiee.checkpoint import save_released, scorer_from_base
+    from editlens.core.types import LoadedEdit
+    from editlens.runner.selection import select_metrics
+
+    ckpt = save_released(scorer_from_base(str(tiny_vlm_dirs[family]), device="cpu"), tmp_path / "ckpt")
+    sel = select_metrics(["adiee"], models={"adiee": str(ckpt)}, device="cpu", dtype="float32",
+                         options={"adiee": {"image_side": 32, "require_token": False, "cache": False}})
+    ev = sel.metrics[0]
+    rng = np.random.default_rng(2)
+    src = rng.integers(0, 256, size=(2, 32, 32, 3), dtype=np.uint8)
+    edt = rng.integers(0, 256, size=(2, 32, 32, 3), dtype=np.uint8)
+    want = [s.value for s in ev.score_batch([LoadedEdit(str(i), src[i], edt[i], "add a hat") for i in range(2)])]
+    reward = editlens.RewardFunction(ev)
+    assert reward.differentiable
+    x = torch.from_numpy(edt).permute(0, 3, 1, 2).float().div(255).requires_grad_(True)
+    s = torch.from_numpy(src).permute(0, 3, 1, 2).float().div(255)
+    got = reward(x, ["add a hat"] * 2, sources=s, value_range=(0, 1))
+    assert got.tolist() == pytest.approx(want, abs=0.05)
+    got.sum().backward()
+    assert float(x.grad.abs().sum()) > 0

@@ -541,11 +541,11 @@ class EditRewardEvaluator(Metric):
         """The reward (mean of both heads) of each edit, differentiable with respect to ``edited`` (and
         ``sources``): float tensors B x 3 x H x W in [0, 1]. The prompt side (token ids, image grids) comes
         from the processor on decoded copies; the pixel values are computed in torch
-        (:mod:`editlens.rewardmodels.differentiable`). Never cached."""
+        (:mod:`editlens.models.torch_pixels`). Never cached."""
         import torch
         from PIL import Image
 
-        from editlens.rewardmodels.differentiable import qwen_pixel_values
+        from editlens.models.torch_pixels import qwen_pixel_values
 
         if sources is None:
             raise InputError("editreward scores an edit against its source: pass sources")
@@ -575,7 +575,9 @@ class EditRewardEvaluator(Metric):
         inputs = proc(text=texts, images=images, padding=True, return_tensors="pt",
                       **common.processor_images_kwargs(flat))
         dev = loaded.device
-        parts = [qwen_pixel_values(t.to(dev).float(), proc, pixels, pixels) for t in tensors]
+        parts = [qwen_pixel_values(t.to(dev).float(), proc.image_processor,
+                                   common.smart_resize(int(t.shape[-2]), int(t.shape[-1]), factor, pixels, pixels))
+                 for t in tensors]
         grids = torch.tensor([g for _, g in parts])
         if not torch.equal(grids, inputs["image_grid_thw"]):
             raise InputError(f"editreward: image grids {grids.tolist()} differ from the processor's "
