@@ -265,8 +265,14 @@ class TuneEditorTask(TrainingTask):
         if self.cfg.refl_weight <= 0:
             return mse, figures
         reward = self.refl(batch, source_latents.detach())
-        refl = (self.best - reward).mean() if self.refl_reward.higher_is_better else (reward - self.best).mean()
-        figures.update({"refl_reward": float(reward.detach().float().mean()), "refl_loss": float(refl.detach())})
+        scored = torch.isfinite(reward.detach())  # an unscored edit (e.g. no [SCORE] emitted) adds nothing
+        if not bool(scored.any()):
+            figures.update({"refl_scored": 0.0})
+            return mse, figures
+        r = reward[scored]
+        refl = (self.best - r).mean() if self.refl_reward.higher_is_better else (r - self.best).mean()
+        figures.update({"refl_reward": float(r.detach().float().mean()), "refl_loss": float(refl.detach()),
+                        "refl_scored": float(scored.float().mean())})
         return mse + self.cfg.refl_weight * refl, figures
 
     def refl(self, batch: dict[str, Any], source_latents: torch.Tensor) -> torch.Tensor:
