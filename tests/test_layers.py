@@ -12,7 +12,7 @@ LAYERS = [
     {"core"},
     {"data"},
     {"models"},
-    {"metrics", "backends"},
+    {"metrics", "backends", "editors"},
     {"judges"},
     {"meta"},
     {"training"},

@@ -184,8 +184,16 @@ def run_cmd(
     concurrency: Optional[int] = ConcurrencyOpt,
     calibration: Optional[Path] = CalibrationOpt,
     allow_failures: bool = AllowFailuresOpt,
+    editor: Optional[str] = typer.Option(None, "--editor", help="Generate the edits first with this editor (see "
+                                         "`editlens edit`); MANIFEST then lists source and instruction."),
+    editor_option: Optional[List[str]] = typer.Option(None, "--editor-option", help="With --editor: editor setting "
+                                                      "KEY=VALUE (steps=20...). Repeatable."),
+    edit_samples: int = typer.Option(1, "--edit-samples", min=1, help="With --editor: images per edit."),
+    seed: int = typer.Option(0, "--seed", help="With --editor: base seed of the derived per-image seeds."),
+    edits_out: Optional[Path] = typer.Option(None, "--edits-out", help="With --editor: folder of the generated "
+                                             "edits (default OUT/edits)."),
 ) -> None:
-    """Score every edit of a manifest into a resumable run directory.
+    """Score every edit of a manifest into a resumable run directory (with --editor: generate the edits first).
 
     Exit status: 0 done; 3 done, but some results failed (listed by `editlens runs failures OUT --status
     failed`; a rerun retries them; --allow-failures: 0); 2 bad input; 130/143 stopped by Ctrl-C/SIGTERM
@@ -198,6 +206,15 @@ def run_cmd(
     from editlens.runner.selection import parse_options, select_metrics
     from editlens.runner.store import ResultsStore, export as export_rows
 
+    failed_images = 0
+    if editor:
+        from editlens.cli.edit_commands import editor_options, exit_for, run_generation
+
+        made = run_generation(manifest, editor, edits_out or out / "edits", edit_samples, seed,
+                              editor_options(editor_option, device, dtype, False, False), None, progress, columns)
+        if made.interrupted:
+            exit_for(made, edits_out or out / "edits")
+        manifest, columns, failed_images = made.manifest, None, made.failed
     report = read_manifest(manifest, skip_invalid=skip_invalid, columns=columns, encoding=encoding,
                            delimiter=delimiter, clip_boxes=clip_boxes)
     for line, reason in report.problems:
@@ -251,6 +268,10 @@ def run_cmd(
         typer.echo(f"interrupted ({how.name}): finished batches, the summary and exports are saved; rerun the "
                    "same command to continue.", err=True)
         raise typer.Exit(EXIT_SIGNAL_BASE + int(how))
+    if failed_images and not allow_failures:
+        typer.echo(f"{failed_images} image(s) failed to generate; rerun the same command to generate them again. "
+                   f"Exit status {EXIT_FAILED} (--allow-failures: 0).", err=True)
+        raise typer.Exit(EXIT_FAILED)
     if result.failed:
         typer.echo(f"{result.failed} result(s) failed: list them with `editlens runs failures {out} --status failed`; "
                    f"rerun the same command to retry them. Exit status {EXIT_FAILED} "
