@@ -327,8 +327,8 @@ class TuneEditorTask(TrainingTask):
                        num_inference_steps=cfg.val_steps, guidance_scale=cfg.guidance,
                        image_guidance_scale=cfg.image_guidance, generator=gen, output_type="np").images[0]
             img = (np.clip(out, 0, 1) * 255).round().astype(np.uint8)
-            atomic_write(folder / f"{i:03d}.png", lambda fh, im=img: Image.fromarray(im).save(fh, format="PNG"),
-                         mode="wb")
+            png = Image.fromarray(img)
+            atomic_write(folder / f"{i:03d}.png", lambda fh, im=png: im.save(fh, format="PNG"), mode="wb")  # type: ignore[misc]
             edited.append(img)
             sources.append(src)
             instructions.append(g.instruction)  # scored on the instruction alone, as released

@@ -17,7 +17,7 @@ from editlens.cli.common import emit_json, guarded
 from editlens.cli.options import (CacheOpt, ConcurrencyOpt, DeviceOpt, DtypeOpt, RetriesOpt, SamplesOpt, TemperatureOpt,
                                    TemplateOpt, TimeoutOpt, VlmModelOpt, VlmOpt, http_settings, vlm_options)
 from editlens.cli.tables import print_rows
-from editlens.cli.training_options import QUANT_HELP, SAVE_EVERY_HELP, VAL_EVERY_HELP
+from editlens.cli.training_options import SAVE_EVERY_HELP, VAL_EVERY_HELP
 
 app = typer.Typer(no_args_is_help=False, help="DICE: what changed, where, and was it asked for.")
 
