@@ -67,10 +67,6 @@ def test_cli_loss_goes_down_and_the_export_edits_with_the_reward_prompt(tiny_bas
     from editlens.editors.registry import create_editor
 
     assert create_editor(str(out / "editor"), device="cpu").prompt_suffix == card["prompt_suffix"]
-    # a finished run is not redone
-    r2 = _cli(str(relabelled), "--base", str(tiny_base), "--out", str(out), "--steps", "8", "--lr", "1e-3",
-              "--batch-size", "2", "--resolution", "16", "--device", "cpu", "--no-progress")
-    assert r2.exit_code == 0 and "nothing to do" in r2.output
 
 
 def test_a_resumed_lora_run_equals_an_uninterrupted_one(tiny_base, relabelled, tmp_path):
