@@ -124,7 +124,7 @@ class PairMetric(Metric):
         self.region = region
 
     def needs(self) -> tuple[str, ...]:
-        extra = ("reference",) if self.compare == "reference" else ()
+        extra: tuple[str, ...] = ("reference",) if self.compare == "reference" else ()
         extra += ("mask",) if self.region != "all" else ()
         return tuple(dict.fromkeys(self.spec.needs + extra))
 

@@ -61,7 +61,6 @@ from typing import Any, Sequence
 
 import cv2
 import numpy as np
-from PIL import Image
 
 from editlens.core.types import LoadedEdit, Score
 from editlens.metrics.base import PairMetric
@@ -153,11 +152,7 @@ class ChangeMap:
         """1 when the whole image changed (:attr:`global_change`), else the local fraction."""
         return 1.0 if self.global_change is not None else self.local_fraction
 
-    def full_mask(self) -> np.ndarray:
-        """The mask at the source resolution (nearest neighbour)."""
-        h, w = self.size
-        img = Image.fromarray(self.mask.astype(np.uint8) * 255)
-        return np.asarray(img.resize((w, h), Image.Resampling.NEAREST)) > 127
+
 
 
 @dataclass(frozen=True)
@@ -233,11 +228,6 @@ def _opponent_matrix(chroma_weight: float) -> np.ndarray:
     return np.array([[1 / 3, c / 2, c / 4], [1 / 3, -c / 2, c / 4], [1 / 3, 0.0, -c / 2]], np.float32)
 
 
-def _opponent(x: np.ndarray, chroma_weight: float = 1.0) -> np.ndarray:
-    """Luminance plus two chroma axes; decorrelates brightness from colour."""
-    return cv2.transform(x, _opponent_matrix(chroma_weight).T)
-
-
 @functools.lru_cache(maxsize=8)
 def _hanning(size: tuple[int, int]) -> np.ndarray:
     return cv2.createHanningWindow(size, cv2.CV_32F)
@@ -268,7 +258,7 @@ def _camera_motion(src: np.ndarray, edt: np.ndarray, limit: float) -> np.ndarray
     # Equalised grey levels: the light may have changed too.
     a = cv2.equalizeHist(cv2.cvtColor(src, cv2.COLOR_RGB2GRAY))
     b = cv2.equalizeHist(cv2.cvtColor(edt, cv2.COLOR_RGB2GRAY))
-    orb = cv2.ORB_create(nfeatures=600, fastThreshold=10)
+    orb = cv2.ORB_create(nfeatures=600, fastThreshold=10)  # type: ignore[attr-defined]
     ka, da = orb.detectAndCompute(a, None)
     kb, db = orb.detectAndCompute(b, None)
     if da is None or db is None or len(ka) < 12 or len(kb) < 12:
@@ -276,8 +266,8 @@ def _camera_motion(src: np.ndarray, edt: np.ndarray, limit: float) -> np.ndarray
     matches = cv2.BFMatcher(cv2.NORM_HAMMING, crossCheck=True).match(da, db)
     if len(matches) < 12:
         return None
-    pa = np.float32([ka[m.queryIdx].pt for m in matches])
-    pb = np.float32([kb[m.trainIdx].pt for m in matches])
+    pa = np.array([ka[m.queryIdx].pt for m in matches], np.float32)
+    pb = np.array([kb[m.trainIdx].pt for m in matches], np.float32)
     cv2.setRNGSeed(0)  # RANSAC samples: the same answer every time
     m, inliers = cv2.estimateAffinePartial2D(pa, pb, method=cv2.RANSAC, ransacReprojThreshold=2.0,
                                              maxIters=3000, confidence=0.995)
@@ -304,7 +294,7 @@ def _corner_motion(m: np.ndarray | None, shape: tuple[int, int]) -> float:
 
 
 def _translation(dx: float, dy: float) -> np.ndarray:
-    return np.float32([[1, 0, dx], [0, 1, dy]])
+    return np.array([[1, 0, dx], [0, 1, dy]], np.float32)
 
 
 def _clipped(src: np.ndarray, edt: np.ndarray, colour: _Colour) -> np.ndarray | None:
@@ -588,7 +578,7 @@ class _Pair:
         so = cv2.transform(_float(self.src[ys, xs]), self.opp.T)
         if self.warp is not None:  # sample the edited image where the warp takes each source pixel
             m = self.warp.copy()
-            m[:, 2] += m[:, :2] @ np.float32([xs.start, ys.start])
+            m[:, 2] += m[:, :2] @ np.array([xs.start, ys.start], np.float32)
             win = cv2.warpAffine(self.edt, m, (xs.stop - xs.start, ys.stop - ys.start),
                                  flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP, borderMode=cv2.BORDER_REPLICATE)
         else:
@@ -754,7 +744,7 @@ def _robust_distance(pair: _Pair, p: ChangeMapParams, rich: bool = False) -> tup
                                borderMode=cv2.BORDER_REPLICATE)
         dx, dy, _ = _global_shift(pair.src, first, 2.0)
         warp = warp.copy()
-        warp[:, 2] += warp[:, :2] @ np.float32([dx, dy])
+        warp[:, 2] += warp[:, :2] @ np.array([dx, dy], np.float32)
     edt, valid = pair.edt, None
     if warp is not None:
         pair.warp = warp
@@ -1001,6 +991,8 @@ def sample_change_map(sample: LoadedEdit, params: ChangeMapParams | None = None,
     (the change_map metric and DICE's model-free detector share it)."""
     params = params or ChangeMapParams()
     a, b = (sample.edited, sample.reference) if compare == "reference" else (sample.source, sample.edited)
+    if b is None:  # callers check needs() first; a reference-less sample never reaches here
+        raise ValueError(f"sample {sample.id}: no reference to compare with")
     return sample.derive(("change_map", compare, params), lambda: change_map(a, b, params))
 
 

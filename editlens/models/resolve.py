@@ -198,7 +198,7 @@ def load_pretrained(loader: Callable[..., Any], mref: ModelRef | str, **kwargs: 
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # our own progress bar is the one that matters
-        loaded = loader.from_pretrained(target, local_files_only=offline, **kwargs)
+        loaded = loader.from_pretrained(target, local_files_only=offline, **kwargs)  # type: ignore[attr-defined]
     except (OSError, ValueError, EnvironmentError) as exc:
         raise ModelUnavailableError(unavailable_message(mref, f"{type(exc).__name__}: {str(exc).splitlines()[0]}")) from exc
     from editlens.models import emulated_bf16
@@ -206,16 +206,3 @@ def load_pretrained(loader: Callable[..., Any], mref: ModelRef | str, **kwargs: 
     emulated_bf16.install(loaded)  # bf16 asked for on a CPU without it: large products at float32 speed
     return loaded
 
-
-def pick_device(device: str = "auto") -> str:
-    """The device the policy picks (:func:`editlens.models.precision.resolve_device`)."""
-    from editlens.models.precision import resolve_device
-
-    return resolve_device(device)
-
-
-def pick_dtype(dtype: Any, device: str, purpose: str = "inference") -> Any:
-    """The torch dtype the policy picks (:func:`editlens.models.precision.decide`)."""
-    from editlens.models.precision import decide
-
-    return decide(dtype, device, purpose).torch_dtype
