@@ -91,11 +91,10 @@ def train_cmd(
     json_out: bool = JsonOpt,
 ) -> None:
     """Retrieval training: symmetric InfoNCE with no-op and swapped-order hard negatives. Rerun to resume."""
+    from editlens.models.quant import normalise_choice
     from editlens.twoframe.data import read_edits
     from editlens.twoframe.model import load_twoframe
     from editlens.twoframe.train import TrainConfig, train
-
-    from editlens.models.quant import normalise_choice
 
     if normalise_choice(quantization, "--quantization") == "nf4":
         raise typer.BadParameter("two-frame training does not train on a 4-bit base; use --quantization none (or auto)")

@@ -152,7 +152,8 @@ class RewardFunction:
 
     @property
     def value_range(self) -> tuple[float, float]:
-        return tuple(self.metric.spec.value_range)  # type: ignore[return-value]
+        low, high = self.metric.spec.value_range
+        return float(low), float(high)
 
     @property
     def higher_is_better(self) -> bool:
