@@ -177,3 +177,31 @@ def test_balanced_weights_draw_each_level_about_equally_often(relabelled):
     rng = np.random.default_rng(0)
     drawn = [quality_level(draw_target(groups[0], w, quality_level, rng).score10) for _ in range(2000)]
     assert abs(drawn.count(5) / 2000 - 0.5) < 0.05
+
+
+def test_a_scored_run_directory_is_training_data(relabelled, tmp_path):
+    """A run's results of one evaluator become 0-10 target scores (flipped when lower is better)."""
+    from types import SimpleNamespace
+
+    from editlens.adiee.tune_data import read_tuning_data
+
+    rows = [json.loads(x) for x in relabelled.read_text().splitlines()][:6]
+    manifest = relabelled.parent / "cands.jsonl"
+    manifest.write_text("".join(json.dumps({k: r[k] for k in ("id", "source", "edited", "instruction", "model")})
+                                + "\n" for r in rows))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "manifest.json").write_text(json.dumps({"inputs": {"manifest": str(manifest)}}))
+    values = {"s0_red": 1.0, "s0_green": 3.0, "s0_blue": 5.0, "s1_red": 2.0, "s1_green": None, "s1_blue": 4.0}
+    (run / "results.jsonl").write_text("".join(json.dumps(
+        {"id": k, "scores": {"dist": {"value": v, "status": "scored" if v is not None else "unscored"},
+                             "other": {"value": 0.5, "status": "scored"}}}) + "\n" for k, v in values.items()))
+    spec = SimpleNamespace(value_range=(1.0, 5.0), higher_is_better=False)
+    with pytest.raises(InputError, match="--score-metric"):
+        read_tuning_data(run, spec_of=lambda name: spec)
+    groups, desc = read_tuning_data(run, "dist", include_source=False, spec_of=lambda name: spec)
+    assert desc["kind"] == "run" and desc["unscored_rows"] == 1 and desc["scale"] == "[1, 5] -> 0-10"
+    scores = {c.id: c.score10 for g in groups for c in g.candidates}
+    assert scores == {"s0_red": 10.0, "s0_green": 5.0, "s0_blue": 0.0, "s1_red": 7.5, "s1_blue": 2.5}
+    with pytest.raises(InputError, match="no scores of 'missing'"):
+        read_tuning_data(run, "missing", spec_of=lambda name: spec)
