@@ -18,5 +18,4 @@ Modules (one job each):
 * :mod:`~editlens.adiee.editor_prompt` – the reward prompt of editor fine-tuning (wording, binning).
 * :mod:`~editlens.adiee.tune_data` – scored candidates per source, score-weighted target draws.
 * :mod:`~editlens.adiee.tune_editor` – ``tune-editor``: reward-conditioned fine-tuning and ReFL.
-* :mod:`~editlens.adiee.serve` – the ``/v1/score`` HTTP router.
 """

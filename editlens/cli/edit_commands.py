@@ -1,5 +1,6 @@
 """``editlens edit`` (generate edits with an editor), ``editlens editors``
-(list them) and ``editlens make-tiny-editor`` (a tiny random editing
+(list them), ``editlens edit-pairs`` (two editors' images of the same edits,
+for ``compare``) and ``editlens make-tiny-editor`` (a tiny random editing
 pipeline to try them with)."""
 
 from __future__ import annotations
@@ -56,15 +57,20 @@ def editor_options(option: Optional[List[str]], device: str, dtype: str, cpu_off
             "cpu_offload": cpu_offload or None, "attention_slicing": attention_slicing or None}
 
 
+def _redacted(arg: str) -> str:
+    """A command-line argument as recorded: an API key given as an editor option is not written down."""
+    return "api_key=***" if arg.startswith("api_key=") else arg
+
+
 def run_generation(manifest: Path, editor: str, out: Path, samples: int, seed: int, options: dict[str, Any],
                    batch_size: Optional[int], progress: bool, columns: Optional[str], retry_failed: bool = True,
-                   wait: bool = False) -> Any:
+                   wait: bool = False, manifest_options: Optional[dict[str, Any]] = None) -> Any:
     """Generate, print what happened; returns the :class:`~editlens.runner.edit.EditRunResult`."""
     from editlens.runner.edit import generate_edits
 
     result = generate_edits(manifest, editor, out, samples=samples, seed=seed, batch_size=batch_size,
                             editor_options=options, progress=progress, columns=columns, retry_failed=retry_failed,
-                            wait=wait, command=sys.argv)
+                            wait=wait, command=[_redacted(a) for a in sys.argv], manifest_options=manifest_options)
     typer.echo(f"{result.generated} images generated, {result.reused} kept, {result.failed} failed "
                f"-> {result.manifest}", err=True)
     for rec in result.failures[:10]:
@@ -112,8 +118,8 @@ def edit_cmd(
     progress: bool = typer.Option(True, "--progress/--no-progress"),
     allow_failures: bool = typer.Option(False, "--allow-failures", help="Exit 0 even when images failed."),
 ) -> None:
-    """Generate edited images with an editor into a resumable folder whose manifest.jsonl `run`, `report`,
-    `best-of-n` and `compare` take as is.
+    """Generate edited images with an editor into a resumable folder whose manifest.jsonl `run`, `report`
+    and `best-of-n` take as is (`edit-pairs` pairs two editors' folders for `compare`).
 
     Exit status: 0 done; 3 done, but some images failed (a rerun generates them); 2 bad input or missing
     weights; 130/143 stopped by Ctrl-C/SIGTERM (finished images kept).
@@ -161,7 +167,7 @@ def make_tiny_editor_cmd(
 
     Its images are noise: it shows the plumbing (edit, seeds, resume, best-of-n), not editing.
     """
-    from editlens.testing.tiny_editors import TINY_EDITORS, make_tiny_editor
+    from editlens.editors.random_init import TINY_EDITORS, make_tiny_editor
 
     if family not in TINY_EDITORS:
         raise typer.BadParameter(f"must be one of {', '.join(TINY_EDITORS)}, got {family!r}", param_hint="--family")
@@ -171,3 +177,17 @@ def make_tiny_editor_cmd(
     make_tiny_editor(out, family, **({"image_size": image_size} if image_size else {}))
     typer.echo(f"wrote a tiny random {family} pipeline to {out}\n"
                f"try it: editlens edit MANIFEST --editor {out} --out edits --editor-option steps=2")
+
+
+@app.command("edit-pairs")
+@guarded
+def edit_pairs_cmd(
+    folder_a: Path = typer.Argument(..., help="An `editlens edit` output folder (editor A)."),
+    folder_b: Path = typer.Argument(..., help="Another, made from the same input (editor B)."),
+    out: Path = typer.Option(..., "--out", help="The pairs file to write (.jsonl), for `editlens compare --pairs`."),
+) -> None:
+    """Pair two editors' images of the same edits (same id and sample) for `editlens compare --pairs`."""
+    from editlens.runner.edit import write_pairs
+
+    path, n = write_pairs(folder_a, folder_b, out)
+    typer.echo(f"{n} pairs -> {path}\ncompare them: editlens compare --pairs {path} --metric NAME (or --vlm URL)")

@@ -22,12 +22,13 @@ COMMAND_GROUPS: tuple[tuple[str, str, str | None], ...] = (
     ("editlens.cli.serve_commands", "app", None),         # serve
     ("editlens.cli.trust_commands", "app", None),         # probe, calibrate, edit-types
     ("editlens.cli.adiee_commands", "reward_app", None),  # best-of-n, relabel
-    ("editlens.cli.edit_commands", "app", None),          # edit, editors, make-tiny-editor
+    ("editlens.cli.edit_commands", "app", None),          # edit, editors, edit-pairs, make-tiny-editor
     ("editlens.cli.runs_commands", "app", "runs"),
     ("editlens.cli.dice_commands", "app", "dice"),
     ("editlens.cli.adiee_commands", "adiee_app", "adiee"),
     ("editlens.cli.twoframe_commands", "twoframe_app", "twoframe"),
     ("editlens.cli.meta_commands", "meta_app", "meta-eval"),
+    ("editlens.cli.bench_commands", "bench_app", "bench"),
     ("editlens.cli.dice_commands", "legacy_app", None),   # dice-train, dice-rank, ... (hidden aliases)
 )
 

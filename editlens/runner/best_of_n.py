@@ -60,7 +60,7 @@ def knockout(samples: Sequence[EditSample], comparer: Any, batch_size: int = 8) 
             break
         items = [PairItem(f"{a.id} vs {b.id}", str(a.source), str(a.edited), str(b.edited), a.instruction)
                  for _, a, b in round_]
-        for (g, a, b), v in zip(round_, comparer.compare(items, batch_size)):
+        for (g, a, b), v in zip(round_, comparer.compare(items, batch_size), strict=True):
             verdict = v.get("verdict")
             matches[g].append({"a": a.id, "b": b.id, "verdict": verdict, "consistent": v.get("consistent"),
                                "orders": v.get("orders"), "reason": v.get("reason"), "failed": bool(v.get("failed"))})
