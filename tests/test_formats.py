@@ -68,8 +68,11 @@ def gedit(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("gedit")
     ds = datasets.Dataset.from_dict(gedit_rows(), features=gedit_features())
     ds.save_to_disk(str(root / "GEdit-Bench"))
+    # a hub snapshot: the snapshot's files are links to blobs named by their hash
     (root / "hub" / "data").mkdir(parents=True)
-    ds.to_parquet(str(root / "hub" / "data" / "train-00000-of-00001.parquet"))
+    (root / "blobs").mkdir()
+    ds.to_parquet(str(root / "blobs" / "9f2c4e"))
+    (root / "hub" / "data" / "train-00000-of-00001.parquet").symlink_to(root / "blobs" / "9f2c4e")
     # editors' outputs, one folder per editor; editor B did not write k1
     for model, shade in (("editorA", 0), ("editorB", 40)):
         (root / "outputs" / model).mkdir(parents=True)
@@ -101,6 +104,13 @@ def test_arrow_files_stream_and_file_format(gedit, tmp_path):
     shard = next((gedit / "GEdit-Bench").glob("*.arrow"))  # datasets writes IPC streams
     rep = read_manifest(shard, columns="id=key,source=input_image,edited=input_image_raw")
     assert [pixel(s.source) for s in rep.samples] == [list(c) for c in COLOURS]
+    # the `datasets` cache's layout: <name>-<split>.arrow beside dataset_info.json
+    cache = tmp_path / "stepfun-ai___g_edit-bench" / "default" / "0.0.0" / "0123abcd"
+    cache.mkdir(parents=True)
+    (cache / "g_edit-bench-train.arrow").write_bytes(shard.read_bytes())
+    (cache / "dataset_info.json").write_text((gedit / "GEdit-Bench" / "dataset_info.json").read_text())
+    rep = read_manifest(tmp_path / "stepfun-ai___g_edit-bench", columns="id=key,source=input_image,edited=input_image")
+    assert [pixel(s.source) for s in rep.samples] == [list(c) for c in COLOURS] and rep.split is None
     # the IPC file format (pyarrow.ipc.new_file), with plain binary image columns
     table = pa.table({"id": ["a", "b"], "src": pa.array([png(COLOURS[0]), png(COLOURS[2])], pa.binary()),
                       "out": pa.array([png(COLOURS[1]), png(COLOURS[1])], pa.binary()), "instruction": ["x", "y"]})
@@ -193,7 +203,7 @@ def test_json_and_image_folders(tmp_path):
     (bench / "animal" / "000342021.jpg").write_bytes(png(COLOURS[0]))
     (bench / "animal" / "000342022.jpg").write_bytes(png(COLOURS[1]))
     (bench / "basic_edit.json").write_text(json.dumps({
-        "1": {"id": "animal/000342021.jpg", "prompt": "add a hat to the dog", "edit_type": "add"},
+        "1": {"id": "animal/000342021.jpg", "prompt": "make the dog's fur white", "edit_type": "adjust"},
         "2": {"id": "animal/000342022.jpg", "prompt": "replace the dog with a cat", "edit_type": "replace"}}))
     (tmp_path / "outs" / "editorA").mkdir(parents=True)
     for k in ("1", "2"):
@@ -203,6 +213,9 @@ def test_json_and_image_folders(tmp_path):
     assert [s.id for s in rep.samples] == ["editorA/1", "editorA/2"]
     assert [pixel(s.source) for s in rep.samples] == [list(COLOURS[0]), list(COLOURS[1])]
     assert rep.samples[1].metadata == {"edit_type": "replace", "row_id": "2"} and rep.samples[1].model == "editorA"
+    from editlens.data.edit_types import edit_type_of
+
+    assert [edit_type_of(s) for s in rep.samples] == ["attribute", "replace"]  # ImgEdit's own type names
 
     kris = tmp_path / "KRIS_Bench"
     for cat, colour in (("color_change", COLOURS[0]), ("count_change", COLOURS[1])):
@@ -214,6 +227,19 @@ def test_json_and_image_folders(tmp_path):
     assert [(s.id, s.metadata["subset"], s.metadata["key"]) for s in rep.samples] == [
         ("color_change/1", "color_change", "1"), ("count_change/1", "count_change", "1")]
     assert [pixel(s.source) for s in rep.samples] == [list(COLOURS[0]), list(COLOURS[1])]
+
+
+def test_aurora_bench_parquet_keeps_its_source_column(tmp_path):
+    """AURORA-Bench: image bytes in `input`, no id, and a `source` column naming the dataset an edit is
+    from; mapped source=input, the file's own `source` stays as `source_in_file` (groups with --by)."""
+    img = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    pq.write_table(pa.table({"input": pa.array([{"bytes": png(c), "path": "input.png"} for c in COLOURS], img),
+                             "instruction": ["move the cup left", "add a ball", "remove the cube"],
+                             "source": ["something", "clevr", "kubric"]}), tmp_path / "test.parquet")
+    rep = read_manifest(tmp_path / "test.parquet", columns="source=input,edited=input")
+    assert [s.id for s in rep.samples] == ["row-0", "row-1", "row-2"]
+    assert [s.metadata["source_in_file"] for s in rep.samples] == ["something", "clevr", "kubric"]
+    assert pixel(rep.samples[2].source) == list(COLOURS[2])
 
 
 def test_table_references_round_trip_through_a_jsonl_manifest(gedit, tmp_path):
@@ -346,6 +372,11 @@ def test_edits_folder_with_a_missing_output(gedit, tmp_path):
     res = runner.invoke(app, ["runs", "summary", str(out), "--by", "instruction_language", "--json"])
     groups = {(r["group"], r["evaluator"]): r["n"] for r in json.loads(res.stdout)}
     assert groups == {("en", "l1"): 4, ("cn", "l1"): 1}
+    # a run whose results.jsonl predates the columns: they are read again from its manifest, as it was read
+    (out / "results.jsonl").write_text("".join(json.dumps({"id": k, "scores": r["scores"]}) + "\n"
+                                               for k, r in rows.items()))
+    res = runner.invoke(app, ["runs", "summary", str(out), "--by", "instruction_language", "--json"])
+    assert {(r["group"], r["evaluator"]): r["n"] for r in json.loads(res.stdout)} == groups
 
 
 def test_report_of_a_parquet_run_shows_its_images(gedit, tmp_path):
@@ -360,7 +391,7 @@ def test_report_of_a_parquet_run_shows_its_images(gedit, tmp_path):
     data = collect_run(out, by="task_type")
     sample = next(s for s in data["samples"] if s["id"] == "editorA/k1")
     assert parse_ref(sample["images"]["source"]) == TableImage(
-        str((gedit / "hub" / "data" / "train-00000-of-00001.parquet").resolve()), 1, "input_image")
+        str(gedit / "hub" / "data" / "train-00000-of-00001.parquet"), 1, "input_image")
     assert sample["category"] == "subject-add" and data["categories"] == ["color_alter", "subject-add"]
     assert sample["columns"]["instruction_language"] == "cn"
     with pytest.raises(InputError, match=r"--by 'nope': .* group by one of .*task_type"):
@@ -368,6 +399,9 @@ def test_report_of_a_parquet_run_shows_its_images(gedit, tmp_path):
     page = write_run_report(out, tmp_path / "r.html", images="copy", by="task_type").read_text()
     # every image got a thumbnail (none could not be read) and a full-size copy beside the report
     assert "cannot be read" not in page
+    assert '<option value="type">task_type</option>' in page  # the leaderboards group by the column asked for
+    assert data["completeness"]["n_missing_edits"] == 1
+    assert f"editorB/k1: {gedit / 'outputs' / 'editorB' / 'k1.png'} not found" in page
     doc = json.loads(re.search(r'<script type="application/json" id="report-data">(.*?)</script>', page, re.S).group(1))
     card = next(s for s in doc["samples"] if s["id"] == "editorA/k1")
     assert card["columns"]["instruction_language"] == "cn" and card["category"] == "subject-add"
@@ -376,6 +410,20 @@ def test_report_of_a_parquet_run_shows_its_images(gedit, tmp_path):
     assert len(copies) == 3 + 5 and sum(n.endswith("_input_image.png") for n in copies) == 3
     copied = next((tmp_path / "r_images").glob("*_r1_input_image.png"))
     assert pixel(str(copied)) == list(COLOURS[1])
+    # `editlens view` serves the embedded image's own bytes
+    import urllib.request
+
+    from editlens.reporting.serve import ReportServer
+
+    server = ReportServer(out, by="task_type")
+    server.serve_in_background()
+    try:
+        n = server.images.index(sample["images"]["source"])
+        got = urllib.request.urlopen(server.url + f"image/{n}", timeout=10)
+        assert got.headers["Content-Type"] == "image/png"
+        assert list(Image.open(io.BytesIO(got.read())).getpixel((0, 0))) == list(COLOURS[1])
+    finally:
+        server.close()
 
 
 def test_probe_builds_controls_on_table_images(gedit, tmp_path):
@@ -414,3 +462,30 @@ def test_meta_eval_pointwise_by_a_manifest_column(tmp_path):
     res = runner.invoke(app, ["meta-eval", "pointwise", "--human", str(tmp_path / "human.jsonl"), "--predictions",
                               str(tmp_path / "results.jsonl"), "--metric", "l1", "--by", "task"])
     assert res.exit_code == 2 and "--by 'task'" in res.output and "instruction_language" in res.output
+
+
+def test_compare_pairs_from_a_published_pair_table(tmp_path):
+    """EditScore's EditReward-Bench layout: input_image and output_images (two) embedded, one row per pair."""
+    F = datasets
+    feats = F.Features({"key": F.Sequence(F.Value("string")), "instruction": F.Value("string"),
+                        "input_image": F.Image(), "output_images": F.Sequence(F.Image()),
+                        "task_type": F.Value("string"), "dimension": F.Value("string")})
+    src = [png(COLOURS[0], seed=1), png(COLOURS[1], seed=2)]
+    ds = datasets.Dataset.from_dict({
+        "key": [["e1", "e2"], ["e3", "e4"]], "instruction": ["make it red", "make it green"],
+        "input_image": [{"bytes": b, "path": None} for b in src],
+        # pair 0: the first output is the source itself (L1 0); pair 1: the second is
+        "output_images": [[{"bytes": src[0], "path": None}, {"bytes": png((0, 0, 0)), "path": None}],
+                          [{"bytes": png((255, 255, 255)), "path": None}, {"bytes": src[1], "path": None}]],
+        "task_type": ["color_alter"] * 2, "dimension": ["overall"] * 2}, features=feats)
+    ds.to_parquet(str(tmp_path / "pairs.parquet"))
+    res = runner.invoke(app, ["compare", "--pairs", str(tmp_path / "pairs.parquet"), "--metric", "l1", "--columns",
+                              "source=input_image,edited_a=output_images[0],edited_b=output_images[1]",
+                              "--out", str(tmp_path / "v.jsonl")])
+    assert res.exit_code == 0, res.output
+    verdicts = [json.loads(x) for x in (tmp_path / "v.jsonl").read_text().splitlines()]
+    assert [(v["id"], v["label"], v["score_a"] == 0.0, v["score_b"] == 0.0) for v in verdicts] == [
+        ("0", 1, True, False), ("1", -1, False, True)]
+    res = runner.invoke(app, ["compare", "--pairs", str(tmp_path / "pairs.parquet"), "--metric", "l1"])
+    assert res.exit_code == 2 and "a pair needs source, edited_a, edited_b" in res.output
+    assert "map them with --columns" in res.output

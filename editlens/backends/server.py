@@ -33,7 +33,7 @@ import secrets
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Sequence
+from typing import Any, AsyncIterator, Mapping, Sequence
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -45,6 +45,11 @@ access_log = logging.getLogger("editlens.serve")
 
 #: OpenAI's seed is a 64-bit integer; anything wider is refused, not wrapped.
 SEED_RANGE = (-(2**63), 2**64 - 1)
+
+
+#: The longest prompt a server accepts at all. Prefill is one model step the scheduler cannot slice
+#: (only generated tokens are), so the limit is what fair scheduling can keep: a limit above it is refused.
+FAIR_PROMPT_TOKENS = 16384
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,9 @@ class ServeLimits:
         max_image_pixels: largest decoded image, width x height (413 above it).
         max_prompt_tokens: largest prompt, in the model's tokens with the chat
             template and image tokens (413 above it).
+        max_aspect_ratio: longest over shortest side of an image (413 above
+            it): a 39,000,000 x 1 image is under the pixel limit, yet costs a
+            model's processor seconds to tile, and no model reads it.
         read_timeout: seconds a client may take to send its request, head
             and body (408, or the connection closed, after it).
     """
@@ -70,12 +78,18 @@ class ServeLimits:
     max_image_pixels: int = 40_000_000
     max_prompt_tokens: int = 8192
     read_timeout: float = 30.0
+    max_aspect_ratio: float = 100.0
 
     def __post_init__(self) -> None:
         for name in ("max_tokens", "max_n", "max_image_bytes", "max_image_pixels", "max_prompt_tokens"):
             if not getattr(self, name) >= 1:
                 raise ValueError(f"serve limit {name} must be at least 1, got {getattr(self, name)!r}")
-        for name in ("request_timeout", "read_timeout"):
+        if self.max_prompt_tokens > FAIR_PROMPT_TOKENS:
+            raise ValueError(f"serve limit max_prompt_tokens {self.max_prompt_tokens} is over {FAIR_PROMPT_TOKENS}: a "
+                             "prompt is encoded (prefilled) in one step the scheduler cannot pause, so a prompt that "
+                             "long would hold every other client for its whole prefill; keep --max-prompt-tokens "
+                             f"at most {FAIR_PROMPT_TOKENS}")
+        for name in ("request_timeout", "read_timeout", "max_aspect_ratio"):
             value = getattr(self, name)
             if not (value > 0 and math.isfinite(value)):
                 raise ValueError(f"serve limit {name} must be a positive number of seconds, got {value!r}")
@@ -88,7 +102,8 @@ class BadRequest(Exception):
         self.message = message
 
 
-def _decode_image(url: str, max_bytes: int, max_pixels: int = ServeLimits.max_image_pixels) -> Any:
+def _decode_image(url: str, max_bytes: int, max_pixels: int = ServeLimits.max_image_pixels,
+                  max_aspect: float = ServeLimits.max_aspect_ratio) -> Any:
     import numpy as np
     from PIL import Image, UnidentifiedImageError
 
@@ -112,6 +127,9 @@ def _decode_image(url: str, max_bytes: int, max_pixels: int = ServeLimits.max_im
         if w * h > max_pixels:  # a few KB can declare gigapixels: refuse before decoding
             raise BadRequest(413, f"image of {w}x{h} pixels is over the limit of {max_pixels} pixels "
                                   "(editlens serve --max-image-pixels)")
+        if max(w, h) > max_aspect * max(1, min(w, h)):  # from the header too: before any decoding or tiling
+            raise BadRequest(413, f"image of {w}x{h} pixels has an aspect ratio of {max(w, h) / max(1, min(w, h)):g}:1, "
+                                  f"over the limit of {max_aspect:g}:1 (editlens serve --max-aspect-ratio)")
         arr, _ = load_image(img, ImageLoadOptions(max_pixels=max_pixels), name="request image")
     except Image.DecompressionBombError as exc:
         raise BadRequest(413, f"image refused as a decompression bomb: {exc}") from None
@@ -183,7 +201,8 @@ def parse_chat_request(body: Any, max_image_bytes: int, limits: ServeLimits | No
                 if kind == "text" and isinstance(p.get("text"), str):
                     parts.append(_text(p["text"], f"messages[{i}].content[{j}].text"))
                 elif kind == "image_url" and isinstance(p.get("image_url"), dict) and isinstance(p["image_url"].get("url"), str):
-                    parts.append(_decode_image(p["image_url"]["url"], max_image_bytes, limits.max_image_pixels))
+                    parts.append(_decode_image(p["image_url"]["url"], max_image_bytes, limits.max_image_pixels,
+                                               limits.max_aspect_ratio))
                 else:
                     raise BadRequest(400, f"messages[{i}].content[{j}] must be a text or image_url part")
         else:
@@ -231,7 +250,9 @@ def _usage(gen: Generation, prompt_tokens: int | None) -> dict[str, int] | None:
 def _logprobs_json(gen: Generation, req: ChatRequest) -> dict[str, Any]:
     return {"content": [{"token": s.token, "logprob": s.logprob,
                          "top_logprobs": [{"token": tok, "logprob": lp} for tok, lp in s.top],
-                         **({"candidates": s.candidates} if req.candidates else {})} for s in gen.steps or []]}
+                         **({"candidates": s.candidates} if req.candidates else {}),
+                         **({"token_logprobs": {str(k): v for k, v in s.ids.items()}} if req.logprob_tokens else {})}
+                        for s in gen.steps or []]}
 
 
 def completion_json(gen: Generation, model: str, req: ChatRequest, want_logprobs: bool,
@@ -250,6 +271,10 @@ def completion_json(gen: Generation, model: str, req: ChatRequest, want_logprobs
     if usage is not None:
         out["usage"] = usage
     return out
+
+
+def _load_json(raw: bytes) -> Any:
+    return json.loads(raw, parse_constant=_reject_constant)
 
 
 def _reject_constant(name: str) -> Any:
@@ -331,28 +356,44 @@ async def _disconnected(request: Request) -> None:
 
 def build_app(backend: Any, model_name: str, api_key: str | None = None, max_image_bytes: int = 20 * 1024 * 1024,
               max_batch: int = 8, batch_window_ms: float = 10.0, limits: ServeLimits | None = None,
-              routers: Sequence[Any] = (), slice_ms: float = 20.0) -> Any:
+              routers: Sequence[Any] = (), slice_ms: float = 20.0, adapters: Mapping[str, Any] | None = None,
+              max_images: int | None = None) -> Any:
     """The ASGI app of ``editlens serve``.
 
     ``routers``: extra ``fastapi.APIRouter`` objects to include (more endpoints
     sharing the same backend, auth and access log). ``slice_ms``: least time
     a batch runs before yielding to a shorter request (see
-    :mod:`editlens.backends.scheduler`).
+    :mod:`editlens.backends.scheduler`). ``adapters``: more served model
+    names, each a local backend running a LoRA adapter of the base
+    (:func:`editlens.backends.engine_api.load_adapter`). ``max_images``:
+    images one prompt may carry (vLLM's ``--limit-mm-per-prompt``).
     """
+    from editlens.backends import engine_api
+
     limits = limits or ServeLimits(max_image_bytes=max_image_bytes)
     max_image_bytes = limits.max_image_bytes
     batcher = Batcher(backend, max_batch, batch_window_ms, slice_ms=slice_ms)
+    # each adapter runs on its own scheduler: one batch is one model's
+    batchers = {model_name: batcher, **{name: Batcher(b, max_batch, batch_window_ms, slice_ms=slice_ms)
+                                        for name, b in (adapters or {}).items()}}
     count_tokens = getattr(backend, "count_prompt_tokens", None)
+    max_model_len = limits.max_prompt_tokens + limits.max_tokens
+    tokenizer = getattr(backend, "tokenizer", None)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
-        batcher.close()
+        for b in batchers.values():
+            b.close()
 
     app = FastAPI(title="editlens serve", lifespan=lifespan)
     app.state.batcher = batcher
+    app.state.batchers = batchers
     app.state.backend = backend
     app.state.limits = limits
+    if tokenizer is not None:
+        app.include_router(engine_api.tokenizer_router(
+            lambda name: tokenizer if name in (None, *batchers) else None, max_model_len))
 
     def error(status: int, message: str, kind: str = "invalid_request_error", close: bool = False) -> JSONResponse:
         headers = {"Connection": "close"} if close else None
@@ -360,7 +401,8 @@ def build_app(backend: Any, model_name: str, api_key: str | None = None, max_ima
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        return {"object": "list", "data": [{"id": model_name, "object": "model", "owned_by": "editlens"}]}
+        paths = {name: getattr(b, "adapter", {}).get("path", name) for name, b in (adapters or {}).items()}
+        return {"object": "list", "data": engine_api.model_entries(model_name, paths, max_model_len)}
 
     body_limit = max_image_bytes * 4 + 1024 * 1024
 
@@ -394,20 +436,33 @@ def build_app(backend: Any, model_name: str, api_key: str | None = None, max_ima
             return error(exc.status, exc.message, close=True)
         except ClientDisconnect:
             return Response(status_code=499)
+        from starlette.concurrency import run_in_threadpool
+
+        # parsing, image decoding and (below) token counting run off the event loop: one costly
+        # request must not stall the others' I/O, nor GET /v1/models
         try:
-            body = json.loads(raw, parse_constant=_reject_constant)
+            body = await run_in_threadpool(_load_json, raw)
         except RecursionError:
             return error(400, "request body is nested too deeply")
         except ValueError as exc:
             return error(400, f"request body is not valid JSON ({str(exc)[:200]})")
         try:
-            req = parse_chat_request(body, max_image_bytes, limits)
+            req = await run_in_threadpool(parse_chat_request, body, max_image_bytes, limits)
         except BadRequest as exc:
             return error(exc.status, exc.message)
         except RecursionError:
             return error(400, "request body is nested too deeply")
-        if body.get("model") not in (None, model_name):
-            return error(404, f"model {_shown(body.get('model'))} is not served here; this server serves {model_name!r}")
+        if body.get("model") not in (None, *batchers):
+            return error(404, f"model {_shown(body.get('model'))} is not served here; this server serves "
+                              f"{', '.join(repr(n) for n in batchers)}")
+        try:
+            req = engine_api.apply_engine_fields(body, req, len(tokenizer) if tokenizer is not None else None)
+        except engine_api.FieldError as exc:
+            return error(400, str(exc))
+        too_many = engine_api.image_limit_error(req, max_images)
+        if too_many:
+            return error(400, too_many)
+        served = batchers[body.get("model") or model_name]
         try:
             n_prompt = await prompt_tokens(req)
         except BadRequest as exc:
@@ -415,9 +470,9 @@ def build_app(backend: Any, model_name: str, api_key: str | None = None, max_ima
         want_logprobs = bool(body.get("logprobs"))
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            return StreamingResponse(_stream(req, n_prompt, want_logprobs, include_usage),
+            return StreamingResponse(_stream(req, n_prompt, want_logprobs, include_usage, served),
                                      media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
-        job = batcher.enqueue(req, limits.request_timeout, n_prompt)
+        job = served.enqueue(req, limits.request_timeout, n_prompt)
         answer = asyncio.ensure_future(asyncio.wrap_future(job.fut))
         gone = asyncio.ensure_future(_disconnected(request))
         try:
@@ -442,7 +497,7 @@ def build_app(backend: Any, model_name: str, api_key: str | None = None, max_ima
         return completion_json(gen, model_name, req, want_logprobs, n_prompt)
 
     async def _stream(req: ChatRequest, n_prompt: int | None, want_logprobs: bool,
-                      include_usage: bool) -> AsyncIterator[str]:
+                      include_usage: bool, served: Any = batcher) -> AsyncIterator[str]:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
         ident, created = "chatcmpl-" + secrets.token_hex(8), int(time.time())
@@ -455,7 +510,7 @@ def build_app(backend: Any, model_name: str, api_key: str | None = None, max_ima
         def on_text(k: int, delta: str) -> None:  # the model thread, token by token
             loop.call_soon_threadsafe(queue.put_nowait, (k, delta))
 
-        job = batcher.enqueue(req, limits.request_timeout, n_prompt, on_text)
+        job = served.enqueue(req, limits.request_timeout, n_prompt, on_text)
         job.fut.add_done_callback(lambda _: loop.call_soon_threadsafe(queue.put_nowait, None))
         sent = [""] * req.settings.n
         deadline = loop.time() + limits.request_timeout

@@ -31,12 +31,13 @@ def read_input(manifest: Path, *, skip_invalid: bool = False, columns: str | Non
     """``(ManifestReport, inputs record)``; dropped rows and missing outputs are printed to stderr."""
     from editlens.data.manifest import read_manifest
 
-    options = {"columns": columns, "encoding": encoding, "delimiter": delimiter, "split": split,
+    options: dict[str, Any] = {"columns": columns, "encoding": encoding, "delimiter": delimiter, "split": split,
                "edits": str(edits.resolve()) if edits else None, "edits_pattern": edits_pattern,
                "image_root": str(image_root.resolve()) if image_root else None, "clip_boxes": clip_boxes}
     report = read_manifest(manifest, skip_invalid=skip_invalid, check_files=check_files, **options)
     for line, reason in report.problems:
-        typer.echo(f"skipped {manifest} {report.unit} {line}: {reason}", err=True)
+        where = f"{manifest}:{line}" if report.unit == "line" else f"{manifest} {report.unit} {line}"
+        typer.echo(f"skipped {where}: {reason}", err=True)
     for miss in report.missing:
         typer.echo(f"skipped edit {miss.model}/{miss.id}: {miss.reason()}", err=True)
     if report.missing:

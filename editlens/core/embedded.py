@@ -89,6 +89,7 @@ class _Tables:
 
     def __init__(self, keep: int = 4) -> None:
         self.lock = threading.Lock()
+        self.reading = threading.Lock()
         self.arrow: dict[tuple, Any] = {}
         self.parquet: dict[tuple, Any] = {}
         self.groups: OrderedDict[tuple, Any] = OrderedDict()
@@ -140,7 +141,8 @@ class _Tables:
                     if col is not None:
                         self.groups.move_to_end(key)
                 if col is None:
-                    col = pf.read_row_group(g, columns=[ref.column]).column(0)
+                    with self.reading:  # one ParquetFile is not documented as safe to read from several threads
+                        col = pf.read_row_group(g, columns=[ref.column]).column(0)
                     with self.lock:
                         self.groups[key] = col
                         while len(self.groups) > self.keep:

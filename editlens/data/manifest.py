@@ -126,7 +126,7 @@ def text_rows(path: Path, encoding: str = "utf-8",
         raise InputError(f"{path}: unknown manifest format {suffix!r} (use .jsonl or .csv)")
 
 
-def parse_columns(spec: str | Mapping[str, str] | None) -> dict[str, str]:
+def parse_columns(spec: str | Mapping[str, str] | None, known: tuple[str, ...] = KNOWN_COLUMNS) -> dict[str, str]:
     """``"source=input,edited=output"`` -> ``{"source": "input", "edited": "output"}``
     (editlens column = the file's column); unknown editlens columns are an error.
     ``COLUMN[N]`` takes the N-th image of a list column (``edited=output_images[0]``).
@@ -142,9 +142,9 @@ def parse_columns(spec: str | Mapping[str, str] | None) -> dict[str, str]:
         ours, theirs = str(ours).strip(), str(theirs).strip()
         if not ours or not theirs:
             raise InputError(f"column mapping {spec!r} must look like source=input,edited=output")
-        if ours not in KNOWN_COLUMNS:
+        if ours not in known:
             raise InputError(f"column mapping: {ours!r} is not an editlens column; map one of "
-                             f"{', '.join(KNOWN_COLUMNS)} to a column of your file")
+                             f"{', '.join(known)} to a column of your file")
         out[ours] = theirs
     return out
 
@@ -235,7 +235,7 @@ def read_manifest(
         row, error = r.values, r.error
         if row is not None:
             try:
-                row = _renamed(row, mapping)
+                row = rename_columns(row, mapping)
             except InputError as exc:
                 row, error = None, str(exc)
         if error is not None and read.kind == "json":
@@ -290,12 +290,17 @@ def read_manifest(
 _INDEXED = re.compile(r"^(.+)\[(\d+)\]$")
 
 
-def _renamed(row: dict[str, Any], mapping: Mapping[str, str]) -> dict[str, Any]:
+def rename_columns(row: dict[str, Any], mapping: Mapping[str, str]) -> dict[str, Any]:
+    """``row`` with the file's columns renamed to editlens' (``mapping`` from :func:`parse_columns`).
+    A file column that has an editlens name but is replaced by another column (AURORA-Bench's
+    ``source``, the dataset an edit comes from, when ``source=input``) is kept as ``<name>_in_file``."""
     if not mapping:
         return row
-    theirs = {(_INDEXED.match(c).group(1) if _INDEXED.match(c) else c) for c in mapping.values()}
+    theirs = {(m.group(1) if (m := _INDEXED.match(c)) else c) for c in mapping.values()}
     out = {k: v for k, v in row.items() if k not in theirs or k in mapping}
     for ours, col in mapping.items():
+        if ours in row and ours not in theirs and col != ours:
+            out[f"{ours}_in_file"] = row[ours]
         m = _INDEXED.match(col)
         if m and m.group(1) in row and col not in row:
             items, i = row[m.group(1)], int(m.group(2))

@@ -28,6 +28,7 @@ file's folder, or ``image_root``).
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -70,7 +71,7 @@ class InputRows:
 
 
 def read_rows(path: str | Path, *, split: str | None = None, encoding: str = "utf-8",
-              delimiter: str | None = None, image_root: str | Path | None = None) -> InputRows:
+              delimiter: str | None = None, image_root: str | os.PathLike | None = None) -> InputRows:
     """Read ``path`` in whichever published format it is (see the module docstring)."""
     p = Path(path).expanduser()
     if not p.exists():
@@ -148,6 +149,10 @@ def _read_datasets_folder(p: Path, split: str | None) -> InputRows:
 
 def _read_tables(p: Path, files: list[Path], split: str | None, kind: str, features: Any = None,
                  split_name: str | None = None) -> InputRows:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise InputError(f"{p}: reading parquet/arrow files needs pyarrow: pip install 'editlens[parquet]'") from None
     root = p if p.is_dir() else p.parent
     if len(files) > 1 or split:
         splits = {f: _split_of(f, root) for f in files}
@@ -173,11 +178,12 @@ def _read_tables(p: Path, files: list[Path], split: str | None, kind: str, featu
         plain = table.select([c for c in schema.names if c not in images]).to_pylist() if table is not None else []
         n = table.num_rows if table is not None else 0
         lists = {c for c in images if _is_list(schema.field(c).type)}
-        list_lengths = ({c: table.column(c).combine_chunks() for c in lists} if lists else {})
+        list_cells = {c: table.column(c).combine_chunks() for c in lists}
         # an arrow file is memory-mapped: its empty cells are known without reading any image
         nulls = ({c: table.column(c).is_null().to_pylist() for c in images}
                  if f.suffix.lower() == ".arrow" else {})
-        fstr = str(f.resolve())
+        # absolute, not resolved: a hub snapshot's files are links to blobs named by hash, without a suffix
+        fstr = os.path.abspath(f)
         for i in range(n):
             values = dict(plain[i]) if plain else {}
             for c, labels in names.items():
@@ -185,15 +191,15 @@ def _read_tables(p: Path, files: list[Path], split: str | None, kind: str, featu
                 if isinstance(v, int) and 0 <= v < len(labels):
                     values[c] = labels[v]
             for c in images:
-                if nulls.get(c, [False] * n)[i]:
+                if c in nulls and nulls[c][i]:
                     values[c] = None
                 elif c in lists:
-                    cell = list_lengths[c][i]
+                    cell = list_cells[c][i]
                     k = 0 if not cell.is_valid else len(cell)
                     values[c] = [TableImage(fstr, i, c, j) for j in range(k)]
                 else:
                     values[c] = TableImage(fstr, i, c)
-            rows.append(InputRow(total, f"{f} row {i}", values, None, f.resolve().parent))
+            rows.append(InputRow(total, f"{f} row {i}", values, None, Path(fstr).parent))
             total += 1
     if not rows:
         raise InputError(f"{p}: the table has no rows")
@@ -201,8 +207,9 @@ def _read_tables(p: Path, files: list[Path], split: str | None, kind: str, featu
 
 
 def _read_table_file(f: Path) -> tuple[Any, Any]:
-    """The table less its image bytes where that saves reading (parquet reads every column but
-    the images' ``bytes`` lazily: the whole file is read only on arrow's memory map)."""
+    """The table and its schema. A parquet file is read without its single-image columns (their
+    cells are read when an image is loaded; lists of images are read, to count them); an arrow
+    file is memory-mapped, so nothing is read until it is touched."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -311,7 +318,7 @@ def _read_json_files(folder: Path, files: list[Path], encoding: str, root: Path 
             raise InputError(f"{f}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
         subset = None if single else (str(f.parent.relative_to(folder)) if f.parent != folder else None)
         base = root or f.resolve().parent
-        for pos, (where, values, error) in enumerate(_json_records(f, data)):
+        for where, values, error in _json_records(f, data):
             if values is not None and subset is not None:
                 values.setdefault("subset", subset)
                 if "key" in values and values.get("id") == values["key"]:  # keys repeat across files

@@ -321,6 +321,9 @@ def _completeness(run: Path, run_manifest: Mapping[str, Any], by_id: Mapping[str
     return {"state": state, "done": done, "total": total, "started": run_manifest.get("started"),
             "finished": run_manifest.get("finished"), "skipped_rows": int(inputs.get("skipped_rows") or 0),
             "skipped_row_reasons": [[r[0], r[1]] for r in reasons if isinstance(r, (list, tuple)) and len(r) == 2],
+            # outputs an editor of --edits did not write: not scored, each with the path looked for
+            "missing_edits": [m for m in inputs.get("missing_edits") or [] if isinstance(m, dict)],
+            "n_missing_edits": int(inputs.get("n_missing_edits") or 0),
             "not_run": not_run}
 
 
@@ -405,10 +408,9 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
                 seed: int = 0, n_boot: int = 1000, by: str | None = None) -> dict[str, Any]:
     """Everything the run report shows, as plain data (see module docstring). ``by``: the
     manifest column whose values are the report's categories (default ``edit_type``)."""
-    from editlens.reporting.runs import group_label
     from editlens.metrics.spec import MEASURES
     from editlens.reporting.leaderboard import leaderboards
-    from editlens.reporting.runs import _open
+    from editlens.reporting.runs import _open, group_label
     from editlens.reporting.trust_html import load_probe
 
     run = Path(run_dir)
@@ -488,6 +490,10 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
         samples.append(rec)
     _SAMPLE_MEMO.clear()  # keep what this build used: a run's samples, at their latest results
     _SAMPLE_MEMO.update(used)
+    no_images = sum(1 for s in samples if not s["images"])
+    if mpath is not None and no_images:  # never 200 empty cards without a word
+        notes.append(f"{no_images} of {len(samples)} cards show no images: their ids are not in {mpath.name} as read "
+                     f"(columns {read_options.get('columns') or 'as named'}); pass --manifest, or rerun with the same --columns")
     missing_human = set(humans) - set(by_sample)
     if human and missing_human:
         notes.append(f"{len(missing_human)} human score id(s) match no sample of the run")

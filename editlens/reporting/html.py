@@ -350,6 +350,12 @@ _STATE_TEXT = {
 }
 
 
+def _category_words(data: Mapping[str, Any]) -> str:
+    """What the report's categories are: edit types, or the manifest column of ``report --by``."""
+    column = data.get("category_column") or "edit_type"
+    return "edit type" if column == "edit_type" else column
+
+
 def _completeness_html(c: Mapping[str, Any]) -> str:
     state, done, total = c["state"], c["done"], c["total"]
     of = f"{done} of {total} edits"
@@ -375,6 +381,14 @@ def _completeness_html(c: Mapping[str, Any]) -> str:
             items += f"<li>… {more} more (the run recorded {len(reasons)} reasons)</li>"
         extra.append(f'<details class="skipped-rows"><summary>{c["skipped_rows"]} manifest row(s) skipped '
                      f'(--skip-invalid)</summary><ul>{items}</ul></details>')
+    if c.get("n_missing_edits"):
+        shown = c.get("missing_edits") or []
+        items = "".join(f"<li>{_e(m.get('model'))}/{_e(m.get('id'))}: {_e(m.get('looked_for'))} not found</li>"
+                        for m in shown[:50])
+        if c["n_missing_edits"] > min(len(shown), 50):
+            items += f"<li>… {c['n_missing_edits'] - min(len(shown), 50)} more (`editlens runs show` lists them)</li>"
+        extra.append(f'<details class="missing-edits"><summary>{c["n_missing_edits"]} edit(s) without an output '
+                     f'(not scored)</summary><ul>{items}</ul></details>')
     if c.get("resized"):
         extra.append(f'<span class="resized" data-resized="{c["resized"]}">{c["resized"]} edit(s) resized to the '
                      'source size before scoring (each card says which)</span>')
@@ -479,7 +493,7 @@ def _leaderboard_section(data: Mapping[str, Any]) -> str:
     scopes = lb.get("scopes") or [{"key": "all", "label": "all edits", "n": len(data["samples"])}]
     if len(scopes) > 1:
         parts.append('<div class="controls"><label>group by<select id="lb-group"><option value="all">all edits</option>'
-                     '<option value="type">edit type</option></select></label></div>')
+                     f'<option value="type">{_e(_category_words(data))}</option></select></label></div>')
     flags = (lb.get("noop") or {}).get("all") or {}
     flagged = [(m, f) for m, f in flags.items() if f.get("unchanged")]
     if flagged:
@@ -532,7 +546,7 @@ def _leaderboard_section(data: Mapping[str, Any]) -> str:
             blocks.append(f'<div class="lb" data-evaluator="{_e(ev)}"><h3>{_e(ev)} <span class="measure">'
                           f'{_e(what)} · {_direction_words(t["higher_is_better"], t["measures"])}</span></h3>'
                           f'<p class="desc">{_e((data.get("descriptions") or {}).get(ev, ""))}</p>{body}</div>')
-        title = "" if scope["key"] == "all" else f'<h3 class="scope-title">edit type: {_e(scope["label"])} ({scope["n"]} edits)</h3>'
+        title = "" if scope["key"] == "all" else f'<h3 class="scope-title">{_e(_category_words(data))}: {_e(scope["label"])} ({scope["n"]} edits)</h3>'
         parts.append(f'<div class="lb-scope" data-scope="{_e(scope["key"])}"{" hidden" if scope["key"] != "all" else ""}>'
                      f'{title}<div class="lb-grid">{"".join(blocks)}</div></div>')
     hint = ("Editors ranked by the evaluators that judge the edit (edit quality, instruction following, agreement "
@@ -633,9 +647,9 @@ def _samples_section(data: Mapping[str, Any]) -> str:
         sortable.append(("human", "human score"))
     cats = data.get("categories") or []
     multi = len({s["group"] for s in samples}) < len(samples)  # some source was edited more than once
-    cat_filter = (f'<label>edit type<select id="c-type"><option value="">all types</option>'
+    cat_filter = (f'<label>{_e(_category_words(data))}<select id="c-type"><option value="">all types</option>'
                   f'{_opts([(c, c) for c in cats])}</select></label>') if cats else ""
-    card_cat = (f'<label>edit type<select id="f-type"><option value="">all types</option>'
+    card_cat = (f'<label>{_e(_category_words(data))}<select id="f-type"><option value="">all types</option>'
                 f'{_opts([(c, c) for c in cats])}</select></label>') if cats else ""
     compare = f"""
 <div id="view-compare" class="view"{'' if multi else ' hidden'}>

@@ -108,6 +108,23 @@ def run_columns(run_dir: str | Path) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _manifest_columns(run_dir: str | Path) -> dict[str, dict[str, Any]]:
+    """Each sample's columns read again from the run's manifest, with the options it was read with."""
+    inputs = (load_run_meta(run_dir, "manifest") or {}).get("inputs", {})
+    manifest = inputs.get("manifest")
+    if not manifest or not Path(manifest).exists():
+        return {}
+    from editlens.data.manifest import read_manifest
+
+    options = {k: v for k, v in (inputs.get("manifest_options") or {}).items()
+               if k in ("columns", "encoding", "delimiter", "split", "edits", "edits_pattern", "image_root")}
+    try:
+        samples = read_manifest(manifest, skip_invalid=True, check_files=False, **options).samples
+    except InputError:
+        return {}
+    return {s.id: {"model": s.model, "instruction": s.instruction, **s.columns()} for s in samples}
+
+
 def group_label(value: Any) -> str:
     """A column value as a group name: ``(none)`` for a missing or empty value, JSON for lists."""
     import json
@@ -121,6 +138,8 @@ def column_values(run_dir: str | Path, column: str) -> dict[str, str]:
     """Each sample's value of ``column`` as a group name; an unknown column is an
     :class:`InputError` listing the columns there are."""
     cols = run_columns(run_dir)
+    if not any(column in row for row in cols.values()):
+        cols = _manifest_columns(run_dir) or cols  # a run from before results.jsonl kept every column
     available = sorted({c for row in cols.values() for c in row} | {"model", "edit_type"})
     if not any(column in row for row in cols.values()):
         raise InputError(f"--by {column!r}: the run has no such column; group by one of {', '.join(available)}"

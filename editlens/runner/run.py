@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
+from editlens.core.embedded import TableImage
 from editlens.core.images import ImageLoadOptions
 from editlens.core.io import atomic_write
 from editlens.core.types import EditSample, LoadedEdit, Score
@@ -166,7 +167,8 @@ def grouped_by_source(samples: Sequence[EditSample]) -> list[EditSample]:
 
     def group(s: EditSample) -> int:
         src = s.source
-        key = os.path.normpath(os.fspath(src)) if isinstance(src, (str, os.PathLike)) else id(src)
+        key = (os.path.normpath(os.fspath(src)) if isinstance(src, (str, os.PathLike))
+               else src.uri() if isinstance(src, TableImage) else id(src))
         return first.setdefault(key, len(first))
 
     keys = [group(s) for s in samples]
