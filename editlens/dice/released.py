@@ -36,8 +36,8 @@ import numpy as np
 from editlens.core.types import LoadedEdit
 from editlens.dice.prompt_sets import PromptSet, default_prompts
 from editlens.dice.released_format import (CONVENTIONS, CentreCrop, assign_command_confidence, candidate_variants,
-                                           coherence_images, parse_decision, parse_released_answer, step_for_offset,
-                                           word_probability)
+                                           coherence_images, parse_decision, parse_released_answer,
+                                           release_change_text, step_for_offset, word_probability, RENDERINGS)
 from editlens.dice.types import COMMANDS, DiceResult, Verdict
 from editlens.errors import InputError, ModelUnavailableError
 
@@ -59,9 +59,25 @@ class ModelSpec:
         return self.base + (f"+{self.adapter}" if self.adapter else "")
 
 
-#: Where a difference's confidence is read: the raw logits at the command's step (editlens' default), or
-#: the generation scores after the logits processors (repetition penalty included), as the released code does.
-CONFIDENCE_SOURCES = ("logits", "scores")
+#: What a difference's confidence is, named after what it returns: ``softmax-logits`` = softmax over the
+#: ADD/EDIT/REMOVE raw logits at the command's step (editlens' default); ``softmax-penalised-scores`` = the
+#: same over the generation scores after the logits processors (repetition penalty included): what the
+#: released code computes, then discards; ``constant-one`` = 1.0 for every difference: what the released
+#: pipeline outputs for normally formatted answers (its indexing drops the computed probabilities).
+CONFIDENCE_SOURCES = ("softmax-logits", "softmax-penalised-scores", "constant-one")
+#: earlier names, still read from presets and options
+CONFIDENCE_ALIASES = {"logits": "softmax-logits", "scores": "softmax-penalised-scores", "release": "constant-one"}
+#: the released pipeline's confidence output
+RELEASE_CONFIDENCE = "constant-one"
+RELEASE_CONFIDENCE_NOTE = "constant-one: the released pipeline's output (1.0 for every difference)"
+
+
+def confidence_name(value: str, where: str = "--dice-confidence") -> str:
+    """A confidence option's canonical name (earlier names accepted)."""
+    name = CONFIDENCE_ALIASES.get(value, value)
+    if name not in CONFIDENCE_SOURCES:
+        raise InputError(f"{where}: confidence must be one of {CONFIDENCE_SOURCES}, got {value!r}")
+    return name
 
 
 @dataclass(frozen=True)
@@ -89,9 +105,12 @@ class Preset:
     coherence_crop: bool = True
     coherence_size: int | None = 512
     drawing: str = "released"
-    line_width: int = 3
+    #: coherence images and change text: "release" (matplotlib 640x480 JPEG figures, the release's spacing of
+    #: "COMMAND:  object") or "editlens" (PIL outline on a square array, stripped object; what `dice train` uses)
+    coherence_inputs: str = "release"
+    line_width: int = 3  # editlens rendering only
     prompts: str | None = None  # a prompts module/clone to read (None: editlens' own wording)
-    confidence: str = "logits"  # "logits" (raw) or "scores" (repetition-penalised, as the release); see CONFIDENCE_SOURCES
+    confidence: str = "softmax-logits"  # see CONFIDENCE_SOURCES
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -114,11 +133,13 @@ class Preset:
                 kw[k] = GenerationPreset(**kw[k])
         if str(kw.get("quantization", "nf4")).lower() in ("4bit", "4-bit"):
             kw["quantization"] = "nf4"
+        if "confidence" in kw:
+            kw["confidence"] = confidence_name(str(kw["confidence"]), where)
         p = cls(**kw)
         if p.quantization not in ("nf4", "none"):
             raise InputError(f"{where}: quantization must be nf4 (4-bit, as released) or none, got {p.quantization!r}")
-        if p.confidence not in CONFIDENCE_SOURCES:
-            raise InputError(f"{where}: confidence must be one of {CONFIDENCE_SOURCES}, got {p.confidence!r}")
+        if p.coherence_inputs not in RENDERINGS:
+            raise InputError(f"{where}: coherence_inputs must be one of {RENDERINGS}, got {p.coherence_inputs!r}")
         if p.drawing not in CONVENTIONS:
             raise InputError(f"{where}: drawing must be one of {sorted(CONVENTIONS)}, got {p.drawing!r}")
         return p
@@ -289,11 +310,11 @@ class RawGeneration:
 
 def generate_raw(model: Any, processor: Any, conversation: list[dict[str, Any]], images: Sequence[np.ndarray],
                  gen: GenerationPreset, candidates: Sequence[str], device: str,
-                 confidence: str = "logits") -> RawGeneration:
+                 confidence: str = "softmax-logits") -> RawGeneration:
     """Greedy generation of one answer, with each step's token, its start in
     the decoded text, and the candidates' first-token values at each step:
-    the raw logits (``confidence="logits"``) or the scores after the logits
-    processors, repetition penalty included (``"scores"``, the release's)."""
+    the raw logits (``confidence="softmax-logits"``) or the scores after the
+    logits processors, repetition penalty included (otherwise, the release's)."""
     import torch
     from PIL import Image
 
@@ -307,10 +328,11 @@ def generate_raw(model: Any, processor: Any, conversation: list[dict[str, Any]],
         inputs["pixel_values"] = inputs["pixel_values"].to(dtype)
     variants = candidate_variants(tokenizer, candidates)
     cand_ids = sorted({i for v in variants for i in v.values()})
+    raw_logits = CONFIDENCE_ALIASES.get(confidence, confidence) == "softmax-logits"
     with torch.inference_mode():
         out = model.generate(**inputs, max_new_tokens=gen.max_new_tokens, do_sample=False,
                              repetition_penalty=gen.repetition_penalty, return_dict_in_generate=True,
-                             output_logits=confidence == "logits", output_scores=confidence == "scores",
+                             output_logits=raw_logits, output_scores=not raw_logits,
                              pad_token_id=tokenizer.pad_token_id,
                              temperature=None, top_p=None, top_k=None)
     new = out.sequences[0, inputs["input_ids"].shape[1]:].tolist()
@@ -319,7 +341,7 @@ def generate_raw(model: Any, processor: Any, conversation: list[dict[str, Any]],
     end = next((j for j, t in enumerate(new) if t in eos), len(new))
     ids = new[:end]
     offsets = [len(tokenizer.decode(ids[:j], skip_special_tokens=True)) for j in range(len(ids))]
-    steps = out.logits if confidence == "logits" else out.scores
+    steps = out.logits if raw_logits else out.scores
     logits = [{c: float(steps[j][0, c]) for c in cand_ids} for j in range(len(ids))]
     return RawGeneration(tokenizer.decode(ids, skip_special_tokens=True), ids, offsets, logits, variants,
                          "stop" if end < len(new) else "length")
@@ -366,11 +388,19 @@ def detector_conversation(prompts: PromptSet, image_first: bool = True) -> list[
     return [{"role": "user", "content": img + txt if image_first else txt + img}]
 
 
-def coherence_conversation(prompts: PromptSet, instruction: str, command: str, obj: str | None) -> list[dict[str, Any]]:
-    """A system turn, then one user turn: [prompt with instruction and "COMMAND: object", original, edited]."""
-    text = prompts.coherence_text(instruction, f"{command}: {obj or 'an object'}")
+def coherence_conversation(prompts: PromptSet, instruction: str, command: str, obj: str | None,
+                           change: str | None = None) -> list[dict[str, Any]]:
+    """A system turn, then one user turn: [prompt with instruction and "COMMAND: object", original, edited].
+    ``change``: the change text as written (e.g. the release's, from the raw answer); default
+    ``"COMMAND: object"``."""
+    text = prompts.coherence_text(instruction, change if change is not None else f"{command}: {obj or 'an object'}")
     return [{"role": "system", "content": [{"type": "text", "text": prompts.coherence_system}]},
             {"role": "user", "content": [{"type": "text", "text": text}, {"type": "image"}, {"type": "image"}]}]
+
+
+#: a per-sample difference: the release's box mapping on non-square images is a bug editlens does not reproduce
+NON_SQUARE_NOTE = ("non-square image: boxes mapped exactly into the centre crop (the released code de-normalises them "
+                   "with the crop's size without shifting, which misplaces them)")
 
 
 # -- the pipeline ---------------------------------------------------------------------
@@ -417,6 +447,9 @@ class ReleasedDice:
             return DiceResult([], detector="released", raw=g.text, unparsable=True,
                               problem=ans.problem + (f" ({cut_note})" if cut else ""), truncated=cut)
         assign_command_confidence(ans.differences, g.offsets, g.step_ids, g.step_logits, g.variants)
+        if self.preset.confidence == RELEASE_CONFIDENCE:
+            for d in ans.differences:
+                d.confidence, d.confidence_source = 1.0, RELEASE_CONFIDENCE_NOTE
         if crop is not None:
             for d in ans.differences:
                 d.box = crop.from_crop(d.box)
@@ -434,14 +467,18 @@ class ReleasedDice:
         verdicts = []
         for d in res.differences:
             h, w = sample.edited.shape[:2]
-            if self.preset.coherence_crop and CentreCrop(w, h).to_crop(d.box) is None:
+            release_inputs = self.preset.coherence_inputs == "release"
+            if (self.preset.coherence_crop or release_inputs) and CentreCrop(w, h).to_crop(d.box) is None:
                 verdicts.append(Verdict(None, problem="the box lies outside the centre crop the coherence "
                                                       "estimator sees; not judged"))
                 continue
+            if h != w and NON_SQUARE_NOTE not in res.differences_from_release:
+                res.differences_from_release.append(NON_SQUARE_NOTE)
             src, edt = coherence_images(sample.source, sample.edited, d, self.preset.drawing,
                                         self.preset.coherence_crop, self.preset.coherence_size,
-                                        self.preset.line_width)
-            conv = coherence_conversation(self.prompts, sample.instruction, d.command, d.object)
+                                        self.preset.line_width, self.preset.coherence_inputs)
+            conv = coherence_conversation(self.prompts, sample.instruction, d.command, d.object,
+                                          release_change_text(res.raw, d) if release_inputs else None)
             try:
                 g = self.coherence.generate(conv, [src, edt], self.preset.coherence_generation, ("YES", "NO"),
                                             self.preset.confidence)
@@ -478,12 +515,20 @@ class ReleasedDice:
             notes.append("prompts: editlens' own wording, not the released prompts (pass --dice-prompts CLONE)")
         if self.preset.drawing != "released":
             notes.append(f"boxes drawn with the {self.preset.drawing!r} convention (the released code uses 'released')")
-        if self.preset.coherence_crop:
-            notes.append("boxes mapped exactly into the centre crop (the released code does not shift them)")
-        if self.preset.confidence != "scores":
-            notes.append("confidence from the raw logits at the command's step (the release reads the generation "
-                         "scores after the repetition penalty: preset confidence \"scores\")")
-        return {"preset": self.preset.to_dict(), "prompts": self.prompts.describe(),
+        if self.coherence is not None:
+            if self.preset.coherence_inputs != "release":
+                notes.append("coherence images drawn by editlens (PIL outline on a square array) and the change text "
+                             "stripped, not the release's matplotlib 640x480 JPEG figures and spacing "
+                             "(coherence_inputs \"release\")")
+        if self.preset.confidence != RELEASE_CONFIDENCE:
+            notes.append(f"confidence {self.preset.confidence}: the released pipeline outputs 1.0 for every "
+                         f"difference (--dice-confidence {RELEASE_CONFIDENCE})")
+        rendering = None
+        if self.coherence is not None and self.preset.coherence_inputs == "release":
+            from editlens.dice.release_rendering import describe as describe_rendering
+
+            rendering = describe_rendering()
+        return {"preset": self.preset.to_dict(), "prompts": self.prompts.describe(), "coherence_rendering": rendering,
                 "detector": self.detector.describe(),
                 "coherence": self.coherence.describe() if self.coherence else None,
                 "identical_to_release": not notes, "differences_from_release": notes}
@@ -531,7 +576,8 @@ def trained_generation(spec: ModelSpec | None, role: str) -> GenerationPreset | 
 
 def build_released(preset: str | None = None, detector: str | None = None, coherence: str | None = None,
                    prompts: str | None = None, drawing: str | None = None, device: str = "auto",
-                   quantization: str = "auto", dtype: str = "auto", confidence: str | None = None) -> ReleasedDice:
+                   quantization: str = "auto", dtype: str = "auto", confidence: str | None = None,
+                   coherence_inputs: str | None = None) -> ReleasedDice:
     """The CLI's entry: a preset (name or file) with the given parts replaced."""
     from editlens.dice.prompt_sets import load_official_prompts
 
@@ -545,20 +591,24 @@ def build_released(preset: str | None = None, detector: str | None = None, coher
             raise InputError(f"--dice-drawing must be one of {sorted(CONVENTIONS)}, got {drawing!r}")
         p = replace(p, drawing=drawing)
     if confidence:
-        if confidence not in CONFIDENCE_SOURCES:
-            raise InputError(f"--dice-confidence must be one of {CONFIDENCE_SOURCES}, got {confidence!r}")
-        p = replace(p, confidence=confidence)
+        p = replace(p, confidence=confidence_name(confidence))
     for role in ("detector", "coherence"):
         gen = trained_generation(getattr(p, role), role)
         if gen is not None:
             p = replace(p, **{f"{role}_generation": gen})
+            if role == "coherence":  # `dice train` renders coherence inputs the editlens way: run it as it learned
+                p = replace(p, coherence_inputs="editlens")
+    if coherence_inputs:
+        if coherence_inputs not in RENDERINGS:
+            raise InputError(f"--dice-coherence-inputs must be one of {RENDERINGS}, got {coherence_inputs!r}")
+        p = replace(p, coherence_inputs=coherence_inputs)
     prompts = prompts or p.prompts
     return ReleasedDice(p, load_official_prompts(prompts) if prompts else None, device, quantization, dtype)
 
 
 #: ``--option dice.KEY=VALUE`` keys that make the ``dice`` evaluator run released-style models
 RELEASED_OPTIONS = ("dice_preset", "dice_detector", "dice_coherence", "dice_prompts", "dice_drawing",
-                    "dice_quantization", "dice_confidence")
+                    "dice_quantization", "dice_confidence", "dice_coherence_inputs")
 
 
 def released_from_options(options: dict[str, Any]) -> ReleasedDice:
@@ -567,7 +617,7 @@ def released_from_options(options: dict[str, Any]) -> ReleasedDice:
     return build_released(options.get("dice_preset"), options.get("dice_detector"), options.get("dice_coherence"),
                           options.get("dice_prompts"), options.get("dice_drawing"), options.get("device", "auto"),
                           options.get("dice_quantization") or "auto", options.get("dtype", "auto"),
-                          options.get("dice_confidence"))
+                          options.get("dice_confidence"), options.get("dice_coherence_inputs"))
 
 
 def load_dice(ref: Any, precision: Any, quantization: str, models: dict[str, str], **recipe: Any) -> ReleasedDice:
