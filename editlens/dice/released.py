@@ -49,11 +49,11 @@ class ModelSpec:
 
     @classmethod
     def parse(cls, text: str) -> ModelSpec:
-        """``BASE`` or ``BASE+ADAPTER``."""
-        base, sep, adapter = text.strip().rpartition("+") if "+" in text else (text.strip(), "", "")
-        if not base.strip() or (sep and not adapter.strip()):
-            raise InputError(f"model spec {text!r} must be BASE or BASE+ADAPTER")
-        return cls(base.strip(), adapter.strip() or None)
+        """``BASE`` or ``BASE+ADAPTER``, split as everywhere (:func:`editlens.models.vlm.parse_reference`)."""
+        from editlens.models.vlm import parse_reference
+
+        ref = parse_reference(text, single="base")
+        return cls(str(ref.base), ref.adapter)
 
     def __str__(self) -> str:
         return self.base + (f"+{self.adapter}" if self.adapter else "")
@@ -98,6 +98,7 @@ class Preset:
     longest_edge: int | None = 1456
     quantization: str = "nf4"  # what the release used: "nf4" or "none"
     compute_dtype: str = "float16"  # the release's 4-bit compute dtype (used on GPUs that compute it)
+    unquantised_dtype: str | None = "bfloat16"  # the release's dtype for the parts 4-bit leaves alone
     detector_generation: GenerationPreset = GenerationPreset(500, 1.5, True)
     coherence_generation: GenerationPreset = GenerationPreset(500, 1.0, False)
     image_first: bool = True  # detector message: images before the prompt
@@ -184,105 +185,33 @@ def preset_available(preset: Any, models: dict[str, str]) -> tuple[bool, str | N
 # -- loading --------------------------------------------------------------------------
 
 def resolve_location(ref: str) -> Path:
-    """A local directory, or ``owner/repo[/folder...]`` from the Hugging Face cache/hub."""
-    p = Path(ref).expanduser()
-    if p.is_dir():
-        return p
-    parts = ref.strip("/").split("/")
-    if len(parts) < 2 or ref.startswith((".", "/", "~")):
-        raise ModelUnavailableError(f"model {ref!r}: no such directory")
-    repo, sub = "/".join(parts[:2]), "/".join(parts[2:])
-    try:
-        from huggingface_hub import snapshot_download
+    """A local directory, or ``owner/repo[/folder...]`` from the Hugging Face cache/hub (:func:`editlens.models.vlm.locate`)."""
+    from editlens.models.vlm import locate
 
-        from editlens.models.resolve import _offline
-
-        root = snapshot_download(repo, allow_patterns=[f"{sub}/*"] if sub else None, local_files_only=_offline())
-    except Exception as exc:
-        raise ModelUnavailableError(
-            f"model {ref!r}: hub repository {repo} could not be fetched or found in the cache "
-            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}). Download it on a machine "
-            f"with internet (`hf download {repo}`) or pass a local directory.") from None
-    out = Path(root) / sub
-    if not out.is_dir():
-        raise ModelUnavailableError(f"model {ref!r}: {repo} has no folder {sub!r}")
-    return out
+    return locate(ref)
 
 
 def load_base(ref: str, device: str, quantization: str, notes: list[str], trainable: bool = False,
-              option: str = "--dice-quantization", dtype: str = "auto", compute_dtype: str | None = "float16") -> Any:
-    """The base VLM, its language model in 4-bit NF4 (vision tower, connector
-    and LM head left unquantised) or unquantised, in the dtype of the
-    precision policy (:mod:`editlens.models.precision`).
+              option: str = "--dice-quantization", dtype: str = "auto", compute_dtype: str | None = "float16",
+              unquantised_dtype: str | None = None) -> Any:
+    """The base VLM by the one loader (:func:`editlens.models.vlm.load_base`):
+    ``auto`` (4-bit where it pays: CUDA with bitsandbytes; elsewhere
+    unquantised, with a note), ``nf4`` (4-bit on any device bitsandbytes
+    supports) or ``none``; in 4-bit the recipe's ``compute_dtype`` (the
+    release's fp16) and ``unquantised_dtype`` for the vision tower, connector,
+    embeddings, norms and LM head (the release's bf16) on a GPU that computes them."""
+    from editlens.models.vlm import load_base as load_vlm_base
 
-    ``quantization``: ``auto`` (4-bit where it pays: CUDA with bitsandbytes;
-    elsewhere unquantised, with a note), ``nf4`` (4-bit on any device
-    bitsandbytes supports, CPU included; ``4bit`` is the same) or ``none``.
-    ``compute_dtype``: the recipe's own 4-bit compute dtype (the release's
-    fp16), used under ``dtype=auto`` on a GPU that computes it. A model to be
-    trained keeps float32 weights (the training loop runs autocast)."""
-    from transformers import AutoModelForImageTextToText
-
-    from editlens.models.precision import decide
-    from editlens.models.quant import nf4_config, normalise_choice, prepare_4bit, use_4bit
-
-    path = resolve_location(ref)
-    choice = normalise_choice(quantization, option)
-    q4, why = use_4bit(choice, device, option)
-    prec = decide(dtype, device, "training" if trainable else ("quantized" if q4 else "inference"),
-                  preferred=compute_dtype if q4 and not trainable else None)
-    # frozen weights (and the parts 4-bit leaves unquantised) as the policy loads them: the compute dtype,
-    # float32 for training on a CPU (the training loop's autocast does the rest)
-    weights = decide(prec.weights_dtype, device).torch_dtype
-    kwargs: dict[str, Any] = {"dtype": weights}
-    if q4:
-        kwargs["quantization_config"] = nf4_config(weights, skip_modules=["vision_model", "connector", "lm_head"])
-        kwargs["device_map"] = {"": device}
-    elif choice == "auto" and why:
-        notes.append(f"{ref}: language model in {prec.weights_dtype} instead of 4-bit NF4 ({why})")
-    try:
-        model, info = AutoModelForImageTextToText.from_pretrained(str(path), local_files_only=True,
-                                                                  output_loading_info=True, **kwargs)
-    except (OSError, ValueError) as exc:
-        raise ModelUnavailableError(f"model {ref!r} ({path}): cannot load ({type(exc).__name__}: "
-                                    f"{str(exc).splitlines()[0]})") from None
-    missing = sorted(info.get("missing_keys") or [])
-    if missing:  # transformers would fill them with random values: never run like that
-        raise ModelUnavailableError(f"model {ref!r} ({path}): {len(missing)} weight(s) missing from the checkpoint "
-                                    f"(e.g. {missing[:3]}); refusing to run with randomly initialised parts")
-    if info.get("unexpected_keys"):
-        notes.append(f"{ref}: {len(info['unexpected_keys'])} unexpected checkpoint key(s) ignored "
-                     f"(e.g. {sorted(info['unexpected_keys'])[:3]})")
-    if q4:
-        prepare_4bit(model, device, option, trainable=trainable)
-    if "device_map" not in kwargs:
-        model = model.to(device)
-    model.editlens_precision = prec.to_dict()  # what the policy decided, for describe()
-    return model
+    return load_vlm_base(ref, device, quantization, dtype=dtype, compute_dtype=compute_dtype,
+                         unquantised_dtype=unquantised_dtype, trainable=trainable, option=option, notes=notes,
+                         what="model")
 
 
 def attach_adapter(model: Any, ref: str, trainable: bool = False) -> Any:
-    """Wrap ``model`` with the LoRA adapter at ``ref``; every adapter weight
-    must land on a module (missing or unexpected keys are an error, never a
-    silently random adapter)."""
-    from peft import PeftConfig, get_peft_model
-    from peft.utils import load_peft_weights, set_peft_model_state_dict
+    """Wrap ``model`` with the LoRA adapter at ``ref``, strictly (:func:`editlens.models.vlm.attach_adapter`)."""
+    from editlens.models.vlm import attach_adapter as attach
 
-    path = resolve_location(ref)
-    if not (path / "adapter_config.json").is_file():
-        raise ModelUnavailableError(f"adapter {ref!r} ({path}): no adapter_config.json (not a peft adapter folder)")
-    config = PeftConfig.from_pretrained(str(path))
-    config.inference_mode = not trainable
-    peft_model = get_peft_model(model, config)
-    weights = load_peft_weights(str(path), device="cpu")
-    result = set_peft_model_state_dict(peft_model, weights)
-    missing = [k for k in result.missing_keys if "lora_" in k]
-    unexpected = list(result.unexpected_keys)
-    if missing or unexpected:
-        raise ModelUnavailableError(
-            f"adapter {ref!r} ({path}) does not fit the base model: {len(missing)} LoRA weight(s) missing "
-            f"(e.g. {missing[:3]}), {len(unexpected)} unexpected (e.g. {unexpected[:3]})")
-    return peft_model
+    return attach(model, ref, trainable)
 
 
 def load_processor(spec: ModelSpec, longest_edge: int | None) -> Any:
@@ -351,13 +280,15 @@ class ReleasedModel:
     """One released-style model (detector or coherence estimator) and its processor."""
 
     def __init__(self, spec: ModelSpec, device: str = "auto", quantization: str = "auto",
-                 longest_edge: int | None = None, dtype: str = "auto", compute_dtype: str | None = "float16") -> None:
+                 longest_edge: int | None = None, dtype: str = "auto", compute_dtype: str | None = "float16",
+                 unquantised_dtype: str | None = None) -> None:
         from editlens.models.precision import resolve_device
 
         self.spec = spec
         self.device = resolve_device(device)
         self.notes: list[str] = []
-        model = load_base(spec.base, self.device, quantization, self.notes, dtype=dtype, compute_dtype=compute_dtype)
+        model = load_base(spec.base, self.device, quantization, self.notes, dtype=dtype, compute_dtype=compute_dtype,
+                          unquantised_dtype=unquantised_dtype)
         if spec.adapter:
             model = attach_adapter(model, spec.adapter)
         self.model = model.eval()
@@ -421,9 +352,9 @@ class ReleasedDice:
         # auto: as the preset (4-bit where it pays); nf4 and none are forced
         self.quantization = ("auto" if preset.quantization == "nf4" else "none") if choice == "auto" else choice
         self.detector = ReleasedModel(preset.detector, device, self.quantization, preset.longest_edge, dtype,
-                                      preset.compute_dtype)
+                                      preset.compute_dtype, preset.unquantised_dtype)
         self.coherence = (ReleasedModel(preset.coherence, device, self.quantization, preset.longest_edge, dtype,
-                                        preset.compute_dtype) if preset.coherence else None)
+                                        preset.compute_dtype, preset.unquantised_dtype) if preset.coherence else None)
 
     # -- detection ----------------------------------------------------------------
     def detect(self, sample: LoadedEdit) -> DiceResult:
@@ -549,10 +480,11 @@ class ReleasedDice:
             prec = m.describe()["precision"]
             if self.preset.quantization != "nf4":
                 out.append(f"{m.spec}: language model in 4-bit NF4 (forced), the preset's models are unquantised")
-            elif prec["compute_dtype"] != "float16" or prec["unquantised_dtype"] != "bfloat16":
-                out.append(f"{m.spec}: 4-bit NF4 computing in {prec['compute_dtype']}, vision tower and connector in "
-                           f"{prec['unquantised_dtype']}, instead of the release's float16 and bfloat16 (chosen for "
-                           "this device)")
+            elif (prec["compute_dtype"] != self.preset.compute_dtype
+                  or prec["unquantised_dtype"] != (self.preset.unquantised_dtype or self.preset.compute_dtype)):
+                out.append(f"{m.spec}: 4-bit NF4 computing in {prec['compute_dtype']}, vision tower, connector, "
+                           f"embeddings and LM head in {prec['unquantised_dtype']}, instead of the release's "
+                           f"{self.preset.compute_dtype} and {self.preset.unquantised_dtype} (chosen for this device)")
         return out
 
 
