@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from enum import Enum
 from pathlib import Path
 from typing import List, Optional
 
@@ -203,24 +204,47 @@ def compare_cmd(source: Path = typer.Option(..., "--source"), edited_a: Path = t
     typer.echo(f"A {sa.value:.3f}  B {sb.value:.3f}  -> {verdict} (type = round(score / 5))")
 
 
+class PairwiseRule(str, Enum):
+    """Which of ADIEE's pairwise rules to apply (recorded beside the figure)."""
+
+    three_way = "adiee-3way"
+    genai_4way = "adiee-genai-4way"
+
+
 @adiee_app.command("pairwise-eval")
 @guarded
-def pairwise_eval_cmd(human: Path = typer.Option(..., "--human", help="JSONL {id, a, b, preference}."),
+def pairwise_eval_cmd(human: Path = typer.Option(..., "--human", help="JSONL {id, a, b, preference} (with "
+                                                 "--rule adiee-genai-4way: leftvote/rightvote/tievote/bothbad_vote)."),
                       predictions: Path = typer.Option(..., "--predictions"),
                       metric: Optional[str] = typer.Option(None, "--metric"),
+                      rule: PairwiseRule = typer.Option(PairwiseRule.three_way, "--rule", help=(
+                          "adiee-3way: round(score/5) types, equal types tie (ADIEE's AURORA rule); adiee-genai-4way: "
+                          "ADIEE's GenAI-Bench rule, equal types tie only when both scores >= 9, else both bad, "
+                          "exact 4-way match over all pairs.")),
                       json_out: bool = typer.Option(False, "--json")) -> None:
-    """Pairwise accuracy of the released rule (round(score/5)) beside accuracy-with-ties calibration."""
+    """Pairwise accuracy of ADIEE's released rule (round(score/5)) beside accuracy-with-ties calibration."""
     from editlens.adiee.reward import pairwise_type
     from editlens.meta import benchmarks as B
+    from editlens.meta.protocols import PAIRWISE_RULES, adiee_genai_bench_accuracy
     from editlens.meta.reports import pairwise_report
 
+    scores, _, _ = B.load_predictions(predictions, metric)
+    if rule == PairwiseRule.genai_4way:
+        votes = B.load_pairwise_votes(human)
+        res = adiee_genai_bench_accuracy([{"id": p["id"], "human_vote": p["human_vote"], "score_a": scores.get(p["a"]),
+                                           "score_b": scores.get(p["b"])} for p in votes])
+        if json_out:
+            emit_json(res)
+            return
+        typer.echo(f"ADIEE GenAI-Bench rule (4-way) accuracy {res['accuracy']:.4f} over {res['n']} pairs "
+                   f"({res['unscored']} without both scores, counted wrong)")
+        return
     rep = pairwise_report(human, predictions, metric)
     pairs = B.load_pairwise_human(human)
-    scores, _, _ = B.load_predictions(predictions, metric)
     usable = [p for p in pairs if p["a"] in scores and p["b"] in scores]
     hits = sum(pairwise_type(scores[p["a"]], scores[p["b"]]) == p["label"] for p in usable)
     out = {"released_rule_accuracy": hits / len(usable) if usable else None, "n": len(usable),
-           "accuracy_with_ties": rep}
+           "rule": rule.value, "rule_text": PAIRWISE_RULES[rule.value], "accuracy_with_ties": rep}
     if json_out:
         emit_json(out)
         return
