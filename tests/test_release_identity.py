@@ -176,3 +176,40 @@ def test_adiee_evaluator_records_question_and_score_dtype(tiny_vlm_dirs, tmp_pat
     assert {s.details["question_index"] for s in scores} == {0, 1}
     assert all(s.details["question_seed"] == 3 and s.details["score_dtype"] == "bfloat16" for s in scores)
     assert scores[0].details["identical_to_release"] is True
+
+
+# -- size policy per evaluator -------------------------------------------------------------
+
+def test_size_policy_per_evaluator_spec_as_released(tmp_path):
+    from PIL import Image
+
+    from editlens.core.types import EditSample, Score
+    from editlens.metrics.base import Metric
+    from editlens.metrics.registry import get_spec
+    from editlens.metrics.spec import MetricSpec
+
+    assert get_spec("adiee").size_policy == "native" and get_spec("editreward").size_policy == "native"
+    assert get_spec("editscore").size_policy == "source"  # its benchmark resizes the output to the input's size
+    assert get_spec("l1").size_policy == "source" and get_spec("adiee").to_dict()["size_policy"] == "native"
+    Image.fromarray(np.zeros((30, 40, 3), np.uint8)).save(tmp_path / "s.png")
+    Image.fromarray(np.full((20, 20, 3), 200, np.uint8)).save(tmp_path / "e.png")
+    Image.fromarray(np.zeros((30, 40, 3), np.uint8)).save(tmp_path / "same.png")
+    other = EditSample("x", str(tmp_path / "s.png"), str(tmp_path / "e.png"), "brighten").load()
+    same = EditSample("y", str(tmp_path / "s.png"), str(tmp_path / "same.png"), "brighten").load()
+    seen = {}
+
+    class Sizes(Metric):
+        def compute(self, batch):
+            seen[self.spec.size_policy] = [s.edited.shape for s in batch]
+            return [Score(self.spec.name, 1.0) for _ in batch]
+
+    for policy in ("source", "native"):
+        m = Sizes()
+        m.spec = MetricSpec("sizes", Sizes, ("source", "edited"), True, (0, 1), size_policy=policy)
+        out = m.score_batch([other, same])
+        assert out[0].details["size_policy"] == policy and "size_policy" not in out[1].details
+    assert seen["source"] == [(30, 40, 3), (30, 40, 3)] and seen["native"] == [(20, 20, 3), (30, 40, 3)]
+    native = other.at_sizes("native")
+    assert native.edited_hash != other.edited_hash and any("kept at its own size 20x20" in n for n in native.notes)
+    with pytest.raises(ValueError):
+        MetricSpec("bad", Sizes, ("source",), True, (0, 1), size_policy="stretch")

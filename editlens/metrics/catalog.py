@@ -123,6 +123,10 @@ _DEFAULT = {"change_map": "yes", "l1": "yes", "l2": "yes", "psnr": "yes", "ssim"
             "l1_ref": "with_reference", "l2_ref": "with_reference", "clip_i_ref": "with_reference",
             "dino_i_ref": "with_reference"}
 _EXTRA: dict[str, dict] = {
+    # as released: ADIEE resizes each image to 512x512 on its own, EditReward smart-resizes each from its own aspect
+    # (EditScore's benchmark resizes the edit to the source: the default "source")
+    "adiee": {"size_policy": "native"},
+    "editreward": {"size_policy": "native"},
     # LPIPS' weights are two files (heads, backbone), not a hub id
     "lpips": {"availability": "editlens.metrics.lpips:check_available"},
     "lpips_vgg": {"availability": "editlens.metrics.lpips:check_available"},
