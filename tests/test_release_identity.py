@@ -213,3 +213,26 @@ def test_size_policy_per_evaluator_spec_as_released(tmp_path):
     assert native.edited_hash != other.edited_hash and any("kept at its own size 20x20" in n for n in native.notes)
     with pytest.raises(ValueError):
         MetricSpec("bad", Sizes, ("source",), True, (0, 1), size_policy="stretch")
+
+
+def test_editreward_qwen3_runs_at_the_processors_own_bounds_as_released(editreward_dirs, tmp_path):
+    """The release's per-image pixel bounds never reach the Qwen3-VL processor (transformers' chat template drops
+    them): images keep their own size within the processor's bounds; a forced size is named as a difference."""
+    from PIL import Image
+
+    from editlens.core.types import EditSample
+    from editlens.metrics.registry import create_metric
+
+    base, ckpt = editreward_dirs["q3"]
+    ev = create_metric("editreward", model=str(ckpt), base=str(base), device="cpu", dtype="float32", cache="none")
+    loaded = ev._load()
+    assert ev.pixels(loaded)[0] is None
+    assert not [d for d in ev.release(loaded)["differences"] if "pixels" in d]
+    rng = np.random.default_rng(0)
+    Image.fromarray(rng.integers(0, 255, (64, 96, 3), dtype=np.uint8)).save(tmp_path / "s.png")
+    Image.fromarray(rng.integers(0, 255, (64, 64, 3), dtype=np.uint8)).save(tmp_path / "e.png")
+    (s,) = ev.score_batch([EditSample("x", str(tmp_path / "s.png"), str(tmp_path / "e.png"), "make it red").load()])
+    assert s.status == "scored" and s.details["size_policy"] == "native"
+    forced = create_metric("editreward", model=str(ckpt), base=str(base), device="cpu", dtype="float32",
+                           cache="none", image_pixels=64 * 64)
+    assert any("processor's own bounds" in d for d in forced.release(forced._load())["differences"])
