@@ -236,3 +236,19 @@ def test_editreward_qwen3_runs_at_the_processors_own_bounds_as_released(editrewa
     forced = create_metric("editreward", model=str(ckpt), base=str(base), device="cpu", dtype="float32",
                            cache="none", image_pixels=64 * 64)
     assert any("processor's own bounds" in d for d in forced.release(forced._load())["differences"])
+
+
+def test_vifi_frames_resized_with_opencv_bilinear_without_antialiasing():
+    import cv2
+    from PIL import Image
+
+    from editlens.twoframe.preprocess import FramePreprocess
+
+    prep = FramePreprocess.for_size(224, "vifi")
+    assert prep.interpolation == "bilinear-cv2" and prep.resize == 256
+    img = np.random.default_rng(0).integers(0, 256, (512, 768, 3), dtype=np.uint8)
+    want = cv2.resize(img, (384, 256), interpolation=cv2.INTER_LINEAR)[16:240, 80:304]
+    assert np.array_equal(prep.crop(img), want)
+    pil = np.asarray(Image.fromarray(img).resize((384, 256), Image.BILINEAR))[16:240, 80:304]
+    assert not np.array_equal(pil, want)  # Pillow low-pass filters when shrinking: other pixels
+    assert np.array_equal(FramePreprocess.for_size(224, "vifi", interpolation="bilinear").crop(img), pil)
