@@ -252,3 +252,27 @@ def test_vifi_frames_resized_with_opencv_bilinear_without_antialiasing():
     pil = np.asarray(Image.fromarray(img).resize((384, 256), Image.BILINEAR))[16:240, 80:304]
     assert not np.array_equal(pil, want)  # Pillow low-pass filters when shrinking: other pixels
     assert np.array_equal(FramePreprocess.for_size(224, "vifi", interpolation="bilinear").crop(img), pil)
+
+
+def test_editscore_release_seeding_seeds_each_pass_42_plus_i_and_records_it(editscore_dirs):
+    from editlens.metrics.registry import create_metric
+    from editlens.testing import tiny_reward as TR
+
+    base, adapter = editscore_dirs["q25"]
+    ev = create_metric("editscore", model=f"{base}+{adapter}", device="cpu", dtype="float32", cache="none",
+                       samples=3, seeding="release")
+    from editlens.core.types import EditSample
+
+    batch = [EditSample(f"s{i}", a, b, "add a hat").load() for i, (a, b) in enumerate(TR.tiny_edits(2))]
+    reqs = ev.requests(batch)
+    assert [r.settings.seed for r in reqs] == [42, 43, 44] * 4 and all(r.settings.n == 1 for r in reqs)
+    scores = ev.score_batch(batch)
+    for s in scores:
+        assert s.status == "scored" and len(s.details["passes"]) == 3
+        assert s.details["release"]["pass_seeds"] == [42, 43, 44] and s.details["release"]["seeding"] == "release"
+    batched = create_metric("editscore", model=f"{base}+{adapter}", device="cpu", dtype="float32", cache="none",
+                            samples=3)
+    assert [(r.settings.seed, r.settings.n) for r in batched.requests(batch)] == [(42, 3)] * 4
+    assert any("seeding=release" in d for d in batched.release()["differences"])
+    with pytest.raises(ValueError, match="seeding"):
+        create_metric("editscore", model=f"{base}+{adapter}", seeding="per-row")

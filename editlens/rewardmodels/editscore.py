@@ -69,6 +69,8 @@ PROMPT_NAMES = {"context": "_context_no_delimit_reasoning_first", "sc_rule": "_p
 DELIMITER = "||V^=^V||"
 #: the release's generation settings
 RELEASE_SAMPLING = {"temperature": 0.7, "top_p": 0.9, "top_k": 20, "max_new_tokens": 512, "seed": 42}
+#: how the passes are seeded: one request of ``samples`` draws, or one request per pass seeded 42 + i (the release)
+SEEDINGS = ("batched", "release")
 #: Qwen's default system turn, which the release's hand-built Qwen2.5 prompt carries
 QWEN_SYSTEM = "You are a helpful assistant."
 FAMILIES = ("qwen2_5_vl", "qwen3_vl")
@@ -438,6 +440,11 @@ class EditScoreEvaluator(Metric):
         temperature, top_p, top_k, seed, max_new_tokens: sampling (0.7, 0.9,
             20, 42, 512 as released; temperature 0 is greedy and allows one pass).
         reduction: ``average_last`` (as released) or ``average_first``.
+        seeding: ``batched`` (default: the ``samples`` passes drawn in one
+            request seeded ``seed``) or ``release`` (as the release: pass ``i``
+            is its own request seeded ``seed + i``, i.e. 42, 43, ...; the seeds
+            are recorded in each result). Either way the draws come from
+            editlens' sampler, not from the release's torch RNG.
         pq_images: with the authors' prompts, the images PQ sees: ``edited``
             (the release's single-item path) or ``both`` (its batch path).
         quantization: ``none`` (default, as released: unquantised, the LoRA merged
@@ -453,6 +460,7 @@ class EditScoreEvaluator(Metric):
                  top_k: int = RELEASE_SAMPLING["top_k"], seed: int = RELEASE_SAMPLING["seed"],
                  max_new_tokens: int = RELEASE_SAMPLING["max_new_tokens"], reduction: str = "average_last",
                  pq_images: str = "edited", quantization: str = "none", batch_size: int = 8, cache: Any = True,
+                 seeding: str = "batched",
                  device: str = "auto", dtype: str = "auto", models: dict[str, str] | None = None) -> None:
         from editlens.judges.ensemble import check_sampling
         from editlens.models.quant import normalise_choice
@@ -471,6 +479,9 @@ class EditScoreEvaluator(Metric):
         self.scale, self.samples, self.temperature = int(scale), int(samples), float(temperature)
         self.top_p, self.top_k, self.seed = float(top_p), int(top_k), int(seed)
         self.max_new_tokens, self.reduction, self.batch_size = int(max_new_tokens), reduction, int(batch_size)
+        if seeding not in SEEDINGS:
+            raise ValueError(f"editscore: seeding must be one of {', '.join(SEEDINGS)}, got {seeding!r}")
+        self.seeding = seeding
         self.quantization = normalise_choice(quantization, "--option editscore.quantization")
         self.device, self.dtype, self.models = device, dtype, dict(models or {})
         self.prompts = official_prompts(prompts, self.scale, pq_images) if prompts else own_prompts(templates)
@@ -524,9 +535,10 @@ class EditScoreEvaluator(Metric):
         loaded = self._loaded
         if loaded is not None and not loaded.merged:
             diffs.append("4-bit base with the adapter unmerged (the release merges it into bf16 weights)")
-        notes = ["batched sampling: the same settings and seed, other random draws than the release's one request "
-                 "at a time" + (f"; the {self.samples} passes are drawn in one call, not with seeds 42..{41 + self.samples}"
-                                if self.samples > 1 else ""),
+        notes = ["sampling: the release's settings, drawn by editlens' sampler, not the release's torch RNG: other "
+                 "draws per pass" + (f"; the {self.samples} passes are drawn in one request, not seeded "
+                                     f"{self.seed}..{self.seed + self.samples - 1} (seeding=release)"
+                                     if self.samples > 1 and self.seeding != "release" else ""),
                  "unreadable answers are unscored (the release retries twice, then scores a random integer)"]
         return {"prompts_identical": self.prompts.official, "format_identical": not [d for d in diffs
                                                                                        if not d.startswith("prompt")],
@@ -543,30 +555,55 @@ class EditScoreEvaluator(Metric):
                 "prompts": self.prompts.describe(), "release": self.release()}
 
     # -- scoring ------------------------------------------------------------------------
+    def pass_seeds(self) -> list[int] | None:
+        """The seed of each pass with ``seeding=release`` (42, 43, ...); ``None`` otherwise (or greedy)."""
+        if self.seeding != "release" or self.temperature <= 0:
+            return None
+        return [self.seed + i for i in range(self.samples)]
+
     def requests(self, batch: Sequence[LoadedEdit]) -> list[ChatRequest]:
-        settings = GenerationSettings(max_new_tokens=self.max_new_tokens, temperature=self.temperature,
-                                      n=self.samples if self.temperature > 0 else 1,
-                                      seed=self.seed if self.temperature > 0 else None)
+        """Per edit: [SC, PQ] (one request of ``samples`` draws each), or with
+        ``seeding=release`` [SC pass 1..N, PQ pass 1..N], pass i seeded ``seed + i``."""
+        seeds = self.pass_seeds()
+        per_pass = [GenerationSettings(max_new_tokens=self.max_new_tokens, temperature=self.temperature, n=1, seed=x)
+                    for x in seeds] if seeds else [
+            GenerationSettings(max_new_tokens=self.max_new_tokens, temperature=self.temperature,
+                               n=self.samples if self.temperature > 0 else 1,
+                               seed=self.seed if self.temperature > 0 else None)]
         reqs = []
         for s in batch:
-            reqs.append(ChatRequest([Message("user", self.prompts.sc_parts(s, self.scale))], settings))
-            reqs.append(ChatRequest([Message("user", self.prompts.pq_parts(s, self.scale))], settings))
+            for parts in (self.prompts.sc_parts(s, self.scale), self.prompts.pq_parts(s, self.scale)):
+                reqs += [ChatRequest([Message("user", parts)], st) for st in per_pass]
         return reqs
+
+    def _merge_passes(self, gens: Sequence[Generation]) -> Generation:
+        """One request's passes (``seeding=release``) as one generation of ``len(gens)`` samples."""
+        if len(gens) == 1:
+            return gens[0]
+        bad = next((g for g in gens if is_backend_failure(g.problem) or g.text is None), None)
+        if bad is not None:
+            return bad
+        return Generation(gens[0].text, cached=all(g.cached for g in gens), samples=[str(g.text) for g in gens])
 
     def compute(self, batch: Sequence[LoadedEdit]) -> list[float | Score]:
         reqs = self.requests(batch)
+        per = len(reqs) // max(1, len(batch))  # requests per edit: 2, or 2 x samples with seeding=release
         gens = []
-        for k in range(0, len(reqs), 2 * self.batch_size):
-            gens += self.backend.generate(reqs[k : k + 2 * self.batch_size])
+        for k in range(0, len(reqs), per * self.batch_size):
+            gens += self.backend.generate(reqs[k : k + per * self.batch_size])
         short = self.short_release()
-        return [self.score_answers(gens[2 * i], gens[2 * i + 1], short) for i in range(len(batch))]
+        half = per // 2
+        return [self.score_answers(self._merge_passes(gens[per * i : per * i + half]),
+                                   self._merge_passes(gens[per * i + half : per * (i + 1)]), short)
+                for i in range(len(batch))]
 
     def short_release(self) -> dict[str, Any]:
         """What each result records about the release (the full account is in describe())."""
         loaded = self._load()
         rel = self.release()
         return {"adapter": common.short_id(loaded.adapter), "base": common.short_id(loaded.base),
-                "quantized_4bit": loaded.quantized, "adapter_merged": loaded.merged,
+                "quantized_4bit": loaded.quantized, "adapter_merged": loaded.merged, "seeding": self.seeding,
+                **({"pass_seeds": self.pass_seeds()} if self.pass_seeds() else {}),
                 "prompts_identical": rel["prompts_identical"], "format_identical": rel["format_identical"],
                 "identical_to_release": rel["identical_to_release"],
                 "differences_from_release": rel["differences"]}
