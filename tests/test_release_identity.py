@@ -276,3 +276,23 @@ def test_editscore_release_seeding_seeds_each_pass_42_plus_i_and_records_it(edit
     assert any("seeding=release" in d for d in batched.release()["differences"])
     with pytest.raises(ValueError, match="seeding"):
         create_metric("editscore", model=f"{base}+{adapter}", seeding="per-row")
+
+
+def test_vifi_checkpoint_results_say_whether_they_are_the_releases(tmp_path):
+    from editlens.core.types import EditSample
+    from editlens.metrics.registry import create_metric
+    from editlens.models.random_init import build_clip
+    from editlens.testing.twoframe_models import write_original_checkpoint
+    from editlens.twoframe.model import load_twoframe
+
+    clip_dir = build_clip(tmp_path / "clip")
+    tiny = load_twoframe(clip_dir, device="cpu", dtype="float32")
+    path = write_original_checkpoint(tiny.clip, tmp_path / "vifi.pth", style="vifi")
+    rng = np.random.default_rng(0)
+    sample = EditSample("x", rng.integers(0, 256, (40, 48, 3), dtype=np.uint8),
+                        rng.integers(0, 256, (40, 48, 3), dtype=np.uint8), "add a hat").load()
+    kw = dict(model=str(path), tokenizer=str(clip_dir), base=str(clip_dir), device="cpu", dtype="float32")
+    (s,) = create_metric("twoframe", **kw)([sample])
+    assert s.details["identical_to_release"] is True and s.details["differences_from_release"] == []
+    (raw,) = create_metric("twoframe", prompt="raw", **kw)([sample])
+    assert raw.details["identical_to_release"] is False and "a photo of a" in raw.details["differences_from_release"][0]
