@@ -134,13 +134,15 @@ def test_released_run_feeds_release_inputs_and_records_the_release_output(layout
     assert "Change: ADD:  cat\n" in conv[1]["content"][0]["text"]  # the release's spacing, verbatim prompt
     assert conv[0]["content"][0]["text"] == "\nCheck one change against the request.\n"
     assert res.differences[0].confidence == 1.0 and res.confidence_from == "constant-one"
-    assert res.to_dict().get("differences_from_release") is None  # square: same boxes as the release
+    assert not any("non-square" in n for n in res.differences_from_release)  # square: same boxes as the release
+    assert res.to_dict()["identical_to_release"] == (not res.differences_from_release)
     desc = dice.describe()
     assert desc["coherence_rendering"]["canvas"] == [640, 480]
     assert not any("confidence" in n or "coherence images" in n for n in desc["differences_from_release"])
     # a non-square pair records the box-mapping difference on that sample
     (res2,) = dice.run([EditSample("e", str(tmp_path / "w.png"), str(tmp_path / "w.png"), "add a cat").load()])
-    assert "non-square image" in res2.to_dict()["differences_from_release"][0]
+    assert any("non-square image" in n for n in res2.to_dict()["differences_from_release"])
+    assert res2.to_dict()["identical_to_release"] is False
     # editlens' own inputs and confidence stay available, and are named as differences
     ours = build_released(None, detector=det, coherence=coh, quantization="none", device="cpu",
                           coherence_inputs="editlens")

@@ -429,6 +429,8 @@ class ReleasedDice:
         res.verdicts = verdicts
 
     def run(self, batch: Sequence[LoadedEdit]) -> list[DiceResult]:
+        if getattr(self, "_run_notes", None) is None:
+            self._run_notes = list(self.describe()["differences_from_release"])
         out = []
         for s in batch:
             res = self.detect(s)
@@ -436,6 +438,9 @@ class ReleasedDice:
                 self.judge(s, res)
             elif self.coherence is not None:
                 res.verdicts = []
+            # each result names every difference: the run's and its own (e.g. boxes on a non-square image)
+            res.differences_from_release = self._run_notes + res.differences_from_release
+            res.identical_to_release = not res.differences_from_release
             out.append(res)
         return out
 
