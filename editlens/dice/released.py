@@ -35,9 +35,19 @@ import numpy as np
 
 from editlens.core.types import LoadedEdit
 from editlens.dice.prompt_sets import PromptSet, default_prompts
-from editlens.dice.released_format import (CONVENTIONS, CentreCrop, assign_command_confidence, candidate_variants,
-                                           coherence_images, parse_decision, parse_released_answer,
-                                           release_change_text, step_for_offset, word_probability, RENDERINGS)
+from editlens.dice.released_format import (
+    CONVENTIONS,
+    RENDERINGS,
+    CentreCrop,
+    assign_command_confidence,
+    candidate_variants,
+    coherence_images,
+    parse_decision,
+    parse_released_answer,
+    release_change_text,
+    step_for_offset,
+    word_probability,
+)
 from editlens.dice.types import COMMANDS, DiceResult, Verdict
 from editlens.errors import InputError, ModelUnavailableError
 

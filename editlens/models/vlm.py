@@ -166,7 +166,7 @@ def load_base(source: str | Path, device: str, quantization: str = "none", *, dt
                   "device_map": {"": prec.device}}
     elif quantization == "auto" and q.why_not:
         notes.append(f"{source}: language model in {prec.weights_dtype} instead of 4-bit NF4 ({q.why_not})")
-    cls = getattr(transformers, family.model_class, None) or transformers.AutoModelForImageTextToText
+    cls: Any = getattr(transformers, family.model_class, None) or transformers.AutoModelForImageTextToText
     try:
         model, info = cls.from_pretrained(str(path), local_files_only=True, output_loading_info=True, **kwargs)
     except (OSError, ValueError) as exc:
