@@ -17,7 +17,7 @@ from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
 from editlens.errors import UnknownMetricError
-from editlens.metrics.spec import INPUTS, MetricSpec  # noqa: F401  (re-exported: the old import path)
+from editlens.metrics.spec import MetricSpec
 
 if TYPE_CHECKING:
     from editlens.metrics.base import Metric
@@ -138,7 +138,9 @@ def create_metric(name: str, **options: Any) -> Metric:
     spec = get_spec(name)
     cls = spec.load_class()
     merged = {**spec.defaults, **options}
-    metric = cls(**merged)
+    # the spec and options are in place before __init__ runs: a constructor may read its own spec
+    metric = cls.__new__(cls)
     metric.spec = spec
     metric.options = merged
+    metric.__init__(**merged)
     return metric

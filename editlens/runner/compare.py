@@ -102,12 +102,13 @@ class ScoreComparer:
         for it in items:
             sa = scores[edits[(it.source, it.edited_a, it.instruction)]]
             sb = scores[edits[(it.source, it.edited_b, it.instruction)]]
-            out.append({"id": it.id, **decide(sa, sb, hib, self.metric.name)})
+            out.append({"id": it.id, **decide(sa, sb, hib, self.metric.name, self.metric.spec)})
         return out
 
 
-def decide(sa: Any, sb: Any, higher_is_better: bool, name: str) -> dict[str, Any]:
-    """A verdict from two Scores (``None`` when either has no value)."""
+def decide(sa: Any, sb: Any, higher_is_better: bool, name: str, spec: Any = None) -> dict[str, Any]:
+    """A verdict from two Scores (``None`` when either has no value); with the evaluator's ``spec``, its
+    sub-scores side by side and its own P(A better) where it declares one."""
     row: dict[str, Any] = {"metric": name, "score_a": sa.value, "score_b": sb.value}
     if sa.value is None or sb.value is None:
         bad = [f"{k}: {s.status} ({s.reason})" for k, s in (("A", sa), ("B", sb)) if s.value is None]
@@ -115,12 +116,14 @@ def decide(sa: Any, sb: Any, higher_is_better: bool, name: str) -> dict[str, Any
     d = (sa.value - sb.value) * (1 if higher_is_better else -1)
     verdict = "A>B" if d > 0 else "B>A" if d < 0 else "A=B"
     row.update({"verdict": verdict, "label": _LABEL[verdict], "reason": None})
+    if spec is None:
+        return row
+    prefer = spec.load_preference()
+    p = prefer(sa, sb) if prefer is not None else None
+    if p is not None:
+        row["p_a_better"] = p
     da, db = sa.details or {}, sb.details or {}
-    if "log_uncertainty" in da and "log_uncertainty" in db:  # EditReward: how sure the model is
-        from editlens.rewardmodels.editreward import prefer_probability
-
-        row["p_a_better"] = prefer_probability(sa.value, da["log_uncertainty"], sb.value, db["log_uncertainty"])
-    for key in ("prompt_following", "consistency", "perceptual_quality"):
+    for key in spec.sub_scores:
         if key in da and key in db:
             row.setdefault("sub_scores", {})[key] = [da[key], db[key]]
     return row
