@@ -12,9 +12,9 @@ LAYERS = [
     {"core"},
     {"data"},
     {"models"},
-    {"metrics", "backends"},
+    {"metrics", "backends", "editors"},
     {"judges"},
-    {"meta"},
+    {"meta", "bench"},  # bench: benchmark adapters and protocols
     {"training"},
     {"dice", "adiee", "twoframe", "rewardmodels"},
     {"runner"},

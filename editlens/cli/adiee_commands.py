@@ -222,33 +222,26 @@ def pairwise_eval_cmd(human: Path = typer.Option(..., "--human", help="JSONL {id
                           "ADIEE's GenAI-Bench rule, equal types tie only when both scores >= 9, else both bad, "
                           "exact 4-way match over all pairs.")),
                       json_out: bool = typer.Option(False, "--json")) -> None:
-    """Pairwise accuracy of ADIEE's released rule (round(score/5)) beside accuracy-with-ties calibration."""
-    from editlens.adiee.reward import pairwise_type
-    from editlens.meta import benchmarks as B
-    from editlens.meta.protocols import PAIRWISE_RULES, adiee_genai_bench_accuracy
-    from editlens.meta.reports import pairwise_report
+    """Pairwise accuracy of ADIEE's released rule (round(score/5)) beside accuracy-with-ties calibration; with
+    --rule adiee-genai-4way, ADIEE's GenAI-Bench rule. Every figure names its rule."""
+    from editlens.bench.registry import get
+    from editlens.meta.protocols import PAIRWISE_RULES
 
-    scores, _, _ = B.load_predictions(predictions, metric)
     if rule == PairwiseRule.genai_4way:
-        votes = B.load_pairwise_votes(human)
-        res = adiee_genai_bench_accuracy([{"id": p["id"], "human_vote": p["human_vote"], "score_a": scores.get(p["a"]),
-                                           "score_b": scores.get(p["b"])} for p in votes])
+        res = get("genai-bench").run_protocol("adiee-genai-4way", human=human, predictions=predictions, metric=metric)
         if json_out:
             emit_json(res)
             return
         typer.echo(f"ADIEE GenAI-Bench rule (4-way) accuracy {res['accuracy']:.4f} over {res['n']} pairs "
                    f"({res['unscored']} without both scores, counted wrong)")
         return
-    rep = pairwise_report(human, predictions, metric)
-    pairs = B.load_pairwise_human(human)
-    usable = [p for p in pairs if p["a"] in scores and p["b"] in scores]
-    hits = sum(pairwise_type(scores[p["a"]], scores[p["b"]]) == p["label"] for p in usable)
-    out = {"released_rule_accuracy": hits / len(usable) if usable else None, "n": len(usable),
-           "rule": rule.value, "rule_text": PAIRWISE_RULES[rule.value], "accuracy_with_ties": rep}
+    out = get("aurora").run_protocol("adiee-released-rule", human=human, predictions=predictions, metric=metric)
+    out.update({"rule": rule.value, "rule_text": PAIRWISE_RULES[rule.value]})
+    rep = out["accuracy_with_ties"]
     if json_out:
         emit_json(out)
         return
-    typer.echo(f"released rule (type = round(score/5)) accuracy {out['released_rule_accuracy']:.4f} over {len(usable)} pairs")
+    typer.echo(f"released rule (type = round(score/5)) accuracy {out['released_rule_accuracy']:.4f} over {out['n']} pairs")
     typer.echo(f"accuracy with tie calibration {rep['accuracy']:.4f} (threshold {rep['threshold']:.4g})")
 
 

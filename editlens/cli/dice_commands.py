@@ -99,7 +99,7 @@ def dice_cmd(
 
         pipe = build_released(dice_preset, dice_detector, dice_coherence, dice_prompts, dice_drawing, device,
                               dice_quantization, dtype, dice_confidence.value if dice_confidence else None,
-                              dice_coherence_inputs.value if dice_coherence_inputs else None)
+                              coherence_inputs=dice_coherence_inputs.value if dice_coherence_inputs else None)
         sample = sample.at_sizes("native")  # as released: each image at its own size
     else:
         pipe = DicePipeline(vlm, detector, boxes=boxes, **opts)

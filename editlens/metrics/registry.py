@@ -142,5 +142,5 @@ def create_metric(name: str, **options: Any) -> Metric:
     metric = cls.__new__(cls)
     metric.spec = spec
     metric.options = merged
-    metric.__init__(**merged)
+    cls.__init__(metric, **merged)
     return metric

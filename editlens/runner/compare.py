@@ -26,29 +26,61 @@ _LABEL = {"A>B": 1, "B>A": -1, "A=B": 0, "A=B=Good": 0, "A=B=Bad": 0}
 
 @dataclass(frozen=True)
 class PairItem:
+    """One pair; images are file paths or cells of a table (:class:`~editlens.core.embedded.TableImage`)."""
+
     id: str
-    source: str
-    edited_a: str
-    edited_b: str
+    source: Any
+    edited_a: Any
+    edited_b: Any
     instruction: str
 
 
-def read_pairs(path: Path) -> list[PairItem]:
-    """``{id, source, edited_a, edited_b, instruction}`` lines; relative image paths are relative to the file."""
-    from editlens.data.jsonl import iter_jsonl
+PAIR_COLUMNS = ("id", "source", "edited_a", "edited_b", "instruction")
 
+
+def read_pairs(path: Path, columns: str | Mapping[str, str] | None = None) -> list[PairItem]:
+    """``{id, source, edited_a, edited_b, instruction}`` rows of a JSONL file, or of any format
+    :func:`editlens.data.tables.read_rows` reads (parquet/arrow with embedded images, ``datasets``
+    folders, JSON); ``columns`` maps the file's names (``edited_a=output_images[0]``). Relative
+    image paths are relative to the file."""
+    from editlens.core.embedded import TableImage, parse_ref
+    from editlens.data.manifest import parse_columns, rename_columns
+    from editlens.data.tables import read_rows
+
+    mapping = parse_columns(columns, PAIR_COLUMNS)
+    read = read_rows(path)
     out, seen = [], set()
-    for n, row in iter_jsonl(path):
+    for r in read.rows:
+        where = f"{path}:{r.pos}" if read.unit == "line" else r.where
+        if r.error is not None:
+            raise InputError(f"{where}: {r.error}")
+        try:
+            row = rename_columns(dict(r.values or {}), mapping)
+        except InputError as exc:
+            raise InputError(f"{where}: {exc}") from None
         missing = [k for k in ("source", "edited_a", "edited_b", "instruction") if not row.get(k)]
         if missing:
-            raise InputError(f"{path}:{n}: a pair needs {', '.join(missing)}")
-        pid = str(row.get("id", n))
+            theirs = sorted(set(row) - set(PAIR_COLUMNS))
+            hint = f" (its columns: {', '.join(theirs)}; map them with --columns)" if theirs else ""
+            raise InputError(f"{where}: a pair needs {', '.join(missing)}{hint}")
+        pid = str(row.get("id", r.pos))
         if pid in seen:
-            raise InputError(f"{path}:{n}: pair id {pid!r} appears twice")
+            raise InputError(f"{where}: pair id {pid!r} appears twice")
         seen.add(pid)
-        paths = [str(Path(row[k]) if Path(row[k]).is_absolute() else Path(path).parent / row[k])
-                 for k in ("source", "edited_a", "edited_b")]
-        out.append(PairItem(pid, paths[0], paths[1], paths[2], str(row["instruction"]).strip()))
+        base = r.base or Path(path).parent
+        images: list[Any] = []
+        for k in ("source", "edited_a", "edited_b"):
+            value = row[k]
+            ref = parse_ref(value)
+            if isinstance(value, list):
+                raise InputError(f"{where}: {k} holds a list of {len(value)} image(s); pick one with "
+                                 f"--columns {k}=COLUMN[0]")
+            if ref is not None:
+                images.append(ref if Path(ref.file).is_absolute() else TableImage(
+                    str(base / ref.file), ref.row, ref.column, ref.index))
+            else:
+                images.append(str(Path(value) if Path(value).is_absolute() else base / value))
+        out.append(PairItem(pid, images[0], images[1], images[2], str(row["instruction"]).strip()))
     if not out:
         raise InputError(f"{path}: no pairs")
     return out
