@@ -271,14 +271,32 @@ def best_of_n_cmd(
     dtype: str = DtypeOpt,
     batch_size: int = typer.Option(8, "--batch-size", min=1),
     json_out: bool = typer.Option(False, "--json"),
+    editor: Optional[str] = typer.Option(None, "--editor", help="Generate the candidates first with this editor "
+                                         "(MANIFEST then lists the edits to make; see `editlens edit`)."),
+    samples: int = typer.Option(4, "--samples", min=1, help="With --editor: candidates generated per edit."),
+    seed: int = typer.Option(0, "--seed", help="With --editor: base seed of the derived per-image seeds."),
+    editor_option: Optional[List[str]] = typer.Option(None, "--editor-option", help="With --editor: editor setting "
+                                                      "KEY=VALUE (steps=20...). Repeatable."),
+    edits_out: Optional[Path] = typer.Option(None, "--edits-out", help="With --editor: folder of the generated "
+                                             "candidates (resumable; default MANIFEST's folder/STEM.best-of-N)."),
+    vlm: Optional[str] = typer.Option(None, "--vlm", help="VLM of a judge metric (pairwise: a knockout per edit)."),
+    orders: str = typer.Option("both", "--orders", help="Pairwise judge: both, forward or reverse."),
 ) -> None:
-    """Pick the best of N candidate edits per source by a registered evaluator."""
+    """Pick the best of N candidate edits per source by a registered evaluator; with --editor, generate the
+    N candidates first (a pairwise judge as --metric runs a knockout per edit, both orders by default).
+
+    Exit status with --editor: 3 when images or scores failed (a rerun redoes them), as `editlens run`.
+    """
     from dataclasses import asdict
 
     from editlens.adiee.reward import best_of_n
 
-    samples, scores, m = _score_manifest(manifest, metric, model, option, device, batch_size, dtype)
-    picks = best_of_n(samples, scores, m.spec.higher_is_better)
+    if editor:
+        _best_of_generated(manifest, metric, model, option, out, device, dtype, batch_size, json_out, editor,
+                           samples, seed, editor_option, edits_out, vlm, orders)
+        return
+    samples_, scores, m = _score_manifest(manifest, metric, model, option, device, batch_size, dtype)
+    picks = best_of_n(samples_, scores, m.spec.higher_is_better)
     doc = {"metric": metric, "higher_is_better": m.spec.higher_is_better, "picks": [asdict(p) for p in picks]}
     if out:
         from editlens.core.io import atomic_write
@@ -299,6 +317,43 @@ def best_of_n_cmd(
         table.add_row(p.group.split("\u241f")[-1][:40], str(len(p.candidates)), p.best_id or "(none scored)",
                       "-" if p.best_value is None else f"{p.best_value:.4f}", others)
     Console().print(table)
+
+
+def _best_of_generated(manifest, metric, model, option, out, device, dtype, batch_size, json_out, editor,  # type: ignore[no-untyped-def]
+                       samples, seed, editor_option, edits_out, vlm, orders):
+    from editlens.cli.common import EXIT_FAILED
+    from editlens.cli.edit_commands import editor_options, exit_for, run_generation
+    from editlens.runner.best_of_n import best_of_generated
+    from editlens.runner.selection import parse_options
+
+    folder = edits_out or manifest.parent / f"{manifest.stem}.best-of-{samples}"
+    result = run_generation(manifest, editor, folder, samples, seed,
+                            editor_options(editor_option, device, dtype, False, False), None, True, None)
+    if result.interrupted:
+        exit_for(result, folder)
+    from editlens.cli.options import vlm_options
+
+    vlm_opts = vlm_options(vlm, None, "default", None, device, 1, 0.0, dtype)  # None without --vlm
+    doc = best_of_generated(result.manifest, metric, models=parse_models(model),
+                            options=parse_options(option or []), device=device, dtype=dtype, vlm=vlm_opts,
+                            orders=orders, batch_size=batch_size)
+    doc.update({"editor": editor, "samples": samples, "edits": str(result.manifest),
+                "failed_images": result.failed})
+    target = out or folder / "best_of_n.json"
+    from editlens.core.io import write_json
+
+    write_json(target, doc, default=str)
+    if json_out:
+        emit_json(doc)
+    else:
+        for p in doc["picks"]:
+            typer.echo(f"{p['group']}: best {p['best_id'] or '(none)'}"
+                       + (f" ({p['best_value']:.4f})" if p.get("best_value") is not None else ""))
+        typer.echo(f"{len(doc['picks'])} edits, {samples} candidates each -> {target}", err=True)
+    if result.failed or doc.get("failed"):
+        typer.echo(f"{result.failed} image(s) and {doc.get('failed', 0)} score(s) failed; rerun the same command "
+                   "to redo them", err=True)
+        raise typer.Exit(EXIT_FAILED)
 
 
 @reward_app.command("relabel")

@@ -14,7 +14,7 @@ from typing import List, Optional
 
 import typer
 
-from editlens.cli.common import emit_json, guarded
+from editlens.cli.common import EXIT_FAILED, emit_json, guarded
 from editlens.cli.options import (CacheOpt, ConcurrencyOpt, DeviceOpt, DtypeOpt, RetriesOpt, SamplesOpt, TemperatureOpt,
                                    TemplateOpt, TimeoutOpt, VlmModelOpt, VlmOpt, http_settings, vlm_options)
 from editlens.cli.tables import print_rows
@@ -115,15 +115,18 @@ def dice_cmd(
         Image.fromarray(a).save(draw / "source_boxes.png")
         Image.fromarray(b).save(draw / "edited_boxes.png")
         doc["drawn"] = [str(draw / "source_boxes.png"), str(draw / "edited_boxes.png")]
+    # exit status as `editlens compare`: 3 the backend failed (worth retrying), 1 no result (unparsable answer)
     if json_out:
         emit_json(doc)
+        if res.failed or res.unparsable:
+            raise typer.Exit(EXIT_FAILED if res.failed else 1)
         return
     if res.failed:
         typer.echo(f"failed: {res.problem}", err=True)
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)
     if res.unparsable:
         typer.echo(f"unscored: {res.problem}\nraw answer: {res.raw}")
-        return
+        raise typer.Exit(1)  # scripts must not read success
     if res.truncated:
         typer.echo(f"incomplete: {res.problem}")
     elif not res.differences:
@@ -182,7 +185,18 @@ def dice_eval_cmd(gt: Path = typer.Option(..., "--gt", help="Annotated JSONL (DI
                                           load_ground_truth, load_predictions_detailed)
 
     rows = load_ground_truth(gt, gt_boxes)
+    if not rows:  # AP over no annotated sample is no figure: say so, exit 2
+        from editlens.core.evidence import not_measured
+        from editlens.errors import InputError
+
+        raise InputError(f"{gt}: DICE detection AP {not_measured(0, 'the ground-truth file holds no sample')}")
     preds, pred_problems = load_predictions_detailed(predictions)
+    gt_ids = {str(r["id"]) for r in rows}
+    if not gt_ids & (set(preds) | set(pred_problems)):
+        from editlens.errors import InputError  # AP 0 over predictions for other samples would be invented
+
+        raise InputError(f"{predictions}: no prediction is for a sample of {gt} (ids such as {sorted(gt_ids)[:3]}); "
+                         "check that the ids match")
     rep = evaluate_detection(rows, preds)
     rep["predictions_without_usable_answer"] = {"n": len(pred_problems), "samples": pred_problems}
     rep["ground_truth_boxes"] = gt_boxes  # the units the ground truth was read in (lines may set their own)
