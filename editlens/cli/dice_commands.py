@@ -18,6 +18,7 @@ from editlens.cli.common import EXIT_FAILED, emit_json, guarded
 from editlens.cli.options import (CacheOpt, ConcurrencyOpt, DeviceOpt, DtypeOpt, RetriesOpt, SamplesOpt, TemperatureOpt,
                                    TemplateOpt, TimeoutOpt, VlmModelOpt, VlmOpt, http_settings, vlm_options)
 from editlens.cli.tables import print_rows
+from editlens.cli.training_options import SAVE_EVERY_HELP, VAL_EVERY_HELP
 
 
 class DiceConfidence(str, Enum):
@@ -254,13 +255,15 @@ def train_cmd(
     steps: int = typer.Option(1000, "--steps", min=1),
     lr: float = typer.Option(1e-4, "--lr", help="Paper: 1e-4 detector, 1e-5 coherence."),
     batch_size: int = typer.Option(1, "--batch-size", min=1, help="Examples per optimizer step (paper: 8 detector, 1 coherence)."),
-    rank: int = typer.Option(64, "--rank"),
+    rank: int = typer.Option(64, "--lora-rank", min=1, help="LoRA rank."),
+    rank_old: Optional[int] = typer.Option(None, "--rank", hidden=True, help="Earlier name of --lora-rank."),
     alpha: int = typer.Option(16, "--alpha"),
     dropout: float = typer.Option(0.1, "--dropout"),
     warmup: int = typer.Option(0, "--warmup", min=0, help="Linear learning-rate warm-up steps."),
     lr_decay: str = typer.Option("constant", "--lr-decay", help="After warm-up: constant, linear or cosine."),
-    eval_every: int = typer.Option(0, "--eval-every", help="Evaluate every N steps (0: at the end)."),
-    save_every: int = typer.Option(100, "--save-every", min=1),
+    eval_every: int = typer.Option(0, "--val-every", min=0, help=VAL_EVERY_HELP),
+    eval_every_old: Optional[int] = typer.Option(None, "--eval-every", hidden=True, help="Earlier name of --val-every."),
+    save_every: int = typer.Option(100, "--save-every", min=0, help=SAVE_EVERY_HELP),
     keep_checkpoints: int = typer.Option(2, "--keep-checkpoints", min=1, help="Checkpoints kept (the newest)."),
     eval_max_new_tokens: int = typer.Option(256, "--eval-max-new-tokens", min=1),
     max_eval: int = typer.Option(100, "--max-eval", min=1),
@@ -278,11 +281,14 @@ def train_cmd(
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
     """Fine-tune a DICE detector (--stage detect) or coherence estimator (--stage coherence) with LoRA."""
+    from editlens.cli.training_options import aliased
     from editlens.dice.training import TrainConfig, train
 
     from editlens.models.quant import normalise_choice
 
     quantization = normalise_choice(quantization, "--quantization")
+    rank = aliased(rank, 64, rank_old, "--lora-rank", "--rank")
+    eval_every = aliased(eval_every, 0, eval_every_old, "--val-every", "--eval-every")
     cfg = TrainConfig(stage=stage, data=str(data.resolve()), out=str(out), base=base,
                       eval_data=str(eval_data.resolve()) if eval_data else None, init_adapter=init_adapter,
                       steps=steps, lr=lr, batch_size=batch_size, warmup_steps=warmup, lr_decay=lr_decay, rank=rank,

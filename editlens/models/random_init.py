@@ -235,4 +235,4 @@ def clip_style_tokenizer(vocab_size: int = 600) -> Any:
     for piece in [*alphabet, *(c + "</w>" for c in alphabet), *(a + b for a, b in merges),
                   "<|startoftext|>", "<|endoftext|>"]:
         vocab.setdefault(piece, len(vocab))
-    return CLIPTokenizer(vocab=vocab, merges=merges, model_max_length=77)
+    return CLIPTokenizer(vocab=vocab, merges=merges, model_max_length=77)  # type: ignore[arg-type]  # pairs are accepted

@@ -25,7 +25,8 @@ def _candidate(s: EditSample) -> dict[str, Any]:
 
 def pick_by_scores(samples: Sequence[EditSample], metric: Any, batch_size: int = 8) -> dict[str, Any]:
     """Score every candidate with a point-wise evaluator and pick the best per edit."""
-    from editlens.adiee.reward import RewardFunction, best_of_n
+    from editlens.adiee.reward import best_of_n
+    from editlens.runner.reward import RewardFunction
 
     scores = RewardFunction(metric, batch_size).scores(samples)
     hib = metric.spec.higher_is_better

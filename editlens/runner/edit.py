@@ -293,7 +293,7 @@ def generate_edits(
                      if (runtime.get("precision") or {}).get(k)}
         bar: Any = _NoBar()
         if progress and todo:
-            from tqdm.auto import tqdm  # type: ignore[import-untyped]
+            from tqdm.auto import tqdm
 
             bar = tqdm(total=len(todo), unit="image", desc=f"editing ({editor.name})", dynamic_ncols=True)
         try:
