@@ -241,6 +241,14 @@ def test_serve_score_serves_judges_reward_models_and_adiee(tmp_path, tiny_vlm_di
         assert stats["adiee"]["motion"]["flags"] == []  # one reward is too few to call it stuck
         # the chat endpoint of the same model is served beside /v1/score
         assert httpx.get(f"{url}/models").json()["data"][0]["id"] == str(tiny_vlm_dirs["idefics3"])
+        # a judge served as a reward through an engine (this server): only /v1/score is served
+        res = CliRunner().invoke(app, ["serve", "--score", "yes_no", "--vlm", url, "--port", "0", "--cache", "none",
+                                       "--option", "yes_no.max_new_tokens=6"], catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+        with running(apps[-1]) as reward_url:
+            r = httpx.post(f"{reward_url}/score", json={"items": [item]}, timeout=120)
+            assert r.status_code == 200 and r.json()["metric"] == "yes_no"
+            assert r.json()["scores"][0] == got["yes_no"][0]  # the same answer in-process and through the engine
 
 
 def test_reward_stats_flag_stuck_and_constant_tasks():
