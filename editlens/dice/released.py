@@ -302,6 +302,9 @@ class ReleasedModel:
         if spec.adapter:
             model = attach_adapter(model, spec.adapter)
         self.model = model.eval()
+        from editlens.backends.local import contiguous_lm_head
+
+        contiguous_lm_head(self.model)  # as the local backend (and so an editlens serve of it) runs it
         self.processor = load_processor(spec, longest_edge)
         self.tokenizer = self.processor.tokenizer
         from editlens.models.quant import count_4bit_layers
