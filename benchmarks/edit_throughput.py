@@ -44,8 +44,8 @@ def _peak_memory(device: str) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--size", default="realistic", choices=["tiny", "realistic"],
-                    help="tiny: a smoke test, no meaningful timing")
+    ap.add_argument("--size", default="realistic", choices=["tiny", "realistic", "full"],
+                    help="tiny: a smoke test, no meaningful timing; full: SD 1.5's 860M UNet (for a GPU)")
     ap.add_argument("--edits", type=int, default=8, help="edits generated per pass")
     ap.add_argument("--batch", type=int, default=8, help="images per pipeline call of the batched pass")
     ap.add_argument("--steps", type=int, default=10, help="denoising steps")
@@ -53,7 +53,7 @@ def main() -> None:
     ap.add_argument("--dtype", default="auto", help=DTYPE_HELP)
     ap.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
     args = ap.parse_args()
-    side = args.image_side or (32 if args.size == "tiny" else 256)
+    side = args.image_side or {"tiny": 32, "realistic": 256, "full": 512}[args.size]
     steps = 2 if args.size == "tiny" else args.steps
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

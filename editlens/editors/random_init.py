@@ -34,6 +34,13 @@ IP2P_SIZES: dict[str, dict[str, Any]] = {
                       down_block_types=("CrossAttnDownBlock2D",) * 3 + ("DownBlock2D",),
                       up_block_types=("UpBlock2D",) + ("CrossAttnUpBlock2D",) * 3, text_hidden=768, text_layers=2,
                       vae=(32, 64, 64, 64)),
+    # Stable Diffusion 1.5 / InstructPix2Pix at full size: 860M UNet parameters, the 12-layer CLIP ViT-L text
+    # encoder, the 4-level 128-512 VAE (for speed figures on a GPU; random weights)
+    "full": dict(block_out_channels=(320, 640, 1280, 1280), layers_per_block=2, cross_attention_dim=768,
+                 attention_head_dim=8,
+                 down_block_types=("CrossAttnDownBlock2D",) * 3 + ("DownBlock2D",),
+                 up_block_types=("UpBlock2D",) + ("CrossAttnUpBlock2D",) * 3, text_hidden=768, text_layers=12,
+                 vae=(128, 256, 512, 512)),
 }
 
 
