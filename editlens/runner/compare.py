@@ -55,13 +55,14 @@ def read_pairs(path: Path) -> list[PairItem]:
 
 
 class JudgeComparer:
-    """Pairs decided by the pairwise VLM judge (``options`` as for ``PairwiseJudge``)."""
+    """Pairs decided by a pairwise VLM judge (``judge``: a registered evaluator whose spec declares
+    ``orders``; ``options`` as for ``PairwiseJudge``)."""
 
-    def __init__(self, options: Mapping[str, Any]) -> None:
+    def __init__(self, options: Mapping[str, Any], judge: str = "pairwise") -> None:
         from editlens.metrics.registry import create_metric
 
-        self.judge = create_metric("pairwise", **dict(options))
-        self.name = f"pairwise ({self.judge.orders})"
+        self.judge = create_metric(judge, **dict(options))
+        self.name = f"{judge} ({self.judge.orders})"
 
     def compare(self, items: Sequence[PairItem], batch_size: int = 8) -> list[dict[str, Any]]:
         out = []
