@@ -175,11 +175,27 @@ def test_editor_comparison_in_chromium(scenario):
     data, html = scenario["data"], scenario["html"]
     url = html.resolve().as_uri()
     by = {s["id"]: s for s in data["samples"]}
-    with chromium_page(width=1400, height=1000) as (page, errors):
+    cli = runner.invoke(app, ["runs", "leaderboard", str(scenario["run"]), "--format", "json"], catch_exceptions=False)
+    assert cli.exit_code == 0, cli.output
+    board = {(t["scope"], t["evaluator"]): t for t in json.loads(cli.stdout)["tables"]}
+    with chromium_page(width=1280, height=1000) as (page, errors):
         _ready(page, url)
         # leaderboard: ranked editors, the no-op flagged and unranked, similarity never called better
         rows = page.locator('table.lb-table[data-scope="all"] tbody tr')
         assert [rows.nth(i).locator("td.editor b").inner_text() for i in range(4)] == ["ground_truth", "wrong_edit", "blur", "no_op"]
+        # each ranked column says why it ranks (what it measures, which way is better)
+        assert page.inner_text('.lb-scope[data-scope="all"] .lb[data-evaluator="detail_kept"] h3 .measure') == \
+            "edit quality · higher is better"
+        # `runs leaderboard` prints the same order, means and CIs as the page
+        cli_rows = board[("all", "detail_kept")]["rows"]
+        assert [r["editor"] for r in cli_rows] == ["ground_truth", "wrong_edit", "blur", "no_op"]
+        assert [r["rank"] for r in cli_rows] == [1, 2, 3, None]
+        shown = page.eval_on_selector_all('table.lb-table[data-scope="all"] td.num[data-mean]',
+                                          "cs => cs.map(c => [+c.dataset.mean, c.querySelector('.ci') && c.querySelector('.ci').textContent])")
+        assert [m for m, _ in shown] == pytest.approx([r["mean"] for r in cli_rows])
+        for (_, ci_text), r in zip(shown, cli_rows):
+            lo, hi = (float(x) for x in ci_text.split("[")[1].rstrip("]").split(","))
+            assert (lo, hi) == (pytest.approx(r["ci"][0], abs=6e-4), pytest.approx(r["ci"][1], abs=6e-4))
         noop_row = rows.nth(3).inner_text()
         assert "no-op: 8/8 edits unchanged" in noop_row and "not ranked" in noop_row
         assert rows.nth(3).locator("td.rank").inner_text() == "–"
@@ -486,3 +502,41 @@ def test_the_extending_docs_example_draws_its_boxes(tmp_path):
     finally:
         with registry._LOCK:
             registry._REGISTRY.pop("bright_spots", None)
+
+
+def test_a_leaderboard_that_cannot_rank_says_why_and_what_to_add(tmp_path):
+    """The model-free evaluators only (similarity scores, DICE without a VLM): nothing ranks the
+    editors, and the report, `runs leaderboard` and `runs summary` say why and what to add."""
+    made = build_scenario(tmp_path, mirror=False, upscale_one=False, examples=EXAMPLES)
+    res = runner.invoke(app, ["run", str(made["manifest"]), "--out", str(tmp_path / "run"), "--metrics",
+                              "change_map,l1,psnr", "--dice", "--no-progress"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    data = collect_run(tmp_path / "run", n_boot=50)
+    assert data["leaderboard"]["tables"] == []
+    why = data["leaderboard"]["why_empty"]
+    assert why["why"][0].startswith("dice (instruction following) scored no edit (16 info); most common reason: no VLM:")
+    assert "change_map, l1, psnr measure similarity to the source" in why["why"][1]
+    assert any("--vlm MODEL" in a for a in why["add"]) and any("'reference' column" in a for a in why["add"])
+    assert any("captions" in a for a in why["add"])
+    # the same in the terminal
+    board = runner.invoke(app, ["runs", "leaderboard", str(tmp_path / "run"), "--format", "md"], catch_exceptions=False)
+    assert board.exit_code == 0 and "nothing ranks the editors" in board.stdout and "not a ranking" in board.stdout
+    assert why["why"][0].replace("|", "\\|") in board.stdout
+    summary = runner.invoke(app, ["runs", "summary", str(tmp_path / "run"), "--by", "model"], catch_exceptions=False)
+    assert summary.exit_code == 0
+    line = next(x for x in summary.output.splitlines() if x.startswith("no_op") and " psnr " in x)
+    assert line.endswith("(higher = closer to the source)")
+    assert "measure similarity to the source: an editor that changes nothing scores best, so these means are not a " \
+           "ranking" in summary.output and "to rank them, add one of:" in summary.output
+    html = write_run_report(tmp_path / "run", tmp_path / "report.html", n_boot=50)
+    with chromium_page(width=1280, height=900) as (page, errors):
+        _ready(page, html.resolve().as_uri())
+        box = page.locator("#leaderboard .nothing-ranked")
+        assert box.is_visible()
+        items = box.locator("ul.why li").all_inner_texts()
+        assert items == why["why"] and box.locator("ul.add li").count() == len(why["add"])
+        assert "no-op: 4/4 edits unchanged" in page.inner_text("#leaderboard .noop-flags")
+        page.set_viewport_size({"width": 390, "height": 800})
+        _no_overflow(page)
+        assert box.bounding_box()["width"] <= 390
+        assert errors == []

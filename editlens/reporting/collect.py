@@ -415,8 +415,9 @@ def _summaries(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: str | Path | None = None,
-                seed: int = 0, n_boot: int = 1000) -> dict[str, Any]:
-    """Everything the run report shows, as plain data (see module docstring)."""
+                seed: int = 0, n_boot: int = 1000, by: str | None = None) -> dict[str, Any]:
+    """Everything the run report shows, as plain data (see module docstring). ``by``: the
+    manifest column whose values group the leaderboards (default ``edit_type``)."""
     from editlens.metrics.spec import MEASURES
     from editlens.reporting.leaderboard import leaderboards
     from editlens.reporting.runs import _open
@@ -466,7 +467,7 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
                 if isinstance(value, (str, Path)) and value:
                     images[role] = str(value)
             rec["instruction"] = src.instruction
-            cat = src.metadata.get(CATEGORY_COLUMN)
+            cat = _column(src, by or CATEGORY_COLUMN)
             if cat is not None and str(cat).strip():
                 rec["category"] = str(cat).strip()
             meta_h = next((src.metadata[c] for c in HUMAN_COLUMNS if c in src.metadata), None)
@@ -495,6 +496,9 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
     if human and missing_human:
         notes.append(f"{len(missing_human)} human score id(s) match no sample of the run")
 
+    if by and samples_in and not any("category" in s for s in samples):
+        raise InputError(f"--by {by}: no sample of the run has a value in a column {by!r}; columns of its manifest: "
+                         + ", ".join(_columns(samples_in.values())))
     scored = {e for s in samples for e, sc in s["scores"].items() if sc["status"] == "scored"}
     scored_evaluators = [e for e in evaluators if e in scored]
     models = list(dict.fromkeys(s["model"] for s in samples))  # manifest order: the compare view's columns
@@ -502,6 +506,11 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
     per_model = _per_model(samples, evaluators, models, seed, n_boot)
     completeness = _completeness(run, run_manifest, {s["id"]: s for s in samples}, samples_in, evaluators)
     completeness["resized"] = sum(1 for s in samples if s["input_notes"])
+    board = leaderboards(samples, evaluators, measures, {e: _hib(specs[e]) for e in evaluators}, models,
+                         seed=seed, n_boot=n_boot)
+    board["by"] = by or CATEGORY_COLUMN
+    if not any(t["scope"] == "all" for t in board["tables"]):
+        board["why_empty"] = _why_empty(samples, samples_in, evaluators, measures, completeness["not_run"])
     return {
         "kind": "run",
         "title": run.resolve().name,
@@ -524,14 +533,51 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
         "groups": group_list,
         "samples": samples,
         "per_model": per_model,
-        "leaderboard": leaderboards(samples, evaluators, measures, {e: _hib(specs[e]) for e in evaluators},
-                                    models, seed=seed, n_boot=n_boot),
+        "leaderboard": board,
         # run-level tables evaluators contribute (registry metadata), e.g. DICE's ranking
         "summaries": _summaries(rows),
         "human": _human_agreement(samples, scored_evaluators, seed, n_boot) if any("human" in s for s in samples) else None,
         "notes": notes,
         "probe": load_probe(run),  # `editlens probe`'s result, when the run was probed
     }
+
+
+def _column(sample: Any, column: str) -> Any:
+    """A sample's value in a manifest column: an extra column, or a field (``instruction``...)."""
+    if column in sample.metadata:
+        return sample.metadata[column]
+    value = getattr(sample, column, None) if column in ("instruction", "source_caption", "target_caption") else None
+    return value
+
+
+def _columns(samples: Iterable[Any]) -> list[str]:
+    cols: dict[str, None] = {}
+    for s in samples:
+        cols.update(dict.fromkeys(s.metadata))
+    return sorted(cols) + ["instruction"]
+
+
+def _why_empty(samples: list[dict[str, Any]], samples_in: Mapping[str, Any], evaluators: list[str],
+               measures: Mapping[str, str | None], not_run: Mapping[str, str]) -> dict[str, Any]:
+    """:func:`~editlens.reporting.leaderboard.why_nothing_ranks` of a collected run."""
+    from editlens.reporting.leaderboard import why_nothing_ranks
+
+    status: dict[str, dict[str, int]] = {}
+    reasons: dict[str, dict[str, int]] = {}
+    for s in samples:
+        for ev, sc in s["scores"].items():
+            c = status.setdefault(ev, {})
+            c[sc["status"]] = c.get(sc["status"], 0) + 1
+            if sc["status"] != "scored" and sc.get("reason"):
+                r = reasons.setdefault(ev, {})
+                r[sc["reason"]] = r.get(sc["reason"], 0) + 1
+    top = {ev: max(r.items(), key=lambda kv: kv[1])[0] for ev, r in reasons.items()}
+    all_measures = dict(measures)
+    for ev, spec in specs_of([e for e in not_run if e not in measures]).items():
+        all_measures[ev] = spec.measures if spec is not None else None
+    has_ref = any("reference" in s["images"] for s in samples) or any(getattr(s, "reference", None) for s in samples_in.values())
+    has_caps = any(getattr(s, "target_caption", None) for s in samples_in.values())
+    return why_nothing_ranks(evaluators, all_measures, status, top, not_run, has_ref, has_caps)
 
 
 def _hib(spec: Any) -> bool | None:

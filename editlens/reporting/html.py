@@ -425,11 +425,9 @@ def _run_sections(data: Mapping[str, Any], image_mode: str = "auto") -> str:
 
 
 def _direction_words(hib: bool | None, measures: str | None) -> str:
-    if hib is None:
-        return "direction unknown"
-    if measures == "similarity":
-        return ("higher" if hib else "lower") + " = closer to the source"
-    return ("higher" if hib else "lower") + " is better"
+    from editlens.reporting.leaderboard import direction_words
+
+    return direction_words(hib, measures)
 
 
 def _noop_chip(flag: Mapping[str, Any] | None) -> str:
@@ -461,12 +459,13 @@ def _leaderboard_section(data: Mapping[str, Any]) -> str:
             f'<li data-model="{_e(m)}"><b>{_e(m)}</b>{_noop_chip(f)} — found unchanged by {_e(", ".join(f["by"]))}'
             + (": not ranked (an editor that changes nothing must not win)" if f["noop"] else "") + "</li>"
             for m, f in flagged) + "</ul>")
-    if not lb.get("ranked"):
-        parts.append('<p class="nothing-ranked">No evaluator of this run measures edit quality, instruction following '
-                     "or agreement with a reference edit, so nothing here ranks the editors. The scores below measure "
-                     "similarity to the source, where an editor that changes nothing scores best. Add an evaluator "
-                     "that judges the edit (e.g. <code>--metrics clip_t,viescore</code>, or <code>--dice --vlm "
-                     "...</code>).</p>")
+    empty = lb.get("why_empty")
+    if empty:
+        why = "".join(f"<li>{_e(w)}</li>" for w in empty["why"])
+        add = "".join(f"<li>{_e(a)}</li>" for a in empty["add"])
+        parts.append('<div class="nothing-ranked"><p><b>Nothing here ranks the editors.</b> No evaluator that judges '
+                     "the edit produced a score:</p>"
+                     f'<ul class="why">{why}</ul><p>To rank them, add one of:</p><ul class="add">{add}</ul></div>')
     for scope in scopes:
         tabs = tables_by_scope.get(scope["key"], [])
         if not tabs:
@@ -496,7 +495,8 @@ def _leaderboard_section(data: Mapping[str, Any]) -> str:
                              f'<td class="editor" data-model="{_e(r["model"])}"><b>{_e(r["model"])}</b>'
                              f'{_noop_chip(sflags.get(r["model"]))}<span class="vs">{vs}</span></td>',
                              f'<td class="num" data-mean="{r["mean"]}">{_num(r["mean"])}{_ci(r["ci"])}</td>',
-                             f'<td class="num">{r["n"]}{("<span class=cnt>" + _e(other) + "</span>") if other else ""}</td>'])
+                             f'<td class="num">{r["n"]}{_coverage(r)}'
+                             f'{("<span class=cnt>" + _e(other) + "</span>") if other else ""}</td>'])
             missing = "".join(f"<li>{_e(m)}: no scored edit</li>" for m in t.get("missing", []))
             body = (_table(["#", "editor (vs the next one)", "mean", "n"], rows, "data lb-table",
                            f'data-evaluator="{_e(ev)}" data-scope="{_e(scope["key"])}"')
@@ -514,6 +514,14 @@ def _leaderboard_section(data: Mapping[str, Any]) -> str:
             "below). Mean of scored edits with a seeded percentile-bootstrap 95% CI. Between neighbours: "
             f"{_e(lb.get('test', ''))}.")
     return _section("leaderboard", "Leaderboard", "".join(parts), hint)
+
+
+def _coverage(row: Mapping[str, Any]) -> str:
+    """"36 of 60 sources" when an editor was scored on only part of the sources (a partial run)."""
+    got, of = row.get("sources"), row.get("of_sources")
+    if got is None or of is None or got >= of:
+        return ""
+    return f'<span class="cnt coverage" data-sources="{got}" data-of="{of}">{got} of {of} sources</span>'
 
 
 def _similarity_section(data: Mapping[str, Any]) -> str:
