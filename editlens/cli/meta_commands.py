@@ -22,6 +22,13 @@ def _write_report(path: Optional[Path], rep: dict, title: str, extra=None) -> No
         typer.echo(f"wrote {write_meta_report(rep, path, title, extra)}", err=True)
 
 
+def _evaluated(**kw) -> dict:  # type: ignore[no-untyped-def]
+    """Which evaluator the meta-evaluation measures and where its answers came from (file names)."""
+    from editlens.reporting.meta_html import describe_evaluated
+
+    return describe_evaluated(**kw)
+
+
 @meta_app.command("imagenhub")
 @guarded
 def imagenhub(
@@ -41,6 +48,7 @@ def imagenhub(
     from editlens.meta.reports import imagenhub_report
 
     rep = imagenhub_report(ratings, judge_outputs, predictions, metric, protocol, n_boot, seed, instructions)
+    rep["evaluated"] = _evaluated(predictions=predictions, metric=metric, judge_outputs=judge_outputs, human=ratings)
     _write_report(report, rep, "ImagenHub")
     if json_out:
         emit_json(rep)
@@ -76,6 +84,7 @@ def genai_bench(judge_outputs: Path = typer.Option(..., "--judge-outputs", help=
     from editlens.meta.reports import genai_bench_report
 
     rep = genai_bench_report(judge_outputs)
+    rep["evaluated"] = _evaluated(judge_outputs=judge_outputs)
     _write_report(report, rep, "GenAI-Bench")
     if json_out:
         emit_json(rep)
@@ -97,6 +106,7 @@ def pointwise(human: Path = typer.Option(..., "--human", help="JSONL {id, model,
     from editlens.meta.reports import pointwise_report
 
     rep = pointwise_report(human, predictions, metric, protocol, n_boot, seed)
+    rep["evaluated"] = _evaluated(predictions=predictions, metric=metric, human=human)
     if report is not None:
         from editlens.reporting.meta_html import pointwise_points
 
@@ -135,6 +145,7 @@ def pairwise(human: Path = typer.Option(..., "--human", help="JSONL {id, a, b, p
         from editlens.meta.rewardbench import verdicts_report
 
         rep = verdicts_report(human, verdicts)
+        rep["evaluated"] = _evaluated(verdicts=verdicts, human=human)
         _write_report(report, rep, "pair-wise judge")
         if json_out:
             emit_json(rep)
@@ -147,6 +158,7 @@ def pairwise(human: Path = typer.Option(..., "--human", help="JSONL {id, a, b, p
     from editlens.meta.reports import pairwise_report
 
     rep = pairwise_report(human, predictions, metric)
+    rep["evaluated"] = _evaluated(predictions=predictions, metric=metric, human=human)
     if report is not None:
         from editlens.reporting.meta_html import pairwise_confusion
 
@@ -204,6 +216,7 @@ def editscore_bench_cmd(bench: Path = BenchOpt, predictions: Path = typer.Option
 
     rep = R.editscore_bench_report(R.load_benchmark("editscore-bench", bench), R.load_results(predictions, metric),
                                    metric or "score")
+    rep["evaluated"] = _evaluated(predictions=predictions, metric=metric, human=bench)
     _write_report(report, rep, "EditScore EditReward-Bench")
     if json_out:
         emit_json(rep)
@@ -225,6 +238,7 @@ def editreward_bench_cmd(bench: Path = BenchOpt, predictions: Path = typer.Optio
 
     scores = R.scored_values(R.load_results(predictions, metric))
     rep = R.editreward_bench_report(R.load_benchmark("editreward-bench", bench), scores, metric or "score")
+    rep["evaluated"] = _evaluated(predictions=predictions, metric=metric, human=bench)
     _write_report(report, rep, "TIGER-Lab EditReward-Bench")
     if json_out:
         emit_json(rep)
@@ -253,6 +267,7 @@ def mmrb2_cmd(bench: Path = BenchOpt, predictions: Optional[Path] = PredOpt, met
         rep = R.mmrb2_report(b, scores=R.scored_values(R.load_results(predictions, metric)), metric=metric)
     else:
         rep = R.mmrb2_report(b, verdicts=R.load_verdicts(verdicts), metric="pairwise judge")
+    rep["evaluated"] = _evaluated(predictions=predictions, metric=metric, verdicts=verdicts, human=bench)
     _write_report(report, rep, "MMRB2 image editing")
     if json_out:
         emit_json(rep)

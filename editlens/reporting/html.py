@@ -114,7 +114,8 @@ def _section(sid: str, title: str, body: str, hint: str = "") -> str:
 
 
 def _plot(uri: str | None, alt: str) -> str:
-    return f'<img class="plot" alt="{_e(alt)}" src="{uri}">' if uri else ""
+    """A plot at its own size (its type legible); a screen narrower than it scrolls it sideways."""
+    return f'<div class="plot-scroll"><img class="plot" alt="{_e(alt)}" src="{uri}"></div>' if uri else ""
 
 
 def _ci(ci: Sequence[float | None] | None) -> str:
@@ -714,7 +715,7 @@ PLAIN = {
     "O": "overall rating (O)", "SC": "semantic consistency (SC)", "PQ": "perceptual quality (PQ)",
     "aspects": "", "overall": "all items pooled", "grouped": "per-model protocol",
     "pearson": "Pearson r", "spearman": "Spearman ρ", "kendall": "Kendall τ",
-    "value": "headline agreement", "accuracy": "accuracy", "n": "items", "n_items": "items with a prediction and a human score",
+    "value": "the protocol's figure", "accuracy": "accuracy", "n": "items", "n_items": "items with a prediction and a human score",
     "n_pairs": "pairs", "n_predictions": "predictions", "n_unparsable": "unparsable answers (left out)",
     "n_missing": "items without a prediction (left out)", "human_inter_rater_icc_2_1": "agreement between human raters, ICC(2,1)",
     "threshold": "tie threshold", "aggregation": "aggregation", "benchmark": "benchmark", "protocol": "protocol",
@@ -800,7 +801,8 @@ def meta_sections(rep: Mapping[str, Any], extra: Mapping[str, Any] | None = None
         sections.append(system)
     scalars = {k: v for k, v in rep.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
     sections.append(_section(f"{prefix}summary", "Summary", _table(
-        ["", "value"], [[_e(plain(k)), f'<td class="num">{_num(v)}</td>' if isinstance(v, (int, float))
+        ["", "value"], [[_e(statistic_name(rep) if k == "value" else plain(k)),
+                         f'<td class="num">{_num(v)}</td>' if isinstance(v, (int, float))
                          else _e(v)] for k, v in scalars.items()], "data summary")))
     corr = _corr_rows({k: v for k, v in rep.items() if k != "by_edit_type"})  # per-type figures get their own table
     if "ci95" in rep and "value" not in rep:  # a top-level accuracy with its CI
@@ -849,12 +851,62 @@ def meta_sections(rep: Mapping[str, Any], extra: Mapping[str, Any] | None = None
     return sections
 
 
+def statistic_name(rep: Mapping[str, Any]) -> str:
+    """The name of a meta-evaluation's headline ``value``: the statistic, not "headline agreement".
+
+    >>> statistic_name({"protocol": "aurora-pointwise", "value": 0.4})
+    'Spearman ρ over all items'
+    >>> statistic_name({"value": 0.7, "accuracy": 0.7})
+    'accuracy'
+    """
+    if rep.get("statistic"):
+        return str(rep["statistic"])
+    proto = str(rep.get("protocol") or "")
+    value = rep.get("value", _NOT_GIVEN)
+    if value is not _NOT_GIVEN and value == rep.get("strict_accuracy", _NOT_GIVEN):
+        return "strict group accuracy"
+    if value is not _NOT_GIVEN and value == rep.get("accuracy", _NOT_GIVEN):
+        return "accuracy"
+    if proto == "aurora-pointwise":
+        return "Spearman ρ over all items"
+    if proto == "aurora-per-model-mean":
+        return "mean per-model Spearman ρ"
+    agg = rep.get("aggregation") or (rep.get("grouped") or {}).get("aggregation")
+    if agg in ("official", "fisher", "mean"):
+        return {"official": "Spearman ρ per editing method, tanh of their mean",
+                "fisher": "Spearman ρ per editing method, Fisher-z mean", "mean": "mean Spearman ρ per editing method"}[agg]
+    return "agreement (statistic not recorded)"
+
+
+_NOT_GIVEN = object()
+
+
+def _evaluated_html(ev: Mapping[str, Any] | None) -> str:
+    if not ev:
+        return ""
+    parts = [f'evaluator <code class="evaluator">{_e(ev.get("evaluator", "?"))}</code>']
+    if ev.get("model"):
+        parts.append("model " + ", ".join(f"<code>{_e(v)}</code>" for v in ev["model"].values()))
+    if ev.get("answers"):
+        parts.append(f'answers from <code class="answers">{_e(ev["answers"])}</code>'
+                     + (f' (run <code>{_e(ev["run"])}</code>)' if ev.get("run") else ""))
+    if ev.get("human"):
+        parts.append(f"human judgments <code>{_e(ev['human'])}</code>")
+    return f'<div class="sub evaluated">{" · ".join(parts)}</div>'
+
+
 def render_meta_report(rep: Mapping[str, Any], title: str, extra: Mapping[str, Any] | None = None) -> str:
     """HTML of a meta-evaluation report dict (``editlens meta-eval ... --json``'s document);
-    ``extra`` as in :func:`meta_sections`."""
+    ``extra`` as in :func:`meta_sections`. Paths in it are shown as file names."""
+    from editlens.reporting.meta_html import without_local_paths
+
+    rep = without_local_paths(dict(rep))
     scalars = {k: v for k, v in rep.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
     stat_keys = [k for k in ("value", "accuracy", "n_items", "n", "n_unparsable", "n_missing") if k in scalars]
-    stat_html = "".join(f'<div class="stat" data-stat="{_e(k)}"><b>{_num(scalars[k])}</b><span>{_e(plain(k))}</span></div>'
+    if "value" in stat_keys and "accuracy" in stat_keys and scalars["value"] == scalars["accuracy"]:
+        stat_keys.remove("accuracy")  # the same number twice
+    stat_html = "".join(f'<div class="stat" data-stat="{_e(k)}"><b>{_num(scalars[k])}</b>'
+                        f'<span>{_e(statistic_name(rep) if k == "value" else plain(k))}</span></div>'
                         for k in stat_keys)
     sl = rep.get("system_level")
     if isinstance(sl, Mapping) and sl.get("kendall_tau") is not None:
@@ -863,6 +915,7 @@ def render_meta_report(rep: Mapping[str, Any], title: str, extra: Mapping[str, A
     header = (f"<h1>editlens meta-evaluation · {_e(title)}</h1><div class=\"sub\">benchmark "
               f"<code>{_e(rep.get('benchmark', '?'))}</code> · protocol <code>{_e(rep.get('protocol', '?'))}</code>"
               f"{' · ' + _e(rep['aggregation_note']) if rep.get('aggregation_note') else ''}</div>"
+              f"{_evaluated_html(rep.get('evaluated'))}"
               f'<div class="stats">{stat_html}</div>')
     return _page(f"editlens meta-evaluation: {title}", header, "\n".join(meta_sections(rep, extra)), {})
 
