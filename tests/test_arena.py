@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -159,6 +160,16 @@ def test_cli_on_a_run_with_stored_scores_and_a_human_ranking(scene_run):
     res = runner.invoke(app, args + ["--scale", "elo"], catch_exceptions=False)
     assert res.exit_code == 0 and "0 asked" in res.output and "ties as half a win" in res.output
     assert "Elo" in res.output and "Kendall τ" in res.output
+    # the run's report shows the arena's ranking beside the leaderboard
+    from editlens.reporting.collect import collect_run
+    from editlens.reporting.html import render_run_report
+
+    page = render_run_report(collect_run(scene_run / "run", n_boot=20), images="none")
+    section = page[page.index('<section id="arena">'):]
+    section = section[:section.index("</section>")]
+    shown = re.findall(r'<td class="editor" data-model="([^"]+)"', section)
+    assert shown == [r["editor"] for r in doc["editors"]] and "ties as half a win" in section
+    assert f'data-kendall="{doc["human"]["kendall"]}"' in section
 
 
 def test_cli_refuses_similarity_and_says_what_to_give(scene_run):

@@ -539,6 +539,7 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
         "human": _human_agreement(samples, scored_evaluators, seed, n_boot) if any("human" in s for s in samples) else None,
         "notes": notes,
         "probe": load_probe(run),  # `editlens probe`'s result, when the run was probed
+        "arena": _arena(run),  # `editlens arena`'s ratings, when the run has them
     }
 
 
@@ -578,6 +579,16 @@ def _why_empty(samples: list[dict[str, Any]], samples_in: Mapping[str, Any], eva
     has_ref = any("reference" in s["images"] for s in samples) or any(getattr(s, "reference", None) for s in samples_in.values())
     has_caps = any(getattr(s, "target_caption", None) for s in samples_in.values())
     return why_nothing_ranks(evaluators, all_measures, status, top, not_run, has_ref, has_caps)
+
+
+def _arena(run: Path) -> dict[str, Any] | None:
+    """``RUN/arena/arena.json`` (written by ``editlens arena RUN``), or ``None``."""
+    from editlens.runner.arena import load_arena
+
+    try:
+        return load_arena(run / "arena")
+    except InputError:
+        return None  # an unreadable arena file must not stop the report of the run
 
 
 def _hib(spec: Any) -> bool | None:

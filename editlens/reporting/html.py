@@ -396,6 +396,8 @@ def _run_sections(data: Mapping[str, Any], image_mode: str = "auto") -> str:
         out.append(_section("notes", "Notes", "<ul>" + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>")
                    .replace("<section ", '<section class="notes" ', 1))
     out.append(_leaderboard_section(data))
+    if data.get("arena"):
+        out.append(arena_section(data["arena"]))
     if data.get("probe"):  # `editlens probe` wrote RUN_DIR/probe.json
         from editlens.reporting.trust_html import probe_section
 
@@ -515,6 +517,42 @@ def _leaderboard_section(data: Mapping[str, Any]) -> str:
             "below). Mean of scored edits with a seeded percentile-bootstrap 95% CI. Between neighbours: "
             f"{_e(lb.get('test', ''))}.")
     return _section("leaderboard", "Leaderboard", "".join(parts), hint)
+
+
+def arena_section(doc: Mapping[str, Any]) -> str:
+    """``editlens arena``'s ranking: Bradley-Terry ratings with bootstrap CIs, ties named, and
+    its agreement with a human ranking when one was given."""
+    v, s = doc["verdicts"], doc["schedule"]
+    nxt = {n["better"]: n for n in doc.get("neighbours") or []}
+    rows = []
+    for r in doc["editors"]:
+        n = nxt.get(r["editor"])
+        vs = "" if n is None else (f'<span class="{"sig" if n["significant"] else "nsig"}">'
+                                   f'{"≫" if n["significant"] else "≈"} {_e(n["worse"])} (better in '
+                                   f'{n["p_better"]:.0%} of resamples)</span>')
+        rows.append([f'<td class="num rank">{r["rank"]}</td>',
+                     f'<td class="editor" data-model="{_e(r["editor"])}"><b>{_e(r["editor"])}</b>'
+                     f'<span class="vs">{vs}</span></td>',
+                     f'<td class="num" data-rating="{r["rating"]}">{r["rating"]:+.3f}{_ci(r["ci"])}</td>',
+                     f'<td class="num">{r["elo"]:.0f}<span class="ci">[{r["elo_ci"][0]:.0f}, {r["elo_ci"][1]:.0f}]</span></td>',
+                     f'<td class="num">{r["rank_ci"][0]}–{r["rank_ci"][1]}</td>',
+                     f'<td class="num">{r["wins"]}–{r["losses"]}–{r["ties"]}</td>'])
+    body = [f'<p class="desc">Judged by <code>{_e(doc.get("judge", "?"))}</code> on {doc["sources"]} sources: '
+            f'{s["comparisons"]} of {s["all_pairs"]} possible comparisons (pairs chosen adaptively, uncertain '
+            f'neighbours first; stopped: {_e(s["stopped"])}). Verdicts: {v["decided"]} decided, {v["ties"]} ties '
+            f'({v["position_bias"]} from position bias), {v["no_verdict"]} without a verdict. Bradley-Terry, '
+            f'{_e(doc["ties_model"])}.</p>',
+            _table(["#", "editor (vs the next one)", "rating (log-strength)", "Elo", "rank CI", "W–L–T"], rows,
+                   "data arena-table")]
+    for note in doc.get("notes") or []:
+        body.append(f'<p class="nothing-ranked arena-note">{_e(note)}</p>')
+    h = doc.get("human")
+    if h:
+        body.append(f'<p class="arena-human" data-kendall="{_e(h.get("kendall"))}">Agreement with the human ranking over '
+                    f'{h["n"]} editors: Kendall τ <b>{_num(h.get("kendall"))}</b>, Spearman ρ '
+                    f'<b>{_num(h.get("spearman"))}</b>.</p>')
+    return _section("arena", "Pairwise arena", "".join(body),
+                    f"Ratings from pairwise verdicts (editlens arena), {_e(doc['ci'])}; Elo = 1000 + 400 × rating / ln 10.")
 
 
 def _coverage(row: Mapping[str, Any]) -> str:
