@@ -109,6 +109,11 @@ def test_dice_without_a_vlm_is_no_verdict(scenario):
     assert noop["scores"]["dice"]["reason"] == "no VLM: no difference found, coherence not judged"
     assert gt["scores"]["dice"]["reason"] == "no VLM: differences found, coherence not judged"
     assert gt["verdicts"] == ["not judged"] and noop["verdicts"] == ["no change"]
+    # the report does not show its all-blank summary, it says why in one line
+    page = scenario["html"].read_text(encoding="utf-8")
+    section = page[page.index('<section id="summary-dice">'):]
+    section = section[:section.index("</section>")]
+    assert "summary-empty" in section and "<table" not in section and "most common reason: no VLM" in section
 
 
 def test_a_new_evaluator_with_boxes_needs_no_report_change(scenario):
@@ -230,8 +235,17 @@ def test_editor_comparison_in_chromium(scenario):
         page.select_option("#c-show", "detail_kept")
         cell = page.locator('#compare figure.cell[data-id="cat_seat/blur"]')
         assert cell.locator(".val").inner_text() == f"{by['cat_seat/blur']['scores']['detail_kept']['value']:.4g}"
-        assert "not judged" in cell.inner_text() and "unchanged" in page.locator(
-            '#compare figure.cell[data-id="cat_seat/no_op"]').inner_text()
+        noop_cell = page.locator('#compare figure.cell[data-id="cat_seat/no_op"]').inner_text()
+        assert "not judged" in cell.inner_text() and "unchanged" in noop_cell
+        assert "no change" not in noop_cell  # one flag for an unchanged edit, not two
+        # box numbers read as a list, never as a fraction, and no label covers another
+        labels = page.eval_on_selector_all("#compare .bx .num", "ns => ns.map(n => n.textContent)")
+        assert labels and not any("/" in t for t in labels)
+        for frame_el in page.locator("#compare .frame").all()[:16]:
+            rects = frame_el.evaluate("f => Array.from(f.querySelectorAll('.bx .num')).map(n => { const r = n.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; })")
+            for i, a in enumerate(rects):
+                for b in rects[i + 1:]:
+                    assert a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1], (a, b)
         # a readable number of boxes on a thumbnail, the rest counted
         drawn = cell.locator(".bx").count()
         places = {tuple(round(v, 3) for v in b["box"]) for b in by["cat_seat/blur"]["boxes"] if "edited" in b["on"]}
@@ -345,6 +359,10 @@ def test_phone_widths_without_overflow(scenario):
         _no_overflow(page)
         view = page.locator("#inspector .lb-view").bounding_box()
         assert view["width"] == pytest.approx(360, abs=1)
+        # the edit's score table never splits a number over two lines
+        lines = page.eval_on_selector_all("#inspector table.scores td.num", """tds => tds.filter(td => td.textContent)
+            .map(td => { const r = document.createRange(); r.selectNodeContents(td); return new Set(Array.from(r.getClientRects()).map(x => Math.round(x.top))).size; })""")
+        assert lines and set(lines) == {1}
         page.screenshot(path=str(scenario["root"] / "phone.png"))
         assert errors == []
 
@@ -365,6 +383,9 @@ def test_a_moved_report_still_opens_its_images(scenario, tmp_path):
     moved = tmp_path / "elsewhere"
     shutil.move(str(out), moved)
     shutil.rmtree(root / "images")  # the originals are gone
+    # and one copied image did not travel with the report: the inspector falls back to its thumbnail
+    (lost,) = [p for p in (moved / "copied_images").iterdir() if "hydrant_source" in p.name]
+    lost.unlink()
     with chromium_page(width=1200, height=900) as (page, errors):
         for name in ("embedded.html", "copied.html"):
             _ready(page, (moved / name).resolve().as_uri() + "#edit=hydrant%2Fground_truth&lv=edited")
@@ -373,7 +394,14 @@ def test_a_moved_report_still_opens_its_images(scenario, tmp_path):
             assert size == 320, name
             src = page.get_attribute('#inspector img[data-role="edited"]', "src")
             assert src.startswith("data:image/png") if name == "embedded.html" else src.startswith("copied_images/")
-        assert errors == []
+        page.wait_for_function("document.querySelector('#inspector img[data-role=\"source\"]').hasAttribute('data-fallback')")
+        source = page.locator('#inspector img[data-role="source"]')
+        assert source.get_attribute("src").startswith("data:image/jpeg")  # the thumbnail
+        page.wait_for_function("document.querySelector('#inspector img[data-role=\"source\"]').complete")
+        assert source.evaluate("i => i.naturalWidth") > 0
+        note = page.inner_text("#inspector .lb-note")
+        assert f"copied_images/{lost.name}" in note and "missing" in note and "image folder" in note
+        assert [e for e in errors if lost.name not in e and "Failed to load resource" not in e] == []
 
 
 def _run_interrupted(manifest: Path, out: Path) -> None:
@@ -416,6 +444,9 @@ def test_completeness_in_the_header(scenario, tmp_path):
     assert res.exit_code == 0, res.output
     pages = {name: write_run_report(tmp_path / name, tmp_path / f"{name}.html", n_boot=20)
              for name in ("interrupted", "running", "stopped", "skipped")}
+    # a partial run's tables say how many of the sources their means cover (the first batch: one source)
+    partial = pages["interrupted"].read_text()
+    assert partial.count('data-sources="1" data-of="8">1 of 8 sources</span>') == 4 * 2  # 4 editors x 2 evaluators
     with chromium_page(width=1200, height=900) as (page, errors):
         _ready(page, pages["interrupted"].as_uri())
         state = page.locator("header .completeness .state")
@@ -539,4 +570,9 @@ def test_a_leaderboard_that_cannot_rank_says_why_and_what_to_add(tmp_path):
         page.set_viewport_size({"width": 390, "height": 800})
         _no_overflow(page)
         assert box.bounding_box()["width"] <= 390
+        # axis names are whole: a long one goes on two lines inside its plot, its ")" kept
+        labels = page.eval_on_selector_all("svg text.xlabel", """ts => ts.map(t => { const b = t.getBBox();
+            const w = t.ownerSVGElement.viewBox.baseVal.width; return [t.textContent, b.x >= 0 && b.x + b.width <= w]; })""")
+        assert labels and all(inside for _, inside in labels), labels
+        assert any(text.endswith("(lower = closer to the source)") for text, _ in labels)
         assert errors == []

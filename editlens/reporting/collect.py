@@ -506,8 +506,17 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
     per_model = _per_model(samples, evaluators, models, seed, n_boot)
     completeness = _completeness(run, run_manifest, {s["id"]: s for s in samples}, samples_in, evaluators)
     completeness["resized"] = sum(1 for s in samples if s["input_notes"])
+    # sources in the whole manifest, per scope: a partial run's tables say how many of them they cover
+    planned: dict[str, set] = {}
+    for src in samples_in.values():
+        key = (str(src.source), src.instruction)
+        planned.setdefault("all", set()).add(key)
+        cat = _column(src, by or CATEGORY_COLUMN)
+        if cat is not None and str(cat).strip():
+            planned.setdefault(f"type:{str(cat).strip()}", set()).add(key)
+    source_totals = {k: len(v) for k, v in planned.items()}
     board = leaderboards(samples, evaluators, measures, {e: _hib(specs[e]) for e in evaluators}, models,
-                         seed=seed, n_boot=n_boot)
+                         seed=seed, n_boot=n_boot, source_totals=source_totals)
     board["by"] = by or CATEGORY_COLUMN
     if not any(t["scope"] == "all" for t in board["tables"]):
         board["why_empty"] = _why_empty(samples, samples_in, evaluators, measures, completeness["not_run"])
@@ -531,6 +540,7 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
         "models": models,
         "categories": sorted({s["category"] for s in samples if "category" in s}),
         "groups": group_list,
+        "source_totals": source_totals,
         "samples": samples,
         "per_model": per_model,
         "leaderboard": board,

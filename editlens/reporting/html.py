@@ -404,8 +404,20 @@ def _run_sections(data: Mapping[str, Any], image_mode: str = "auto") -> str:
         out.append(probe_section(data["probe"]))
     out.append(_samples_section(data))
     out.append(_similarity_section(data))
+    scored_by = {r["evaluator"] for r in data.get("per_model") or [] if r["counts"].get("scored")}
     for table in data.get("summaries") or []:
         ev = table["evaluator"]
+        if ev not in scored_by:  # its table would be all zeros and blanks: say why in one line instead
+            reasons: dict[str, int] = {}
+            for smp in data["samples"]:
+                r = (smp["scores"].get(ev) or {}).get("reason")
+                if r:
+                    reasons[r] = reasons.get(r, 0) + 1
+            top = max(reasons.items(), key=lambda kv: kv[1])[0] if reasons else "no result has a score"
+            out.append(_section(f"summary-{ev}", table["title"],
+                                f'<p class="nothing-ranked summary-empty">No edit has a {_e(ev)} score, so its summary '
+                                f"is not shown (most common reason: {_e(top)}).</p>"))
+            continue
         out.append(_section(f"summary-{ev}", table["title"], generic_table(table["rows"], f"data summary-{ev}"),
                             f"Contributed by the {_e(ev)} evaluator, per editing model. Samples whose model answers "
                             "could not be parsed, or that no model judged, are never guessed: rates leave them out "
@@ -570,6 +582,13 @@ def _similarity_section(data: Mapping[str, Any]) -> str:
         return ""
     by = {(r["model"], r["evaluator"]): r for r in data["per_model"]}
     flags = (lb.get("noop") or {}).get("all") or {}
+    # coverage: a partial run's means are over the sources scored so far
+    total = max((data.get("source_totals") or {}).get("all", 0), len({s.get("group", s["id"]) for s in data["samples"]}))
+    covered: dict[tuple[str, str], set] = {}
+    for smp in data["samples"]:
+        for ev, sc in smp["scores"].items():
+            if sc["status"] == "scored":
+                covered.setdefault((smp["model"], ev), set()).add(smp.get("group", smp["id"]))
     rows = []
     for m in data["models"]:
         cells = [f"<td><b>{_e(m)}</b>{_noop_chip(flags.get(m))}</td>"]
@@ -579,8 +598,9 @@ def _similarity_section(data: Mapping[str, Any]) -> str:
                 cells.append('<td class="num">–</td>')
                 continue
             other = ", ".join(f"{v} {k}" for k, v in r["counts"].items() if k != "scored" and v)
+            cov = _coverage({"sources": len(covered.get((m, ev), ())), "of_sources": total})
             cells.append(f'<td class="num" data-model="{_e(m)}" data-evaluator="{_e(ev)}">{_num(r["mean"])}'
-                         f'{_ci(r["ci"])}<span class="cnt">n={r["n"]}{", " + _e(other) if other else ""}</span></td>')
+                         f'{_ci(r["ci"])}<span class="cnt">n={r["n"]}{", " + _e(other) if other else ""}</span>{cov}</td>')
         rows.append(cells)
     measures = data.get("measures") or {}
     labels = data.get("measure_labels") or {}

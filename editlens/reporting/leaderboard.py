@@ -65,8 +65,10 @@ def noop_flags(samples: Sequence[Mapping[str, Any]], models: Sequence[str]) -> d
 
 def leaderboards(samples: Sequence[Mapping[str, Any]], evaluators: Sequence[str], measures: Mapping[str, str | None],
                  higher_is_better: Mapping[str, bool | None], models: Sequence[str], *, seed: int = 0,
-                 n_boot: int = 1000) -> dict[str, Any]:
-    """Ranked tables per (scope, evaluator), where a scope is all edits or one category."""
+                 n_boot: int = 1000, source_totals: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """Ranked tables per (scope, evaluator), where a scope is all edits or one category.
+    ``source_totals``: sources per scope in the whole manifest (default: those of ``samples``),
+    so each row says how many of them its editor was scored on."""
     from editlens.reporting.stats import cached_bootstrap_ci, paired_bootstrap
 
     ranked = [e for e in evaluators if measures.get(e) in RANKED_MEASURES and higher_is_better.get(e) is not None]
@@ -88,7 +90,7 @@ def leaderboards(samples: Sequence[Mapping[str, Any]], evaluators: Sequence[str]
                 continue
             rows = []
             # coverage: the sources (compare groups) of this scope each editor was scored on
-            total = len({s.get("group", s["id"]) for s in subset})
+            total = max((source_totals or {}).get(scope["key"], 0), len({s.get("group", s["id"]) for s in subset}))
             for m, v in vals.items():
                 v.sort()
                 x = [t[1] for t in v]
