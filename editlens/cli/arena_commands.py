@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 
@@ -92,6 +92,7 @@ def arena_cmd(
     contests, info = A.contests_from(run_or_manifest, split_names(editors))
     human = A.read_human_ranking(human_ranking) if human_ranking else None
     opts = parse_options(option or [])
+    comparer: Any
     if judge:
         spec = get_spec(judge)
         if not spec.pairwise:
@@ -102,12 +103,14 @@ def arena_cmd(
                             min_samples=min_samples) or {}
         comparer = JudgeComparer({**jopts, "orders": orders, **opts.get(judge, {})}, judge)
     else:
+        assert metric is not None
         spec = get_spec(metric)
         if spec.pairwise:
             raise InputError(f"--metric {metric}: a pairwise judge; use --judge {metric}")
         if spec.measures not in RANKED_MEASURES:
-            raise InputError(f"--metric {metric} measures {spec.measures} to the source: an editor that changes nothing "
-                             "would win every pair. An arena needs an evaluator that judges the edit (edit quality, "
+            what = ("measures similarity to the source: an editor that changes nothing would win every pair"
+                    if spec.measures == "similarity" else "gives no score of the edit")
+            raise InputError(f"--metric {metric} {what}. An arena needs an evaluator that judges the edit (edit quality, "
                              "instruction following or agreement with a reference), or a pairwise judge (--judge).")
         run_dir = Path(info["run"]) if info["run"] else None
         stored = None

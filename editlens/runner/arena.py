@@ -285,14 +285,14 @@ def run_arena(contests: Sequence[Contest], comparer: Any, out_dir: str | Path, *
         total = sum(p for p, _, _ in cands)
         plan = []
         for p, i, j in cands:
-            want = max(1, int(round(allot * p / total)))
+            want = max(1, round(allot * p / total))
             for _ in range(want):
                 if len(plan) >= allot:
                     break
-                ci = take(i, j)
-                if ci is None:
+                picked = take(i, j)
+                if picked is None:
                     break
-                plan.append((ci, i, j))
+                plan.append((picked, i, j))
             if len(plan) >= allot:
                 break
         judge(plan)
