@@ -576,3 +576,30 @@ def test_a_leaderboard_that_cannot_rank_says_why_and_what_to_add(tmp_path):
         assert labels and all(inside for _, inside in labels), labels
         assert any(text.endswith("(lower = closer to the source)") for text, _ in labels)
         assert errors == []
+
+
+def test_runs_leaderboard_formats_and_grouping(scenario):
+    run = str(scenario["run"])
+    lb = scenario["data"]["leaderboard"]
+    table = {(t["scope"], t["evaluator"]): t for t in lb["tables"]}[("all", "detail_kept")]
+    csv_out = runner.invoke(app, ["runs", "leaderboard", run, "--format", "csv", "--n-boot", "1000"], catch_exceptions=False)
+    import csv as csv_mod
+
+    rows = list(csv_mod.DictReader(csv_out.stdout.splitlines()))
+    ranked = [r for r in rows if r["scope"] == "all" and r["evaluator"] == "detail_kept"]
+    assert [r["editor"] for r in ranked] == [r["model"] for r in table["rows"]]
+    assert [float(r["ci_low"]) for r in ranked] == pytest.approx([r["ci"][0] for r in table["rows"]])
+    assert ranked[-1]["rank"] == "" and ranked[-1]["noop"] == "8/8 edits unchanged"
+    assert {r["kind"] for r in rows if r["evaluator"] == "ssim"} == {"similarity (not a ranking)"}
+    latex = runner.invoke(app, ["runs", "leaderboard", run, "--format", "latex", "--scope", "move"], catch_exceptions=False)
+    assert latex.exit_code == 0 and r"\toprule" in latex.stdout and r"ground\_truth" in latex.stdout
+    assert latex.stdout.count(r"\begin{tabular}") == 1 + 4  # the move scope's ranked table, then 4 similarity ones
+    text = runner.invoke(app, ["runs", "leaderboard", run], catch_exceptions=False).stdout
+    assert "detail_kept (edit quality, higher is better)" in text and "no-op flag: no_op: 8/8 edits unchanged" in text
+    # any manifest column groups the leaderboard; a missing one is a clear error naming the columns there are
+    by = runner.invoke(app, ["runs", "leaderboard", run, "--by", "instruction", "--format", "json"], catch_exceptions=False)
+    scopes = {t["scope"] for t in json.loads(by.stdout)["tables"]}
+    assert "type:Put a cat on the seat." in scopes
+    bad = runner.invoke(app, ["runs", "leaderboard", run, "--by", "lighting"])
+    assert bad.exit_code == 2 and "lighting" in bad.output and "edit_type" in bad.output
+    assert runner.invoke(app, ["runs", "leaderboard", run, "--by", "model"]).exit_code == 2
