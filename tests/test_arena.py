@@ -150,8 +150,14 @@ def test_cli_on_a_run_with_stored_scores_and_a_human_ranking(scene_run):
     assert doc["judge"] == "detail_kept" and doc["judge_identity"]["stored_scores"] == "detail_kept"
     assert doc["schedule"]["asked"] == doc["schedule"]["comparisons"]
     assert doc["ties_model"].startswith("ties as half a win")
-    # a blur loses fine detail on every source: last, by a margin
-    assert doc["editors"][-1]["editor"] == "blur" and doc["editors"][-1]["losses"] == doc["editors"][-1]["comparisons"]
+    # the no-op (the change map finds every edit unchanged) keeps all the detail and would win: rated, flagged,
+    # never ranked, as on the leaderboard; a blur loses fine detail on every source: last of the ranked
+    rows = {r["editor"]: r for r in doc["editors"]}
+    assert doc["editors"][-1]["editor"] == "no_op" and rows["no_op"]["rank"] is None
+    assert rows["no_op"]["noop"] == "4/4 edits unchanged" and any(n.startswith("no_op: all 4 checked edits") for n in doc["notes"])
+    assert [r["rank"] for r in doc["editors"][:3]] == [1, 2, 3] and doc["editors"][2]["editor"] == "blur"
+    assert rows["blur"]["losses"] == rows["blur"]["comparisons"]
+    assert [n["worse"] for n in doc["neighbours"]][-1] == "blur"  # neighbours among the ranked only
     assert doc["human"]["n"] == 4 and doc["human"]["kendall"] is not None
     saved = json.loads((scene_run / "run" / "arena" / "arena.json").read_text())
     assert saved["editors"] == doc["editors"]

@@ -127,7 +127,7 @@ def arena_cmd(
     doc = A.run_arena(contests, comparer, out, ties=ties.value, budget=budget, round_size=round_size, stop_at=stop_at,
                       seed=seed, n_boot=n_boot, batch_size=batch_size, human=human,
                       info={"manifest": Path(info["manifest"]).name, "run": Path(info["run"]).name if info["run"] else None,
-                            "notes": info["notes"]},
+                            "notes": info["notes"], "noop": info["noop"]},
                       progress=lambda line: typer.echo(line, err=True))
     if json_out:
         emit_json(doc)
@@ -157,7 +157,8 @@ def arena_lines(doc: dict, scale: str = "bt") -> list[str]:
         n = nxt.get(r["editor"])
         vs = "" if n is None else (f"{'>' if n['significant'] else '≈'} {n['worse']} "
                                   f"(better in {n['p_better']:.0%} of resamples)")
-        rows.append([str(r["rank"]), r["editor"], fmt.format(r[key]),
+        rows.append(["–" if r["rank"] is None else str(r["rank"]), r["editor"] + (f" [no-op: {r['noop']}]" if r.get("noop") and r["rank"] is None else ""),
+                     fmt.format(r[key]),
                      "[" + ", ".join(fmt.format(x) for x in r[ci_key]) + "]",
                      f"{r['rank_ci'][0]}-{r['rank_ci'][1]}", f"{r['wins']}-{r['losses']}-{r['ties']}", vs])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]

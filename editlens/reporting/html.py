@@ -542,8 +542,10 @@ def arena_section(doc: Mapping[str, Any]) -> str:
         vs = "" if n is None else (f'<span class="{"sig" if n["significant"] else "nsig"}">'
                                    f'{"≫" if n["significant"] else "≈"} {_e(n["worse"])} (better in '
                                    f'{n["p_better"]:.0%} of resamples)</span>')
-        rows.append([f'<td class="num rank">{r["rank"]}</td>',
-                     f'<td class="editor" data-model="{_e(r["editor"])}"><b>{_e(r["editor"])}</b>'
+        flag = (f' <span class="chip noop">no-op: {_e(r["noop"])}</span>' if r.get("noop") and r["rank"] is None else
+                f' <span class="chip some-unchanged">{_e(r["noop"])}</span>' if r.get("noop") else "")
+        rows.append([f'<td class="num rank">{"–" if r["rank"] is None else r["rank"]}</td>',
+                     f'<td class="editor" data-model="{_e(r["editor"])}"><b>{_e(r["editor"])}</b>{flag}'
                      f'<span class="vs">{vs}</span></td>',
                      f'<td class="num" data-rating="{r["rating"]}">{r["rating"]:+.3f}{_ci(r["ci"])}</td>',
                      f'<td class="num">{r["elo"]:.0f}<span class="ci">[{r["elo_ci"][0]:.0f}, {r["elo_ci"][1]:.0f}]</span></td>',

@@ -104,7 +104,50 @@ def contests_from(path: str | Path, editors: Sequence[str] | None = None) -> tup
     if len(found) < 2:
         raise InputError(f"{p}: an arena needs sources edited by at least two editors (the 'model' column); "
                          f"found {len(found)} editor(s) on {len(by)} source(s)")
-    return contests, {"manifest": str(p), "run": str(run) if run else None, "editors": found, "notes": notes}
+    noop = noop_flags(run, contests) if run else {}
+    return contests, {"manifest": str(p), "run": str(run) if run else None, "editors": found, "notes": notes,
+                      "noop": noop}
+
+
+def noop_flags(run: Path, contests: Sequence[Contest]) -> dict[str, dict[str, Any]]:
+    """Per editor of the contests: how many of its edits a run's ``unchanged_at`` evaluators
+    (the change map) checked and found unchanged. An editor all of whose checked edits are
+    unchanged is a no-op: flagged and left out of the ranking, as on the report's leaderboard."""
+    from editlens.errors import UnknownMetricError
+    from editlens.metrics.registry import get_spec
+    from editlens.runner.store import ResultsStore
+
+    store = ResultsStore(run)
+    try:
+        configs = store.current_configs()
+        limits = {}
+        for ev in configs:
+            try:
+                limit = get_spec(ev).unchanged_at
+            except UnknownMetricError:
+                continue
+            if limit is not None:
+                limits[ev] = limit
+        rows = store.rows({ev: configs[ev] for ev in limits}) if limits else []
+    finally:
+        store.close()
+    found: dict[str, list[str]] = {}
+    checked: set[str] = set()
+    for r in rows:
+        if r["status"] == "scored" and r["value"] is not None:
+            checked.add(r["sample_id"])
+            if r["value"] <= limits[r["evaluator"]]:
+                found.setdefault(r["sample_id"], []).append(r["evaluator"])
+    out: dict[str, dict[str, Any]] = {}
+    for c in contests:
+        for m, sid in c.ids.items():
+            if sid in checked:
+                f = out.setdefault(m, {"checked": 0, "unchanged": 0, "by": set()})
+                f["checked"] += 1
+                if sid in found:
+                    f["unchanged"] += 1
+                    f["by"].update(found[sid])
+    return {m: {**f, "by": sorted(f["by"]), "noop": f["unchanged"] == f["checked"]} for m, f in out.items()}
 
 
 # ------------------------------------------------------------------------------------------------ comparers
@@ -300,7 +343,8 @@ def run_arena(contests: Sequence[Contest], comparer: Any, out_dir: str | Path, *
         if progress:
             progress(f"round {rounds}: {len(judged)} comparisons ({stats['asked']} asked, {stats['cached']} cached)")
     cache.close()
-    doc = ratings_document(editors, contests, judged, ties=ties, n_boot=n_boot, seed=seed, human=human)
+    doc = ratings_document(editors, contests, judged, ties=ties, n_boot=n_boot, seed=seed, human=human,
+                           noop=(info or {}).get("noop"))
     doc.update({
         "judge": getattr(comparer, "name", type(comparer).__name__), "judge_identity": ident,
         "input": dict(info or {}),
@@ -314,7 +358,8 @@ def run_arena(contests: Sequence[Contest], comparer: Any, out_dir: str | Path, *
 
 
 def ratings_document(editors: Sequence[str], contests: Sequence[Contest], judged: Sequence[_Judged], *, ties: str,
-                     n_boot: int, seed: int, human: Mapping[str, float] | None = None) -> dict[str, Any]:
+                     n_boot: int, seed: int, human: Mapping[str, float] | None = None,
+                     noop: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """The ratings of ``judged`` comparisons: per editor rating (log-strength) with
     bootstrap CI over sources, Elo display, rank and its CI, wins/losses/ties;
     neighbours' probability of being better; the tie and position-bias counts, and
@@ -327,7 +372,11 @@ def ratings_document(editors: Sequence[str], contests: Sequence[Contest], judged
     comps = [(j.contest, j.a, j.b, o) for j in judged if (o := _outcome(j.verdict)) is not None]
     boot = bootstrap_ratings(comps, n, ties=ties, n_boot=n_boot, seed=seed)
     theta = np.round(boot["theta"], 6) + 0.0
-    rank = rankdata(-theta, method="min").astype(int)
+    noop = noop or {}
+    is_noop = np.array([bool((noop.get(m) or {}).get("noop")) for m in editors])
+    rank = np.zeros(n, dtype=int)
+    if (~is_noop).any():  # an editor that changed nothing is rated, flagged and never ranked
+        rank[~is_noop] = rankdata(-theta[~is_noop], method="min").astype(int)
     record = {m: {"wins": 0, "losses": 0, "ties": 0, "no_verdict": 0} for m in editors}
     position_bias = failed = no_verdict = 0
     for j in judged:
@@ -349,13 +398,17 @@ def ratings_document(editors: Sequence[str], contests: Sequence[Contest], judged
     elo = elo_scale(theta)
     elo_ci = [elo_scale(ci).tolist() for ci in boot["ci"]]
     rows = []
-    for i in np.argsort(-theta, kind="stable"):
+    for i in sorted(range(n), key=lambda k: (bool(is_noop[k]), -theta[k])):
         m = editors[i]
-        rows.append({"editor": m, "rank": int(rank[i]), "rank_ci": boot["rank_ci"][i], "rating": float(theta[i]),
+        f = noop.get(m) or {}
+        rows.append({"editor": m, "rank": int(rank[i]) if not is_noop[i] else None, "rank_ci": boot["rank_ci"][i],
+                     "rating": float(theta[i]),
+                     "noop": f"{f['unchanged']}/{f['checked']} edits unchanged" if f.get("unchanged") else None,
                      "ci": boot["ci"][i], "elo": float(elo[i]), "elo_ci": elo_ci[i], **record[m],
                      "comparisons": record[m]["wins"] + record[m]["losses"] + record[m]["ties"]})
     neighbours = []
-    for up, down in zip(rows, rows[1:]):
+    ranked = [r for r in rows if r["rank"] is not None]
+    for up, down in zip(ranked, ranked[1:]):
         pb = float(boot["p_better"][editors.index(up["editor"]), editors.index(down["editor"])])
         neighbours.append({"better": up["editor"], "worse": down["editor"], "p_better": pb,
                            "significant": pb >= 0.975})
@@ -371,6 +424,10 @@ def ratings_document(editors: Sequence[str], contests: Sequence[Contest], judged
     elif position_bias:
         notes.append(f"{position_bias} of {len(comps)} verdicts were ties because the two presentation orders "
                      "disagreed (position bias)")
+    for m, f in noop.items():
+        if f.get("noop"):
+            notes.append(f"{m}: all {f['checked']} checked edits unchanged (by {', '.join(f['by'])}): a no-op, rated "
+                         "but not ranked (an editor that changes nothing must not win)")
     doc: dict[str, Any] = {
         "schema": SCHEMA, "ties": ties, "ties_model": TIES[ties],
         "tie_parameter": boot["nu"], "scale": {"rating": "log-strength (Bradley-Terry), centred on 0",
