@@ -158,7 +158,7 @@ def test_cli_on_a_run_with_stored_scores_and_a_human_ranking(scene_run):
     assert [r["rank"] for r in doc["editors"][:3]] == [1, 2, 3] and doc["editors"][2]["editor"] == "blur"
     assert rows["blur"]["losses"] == rows["blur"]["comparisons"]
     assert [n["worse"] for n in doc["neighbours"]][-1] == "blur"  # neighbours among the ranked only
-    assert doc["human"]["n"] == 4 and doc["human"]["kendall"] is not None
+    assert doc["human"]["n"] == 3 and doc["human"]["kendall"] is not None  # the ranked editors
     saved = json.loads((scene_run / "run" / "arena" / "arena.json").read_text())
     assert saved["editors"] == doc["editors"]
     # rerun: every verdict from the cache; the table names the ties model and the CI
@@ -186,3 +186,28 @@ def test_cli_refuses_similarity_and_says_what_to_give(scene_run):
     assert res.exit_code == 2 and "--vlm" in res.output
     res = runner.invoke(app, ["arena", str(scene_run / "run"), "--metric", "detail_kept", "--editors", "blur,nobody"])
     assert res.exit_code == 2 and "nobody" in res.output
+
+
+def test_meta_eval_of_an_arena_against_a_human_ranking(scene_run, tmp_path):
+    arena_dir = scene_run / "run" / "arena"
+    if not (arena_dir / "arena.json").is_file():
+        res = runner.invoke(app, ["arena", str(scene_run / "run"), "--metric", "detail_kept"], catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+    doc = json.loads((arena_dir / "arena.json").read_text())
+    order = [r["editor"] for r in doc["editors"] if r["rank"] is not None]  # the no-op is not ranked
+    human = tmp_path / "human.json"
+    human.write_text(json.dumps(order[::-1] + ["no_op"]))  # exactly reversed: tau = -1
+    out = tmp_path / "meta.html"
+    res = runner.invoke(app, ["meta-eval", "arena", str(arena_dir), "--human-ranking", str(human), "--json",
+                              "--report", str(out)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.stdout)
+    assert rep["value"] == pytest.approx(-1.0) and rep["spearman"] == pytest.approx(-1.0) and rep["n"] == 3
+    assert rep["not_ranked"] == ["no_op"] and rep["only_in_human"] == ["no_op"]
+    assert rep["evaluated"] == {"evaluator": doc["judge"], "answers": "arena", "human": "human.json"}
+    page = out.read_text()
+    assert "Kendall τ (τ-b) between the two rankings" in page and str(tmp_path) not in page
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(["nobody", "else"]))
+    res = runner.invoke(app, ["meta-eval", "arena", str(arena_dir), "--human-ranking", str(bad)])
+    assert res.exit_code == 2 and "names 0 of the arena's editors" in res.output

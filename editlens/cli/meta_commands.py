@@ -275,3 +275,44 @@ def mmrb2_cmd(bench: Path = BenchOpt, predictions: Optional[Path] = PredOpt, met
     typer.echo(f"MMRB2 image editing: accuracy {_f(rep['accuracy'])} over {rep['judgements']} judgements "
                f"(forward {_f(rep['accuracy_forward'])}, reverse {_f(rep['accuracy_reverse'])}), consistency "
                f"{_f(rep['consistency'])}; {rep['n_missing']} of {rep['n_pairs']} pairs without a judgement")
+
+
+@meta_app.command("arena")
+@guarded
+def arena_agreement(arena: Path = typer.Argument(..., help="An arena's arena.json (editlens arena), or its folder."),
+                    human_ranking: Path = typer.Option(..., "--human-ranking", help="JSON {editor: score} (higher = "
+                                                       "better) or a list of editors, best first."),
+                    json_out: bool = JsonOpt, report: Optional[Path] = ReportOpt) -> None:
+    """Agreement of an arena's ranking of the editors with a human ranking: Kendall τ (τ-b) and Spearman ρ."""
+    from editlens.errors import InputError
+    from editlens.meta.arena import rank_agreement
+    from editlens.runner.arena import load_arena, read_human_ranking
+
+    doc = load_arena(arena)
+    if doc is None:
+        raise InputError(f"{arena}: no arena.json there; make one with `editlens arena RUN ...`")
+    human = read_human_ranking(human_ranking)
+    # the arena's ranking: its ranked editors (a no-op is rated but never ranked)
+    ratings = {r["editor"]: r["rating"] for r in doc["editors"] if r.get("rank") is not None}
+    agree = rank_agreement(ratings, human)
+    if agree["n"] < 2:
+        raise InputError(f"{human_ranking}: names {agree['n']} of the arena's editors ({', '.join(ratings)}); "
+                         "a ranking needs at least two in both")
+    models = agree["editors"]
+    rep = {"benchmark": "editor ranking", "protocol": "arena ranking vs human ranking",
+           "statistic": "Kendall τ (τ-b) between the two rankings", "value": agree["kendall"],
+           "spearman": agree["spearman"], "n": agree["n"], "ties": doc.get("ties_model"),
+           "system_level": {"kendall_tau": agree["kendall"], "models": models,
+                            "pred_means": [ratings[m] for m in models], "human_means": [human[m] for m in models]},
+           "only_in_arena": sorted(set(ratings) - set(human)), "only_in_human": sorted(set(human) - set(ratings)),
+           "not_ranked": [r["editor"] for r in doc["editors"] if r.get("rank") is None],
+           "evaluated": {"evaluator": doc.get("judge"), "answers": Path(arena).name, "human": Path(human_ranking).name}}
+    _write_report(report, rep, "arena ranking")
+    if json_out:
+        emit_json(rep)
+        return
+    typer.echo(f"arena ranking by {doc.get('judge')} vs the human ranking over {agree['n']} editors: Kendall τ "
+               f"{_f(agree['kendall'])}, Spearman ρ {_f(agree['spearman'])}")
+    for name in ("only_in_arena", "only_in_human"):
+        if rep[name]:
+            typer.echo(f"  {name.replace('_', ' ')}: {', '.join(rep[name])}")

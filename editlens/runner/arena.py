@@ -439,7 +439,7 @@ def ratings_document(editors: Sequence[str], contests: Sequence[Contest], judged
         "sources": len(contests), "notes": notes,
     }
     if human:
-        agree = rank_agreement({r["editor"]: r["rating"] for r in rows}, human)
+        agree = rank_agreement({r["editor"]: r["rating"] for r in rows if r["rank"] is not None}, human)
         doc["human"] = {**agree, "reference": dict(human)}
     return doc
 
