@@ -211,3 +211,22 @@ def test_meta_eval_of_an_arena_against_a_human_ranking(scene_run, tmp_path):
     bad.write_text(json.dumps(["nobody", "else"]))
     res = runner.invoke(app, ["meta-eval", "arena", str(arena_dir), "--human-ranking", str(bad)])
     assert res.exit_code == 2 and "names 0 of the arena's editors" in res.output
+
+
+def test_cli_on_a_manifest_scores_each_edit_once_and_resumes(scene_run, tmp_path, monkeypatch):
+    from editlens.metrics.base import Metric
+
+    calls = []
+    real = Metric.score_batch
+    monkeypatch.setattr(Metric, "score_batch", lambda self, batch: calls.append(len(batch)) or real(self, batch))
+    args = ["arena", str(scene_run / "manifest.jsonl"), "--metric", "detail_kept", "--out", str(tmp_path / "a"),
+            "--budget", "10", "--json"]
+    first = runner.invoke(app, args, catch_exceptions=False)
+    assert first.exit_code == 0, first.output
+    doc = json.loads(first.stdout[first.stdout.index("{"):])
+    assert doc["schedule"]["comparisons"] == 10 and doc["schedule"]["stopped"] == "budget"
+    assert doc["judge_identity"]["metric"] == "detail_kept"  # scored here, not read from a run
+    assert 0 < sum(calls) <= 20  # each distinct edit of the asked pairs scored once
+    calls.clear()
+    again = runner.invoke(app, args, catch_exceptions=False)
+    assert json.loads(again.stdout[again.stdout.index("{"):])["schedule"]["cached"] == 10 and sum(calls) == 0
