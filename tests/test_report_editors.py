@@ -341,6 +341,10 @@ def test_phone_widths_without_overflow(scenario):
     with chromium_page(width=390, height=800) as (page, errors):
         _ready(page, url)
         _no_overflow(page)
+        # the leaderboard at phone width: each ranked column still says why it ranks
+        reason = page.locator('.lb-scope[data-scope="all"] .lb[data-evaluator="detail_kept"] h3 .measure')
+        assert reason.is_visible() and reason.inner_text() == "edit quality · higher is better"
+        assert page.locator('table.lb-table[data-scope="all"]').bounding_box()["width"] <= 390
         cells = page.locator("#compare .crow").first.locator("figure")
         a, b, c = (cells.nth(i).bounding_box() for i in range(3))
         assert a["y"] == b["y"] and c["y"] > a["y"]  # two images a row
