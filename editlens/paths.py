@@ -12,3 +12,8 @@ def cache_dir() -> Path:
         return Path(os.environ["EDITLENS_CACHE_DIR"]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "editlens"
+
+
+def samples_dir() -> Path:
+    """The sample edits shipped inside the package (real AURORA photos, MIT): ``images/`` and ``manifest.jsonl``."""
+    return Path(__file__).resolve().parent / "samples"

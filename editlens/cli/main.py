@@ -16,6 +16,7 @@ import typer
 #: (module, Typer app attribute, mount name or None for top-level commands), in --help order.
 COMMAND_GROUPS: tuple[tuple[str, str, str | None], ...] = (
     ("editlens.cli.core_commands", "app", None),          # metrics, score, run, compare
+    ("editlens.cli.demo_commands", "app", None),          # demo
     ("editlens.cli.models_commands", "app", None),        # models
     ("editlens.cli.report_commands", "app", None),        # report, view
     ("editlens.cli.serve_commands", "app", None),         # serve
@@ -31,11 +32,27 @@ COMMAND_GROUPS: tuple[tuple[str, str, str | None], ...] = (
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        from editlens import __version__
+
+        typer.echo(f"editlens {__version__}")
+        raise typer.Exit()
+
+
+def _root_options(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """Judge instruction-guided image edits: what changed, where, and how well."""
+
+
 def build_app() -> typer.Typer:
     """The ``editlens`` command with every group of :data:`COMMAND_GROUPS` mounted."""
     # plain (click) help: rich tables cut long option names ("--retry-unscor…") at 80 columns
     root = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                        help="Judge instruction-guided image edits: what changed, where, and how well.")
+    root.callback(invoke_without_command=True)(_root_options)
     for module, attr, name in COMMAND_GROUPS:
         sub = getattr(importlib.import_module(module), attr)
         if name is None:

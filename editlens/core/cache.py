@@ -200,7 +200,7 @@ class SqliteCache:
         """Cached values of ``keys``; a row that cannot be decoded counts as missing."""
         if not keys or self.conn is None:
             return {}
-        out = {}
+        out: dict[str, Any] = {}
         with self._lock:
             for i in range(0, len(keys), 500):
                 part = list(keys[i : i + 500])

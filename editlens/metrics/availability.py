@@ -16,7 +16,9 @@ def metric_availability(spec: MetricSpec, models: Mapping[str, str] | None = Non
     metric the user asked for by name)."""
     options = options or {}
     if spec.vlm == "required" and not options.get("vlm"):
-        return False, "needs a vision-language model (--vlm)"
+        return False, ("needs a vision-language model: pass --vlm DIR (a local VLM folder), --vlm HUB_ID (in your "
+                       "Hugging Face cache) or --vlm URL --vlm-model NAME (an OpenAI-compatible server); "
+                       "`editlens make-tiny-vlm DIR` writes a tiny random one to try the pipeline")
     own_check = spec.load_availability()
     if own_check is not None:  # models that are not a plain hub id or folder
         return own_check(dict(options), dict(models or {}))
@@ -30,4 +32,7 @@ def metric_availability(spec: MetricSpec, models: Mapping[str, str] | None = Non
         return True, None
     if detailed:
         return False, unavailable_message(mref, "not found locally")
-    return False, f"model {mref.ref!r} ({role}) not found locally; set EDITLENS_MODEL_{role.upper()} or --model {role}=DIR"
+    fix = f"--model {role}=DIR or EDITLENS_MODEL_{role.upper()}=DIR"
+    if mref.local_dir is None and "/" in mref.ref and not mref.ref.startswith((".", "/", "~")):
+        fix = f"`hf download {mref.ref}` on a machine with internet (then copy the cache here), or {fix}"
+    return False, f"model {mref.ref!r} ({role}) not found locally: {fix}"

@@ -18,6 +18,12 @@ _INPUT_ATTR = {
     "source_caption": "source_caption",
     "target_caption": "target_caption",
 }
+#: how a user gets an input a manifest lacks (said in the skip reason)
+_HOW_TO_GET = {
+    "source_caption": " (add a source_caption column, or write captions with --captions --vlm DIR|URL)",
+    "target_caption": " (add a target_caption column, or write captions with --captions --vlm DIR|URL)",
+    "reference": " (add a reference column: the ground-truth edit)",
+}
 
 
 class Metric:
@@ -51,7 +57,7 @@ class Metric:
                 continue
             value = getattr(sample, _INPUT_ATTR[need])
             if value is None or (isinstance(value, str) and not value.strip()):
-                return f"no {need.replace('_', ' ')} for this sample"
+                return f"no {need.replace('_', ' ')} for this sample{_HOW_TO_GET.get(need, '')}"
         return None
 
     def __call__(self, batch: Sequence[LoadedEdit]) -> list[Score]:
@@ -118,7 +124,7 @@ class PairMetric(Metric):
         self.region = region
 
     def needs(self) -> tuple[str, ...]:
-        extra = ("reference",) if self.compare == "reference" else ()
+        extra: tuple[str, ...] = ("reference",) if self.compare == "reference" else ()
         extra += ("mask",) if self.region != "all" else ()
         return tuple(dict.fromkeys(self.spec.needs + extra))
 

@@ -268,7 +268,7 @@ def _camera_motion(src: np.ndarray, edt: np.ndarray, limit: float) -> np.ndarray
     # Equalised grey levels: the light may have changed too.
     a = cv2.equalizeHist(cv2.cvtColor(src, cv2.COLOR_RGB2GRAY))
     b = cv2.equalizeHist(cv2.cvtColor(edt, cv2.COLOR_RGB2GRAY))
-    orb = cv2.ORB_create(nfeatures=600, fastThreshold=10)
+    orb = cv2.ORB_create(nfeatures=600, fastThreshold=10)  # type: ignore[attr-defined]
     ka, da = orb.detectAndCompute(a, None)
     kb, db = orb.detectAndCompute(b, None)
     if da is None or db is None or len(ka) < 12 or len(kb) < 12:
@@ -276,8 +276,8 @@ def _camera_motion(src: np.ndarray, edt: np.ndarray, limit: float) -> np.ndarray
     matches = cv2.BFMatcher(cv2.NORM_HAMMING, crossCheck=True).match(da, db)
     if len(matches) < 12:
         return None
-    pa = np.float32([ka[m.queryIdx].pt for m in matches])
-    pb = np.float32([kb[m.trainIdx].pt for m in matches])
+    pa = np.array([ka[m.queryIdx].pt for m in matches], np.float32)
+    pb = np.array([kb[m.trainIdx].pt for m in matches], np.float32)
     cv2.setRNGSeed(0)  # RANSAC samples: the same answer every time
     m, inliers = cv2.estimateAffinePartial2D(pa, pb, method=cv2.RANSAC, ransacReprojThreshold=2.0,
                                              maxIters=3000, confidence=0.995)
@@ -304,7 +304,7 @@ def _corner_motion(m: np.ndarray | None, shape: tuple[int, int]) -> float:
 
 
 def _translation(dx: float, dy: float) -> np.ndarray:
-    return np.float32([[1, 0, dx], [0, 1, dy]])
+    return np.array([[1, 0, dx], [0, 1, dy]], np.float32)
 
 
 def _clipped(src: np.ndarray, edt: np.ndarray, colour: _Colour) -> np.ndarray | None:
@@ -588,7 +588,7 @@ class _Pair:
         so = cv2.transform(_float(self.src[ys, xs]), self.opp.T)
         if self.warp is not None:  # sample the edited image where the warp takes each source pixel
             m = self.warp.copy()
-            m[:, 2] += m[:, :2] @ np.float32([xs.start, ys.start])
+            m[:, 2] += m[:, :2] @ np.array([xs.start, ys.start], np.float32)
             win = cv2.warpAffine(self.edt, m, (xs.stop - xs.start, ys.stop - ys.start),
                                  flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP, borderMode=cv2.BORDER_REPLICATE)
         else:
@@ -754,7 +754,7 @@ def _robust_distance(pair: _Pair, p: ChangeMapParams, rich: bool = False) -> tup
                                borderMode=cv2.BORDER_REPLICATE)
         dx, dy, _ = _global_shift(pair.src, first, 2.0)
         warp = warp.copy()
-        warp[:, 2] += warp[:, :2] @ np.float32([dx, dy])
+        warp[:, 2] += warp[:, :2] @ np.array([dx, dy], np.float32)
     edt, valid = pair.edt, None
     if warp is not None:
         pair.warp = warp
@@ -1001,6 +1001,8 @@ def sample_change_map(sample: LoadedEdit, params: ChangeMapParams | None = None,
     (the change_map metric and DICE's model-free detector share it)."""
     params = params or ChangeMapParams()
     a, b = (sample.edited, sample.reference) if compare == "reference" else (sample.source, sample.edited)
+    if b is None:  # callers check needs() first; a reference-less sample never reaches here
+        raise ValueError(f"sample {sample.id}: no reference to compare with")
     return sample.derive(("change_map", compare, params), lambda: change_map(a, b, params))
 
 

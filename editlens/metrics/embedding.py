@@ -58,7 +58,7 @@ class _ImagePair(_ModelOptions, PairMetric):
                 h2.append(image_hash(b))
             else:
                 h1.append(s.source_hash if self.compare == "source" else s.edited_hash)
-                h2.append(s.edited_hash if self.compare == "source" else s.reference_hash)
+                h2.append(s.edited_hash if self.compare == "source" else str(s.reference_hash))
             firsts.append(a)
             seconds.append(b)
         ea = self.encoder.encode_images(firsts, h1)

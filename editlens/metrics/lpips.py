@@ -36,7 +36,7 @@ BACKBONE_FILES = {
 _ALEX = [("c", 3, 64, 11, 4, 2), ("r",), ("m",), ("c", 64, 192, 5, 1, 2), ("r",), ("m",),
          ("c", 192, 384, 3, 1, 1), ("r",), ("c", 384, 256, 3, 1, 1), ("r",), ("c", 256, 256, 3, 1, 1), ("r",)]
 _ALEX_TAPS = (1, 4, 7, 9, 11)
-_VGG_CFG = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512]
+_VGG_CFG: list[int | str] = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512]
 _VGG_TAPS = (3, 8, 15, 22, 29)
 
 
@@ -44,7 +44,7 @@ def _alex_layers() -> list[nn.Module]:
     layers: list[nn.Module] = []
     for spec in _ALEX:
         if spec[0] == "c":
-            _, cin, cout, k, s, p = spec
+            cin, cout, k, s, p = (int(v) for v in spec[1:])
             layers.append(nn.Conv2d(cin, cout, k, stride=s, padding=p))
         elif spec[0] == "r":
             layers.append(nn.ReLU(inplace=False))
@@ -101,6 +101,9 @@ class LPIPSNet(nn.Module):
     """LPIPS distance: scaled input -> backbone -> unit-normalised features ->
     squared differences -> learned 1x1 weights -> spatial mean -> sum."""
 
+    shift: torch.Tensor
+    scale: torch.Tensor
+
     def __init__(self, net: str = "alex") -> None:
         super().__init__()
         self.backbone = Backbone(net)
@@ -124,6 +127,7 @@ class LPIPSNet(nn.Module):
     def load_heads(self, path: str | Path) -> None:
         state = torch.load(path, map_location="cpu", weights_only=True)
         for i, lin in enumerate(self.lins):
+            assert isinstance(lin, nn.Conv2d)
             lin.weight.data.copy_(state[f"lin{i}.model.1.weight"])
 
     def load_backbone(self, path: str | Path) -> None:
@@ -263,7 +267,7 @@ class LPIPS(PairMetric):
 
         files = {"heads": Path(self.heads) if self.heads else heads_path(self.net),
                  "backbone": Path(self.backbone_weights) if self.backbone_weights else backbone_path(self.net)}
-        model = {"net": self.net, "device": self.device, "dtype": self.precision.dtype}
+        model: dict[str, Any] = {"net": self.net, "device": self.device, "dtype": self.precision.dtype}
         for role, path in files.items():
             model[role] = str(path) if path else None
             model[f"{role}_sha256"] = cached_sha256(path) if path and path.is_file() else None

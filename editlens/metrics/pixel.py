@@ -28,7 +28,7 @@ class _PixelMetric(PairMetric):
             b = as_float_tensor_batch([p[1] for p in pairs])
             mask = None
             if self.region != "all":
-                masks = [self.region_mask(batch[i]) for i in idx]
+                masks = [m for m in (self.region_mask(batch[i]) for i in idx) if m is not None]
                 mask = torch.from_numpy(np.stack(masks)[:, None].astype(np.float32))
             with torch.no_grad():
                 values = self.fn(a, b, mask=mask)

@@ -78,10 +78,10 @@ def install(model: Any) -> int:
     n = 0
     for m in model.modules():
         if type(m) is torch.nn.Linear and getattr(m.forward, "__func__", None) is not _linear:
-            m.forward = types.MethodType(_linear, m)
+            m.forward = types.MethodType(_linear, m)  # type: ignore[method-assign]
             n += 1
         elif type(m) is torch.nn.Conv2d and getattr(m.forward, "__func__", None) is not _conv2d:
-            m.forward = types.MethodType(_conv2d, m)
+            m.forward = types.MethodType(_conv2d, m)  # type: ignore[method-assign]
             n += 1
     return n
 

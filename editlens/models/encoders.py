@@ -75,6 +75,8 @@ def _features(out: Any) -> torch.Tensor:
 class _Encoder:
     batch_size = 32
 
+    processor: Any  # set by each encoder's loading
+
     def __init__(self, mref: ModelRef, device: str, dtype: Any) -> None:
         self.mref = mref
         self.device = device
@@ -118,7 +120,7 @@ class _Encoder:
         if missing:
             for i, px in zip(missing, self._preprocess([items[i][0] for i in missing])):
                 ready[i] = px
-        return self._forward(torch.stack(ready))
+        return self._forward(torch.stack([px for px in ready if px is not None]))
 
     def _preprocess(self, images: list[np.ndarray]) -> torch.Tensor:
         pixels = self.processor(images=[Image.fromarray(a) for a in images], return_tensors="pt")["pixel_values"]

@@ -165,10 +165,12 @@ def unavailable_message(mref: ModelRef, detail: str = "") -> str:
         lines.append("  fix: point to a directory written by `save_pretrained` (it must hold config.json and the weights).")
     else:
         lines.append(f"  looked in: the Hugging Face cache {hub_cache_dir()} and the hub (unreachable or offline)")
+        # a reference given straight to a flag (--vlm HUB_ID) has no role: the fix is that flag with a folder
+        instead = (f"--model {mref.role}=DIR, set {env}=DIR, or add it under [models] in {config_path()}"
+                   if mref.role else "that directory in place of the hub id (e.g. --vlm DIR for a judge)")
         lines.append(
             f"  fix: on a machine with internet, run `hf download {mref.ref}` and copy "
-            f"the cache folder here (or set HF_HOME to it); or save the model to a directory and pass "
-            f"--model {mref.role or 'ROLE'}=DIR, set {env}=DIR, or add it under [models] in {config_path()}."
+            f"the cache folder here (or set HF_HOME to it); or save the model to a directory and pass {instead}."
         )
     return "\n".join(lines)
 
@@ -196,7 +198,7 @@ def load_pretrained(loader: Callable[..., Any], mref: ModelRef | str, **kwargs: 
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # our own progress bar is the one that matters
-        loaded = loader.from_pretrained(target, local_files_only=offline, **kwargs)
+        loaded = loader.from_pretrained(target, local_files_only=offline, **kwargs)  # type: ignore[attr-defined]
     except (OSError, ValueError, EnvironmentError) as exc:
         raise ModelUnavailableError(unavailable_message(mref, f"{type(exc).__name__}: {str(exc).splitlines()[0]}")) from exc
     from editlens.models import emulated_bf16

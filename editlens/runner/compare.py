@@ -48,7 +48,7 @@ def read_pairs(path: Path) -> list[PairItem]:
         seen.add(pid)
         paths = [str(Path(row[k]) if Path(row[k]).is_absolute() else Path(path).parent / row[k])
                  for k in ("source", "edited_a", "edited_b")]
-        out.append(PairItem(pid, *paths, str(row["instruction"]).strip()))
+        out.append(PairItem(pid, paths[0], paths[1], paths[2], str(row["instruction"]).strip()))
     if not out:
         raise InputError(f"{path}: no pairs")
     return out
@@ -61,8 +61,9 @@ class JudgeComparer:
     def __init__(self, options: Mapping[str, Any], judge: str = "pairwise") -> None:
         from editlens.metrics.registry import create_metric
 
-        self.judge = create_metric(judge, **dict(options))
-        self.name = f"{judge} ({self.judge.orders})"
+        made: Any = create_metric(judge, **dict(options))  # a PairwiseJudge
+        self.judge = made
+        self.name = f"{judge} ({made.orders})"
 
     def compare(self, items: Sequence[PairItem], batch_size: int = 8) -> list[dict[str, Any]]:
         out = []

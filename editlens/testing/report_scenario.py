@@ -35,8 +35,10 @@ EDIT_TYPES = {"cat_seat": "add", "hydrant": "replace", "pencil_case": "move", "d
 
 
 def examples_dir() -> Path:
-    """``examples/`` of the source checkout (the bundled photos and their manifest)."""
-    return Path(__file__).resolve().parent.parent.parent / "examples"
+    """The sample edits shipped in the package (the bundled photos and their manifest)."""
+    from editlens.paths import samples_dir
+
+    return samples_dir()
 
 
 def _wrong_edit(img: Image.Image, seed: int) -> Image.Image:
