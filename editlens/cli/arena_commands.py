@@ -9,9 +9,24 @@ from typing import Any, List, Optional
 import typer
 
 from editlens.cli.common import EXIT_FAILED, emit_json, guarded, parse_models, split_names
-from editlens.cli.options import (CacheOpt, ConcurrencyOpt, DeviceOpt, DtypeOpt, MinSamplesOpt, ModelOpt, OptionOpt,
-                                  RetriesOpt, SamplesOpt, TemperatureOpt, TemplateOpt, TimeoutOpt, VlmModelOpt, VlmOpt,
-                                  http_settings, vlm_options)
+from editlens.cli.options import (
+    CacheOpt,
+    ConcurrencyOpt,
+    DeviceOpt,
+    DtypeOpt,
+    MinSamplesOpt,
+    ModelOpt,
+    OptionOpt,
+    RetriesOpt,
+    SamplesOpt,
+    TemperatureOpt,
+    TemplateOpt,
+    TimeoutOpt,
+    VlmModelOpt,
+    VlmOpt,
+    http_settings,
+    vlm_options,
+)
 
 app = typer.Typer(no_args_is_help=True)
 
