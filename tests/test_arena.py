@@ -24,6 +24,8 @@ from helpers import EXAMPLES
 from scripted import ScriptedBackend
 
 runner = CliRunner()
+#: nothing here depends on a model's precision (statistics, a scripted judge, numpy scores): CI's first pass is enough
+pytestmark = pytest.mark.once
 TRUE = {"e0": 1.5, "e1": 0.5, "e2": -0.5, "e3": -1.5}  # log-strengths, centred
 
 
