@@ -61,7 +61,7 @@ def _contests(n: int, editors=TRUE) -> list[Contest]:  # type: ignore[no-untyped
 
 def test_recovers_known_strengths_with_fewer_comparisons_than_all_pairs(tmp_path):
     covered = cases = 0
-    for seed in range(4):
+    for seed in range(3):
         doc = run_arena(_contests(60), SimulatedJudge(seed), tmp_path / str(seed), seed=seed, n_boot=100)
         rows = doc["editors"]
         assert [r["editor"] for r in rows] == list(TRUE)  # the order, every seed
@@ -75,7 +75,7 @@ def test_recovers_known_strengths_with_fewer_comparisons_than_all_pairs(tmp_path
             covered += r["ci"][0] <= TRUE[r["editor"]] <= r["ci"][1]
             assert r["elo"] == pytest.approx(1000 + 400 * r["rating"] / math.log(10))
         assert all(n["p_better"] > 0.5 for n in doc["neighbours"])
-    assert covered >= cases - 2  # 95% intervals: at most 2 misses of 16
+    assert covered >= cases - 1  # 95% intervals: at most 1 miss of 12
 
 
 def test_budget_caps_comparisons_and_rerun_replays_the_cache(tmp_path):
@@ -104,8 +104,7 @@ def test_failed_verdicts_are_asked_again(tmp_path):
     assert again.asked == doc["verdicts"]["failed"]  # only the lost ones
 
 
-@pytest.mark.parametrize("ties", ["davidson", "half"])
-def test_a_judge_that_always_prefers_the_first_picture_rates_every_editor_equal(tmp_path, ties):
+def test_a_judge_that_always_prefers_the_first_picture_rates_every_editor_equal(tmp_path):
     from editlens.judges.pairwise import PairwiseJudge
     from editlens.metrics.registry import get_spec
     from editlens.runner.compare import JudgeComparer
@@ -119,15 +118,17 @@ def test_a_judge_that_always_prefers_the_first_picture_rates_every_editor_equal(
     comparer.judge._backend = backend
     comparer.judge.spec = get_spec("pairwise")
     comparer.name = "pairwise (both)"
-    doc = run_arena(contests, comparer, tmp_path / "arena", ties=ties, n_boot=50)
-    v = doc["verdicts"]
-    assert v["comparisons"] == doc["schedule"]["all_pairs"] == 24  # never settled: every pair asked
-    assert v["decided"] == 0 and v["ties"] == 24 and v["position_bias"] == 24
-    assert len(backend.requests) == 48  # both orders of every pair
-    assert {r["rank"] for r in doc["editors"]} == {1}
-    assert all(r["rating"] == 0 and r["ci"][0] == pytest.approx(0, abs=1e-6) for r in doc["editors"])
-    assert not any(n["significant"] for n in doc["neighbours"])
-    assert "every verdict was a tie (24, 24 of them position bias" in doc["notes"][0]
+    for ties in ("davidson", "half"):  # the second fit reads every verdict from the first's cache
+        doc = run_arena(contests, comparer, tmp_path / "arena", ties=ties, n_boot=50)
+        v = doc["verdicts"]
+        assert v["comparisons"] == doc["schedule"]["all_pairs"] == 24  # never settled: every pair asked
+        assert v["decided"] == 0 and v["ties"] == 24 and v["position_bias"] == 24
+        assert len(backend.requests) == 48  # both orders of every pair, asked once
+        assert {r["rank"] for r in doc["editors"]} == {1}
+        assert all(r["rating"] == 0 and r["ci"][0] == pytest.approx(0, abs=1e-6) for r in doc["editors"])
+        assert not any(n["significant"] for n in doc["neighbours"])
+        assert "every verdict was a tie (24, 24 of them position bias" in doc["notes"][0]
+    assert doc["schedule"]["cached"] == 24 and doc["ties"] == "half"
 
 
 @pytest.fixture(scope="module")

@@ -36,6 +36,12 @@ class Ties(str, enum.Enum):
     half = "half"
 
 
+class Orders(str, enum.Enum):
+    both = "both"
+    forward = "forward"
+    reverse = "reverse"
+
+
 class Scale(str, enum.Enum):
     bt = "bt"
     elo = "elo"
@@ -50,7 +56,7 @@ def arena_cmd(
                                         "e.g. pairwise; needs --vlm). Asked in both orders unless --orders says otherwise."),
     metric: Optional[str] = typer.Option(None, "--metric", help="Decide each pair by a point-wise evaluator's scores "
                                          "(its spec says which direction is better); a run's stored scores are reused."),
-    orders: str = typer.Option("both", "--orders", help="Pairwise judge: both (a verdict that follows the position "
+    orders: Orders = typer.Option(Orders.both, "--orders", help="Pairwise judge: both (a verdict that follows the position "
                                "becomes a tie), forward or reverse."),
     out: Optional[Path] = typer.Option(None, "--out", help="Folder of arena.json, comparisons.jsonl and the verdict "
                                        "cache (default: RUN/arena, or arena-<manifest name> beside a manifest)."),
@@ -116,7 +122,7 @@ def arena_cmd(
             raise typer.BadParameter(f"the {judge} judge needs --vlm")
         jopts = vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype,
                             min_samples=min_samples) or {}
-        comparer = JudgeComparer({**jopts, "orders": orders, **opts.get(judge, {})}, judge)
+        comparer = JudgeComparer({**jopts, "orders": orders.value, **opts.get(judge, {})}, judge)
     else:
         assert metric is not None
         spec = get_spec(metric)
