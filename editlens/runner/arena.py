@@ -451,7 +451,7 @@ def write_outputs(doc: Mapping[str, Any], judged: Sequence[_Judged], contests: S
     lines = []
     for j in judged:
         c = contests[j.contest]
-        v = {k: val for k, val in j.verdict.items() if k not in ("id", "raw")}
+        v = {k: val for k, val in j.verdict.items() if k != "id"}  # raw answers kept (an unparsable one above all)
         lines.append(json.dumps({"source": c.key, "a": editors[j.a], "b": editors[j.b], "id_a": c.ids[editors[j.a]],
                                  "id_b": c.ids[editors[j.b]], **v}, default=str) + "\n")
     atomic_write(out / "comparisons.jsonl", lambda fh: fh.writelines(lines))
