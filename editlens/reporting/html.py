@@ -478,9 +478,11 @@ def _leaderboard_section(data: Mapping[str, Any]) -> str:
     if empty:
         why = "".join(f"<li>{_e(w)}</li>" for w in empty["why"])
         add = "".join(f"<li>{_e(a)}</li>" for a in empty["add"])
+        arena = ('<p class="see-arena">This run\'s <a href="#arena">pairwise arena</a> ranks them from pairwise '
+                 "verdicts.</p>") if data.get("arena") else ""
         parts.append('<div class="nothing-ranked"><p><b>Nothing here ranks the editors.</b> No evaluator that judges '
                      "the edit produced a score:</p>"
-                     f'<ul class="why">{why}</ul><p>To rank them, add one of:</p><ul class="add">{add}</ul></div>')
+                     f'<ul class="why">{why}</ul><p>To rank them, add one of:</p><ul class="add">{add}</ul>{arena}</div>')
     for scope in scopes:
         tabs = tables_by_scope.get(scope["key"], [])
         if not tabs:
