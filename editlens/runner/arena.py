@@ -296,53 +296,55 @@ def run_arena(contests: Sequence[Contest], comparer: Any, out_dir: str | Path, *
         pool.remove(ci)
         return ci
 
-    # first round: every source's editors paired once (a random matching)
-    plan = []
-    for ci, c in enumerate(contests):
-        present = [idx[m] for m in c.edits]
-        order = [present[k] for k in rng.permutation(len(present))]
-        for x in range(0, len(order) - 1, 2):
-            i, j = sorted((order[x], order[x + 1]))
-            plan.append((ci, i, j))
-    if budget is not None:
-        plan = plan[:budget]
-    for ci, i, j in plan:
-        remaining[(i, j)].remove(ci)
-    judge(plan)
-    rounds, stopped = 1, None
-    size = round_size or max(n, len(contests) // 2)
-    while stopped is None:
-        if budget is not None and len(judged) >= budget:
-            stopped = "budget"
-            break
-        comps = comparisons()
-        w, t = pair_counts(comps, n)
-        theta = fit(comps, n, ties)["theta"]
-        p_wrong = order_uncertainty(w, t, theta)
-        cands = sorted(((float(p_wrong[i, j]), i, j) for (i, j), pool in remaining.items()
-                        if pool and p_wrong[i, j] >= stop_at), reverse=True)
-        if not cands:
-            stopped = "settled" if any(remaining.values()) else "all pairs judged"
-            break
-        allot = size if budget is None else min(size, budget - len(judged))
-        total = sum(p for p, _, _ in cands)
+    try:
+        # first round: every source's editors paired once (a random matching)
         plan = []
-        for p, i, j in cands:
-            want = max(1, round(allot * p / total))
-            for _ in range(want):
+        for ci, c in enumerate(contests):
+            present = [idx[m] for m in c.edits]
+            order = [present[k] for k in rng.permutation(len(present))]
+            for x in range(0, len(order) - 1, 2):
+                i, j = sorted((order[x], order[x + 1]))
+                plan.append((ci, i, j))
+        if budget is not None:
+            plan = plan[:budget]
+        for ci, i, j in plan:
+            remaining[(i, j)].remove(ci)
+        judge(plan)
+        rounds, stopped = 1, None
+        size = round_size or max(n, len(contests) // 2)
+        while stopped is None:
+            if budget is not None and len(judged) >= budget:
+                stopped = "budget"
+                break
+            comps = comparisons()
+            w, t = pair_counts(comps, n)
+            theta = fit(comps, n, ties)["theta"]
+            p_wrong = order_uncertainty(w, t, theta)
+            cands = sorted(((float(p_wrong[i, j]), i, j) for (i, j), pool in remaining.items()
+                            if pool and p_wrong[i, j] >= stop_at), reverse=True)
+            if not cands:
+                stopped = "settled" if any(remaining.values()) else "all pairs judged"
+                break
+            allot = size if budget is None else min(size, budget - len(judged))
+            total = sum(p for p, _, _ in cands)
+            plan = []
+            for p, i, j in cands:
+                want = max(1, round(allot * p / total))
+                for _ in range(want):
+                    if len(plan) >= allot:
+                        break
+                    picked = take(i, j)
+                    if picked is None:
+                        break
+                    plan.append((picked, i, j))
                 if len(plan) >= allot:
                     break
-                picked = take(i, j)
-                if picked is None:
-                    break
-                plan.append((picked, i, j))
-            if len(plan) >= allot:
-                break
-        judge(plan)
-        rounds += 1
-        if progress:
-            progress(f"round {rounds}: {len(judged)} comparisons ({stats['asked']} asked, {stats['cached']} cached)")
-    cache.close()
+            judge(plan)
+            rounds += 1
+            if progress:
+                progress(f"round {rounds}: {len(judged)} comparisons ({stats['asked']} asked, {stats['cached']} cached)")
+    finally:
+        cache.close()  # every verdict is already written: closing loses nothing
     doc = ratings_document(editors, contests, judged, ties=ties, n_boot=n_boot, seed=seed, human=human,
                            noop=(info or {}).get("noop"))
     doc.update({
