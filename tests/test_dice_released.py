@@ -279,7 +279,8 @@ def test_released_layout_loads_through_preset(released_root, tmp_path):
     assert outside.verdicts[0].coherent is None and "outside the centre crop" in outside.verdicts[0].problem
     desc = dice.describe()
     assert desc["identical_to_release"] is False
-    assert any("instead of 4-bit NF4" in n for n in desc["differences_from_release"])
+    if desc["detector"]["device"] == "cpu":  # auto quantises on CUDA only, as the release does there
+        assert any("instead of 4-bit NF4" in n for n in desc["differences_from_release"])
     assert desc["prompts"]["source"].startswith("official prompts")
 
 

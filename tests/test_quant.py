@@ -123,7 +123,7 @@ def test_released_dice_runs_in_4bit_and_says_so(bnb, pairs, tmp_path):
     # random weights: parsed, or honestly unscored with the raw answer kept
     assert doc["differences"] or (doc["unparsable"] and doc["raw"] and doc["problem"])
     models = doc["dice_models"]
-    want = dtype_name(compute_dtype("cpu"))
+    want = dtype_name(compute_dtype(models["detector"]["device"]))  # auto device: CUDA where there is one
     for role in ("detector", "coherence"):
         p = models[role]["precision"]
         assert models[role]["quantized_4bit"] and p["weights"] == "4-bit NF4" and p["compute_dtype"] == want
@@ -183,14 +183,14 @@ def test_4bit_on_a_cpu_with_avx512_bf16_runs_or_is_refused_before_loading(bnb, p
 
     # now: layers the fused kernel cannot pack keep the generic path, and the model answers
     r = _cli(["dice", "--source", pairs / "s0.png", "--edited", pairs / "e0.png", "--instruction", "add a cat",
-              "--dice-detector", f"{db}+{da}", "--dice-quantization", "nf4", "--json"])
+              "--dice-detector", f"{db}+{da}", "--dice-quantization", "nf4", "--device", "cpu", "--json"])
     doc = json.loads(r.stdout)
     assert "failed" not in doc and "generation failed" not in str(doc.get("problem"))
     assert doc["differences"] or (doc["unparsable"] and doc["raw"])  # a real answer, parsed or kept raw
     # and a kernel that cannot run at all is refused before any sample, with the fix
     monkeypatch.setattr(quant, "_packable_for_cpu", lambda layer: True)
     r = _cli(["dice", "--source", pairs / "s0.png", "--edited", pairs / "e0.png", "--instruction", "add a cat",
-              "--dice-detector", f"{db}+{da}", "--dice-quantization", "nf4", "--json"], code=2)
+              "--dice-detector", f"{db}+{da}", "--dice-quantization", "nf4", "--device", "cpu", "--json"], code=2)
     assert "4-bit NF4 does not run on this cpu" in r.output and "--dice-quantization none" in r.output
     assert "Traceback" not in r.output
 

@@ -192,3 +192,23 @@ def test_edits_of_one_source_share_batches(tmp_path):
     assert rec.batches == [["A0", "B0"], ["A1", "B1"], ["A2", "B2"], ["A3", "B3"]]
     rows = [json.loads(x) for x in open(tmp_path / "run" / "results.jsonl")]
     assert [r["id"] for r in rows] == [s.id for s in samples]
+
+
+def test_the_lock_record_is_read_by_the_lock_module_only(tmp_path):
+    """The reports tell a crashed run from a running one through runner.lock, which owns the file's format."""
+    import os
+
+    from editlens.runner.lock import RunLock, holder_alive, read_holder
+
+    assert read_holder(tmp_path) == {} and holder_alive(tmp_path) is None
+    with RunLock(tmp_path):
+        assert read_holder(tmp_path)["pid"] == os.getpid() and holder_alive(tmp_path) is True
+    (tmp_path / ".lock").write_text('{"pid": 2147483646, "host": null}')  # no such process
+    assert holder_alive(tmp_path) is False
+    (tmp_path / ".lock").write_text("not json")
+    assert read_holder(tmp_path) == {} and holder_alive(tmp_path) is None
+    from pathlib import Path
+
+    pkg = Path(__file__).resolve().parents[1] / "editlens"
+    readers = [p.relative_to(pkg).as_posix() for p in pkg.rglob("*.py") if '".lock"' in p.read_text()]
+    assert readers == ["runner/lock.py"]

@@ -212,7 +212,7 @@ def test_platt_calibration_fits_and_refuses_one_class():
     assert cal["a"] > 0
     p = apply_platt(cal, [0.1, 0.2, 0.3])
     assert p[0] < 0.2 and p[1] == pytest.approx(0.5, abs=0.1) and p[2] > 0.8
-    with pytest.raises(InputError, match="both"):
+    with pytest.raises(InputError, match="every label is the same"):
         fit_platt([0.1, 0.2], [1, 1])
 
 

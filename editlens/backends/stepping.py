@@ -56,6 +56,9 @@ class Group:
     prompt: dict[str, torch.Tensor]  # per-token prompt tensors (input_ids, attention_mask, ...), batch order
     members: list[tuple[int, Row]]  # (id of the request's Paused state, its row), batch order
     model_state: dict[str, Any] = field(default_factory=dict)  # per-batch model attributes (Qwen's rope_deltas)
+    # the name generate() gave the cache, and takes it back under: transformers 5.2x calls it "cache",
+    # earlier releases "past_key_values" (and reject the other name as an unused model kwarg)
+    cache_name: str = "cache"
 
 
 @dataclass(eq=False)
@@ -220,7 +223,7 @@ def _resumed(be: Any, group: Group, keep: list[int], live: list[tuple[int, Row]]
         else:  # attention mask: the generated tokens count; token types: text
             fill = torch.ones_like if k == "attention_mask" else torch.zeros_like
             out[k] = torch.cat([v, fill(generated, dtype=v.dtype)], dim=1)
-    out["cache"] = cache
+    out[group.cache_name] = cache
     return out
 
 
@@ -353,12 +356,10 @@ def _run_slice(be: Any, work: list[Paused], inputs: dict[str, Any] | None, resum
         if streaming and row.finish in ("stop", "length"):
             stream(b, i, row, [], final=True)  # what was held back (a last half character)
     if any(row.finish is None for _, row in live):
-        cache = getattr(gen, "cache", None)
-        if cache is None:
-            cache = getattr(gen, "past_key_values", None)
-        if cache is None:
+        name = next((n for n in ("cache", "past_key_values") if getattr(gen, n, None) is not None), None)
+        if name is None:
             raise RuntimeError("this model's generate() returns no cache: its answers cannot be paused")
-        group = Group(cache, prompt, [(id(work[i]), row) for i, row in live], state)
+        group = Group(getattr(gen, name), prompt, [(id(work[i]), row) for i, row in live], state, cache_name=name)
         for i, _ in live:
             work[i].group = group
 

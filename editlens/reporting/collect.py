@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import socket
 import string
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -289,25 +287,9 @@ def _manifest_samples(path: Path, notes: list[str]) -> dict[str, Any]:
 
 
 def _lock_holder_alive(run: Path) -> bool | None:
-    """Whether the process recorded in the run's lock file is alive: ``None`` when it
-    cannot be told (no lock file, another host). Reads the file only: never takes the lock,
-    so a run starting at that moment is not disturbed."""
-    try:
-        info = json.loads((run / ".lock").read_text(encoding="utf-8") or "{}")
-        pid = int(info["pid"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    if info.get("host") not in (None, socket.gethostname()):
-        return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, owned by someone else
-        return True
-    except OSError:
-        return None
-    return True
+    from editlens.runner.lock import holder_alive
+
+    return holder_alive(run)
 
 
 def _completeness(run: Path, run_manifest: Mapping[str, Any], by_id: Mapping[str, Any], samples_in: Mapping[str, Any],

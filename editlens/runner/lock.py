@@ -25,6 +25,40 @@ class RunLockedError(EditlensError):
     """Another process is running in this run directory."""
 
 
+LOCK_FILE = ".lock"
+
+
+def read_holder(run_dir: str | os.PathLike) -> dict[str, Any]:
+    """What the run's lock file says of its (last) holder: ``pid``, ``host``, ``command``, ``started``;
+    ``{}`` when there is no readable record. Reads only: never takes the lock."""
+    try:
+        info = json.loads((Path(run_dir) / LOCK_FILE).read_text(encoding="utf-8") or "{}")
+    except (OSError, ValueError):
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+def holder_alive(run_dir: str | os.PathLike) -> bool | None:
+    """Whether the process recorded in the run's lock file is alive: ``None`` when it cannot be told
+    (no record, another host). Never takes the lock, so a run starting at that moment is not disturbed."""
+    info = read_holder(run_dir)
+    try:
+        pid = int(info["pid"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if info.get("host") not in (None, socket.gethostname()):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by someone else
+        return True
+    except OSError:
+        return None
+    return True
+
+
 class RunLock:
     """Hold the lock of ``run_dir`` for the duration of a ``with`` block.
 
@@ -45,17 +79,14 @@ class RunLock:
     def __init__(self, run_dir: str | os.PathLike, wait: bool = False, poll: float = 0.5,
                  on_wait: Callable[[str], None] | None = None) -> None:
         self.dir = Path(run_dir)
-        self.path = self.dir / ".lock"
+        self.path = self.dir / LOCK_FILE
         self.wait = wait
         self.poll = poll
         self.on_wait = on_wait
         self._fd: int | None = None
 
     def holder(self) -> str:
-        try:
-            info = json.loads(self.path.read_text(encoding="utf-8") or "{}")
-        except (OSError, ValueError):
-            info = {}
+        info = read_holder(self.dir)
         if not info:
             return "another process"
         cmd = " ".join(info.get("command") or [])
