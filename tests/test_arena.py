@@ -178,6 +178,10 @@ def test_cli_on_a_run_with_stored_scores_and_a_human_ranking(scene_run):
     shown = re.findall(r'<td class="editor" data-model="([^"]+)"', section)
     assert shown == [r["editor"] for r in doc["editors"]] and "ties as half a win" in section
     assert f'data-kendall="{doc["human"]["kendall"]}"' in section
+    # and `runs leaderboard` prints it beside the leaderboard
+    md = runner.invoke(app, ["runs", "leaderboard", str(scene_run / "run"), "--format", "md"], catch_exceptions=False).stdout
+    block = md[md.index("**pairwise arena judged by detail_kept"):]
+    assert [line.split(" | ")[1].split(" [")[0] for line in block.splitlines()[4:8]] == shown
 
 
 def test_cli_refuses_similarity_and_says_what_to_give(scene_run):

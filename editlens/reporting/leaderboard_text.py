@@ -4,7 +4,8 @@
 report draws (:func:`editlens.reporting.collect.collect_run`: ranked columns
 with their direction and what they measure, bootstrap CIs, the paired test
 against the next editor, no-op flags, coverage, similarity columns apart, and
-why nothing ranks when nothing does); :func:`render` writes it as a terminal
+why nothing ranks when nothing does; the run's pairwise arena, when it has one);
+:func:`render` writes it as a terminal
 table, Markdown, LaTeX (booktabs), CSV or JSON, so a paper's table is one
 command.
 """
@@ -57,8 +58,11 @@ def leaderboard_document(data: Mapping[str, Any]) -> dict[str, Any]:
     noop = [{"editor": m, **f, "ranked": not f["noop"]} for m, f in ((lb.get("noop") or {}).get("all") or {}).items()
             if f.get("unchanged")]
     c = data.get("completeness") or {}
+    arena = data.get("arena")
     return {"run": data.get("title"), "by": lb.get("by"), "test": lb.get("test"), "tables": tables,
             "similarity": similarity, "noop": noop, "why_empty": lb.get("why_empty"),
+            "arena": None if not arena else {k: arena.get(k) for k in ("judge", "ties_model", "ci", "editors", "notes",
+                                                                        "verdicts", "schedule", "human")},
             "completeness": {k: c.get(k) for k in ("state", "done", "total")},
             "ci": "seeded percentile bootstrap 95% CI of the mean"}
 
@@ -103,6 +107,18 @@ def _rows(t: Mapping[str, Any], latex: bool = False) -> list[list[str]]:
 
 
 HEAD = ["#", "editor", "mean", "95% CI", "n", "vs the next editor"]
+ARENA_HEAD = ["#", "editor", "rating", "95% CI", "Elo", "rank CI", "W-L-T"]
+
+
+def _arena_head(a: Mapping[str, Any]) -> str:
+    return f"pairwise arena judged by {a['judge']} (Bradley-Terry, {a['ties_model']}; {a['ci']})"
+
+
+def _arena_rows(a: Mapping[str, Any]) -> list[list[str]]:
+    return [["–" if r["rank"] is None else str(r["rank"]),
+             r["editor"] + (f" [no-op: {r['noop']}, not ranked]" if r.get("noop") and r["rank"] is None else ""),
+             f"{r['rating']:+.3f}", _ci(r["ci"], 3), f"{r['elo']:.0f}", f"{r['rank_ci'][0]}-{r['rank_ci'][1]}",
+             f"{r['wins']}-{r['losses']}-{r['ties']}"] for r in a["editors"]]
 
 
 def _footer(doc: Mapping[str, Any]) -> list[str]:
@@ -134,6 +150,10 @@ def _plain(doc: Mapping[str, Any]) -> str:
         out.append(_head(t))
         table([HEAD] + _rows(t))
         out.append("")
+    if doc.get("arena"):
+        out.append(_arena_head(doc["arena"]))
+        table([ARENA_HEAD] + _arena_rows(doc["arena"]))
+        out += [f"note: {n}" for n in doc["arena"].get("notes") or []] + [""]
     for s in doc["similarity"]:
         out.append(f"{s['evaluator']} ({s['direction']}) — similarity to the source, not a ranking")
         table([["editor", "mean", "95% CI", "n"]] + [[r["editor"], _n(r["mean"]), _ci(r["ci"]), str(r["n"])]
@@ -152,6 +172,11 @@ def _md(doc: Mapping[str, Any]) -> str:
         out += [f"**{esc(_head(t))}**", "", "| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
         out += ["| " + " | ".join(esc(c) for c in r) + " |" for r in _rows(t)]
         out.append("")
+    if doc.get("arena"):
+        out += [f"**{esc(_arena_head(doc['arena']))}**", "", "| " + " | ".join(ARENA_HEAD) + " |",
+                "|" + "---|" * len(ARENA_HEAD)]
+        out += ["| " + " | ".join(esc(c) for c in r) + " |" for r in _arena_rows(doc["arena"])]
+        out += [f"- {esc(n)}" for n in doc["arena"].get("notes") or []] + [""]
     for s in doc["similarity"]:
         out += [f"**{esc(s['evaluator'])} ({esc(s['direction'])}): similarity to the source, not a ranking**", "",
                 "| editor | mean | 95% CI | n |", "|---|---|---|---|"]
@@ -179,6 +204,11 @@ def _latex(doc: Mapping[str, Any]) -> str:
             cells = [_tex(c) for c in _rows(t)[t["rows"].index(r)][:5]] + [_vs(r["vs_next"], latex=True).replace("_", r"\_")]
             out.append(" & ".join(cells) + r" \\")
         out += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
+    if doc.get("arena"):
+        out += [r"\begin{table}[t]", r"\centering", r"\caption{" + _tex(_arena_head(doc["arena"])) + "}",
+                r"\begin{tabular}{rllllll}", r"\toprule", " & ".join(_tex(h) for h in ARENA_HEAD) + r" \\", r"\midrule"]
+        out += [" & ".join(_tex(c) for c in r) + r" \\" for r in _arena_rows(doc["arena"])]
+        out += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
     for s in doc["similarity"]:
         out += [r"\begin{table}[t]", r"\centering",
                 r"\caption{" + _tex(f"{s['evaluator']} ({s['direction']}): similarity to the source, not a ranking") + "}",
@@ -200,6 +230,12 @@ def _csv(doc: Mapping[str, Any]) -> str:
             w.writerow([t["scope"], t["evaluator"], "ranked", t["direction"], r["rank"] or "", r["editor"], r["mean"],
                         *(r["ci"] or ["", ""]), r["n"], r["sources"], r["of_sources"], v.get("editor", ""),
                         "" if v.get("p") is None else v["p"], v.get("significant", ""), r["noop"] or ""])
+    if doc.get("arena"):
+        a = doc["arena"]
+        for r in a["editors"]:
+            w.writerow(["all", f"arena: {a['judge']}", "pairwise (Bradley-Terry rating)", "higher is better",
+                        r["rank"] or "", r["editor"], r["rating"], *r["ci"], r["comparisons"], "", "", "", "", "",
+                        f"{r['noop']}" if r.get("noop") else ""])
     for s in doc["similarity"]:
         for r in s["rows"]:
             w.writerow(["all", s["evaluator"], "similarity (not a ranking)", s["direction"], "", r["editor"], r["mean"],
@@ -219,7 +255,7 @@ def render(doc: Mapping[str, Any], fmt: str = "table") -> str:
     >>> doc = {"tables": [{"scope": "all", "scope_label": "all edits", "evaluator": "q", "measures": "edit quality",
     ...        "direction": "higher is better", "rows": [{"rank": 1, "editor": "a_b", "mean": 0.5, "ci": [0.4, 0.6],
     ...        "n": 3, "sources": 3, "of_sources": 4, "vs_next": None, "noop": None}]}], "similarity": [], "noop": [],
-    ...        "why_empty": None, "completeness": {}, "ci": "CI", "test": "test"}
+    ...        "why_empty": None, "completeness": {}, "ci": "CI", "test": "test", "arena": None}
     >>> print(render(doc, "md").splitlines()[4])
     | 1 | a_b | 0.5000 | [0.4000, 0.6000] | 3 (3 of 4 sources) |  |
     >>> "a\\\\_b" in render(doc, "latex")
