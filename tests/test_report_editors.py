@@ -549,7 +549,7 @@ def test_a_leaderboard_that_cannot_rank_says_why_and_what_to_add(tmp_path):
     data = collect_run(tmp_path / "run", n_boot=50)
     assert data["leaderboard"]["tables"] == []
     why = data["leaderboard"]["why_empty"]
-    assert why["why"][0].startswith("dice (instruction following) scored no edit (16 info); most common reason: no VLM:")
+    assert why["why"][0].startswith("dice (instruction following) scored no edit (16 without a score (info)); most common reason: no VLM:")
     assert "change_map, l1, psnr measure similarity to the source" in why["why"][1]
     assert any("--vlm MODEL" in a for a in why["add"]) and any("'reference' column" in a for a in why["add"])
     assert any("captions" in a for a in why["add"])

@@ -181,7 +181,8 @@ def arena_lines(doc: dict, scale: str = "bt") -> list[str]:
         rows.append(["–" if r["rank"] is None else str(r["rank"]), r["editor"] + (f" [no-op: {r['noop']}]" if r.get("noop") and r["rank"] is None else ""),
                      fmt.format(r[key]),
                      "[" + ", ".join(fmt.format(x) for x in r[ci_key]) + "]",
-                     f"{r['rank_ci'][0]}-{r['rank_ci'][1]}", f"{r['wins']}-{r['losses']}-{r['ties']}", vs])
+                     "–" if r["rank_ci"] is None else f"{r['rank_ci'][0]}-{r['rank_ci'][1]}",
+                     f"{r['wins']}-{r['losses']}-{r['ties']}", vs])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
     for note in doc.get("notes") or []:

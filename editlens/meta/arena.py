@@ -163,12 +163,15 @@ def fit(comparisons: Sequence[Comparison], n: int, ties: str = "davidson", prior
 
 
 def bootstrap_ratings(comparisons: Sequence[Comparison], n: int, ties: str = "davidson", n_boot: int = 200,
-                      level: float = 0.95, seed: int = 0, prior: float = 0.01) -> dict[str, Any]:
+                      level: float = 0.95, seed: int = 0, prior: float = 0.01,
+                      ranked: Sequence[bool] | None = None) -> dict[str, Any]:
     """Ratings with percentile bootstrap CIs, **resampling sources** (all
     comparisons of a source stay together, as they share its image).
 
     Returns ``{"theta", "nu", "ties", "ci" (n x 2), "rank_ci" (n x 2, 1 =
     best), "p_better" (n x n: share of resamples where i's rating beats j's)}``.
+    ``ranked``: which editors take part in the ranking (default all); the
+    others are rated but their ``rank_ci`` is ``None`` and they take no rank.
 
     >>> comps = [(g, 0, 1, 1 if g % 4 else -1) for g in range(40)]
     >>> r = bootstrap_ratings(comps, 2, ties="half", n_boot=100)
@@ -195,12 +198,14 @@ def bootstrap_ratings(comparisons: Sequence[Comparison], n: int, ties: str = "da
         thetas[b] = fit_bradley_terry(w, t, ties=ties, prior=prior, start=point["_x"])["theta"]
     alpha = (1 - level) / 2
     lo, hi = np.quantile(thetas, [alpha, 1 - alpha], axis=0)
-    ranks = np.argsort(np.argsort(-thetas, axis=1), axis=1) + 1
+    mask = np.ones(n, dtype=bool) if ranked is None else np.asarray(ranked, dtype=bool)
+    # an editor's rank in a resample: 1 + the ranked editors rated above it (ties share a rank)
+    ranks = 1 + (thetas[:, None, :] > thetas[:, :, None])[:, :, mask].sum(axis=2)
     rlo, rhi = np.quantile(ranks, [alpha, 1 - alpha], axis=0)
     p_better = (thetas[:, :, None] > thetas[:, None, :]).mean(axis=0)
     return {"theta": point["theta"], "nu": point["nu"], "ties": ties,
             "ci": [[float(a), float(b)] for a, b in zip(lo, hi)],
-            "rank_ci": [[int(round(a)), int(round(b))] for a, b in zip(rlo, rhi)],
+            "rank_ci": [[int(round(a)), int(round(b))] if mask[i] else None for i, (a, b) in enumerate(zip(rlo, rhi))],
             "p_better": p_better, "n_boot": n_boot, "level": level}
 
 

@@ -544,6 +544,7 @@ def arena_section(doc: Mapping[str, Any]) -> str:
         vs = "" if n is None else (f'<span class="{"sig" if n["significant"] else "nsig"}">'
                                    f'{"≫" if n["significant"] else "≈"} {_e(n["worse"])} (better in '
                                    f'{n["p_better"]:.0%} of resamples)</span>')
+        rank_ci = "–" if r["rank_ci"] is None else f'{r["rank_ci"][0]}–{r["rank_ci"][1]}'
         flag = (f' <span class="chip noop">no-op: {_e(r["noop"])}</span>' if r.get("noop") and r["rank"] is None else
                 f' <span class="chip some-unchanged">{_e(r["noop"])}</span>' if r.get("noop") else "")
         rows.append([f'<td class="num rank">{"–" if r["rank"] is None else r["rank"]}</td>',
@@ -551,8 +552,8 @@ def arena_section(doc: Mapping[str, Any]) -> str:
                      f'<span class="vs">{vs}</span></td>',
                      f'<td class="num" data-rating="{r["rating"]}">{r["rating"]:+.3f}{_ci(r["ci"])}</td>',
                      f'<td class="num">{r["elo"]:.0f}<span class="ci">[{r["elo_ci"][0]:.0f}, {r["elo_ci"][1]:.0f}]</span></td>',
-                     f'<td class="num">{r["rank_ci"][0]}–{r["rank_ci"][1]}</td>',
-                     f'<td class="num">{r["wins"]}–{r["losses"]}–{r["ties"]}</td>'])
+                     f'<td class="num nowrap">{rank_ci}</td>',
+                     f'<td class="num nowrap">{r["wins"]}–{r["losses"]}–{r["ties"]}</td>'])
     body = [f'<p class="desc">Judged by <code>{_e(doc.get("judge", "?"))}</code> on {doc["sources"]} sources: '
             f'{s["comparisons"]} of {s["all_pairs"]} possible comparisons (pairs chosen adaptively, uncertain '
             f'neighbours first; stopped: {_e(s["stopped"])}). Verdicts: {v["decided"]} decided, {v["ties"]} ties '

@@ -174,6 +174,10 @@ def what_to_add(has_reference: bool, has_captions: bool) -> list[str]:
     return out
 
 
+#: how a status count reads in a reason ("info" rows carry data but no score)
+_STATUS_WORDS = {"info": "without a score (info)"}
+
+
 def why_nothing_ranks(evaluators: Sequence[str], measures: Mapping[str, str | None],
                       status: Mapping[str, Mapping[str, int]], reasons: Mapping[str, str],
                       not_run: Mapping[str, str], has_reference: bool, has_captions: bool) -> dict[str, Any]:
@@ -196,7 +200,7 @@ def why_nothing_ranks(evaluators: Sequence[str], measures: Mapping[str, str | No
     for ev in evaluators:
         m = measures.get(ev)
         if m in RANKED_MEASURES and not (status.get(ev) or {}).get("scored"):
-            counts = ", ".join(f"{n} {k}" for k, n in sorted((status.get(ev) or {}).items()) if n)
+            counts = ", ".join(f"{n} {_STATUS_WORDS.get(k, k)}" for k, n in sorted((status.get(ev) or {}).items()) if n)
             why.append(f"{ev} ({MEASURES[m]}) scored no edit ({counts or 'no result'})"
                        + (f"; most common reason: {reasons[ev]}" if reasons.get(ev) else ""))
     for ev, reason in not_run.items():

@@ -117,7 +117,8 @@ def _arena_head(a: Mapping[str, Any]) -> str:
 def _arena_rows(a: Mapping[str, Any]) -> list[list[str]]:
     return [["–" if r["rank"] is None else str(r["rank"]),
              r["editor"] + (f" [no-op: {r['noop']}, not ranked]" if r.get("noop") and r["rank"] is None else ""),
-             f"{r['rating']:+.3f}", _ci(r["ci"], 3), f"{r['elo']:.0f}", f"{r['rank_ci'][0]}-{r['rank_ci'][1]}",
+             f"{r['rating']:+.3f}", _ci(r["ci"], 3), f"{r['elo']:.0f}",
+             "–" if r["rank_ci"] is None else f"{r['rank_ci'][0]}-{r['rank_ci'][1]}",
              f"{r['wins']}-{r['losses']}-{r['ties']}"] for r in a["editors"]]
 
 

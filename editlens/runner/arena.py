@@ -372,10 +372,10 @@ def ratings_document(editors: Sequence[str], contests: Sequence[Contest], judged
 
     n = len(editors)
     comps = [(j.contest, j.a, j.b, o) for j in judged if (o := _outcome(j.verdict)) is not None]
-    boot = bootstrap_ratings(comps, n, ties=ties, n_boot=n_boot, seed=seed)
-    theta = np.round(boot["theta"], 6) + 0.0
     noop = noop or {}
     is_noop = np.array([bool((noop.get(m) or {}).get("noop")) for m in editors])
+    boot = bootstrap_ratings(comps, n, ties=ties, n_boot=n_boot, seed=seed, ranked=list(~is_noop))
+    theta = np.round(boot["theta"], 6) + 0.0
     rank = np.zeros(n, dtype=int)
     if (~is_noop).any():  # an editor that changed nothing is rated, flagged and never ranked
         rank[~is_noop] = rankdata(-theta[~is_noop], method="min").astype(int)
