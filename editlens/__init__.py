@@ -20,7 +20,7 @@ _LAZY = {
     "create_metric": "editlens.metrics.registry",
     "list_metrics": "editlens.metrics.registry",
     "register_metric": "editlens.metrics.registry",
-    "MetricSpec": "editlens.metrics.registry",
+    "MetricSpec": "editlens.metrics.spec",
     "change_map": "editlens.metrics.changemap",
     "score_edit": "editlens.runner.scoring",
 }

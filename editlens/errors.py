@@ -42,7 +42,3 @@ class UnknownMetricError(EditlensError, KeyError):
 
     def __str__(self) -> str:  # KeyError quotes its message; keep it readable
         return str(self.args[0]) if self.args else "unknown metric"
-
-
-class MetricInputError(EditlensError, ValueError):
-    """A metric was asked to score a sample that lacks what it needs."""

@@ -45,7 +45,7 @@ def test_parse_helpers():
 def _judge(cls, backend, **kw):
     j = cls(vlm="scripted", **kw)
     j._backend = backend
-    from editlens.metrics.registry import MetricSpec
+    from editlens.metrics.spec import MetricSpec
 
     j.spec = MetricSpec(cls.__name__.lower(), cls, ("source", "edited", "instruction"), True, (0.0, 1.0), "vlm")
     j.options = {}

@@ -8,7 +8,7 @@ import torch
 from editlens import EditSample, create_metric
 from editlens.models import precision
 from editlens.errors import InputError
-from editlens.models.resolve import pick_dtype
+from editlens.models.precision import decide
 
 from helpers import rng_image
 
@@ -23,8 +23,8 @@ def test_auto_dtype_follows_cpu_flags(monkeypatch, flags, expected):
     monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset(flags))
     for purpose in ("inference", "training", "quantized"):
         assert precision.decide("auto", "cpu", purpose).torch_dtype is expected
-    assert pick_dtype("auto", "cpu") is expected
-    assert pick_dtype("float32", "cpu") is torch.float32  # explicit names win
+    assert decide("auto", "cpu").torch_dtype is expected
+    assert decide("float32", "cpu").torch_dtype is torch.float32  # explicit names win
     assert precision.decide("auto", "cpu").features["native_bf16"] is (expected is torch.bfloat16)
 
 
@@ -84,5 +84,5 @@ def test_bf16_embeddings_within_tolerance_and_dtype_in_describe(tiny_clip_dir):
     assert bf16.describe()["model"]["dtype"] == "bfloat16"
     a = np.array([s.value for s in fp32(_samples())])
     b = np.array([s.value for s in bf16(_samples())])
-    assert np.abs(a - b).max() < 2e-2  # the tolerance documented in pick_dtype
+    assert np.abs(a - b).max() < 2e-2  # the tolerance documented in precision.decide
     assert not np.array_equal(a, b)  # it really ran in bf16

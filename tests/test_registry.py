@@ -7,7 +7,8 @@ import editlens.metrics.registry as reg
 from editlens import EditSample, create_metric, list_metrics
 from editlens.errors import UnknownMetricError
 from editlens.metrics.base import Metric
-from editlens.metrics.registry import MetricSpec, register_metric
+from editlens.metrics.registry import register_metric
+from editlens.metrics.spec import MetricSpec
 
 
 def test_metadata_of_builtins():

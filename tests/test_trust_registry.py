@@ -115,7 +115,7 @@ def test_layering_imports():
 
     assert meta_psl is parse_score_list
     # MetricSpec has its own module, still importable from the registry
-    from editlens.metrics.registry import MetricSpec as R
+    from editlens.metrics.spec import MetricSpec as R
 
     assert R is MetricSpec and MetricSpec.__module__ == "editlens.metrics.spec"
 

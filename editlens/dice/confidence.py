@@ -12,16 +12,9 @@ some other token.
 
 from __future__ import annotations
 
-from editlens.backends.alignment import step_covering, token_spans, word_step
+from editlens.backends.alignment import word_step
 from editlens.backends.types import Generation
 from editlens.dice.types import COMMANDS, Difference
-
-
-def step_at_offset(gen: Generation, offset: int) -> int | None:
-    """Index of the generated token covering character ``offset`` of the text
-    (``None`` when there is none or the tokens do not align with the text)."""
-    spans = token_spans(gen)
-    return None if spans is None else step_covering(spans, offset)
 
 
 def assign_confidence(gen: Generation, diffs: list[Difference]) -> None:

@@ -217,9 +217,9 @@ def build_trainable(cfg: TrainConfig, notes: list[str]) -> tuple[Any, Any, str, 
     from editlens.dice.lora import check_lora_targets, dice_lora_config
     from editlens.dice.released import attach_adapter
     from editlens.models.quant import count_4bit_layers
-    from editlens.models.resolve import pick_device
+    from editlens.models.precision import resolve_device
 
-    device = pick_device(cfg.device)
+    device = resolve_device(cfg.device)
     model = load_base(cfg.base, device, cfg.quantization, notes, trainable=True, option="--quantization")
     quantized = count_4bit_layers(model) > 0
     if quantized:

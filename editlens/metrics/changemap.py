@@ -61,7 +61,6 @@ from typing import Any, Sequence
 
 import cv2
 import numpy as np
-from PIL import Image
 
 from editlens.core.types import LoadedEdit, Score
 from editlens.metrics.base import PairMetric
@@ -153,11 +152,7 @@ class ChangeMap:
         """1 when the whole image changed (:attr:`global_change`), else the local fraction."""
         return 1.0 if self.global_change is not None else self.local_fraction
 
-    def full_mask(self) -> np.ndarray:
-        """The mask at the source resolution (nearest neighbour)."""
-        h, w = self.size
-        img = Image.fromarray(self.mask.astype(np.uint8) * 255)
-        return np.asarray(img.resize((w, h), Image.Resampling.NEAREST)) > 127
+
 
 
 @dataclass(frozen=True)
@@ -231,11 +226,6 @@ def _opponent_matrix(chroma_weight: float) -> np.ndarray:
     """Columns: luminance and two chroma axes, as functions of (R, G, B)."""
     c = chroma_weight
     return np.array([[1 / 3, c / 2, c / 4], [1 / 3, -c / 2, c / 4], [1 / 3, 0.0, -c / 2]], np.float32)
-
-
-def _opponent(x: np.ndarray, chroma_weight: float = 1.0) -> np.ndarray:
-    """Luminance plus two chroma axes; decorrelates brightness from colour."""
-    return cv2.transform(x, _opponent_matrix(chroma_weight).T)
 
 
 @functools.lru_cache(maxsize=8)

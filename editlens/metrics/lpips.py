@@ -150,10 +150,6 @@ def backbone_path(net: str) -> Path:
     return Path(torch.hub.get_dir()) / "checkpoints" / BACKBONE_FILES[net][0]
 
 
-def lpips_available(net: str = "alex") -> bool:
-    return heads_path(net) is not None and backbone_path(net).is_file()
-
-
 def lpips_problem(net: str, heads: str | None = None, backbone_weights: str | None = None) -> str | None:
     """Why LPIPS with backbone ``net`` cannot load here (``None`` when it can), with the fix."""
     hp = Path(heads) if heads else heads_path(net)  # heads_path: the lpips package's file, or None

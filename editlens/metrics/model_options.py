@@ -30,9 +30,10 @@ class EncoderModelOptions:
 
     def model_describe(self) -> dict[str, Any]:
         from editlens.models.fingerprint import fingerprint
-        from editlens.models.resolve import model_reference, pick_device, pick_dtype
+        from editlens.models.precision import decide, resolve_device
+        from editlens.models.resolve import model_reference
 
         # weight hashes and the dtype are part of the settings: new weights or
         # another precision mean new results (and the manifest says which ran)
-        dtype = str(pick_dtype(self.dtype, pick_device(self.device))).replace("torch.", "")
+        dtype = str(decide(self.dtype, resolve_device(self.device)).torch_dtype).replace("torch.", "")
         return {**fingerprint(model_reference(self.model_name or self.kind, self.model_overrides)), "dtype": dtype}

@@ -17,7 +17,7 @@ from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
 from editlens.errors import UnknownMetricError
-from editlens.metrics.spec import INPUTS, MetricSpec  # noqa: F401  (re-exported: the old import path)
+from editlens.metrics.spec import MetricSpec
 
 if TYPE_CHECKING:
     from editlens.metrics.base import Metric

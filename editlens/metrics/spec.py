@@ -2,7 +2,6 @@
 
 Kept apart from the registry (which loads the catalog) and the catalog
 (which declares specs), so neither imports the other to get this type.
-``from editlens.metrics.registry import MetricSpec`` keeps working.
 """
 
 from __future__ import annotations

@@ -5,8 +5,6 @@ from editlens.models.resolve import (
     is_available,
     load_pretrained,
     model_reference,
-    pick_device,
-    pick_dtype,
 )
 
 __all__ = [
@@ -14,6 +12,4 @@ __all__ = [
     "is_available",
     "load_pretrained",
     "model_reference",
-    "pick_device",
-    "pick_dtype",
 ]

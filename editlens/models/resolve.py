@@ -206,16 +206,3 @@ def load_pretrained(loader: Callable[..., Any], mref: ModelRef | str, **kwargs: 
     emulated_bf16.install(loaded)  # bf16 asked for on a CPU without it: large products at float32 speed
     return loaded
 
-
-def pick_device(device: str = "auto") -> str:
-    """The device the policy picks (:func:`editlens.models.precision.resolve_device`)."""
-    from editlens.models.precision import resolve_device
-
-    return resolve_device(device)
-
-
-def pick_dtype(dtype: Any, device: str, purpose: str = "inference") -> Any:
-    """The torch dtype the policy picks (:func:`editlens.models.precision.decide`)."""
-    from editlens.models.precision import decide
-
-    return decide(dtype, device, purpose).torch_dtype

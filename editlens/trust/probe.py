@@ -262,23 +262,3 @@ def _rows(run_dir: Path, hashes: Mapping[str, str], ids: set[str]) -> list[dict[
         return [r for r in store.rows(dict(hashes)) if r["sample_id"] in ids]
     finally:
         store.close()
-
-
-def read_probe(path: str | Path) -> dict[str, Any]:
-    """A saved probe document (``RUN_DIR/probe.json`` or the file itself)."""
-    import json
-
-    from editlens.errors import InputError
-
-    p = Path(path)
-    if p.is_dir():
-        p = p / PROBE_FILE
-    if not p.is_file():
-        raise InputError(f"{p}: no probe result (run `editlens probe MANIFEST --out DIR` first)")
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise InputError(f"{p}: not JSON ({exc})") from None
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        raise InputError(f"{p}: not a probe result (schema is not {SCHEMA})")
-    return doc

@@ -152,10 +152,10 @@ def pick_inpaint_dtype(dtype: str, device: str) -> Any:
     import torch
 
     if dtype != "auto":
-        from editlens.models.resolve import pick_dtype
+        from editlens.models.precision import decide
 
         try:
-            return pick_dtype(dtype, device)
+            return decide(dtype, device).torch_dtype
         except ValueError as exc:
             raise InputError(str(exc)) from None
     if device.startswith("cuda") and torch.cuda.is_available():
@@ -218,9 +218,9 @@ class DiffusersInpainter:
             saved_class = json.loads(index.read_text()).get("_class_name", "?")
         except (OSError, ValueError) as exc:
             raise ModelUnavailableError(f"inpainting model {index}: unreadable ({exc})") from None
-        from editlens.models.resolve import pick_device
+        from editlens.models.precision import resolve_device
 
-        self.device = pick_device(device)
+        self.device = resolve_device(device)
         self.dtype = pick_inpaint_dtype(dtype, self.device)
         from transformers.utils import logging as hf_logging
 
