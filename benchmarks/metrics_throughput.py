@@ -73,7 +73,7 @@ def run_editlens(samples, model_dir: Path, batch: int, dtype: str):
     models = {"clip": str(model_dir)}
     ci = create_metric("clip_i", models=models, dtype=dtype)
     ct = create_metric("clip_t", models=models, dtype=dtype)
-    ci.encoder  # load weights before timing: both sides time scoring only
+    _ = ci.encoder  # load weights before timing: both sides time scoring only
     from editlens.core.images import ImageLoadOptions
     from editlens.core.types import EditSample
     from editlens.runner.loader import PrefetchExecutor

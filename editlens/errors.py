@@ -22,10 +22,10 @@ class ManifestError(EditlensError, ValueError):
     ``problems`` holds one ``(line_number, reason)`` per bad row.
     """
 
-    def __init__(self, path: str, problems: list[tuple[int, str]]):
+    def __init__(self, path: str, problems: list[tuple[int, str]], unit: str = "line"):
         self.path = path
         self.problems = problems
-        shown = "\n".join(f"  line {line}: {reason}" for line, reason in problems[:20])
+        shown = "\n".join(f"  {unit} {line}: {reason}" for line, reason in problems[:20])
         more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
         super().__init__(
             f"{path}: {len(problems)} bad row(s)\n{shown}{more}\n"

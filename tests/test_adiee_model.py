@@ -261,7 +261,7 @@ def test_training_loss_down_resume_and_our_layout(tiny_vlm_dirs, tmp_path):
     a, _, ha = load_scorer(tmp_path / "a" / "scorer", device="cpu")
     b, rep, _ = load_scorer(tmp_path / "b" / "scorer", device="cpu")
     assert ha == "score-token" and rep.format == "ours" and rep.missing == []
-    for (na, pa), (nb, pb) in zip(a.score_decoder.state_dict().items(), b.score_decoder.state_dict().items()):
+    for (na, pa), (_, pb) in zip(a.score_decoder.state_dict().items(), b.score_decoder.state_dict().items()):
         assert torch.allclose(pa, pb, atol=1e-5), na
     # our layout loads to the same predictions as the model that was trained
     preds = [p.score for p in _predict(a, _pairs(2), "score-token")]

@@ -143,8 +143,8 @@ def test_best_of_n_hand_values():
 
 def test_relabel_and_best_of_n_cli(manifest):
     from editlens.cli.main import app
-    from editlens.metrics.registry import create_metric
     from editlens.data.manifest import read_manifest
+    from editlens.metrics.registry import create_metric
 
     runner = CliRunner()
     r = runner.invoke(app, ["relabel", str(manifest), "--metric", "l1"])
@@ -168,9 +168,9 @@ def test_score_endpoint():
     from fastapi import FastAPI
     from fastapi.testclient import TestClient
 
-    from editlens.adiee.serve import score_router
-    from editlens.metrics.registry import create_metric
     from editlens.core.types import LoadedEdit
+    from editlens.metrics.registry import create_metric
+    from editlens.runner.score_server import score_router
 
     l1 = create_metric("l1")
     app = FastAPI()
@@ -215,9 +215,9 @@ def test_make_data_cli(tmp_path):
 def test_serve_includes_score_router_behind_api_key():
     from fastapi.testclient import TestClient
 
-    from editlens.adiee.serve import score_router
     from editlens.backends.server import build_app
     from editlens.metrics.registry import create_metric
+    from editlens.runner.score_server import score_router
 
     class _NoBackend:  # /v1/score never touches the chat backend
         def generate(self, requests):

@@ -40,7 +40,7 @@ def test_parse_round_trip(items, style):
         text = "\n".join(lines)
     got = parse_differences(text)
     assert [d.command for d in got] == [t[0] for t in items]
-    for d, (c, o, a, b, x, y) in zip(got, items):
+    for d, (_, o, a, b, x, y) in zip(got, items):
         assert d.object == o.strip()
         assert d.box == pytest.approx((min(a, x), min(b, y), max(a, x), max(b, y)))
         assert ("corners swapped" in d.flags) == (a > x or b > y)

@@ -154,7 +154,9 @@ def test_runs_summary_by_edit_type(tmp_path):
     table = {(r["group"], r["evaluator"]): r for r in json.loads(res.stdout)}
     assert table[("add", "l1")]["n"] == 2 and table[("action", "l1")]["n"] == 3  # cat_seat + its no-op; the moves
     res = runner.invoke(app, ["runs", "summary", str(out), "--by", "colour"])
-    assert res.exit_code == 2 and "'model' or 'edit_type'" in res.output
+    # any manifest column groups; one the run lacks is refused, naming those it has
+    assert res.exit_code == 2 and "--by 'colour': the run has no such column; group by one of" in res.output
+    assert "aurora_task, edit_type" in res.output and "model" in res.output
 
 
 def test_meta_eval_breaks_down_by_edit_type(tmp_path):

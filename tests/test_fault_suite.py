@@ -483,7 +483,7 @@ def test_paused_answers_are_the_uninterrupted_ones(tiny_vlm_dirs, family):
         states, done, todo, rounds = [None] * 3, [None] * 3, [0, 1, 2], 0
         while todo:
             out = be.generate_some([reqs[i] for i in todo], [states[i] for i in todo],
-                                   Control(pause=lambda: next(ticks) % 5 == 4))
+                                   Control(pause=lambda ticks=ticks: next(ticks) % 5 == 4))
             rounds += 1
             for i, o in zip(todo, out):
                 if isinstance(o, Paused):

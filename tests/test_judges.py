@@ -156,9 +156,10 @@ def test_cli_run_through_serve_and_cached_rerun(tiny_vlm_dirs, tmp_path):
     served = []  # every answer the model finished, in order (serve generates in slices)
     generate_some = backend.generate_some
 
-    def recorded(*args, **kw):
-        out = generate_some(*args, **kw)
-        served.extend(g for g in out if isinstance(g, Generation))
+    def recorded(reqs, *args, **kw):
+        out = generate_some(reqs, *args, **kw)
+        # the one-token probe of the engine check at start is not a judge's answer
+        served.extend(g for r, g in zip(reqs, out) if isinstance(g, Generation) and r.settings.max_new_tokens > 1)
         return out
 
     backend.generate_some = recorded

@@ -601,9 +601,9 @@ def test_runs_leaderboard_formats_and_grouping(scenario):
     text = runner.invoke(app, ["runs", "leaderboard", run], catch_exceptions=False).stdout
     assert "detail_kept (edit quality, higher is better)" in text and "no-op flag: no_op: 8/8 edits unchanged" in text
     # any manifest column groups the leaderboard; a missing one is a clear error naming the columns there are
-    by = runner.invoke(app, ["runs", "leaderboard", run, "--by", "instruction", "--format", "json"], catch_exceptions=False)
+    by = runner.invoke(app, ["runs", "leaderboard", run, "--by", "edit_type", "--format", "json"], catch_exceptions=False)
     scopes = {t["scope"] for t in json.loads(by.stdout)["tables"]}
-    assert "type:Put a cat on the seat." in scopes
+    assert scopes == {"all", "type:add", "type:move", "type:replace"}
     bad = runner.invoke(app, ["runs", "leaderboard", run, "--by", "lighting"])
     assert bad.exit_code == 2 and "lighting" in bad.output and "edit_type" in bad.output
     assert runner.invoke(app, ["runs", "leaderboard", run, "--by", "model"]).exit_code == 2

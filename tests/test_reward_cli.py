@@ -149,8 +149,8 @@ def test_judge_in_both_orders_shows_position_bias(prepared, tmp_path):
 def test_score_endpoint_serves_reward_details(editscore_dirs):
     from fastapi.testclient import TestClient
 
-    from editlens.adiee.serve import score_app
     from editlens.metrics.registry import create_metric
+    from editlens.runner.score_server import score_app
 
     _, adapter = editscore_dirs["q25"]
     ev = create_metric("editscore", model=str(adapter), device="cpu", dtype="float32", max_new_tokens=16)

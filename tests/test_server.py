@@ -36,9 +36,9 @@ def test_http_backend_against_serve_matches_local(local_backend):
         remote = client.generate([_req(i) for i in range(6)])
         assert local_backend.calls - calls_before < 6  # concurrent requests were batched
     local = local_backend.generate([_req(i) for i in range(6)])
-    for r, l in zip(remote, local):
-        assert r.error is None and r.text == l.text
-        assert r.candidate_distribution(0) == pytest.approx(l.candidate_distribution(0), abs=1e-4)
+    for r, here in zip(remote, local):
+        assert r.error is None and r.text == here.text
+        assert r.candidate_distribution(0) == pytest.approx(here.candidate_distribution(0), abs=1e-4)
 
 
 def test_api_key_required(local_backend, monkeypatch):

@@ -15,5 +15,4 @@ Modules (one job each):
 * :mod:`~editlens.adiee.fast` – the fast feature scorer on frozen CLIP/DINOv2 embeddings.
 * :mod:`~editlens.adiee.evaluator` – registered evaluators ``adiee`` and ``adiee_fast``.
 * :mod:`~editlens.adiee.reward` – best-of-n, relabelling and a batch reward function.
-* :mod:`~editlens.adiee.serve` – the ``/v1/score`` HTTP router.
 """

@@ -41,9 +41,12 @@ def set_http_defaults(*, timeout: float | None = None, max_retries: int | None =
 def create_backend(ref: str, *, device: str = "auto", dtype: str = "auto", batch_size: int = 8,
                    cache: bool | str = True, http_model: str | None = None, api_key_env: str = "EDITLENS_API_KEY",
                    concurrency: int | None = None, models: dict[str, str] | None = None,
-                   timeout: float | None = None, max_retries: int | None = None) -> Any:
+                   timeout: float | None = None, max_retries: int | None = None, model_option: str = "--vlm-model",
+                   needs: Any = None, who: str = "this evaluator", engine_option: str = "--vlm") -> Any:
     """``cache``: True for the default cache file, a path, or False for none.
-    ``concurrency``, ``timeout``, ``max_retries``: HTTP only; ``None`` takes :data:`HTTP_DEFAULTS`."""
+    ``concurrency``, ``timeout``, ``max_retries``: HTTP only; ``None`` takes :data:`HTTP_DEFAULTS`.
+    ``needs`` (an :class:`~editlens.backends.engine.EngineNeeds`): behind a URL, what the caller ``who``
+    needs of the engine, checked once here (errors name ``engine_option`` and ``model_option``)."""
     http = {"concurrency": concurrency if concurrency is not None else HTTP_DEFAULTS["concurrency"],
             "timeout": timeout if timeout is not None else HTTP_DEFAULTS["timeout"],
             "max_retries": max_retries if max_retries is not None else HTTP_DEFAULTS["max_retries"]}
@@ -60,7 +63,7 @@ def create_backend(ref: str, *, device: str = "auto", dtype: str = "auto", batch
         if not local:
             from editlens.backends.http import OpenAIBackend
 
-            backend: Any = OpenAIBackend(ref, model=http_model, api_key_env=api_key_env, **http)
+            backend: Any = OpenAIBackend(ref, model=http_model, api_key_env=api_key_env, option=model_option, **http)
         else:
             from editlens.models.loader import load_model
 
@@ -71,4 +74,9 @@ def create_backend(ref: str, *, device: str = "auto", dtype: str = "auto", batch
 
     from editlens.models import pool
 
-    return pool.shared(key, load)
+    backend = pool.shared(key, load)
+    if needs is not None and not local:
+        from editlens.backends.engine import check_engine
+
+        check_engine(backend, needs, who, engine_option)
+    return backend

@@ -81,10 +81,50 @@ def qwen3_vl_processor(path: str) -> Any:
     return ImageOnlyQwen3VLProcessor(image_processor=ip, tokenizer=tok, chat_template=_read_chat_template(path))
 
 
+def family_from_name(name: str | None) -> str | None:
+    """The ``model_type`` a served model's name or path points to (engines
+    serve ``Qwen/Qwen2.5-VL-7B-Instruct`` under that name, or list it as the
+    ``root`` of another name), or ``None`` when it names no known family.
+
+    >>> family_from_name("Qwen/Qwen2.5-VL-7B-Instruct"), family_from_name("/models/qwen2-vl-2b")
+    ('qwen2_5_vl', 'qwen2_vl')
+    >>> family_from_name("Qwen/Qwen3-VL-8B-Instruct"), family_from_name("my-judge")
+    ('qwen3_vl', None)
+    """
+    import re
+
+    text = re.sub(r"[^a-z0-9]+", "", str(name or "").lower())
+    for key, model_type in (("qwen25vl", "qwen2_5_vl"), ("qwen3vl", "qwen3_vl"), ("qwen2vl", "qwen2_vl"),
+                            ("idefics3", "idefics3"), ("smolvlm", "smolvlm"), ("llavanext", "llava_next"),
+                            ("llavav16", "llava_next")):
+        if key in text:
+            return model_type
+    return None
+
+
 def box_convention(backend_description: dict[str, Any] | None) -> str:
-    """The box convention of the model a backend runs (its ``model_type``),
-    or :data:`DEFAULT_BOX_CONVENTION` when the family is unknown."""
+    """The box convention of the model a backend runs: its ``model_type``
+    (local backends), else the family its served name or ``root`` points to
+    (engines, see :func:`family_from_name`), else :data:`DEFAULT_BOX_CONVENTION`."""
     from editlens.models.registry import family_for
 
-    family = family_for(str((backend_description or {}).get("model_type")))
+    d = backend_description or {}
+    family = family_for(str(d.get("model_type")))
+    if family is None:
+        for name in (d.get("model"), *_served_names(d.get("served"))):
+            guessed = family_from_name(name)
+            if guessed is not None:
+                family = family_for(guessed)
+                break
     return family.boxes if family else DEFAULT_BOX_CONVENTION
+
+
+def _served_names(served: Any) -> list[str]:
+    """``root``/``parent`` of an engine's model entry (kept by the HTTP backend as JSON text)."""
+    if not served:
+        return []
+    try:
+        d = json.loads(served) if isinstance(served, str) else dict(served)
+    except (ValueError, TypeError):
+        return []
+    return [str(d[k]) for k in ("root", "parent") if d.get(k)]

@@ -30,7 +30,8 @@ class OpenAIBackend:
     name = "openai-http"
 
     def __init__(self, base_url: str, model: str | None = None, api_key_env: str = "EDITLENS_API_KEY",
-                 concurrency: int = 8, timeout: float = 120.0, max_retries: int = 5, backoff: float = 0.5) -> None:
+                 concurrency: int = 8, timeout: float = 120.0, max_retries: int = 5, backoff: float = 0.5,
+                 option: str = "--vlm-model") -> None:
         self.base_url = base_url.rstrip("/")
         self.api_key = os.environ.get(api_key_env) or None
         self.api_key_env = api_key_env
@@ -50,6 +51,11 @@ class OpenAIBackend:
                 raise ModelUnavailableError(f"{self.base_url}/models lists no model; name the model the server "
                                             "serves with --vlm-model NAME (Python: vlm_model=...)")
             model = ids[0]
+        elif ids and model not in ids and not any(str(model).startswith(f"{i}:") for i in ids):
+            # at start, not as an HTTP 404 on every row (SGLang names an adapter BASE:ADAPTER, unlisted)
+            raise ModelUnavailableError(f"{self.base_url} does not serve a model named {model!r}; it serves "
+                                        f"{', '.join(repr(i) for i in ids)}: set the name with {option} (vLLM serves "
+                                        "a LoRA adapter under the name given in --lora-modules NAME=DIR)")
         self.model_id = str(model)
         entry = next((m for m in info if m.get("id") == model), {})
         self.extensions = entry.get("owned_by") == "editlens"
@@ -98,8 +104,11 @@ class OpenAIBackend:
     def provenance(self) -> dict[str, Any]:
         """What the run manifest pins (never part of result identity): the URL, the served
         model name and the server's whole ``/v1/models`` answer."""
-        return {"backend": self.name, "url": self.base_url, "served_model": self.model_id,
-                "models_answer": self.models_answer}
+        out = {"backend": self.name, "url": self.base_url, "served_model": self.model_id,
+               "models_answer": self.models_answer}
+        if getattr(self, "capabilities", None):
+            out["capabilities"] = self.capabilities  # what the check at start found (editlens.backends.engine)
+        return out
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
         if not requests:

@@ -127,7 +127,8 @@ class TransformersBackend:
                     content.append({"type": "image"})
                     images.append(Image.fromarray(p))
             conv.append({"role": m.role, "content": content})
-        text = self.processor.apply_chat_template(conv, add_generation_prompt=True, tokenize=False)
+        text = self.processor.apply_chat_template(conv, add_generation_prompt=req.add_generation_prompt,
+                                                  tokenize=False)
         return text, images
 
     def _candidate_ids(self, cand: str, others: tuple[str, ...] = ()) -> list[int]:
@@ -201,7 +202,7 @@ class TransformersBackend:
         return self._max_token_chars
 
     def _steps(self, logits: tuple[torch.Tensor, ...], row: int, ids: list[int], candidates: tuple[str, ...],
-               top_k: int) -> list[TokenStep]:
+               top_k: int, asked: tuple[int, ...] = ()) -> list[TokenStep]:
         steps = []
         for j, tok in enumerate(ids):
             lp = torch.log_softmax(logits[j][row].float(), dim=-1)
@@ -212,7 +213,9 @@ class TransformersBackend:
                 vals, inds = lp.topk(top_k)
                 top = [(self.tokenizer.decode([int(i)]), float(v)) for v, i in zip(vals, inds)]
             lpv = float(lp[tok])
-            steps.append(TokenStep(self.tokenizer.decode([tok]), lpv if math.isfinite(lpv) else None, cands, top))
+            vocab = lp.shape[-1]
+            ids = {int(t): float(lp[t]) for t in asked if 0 <= int(t) < vocab and math.isfinite(float(lp[t]))}
+            steps.append(TokenStep(self.tokenizer.decode([tok]), lpv if math.isfinite(lpv) else None, cands, top, ids))
         return steps
 
 

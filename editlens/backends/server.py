@@ -33,7 +33,7 @@ import secrets
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Sequence
+from typing import Any, AsyncIterator, Mapping, Sequence
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -231,7 +231,9 @@ def _usage(gen: Generation, prompt_tokens: int | None) -> dict[str, int] | None:
 def _logprobs_json(gen: Generation, req: ChatRequest) -> dict[str, Any]:
     return {"content": [{"token": s.token, "logprob": s.logprob,
                          "top_logprobs": [{"token": tok, "logprob": lp} for tok, lp in s.top],
-                         **({"candidates": s.candidates} if req.candidates else {})} for s in gen.steps or []]}
+                         **({"candidates": s.candidates} if req.candidates else {}),
+                         **({"token_logprobs": {str(k): v for k, v in s.ids.items()}} if req.logprob_tokens else {})}
+                        for s in gen.steps or []]}
 
 
 def completion_json(gen: Generation, model: str, req: ChatRequest, want_logprobs: bool,
@@ -331,28 +333,44 @@ async def _disconnected(request: Request) -> None:
 
 def build_app(backend: Any, model_name: str, api_key: str | None = None, max_image_bytes: int = 20 * 1024 * 1024,
               max_batch: int = 8, batch_window_ms: float = 10.0, limits: ServeLimits | None = None,
-              routers: Sequence[Any] = (), slice_ms: float = 20.0) -> Any:
+              routers: Sequence[Any] = (), slice_ms: float = 20.0, adapters: Mapping[str, Any] | None = None,
+              max_images: int | None = None) -> Any:
     """The ASGI app of ``editlens serve``.
 
     ``routers``: extra ``fastapi.APIRouter`` objects to include (more endpoints
     sharing the same backend, auth and access log). ``slice_ms``: least time
     a batch runs before yielding to a shorter request (see
-    :mod:`editlens.backends.scheduler`).
+    :mod:`editlens.backends.scheduler`). ``adapters``: more served model
+    names, each a local backend running a LoRA adapter of the base
+    (:func:`editlens.backends.engine_api.load_adapter`). ``max_images``:
+    images one prompt may carry (vLLM's ``--limit-mm-per-prompt``).
     """
+    from editlens.backends import engine_api
+
     limits = limits or ServeLimits(max_image_bytes=max_image_bytes)
     max_image_bytes = limits.max_image_bytes
     batcher = Batcher(backend, max_batch, batch_window_ms, slice_ms=slice_ms)
+    # each adapter runs on its own scheduler: one batch is one model's
+    batchers = {model_name: batcher, **{name: Batcher(b, max_batch, batch_window_ms, slice_ms=slice_ms)
+                                        for name, b in (adapters or {}).items()}}
     count_tokens = getattr(backend, "count_prompt_tokens", None)
+    max_model_len = limits.max_prompt_tokens + limits.max_tokens
+    tokenizer = getattr(backend, "tokenizer", None)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
-        batcher.close()
+        for b in batchers.values():
+            b.close()
 
     app = FastAPI(title="editlens serve", lifespan=lifespan)
     app.state.batcher = batcher
+    app.state.batchers = batchers
     app.state.backend = backend
     app.state.limits = limits
+    if tokenizer is not None:
+        app.include_router(engine_api.tokenizer_router(
+            lambda name: tokenizer if name in (None, *batchers) else None, max_model_len))
 
     def error(status: int, message: str, kind: str = "invalid_request_error", close: bool = False) -> JSONResponse:
         headers = {"Connection": "close"} if close else None
@@ -360,7 +378,8 @@ def build_app(backend: Any, model_name: str, api_key: str | None = None, max_ima
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        return {"object": "list", "data": [{"id": model_name, "object": "model", "owned_by": "editlens"}]}
+        paths = {name: getattr(b, "adapter", {}).get("path", name) for name, b in (adapters or {}).items()}
+        return {"object": "list", "data": engine_api.model_entries(model_name, paths, max_model_len)}
 
     body_limit = max_image_bytes * 4 + 1024 * 1024
 
@@ -406,8 +425,17 @@ def build_app(backend: Any, model_name: str, api_key: str | None = None, max_ima
             return error(exc.status, exc.message)
         except RecursionError:
             return error(400, "request body is nested too deeply")
-        if body.get("model") not in (None, model_name):
-            return error(404, f"model {_shown(body.get('model'))} is not served here; this server serves {model_name!r}")
+        if body.get("model") not in (None, *batchers):
+            return error(404, f"model {_shown(body.get('model'))} is not served here; this server serves "
+                              f"{', '.join(repr(n) for n in batchers)}")
+        try:
+            req = engine_api.apply_engine_fields(body, req, len(tokenizer) if tokenizer is not None else None)
+        except engine_api.FieldError as exc:
+            return error(400, str(exc))
+        too_many = engine_api.image_limit_error(req, max_images)
+        if too_many:
+            return error(400, too_many)
+        served = batchers[body.get("model") or model_name]
         try:
             n_prompt = await prompt_tokens(req)
         except BadRequest as exc:
@@ -415,9 +443,9 @@ def build_app(backend: Any, model_name: str, api_key: str | None = None, max_ima
         want_logprobs = bool(body.get("logprobs"))
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            return StreamingResponse(_stream(req, n_prompt, want_logprobs, include_usage),
+            return StreamingResponse(_stream(req, n_prompt, want_logprobs, include_usage, served),
                                      media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
-        job = batcher.enqueue(req, limits.request_timeout, n_prompt)
+        job = served.enqueue(req, limits.request_timeout, n_prompt)
         answer = asyncio.ensure_future(asyncio.wrap_future(job.fut))
         gone = asyncio.ensure_future(_disconnected(request))
         try:
@@ -442,7 +470,7 @@ def build_app(backend: Any, model_name: str, api_key: str | None = None, max_ima
         return completion_json(gen, model_name, req, want_logprobs, n_prompt)
 
     async def _stream(req: ChatRequest, n_prompt: int | None, want_logprobs: bool,
-                      include_usage: bool) -> AsyncIterator[str]:
+                      include_usage: bool, served: Any = batcher) -> AsyncIterator[str]:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
         ident, created = "chatcmpl-" + secrets.token_hex(8), int(time.time())
@@ -455,7 +483,7 @@ def build_app(backend: Any, model_name: str, api_key: str | None = None, max_ima
         def on_text(k: int, delta: str) -> None:  # the model thread, token by token
             loop.call_soon_threadsafe(queue.put_nowait, (k, delta))
 
-        job = batcher.enqueue(req, limits.request_timeout, n_prompt, on_text)
+        job = served.enqueue(req, limits.request_timeout, n_prompt, on_text)
         job.fut.add_done_callback(lambda _: loop.call_soon_threadsafe(queue.put_nowait, None))
         sent = [""] * req.settings.n
         deadline = loop.time() + limits.request_timeout

@@ -106,11 +106,12 @@ def serve_app(app: Any, host: str, port: int, banner: Callable[[str], str] = str
         log.propagate = False
     sock = bind(host, port)
     bound = sock.getsockname()[1]
-    batcher = getattr(app.state, "batcher", None)
+    batchers = list((getattr(app.state, "batchers", None) or {}).values()) or \
+        [b for b in [getattr(app.state, "batcher", None)] if b is not None]
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
-            if batcher is not None:
+            for batcher in batchers:
                 batcher.close()  # stop generating now, not after the answer in flight
             super().handle_exit(sig, frame)
 

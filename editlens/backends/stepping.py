@@ -148,7 +148,8 @@ def generate_some(be: Any, reqs: Sequence[ChatRequest], states: Sequence[Paused 
     """
     control = control or Control()
     settings, candidates = reqs[0].settings, reqs[0].candidates
-    want_steps = bool(candidates) or settings.top_logprobs > 0
+    want_steps = bool(candidates) or settings.top_logprobs > 0 or any(r.logprob_tokens for r in reqs)
+    asked = [tuple(r.logprob_tokens) for r in reqs]
     work = [s if s is not None else _fresh(r, want_steps, be.device) for r, s in zip(reqs, states)]
     groups = {id(st.group) for st in work if st.group is not None}
     if groups and (len(groups) > 1 or any(st.group is None for st in work)):
@@ -161,13 +162,13 @@ def generate_some(be: Any, reqs: Sequence[ChatRequest], states: Sequence[Paused 
             for b, (i, _) in enumerate(live):
                 if work[i].prompt_tokens is None:
                     work[i].prompt_tokens = int(inputs["attention_mask"][b].sum())
-            _run_slice(be, work, inputs, None, live, settings, candidates, want_steps, control)
+            _run_slice(be, work, inputs, None, live, settings, candidates, want_steps, control, asked)
     else:
         index = {id(st): i for i, st in enumerate(work)}
         keep = [b for b, (owner, row) in enumerate(group.members) if owner in index and row.finish is None]
         live = [(index[group.members[b][0]], group.members[b][1]) for b in keep]
         if live:
-            _run_slice(be, work, None, (group, keep), live, settings, candidates, want_steps, control)
+            _run_slice(be, work, None, (group, keep), live, settings, candidates, want_steps, control, asked)
     out: list[Generation | Paused] = []
     for st in work:
         if any(row.finish is None for row in st.rows):
@@ -240,7 +241,7 @@ def _generation(be: Any, st: Paused, n: int) -> Generation:
 
 def _run_slice(be: Any, work: list[Paused], inputs: dict[str, Any] | None, resume: tuple[Group, list[int]] | None,
                live: list[tuple[int, Row]], settings: Any, candidates: tuple[str, ...], want_steps: bool,
-               control: Control) -> None:
+               control: Control, asked: Sequence[tuple[int, ...]] = ()) -> None:
     import numpy as np
     from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
@@ -255,6 +256,8 @@ def _run_slice(be: Any, work: list[Paused], inputs: dict[str, Any] | None, resum
         prompt = _per_token(inputs)
     start = inputs["input_ids"].shape[1]
     eos = set(np.atleast_1d(be.model.generation_config.eos_token_id or []).tolist()) | {be.tokenizer.pad_token_id}
+    # Idefics3 ends a turn with <end_of_utterance>, which its generation config may not list
+    eos |= {be.tokenizer.get_vocab().get("<end_of_utterance>")} - {None}
     stopped_at: dict[int, int] = {}  # row -> tokens of this slice that count, when stopped here
     ended: set[int] = set()
     cancelled_rows: set[int] = set()
@@ -264,6 +267,8 @@ def _run_slice(be: Any, work: list[Paused], inputs: dict[str, Any] | None, resum
     # extra sampling settings a backend may carry (EditScore's release samples with top-p and top-k)
     extra = getattr(be, "sampling", None) or {}
     top_k, top_p = int(extra.get("top_k") or 0), float(extra.get("top_p") or 1.0)
+    if settings.top_k or settings.top_p < 1.0:  # asked for by the request (engine clients send them as fields)
+        top_k, top_p = settings.top_k, settings.top_p
 
     class Sampler(LogitsProcessor):
         """Each sampled row draws from its own generator; the drawn token is
@@ -333,6 +338,7 @@ def _run_slice(be: Any, work: list[Paused], inputs: dict[str, Any] | None, resum
             logits_processor=LogitsProcessorList([Sampler()]) if sampled else None,
             stopping_criteria=StoppingCriteriaList([Steer()]), return_dict_in_generate=True,
             output_logits=want_steps, pad_token_id=be.tokenizer.pad_token_id,
+            repetition_penalty=settings.repetition_penalty if settings.repetition_penalty != 1.0 else None,
         )
         state = _model_state(be.model)
     new = gen.sequences[:, start:].tolist()
@@ -343,7 +349,8 @@ def _run_slice(be: Any, work: list[Paused], inputs: dict[str, Any] | None, resum
         got = ids[: limit if cut is None else cut]
         if row.steps is not None and want_steps:
             with _text_lock(be):
-                row.steps += be._steps(gen.logits, b, got, candidates, settings.top_logprobs)
+                row.steps += be._steps(gen.logits, b, got, candidates, settings.top_logprobs,
+                                       asked[i] if i < len(asked) else ())
         row.ids += got
         if cut is not None:
             row.finish = "stop"

@@ -57,6 +57,11 @@ class GenerationSettings:
     n: int = 1
     seed: int | None = None
     top_logprobs: int = 0  # also return the k most likely tokens at each step
+    #: sampling and decoding knobs engines take as request fields (vLLM/SGLang: ``top_k``, ``top_p``,
+    #: ``repetition_penalty``); at their defaults they are left out of requests and cache keys
+    top_k: int = 0
+    top_p: float = 1.0
+    repetition_penalty: float = 1.0
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
@@ -78,6 +83,12 @@ class ChatRequest:
     messages: list[Message]
     settings: GenerationSettings = field(default_factory=GenerationSettings)
     candidates: tuple[str, ...] = ()
+    #: ``False``: the conversation is rendered without the assistant turn's opening (DICE's coherence
+    #: estimator was trained so); vLLM and SGLang take the same request field
+    add_generation_prompt: bool = True
+    #: token ids whose log-probability the caller wants at every step (editlens servers answer them exactly;
+    #: other engines only through ``top_logprobs``)
+    logprob_tokens: tuple[int, ...] = ()
 
     @property
     def images(self) -> list[np.ndarray]:
@@ -85,12 +96,27 @@ class ChatRequest:
 
     def cache_payload(self) -> dict[str, Any]:
         """The request with images replaced by content hashes (for cache keys)."""
-        return {
+        out = {
             "messages": [{"role": m.role, "parts": [p if isinstance(p, str) else {"image": image_hash(p)} for p in m.parts]}
                          for m in self.messages],
-            "settings": asdict(self.settings),
+            "settings": settings_payload(self.settings),
             "candidates": list(self.candidates),
         }
+        if not self.add_generation_prompt:
+            out["add_generation_prompt"] = False
+        if self.logprob_tokens:
+            out["logprob_tokens"] = list(self.logprob_tokens)
+        return out
+
+
+#: settings added after cache keys existed: at these values they are left out of keys (old rows stay valid)
+_LATER_SETTINGS = {"top_k": 0, "top_p": 1.0, "repetition_penalty": 1.0}
+
+
+def settings_payload(settings: GenerationSettings) -> dict[str, Any]:
+    """The settings as a dict, the later knobs only where they differ from their defaults."""
+    d = asdict(settings)
+    return {k: v for k, v in d.items() if not (k in _LATER_SETTINGS and v == _LATER_SETTINGS[k])}
 
 
 @dataclass
@@ -102,6 +128,8 @@ class TokenStep:
     logprob: float | None
     candidates: dict[str, float | None] = field(default_factory=dict)
     top: list[tuple[str, float]] = field(default_factory=list)
+    #: token id -> log-probability of the ids a request asked for (:attr:`ChatRequest.logprob_tokens`)
+    ids: dict[int, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -165,7 +193,9 @@ class Generation:
         return cls(
             text=d.get("text"),
             steps=None if steps is None else [TokenStep(s["token"], s["logprob"], dict(s.get("candidates") or {}),
-                                                        [tuple(t) for t in s.get("top") or []]) for s in steps],
+                                                        [tuple(t) for t in s.get("top") or []],
+                                                        {int(k): v for k, v in (s.get("ids") or {}).items()})
+                                              for s in steps],
             finish_reason=d.get("finish_reason"), refusal=d.get("refusal"), error=d.get("error"),
             samples=list(d.get("samples") or []),
         )

@@ -31,11 +31,25 @@ def request_body(req: ChatRequest, model: str, extensions: bool) -> dict[str, An
                             "max_tokens": s.max_new_tokens, "temperature": s.temperature, "n": s.n}
     if s.seed is not None:
         body["seed"] = s.seed
+    # vLLM and SGLang read these as request fields (OpenAI's API has top_p only)
+    if s.top_k:
+        body["top_k"] = s.top_k
+    if s.top_p < 1.0:
+        body["top_p"] = s.top_p
+    if s.repetition_penalty != 1.0:
+        body["repetition_penalty"] = s.repetition_penalty
+    if not req.add_generation_prompt:
+        body["add_generation_prompt"] = False
     if req.candidates or s.top_logprobs:
         body["logprobs"] = True
         body["top_logprobs"] = max(s.top_logprobs, 20 if req.candidates else 0)
         if extensions and req.candidates:
             body["candidates"] = list(req.candidates)  # editlens servers return their exact log-probabilities
+    if req.logprob_tokens:
+        body["logprobs"] = True
+        body["top_logprobs"] = max(body.get("top_logprobs", 0), 20)
+        if extensions:
+            body["logprob_tokens"] = list(req.logprob_tokens)
     return body
 
 
@@ -82,8 +96,13 @@ def parse_response(data: Any, candidates: tuple[str, ...]) -> Generation:
             cands = e.get("candidates")
             if not isinstance(cands, dict):
                 cands = _candidates_from_top(top, candidates)
-            steps.append(TokenStep(str(e.get("token", "")), e.get("logprob"), dict(cands),
-                                   [(t.get("token", ""), t.get("logprob")) for t in top]))
+            step = TokenStep(str(e.get("token", "")), e.get("logprob"), dict(cands),
+                             [(t.get("token", ""), t.get("logprob")) for t in top])
+            exact = e.get("token_logprobs")  # editlens servers: the asked-for token ids' log-probabilities
+            if isinstance(exact, dict):
+                step.ids = {int(k): float(v) for k, v in exact.items() if str(k).lstrip("-").isdigit()
+                            and _is_finite_number(v)}
+            steps.append(step)
     samples = [(((c.get("message") if isinstance(c.get("message"), dict) else {}) or {}).get("content") or "")
                for c in choices] if len(choices) > 1 else []
     if text is not None and not isinstance(text, str):
@@ -97,6 +116,10 @@ def parse_response(data: Any, candidates: tuple[str, ...]) -> Generation:
         why = "null content" if text is None else "empty content"
         return Generation(None, error=f"{why} with finish_reason {finish!r} ({str(data)[:120]})")
     return Generation(text, steps, finish, refusal=refusal, samples=samples)
+
+
+def _is_finite_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _json_kind(value: Any) -> str:

@@ -210,21 +210,14 @@ def pairwise_eval_cmd(human: Path = typer.Option(..., "--human", help="JSONL {id
                       metric: Optional[str] = typer.Option(None, "--metric"),
                       json_out: bool = typer.Option(False, "--json")) -> None:
     """Pairwise accuracy of the released rule (round(score/5)) beside accuracy-with-ties calibration."""
-    from editlens.adiee.reward import pairwise_type
-    from editlens.meta import benchmarks as B
-    from editlens.meta.reports import pairwise_report
+    from editlens.bench.registry import get
 
-    rep = pairwise_report(human, predictions, metric)
-    pairs = B.load_pairwise_human(human)
-    scores, _, _ = B.load_predictions(predictions, metric)
-    usable = [p for p in pairs if p["a"] in scores and p["b"] in scores]
-    hits = sum(pairwise_type(scores[p["a"]], scores[p["b"]]) == p["label"] for p in usable)
-    out = {"released_rule_accuracy": hits / len(usable) if usable else None, "n": len(usable),
-           "accuracy_with_ties": rep}
+    out = get("aurora").run_protocol("adiee-released-rule", human=human, predictions=predictions, metric=metric)
+    rep = out["accuracy_with_ties"]
     if json_out:
         emit_json(out)
         return
-    typer.echo(f"released rule (type = round(score/5)) accuracy {out['released_rule_accuracy']:.4f} over {len(usable)} pairs")
+    typer.echo(f"released rule (type = round(score/5)) accuracy {out['released_rule_accuracy']:.4f} over {out['n']} pairs")
     typer.echo(f"accuracy with tie calibration {rep['accuracy']:.4f} (threshold {rep['threshold']:.4g})")
 
 

@@ -9,6 +9,7 @@ from typing import List, Optional
 import typer
 
 from editlens.cli.common import EXIT_FAILED, EXIT_SIGNAL_BASE, emit_json, guarded, parse_models, split_names
+from editlens.cli.inputs import EditsOpt, EditsPatternOpt, ImageRootOpt, SplitOpt, read_input
 from editlens.cli.options import (AllowFailuresOpt, CacheOpt, CalibrationOpt, CaptionsOpt, ConcurrencyOpt, DeviceOpt,
                                    DtypeOpt, JudgeOpt, MinSamplesOpt, ModelOpt, OptionOpt, RetriesOpt, SamplesOpt, TemperatureOpt, TemplateOpt, TimeoutOpt,
                                    VlmModelOpt, VlmOpt, extra_metrics, http_settings, vlm_options)
@@ -139,7 +140,8 @@ def _print_scores(report) -> None:  # type: ignore[no-untyped-def]
 @app.command("run")
 @guarded
 def run_cmd(
-    manifest: Path = typer.Argument(..., help="Manifest of edits (.jsonl or .csv)."),
+    manifest: Path = typer.Argument(..., help="Manifest of edits: .jsonl, .csv, .json, parquet/arrow file or folder, "
+                                    "or a `datasets` folder (images embedded or as paths)."),
     out: Path = typer.Option(..., "--out", help="Run directory (created; rerun to resume)."),
     metrics: Optional[str] = typer.Option(None, "--metrics", help="Comma-separated metric names (default: all available)."),
     batch_size: int = typer.Option(16, "--batch-size", min=1),
@@ -179,6 +181,10 @@ def run_cmd(
     clip_boxes: bool = typer.Option(False, "--clip-boxes", help="Clip boxes that reach past their image to it "
                                     "(default: such a row is invalid)."),
     encoding: str = typer.Option("utf-8", "--encoding", help="Text encoding of the manifest (e.g. latin-1)."),
+    split: Optional[str] = SplitOpt,
+    edits: Optional[Path] = EditsOpt,
+    edits_pattern: Optional[str] = EditsPatternOpt,
+    image_root: Optional[Path] = ImageRootOpt,
     timeout: Optional[float] = TimeoutOpt,
     max_retries: Optional[int] = RetriesOpt,
     concurrency: Optional[int] = ConcurrencyOpt,
@@ -193,15 +199,13 @@ def run_cmd(
     """
     http_settings(timeout, max_retries, concurrency)
     from editlens.core.images import ImageLoadOptions
-    from editlens.data.manifest import read_manifest
     from editlens.runner.run import run_evaluation
     from editlens.runner.selection import parse_options, select_metrics
     from editlens.runner.store import ResultsStore, export as export_rows
 
-    report = read_manifest(manifest, skip_invalid=skip_invalid, columns=columns, encoding=encoding,
-                           delimiter=delimiter, clip_boxes=clip_boxes)
-    for line, reason in report.problems:
-        typer.echo(f"skipped {manifest}:{line}: {reason}", err=True)
+    report, inputs = read_input(manifest, skip_invalid=skip_invalid, columns=columns, encoding=encoding,
+                                delimiter=delimiter, clip_boxes=clip_boxes, split=split, edits=edits,
+                                edits_pattern=edits_pattern, image_root=image_root)
     sel = select_metrics(split_names(metrics), extra=extra_metrics(judge, captions, dice), models=parse_models(model),
                          options=parse_options(option or []), device=device, dtype=dtype,
                          with_reference=any(s.reference is not None for s in report.samples),
@@ -226,16 +230,14 @@ def run_cmd(
         image_options=image_options, executor=runner_executor,
         retry_failed=retry_failed, retry_unscored=retry_unscored, wait=wait, calibration=calibration,
         command=sys.argv, device=device, dtype=dtype,
-        extra_manifest={"manifest": str(manifest.resolve()), "skipped_rows": len(report.problems),
-                        # the reasons, for the report's header (capped: a broken file can have thousands)
-                        "skipped_row_reasons": [[line, reason] for line, reason in report.problems[:500]],
-                        "skipped_metrics": dict(sel.skipped)},
+        extra_manifest={**inputs, "skipped_metrics": dict(sel.skipped)},
     )
     if export:
         store = ResultsStore(out)
         rows = [r for r in store.rows() if r["evaluator"] in {m.name for m in sel.metrics}]
+        cols = {s.id: s.columns() for s in report.samples}  # every extra column of the manifest, beside the scores
         for fmt in export.split(","):
-            typer.echo(f"exported {export_rows(rows, out / f'results_long.{fmt.strip()}')}", err=True)
+            typer.echo(f"exported {export_rows(rows, out / f'results_long.{fmt.strip()}', columns=cols)}", err=True)
         store.close()
     s = result.summary
     typer.echo(f"{s['samples']} samples: {result.computed} results computed, {result.reused} reused "
@@ -267,7 +269,10 @@ def compare_cmd(
     edited_b: Optional[Path] = typer.Option(None, "--edited-b"),
     instruction: Optional[str] = typer.Option(None, "--instruction"),
     pairs: Optional[Path] = typer.Option(None, "--pairs", help="Many pairs: JSONL {id, source, edited_a, edited_b, "
-                                         "instruction} (e.g. pairs.jsonl of `editlens meta-eval prepare`)."),
+                                         "instruction} (e.g. pairs.jsonl of `editlens meta-eval prepare`), or a "
+                                         "parquet/arrow/datasets/JSON input with those columns (see --columns)."),
+    columns: Optional[str] = typer.Option(None, "--columns", help="With --pairs: map the file's columns, e.g. "
+                                          "source=input_image,edited_a=output_images[0],edited_b=output_images[1]."),
     out: Optional[Path] = typer.Option(None, "--out", help="With --pairs: write one verdict per line to this JSONL."),
     mmrb2_out: Optional[Path] = typer.Option(None, "--mmrb2-out", help="With --pairs: also write MMRB2's judgement "
                                              "file ({id: {forward, reverse}}) for its compute_accuracy.py."),
@@ -313,7 +318,7 @@ def compare_cmd(
     else:
         if any(v is not None for v in single):
             raise typer.BadParameter("--pairs replaces --source/--edited-a/--edited-b/--instruction")
-        items = C.read_pairs(pairs)
+        items = C.read_pairs(pairs, columns)
     if (out or mmrb2_out) and pairs is None:
         raise typer.BadParameter("--out and --mmrb2-out go with --pairs")
     if metric:

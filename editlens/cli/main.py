@@ -28,6 +28,7 @@ COMMAND_GROUPS: tuple[tuple[str, str, str | None], ...] = (
     ("editlens.cli.adiee_commands", "adiee_app", "adiee"),
     ("editlens.cli.twoframe_commands", "twoframe_app", "twoframe"),
     ("editlens.cli.meta_commands", "meta_app", "meta-eval"),
+    ("editlens.cli.bench_commands", "bench_app", "bench"),
     ("editlens.cli.dice_commands", "legacy_app", None),   # dice-train, dice-rank, ... (hidden aliases)
 )
 

@@ -101,11 +101,14 @@ def pointwise(human: Path = typer.Option(..., "--human", help="JSONL {id, model,
                                            "ADIEE's release; the per-model mean beside it), aurora-per-model "
                                            "(mean of per-model Spearman), official, fisher, mean."),
               n_boot: int = typer.Option(1000, "--n-boot"), seed: int = typer.Option(0, "--seed"),
+              by: Optional[str] = typer.Option(None, "--by", help="Also break the agreement down by a field of the "
+                                               "human file or the predictions (results.jsonl keeps every manifest "
+                                               "column, e.g. task_type, instruction_language)."),
               json_out: bool = JsonOpt, report: Optional[Path] = ReportOpt) -> None:
     """Point-wise agreement (AURORA-Bench style) with CIs and system-level tau."""
     from editlens.meta.reports import pointwise_report
 
-    rep = pointwise_report(human, predictions, metric, protocol, n_boot, seed)
+    rep = pointwise_report(human, predictions, metric, protocol, n_boot, seed, by=by)
     rep["evaluated"] = _evaluated(predictions=predictions, metric=metric, human=human)
     if report is not None:
         from editlens.reporting.meta_html import pointwise_points
@@ -126,6 +129,10 @@ def pointwise(human: Path = typer.Option(..., "--human", help="JSONL {id, model,
     for m, c in rep["overall"].items():
         typer.echo(f"  {m:<8} {c['value']:.4f}  95% CI [{c['ci95'][0]:.4f}, {c['ci95'][1]:.4f}]")
     typer.echo(f"  system-level Kendall tau {rep['system_level']['kendall_tau']:.4f}")
+    if rep.get("by_column"):
+        typer.echo(f"  by {rep['by_column']['column']}:")
+        for g, v in rep["by_column"]["groups"].items():
+            typer.echo(f"    {g:<24} n={v['n']:<5} Spearman {_f(v['spearman']['value'])}")
     _echo_trust(rep)
 
 
@@ -212,10 +219,9 @@ def editscore_bench_cmd(bench: Path = BenchOpt, predictions: Path = typer.Option
                         metric: Optional[str] = MetricOpt, json_out: bool = JsonOpt,
                         report: Optional[Path] = ReportOpt) -> None:
     """EditScore's EditReward-Bench: pairwise accuracy per subtask and dimension, the 13-subtask average and 4 groups."""
-    from editlens.meta import rewardbench as R
+    from editlens.bench.registry import get
 
-    rep = R.editscore_bench_report(R.load_benchmark("editscore-bench", bench), R.load_results(predictions, metric),
-                                   metric or "score")
+    rep = get("editscore-bench").run_protocol("editscore", bench=bench, predictions=predictions, metric=metric)
     rep["evaluated"] = _evaluated(predictions=predictions, metric=metric, human=bench)
     _write_report(report, rep, "EditScore EditReward-Bench")
     if json_out:
@@ -234,10 +240,9 @@ def editreward_bench_cmd(bench: Path = BenchOpt, predictions: Path = typer.Optio
                          metric: Optional[str] = MetricOpt, json_out: bool = JsonOpt,
                          report: Optional[Path] = ReportOpt) -> None:
     """TIGER-Lab's EditReward-Bench: 2-way tie-calibrated accuracy, 3/4-way C/(C+D), strict group accuracy."""
-    from editlens.meta import rewardbench as R
+    from editlens.bench.registry import get
 
-    scores = R.scored_values(R.load_results(predictions, metric))
-    rep = R.editreward_bench_report(R.load_benchmark("editreward-bench", bench), scores, metric or "score")
+    rep = get("editreward-bench").run_protocol("editreward", bench=bench, predictions=predictions, metric=metric)
     rep["evaluated"] = _evaluated(predictions=predictions, metric=metric, human=bench)
     _write_report(report, rep, "TIGER-Lab EditReward-Bench")
     if json_out:
@@ -258,15 +263,12 @@ def mmrb2_cmd(bench: Path = BenchOpt, predictions: Optional[Path] = PredOpt, met
               multi_input: str = typer.Option("skip", "--multi-input", help="skip or first (see meta-eval prepare)."),
               json_out: bool = JsonOpt, report: Optional[Path] = ReportOpt) -> None:
     """MMRB2 image editing: accuracy over both presentation orders, per order, and their consistency."""
-    from editlens.meta import rewardbench as R
+    from editlens.bench.registry import get
 
     if (predictions is None) == (verdicts is None):
         raise typer.BadParameter("give exactly one of --predictions (a point-wise evaluator) or --verdicts (a pairwise judge)")
-    b = R.load_benchmark("mmrb2", bench, multi_input=multi_input)
-    if predictions is not None:
-        rep = R.mmrb2_report(b, scores=R.scored_values(R.load_results(predictions, metric)), metric=metric)
-    else:
-        rep = R.mmrb2_report(b, verdicts=R.load_verdicts(verdicts), metric="pairwise judge")
+    rep = get("mmrb2").run_protocol("mmrb2", bench=bench, predictions=predictions, verdicts=verdicts, metric=metric,
+                                    multi_input=multi_input)
     rep["evaluated"] = _evaluated(predictions=predictions, metric=metric, verdicts=verdicts, human=bench)
     _write_report(report, rep, "MMRB2 image editing")
     if json_out:

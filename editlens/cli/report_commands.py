@@ -34,13 +34,15 @@ def report_cmd(
                                "(into OUT's folder as <name>_images/, linked relatively: move both together), link "
                                "(relative links to the originals, '../' included: this machine only), none (thumbnails "
                                "only), or auto (embed up to 32 MB in all, else copy). Only link writes local paths."),
+    by: Optional[str] = typer.Option(None, "--by", help="Manifest column whose values group the leaderboards "
+                                     "(default edit_type; e.g. task_type, instruction_language, model)."),
 ) -> None:
     """Write a self-contained HTML report of a run: leaderboard, editor comparison, images with boxes, verdicts,
     scores, tables, plots."""
     from editlens.reporting.html import write_run_report
 
     path = write_run_report(run_dir, out, manifest=manifest, human=human, meta_eval=meta_eval or [],
-                            thumb_size=thumb_size, seed=seed, images=images)
+                            thumb_size=thumb_size, seed=seed, images=images, by=by)
     copied = path.parent / f"{path.stem}_images"
     also = f"; full-size images in {copied}/ (keep it beside the report)" if images in ("auto", "copy") and copied.is_dir() else ""
     typer.echo(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB){also}; open it in a browser")
@@ -55,6 +57,8 @@ def view_cmd(
     human: Optional[Path] = HumanOpt,
     thumb_size: Optional[int] = ThumbOpt,
     open_browser: bool = typer.Option(False, "--open", help="Also open it in the default browser."),
+    by: Optional[str] = typer.Option(None, "--by", help="Manifest column whose values group the leaderboards "
+                                     "(default edit_type)."),
 ) -> None:
     """Serve a run's report on 127.0.0.1 (this machine only) and print its URL; Ctrl-C stops.
 
@@ -62,7 +66,7 @@ def view_cmd(
     """
     from editlens.reporting.serve import ReportServer
 
-    server = ReportServer(run_dir, port=port, manifest=manifest, human=human, thumb_size=thumb_size)
+    server = ReportServer(run_dir, port=port, manifest=manifest, human=human, thumb_size=thumb_size, by=by)
     typer.echo(f"serving the report of {run_dir} at {server.url}  (Ctrl-C to stop)", err=False)
     if open_browser:
         import webbrowser

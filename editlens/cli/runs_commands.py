@@ -44,9 +44,11 @@ def runs_failures(run_dir: Path = typer.Argument(...), json_out: bool = typer.Op
 
 @app.command("summary")
 @guarded
-def runs_summary(run_dir: Path = typer.Argument(...), by: Optional[str] = typer.Option(None, "--by", help="Group by: model, edit_type."),
+def runs_summary(run_dir: Path = typer.Argument(...), by: Optional[str] = typer.Option(None, "--by", help="Group by: model, edit_type, or any column of the manifest "
+                                                                                        "(e.g. task_type, instruction_language)."),
                  json_out: bool = typer.Option(False, "--json"), seed: int = typer.Option(0, "--seed")) -> None:
-    """Mean and bootstrap 95% CI of every score (per editing model with --by model, per edit type with --by edit_type)."""
+    """Mean and bootstrap 95% CI of every score (per editing model with --by model, per edit type with --by edit_type,
+    per value of a manifest column with --by COLUMN)."""
     from editlens.reporting.runs import summary_table
 
     table = summary_table(run_dir, by=by, seed=seed)

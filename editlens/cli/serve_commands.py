@@ -48,10 +48,24 @@ def serve_cmd(
     access_log: bool = typer.Option(True, "--access-log/--no-access-log", help="One stderr line per request."),
     device: str = DeviceOpt,
     dtype: str = DtypeOpt,
-    score: Optional[str] = typer.Option(None, "--score", help="Also serve POST /v1/score with these evaluators (e.g. adiee)."),
+    score: Optional[str] = typer.Option(None, "--score", help="Also serve POST /v1/score with these evaluators "
+                                        "(e.g. adiee, editscore, yes_no, viescore; judges use --vlm)."),
     model: Optional[List[str]] = ModelOpt,
     option: Optional[List[str]] = typer.Option(None, "--option", help="Evaluator option METRIC.KEY=VALUE for --score "
                                                "(e.g. editscore.samples=4). Repeatable."),
+    adapter: Optional[List[str]] = typer.Option(None, "--adapter", help="Serve a LoRA adapter of --vlm as a model "
+                                                "of its own, NAME=DIR (as vLLM's --lora-modules). Repeatable."),
+    merge_adapters: bool = typer.Option(False, "--merge-adapters/--keep-adapters", help="Fold each adapter into "
+                                        "its own copy of the base (as EditScore runs in-process) or keep it beside "
+                                        "the weights (as vLLM and DICE in-process run it)."),
+    max_images_per_prompt: Optional[int] = typer.Option(None, "--max-images-per-prompt", min=1, help="Refuse "
+                                                        "prompts with more images (as vLLM's --limit-mm-per-prompt)."),
+    vlm_model: Optional[str] = typer.Option(None, "--vlm-model", help="With --score and --vlm URL: the model name "
+                                            "on that engine the judges use (default: the first it lists)."),
+    cache: str = typer.Option("default", "--cache", help="Response cache of --score judges: 'default' (user cache "
+                              "dir), a file path, or 'none' (every request answered afresh)."),
+    template: Optional[List[str]] = typer.Option(None, "--template", help="Replace a judge prompt template, "
+                                                 "NAME=PATH. Repeatable."),
 ) -> None:
     """Serve a local VLM over an OpenAI-compatible /v1/chat/completions API (and /v1/score with --score)."""
     from editlens.backends.local import TransformersBackend
@@ -64,7 +78,8 @@ def serve_cmd(
     if not vlm and not score:
         typer.echo("error: give --vlm (a local model to serve) and/or --score (evaluators for /v1/score)", err=True)
         raise typer.Exit(2)
-    if vlm and vlm.startswith(("http://", "https://")):
+    engine = bool(vlm) and vlm.startswith(("http://", "https://"))  # type: ignore[union-attr]
+    if engine and not score:
         typer.echo(f"error: editlens serve loads a local model (--vlm HUB_ID_OR_DIR); {vlm} is already a server: "
                    "pass it as --vlm to score, run or compare instead", err=True)
         raise typer.Exit(2)
@@ -78,23 +93,41 @@ def serve_cmd(
                          max_image_bytes=max(1, int(max_image_mb * 1024 * 1024)), max_image_pixels=max_image_pixels,
                          max_prompt_tokens=max_prompt_tokens, read_timeout=read_timeout)
     routers, served = [], {}
-    if score:  # POST /v1/score with registered evaluators (adiee, editscore, editreward...), for RL trainers
-        from editlens.adiee.serve import score_router
+    adapters = parse_models(adapter, "--adapter", "NAME=DIR (a LoRA adapter folder)") if adapter else {}
+    if adapters and (not vlm or engine):
+        typer.echo("error: --adapter serves a LoRA adapter of the local --vlm model; give --vlm DIR", err=True)
+        raise typer.Exit(2)
+    if score:  # POST /v1/score with registered evaluators (adiee, editscore, yes_no...), for RL trainers
+        from editlens.cli.options import vlm_options
+        from editlens.runner.score_server import score_router
         from editlens.runner.selection import parse_options, select_metrics
 
+        # judges (yes_no, viescore, ...) ask --vlm: the model served here, or an engine's URL
         sel = select_metrics(split_names(score), models=parse_models(model), options=parse_options(option or []),
-                             device=device, dtype=dtype)
+                             device=device, dtype=dtype,
+                             vlm=vlm_options(vlm, vlm_model, cache, template, device, dtype=dtype) if vlm else None)
         served = {m.name: m for m in sel.metrics}
         for m in sel.metrics:  # load now: the first request must not wait for a model to load
             getattr(m, "describe", lambda: None)()
         routers.append(score_router(served, max_image_bytes=limits.max_image_bytes))
-    if vlm:
-        backend = TransformersBackend(vlm, device=device, dtype=dtype, batch_size=max_batch)
+    if vlm and not engine:
+        from editlens.models.loader import load_model
+
+        # the pooled model: --score judges on the same --vlm share it
+        backend = load_model(vlm, kind="vlm", device=device, dtype=dtype, batch_size=max_batch)
+        served_adapters = {}
+        for adapter_name, folder in adapters.items():
+            from editlens.backends.engine_api import load_adapter
+
+            fresh = TransformersBackend(vlm, device=device, dtype=dtype, batch_size=max_batch)
+            served_adapters[adapter_name] = load_adapter(fresh, folder, adapter_name, merge=merge_adapters)
         app_ = build_app(backend, name or vlm, api_key=key, max_batch=max_batch, limits=limits, routers=routers,
-                         slice_ms=slice_ms)
+                         slice_ms=slice_ms, adapters=served_adapters, max_images=max_images_per_prompt)
         what = name or vlm
+        if served_adapters:
+            what += f" (adapters: {', '.join(served_adapters)})"
     else:
-        from editlens.adiee.serve import score_app
+        from editlens.runner.score_server import score_app
 
         app_ = score_app(served, api_key=key, max_image_bytes=limits.max_image_bytes)
         what = f"/v1/score ({', '.join(served)})"

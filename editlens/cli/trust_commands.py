@@ -10,6 +10,7 @@ from typing import List, Optional
 import typer
 
 from editlens.cli.common import emit_json, guarded, parse_models, split_names
+from editlens.cli.inputs import EditsOpt, EditsPatternOpt, ImageRootOpt, SplitOpt, read_input
 from editlens.cli.options import (CacheOpt, ConcurrencyOpt, DeviceOpt, DtypeOpt, JudgeOpt, ModelOpt, OptionOpt,
                                    RetriesOpt, TemplateOpt, TimeoutOpt, VlmModelOpt, VlmOpt, extra_metrics,
                                    http_settings, vlm_options)
@@ -67,7 +68,8 @@ def _print_probe(doc: dict, by_type: bool) -> None:
 @app.command("probe")
 @guarded
 def probe_cmd(
-    manifest: Path = typer.Argument(..., help="Manifest of edits (.jsonl or .csv)."),
+    manifest: Path = typer.Argument(..., help="Manifest of edits: .jsonl, .csv, .json, parquet/arrow file or folder, "
+                                    "or a `datasets` folder."),
     out: Path = typer.Option(..., "--out", help="Run directory: the edits are scored here, the controls in OUT/probe "
                              "(rerun to resume); the result is OUT/probe.json."),
     metrics: Optional[str] = typer.Option(None, "--metrics", help="Comma-separated evaluators to probe (default: all available)."),
@@ -86,6 +88,10 @@ def probe_cmd(
     skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Drop bad manifest rows instead of stopping."),
     columns: Optional[str] = ColumnsOpt,
     encoding: str = EncodingOpt,
+    split: Optional[str] = SplitOpt,
+    edits: Optional[Path] = EditsOpt,
+    edits_pattern: Optional[str] = EditsPatternOpt,
+    image_root: Optional[Path] = ImageRootOpt,
     model: Optional[List[str]] = ModelOpt,
     option: Optional[List[str]] = OptionOpt,
     device: str = DeviceOpt,
@@ -102,7 +108,6 @@ def probe_cmd(
     concurrency: Optional[int] = ConcurrencyOpt,
 ) -> None:
     """Sanity probes: does each evaluator score real edits above controls (no-op, blank, noise, swapped, wrong instruction, unrelated image)?"""
-    from editlens.data.manifest import read_manifest
     from editlens.runner.selection import parse_options, select_metrics
     from editlens.trust.controls import parse_controls
     from editlens.trust.probe import run_probe
@@ -111,9 +116,8 @@ def probe_cmd(
         raise typer.BadParameter(f"--by must be edit_type, got {by!r}")
     names = parse_controls(controls)
     http_settings(timeout, max_retries, concurrency)
-    rep = read_manifest(manifest, skip_invalid=skip_invalid, columns=columns, encoding=encoding)
-    for line, reason in rep.problems:
-        typer.echo(f"skipped {manifest}:{line}: {reason}", err=True)
+    rep, inputs = read_input(manifest, skip_invalid=skip_invalid, columns=columns, encoding=encoding, split=split,
+                             edits=edits, edits_pattern=edits_pattern, image_root=image_root)
     sel = select_metrics(split_names(metrics), extra=extra_metrics(judge), models=parse_models(model),
                          options=parse_options(option or []), device=device, dtype=dtype,
                          with_reference=any(s.reference is not None for s in rep.samples),
@@ -126,8 +130,7 @@ def probe_cmd(
     doc = run_probe(rep.samples, sel.metrics, out, controls=names, seed=seed, n_boot=n_boot, min_pass=min_pass,
                     batch_size=batch_size, workers=workers, progress=progress, command=sys.argv,
                     device=device, dtype=dtype, wait=wait,
-                    extra_manifest={"manifest": str(manifest.resolve()), "skipped_rows": len(rep.problems),
-                                    "skipped_metrics": dict(sel.skipped), "columns": columns},
+                    extra_manifest={**inputs, "skipped_metrics": dict(sel.skipped), "columns": columns},
                     say=lambda m: typer.echo(m, err=True))
     if doc.get("interrupted"):
         typer.echo("interrupted: finished batches are saved; rerun the same command to continue.", err=True)

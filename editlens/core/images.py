@@ -9,6 +9,7 @@ its inputs were prepared.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import warnings
 from dataclasses import dataclass
@@ -18,9 +19,11 @@ from typing import Any, Union
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from editlens.core.embedded import TableImage, read_table_image
 from editlens.errors import InputError
 
-ImageLike = Union[str, os.PathLike, Image.Image, np.ndarray]
+#: a file path, a decoded image, or a cell of a parquet/arrow file (:mod:`editlens.core.embedded`)
+ImageLike = Union[str, os.PathLike, Image.Image, np.ndarray, TableImage]
 
 #: Resampling used whenever editlens resizes an image (documented policy).
 RESAMPLE = Image.Resampling.BICUBIC
@@ -57,6 +60,8 @@ def describe(src: ImageLike, name: str | None = None) -> str:
     """A short label for an input, used in messages."""
     if name:
         return name
+    if isinstance(src, TableImage):
+        return src.where()
     if isinstance(src, (str, os.PathLike)):
         return str(src)
     if isinstance(src, Image.Image):
@@ -79,7 +84,9 @@ def load_image(
     """
     options = options or ImageLoadOptions()
     label = describe(src, name)
-    if isinstance(src, (str, os.PathLike)):
+    if isinstance(src, TableImage):
+        image = _decode(io.BytesIO(read_table_image(src)), options, label)
+    elif isinstance(src, (str, os.PathLike)):
         image = _open_file(Path(src), options, label)
     elif isinstance(src, Image.Image):
         image = src
@@ -93,12 +100,12 @@ def load_image(
     return _from_pil(image, options, label)
 
 
-def image_size(path: str | os.PathLike) -> tuple[int, int]:
-    """``(width, height)`` of an image file as :func:`load_image` would return
-    it (EXIF rotation applied), read from its header without decoding."""
-    label = str(path)
+def image_size(path: str | os.PathLike | TableImage) -> tuple[int, int]:
+    """``(width, height)`` of an image file (or table cell) as :func:`load_image` would
+    return it (EXIF rotation applied), read from its header without decoding."""
+    label = describe(path)
     try:
-        with Image.open(path) as image:
+        with Image.open(io.BytesIO(read_table_image(path)) if isinstance(path, TableImage) else path) as image:
             w, h = image.size
             orientation = image.getexif().get(0x0112, 1)
     except FileNotFoundError:
@@ -119,6 +126,11 @@ def _open_file(path: Path, options: ImageLoadOptions, label: str) -> Image.Image
         raise InputError(f"{label}: cannot be read ({exc.strerror or exc})") from exc
     if size == 0:
         raise InputError(f"{label}: empty file (0 bytes), not an image")
+    return _decode(path, options, label)
+
+
+def _decode(path: Path | io.BytesIO, options: ImageLoadOptions, label: str) -> Image.Image:
+    """Open and decode an image file or buffer with the bomb guard; errors name ``label``."""
     # Pillow's own bomb guard uses a process-wide setting; check size ourselves
     # before decoding so the limit is per call and the message is ours.
     try:

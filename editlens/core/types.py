@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
 import numpy as np
 
-from editlens.core.images import ImageLike, ImageLoadOptions, describe, image_hash, load_image, resize_to
+from editlens.core.embedded import TableImage
+from editlens.core.images import (
+    ImageLike,
+    ImageLoadOptions,
+    describe,
+    image_hash,
+    load_image,
+    resize_to,
+)
 from editlens.errors import InputError
 
 ScoreStatus = Literal["scored", "skipped", "unscored", "failed", "info"]
@@ -43,6 +52,21 @@ class EditSample:
             if value is not None and not str(value).strip():
                 setattr(self, name, None)
 
+    def columns(self) -> dict[str, Any]:
+        """The extra manifest columns (``metadata``) as JSON-able values: an image of a
+        table (:class:`~editlens.core.embedded.TableImage`) as its reference string."""
+        return {k: _plain(v) for k, v in self.metadata.items()}
+
+    def image_refs(self) -> dict[str, str]:
+        """``{role: path or table reference}`` of the sample's file and table images (not of
+        images passed as arrays): what a report opens to show them later."""
+        out = {}
+        for role in ("source", "edited", "reference"):
+            value = getattr(self, role)
+            if isinstance(value, TableImage) or (isinstance(value, (str, os.PathLike)) and str(value)):
+                out[role] = str(value)
+        return out
+
     def load(self, options: ImageLoadOptions | None = None) -> LoadedEdit:
         """Decode and normalise the images; see :class:`ImageLoadOptions`."""
         options = options or ImageLoadOptions()
@@ -69,6 +93,18 @@ class EditSample:
             metadata=dict(self.metadata),
             notes=notes,
         )
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, TableImage):
+        return value.uri()
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (bytes, bytearray)):
+        return f"<{len(value)} bytes>"
+    return value
 
 
 def _label(src: ImageLike, role: str) -> str:

@@ -58,7 +58,9 @@ class MLLMDetector:
                     problem = f"model refused: {refused}"
                 elif parsed.rejected:
                     problem = (f"no usable difference line: {parsed.rejected[0]} (boxes are read as "
-                               f"{self.convention}; set the model's convention with --boxes)")
+                               f"{self.convention}; set the model's convention with --boxes: per-mille for "
+                               "Qwen2-VL/Qwen3-VL, pixels for Qwen2.5-VL, fraction otherwise. Behind a URL the "
+                               "family is read from the served name or its root)")
                 elif g.truncated:
                     problem = "answer cut off at the token limit before any complete difference line"
                 else:

@@ -380,7 +380,11 @@ class ReleasedDice:
     :class:`DiceResult` objects like :class:`editlens.dice.pipeline.DicePipeline`."""
 
     def __init__(self, preset: Preset, prompts: PromptSet | None = None, device: str = "auto",
-                 quantization: str = "auto", dtype: str = "auto") -> None:
+                 quantization: str = "auto", dtype: str = "auto", engine: str | None = None,
+                 served: dict[str, str | None] | None = None) -> None:
+        if engine:  # both stages on an inference engine (editlens.dice.released_engine)
+            self._engine_stages(preset, prompts, engine, served or {})
+            return
         if preset.detector is None:
             raise InputError("released DICE needs a detector: --dice-detector BASE[+ADAPTER] or a preset with one")
         from editlens.models.quant import normalise_choice
@@ -394,6 +398,22 @@ class ReleasedDice:
                                       preset.compute_dtype)
         self.coherence = (ReleasedModel(preset.coherence, device, self.quantization, preset.longest_edge, dtype,
                                         preset.compute_dtype) if preset.coherence else None)
+
+    def _engine_stages(self, preset: Preset, prompts: PromptSet | None, engine: str,
+                       served: dict[str, str | None]) -> None:
+        from editlens.dice.released_engine import DEFAULT_SERVED, EngineModel
+
+        names = {**DEFAULT_SERVED, **{k: v for k, v in served.items() if v}}
+        self.preset, self.prompts, self.quantization = preset, prompts or default_prompts(), "engine"
+
+        def stage(role: str) -> Any:
+            # NAME, or NAME@URL for a stage on another engine (the released detector's base is its own model)
+            name, _, url = str(names[role]).partition("@")
+            return EngineModel(url or engine, name, role, getattr(preset, f"{role}_generation").max_new_tokens,
+                               "--option dice.engine")
+
+        self.detector = stage("detector")
+        self.coherence = None if str(names["coherence"]).lower() == "none" else stage("coherence")
 
     # -- detection ----------------------------------------------------------------
     def detect(self, sample: LoadedEdit) -> DiceResult:
@@ -496,6 +516,10 @@ class ReleasedDice:
         for m in (self.detector, self.coherence):
             if m is None:
                 continue
+            if hasattr(m, "backend"):  # on an engine: its precision is the engine's
+                out.append(f"{m.spec}: served by an inference engine in the precision it was started with "
+                           "(the release: 4-bit NF4 language model computing in fp16)")
+                continue
             if not m.quantized:  # where auto fell back, the note made when it loaded says why
                 if self.preset.quantization == "nf4" and self.quantization == "none":
                     out.append(f"{m.spec}: language model unquantised (--dice-quantization none) instead of the "
@@ -531,7 +555,8 @@ def trained_generation(spec: ModelSpec | None, role: str) -> GenerationPreset | 
 
 def build_released(preset: str | None = None, detector: str | None = None, coherence: str | None = None,
                    prompts: str | None = None, drawing: str | None = None, device: str = "auto",
-                   quantization: str = "auto", dtype: str = "auto", confidence: str | None = None) -> ReleasedDice:
+                   quantization: str = "auto", dtype: str = "auto", confidence: str | None = None,
+                   engine: str | None = None, served: dict[str, str | None] | None = None) -> ReleasedDice:
     """The CLI's entry: a preset (name or file) with the given parts replaced."""
     from editlens.dice.prompt_sets import load_official_prompts
 
@@ -553,12 +578,15 @@ def build_released(preset: str | None = None, detector: str | None = None, coher
         if gen is not None:
             p = replace(p, **{f"{role}_generation": gen})
     prompts = prompts or p.prompts
-    return ReleasedDice(p, load_official_prompts(prompts) if prompts else None, device, quantization, dtype)
+    return ReleasedDice(p, load_official_prompts(prompts) if prompts else None, device, quantization, dtype,
+                        engine, served)
 
 
 #: ``--option dice.KEY=VALUE`` keys that make the ``dice`` evaluator run released-style models
+#: (``engine``: an inference engine's URL serving both stages; ``engine_detector``/``engine_coherence``:
+#: their served names, default ``dice-detector``/``dice-coherence``, ``none`` for no coherence stage)
 RELEASED_OPTIONS = ("dice_preset", "dice_detector", "dice_coherence", "dice_prompts", "dice_drawing",
-                    "dice_quantization", "dice_confidence")
+                    "dice_quantization", "dice_confidence", "engine", "engine_detector", "engine_coherence")
 
 
 def released_from_options(options: dict[str, Any]) -> ReleasedDice:
@@ -567,7 +595,8 @@ def released_from_options(options: dict[str, Any]) -> ReleasedDice:
     return build_released(options.get("dice_preset"), options.get("dice_detector"), options.get("dice_coherence"),
                           options.get("dice_prompts"), options.get("dice_drawing"), options.get("device", "auto"),
                           options.get("dice_quantization") or "auto", options.get("dtype", "auto"),
-                          options.get("dice_confidence"))
+                          options.get("dice_confidence"), options.get("engine"),
+                          {"detector": options.get("engine_detector"), "coherence": options.get("engine_coherence")})
 
 
 def load_dice(ref: Any, precision: Any, quantization: str, models: dict[str, str], **recipe: Any) -> ReleasedDice:

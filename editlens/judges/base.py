@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from editlens.backends.types import ChatRequest, Generation
 from editlens.core.types import LoadedEdit, Score
 from editlens.errors import ModelUnavailableError
-from editlens.backends.types import ChatRequest, Generation
 from editlens.judges.ensemble import check_sampling, expand, regroup
 from editlens.judges.templates import Template, load_template
 from editlens.metrics.base import Metric
@@ -30,15 +30,21 @@ class VLMJudge(Metric):
         min_samples: parsed answers a score needs (default: all ``samples``);
             with fewer the sample is *unscored*. A sampled request lost to the
             transport makes the sample *failed* whatever this says.
+        engine: URL of an OpenAI-compatible engine for this judge alone
+            (``--option viescore.engine=URL``); it replaces ``vlm``.
     """
 
     template_names: tuple[str, ...] = ()
+    #: images one request of this judge carries (checked once against an engine, see editlens.backends.engine)
+    images_per_prompt: int = 2
 
     def __init__(self, vlm: str | None = None, vlm_model: str | None = None, device: str = "auto",
                  dtype: str = "auto", cache: bool | str = True, templates: dict[str, str] | None = None,
                  max_new_tokens: int = 256, batch_size: int = 8, models: dict[str, str] | None = None,
-                 samples: int = 1, temperature: float = 0.0, seed: int = 0, min_samples: int | None = None) -> None:
+                 samples: int = 1, temperature: float = 0.0, seed: int = 0, min_samples: int | None = None,
+                 engine: str | None = None) -> None:
         check_sampling(samples, temperature, min_samples)
+        vlm = engine or vlm  # --option NAME.engine=URL: this judge on its own engine, whatever --vlm says
         self.samples, self.temperature, self.seed = int(samples), float(temperature), int(seed)
         self.min_samples = None if min_samples is None else int(min_samples)
         if not vlm:
@@ -53,10 +59,13 @@ class VLMJudge(Metric):
     @property
     def backend(self) -> Any:
         if self._backend is None:
+            from editlens.backends.engine import EngineNeeds
             from editlens.backends.factory import create_backend
 
             self._backend = create_backend(self.vlm, device=self.device, dtype=self.dtype, batch_size=self.batch_size,
-                                           cache=self.cache, http_model=self.vlm_model, models=self.models)
+                                           cache=self.cache, http_model=self.vlm_model, models=self.models,
+                                           needs=EngineNeeds(self.images_per_prompt, False, self.max_new_tokens),
+                                           who=f"judge {self.name!r}")
         return self._backend
 
     def describe(self) -> dict[str, Any]:

@@ -45,6 +45,7 @@ def caption_from(g: Generation) -> tuple[str | None, str | None]:
 
 class Captioner(VLMJudge):
     template_names = ("caption_source", "caption_target")
+    images_per_prompt = 1
     always_run = True  # the run loop runs it even when its rows exist, so metrics always see captions
 
     def compute(self, batch: Sequence[LoadedEdit]) -> list[float | Score]:

@@ -169,6 +169,8 @@ class PairwiseJudge(VLMJudge):
 
     template_names = ("pairwise",)
 
+    images_per_prompt = 3  # source, edit A, edit B
+
     def __init__(self, *args: Any, orders: str = "both", **kwargs: Any) -> None:
         if orders not in ORDERS:
             raise ValueError(f"pairwise: orders must be one of {', '.join(ORDERS)}, got {orders!r}")

@@ -381,6 +381,13 @@ def _metrics(metric: str | None) -> list[str | None]:
     return list(dict.fromkeys(names))
 
 
+def _labels(benchmark: str, path: str | Path, **options: Any) -> Any:
+    """People's labels as the benchmark's adapter reads them (:mod:`editlens.bench`)."""
+    from editlens.bench.registry import get
+
+    return get(benchmark).labels(path, **options)
+
+
 def imagenhub_labels(ratings_dir: str | Path, judge_outputs: str | Path | None = None,
                      predictions: str | Path | None = None, metric: str | None = None, good_at: float = 0.5,
                      name: str | None = None) -> list[Labelled]:
@@ -394,7 +401,7 @@ def imagenhub_labels(ratings_dir: str | Path, judge_outputs: str | Path | None =
 
     if not 0.0 < good_at <= 1.0:
         raise InputError(f"--good-at must be in (0, 1] (a rater's O = sqrt(SC*PQ) is in [0, 1]), got {good_at}")
-    human = B.load_imagenhub_human(ratings_dir)
+    human = _labels("imagenhub", ratings_dir)
     shares = {(m, uid): float(np.mean([o >= good_at - 1e-12 for o in os]))
               for m, items in human.per_rater_o.items() for uid, os in items.items()}
     target = f"share of ImagenHub raters whose O = sqrt(SC*PQ) >= {good_at:g}"
@@ -434,7 +441,7 @@ def pointwise_labels(human_path: str | Path, pred_path: str | Path, metric: str 
     from editlens.data.jsonl import iter_jsonl
     from editlens.meta import benchmarks as B
 
-    human, _ = B.load_pointwise_human(human_path)
+    human, _ = _labels("aurora", human_path, kind="pointwise")
     groups = {str(r["id"]): str(r.get("group", r.get("source", r["id"]))) for _, r in iter_jsonl(human_path) if "id" in r}
     vals = list(human.values())
     if good_at is None:
@@ -466,7 +473,7 @@ def pairwise_labels(human_path: str | Path, pred_path: str | Path, metric: str |
     people preferred A, 0 when B; ties are left out (counted)."""
     from editlens.meta import benchmarks as B
 
-    pairs = B.load_pairwise_human(human_path)
+    pairs = _labels("aurora", human_path, kind="pairwise")
     out = []
     for met in _metrics(metric):
         scores, _, unscored = B.load_predictions(pred_path, met)

@@ -46,6 +46,13 @@ def grouped_bootstrap_ci(pred: Mapping[str, Mapping[str, float]], human: Mapping
     return (float(np.quantile(v, 0.025)), float(np.quantile(v, 0.975))) if v.size else (float("nan"),) * 2
 
 
+def labels(benchmark: str, path: str | Path, **options: Any) -> Any:
+    """People's labels as the benchmark's adapter reads them (:mod:`editlens.bench`)."""
+    from editlens.bench.registry import get
+
+    return get(benchmark).labels(path, **options)
+
+
 def _split_id(sid: str, models: Mapping[str, str]) -> tuple[str, str]:
     """(group, item) of an editlens run sample id: group = its model, item =
     the id's last '/'-separated part (ImagenHub manifests use METHOD/UID)."""
@@ -70,6 +77,39 @@ def edit_type_breakdown(pred: Mapping[Any, float], human: Mapping[Any, float], t
                 "spearman": finite(correlate([pred[k] for k in ks], [human[k] for k in ks], "spearman", n_boot,
                                              seed).to_dict())}
             for t, ks in sorted(by.items())}
+
+
+def column_breakdown(pred: Mapping[Any, float], human: Mapping[Any, float], paths: list[str | Path], column: str,
+                     n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Per value of ``column`` (a field of the human file's or the predictions' rows, e.g. an
+    editlens ``results.jsonl`` keeps every manifest column): items and pooled Spearman with
+    its bootstrap 95% CI. An unknown column is an :class:`InputError` listing the fields there are."""
+    from editlens.data.jsonl import iter_jsonl
+
+    values: dict[str, Any] = {}
+    fields: set[str] = set()
+    for path in paths:
+        for _, row in iter_jsonl(path):
+            fields |= set(row)
+            if "id" in row and column in row:
+                values.setdefault(str(row["id"]), row[column])
+    if not values:
+        shown = sorted(fields - {"id", "scores", "images", "score", "human", "details"})
+        raise InputError(f"--by {column!r}: no row of {', '.join(str(p) for p in paths)} has that field; "
+                         f"group by one of {', '.join(shown) or '(none)'}")
+    groups = {k: ("(none)" if v in (None, "") else str(v)) for k, v in values.items()}
+    by: dict[str, list[Any]] = {}
+    for k in sorted(set(pred) & set(human), key=str):
+        by.setdefault(groups.get(str(k), "(none)"), []).append(k)
+
+    def finite(c: dict[str, Any]) -> dict[str, Any]:  # undefined (n < 2, constant scores) is null, never NaN or 0
+        ok = lambda v: v is not None and math.isfinite(v)  # noqa: E731
+        return {**c, "value": c["value"] if ok(c["value"]) else None,
+                "ci95": c["ci95"] if all(ok(v) for v in c["ci95"]) else None}
+
+    return {g: {"n": len(ks), "spearman": finite(correlate([pred[k] for k in ks], [human[k] for k in ks], "spearman",
+                                                            n_boot, seed).to_dict())}
+            for g, ks in sorted(by.items())}
 
 
 def _instructions(path: str | Path | None) -> dict[str, dict[str, Any]]:
@@ -125,7 +165,7 @@ def imagenhub_report(ratings_dir: str | Path, judge_outputs: str | Path | None =
     ``uid`` and ``instruction``, by default ``samples.jsonl`` beside the
     ratings folder when there is one), a breakdown by edit type.
     """
-    human = B.load_imagenhub_human(ratings_dir)
+    human = labels("imagenhub", ratings_dir)
     if (judge_outputs is None) == (predictions is None):
         raise InputError("give exactly one of --judge-outputs or --predictions")
     if judge_outputs is not None:
@@ -196,7 +236,7 @@ def imagenhub_report(ratings_dir: str | Path, judge_outputs: str | Path | None =
 
 
 def genai_bench_report(path: str | Path) -> dict[str, Any]:
-    items = B.load_genai_results(path)
+    items = labels("genai-bench", path)
     return {"benchmark": "genai-bench-edition", **genai_bench_accuracy(items)}
 
 
@@ -207,7 +247,8 @@ def nothing_scored(n_unscored: int, what: str = "predictions") -> InputError:
 
 
 def pointwise_report(human_path: str | Path, pred_path: str | Path, metric: str | None = None,
-                     protocol: str = "aurora", n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+                     protocol: str = "aurora", n_boot: int = 1000, seed: int = 0,
+                     by: str | None = None) -> dict[str, Any]:
     """Generic point-wise agreement: the protocol's figure (with the number of
     items it actually counts), overall correlations with CIs, and
     system-level Kendall tau between model rankings.
@@ -215,9 +256,10 @@ def pointwise_report(human_path: str | Path, pred_path: str | Path, metric: str 
     ``protocol``: ``aurora`` (one Spearman over all items, as ADIEE's release;
     the per-model mean is reported beside it), ``aurora-per-model`` (the mean
     of per-model Spearman as the headline), ``official``/``fisher``/``mean``
-    (ImagenHub-style aggregations of per-group Spearman).
+    (ImagenHub-style aggregations of per-group Spearman). ``by``: also a breakdown
+    (``by_column``) per value of that field of the human file's or the predictions' rows.
     """
-    human, groups = B.load_pointwise_human(human_path)
+    human, groups = labels("aurora", human_path, kind="pointwise")
     scores, _, unscored = B.load_predictions(pred_path, metric)
     ids = sorted(set(human) & set(scores))
     missing = sorted(set(human) - set(scores) - set(unscored))
@@ -260,6 +302,9 @@ def pointwise_report(human_path: str | Path, pred_path: str | Path, metric: str 
         {"error": "human scores outside [0, 1]: run `editlens calibrate pointwise --good-at T` to say which are good"},
         "by_edit_type": edit_type_breakdown(scores, human, types, n_boot, seed) if types else {},
     }
+    if by:
+        extra["by_column"] = {"column": by, "groups": column_breakdown(
+            {i: scores[i] for i in ids}, {i: human[i] for i in ids}, [human_path, pred_path], by, n_boot, seed)}
     return {
         "benchmark": "pointwise",
         "protocol": grouped["protocol"],
@@ -280,7 +325,7 @@ def pointwise_report(human_path: str | Path, pred_path: str | Path, metric: str 
 
 def pairwise_report(human_path: str | Path, pred_path: str | Path, metric: str | None = None) -> dict[str, Any]:
     """Pairwise accuracy with tie calibration, over pairs whose two edits are both scored."""
-    pairs = B.load_pairwise_human(human_path)
+    pairs = labels("aurora", human_path, kind="pairwise")
     scores, _, unscored = B.load_predictions(pred_path, metric)
     usable = [p for p in pairs if p["a"] in scores and p["b"] in scores]
     unparsable = [p["id"] for p in pairs if p["a"] in unscored or p["b"] in unscored]

@@ -15,7 +15,7 @@ def metric_availability(spec: MetricSpec, models: Mapping[str, str] | None = Non
     ``detailed``: a reason with where it looked and how to fix it (for a
     metric the user asked for by name)."""
     options = options or {}
-    if spec.vlm == "required" and not options.get("vlm"):
+    if spec.vlm == "required" and not (options.get("vlm") or options.get("engine")):
         return False, ("needs a vision-language model: pass --vlm DIR (a local VLM folder), --vlm HUB_ID (in your "
                        "Hugging Face cache) or --vlm URL --vlm-model NAME (an OpenAI-compatible server); "
                        "`editlens make-tiny-vlm DIR` writes a tiny random one to try the pipeline")

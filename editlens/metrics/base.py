@@ -34,12 +34,25 @@ class Metric:
     reason, never as a number.
     """
 
-    spec: MetricSpec
+    spec: MetricSpec  # set by create_metric before __init__ runs
     options: dict[str, Any]
+    #: scored on every sample of a batch before the other evaluators, even where its results exist
+    #: (the captioner: the metrics after it read the captions it fills in)
+    always_run: bool = False
 
     def __init__(self, **options: Any) -> None:
         if options:
             raise TypeError(f"{type(self).__name__} takes no options, got {sorted(options)}")
+
+    def prepare(self, sample: LoadedEdit) -> None:
+        """Optional work the runner does in its image-loading threads before scoring (embeddings of the
+        sample's images, a change map), cached on the sample; a failure here is ignored (scoring redoes the
+        work and records the error). The base class does nothing."""
+
+    @property
+    def has_prepare(self) -> bool:
+        """Whether this evaluator overrides :meth:`prepare` (the runner skips the no-op hook)."""
+        return type(self).prepare is not Metric.prepare
 
     @property
     def name(self) -> str:

@@ -133,11 +133,13 @@ BUILTIN: list[MetricSpec] = [
     MetricSpec("editscore", "editlens.rewardmodels.editscore:EditScoreEvaluator", _JUDGED, True, (0.0, 10.0),
                "editscore", "EditScore: LoRA reward model on Qwen-VL; overall 0-10 = sqrt(min(SC) x min(PQ)), "
                "sub-scores and reasoning kept; samples=N passes averaged as released",
-               availability="editlens.rewardmodels.editscore:check_available"),
+               availability="editlens.rewardmodels.editscore:check_available",
+               sub_scores=("prompt_following", "consistency", "perceptual_quality")),
     MetricSpec("editreward", "editlens.rewardmodels.editreward:EditRewardEvaluator", _JUDGED, True, (-INF, INF),
                "editreward", "EditReward: reward head on Qwen2.5-VL/MiMo-VL/Qwen3-VL; value = reward (unbounded, "
                "relative), details = log-uncertainty and a plain reading",
-               availability="editlens.rewardmodels.editreward:check_available"),
+               availability="editlens.rewardmodels.editreward:check_available",
+               preference="editlens.rewardmodels.editreward:prefer_scores"),
     MetricSpec("adiee_fast", "editlens.adiee.evaluator:AdieeFastEvaluator", _JUDGED, True, (0.0, 10.0),
                "adiee_fast", "fast ADIEE scorer: MLP on frozen CLIP/DINOv2 features, 0-10"),
 ]

@@ -138,7 +138,9 @@ def create_metric(name: str, **options: Any) -> Metric:
     spec = get_spec(name)
     cls = spec.load_class()
     merged = {**spec.defaults, **options}
-    metric = cls(**merged)
+    # the spec and options are in place before __init__ runs: a constructor may read its own spec
+    metric = cls.__new__(cls)
     metric.spec = spec
     metric.options = merged
+    cls.__init__(metric, **merged)
     return metric

@@ -170,6 +170,13 @@ class MetricSpec:
             is unchanged from the source; reports flag such edits, and the
             editors that make them, as no-ops. ``None``: the score says nothing
             about that.
+        sub_scores: ``details`` keys holding sub-scores of one edit (EditScore's
+            ``prompt_following``, ``consistency``, ``perceptual_quality``);
+            comparisons list them side by side.
+        preference: ``"module:function"`` giving P(edit A is better than B)
+            from two of this evaluator's scores and its own uncertainty
+            (``function(score_a, score_b) -> float | None``; EditReward's
+            Gaussian heads); ``None`` when the evaluator has no such notion.
         orders: for a *pairwise* judge (it compares two edits of one source,
             through ``editlens compare``, never per edit in a run): the
             presentation orders its ``orders`` option accepts, e.g.
@@ -197,6 +204,8 @@ class MetricSpec:
     boxes: BoxLayer | None = field(default=None, kw_only=True)
     unchanged_at: float | None = field(default=None, kw_only=True)
     orders: tuple[str, ...] = field(default=(), kw_only=True)
+    sub_scores: tuple[str, ...] = field(default=(), kw_only=True)
+    preference: str | None = field(default=None, kw_only=True)
 
     @property
     def pairwise(self) -> bool:
@@ -227,6 +236,13 @@ class MetricSpec:
         if not self.summary:
             return None
         module, _, attr = self.summary.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def load_preference(self) -> Any:
+        """The preference function (see ``preference``), or ``None``."""
+        if not self.preference:
+            return None
+        module, _, attr = self.preference.partition(":")
         return getattr(importlib.import_module(module), attr)
 
     def load_availability(self) -> Any:

@@ -265,19 +265,20 @@ def read_meta_eval(path: str | Path) -> dict[str, Any]:
 _MANIFESTS: dict[tuple, dict[str, Any]] = {}
 
 
-def _manifest_samples(path: Path, notes: list[str]) -> dict[str, Any]:
-    """The manifest's samples by id; parsed once per file version (``view`` rebuilds often)."""
+def _manifest_samples(path: Path, notes: list[str], options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The manifest's samples by id, read with the options the run read it with (columns,
+    split, --edits...); parsed once per file version (``view`` rebuilds often)."""
     from editlens.data.manifest import read_manifest
 
-    if not path.is_file():
+    if not path.exists():
         notes.append(f"manifest {path.name} not found: cards show no images (pass --manifest to point at it)")
         return {}
     st = path.stat()
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, json.dumps(dict(options or {}), sort_keys=True))
     if key in _MANIFESTS:
         return _MANIFESTS[key]
     try:
-        report = read_manifest(path, skip_invalid=True, check_files=False)
+        report = read_manifest(path, skip_invalid=True, check_files=False, **dict(options or {}))
     except Exception as exc:  # noqa: BLE001 - a report should still show the scores
         notes.append(f"manifest {path.name} could not be read ({exc}): cards show no images")
         return {}
@@ -320,6 +321,9 @@ def _completeness(run: Path, run_manifest: Mapping[str, Any], by_id: Mapping[str
     return {"state": state, "done": done, "total": total, "started": run_manifest.get("started"),
             "finished": run_manifest.get("finished"), "skipped_rows": int(inputs.get("skipped_rows") or 0),
             "skipped_row_reasons": [[r[0], r[1]] for r in reasons if isinstance(r, (list, tuple)) and len(r) == 2],
+            # outputs an editor of --edits did not write: not scored, each with the path looked for
+            "missing_edits": [m for m in inputs.get("missing_edits") or [] if isinstance(m, dict)],
+            "n_missing_edits": int(inputs.get("n_missing_edits") or 0),
             "not_run": not_run}
 
 
@@ -396,13 +400,17 @@ def _summaries(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+#: the options of :func:`editlens.data.manifest.read_manifest` a run records (``inputs.manifest_options``)
+_READ_OPTIONS = ("columns", "encoding", "delimiter", "split", "edits", "edits_pattern", "image_root", "clip_boxes")
+
+
 def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: str | Path | None = None,
                 seed: int = 0, n_boot: int = 1000, by: str | None = None) -> dict[str, Any]:
     """Everything the run report shows, as plain data (see module docstring). ``by``: the
-    manifest column whose values group the leaderboards (default ``edit_type``)."""
+    manifest column whose values are the report's categories (default ``edit_type``)."""
     from editlens.metrics.spec import MEASURES
     from editlens.reporting.leaderboard import leaderboards
-    from editlens.reporting.runs import _open
+    from editlens.reporting.runs import _open, group_label
     from editlens.reporting.trust_html import load_probe
 
     run = Path(run_dir)
@@ -415,10 +423,15 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
     notes: list[str] = []
     mpath = Path(manifest) if manifest else (Path(run_manifest["inputs"]["manifest"])
                                             if run_manifest.get("inputs", {}).get("manifest") else None)
-    samples_in = _manifest_samples(mpath, notes) if mpath else {}
+    read_options = {k: v for k, v in ((run_manifest.get("inputs") or {}).get("manifest_options") or {}).items()
+                    if k in _READ_OPTIONS}
+    samples_in = _manifest_samples(mpath, notes, read_options) if mpath else {}
     if mpath is None:
         notes.append("the run records no manifest path: cards show no images (pass --manifest)")
     humans = _read_human(human) if human else {}
+    if by not in (None, "model", CATEGORY_COLUMN) and samples_in and not any(by in s.metadata for s in samples_in.values()):
+        available = sorted({c for s in samples_in.values() for c in s.metadata} | {"model", CATEGORY_COLUMN})
+        raise InputError(f"--by {by!r}: the run's manifest has no such column; group by one of {', '.join(available)}")
 
     evaluators = [e["name"] for e in run_manifest.get("evaluators", []) if "name" in e]
     by_sample: dict[str, list[dict[str, Any]]] = {}
@@ -444,14 +457,17 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
         rec: dict[str, Any] = {"id": sid, "model": models_of[sid]}
         images = {}
         if src is not None:
-            for role in ("source", "edited", "reference"):
-                value = getattr(src, role)
-                if isinstance(value, (str, Path)) and value:
-                    images[role] = str(value)
+            # file paths, or references to images inside a parquet/arrow file: the only images a report opens
+            images = src.image_refs()
             rec["instruction"] = src.instruction
-            cat = _column(src, by or CATEGORY_COLUMN)
+            cat = src.metadata.get(by or CATEGORY_COLUMN) if by != "model" else src.model
             if cat is not None and str(cat).strip():
-                rec["category"] = str(cat).strip()
+                rec["category"] = group_label(cat)
+            elif by is not None:
+                rec["category"] = "(none)"
+            cols = {k: v for k, v in src.columns().items() if not isinstance(v, (list, dict)) and k not in HUMAN_COLUMNS}
+            if cols:
+                rec["columns"] = cols
             meta_h = next((src.metadata[c] for c in HUMAN_COLUMNS if c in src.metadata), None)
             if meta_h is not None and sid not in humans:
                 try:
@@ -478,9 +494,6 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
     if human and missing_human:
         notes.append(f"{len(missing_human)} human score id(s) match no sample of the run")
 
-    if by and samples_in and not any("category" in s for s in samples):
-        raise InputError(f"--by {by}: no sample of the run has a value in a column {by!r}; columns of its manifest: "
-                         + ", ".join(_columns(samples_in.values())))
     scored = {e for s in samples for e, sc in s["scores"].items() if sc["status"] == "scored"}
     scored_evaluators = [e for e in evaluators if e in scored]
     models = list(dict.fromkeys(s["model"] for s in samples))  # manifest order: the compare view's columns
@@ -493,9 +506,11 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
     for src in samples_in.values():
         key = (str(src.source), src.instruction)
         planned.setdefault("all", set()).add(key)
-        cat = _column(src, by or CATEGORY_COLUMN)
+        cat = src.metadata.get(by or CATEGORY_COLUMN) if by != "model" else src.model
         if cat is not None and str(cat).strip():
-            planned.setdefault(f"type:{str(cat).strip()}", set()).add(key)
+            planned.setdefault(f"type:{group_label(cat)}", set()).add(key)
+        elif by is not None:
+            planned.setdefault("type:(none)", set()).add(key)
     source_totals = {k: len(v) for k, v in planned.items()}
     board = leaderboards(samples, evaluators, measures, {e: _hib(specs[e]) for e in evaluators}, models,
                          seed=seed, n_boot=n_boot, source_totals=source_totals)
@@ -521,6 +536,7 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
         "unchanged_evaluators": [e for e in evaluators if specs[e] is not None and specs[e].unchanged_at is not None],
         "models": models,
         "categories": sorted({s["category"] for s in samples if "category" in s}),
+        "category_column": by or CATEGORY_COLUMN,
         "groups": group_list,
         "source_totals": source_totals,
         "samples": samples,
@@ -533,21 +549,6 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
         "probe": load_probe(run),  # `editlens probe`'s result, when the run was probed
         "arena": _arena(run),  # `editlens arena`'s ratings, when the run has them
     }
-
-
-def _column(sample: Any, column: str) -> Any:
-    """A sample's value in a manifest column: an extra column, or a field (``instruction``...)."""
-    if column in sample.metadata:
-        return sample.metadata[column]
-    value = getattr(sample, column, None) if column in ("instruction", "source_caption", "target_caption") else None
-    return value
-
-
-def _columns(samples: Iterable[Any]) -> list[str]:
-    cols: dict[str, None] = {}
-    for s in samples:
-        cols.update(dict.fromkeys(s.metadata))
-    return sorted(cols) + ["instruction"]
 
 
 def _why_empty(samples: list[dict[str, Any]], samples_in: Mapping[str, Any], evaluators: list[str],

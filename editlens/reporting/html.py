@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import quote
 
+from editlens.core.embedded import parse_ref
+from editlens.core.io import atomic_write
 from editlens.errors import InputError
 from editlens.reporting import plots
 
@@ -141,11 +143,14 @@ def generic_table(rows: Sequence[Mapping[str, Any]], cls: str = "data") -> str:
 
 # ----------------------------------------------------------------------------------------------- run report
 
-def default_link(out_dir: Path | None) -> Callable[[str], str]:
+def default_link(out_dir: Path | None) -> Callable[[str], str | None]:
     """Links to full-size images relative to the report's folder (``../`` included), else
-    file URIs: the ``link`` image mode, for reports that stay on this machine."""
+    file URIs: the ``link`` image mode, for reports that stay on this machine. An image
+    embedded in a table has no file to link to (``None``: the inspector shows its thumbnail)."""
 
-    def link(path: str) -> str:
+    def link(path: str) -> str | None:
+        if parse_ref(path) is not None:  # an image inside a table file: nothing to link to
+            return None
         p = Path(path).resolve()
         if out_dir is not None:
             try:
@@ -162,7 +167,19 @@ def _copy_link(out_dir: Path, folder: str) -> Callable[[str], str]:
     ``out_dir/folder/`` under a name unique to its path; links are relative to the report."""
     target = out_dir / folder
 
-    def link(path: str) -> str:
+    def link(path: str) -> str | None:
+        from editlens.reporting.thumbs import image_bytes, image_file_name
+
+        if parse_ref(path) is not None:  # an image inside a table file: its bytes become the copy
+            name = hashlib.blake2b(path.encode(), digest_size=6).hexdigest() + "_" + image_file_name(path)
+            dst = target / name
+            if not dst.exists():
+                found = image_bytes(path)
+                if found is None:
+                    return None
+                target.mkdir(parents=True, exist_ok=True)
+                atomic_write(dst, lambda fh: fh.write(found[0]), mode="wb")
+            return quote(f"{folder}/{name}")
         src = Path(path)
         name = hashlib.blake2b(str(src.resolve()).encode(), digest_size=6).hexdigest() + "_" + src.name
         dst = target / name
@@ -189,6 +206,13 @@ def _image_mode(mode: str, paths: Sequence[str], out_dir: Path | None) -> str:
         return mode
     total = 0
     for p in set(paths):
+        ref = parse_ref(p)
+        if ref is not None:  # an image inside a table: its own bytes count
+            from editlens.reporting.thumbs import image_bytes
+
+            found = image_bytes(p)
+            total += len(found[0]) if found else 0
+            continue
         try:
             total += os.path.getsize(p)
         except OSError:
@@ -221,7 +245,7 @@ def _page_scores(scores: Mapping[str, Any], layers: Mapping[str, Mapping[str, An
 #: each sample's page JSON (the part its results give), by the content key collect gave it
 _FRAGMENTS: dict[tuple, str] = {}
 _HEAVY = ("boxes", "verdicts", "unchanged", "statuses", "input_notes")
-_LIGHT = ("id", "model", "instruction", "category", "group", "human")
+_LIGHT = ("id", "model", "instruction", "category", "group", "human", "columns")
 
 
 def _sample_json(s: Mapping[str, Any], images: Mapping[str, Any], layers: Mapping[str, Mapping[str, Any]],
@@ -291,7 +315,9 @@ def render_run_report(data: Mapping[str, Any], out_dir: str | Path | None = None
                 if path in full_keys:
                     entry["f"] = full_keys[path]
             elif link is not None:
-                entry["href"] = link(path)
+                href = link(path)
+                if href is not None:
+                    entry["href"] = href
             imgs[role] = entry
         per_sample_images.append(imgs)
     layers = data.get("layers") or {}
@@ -325,6 +351,12 @@ _STATE_TEXT = {
 }
 
 
+def _category_words(data: Mapping[str, Any]) -> str:
+    """What the report's categories are: edit types, or the manifest column of ``report --by``."""
+    column = data.get("category_column") or "edit_type"
+    return "edit type" if column == "edit_type" else column
+
+
 def _completeness_html(c: Mapping[str, Any]) -> str:
     state, done, total = c["state"], c["done"], c["total"]
     of = f"{done} of {total} edits"
@@ -350,6 +382,14 @@ def _completeness_html(c: Mapping[str, Any]) -> str:
             items += f"<li>… {more} more (the run recorded {len(reasons)} reasons)</li>"
         extra.append(f'<details class="skipped-rows"><summary>{c["skipped_rows"]} manifest row(s) skipped '
                      f'(--skip-invalid)</summary><ul>{items}</ul></details>')
+    if c.get("n_missing_edits"):
+        shown = c.get("missing_edits") or []
+        items = "".join(f"<li>{_e(m.get('model'))}/{_e(m.get('id'))}: {_e(m.get('looked_for'))} not found</li>"
+                        for m in shown[:50])
+        if c["n_missing_edits"] > min(len(shown), 50):
+            items += f"<li>… {c['n_missing_edits'] - min(len(shown), 50)} more (`editlens runs show` lists them)</li>"
+        extra.append(f'<details class="missing-edits"><summary>{c["n_missing_edits"]} edit(s) without an output '
+                     f'(not scored)</summary><ul>{items}</ul></details>')
     if c.get("resized"):
         extra.append(f'<span class="resized" data-resized="{c["resized"]}">{c["resized"]} edit(s) resized to the '
                      'source size before scoring (each card says which)</span>')
@@ -466,7 +506,7 @@ def _leaderboard_section(data: Mapping[str, Any]) -> str:
     scopes = lb.get("scopes") or [{"key": "all", "label": "all edits", "n": len(data["samples"])}]
     if len(scopes) > 1:
         parts.append('<div class="controls"><label>group by<select id="lb-group"><option value="all">all edits</option>'
-                     '<option value="type">edit type</option></select></label></div>')
+                     f'<option value="type">{_e(_category_words(data))}</option></select></label></div>')
     flags = (lb.get("noop") or {}).get("all") or {}
     flagged = [(m, f) for m, f in flags.items() if f.get("unchanged")]
     if flagged:
@@ -523,7 +563,7 @@ def _leaderboard_section(data: Mapping[str, Any]) -> str:
             blocks.append(f'<div class="lb" data-evaluator="{_e(ev)}"><h3>{_e(ev)} <span class="measure">'
                           f'{_e(what)} · {_direction_words(t["higher_is_better"], t["measures"])}</span></h3>'
                           f'<p class="desc">{_e((data.get("descriptions") or {}).get(ev, ""))}</p>{body}</div>')
-        title = "" if scope["key"] == "all" else f'<h3 class="scope-title">edit type: {_e(scope["label"])} ({scope["n"]} edits)</h3>'
+        title = "" if scope["key"] == "all" else f'<h3 class="scope-title">{_e(_category_words(data))}: {_e(scope["label"])} ({scope["n"]} edits)</h3>'
         parts.append(f'<div class="lb-scope" data-scope="{_e(scope["key"])}"{" hidden" if scope["key"] != "all" else ""}>'
                      f'{title}<div class="lb-grid">{"".join(blocks)}</div></div>')
     hint = ("Editors ranked by the evaluators that judge the edit (edit quality, instruction following, agreement "
@@ -679,9 +719,9 @@ def _samples_section(data: Mapping[str, Any]) -> str:
         sortable.append(("human", "human score"))
     cats = data.get("categories") or []
     multi = len({s["group"] for s in samples}) < len(samples)  # some source was edited more than once
-    cat_filter = (f'<label>edit type<select id="c-type"><option value="">all types</option>'
+    cat_filter = (f'<label>{_e(_category_words(data))}<select id="c-type"><option value="">all types</option>'
                   f'{_opts([(c, c) for c in cats])}</select></label>') if cats else ""
-    card_cat = (f'<label>edit type<select id="f-type"><option value="">all types</option>'
+    card_cat = (f'<label>{_e(_category_words(data))}<select id="f-type"><option value="">all types</option>'
                 f'{_opts([(c, c) for c in cats])}</select></label>') if cats else ""
     compare = f"""
 <div id="view-compare" class="view"{'' if multi else ' hidden'}>
@@ -746,12 +786,13 @@ def _samples_section(data: Mapping[str, Any]) -> str:
 def write_run_report(run_dir: str | Path, out: str | Path | None = None, *, manifest: str | Path | None = None,
                      human: str | Path | None = None, meta_eval: Sequence[str | Path] = (),
                      thumb_size: int | None = None, seed: int = 0, n_boot: int = 1000,
-                     images: str = "auto") -> Path:
+                     images: str = "auto", by: str | None = None) -> Path:
     """Collect a run and write its report (default ``RUN_DIR/report.html``) atomically.
 
     ``meta_eval``: saved ``editlens meta-eval ... --json`` documents to show in the report.
     ``images``: how full-size images reach the report (see :func:`render_run_report`);
     ``copy`` puts them in ``<report name>_images/`` beside it.
+    ``by``: the manifest column whose values group the leaderboards (default ``edit_type``).
     """
     from editlens.reporting.collect import collect_run, read_meta_eval
     from editlens.core.io import atomic_write
@@ -762,7 +803,7 @@ def write_run_report(run_dir: str | Path, out: str | Path | None = None, *, mani
     target = Path(out) if out else Path(run_dir) / "report.html"
     metas = {Path(p).name: read_meta_eval(p) for p in meta_eval}  # before the slow part: bad input fails fast
     with no_gc_pauses():
-        data = collect_run(run_dir, manifest=manifest, human=human, seed=seed, n_boot=n_boot)
+        data = collect_run(run_dir, manifest=manifest, human=human, seed=seed, n_boot=n_boot, by=by)
         data["meta_eval"] = metas
         page = render_run_report(data, out_dir=target.parent, thumb_size=thumb_size, images=images,
                                  images_folder=f"{target.stem}_images")

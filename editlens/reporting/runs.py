@@ -59,20 +59,24 @@ def failures(run_dir: str | Path) -> list[dict[str, Any]]:
 
 def summary_table(run_dir: str | Path, by: str | None = None, seed: int = 0) -> list[dict[str, Any]]:
     """Mean and bootstrap 95% CI of each evaluator's scored values, optionally per
-    editing model (``by="model"``) or edit type (``by="edit_type"``)."""
-    if by not in (None, "model", "edit_type"):
-        raise InputError(f"--by must be 'model' or 'edit_type', got {by!r}")
-    types = run_edit_types(run_dir) if by == "edit_type" else {}
+    editing model (``by="model"``), edit type (``by="edit_type"``) or any column of
+    the run's manifest (``by="task_type"``: its values, ``(none)`` where a sample has none)."""
     store = _open(run_dir)
     try:
         rows = _current_rows(store)
     finally:
         store.close()
+    if by == "edit_type":
+        types = run_edit_types(run_dir)
+        group_of = lambda r: types.get(r["sample_id"], "other")  # noqa: E731
+    elif by not in (None, "model"):
+        values = column_values(run_dir, by)
+        group_of = lambda r: values.get(r["sample_id"], "(none)")  # noqa: E731
     groups: dict[tuple[str, str], list[float]] = {}
     for r in rows:
         if r["status"] != "scored":
             continue
-        g = (r["model"] or "(none)") if by == "model" else types.get(r["sample_id"], "other") if by else "all"
+        g = (r["model"] or "(none)") if by == "model" else group_of(r) if by else "all"
         groups.setdefault((g, r["evaluator"]), []).append(r["value"])
     out = []
     for (g, ev), vals in sorted(groups.items()):
@@ -80,6 +84,67 @@ def summary_table(run_dir: str | Path, by: str | None = None, seed: int = 0) -> 
         out.append({"group": g, "evaluator": ev, "n": len(vals), "mean": sum(vals) / len(vals),
                     "ci": None if len(vals) < 2 else list(ci)})  # None: undefined for n < 2
     return out
+
+
+#: keys of a results.jsonl record that are not manifest columns
+_NOT_COLUMNS = ("id", "scores", "images")
+
+
+def run_columns(run_dir: str | Path) -> dict[str, dict[str, Any]]:
+    """``{sample_id: {column: value}}``: each sample's model, instruction, edit type and the
+    manifest's extra columns, as the run's ``results.jsonl`` keeps them."""
+    import json
+
+    out: dict[str, dict[str, Any]] = {}
+    results = Path(run_dir) / "results.jsonl"
+    if results.is_file():
+        for line in results.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(row, dict) and "id" in row:
+                out[str(row["id"])] = {k: v for k, v in row.items() if k not in _NOT_COLUMNS}
+    return out
+
+
+def _manifest_columns(run_dir: str | Path) -> dict[str, dict[str, Any]]:
+    """Each sample's columns read again from the run's manifest, with the options it was read with."""
+    inputs = (load_run_meta(run_dir, "manifest") or {}).get("inputs", {})
+    manifest = inputs.get("manifest")
+    if not manifest or not Path(manifest).exists():
+        return {}
+    from editlens.data.manifest import read_manifest
+
+    options = {k: v for k, v in (inputs.get("manifest_options") or {}).items()
+               if k in ("columns", "encoding", "delimiter", "split", "edits", "edits_pattern", "image_root")}
+    try:
+        samples = read_manifest(manifest, skip_invalid=True, check_files=False, **options).samples
+    except InputError:
+        return {}
+    return {s.id: {"model": s.model, "instruction": s.instruction, **s.columns()} for s in samples}
+
+
+def group_label(value: Any) -> str:
+    """A column value as a group name: ``(none)`` for a missing or empty value, JSON for lists."""
+    import json
+
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return "(none)"
+    return json.dumps(value, sort_keys=True) if isinstance(value, (list, dict)) else str(value)
+
+
+def column_values(run_dir: str | Path, column: str) -> dict[str, str]:
+    """Each sample's value of ``column`` as a group name; an unknown column is an
+    :class:`InputError` listing the columns there are."""
+    cols = run_columns(run_dir)
+    if not any(column in row for row in cols.values()):
+        cols = _manifest_columns(run_dir) or cols  # a run from before results.jsonl kept every column
+    available = sorted({c for row in cols.values() for c in row} | {"model", "edit_type"})
+    if not any(column in row for row in cols.values()):
+        raise InputError(f"--by {column!r}: the run has no such column; group by one of {', '.join(available)}"
+                         + ("" if cols else f" (no results.jsonl in {run_dir}: rerun `editlens run` on it)"))
+    return {sid: group_label(row.get(column)) for sid, row in cols.items()}
 
 
 def run_edit_types(run_dir: str | Path) -> dict[str, str]:

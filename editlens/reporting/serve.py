@@ -7,7 +7,6 @@ of one of them. Nothing else on disk can be reached through it.
 
 from __future__ import annotations
 
-import mimetypes
 import sys
 import threading
 import time
@@ -53,12 +52,15 @@ class ReportServer:
                 if path in ("/", "/index.html", "/report.html"):
                     return self._send(200, "text/html; charset=utf-8", server.current_page())
                 if path.startswith("/image/"):
-                    try:
-                        file = Path(server.images[int(path.split("/")[2])])
-                        body = file.read_bytes()
-                    except (ValueError, IndexError, OSError) as exc:
+                    from editlens.reporting.thumbs import image_bytes
+
+                    try:  # a file, or an image inside a parquet/arrow file (its reference)
+                        found = image_bytes(server.images[int(path.split("/")[2])])
+                    except (ValueError, IndexError) as exc:
                         return self._send(404, "text/plain", f"not found: {exc}".encode())
-                    return self._send(200, mimetypes.guess_type(file.name)[0] or "application/octet-stream", body)
+                    if found is None:
+                        return self._send(404, "text/plain", b"not found: cannot be read")
+                    return self._send(200, found[1], found[0])
                 if path.startswith("/thumb/"):
                     body = server._thumbs.get(path[len("/thumb/"):])
                     if body is None:
@@ -108,7 +110,8 @@ class ReportServer:
 
         t0 = time.perf_counter()
         state = self._watched_state()
-        data = collect_run(self.run_dir, manifest=self.options.get("manifest"), human=self.options.get("human"))
+        data = collect_run(self.run_dir, manifest=self.options.get("manifest"), human=self.options.get("human"),
+                           by=self.options.get("by"))
         paths = sorted({p for s in data["samples"] for p in s["images"].values()})
         for p in paths:
             if p not in self._index:

@@ -1,5 +1,8 @@
 """Thumbnails (JPEG) and image sizes for the HTML report, cached by file identity.
 
+An image is a file path or a cell of a parquet/arrow file, named by its
+reference string (:mod:`editlens.core.embedded`); both are opened through
+:func:`editlens.core.embedded.open_image_source`.
 ``editlens view`` rebuilds the report each time a run writes a batch; the
 images behind it rarely change, so a thumbnail is made once per (path, size,
 modification time, thumbnail size) and kept for the life of the process.
@@ -9,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import io
-import os
 import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
@@ -17,6 +19,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from PIL import Image
+
+from editlens.core.embedded import open_image_source, parse_ref, source_identity
+from editlens.errors import InputError
 
 #: JPEG quality of thumbnails: made at twice their display size (sharp on 2x screens), they stay
 #: sharp at a lower quality than a 1x thumbnail needs
@@ -27,11 +32,7 @@ _LOCK = threading.Lock()
 
 
 def _identity(path: str | Path) -> tuple | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (str(path), st.st_size, st.st_mtime_ns)
+    return source_identity(str(path))
 
 
 def _remember(key: tuple, value: dict[str, Any]) -> dict[str, Any]:
@@ -59,9 +60,9 @@ def image_size(path: str | Path) -> tuple[int, int] | None:
     hit = _recall(key)
     if hit is None:
         try:
-            with Image.open(path) as im:
+            with Image.open(open_image_source(str(path))) as im:
                 hit = {"size": im.size}
-        except (OSError, ValueError, Image.DecompressionBombError):
+        except (OSError, ValueError, Image.DecompressionBombError, InputError):
             hit = {"size": None}
         _remember(key, hit)
     return hit["size"]
@@ -82,14 +83,14 @@ def thumbnail(path: str | Path, max_side: int = 512, quality: int = QUALITY) -> 
     if hit is not None:
         return hit
     try:
-        with Image.open(path) as im:
+        with Image.open(open_image_source(str(path))) as im:
             full = im.size
             im.draft("RGB", (max_side, max_side))  # fast JPEG decode at reduced size
             im = im.convert("RGB")
             im.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
             buf = io.BytesIO()
             im.save(buf, "JPEG", quality=quality, optimize=True, progressive=False)
-    except (OSError, ValueError, Image.DecompressionBombError) as exc:
+    except (OSError, ValueError, Image.DecompressionBombError, InputError) as exc:
         return {"error": f"{path}: cannot be read ({exc})"}
     import hashlib
 
@@ -120,13 +121,38 @@ def thumbnails(paths: Iterable[str], max_side: int = 512, workers: int = 4) -> d
     return out
 
 
-def file_data_uri(path: str | Path) -> str | None:
-    """The file itself as a data URI (for embedding full-size images), or ``None`` if unreadable."""
+def image_bytes(path: str | Path) -> tuple[bytes, str] | None:
+    """``(encoded bytes, MIME type)`` of an image file or table cell, or ``None`` if unreadable."""
     import mimetypes
 
+    ref = parse_ref(str(path))
     try:
-        body = Path(path).read_bytes()
-    except OSError:
+        if ref is None:
+            return Path(path).read_bytes(), mimetypes.guess_type(str(path))[0] or "application/octet-stream"
+        body = open_image_source(ref).getvalue()
+    except (OSError, InputError):
         return None
-    mime = mimetypes.guess_type(str(path))[0] or "application/octet-stream"
-    return data_uri(body, mime)
+    try:
+        with Image.open(io.BytesIO(body)) as im:
+            fmt = (im.format or "").lower()
+    except (OSError, ValueError, Image.DecompressionBombError):
+        fmt = ""
+    return body, Image.MIME.get(fmt.upper(), "application/octet-stream")
+
+
+def image_file_name(path: str | Path) -> str:
+    """A file name for an image: a file's own; a table cell's ``<table>_r<row>_<column>.<ext>``."""
+    ref = parse_ref(str(path))
+    if ref is None:
+        return Path(path).name
+    found = image_bytes(ref.uri())
+    ext = {"image/png": ".png", "image/jpeg": ".jpg", "image/webp": ".webp", "image/gif": ".gif"}.get(
+        found[1] if found else "", ".img")
+    col = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in ref.column)
+    return f"{Path(ref.file).stem}_r{ref.row}_{col}{'' if ref.index is None else f'_{ref.index}'}{ext}"
+
+
+def file_data_uri(path: str | Path) -> str | None:
+    """The image itself as a data URI (for embedding full-size images), or ``None`` if unreadable."""
+    found = image_bytes(path)
+    return None if found is None else data_uri(*found)

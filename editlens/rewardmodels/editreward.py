@@ -380,6 +380,15 @@ def prefer_probability(mu_a: float, ls_a: float, mu_b: float, ls_b: float) -> fl
     return 0.5 * (1.0 + math.erf((mu_a - mu_b) / (s * math.sqrt(2.0))))
 
 
+def prefer_scores(a: Any, b: Any) -> float | None:
+    """:func:`prefer_probability` of two ``editreward`` Scores (``None`` unless both carry their uncertainty);
+    the evaluator's spec names it as its ``preference``."""
+    da, db = a.details or {}, b.details or {}
+    if a.value is None or b.value is None or "log_uncertainty" not in da or "log_uncertainty" not in db:
+        return None
+    return prefer_probability(a.value, da["log_uncertainty"], b.value, db["log_uncertainty"])
+
+
 # -------------------------------------------------------------------------------------------- evaluator
 
 class EditRewardEvaluator(Metric):

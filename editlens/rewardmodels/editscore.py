@@ -468,7 +468,9 @@ def _present(ref: str, base: str | None) -> tuple[bool, str | None]:
 
 
 def check_available(options: dict[str, Any], models: dict[str, str]) -> tuple[bool, str | None]:
-    """Spec availability of ``editscore`` (options ``model``, ``base``)."""
+    """Spec availability of ``editscore`` (options ``model``, ``base``; with ``engine`` nothing is loaded here)."""
+    if options.get("engine"):
+        return True, None
     from editlens.models.registry import get_preset, is_preset
     from editlens.models.resolve import model_reference
 
@@ -507,6 +509,13 @@ class EditScoreEvaluator(Metric):
         quantization: ``auto`` (4-bit NF4 on CUDA with bitsandbytes), ``nf4`` or ``none``.
         batch_size: edits per generate call (each is two requests, SC and PQ).
         cache (``True``, a path, or ``none``), device, dtype.
+        engine: URL of an inference engine serving the adapter (vLLM:
+            ``--lora-modules editscore=ADAPTER``); then nothing is loaded here
+            and the requests carry the same chat structure, image labels and
+            sampling settings (top-k, top-p, seed) as API fields.
+        served_model: the adapter's name on the engine (``editscore``).
+        family: ``qwen2_5_vl`` or ``qwen3_vl`` of the served base (default:
+            read from the served name or its root).
     """
 
     def __init__(self, model: str | None = None, base: str | None = None, prompts: str | None = None,
@@ -515,7 +524,8 @@ class EditScoreEvaluator(Metric):
                  top_k: int = RELEASE_SAMPLING["top_k"], seed: int = RELEASE_SAMPLING["seed"],
                  max_new_tokens: int = RELEASE_SAMPLING["max_new_tokens"], reduction: str = "average_last",
                  pq_images: str = "edited", quantization: str = "auto", batch_size: int = 8, cache: Any = True,
-                 device: str = "auto", dtype: str = "auto", models: dict[str, str] | None = None) -> None:
+                 device: str = "auto", dtype: str = "auto", models: dict[str, str] | None = None,
+                 engine: str | None = None, served_model: str = "editscore", family: str | None = None) -> None:
         from editlens.judges.ensemble import check_sampling
         from editlens.models.quant import normalise_choice
 
@@ -539,6 +549,9 @@ class EditScoreEvaluator(Metric):
         self._cache_opt = cache_option(cache)
         self._loaded: EditScoreModel | None = None
         self._backend: Any = None
+        if family is not None and family not in FAMILIES:
+            raise ValueError(f"editscore: family must be one of {', '.join(FAMILIES)}, got {family!r}")
+        self.engine, self.served_model, self.family = engine or None, served_model, family
 
     # -- model ------------------------------------------------------------------------
     def _load(self) -> EditScoreModel:
@@ -555,6 +568,8 @@ class EditScoreEvaluator(Metric):
     @property
     def backend(self) -> Any:
         """The (cached) backend that answers SC/PQ requests."""
+        if self._backend is None and self.engine:
+            self._backend = self._engine_backend()
         if self._backend is None:
             loaded = self._load()
             # top-p/top-k are not in the requests: set for every call (the loaded model may be shared) and
@@ -567,6 +582,35 @@ class EditScoreEvaluator(Metric):
                 be = CachedBackend(be, ResponseCache(None if self._cache_opt is True else self._cache_opt))
             self._backend = be
         return self._backend
+
+    def _engine_backend(self) -> Any:
+        from editlens.backends.engine import EngineNeeds
+        from editlens.backends.factory import create_backend
+        from editlens.backends.families import family_from_name
+
+        images = 2  # SC: source and edited
+        be = create_backend(self.engine, cache=self._cache_opt, http_model=self.served_model,
+                            model_option="--option editscore.served_model",
+                            needs=EngineNeeds(images, False, self.max_new_tokens), who="editscore",
+                            engine_option="--option editscore.engine")
+        raw = getattr(be, "backend", be)
+        entry = next((m for m in raw.models_answer if m.get("id") == raw.model_id), {})
+        family = self.family
+        for name in (raw.model_id, entry.get("root"), entry.get("parent")):
+            family = family or family_from_name(name)
+        if family not in FAMILIES:
+            raise ModelUnavailableError(
+                f"editscore: cannot tell the family of {raw.model_id!r} at {self.engine} from its name "
+                f"({entry.get('root')!r}); pass --option editscore.family=qwen2_5_vl (EditScore-7B/72B) or qwen3_vl")
+        self.family = family
+        return _EngineFormat(be, family == "qwen2_5_vl", self.top_p, self.top_k)
+
+    def _engine_describe(self) -> dict[str, Any]:
+        from editlens.backends.types import backend_provenance
+
+        be = self.backend
+        return {"engine": backend_provenance(getattr(be, "backend", be)), "served_model": self.served_model,
+                "family": self.family}
 
     def release(self) -> dict[str, Any]:
         """Whether prompts and format are those of the release, and what differs."""
@@ -595,6 +639,9 @@ class EditScoreEvaluator(Metric):
                 "differences": diffs, "notes": notes}
 
     def describe(self) -> dict[str, Any]:
+        if self.engine:
+            return {**super().describe(), **self._engine_describe(), "prompts": self.prompts.describe(),
+                    "release": self.release()}
         loaded = self._load()
         from editlens.models.precision import decide
 
@@ -625,8 +672,12 @@ class EditScoreEvaluator(Metric):
 
     def short_release(self) -> dict[str, Any]:
         """What each result records about the release (the full account is in describe())."""
-        loaded = self._load()
         rel = self.release()
+        if self.engine:
+            be = getattr(self.backend, "backend", self.backend)
+            return {"engine": getattr(be, "base_url", self.engine), "served_model": self.served_model,
+                    "prompts_identical": rel["prompts_identical"], "format_identical": rel["format_identical"]}
+        loaded = self._load()
         return {"adapter": common.short_id(loaded.adapter), "base": common.short_id(loaded.base),
                 "prompts_identical": rel["prompts_identical"], "format_identical": rel["format_identical"]}
 
@@ -709,3 +760,40 @@ class _Keyed:
         with self.backend._sampling_lock:
             self.backend.sampling = dict(self.sampling)
             return self.backend.generate(requests)
+
+
+class _EngineFormat:
+    """EditScore's requests as an engine takes them: for Qwen2.5-VL the
+    release's hand-built prompt as chat parts (Qwen's default system turn,
+    each image preceded by its ``<imgN>: `` label, which the served model's
+    chat template renders exactly as the in-process prompt), and top-k/top-p
+    as request fields when sampling."""
+
+    def __init__(self, backend: Any, label_images: bool, top_p: float, top_k: int) -> None:
+        self.backend, self.label_images, self.top_p, self.top_k = backend, label_images, top_p, top_k
+        self.name, self.model_id = backend.name, backend.model_id
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["backend"], name)
+
+    def _one(self, req: ChatRequest) -> ChatRequest:
+        from dataclasses import replace
+
+        settings = req.settings
+        if settings.temperature > 0:
+            settings = replace(settings, top_p=self.top_p, top_k=self.top_k)
+        messages = req.messages
+        if self.label_images:
+            parts: list[Any] = []
+            for m in req.messages:
+                k = 0
+                for p in m.parts:
+                    if not isinstance(p, str):
+                        k += 1
+                        parts.append(f"<img{k}>: ")
+                    parts.append(p)
+            messages = [Message("system", [QWEN_SYSTEM]), Message("user", parts)]
+        return replace(req, messages=messages, settings=settings)
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
+        return self.backend.generate([self._one(r) for r in requests])

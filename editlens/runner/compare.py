@@ -26,29 +26,61 @@ _LABEL = {"A>B": 1, "B>A": -1, "A=B": 0, "A=B=Good": 0, "A=B=Bad": 0}
 
 @dataclass(frozen=True)
 class PairItem:
+    """One pair; images are file paths or cells of a table (:class:`~editlens.core.embedded.TableImage`)."""
+
     id: str
-    source: str
-    edited_a: str
-    edited_b: str
+    source: Any
+    edited_a: Any
+    edited_b: Any
     instruction: str
 
 
-def read_pairs(path: Path) -> list[PairItem]:
-    """``{id, source, edited_a, edited_b, instruction}`` lines; relative image paths are relative to the file."""
-    from editlens.data.jsonl import iter_jsonl
+PAIR_COLUMNS = ("id", "source", "edited_a", "edited_b", "instruction")
 
+
+def read_pairs(path: Path, columns: str | Mapping[str, str] | None = None) -> list[PairItem]:
+    """``{id, source, edited_a, edited_b, instruction}`` rows of a JSONL file, or of any format
+    :func:`editlens.data.tables.read_rows` reads (parquet/arrow with embedded images, ``datasets``
+    folders, JSON); ``columns`` maps the file's names (``edited_a=output_images[0]``). Relative
+    image paths are relative to the file."""
+    from editlens.core.embedded import TableImage, parse_ref
+    from editlens.data.manifest import parse_columns, rename_columns
+    from editlens.data.tables import read_rows
+
+    mapping = parse_columns(columns, PAIR_COLUMNS)
+    read = read_rows(path)
     out, seen = [], set()
-    for n, row in iter_jsonl(path):
+    for r in read.rows:
+        where = f"{path}:{r.pos}" if read.unit == "line" else r.where
+        if r.error is not None:
+            raise InputError(f"{where}: {r.error}")
+        try:
+            row = rename_columns(dict(r.values or {}), mapping)
+        except InputError as exc:
+            raise InputError(f"{where}: {exc}") from None
         missing = [k for k in ("source", "edited_a", "edited_b", "instruction") if not row.get(k)]
         if missing:
-            raise InputError(f"{path}:{n}: a pair needs {', '.join(missing)}")
-        pid = str(row.get("id", n))
+            theirs = sorted(set(row) - set(PAIR_COLUMNS))
+            hint = f" (its columns: {', '.join(theirs)}; map them with --columns)" if theirs else ""
+            raise InputError(f"{where}: a pair needs {', '.join(missing)}{hint}")
+        pid = str(row.get("id", r.pos))
         if pid in seen:
-            raise InputError(f"{path}:{n}: pair id {pid!r} appears twice")
+            raise InputError(f"{where}: pair id {pid!r} appears twice")
         seen.add(pid)
-        paths = [str(Path(row[k]) if Path(row[k]).is_absolute() else Path(path).parent / row[k])
-                 for k in ("source", "edited_a", "edited_b")]
-        out.append(PairItem(pid, paths[0], paths[1], paths[2], str(row["instruction"]).strip()))
+        base = r.base or Path(path).parent
+        images: list[Any] = []
+        for k in ("source", "edited_a", "edited_b"):
+            value = row[k]
+            ref = parse_ref(value)
+            if isinstance(value, list):
+                raise InputError(f"{where}: {k} holds a list of {len(value)} image(s); pick one with "
+                                 f"--columns {k}=COLUMN[0]")
+            if ref is not None:
+                images.append(ref if Path(ref.file).is_absolute() else TableImage(
+                    str(base / ref.file), ref.row, ref.column, ref.index))
+            else:
+                images.append(str(Path(value) if Path(value).is_absolute() else base / value))
+        out.append(PairItem(pid, images[0], images[1], images[2], str(row["instruction"]).strip()))
     if not out:
         raise InputError(f"{path}: no pairs")
     return out
@@ -103,12 +135,13 @@ class ScoreComparer:
         for it in items:
             sa = scores[edits[(it.source, it.edited_a, it.instruction)]]
             sb = scores[edits[(it.source, it.edited_b, it.instruction)]]
-            out.append({"id": it.id, **decide(sa, sb, hib, self.metric.name)})
+            out.append({"id": it.id, **decide(sa, sb, hib, self.metric.name, self.metric.spec)})
         return out
 
 
-def decide(sa: Any, sb: Any, higher_is_better: bool, name: str) -> dict[str, Any]:
-    """A verdict from two Scores (``None`` when either has no value)."""
+def decide(sa: Any, sb: Any, higher_is_better: bool, name: str, spec: Any = None) -> dict[str, Any]:
+    """A verdict from two Scores (``None`` when either has no value); with the evaluator's ``spec``, its
+    sub-scores side by side and its own P(A better) where it declares one."""
     row: dict[str, Any] = {"metric": name, "score_a": sa.value, "score_b": sb.value}
     if sa.value is None or sb.value is None:
         bad = [f"{k}: {s.status} ({s.reason})" for k, s in (("A", sa), ("B", sb)) if s.value is None]
@@ -116,12 +149,14 @@ def decide(sa: Any, sb: Any, higher_is_better: bool, name: str) -> dict[str, Any
     d = (sa.value - sb.value) * (1 if higher_is_better else -1)
     verdict = "A>B" if d > 0 else "B>A" if d < 0 else "A=B"
     row.update({"verdict": verdict, "label": _LABEL[verdict], "reason": None})
+    if spec is None:
+        return row
+    prefer = spec.load_preference()
+    p = prefer(sa, sb) if prefer is not None else None
+    if p is not None:
+        row["p_a_better"] = p
     da, db = sa.details or {}, sb.details or {}
-    if "log_uncertainty" in da and "log_uncertainty" in db:  # EditReward: how sure the model is
-        from editlens.rewardmodels.editreward import prefer_probability
-
-        row["p_a_better"] = prefer_probability(sa.value, da["log_uncertainty"], sb.value, db["log_uncertainty"])
-    for key in ("prompt_following", "consistency", "perceptual_quality"):
+    for key in spec.sub_scores:
         if key in da and key in db:
             row.setdefault("sub_scores", {})[key] = [da[key], db[key]]
     return row

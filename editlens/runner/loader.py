@@ -50,7 +50,7 @@ class PrefetchExecutor(LocalExecutor):
         self.pool.shutdown(wait=False)
         self.pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="editlens-loader")
         self.depth = max(1, depth)
-        self.preparers = [(ev.name, ev.prepare) for ev in self.evaluators if callable(getattr(ev, "prepare", None))]
+        self.preparers = [(ev.name, ev.prepare) for ev in self.evaluators if getattr(ev, "has_prepare", False)]
 
     def map(self, batches: Sequence[list[EditSample]], hashes: dict[str, str],
             done: dict[str, set[str]]) -> Iterator[tuple[list[EditSample], list[Row]]]:

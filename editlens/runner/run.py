@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
+from editlens.core.embedded import TableImage
 from editlens.core.images import ImageLoadOptions
 from editlens.core.io import atomic_write
 from editlens.core.types import EditSample, LoadedEdit, Score
@@ -166,7 +167,8 @@ def grouped_by_source(samples: Sequence[EditSample]) -> list[EditSample]:
 
     def group(s: EditSample) -> int:
         src = s.source
-        key = os.path.normpath(os.fspath(src)) if isinstance(src, (str, os.PathLike)) else id(src)
+        key = (os.path.normpath(os.fspath(src)) if isinstance(src, (str, os.PathLike))
+               else src.uri() if isinstance(src, TableImage) else id(src))
         return first.setdefault(key, len(first))
 
     keys = [group(s) for s in samples]
@@ -308,13 +310,20 @@ def summarize(rows: Iterable[dict[str, Any]], evaluators: Sequence[str]) -> dict
     }
 
 
+#: keys of a results.jsonl record that a manifest column of the same name does not replace
+_RESULT_KEYS = ("id", "model", "scores", "instruction", "edit_type", "images")
+
+
 def _write_outputs(out: Path, rows: list[dict[str, Any]], samples: Sequence[EditSample],
                    summary: dict[str, Any], manifest: dict[str, Any]) -> None:
     import json
 
     from editlens.data.edit_types import edit_type_of
 
-    extra = {s.id: {"instruction": s.instruction, "edit_type": edit_type_of(s)} for s in samples}
+    # the manifest's extra columns and where the images are (paths, or cells of a parquet/arrow file),
+    # so results stand alone and a report can show embedded images later
+    extra = {s.id: {"instruction": s.instruction, "edit_type": edit_type_of(s), "images": s.image_refs(),
+                    **{k: v for k, v in s.columns().items() if k not in _RESULT_KEYS}} for s in samples}
     records = wide_records(rows, extra)
     order = {s.id: i for i, s in enumerate(samples)}
     records.sort(key=lambda r: order.get(r["id"], math.inf))

@@ -183,19 +183,31 @@ def wide_records(rows: list[dict[str, Any]], samples: dict[str, dict[str, Any]] 
     return [by[k] for k in sorted(by)]
 
 
-def export(rows: list[dict[str, Any]], path: str | os.PathLike, fmt: str | None = None) -> Path:
+def export(rows: list[dict[str, Any]], path: str | os.PathLike, fmt: str | None = None,
+           columns: dict[str, dict[str, Any]] | None = None) -> Path:
     """Export long-format rows (one per sample and evaluator) atomically.
 
     ``fmt`` is ``jsonl``, ``csv`` or ``parquet`` (default: from the suffix).
+    ``columns``: the manifest's extra columns of each sample (``{sample_id:
+    {column: value}}``), added to its rows after the result columns (a column
+    named like one of those is left out); in CSV and Parquet a list or object
+    value is written as JSON text.
     """
     target = Path(path)
     fmt = fmt or target.suffix.lstrip(".").lower()
-    flat = [{**{k: v for k, v in r.items() if k != "details"},
+    base = ["sample_id", "evaluator", "config_hash", "model", "status", "value", "reason", "details"]
+    extra: list[str] = []
+    if columns:
+        for of_sample in columns.values():
+            extra += [c for c in of_sample if c not in base and c not in extra]
+        rows = [{**r, **{c: v for c, v in (columns.get(r["sample_id"]) or {}).items() if c not in base}}
+                for r in rows]
+    flat = [{**{k: _cell(v) for k, v in r.items() if k != "details"},
              "details": json.dumps(r["details"]) if r.get("details") else None} for r in rows]
     if fmt == "jsonl":
         return atomic_write(target, lambda fh: fh.writelines(json.dumps(r, default=str) + "\n" for r in rows))
     if fmt == "csv":
-        cols = ["sample_id", "evaluator", "config_hash", "model", "status", "value", "reason", "details"]
+        cols = base + extra
 
         def w(fh: Any) -> None:
             writer = csv.DictWriter(fh, fieldnames=cols)
@@ -209,6 +221,13 @@ def export(rows: list[dict[str, Any]], path: str | os.PathLike, fmt: str | None 
             import pyarrow.parquet as pq
         except ImportError as exc:
             raise EditlensError("Parquet export needs pyarrow: pip install 'editlens[parquet]'") from exc
-        table = pa.Table.from_pylist(flat)
+        # every row has every column (absent: null), so a column's type comes from all its values
+        table = pa.Table.from_pylist([{c: r.get(c) for c in base + extra} for r in flat]) if flat else \
+            pa.Table.from_pylist(flat)
         return atomic_write(target, lambda fh: pq.write_table(table, fh), mode="wb")
     raise EditlensError(f"unknown export format {fmt!r}; use jsonl, csv or parquet")
+
+
+def _cell(value: Any) -> Any:
+    """A value for one CSV/Parquet cell: lists and objects as JSON text."""
+    return json.dumps(value, default=str) if isinstance(value, (list, dict)) else value

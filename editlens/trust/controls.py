@@ -29,6 +29,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from editlens.core.embedded import TableImage, source_identity
 from editlens.core.types import EditSample
 from editlens.errors import InputError
 
@@ -73,6 +74,8 @@ def parse_controls(value: str | Sequence[str] | None) -> tuple[str, ...]:
 
 
 def _key(value: Any) -> str:
+    if isinstance(value, TableImage):
+        return value.uri()
     return os.path.normpath(os.fspath(value)) if isinstance(value, (str, os.PathLike)) else f"<{id(value)}>"
 
 
@@ -94,7 +97,9 @@ def _donor(i: int, samples: Sequence[EditSample], seed: int, ok: Any) -> EditSam
     return None
 
 
-def _path(value: Any, sid: str, role: str) -> str:
+def _path(value: Any, sid: str, role: str) -> Any:
+    if isinstance(value, TableImage):  # an image inside a parquet/arrow file: used as it is, read when loaded
+        return value
     if not isinstance(value, (str, os.PathLike)):
         raise InputError(f"sample {sid!r}: the probe builds controls on disk and needs image paths; "
                          f"its {role} is {type(value).__name__}")
@@ -110,7 +115,9 @@ def _write_png(arr: np.ndarray, target: Path) -> None:
     os.replace(tmp, target)  # a reader never sees half a file
 
 
-def _file_tag(path: str) -> str:
+def _file_tag(path: Any) -> str:
+    if isinstance(path, TableImage):
+        return "|".join(map(str, source_identity(path) or (path.uri(),)))
     st = os.stat(path)
     return f"{os.path.abspath(path)}|{st.st_size}|{st.st_mtime_ns}"
 
@@ -119,6 +126,11 @@ def _size(path: str) -> tuple[int, int]:
     """(height, width) of an image as editlens loads it (EXIF rotation applied), from its header."""
     from PIL import Image, UnidentifiedImageError
 
+    if isinstance(path, TableImage):
+        from editlens.core.images import image_size
+
+        w, h = image_size(path)
+        return (h, w)
     try:
         with Image.open(path) as im:
             w, h = im.size

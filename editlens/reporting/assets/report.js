@@ -431,6 +431,8 @@
     art = el("article", {"class": "card", "data-id": s.id, "data-model": s.model}, [
       el("header", null, [el("span", {"class": "sid", text: s.id})].concat(headChips(s))),
       el("div", {"class": "instr", text: s.instruction || "(instruction not available)"})]
+      .concat(s.columns ? [el("div", {"class": "cols"}, Object.keys(s.columns).map(function (k) {
+        return el("span", {"class": "col", "data-col": k, text: k + ": " + s.columns[k]}); }))] : [])
       .concat((s.input_notes || []).map(function (n) { return el("div", {"class": "input-note", text: n}); }))
       .concat([el("div", {"class": "shots"}, ["source", "edited", "reference"].map(function (r) {
         return shot(s, r, function (x, role) { openInspector(x, role, currentCards); }); })), scoreTable(s)])

@@ -1,4 +1,4 @@
-"""``POST /v1/score``: scores for a batch of edits, for RL trainers over HTTP.
+"""``POST /v1/score``: scores for a batch of edits from any registered evaluator, for RL trainers over HTTP.
 
 Request: ``{"items": [{"source": IMG, "edited": IMG, "instruction": str}, ...],
 "metric": "adiee", "details": false}`` where IMG is a ``data:image/...;base64,``
@@ -11,6 +11,14 @@ batch goes to the evaluator at once (it batches and caches); evaluators are
 created once at start-up. :func:`score_app` serves ``/v1/score`` alone, so a
 reward model can run in its own process on its own GPU (``editlens serve
 --score editscore --device cuda:1``) beside an RL trainer.
+
+Each score says how it was decoded (``"decoding"``: ``none`` for evaluators
+that do not generate, ``greedy``, or ``sampled`` with its temperature, seed
+and passes), so a trainer can tell a reproducible reward from a sampled
+one. Items may carry a ``"task"`` (an edit type, a prompt set);
+``GET /v1/score/stats`` reports, per evaluator and task, how many rewards
+were served, their mean and spread, and flags a task whose rewards are
+stuck at 0 or constant (a reward that teaches nothing).
 """
 
 from __future__ import annotations
@@ -44,11 +52,78 @@ def _image(value: Any, where: str, max_bytes: int) -> np.ndarray:
         raise HTTPException(400, f"{where}: not a readable image") from None
 
 
+def decoding(metric: Any) -> dict[str, Any]:
+    """How ``metric`` decodes its answers, as each served score records it."""
+    if not hasattr(metric, "temperature"):
+        return {"decoding": "none"}
+    temperature = float(metric.temperature or 0.0)
+    if temperature <= 0:
+        return {"decoding": "greedy"}
+    return {"decoding": "sampled", "temperature": temperature, "seed": getattr(metric, "seed", None),
+            "samples": getattr(metric, "samples", 1)}
+
+
+#: scored rewards a task needs before it is flagged as stuck or constant
+MIN_FOR_FLAGS = 8
+
+
+class RewardStats:
+    """Running per-(evaluator, task) statistics of served rewards."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.rows: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def add(self, metric: str, task: str, value: float | None) -> None:
+        with self.lock:
+            r = self.rows.setdefault((metric, task), {"served": 0, "scored": 0, "zeros": 0, "sum": 0.0, "sumsq": 0.0,
+                                                      "min": None, "max": None})
+            r["served"] += 1
+            if value is None:
+                return
+            r["scored"] += 1
+            r["zeros"] += value == 0
+            r["sum"] += value
+            r["sumsq"] += value * value
+            r["min"] = value if r["min"] is None else min(r["min"], value)
+            r["max"] = value if r["max"] is None else max(r["max"], value)
+
+    def report(self) -> dict[str, Any]:
+        import math
+
+        out: dict[str, Any] = {}
+        with self.lock:
+            for (metric, task), r in sorted(self.rows.items()):
+                n = r["scored"]
+                mean: float | None = None
+                std: float | None = None
+                if n:
+                    mean = r["sum"] / n
+                    std = math.sqrt(max(0.0, r["sumsq"] / n - mean * mean))
+                flags = []
+                if n >= MIN_FOR_FLAGS and r["zeros"] == n:
+                    flags.append("stuck at 0")
+                elif n >= MIN_FOR_FLAGS and r["max"] - r["min"] <= 1e-9 * max(1.0, abs(r["max"])):
+                    flags.append("constant")
+                if r["served"] >= MIN_FOR_FLAGS and n == 0:
+                    flags.append("never scored")
+                out.setdefault(metric, {})[task] = {
+                    "served": r["served"], "scored": n, "mean": mean, "std": std, "min": r["min"], "max": r["max"],
+                    "zero_fraction": r["zeros"] / n if n else None, "flags": flags}
+        return {"min_for_flags": MIN_FOR_FLAGS, "metrics": out}
+
+
 def score_router(metrics: Mapping[str, Any], max_items: int = 64, max_image_bytes: int = 20 * 1024 * 1024) -> Any:
-    """A FastAPI router serving ``POST /v1/score`` with the given evaluators."""
+    """A FastAPI router serving ``POST /v1/score`` with the given evaluators
+    (and ``GET /v1/score/stats``, the per-task report of what was served)."""
     router = APIRouter()
     lock = threading.Lock()  # one model call at a time per process
     default = next(iter(metrics))
+    stats = RewardStats()
+
+    @router.get("/v1/score/stats")
+    async def score_stats() -> dict[str, Any]:
+        return stats.report()
 
     @router.post("/v1/score")
     async def score(request: Request) -> dict[str, Any]:
@@ -63,11 +138,15 @@ def score_router(metrics: Mapping[str, Any], max_items: int = 64, max_image_byte
         name = str(body.get("metric") or default)
         if name not in metrics:
             raise HTTPException(400, f"metric {name!r} is not served here; served: {sorted(metrics)}")
-        samples = []
+        samples, tasks = [], []
         for n, it in enumerate(body["items"]):
             where = f"items[{n}]"
             if not isinstance(it, dict):
                 raise HTTPException(400, f"{where}: expected an object")
+            task = it.get("task", "")
+            if not isinstance(task, str) or len(task) > 200:
+                raise HTTPException(400, f"{where}.task: expected a short string")
+            tasks.append(task or "(no task)")
             instr = it.get("instruction")
             if not isinstance(instr, str) or not instr.strip():
                 raise HTTPException(400, f"{where}: empty instruction")
@@ -83,7 +162,10 @@ def score_router(metrics: Mapping[str, Any], max_items: int = 64, max_image_byte
 
         scores = await asyncio.get_running_loop().run_in_executor(None, run)
         details = body.get("details") is True
-        return {"metric": name, "scores": [{"value": s.value, "status": s.status, "reason": s.reason,
+        how = decoding(metrics[name])
+        for s, task in zip(scores, tasks):
+            stats.add(name, task, s.value if s.status == "scored" else None)
+        return {"metric": name, "scores": [{"value": s.value, "status": s.status, "reason": s.reason, **how,
                                             **({"details": _json_safe(s.details)} if details else {})}
                                            for s in scores]}
 

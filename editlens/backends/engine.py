@@ -1,0 +1,134 @@
+"""Evaluators on an inference engine (vLLM, SGLang, ``editlens serve``): what
+they need of it, checked once at start with one clear error naming the
+option to set, never discovered row by row.
+
+:func:`check_engine` asks the engine's ``/v1/models`` (served model names,
+``max_model_len``) and sends one probe request carrying as many images as
+the evaluator sends, asking for log-probabilities when the evaluator reads
+them. What it learnt is kept on the backend (``backend.capabilities``) and
+recorded in the run's provenance.
+
+:func:`engine_tokens` asks the engine's ``/tokenize`` and ``/detokenize``
+(vLLM's endpoints; ``editlens serve`` has them too) for the first token of
+words whose probability an evaluator reads (DICE's ADD/EDIT/REMOVE, YES/NO),
+so the formulas run on the tokens the engine's model emits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from editlens.backends.types import ChatRequest, GenerationSettings, Message
+from editlens.errors import ModelUnavailableError
+
+
+def is_engine_url(ref: str | None) -> bool:
+    return bool(ref) and str(ref).startswith(("http://", "https://"))
+
+
+@dataclass(frozen=True)
+class EngineNeeds:
+    """What an evaluator needs of an engine."""
+
+    images: int = 1  # images in one prompt
+    logprobs: bool = False  # per-step log-probabilities (top_logprobs) of the answer
+    max_new_tokens: int = 1  # longest answer it asks for (the context must hold it beside the prompt)
+
+
+def _raw(backend: Any) -> Any:
+    """The HTTP backend under wrappers (response cache, settings)."""
+    seen = 0
+    while not hasattr(backend, "base_url") and hasattr(backend, "backend") and seen < 5:
+        backend, seen = backend.backend, seen + 1
+    return backend
+
+
+def check_engine(backend: Any, needs: EngineNeeds, who: str, option: str) -> dict[str, Any]:
+    """Probe the engine behind ``backend`` once for ``needs``; raise
+    :class:`ModelUnavailableError` naming ``option`` (how the evaluator was
+    pointed at the engine) and the engine's own setting when it falls short.
+    Returns the capabilities found (also kept on the backend)."""
+    be = _raw(backend)
+    if not hasattr(be, "base_url"):
+        return {}
+    url, model = be.base_url, be.model_id
+    memo = _CHECKED.get((url, model, be.revision))
+    if memo and memo["images"] >= needs.images and (memo["logprobs"] or not needs.logprobs):
+        be.capabilities = memo["caps"]
+        return memo["caps"]
+    entry = next((m for m in be.models_answer if m.get("id") == model), {})
+    caps: dict[str, Any] = {"served_model": model, "max_model_len": entry.get("max_model_len"),
+                            "adapter_of": entry.get("parent")}
+    limit = entry.get("max_model_len")
+    if isinstance(limit, int) and needs.max_new_tokens >= limit:
+        raise ModelUnavailableError(
+            f"{who}: the engine at {url} serves {model!r} with a context of {limit} tokens, less than the "
+            f"{needs.max_new_tokens} new tokens {who} asks for beside its prompt and images: start the engine with "
+            f"a longer context (vLLM: --max-model-len; SGLang: --context-length), or point {option} elsewhere")
+    parts: list[Any] = [np.full((56, 56, 3), 127 + 40 * k, dtype=np.uint8) for k in range(needs.images)]
+    probe = ChatRequest([Message("user", [*parts, "Answer with one word: YES or NO."])],
+                        GenerationSettings(max_new_tokens=1, top_logprobs=5 if needs.logprobs else 0))
+    (gen,) = be.generate([probe])
+    if gen.error:
+        text = gen.error.lower()
+        if needs.images > 1 and "image" in text and any(w in text for w in ("at most", "limit", "maximum", "only")):
+            raise ModelUnavailableError(
+                f"{who}: the engine at {url} refuses prompts with {needs.images} images ({gen.error[:200]}); "
+                f"{who} sends {needs.images} per prompt: start vLLM with --limit-mm-per-prompt "
+                f"'{{\"image\": {needs.images}}}' (editlens serve: --max-images-per-prompt {needs.images}), "
+                f"or point {option} at an engine that takes them")
+        raise ModelUnavailableError(f"{who}: the engine at {url} ({model!r}) refused a probe request with "
+                                    f"{needs.images} image(s): {gen.error[:300]} (set with {option})")
+    if needs.logprobs and not (gen.steps and any(s.top or s.logprob is not None for s in gen.steps)):
+        raise ModelUnavailableError(
+            f"{who}: the engine at {url} answers without logprobs/top_logprobs, which {who} reads its "
+            "confidences from: serve the model with vLLM or SGLang (both return them; vLLM caps top_logprobs at "
+            f"--max-logprobs, 20 by default), or run {who} in-process (drop {option})")
+    caps["images_per_prompt"] = f"at least {needs.images}"
+    caps["logprobs"] = bool(gen.steps and any(s.top for s in gen.steps))
+    _CHECKED[(url, model, be.revision)] = {"images": needs.images, "logprobs": needs.logprobs, "caps": caps}
+    be.capabilities = caps
+    return caps
+
+
+#: (url, served model, what it says it serves) -> what was checked: a process probes an engine once
+_CHECKED: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+
+def engine_tokens(backend: Any, words: Sequence[str]) -> list[dict[str, tuple[int, str]]]:
+    """For ``words``, the engine's first token of each (id and decoded text),
+    written bare and after a space; a variant is kept only when every word
+    has its own first token (as :func:`editlens.dice.released_format.candidate_variants`).
+    Raises :class:`ModelUnavailableError` when the engine has no ``/tokenize``."""
+    import httpx
+
+    be = _raw(backend)
+    root = be.base_url[:-3] if be.base_url.endswith("/v1") else be.base_url
+    headers = be._headers() if hasattr(be, "_headers") else {}
+    out: list[dict[str, tuple[int, str]]] = []
+    with httpx.Client(timeout=min(getattr(be, "timeout", 30.0), 30.0), headers=headers) as client:
+        def post(path: str, body: dict[str, Any]) -> Any:
+            try:
+                r = client.post(root + path, json={"model": be.model_id, **body})
+            except httpx.HTTPError as exc:
+                raise ModelUnavailableError(f"the engine at {be.base_url}: {path} failed ({exc})") from None
+            if r.status_code >= 400:
+                raise ModelUnavailableError(
+                    f"the engine at {be.base_url} has no usable {path} (HTTP {r.status_code}); the token "
+                    "probabilities of words are read through it (vLLM serves it; SGLang: use its vLLM-compatible "
+                    "frontend or run in-process)")
+            return r.json()
+
+        for prefix in ("", " "):
+            found: dict[str, tuple[int, str]] = {}
+            for w in words:
+                ids = post("/tokenize", {"prompt": prefix + w, "add_special_tokens": False}).get("tokens") or []
+                if ids:
+                    first = int(ids[0])
+                    found[w] = (first, str(post("/detokenize", {"tokens": [first]}).get("prompt", "")))
+            if len(found) == len(words) and len({v[0] for v in found.values()}) == len(words) and found not in out:
+                out.append(found)
+    return out

@@ -1,0 +1,143 @@
+"""The judge of an editor benchmark: asks a vision-language model the
+benchmark's questions about each edit (through the shared judge backends) and
+reads each answer the way the benchmark defines.
+
+An answer that cannot be read, a refusal or a content-filtered answer makes
+the item *unscored* (missing, with the raw text and the reason), never a
+zero; a lost request makes it *failed* (asked again on rerun). The prompts'
+hash, the temperature and the seed are part of the judge's identity
+(:meth:`BenchJudge.describe`), so a run with other prompts is a new result,
+and the served model's identity is pinned by the backend's provenance.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping, Sequence
+
+from editlens.backends.types import ChatRequest, GenerationSettings, Message, is_backend_failure
+from editlens.bench.base import BenchItem, Benchmark, Question
+from editlens.bench.prompts import PromptSet
+from editlens.core.types import LoadedEdit, Score
+from editlens.judges.base import VLMJudge
+from editlens.judges.parsing import refusal_in
+from editlens.metrics.spec import MetricSpec
+
+_MARK = re.compile(r"^\s*<<(\w+)>>\s*$", re.M)
+
+
+def message_parts(q: Question, images: Mapping[str, Any]) -> list[Any]:
+    """Text and images in the order the question shows them. Image markers
+    (``<<source>>`` on a line of their own) in the text place the images;
+    without markers, ``q.images`` go after the text (before, with ``images_first``)."""
+    parts: list[Any] = []
+    if _MARK.search(q.text):
+        pos = 0
+        for m in _MARK.finditer(q.text):
+            chunk = q.text[pos:m.start()].strip()
+            if chunk:
+                parts.append(chunk)
+            parts.append(images[m.group(1)])
+            pos = m.end()
+        tail = q.text[pos:].strip()
+        if tail:
+            parts.append(tail)
+        return parts
+    imgs = [images[name] for name in q.images]
+    return imgs + [q.text] if q.images_first else [q.text] + imgs
+
+
+class BenchJudge(VLMJudge):
+    """A metric (for ``editlens run``'s resumable store) whose value is the
+    benchmark's per-item headline and whose details hold every dimension."""
+
+    template_names = ()
+
+    def __init__(self, bench: Benchmark, prompts: PromptSet, items: Mapping[str, BenchItem], **vlm_options: Any) -> None:
+        self.bench, self.prompts, self.items = bench, prompts, items
+        self.spec = MetricSpec(f"bench_{bench.spec.name.replace('-', '_')}", type(self), ("source", "edited"),
+                               True, (0.0, float("inf")), "vlm", f"{bench.spec.title} judge", vlm="required")
+        super().__init__(**vlm_options)
+
+    def describe(self) -> dict[str, Any]:
+        # no backend.describe() here: the identity must not need the model loaded (estimates, resumes)
+        return {"name": self.name, "benchmark": self.bench.spec.name, "prompts": self.prompts.describe(),
+                "vlm": str(self.vlm), "vlm_model": self.vlm_model, "temperature": self.temperature,
+                "seed": self.seed, "samples": self.samples, "max_new_tokens": self.max_new_tokens}
+
+    def provenance(self) -> dict[str, Any]:
+        from editlens.backends.types import backend_provenance
+
+        return {"backend": backend_provenance(self.backend), "prompts": self.prompts.describe()}
+
+    def plan(self, item: BenchItem) -> list[Question]:
+        return self.bench.questions(item, self.prompts)
+
+    def compute(self, batch: Sequence[LoadedEdit]) -> list[float | Score]:
+        settings = GenerationSettings(max_new_tokens=self.max_new_tokens)
+        plans, reqs = [], []
+        for s in batch:
+            item = self.items[s.id]
+            qs = self.plan(item)
+            plans.append(qs)
+            images = {"source": s.source, "edited": s.edited, "reference": s.reference}
+            for q in qs:
+                if any(images.get(n) is None for n in q.images):
+                    raise ValueError(f"{s.id}: question {q.name} shows an image the item lacks ({q.images})")
+                reqs.append(ChatRequest([Message("user", message_parts(q, images))], settings))
+        answers = self.ask(reqs)
+        out: list[float | Score] = []
+        k = 0
+        for s, qs in zip(batch, plans):
+            gens = answers[k:k + len(qs)]
+            k += len(qs)
+            out.append(self._score(self.items[s.id], qs, [g[0] for g in gens]))
+        return out
+
+    def _score(self, item: BenchItem, qs: Sequence[Question], gens: Sequence[Any]) -> Score:
+        raw = {q.name: g.text for q, g in zip(qs, gens)}
+        for q, g in zip(qs, gens):
+            if is_backend_failure(g.problem):
+                return Score(self.name, None, "failed", f"{q.name}: {g.problem}", {"raw": raw})
+        dims: dict[str, float] = {}
+        problems = []
+        for q, g in zip(qs, gens):
+            refused = g.refusal or refusal_in(g.text) or (
+                "content filter" if g.finish_reason == "content_filter" else None)
+            if refused:
+                problems.append(f"{q.name}: the judge refused ({refused})")
+                continue
+            if g.problem:
+                problems.append(f"{q.name}: {g.problem}")
+                continue
+            values = self.bench.parse_answer(q, g.text, self.prompts.from_clone)
+            if values is None or len(values) != len(q.dimensions):
+                problems.append(f"{q.name}: answer not readable as {len(q.dimensions)} score(s) "
+                                f"{list(q.dimensions)} in [{q.low:g}, {q.high:g}]")
+                continue
+            dims.update(zip(q.dimensions, values))
+        if problems:
+            # missing, never zero: what did parse is kept for inspection, not scored
+            return Score(self.name, None, "unscored", "; ".join(problems),
+                         {"raw": raw, "dimensions_read": dims, "refused": any("refused" in p for p in problems)})
+        figures = self.bench.item_scores(item, dims)
+        headline = self.bench.headline(figures)
+        return Score(self.name, headline, details={"dimensions": dims, "figures": figures, "raw": raw})
+
+
+def estimate(bench: Benchmark, items: Sequence[BenchItem], prompts: PromptSet, models: int, max_new_tokens: int,
+             image_tokens: int = 800) -> dict[str, Any]:
+    """Judge calls and rough tokens a run makes before it starts: the plan of
+    every item, per model. Prompt tokens count ~4 characters per token plus
+    ``image_tokens`` per image (a 512-px image costs 500-1,100 tokens on the
+    common APIs); completion tokens are at most ``max_new_tokens`` per call."""
+    calls = text_chars = images = 0
+    for it in items:
+        for q in bench.questions(it, prompts):
+            calls += 1
+            text_chars += len(q.text)
+            images += len(q.images) or len(_MARK.findall(q.text))
+    prompt_tokens = text_chars // 4 + images * image_tokens
+    return {"benchmark": bench.spec.name, "items": len(items), "models": models, "judge_calls": calls * models,
+            "prompt_tokens_approx": prompt_tokens * models, "completion_tokens_max": calls * models * max_new_tokens,
+            "image_tokens_per_image_assumed": image_tokens, "prompts": prompts.describe()}

@@ -1,0 +1,193 @@
+"""A benchmark's table as its paper lays it out, with bootstrap CIs and n,
+and its writers (JSON-able dict, CSV, Markdown, LaTeX).
+
+A table is ``{"benchmark", "protocol", "models": {model: {"sections":
+[section...], "counts": {...}}}}``; a section is ``{"name", "figures":
+[column...], "rows": [{"row": label, "cells": {figure: cell}}], "overall":
+{"row", "cells"}, "overall_rule"}``; a cell is ``{"value", "ci95", "n"}``
+(``value`` ``None`` when nothing was scored: never a zero).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from editlens.meta.bootstrap import ci_or_none
+
+
+def cell(values: Sequence[float], n_boot: int = 1000, seed: int = 0, scale: float = 1.0) -> dict[str, Any]:
+    """Mean of ``values`` (times ``scale``) with its bootstrap 95% CI and n.
+
+    >>> cell([1.0, 3.0], n_boot=200)["value"], cell([])["value"]
+    (2.0, None)
+    """
+    v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=float)
+    if v.size == 0:
+        return {"value": None, "ci95": None, "n": 0}
+    ci = ci_or_none(v, n_boot=n_boot, seed=seed)
+    return {"value": float(v.mean()) * scale, "ci95": [c * scale for c in ci] if ci else None, "n": int(v.size)}
+
+
+def mean_of_means(groups: Mapping[str, Sequence[float]], n_boot: int = 1000, seed: int = 0,
+                  scale: float = 1.0) -> dict[str, Any]:
+    """The unweighted mean over groups of each group's mean (what GEdit-Bench's
+    and ImgEdit-Bench's "average" rows are), with a CI from resampling items
+    within each group. Groups with no value are left out and named.
+
+    >>> round(mean_of_means({"a": [1.0, 1.0, 1.0], "b": [0.0]}, n_boot=50)["value"], 3)
+    0.5
+    """
+    arrs = {g: np.asarray([x for x in vs if x is not None and math.isfinite(x)], dtype=float) for g, vs in groups.items()}
+    used = {g: a for g, a in arrs.items() if a.size}
+    if not used:
+        return {"value": None, "ci95": None, "n": 0, "groups": 0}
+    value = float(np.mean([a.mean() for a in used.values()]))
+    rng = np.random.default_rng(seed)
+    boots = np.zeros(n_boot)
+    for a in used.values():
+        boots += a[rng.integers(0, a.size, size=(n_boot, a.size))].mean(axis=1)
+    boots /= len(used)
+    n = int(sum(a.size for a in used.values()))
+    ci = [float(np.quantile(boots, 0.025)) * scale, float(np.quantile(boots, 0.975)) * scale] if n >= 2 else None
+    out: dict[str, Any] = {"value": value * scale, "ci95": ci, "n": n, "groups": len(used)}
+    empty = sorted(set(arrs) - set(used))
+    if empty:
+        out["groups_without_scores"] = empty
+    return out
+
+
+def section(name: str, rows: Sequence[Mapping[str, Any]], figures: Sequence[str], order: Sequence[str],
+            group_of: Callable[[Mapping[str, Any]], str], *, overall: str = "items", n_boot: int = 1000,
+            seed: int = 0, scale: float = 1.0, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """One block of a table: a row per group (in ``order``, then any others),
+    a column per figure, and an overall row (``overall``: ``"items"`` pools
+    the items, ``"groups"`` averages the group means as the paper does).
+    Each row of ``rows`` holds ``scores`` (figure -> number or None)."""
+    by: dict[str, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        by.setdefault(group_of(r), []).append(r)
+    groups = [g for g in order if g in by] + sorted(set(by) - set(order))
+    out_rows = []
+    for g in groups:
+        cells = {f: cell([r["scores"].get(f) for r in by[g]], n_boot, seed, scale) for f in figures}
+        out_rows.append({"row": (labels or {}).get(g, g), "cells": cells})
+    if overall == "groups":
+        over = {f: mean_of_means({g: [r["scores"].get(f) for r in by[g]] for g in groups}, n_boot, seed, scale)
+                for f in figures}
+        rule = "unweighted mean of the per-group means (as the paper)"
+    else:
+        over = {f: cell([r["scores"].get(f) for r in rows], n_boot, seed, scale) for f in figures}
+        rule = "mean over all items"
+    return {"name": name, "figures": list(figures), "rows": out_rows, "overall": {"row": "overall", "cells": over},
+            "overall_rule": rule}
+
+
+def counts(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Items per status: scored, unscored (judge answer unparsable or refused:
+    *missing*, never a zero), failed (lost requests, redone on rerun), skipped
+    (no output file: the path is listed)."""
+    c: dict[str, Any] = {"items": len(rows), "scored": 0, "unscored": 0, "failed": 0, "skipped": 0}
+    for r in rows:
+        c[r.get("status", "scored")] = c.get(r.get("status", "scored"), 0) + 1
+    c["skipped_paths"] = [r.get("reason") for r in rows if r.get("status") == "skipped"][:50]
+    return c
+
+
+# ------------------------------------------------------------------------------------------------ writers
+
+def _fmt(c: Mapping[str, Any] | None, digits: int = 3) -> str:
+    if not c or c.get("value") is None:
+        return "–"
+    ci = c.get("ci95")
+    s = f"{c['value']:.{digits}f}"
+    if ci:
+        s += f" [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
+    return s + f" (n={c['n']})"
+
+
+def flat_rows(table: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One row per (model, section, row, figure): the CSV's content."""
+    out = []
+    for model, m in table["models"].items():
+        for sec in m["sections"]:
+            for r in sec["rows"] + [sec["overall"]]:
+                for f in sec["figures"]:
+                    c = r["cells"].get(f) or {}
+                    ci = c.get("ci95") or [None, None]
+                    out.append({"model": model, "section": sec["name"], "row": r["row"], "figure": f,
+                                "value": c.get("value"), "ci_low": ci[0], "ci_high": ci[1], "n": c.get("n", 0)})
+    return out
+
+
+def to_csv(table: Mapping[str, Any]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, ["model", "section", "row", "figure", "value", "ci_low", "ci_high", "n"],
+                       lineterminator="\n")
+    w.writeheader()
+    w.writerows(flat_rows(table))
+    return buf.getvalue()
+
+
+def to_markdown(table: Mapping[str, Any]) -> str:
+    lines = [f"# {table.get('title', table['benchmark'])}", "", f"Protocol: {table.get('protocol', '')}", ""]
+    for model, m in table["models"].items():
+        c = m.get("counts", {})
+        lines.append(f"## {model}")
+        lines.append("")
+        lines.append(f"{c.get('items', 0)} items: {c.get('scored', 0)} scored, {c.get('unscored', 0)} unscored "
+                     f"(missing, not zero), {c.get('failed', 0)} failed, {c.get('skipped', 0)} skipped (no output)")
+        lines.append("")
+        for sec in m["sections"]:
+            lines += [f"### {sec['name']}", "", "| | " + " | ".join(sec["figures"]) + " |",
+                      "|---|" + "---|" * len(sec["figures"])]
+            for r in sec["rows"] + [sec["overall"]]:
+                bold = "**" if r is sec["overall"] else ""
+                lines.append(f"| {bold}{r['row']}{bold} | " + " | ".join(_fmt(r["cells"].get(f)) for f in sec["figures"])
+                             + " |")
+            empty = sorted({g for c in sec["overall"]["cells"].values() for g in c.get("groups_without_scores", [])})
+            lines += ["", f"Overall: {sec['overall_rule']}" + (f"; no score at all in {', '.join(empty)}, so the "
+                                                                 "overall leaves it out" if empty else "") + ".", ""]
+    return "\n".join(lines) + "\n"
+
+
+def _tex(s: str) -> str:
+    return "".join("\\" + ch if ch in "&%$#_{}" else ch for ch in str(s))
+
+
+def to_latex(table: Mapping[str, Any]) -> str:
+    """One tabular per model and section: value with the CI as a subscript-free ``\\pm`` half-width."""
+    out = []
+    for model, m in table["models"].items():
+        for sec in m["sections"]:
+            figs = sec["figures"]
+            out.append(f"% {_tex(table['benchmark'])} -- {_tex(model)} -- {_tex(sec['name'])}")
+            out.append("\\begin{tabular}{l" + "c" * len(figs) + "}")
+            out.append("\\hline")
+            out.append(" & ".join([""] + [_tex(f) for f in figs]) + " \\\\")
+            out.append("\\hline")
+            for r in sec["rows"] + [sec["overall"]]:
+                vals = []
+                for f in figs:
+                    c = r["cells"].get(f) or {}
+                    if c.get("value") is None:
+                        vals.append("--")
+                    elif c.get("ci95"):
+                        vals.append(f"{c['value']:.3f} $\\pm$ {(c['ci95'][1] - c['ci95'][0]) / 2:.3f}")
+                    else:
+                        vals.append(f"{c['value']:.3f}")
+                label = f"\\textbf{{{_tex(r['row'])}}}" if r is sec["overall"] else _tex(r["row"])
+                out.append(" & ".join([label] + vals) + " \\\\")
+            out.append("\\hline")
+            out.append("\\end{tabular}")
+            out.append("")
+    return "\n".join(out)
+
+
+def to_text(table: Mapping[str, Any]) -> str:
+    """The terminal's view: the Markdown tables without the markup's noise."""
+    return to_markdown(table)

@@ -1,0 +1,174 @@
+"""``editlens bench``: benchmarks as their owners publish and score them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from editlens.cli.common import EXIT_FAILED, emit_json, guarded, parse_models
+from editlens.cli.options import (
+    AllowFailuresOpt,
+    CacheOpt,
+    ConcurrencyOpt,
+    DeviceOpt,
+    DtypeOpt,
+    ModelOpt,
+    RetriesOpt,
+    TemperatureOpt,
+    TimeoutOpt,
+    VlmModelOpt,
+    VlmOpt,
+)
+
+bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks: list them, see how each is published and scored, "
+                        "and score editors' outputs with the benchmark's own protocol.")
+JsonOpt = typer.Option(False, "--json", help="Machine-readable output.")
+
+
+@bench_app.command("list")
+@guarded
+def list_cmd(json_out: bool = JsonOpt) -> None:
+    """Every benchmark editlens knows (built in, or added by a package's editlens.benchmarks entry point)."""
+    from editlens.bench.registry import all_benchmarks
+
+    benches = all_benchmarks()
+    if json_out:
+        emit_json([{"name": b.spec.name, "title": b.spec.title, "label_kind": b.spec.label_kind,
+                    "protocols": list(b.spec.protocols)} for b in benches])
+        return
+    typer.echo(f"{'name':<18} {'labels':<10} {'protocols':<34} title")
+    for b in benches:
+        typer.echo(f"{b.spec.name:<18} {b.spec.label_kind:<10} {', '.join(b.spec.protocols):<34} {b.spec.title}")
+
+
+@bench_app.command("info")
+@guarded
+def info_cmd(name: str = typer.Argument(..., help="Benchmark name (see `editlens bench list`)."),
+             json_out: bool = JsonOpt) -> None:
+    """Where a benchmark comes from (the exact download command), its layout, columns, categories,
+    languages, label kind, protocols, table layout and what is identical to its owner's script."""
+    from editlens.bench.registry import get
+
+    info = get(name).info()
+    if json_out:
+        emit_json(info)
+        return
+    typer.echo(f"{info['title']} ({info['name']}) — {info['homepage']}")
+    for key in ("download", "layout", "outputs", "label_kind", "usage", "prompts_in_clone", "identical", "differs"):
+        if info.get(key):
+            typer.echo(f"  {key.replace('_', ' ')}: {info[key]}")
+    for key in ("columns", "dimensions", "metrics", "protocols"):
+        if info.get(key):
+            typer.echo(f"  {key}:")
+            for k, v in info[key].items():
+                typer.echo(f"    {k}: {v}")
+    for key in ("categories", "languages"):
+        if info.get(key):
+            typer.echo(f"  {key}: {', '.join(info[key])}")
+    if info.get("table_layout"):
+        typer.echo(f"  table layout: {info['table_layout']}")
+
+
+@bench_app.command("run")
+@guarded
+def run_cmd(
+    name: str = typer.Argument(..., help="Benchmark name (see `editlens bench list`)."),
+    data: Path = typer.Option(..., "--data", help="The benchmark as published (see `editlens bench info NAME`)."),
+    split: Optional[str] = typer.Option(None, "--split", help="The split to score when the published folder holds "
+                                        "several (default: the benchmark's, e.g. test for Emu Edit)."),
+    edits: Optional[Path] = typer.Option(None, "--edits", help="Editors' outputs: DIR/<model>/... as "
+                                         "`editlens bench info NAME` says; a missing output is skipped with its path."),
+    editor: Optional[List[str]] = typer.Option(None, "--editor", help="Make the edits now with this editor (a "
+                                               "pipeline folder, hub id, endpoint URL, module:function, command:..., "
+                                               "or a name from `editlens editors`), resumably into OUT/edits/<editor>/. "
+                                               "Repeatable; instead of --edits."),
+    editor_option: Optional[List[str]] = typer.Option(None, "--editor-option", help="Editor setting KEY=VALUE "
+                                                      "(e.g. num_inference_steps=30). Repeatable."),
+    out: Path = typer.Option(..., "--out", help="Folder for run/ (resumable store), table.{json,csv,md,tex}, "
+                             "items.jsonl and report.html."),
+    model_name: Optional[List[str]] = typer.Option(None, "--only", help="Score only this model's folder. Repeatable."),
+    vlm: Optional[str] = VlmOpt,
+    vlm_model: Optional[str] = VlmModelOpt,
+    prompts_from: Optional[Path] = typer.Option(None, "--prompts-from", help="Your clone of the benchmark's "
+                                                "repository (or its prompt file): the official judge prompts. "
+                                                "Without it editlens' own wording is used and marked as such."),
+    temperature: float = TemperatureOpt,
+    seed: int = typer.Option(0, "--seed", help="Judge seed (sampled answers) and bootstrap seed."),
+    max_new_tokens: int = typer.Option(512, "--max-new-tokens", min=1, help="Judge answer length limit."),
+    model: Optional[List[str]] = ModelOpt,
+    cache: str = CacheOpt,
+    device: str = DeviceOpt,
+    dtype: str = DtypeOpt,
+    batch_size: int = typer.Option(8, "--batch-size", min=1, help="Edits per batch (one store commit each)."),
+    n_boot: int = typer.Option(1000, "--n-boot", min=10, help="Bootstrap resamples for the 95% CIs."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N cases (a quick look)."),
+    estimate: bool = typer.Option(False, "--estimate", help="Say how many judge calls (and roughly how many "
+                                  "tokens) the run would make, and stop."),
+    timeout: Optional[float] = TimeoutOpt,
+    max_retries: Optional[int] = RetriesOpt,
+    concurrency: Optional[int] = ConcurrencyOpt,
+    no_report: bool = typer.Option(False, "--no-report", help="Skip report.html."),
+    allow_failures: bool = AllowFailuresOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Score editors' outputs on a benchmark with its official protocol; prints the paper's table (per
+    category, per language, overall) with bootstrap CIs and n. Resumable: rerun the same command."""
+    import sys
+
+    from editlens.cli.options import http_settings
+    from editlens.runner.bench import run_benchmark
+
+    http_settings(timeout, max_retries, concurrency)
+    import json
+
+    def value(v: str):  # type: ignore[no-untyped-def]
+        try:
+            return json.loads(v)
+        except ValueError:
+            return v
+
+    opts = {k: value(v) for k, v in parse_models(editor_option, "--editor-option", "KEY=VALUE").items()}
+    res = run_benchmark(name, data, out, edits=edits, editors=editor or (), editor_options=opts,
+                        models_only=model_name, vlm=vlm, vlm_model=vlm_model,
+                        prompts_from=prompts_from, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
+                        metric_models=parse_models(model), device=device, dtype=dtype, batch_size=batch_size,
+                        n_boot=n_boot, limit=limit, split=split, estimate_only=estimate, progress=not json_out,
+                        cache={"default": True, "none": False}.get(cache, cache), command=sys.argv)
+    if estimate:
+        if json_out:
+            emit_json(res)
+            return
+        if not res.get("judge_calls"):
+            typer.echo(f"{name} is scored by metrics ({', '.join(res.get('metrics', []))}): no judge calls; "
+                       f"{res['edits_to_score']} edits to score, {res['skipped']} without an output")
+            return
+        typer.echo(f"{res['judge_calls']} judge calls for {res['items']} cases x {res['models']} model(s) "
+                   f"({res['judge_calls_for_found_edits']} for the {res['edits_to_score']} outputs found; "
+                   f"{res['skipped']} missing); about {res['prompt_tokens_approx']:,} prompt tokens "
+                   f"(~{res['image_tokens_per_image_assumed']} per image) and at most "
+                   f"{res['completion_tokens_max']:,} answer tokens; prompts: {res['prompts']['source']}")
+        return
+    if not no_report:
+        from editlens.reporting.bench_html import write_bench_report
+
+        res["files"]["html"] = str(write_bench_report(res, out / "report.html"))
+    if json_out:
+        emit_json(res)
+    else:
+        from editlens.bench.table import to_text
+
+        typer.echo(to_text(res))
+        if res.get("prompts") and not res["prompts"]["from_clone"]:
+            typer.echo("note: judge prompts are editlens' fallback wording (give --prompts-from CLONE for the "
+                       "official ones); numbers are not comparable to the paper's", err=True)
+        typer.echo("wrote " + ", ".join(res["files"].values()), err=True)
+    if res.get("stopped_by"):  # a signal stopped it: finished batches are kept, rerun to go on
+        from editlens.cli.common import EXIT_SIGNAL_BASE
+
+        typer.echo("stopped: rerun the same command to go on", err=True)
+        raise typer.Exit(EXIT_SIGNAL_BASE + int(res["stopped_by"]))
+    if res["exit"] and not allow_failures:
+        typer.echo("some edits failed (lost judge requests): rerun the same command to retry them", err=True)
+        raise typer.Exit(EXIT_FAILED)

@@ -1,0 +1,96 @@
+"""Editors that are external programs: ``--editor 'command:PROGRAM ARGS...'``.
+
+The contract: the command line is split like a shell would (``shlex``; no
+shell runs it) and, per image, these placeholders in its arguments are
+replaced:
+
+* ``{source}``: path of the source image, written as PNG into a private temp folder;
+* ``{instruction}``: the instruction (one argument, however many words);
+* ``{seed}``: the image's seed (an integer; the program should seed its sampler with it);
+* ``{out}``: the PNG path the program must write its edited image to;
+* ``{id}``, ``{sample}``: the edit's id and the sample index.
+
+``{out}`` is required. Exit status 0 and a readable image at ``{out}``: the
+image is kept; anything else fails that image (its stderr's tail is
+recorded; a rerun redoes it). ``timeout`` (seconds, default 600) bounds each run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from editlens.editors.base import Editor, EditOutput, EditRequest
+from editlens.editors.callable_editor import as_image
+from editlens.errors import InputError
+
+PLACEHOLDERS = ("source", "instruction", "seed", "out", "id", "sample")
+
+
+class CommandEditor(Editor):
+    """An external program as an editor (see the module docstring)."""
+
+    def __init__(self, command: str | Sequence[str], name: str | None = None, timeout: float = 600.0,
+                 batch_size: int = 1) -> None:
+        argv = shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
+        if not argv:
+            raise InputError("command editor: empty command")
+        if not any("{out}" in a for a in argv):
+            raise InputError(f"command editor {command!r}: no {{out}} placeholder; the program must be told where "
+                             f"to write its image (placeholders: {', '.join('{' + p + '}' for p in PLACEHOLDERS)})")
+        for a in argv:
+            try:
+                a.format(**{p: "" for p in PLACEHOLDERS})
+            except (KeyError, IndexError, ValueError) as exc:
+                raise InputError(f"command editor: argument {a!r} has an unknown or malformed placeholder ({exc}); "
+                                 f"use {', '.join('{' + p + '}' for p in PLACEHOLDERS)} ({{{{ }}}} for a literal brace)")
+        self.program = shutil.which(argv[0]) or (argv[0] if Path(argv[0]).is_file() else None)
+        if self.program is None:
+            raise InputError(f"command editor: program {argv[0]!r} not found (not on PATH, not a file)")
+        self.argv = argv
+        self.name = name or Path(argv[0]).name
+        self.timeout = float(timeout)
+        self.batch_size = int(batch_size)
+
+    def settings(self) -> dict[str, Any]:
+        return {"kind": "command", "argv": list(self.argv), "timeout": self.timeout}
+
+    def weights(self) -> dict[str, Any]:
+        path = Path(self.program or "")
+        try:
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            digest = None
+        return {"ref": self.argv[0], "path": str(path.resolve()) if digest else None, "sha256": digest}
+
+    def _one(self, r: EditRequest, tmp: Path) -> EditOutput:
+        src, out = tmp / f"source-{r.sample}.png", tmp / f"out-{r.sample}.png"
+        r.source.convert("RGB").save(src)
+        values = {"source": str(src), "instruction": r.instruction, "seed": str(r.seed), "out": str(out),
+                  "id": r.id, "sample": str(r.sample)}
+        argv = [a.format(**values) for a in self.argv]
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout, check=False)
+        except subprocess.TimeoutExpired:
+            return EditOutput(error=f"the command ran past {self.timeout:g} s")
+        except OSError as exc:
+            return EditOutput(error=f"the command could not start: {exc}")
+        tail = (proc.stderr or "").strip()[-500:]
+        if proc.returncode != 0:
+            return EditOutput(error=f"the command exited with status {proc.returncode}" + (f": {tail}" if tail else ""))
+        if not out.is_file():
+            return EditOutput(error="the command exited 0 but wrote no image to {out}" + (f": {tail}" if tail else ""))
+        try:
+            return EditOutput(image=as_image(out))
+        except Exception as exc:  # noqa: BLE001  (whatever the program wrote, it is not an image)
+            return EditOutput(error=f"the command's output is not a readable image: {exc}")
+
+    def edit_batch(self, requests: Sequence[EditRequest]) -> list[EditOutput]:
+        with tempfile.TemporaryDirectory(prefix="editlens-command-") as d:
+            return [self._one(r, Path(d)) for r in requests]

@@ -1,0 +1,136 @@
+"""What an editor is and needs, as data: :class:`EditorSpec`, and the
+per-family generation defaults of diffusers editors (:class:`EditorFamily`,
+read from the JSON files in ``editlens/editors/presets/``).
+
+Kept apart from the registry so plugins can import the type without loading
+the registry.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from editlens.errors import InputError
+
+if TYPE_CHECKING:
+    from editlens.editors.base import Editor
+
+#: How an editor produces images.
+KINDS = ("diffusers", "endpoint", "callable", "command")
+#: Inputs an editor can take from an edit (every editor needs ``source`` and ``instruction``).
+EDITOR_INPUTS = ("source", "instruction", "mask", "reference")
+PRESETS = Path(__file__).resolve().parent / "presets"
+
+
+@dataclass(frozen=True)
+class EditorSpec:
+    """One registered editor.
+
+    Attributes:
+        name: registry name (``[a-z0-9-]``); ``editlens edit --editor NAME``.
+        kind: one of :data:`KINDS`.
+        target: ``"module:Class"`` of the :class:`~editlens.editors.base.Editor`
+            subclass (or the class itself).
+        needs: edit inputs it reads (:data:`EDITOR_INPUTS`).
+        description: one line for ``editlens editors``.
+        defaults: options passed to the class unless the caller overrides them
+            (for a named diffusers editor: ``weights``, the hub id).
+        family: the diffusers family (:func:`family`) when the editor is one.
+    """
+
+    name: str
+    kind: str
+    target: Any
+    needs: tuple[str, ...] = ("source", "instruction")
+    description: str = ""
+    defaults: dict[str, Any] = field(default_factory=dict)
+    family: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"editor {self.name!r}: kind must be one of {KINDS}, got {self.kind!r}")
+        unknown = set(self.needs) - set(EDITOR_INPUTS)
+        if unknown:
+            raise ValueError(f"editor {self.name!r}: unknown inputs {sorted(unknown)}")
+
+    def load_class(self) -> type[Editor]:
+        if not isinstance(self.target, str):
+            return self.target
+        module, _, attr = self.target.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "needs": list(self.needs), "description": self.description,
+                "defaults": dict(self.defaults), "family": self.family}
+
+
+@dataclass(frozen=True)
+class EditorFamily:
+    """Generation defaults of one family of diffusers editing pipelines (a preset file).
+
+    Attributes:
+        family: its name (the preset file's stem).
+        pipeline_classes: diffusers pipeline classes of the family, as
+            ``model_index.json``'s ``_class_name`` names them (the first is
+            the one a folder of the family is loaded with).
+        settings: generation settings (``steps``, ``guidance``,
+            ``image_guidance``, ``true_cfg``, ``resolution``, ...).
+        call: setting -> the pipeline's ``__call__`` argument it goes to;
+            ``height``/``width`` map the generated size where the pipeline takes one.
+        size_multiple: the generated sides are multiples of this.
+        dtype: device kind -> the dtype the weights are published in (the
+            precision policy's ``preferred``).
+        batch_size: default edits per pipeline call.
+        example_weights: hub ids of real weights, for docs and messages.
+    """
+
+    family: str
+    description: str
+    pipeline_classes: tuple[str, ...]
+    settings: dict[str, Any]
+    call: dict[str, str]
+    size_multiple: int = 8
+    dtype: dict[str, str] = field(default_factory=dict)
+    batch_size: int = 1
+    example_weights: tuple[str, ...] = ()
+
+
+@functools.cache
+def families() -> dict[str, EditorFamily]:
+    """Every family preset, by name."""
+    out = {}
+    for path in sorted(PRESETS.glob("*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        out[data["family"]] = EditorFamily(
+            family=data["family"], description=data.get("description", ""),
+            pipeline_classes=tuple(data.get("pipeline_classes", ())), settings=dict(data.get("settings", {})),
+            call=dict(data.get("call", {})), size_multiple=int(data.get("size_multiple", 8)),
+            dtype=dict(data.get("dtype", {})), batch_size=int(data.get("batch_size", 1)),
+            example_weights=tuple(data.get("example_weights", ())))
+    return out
+
+
+def family(name: str) -> EditorFamily:
+    """The family preset ``name`` (``instruct-pix2pix``, ``flux-kontext``...)."""
+    key = name.strip().lower().replace("_", "-")
+    table = families()
+    if key not in table:
+        raise InputError(f"unknown editor family {name!r}; one of {', '.join(sorted(table))}")
+    return table[key]
+
+
+def family_of_class(class_name: str) -> str | None:
+    """The family whose preset lists this pipeline class (``None``: no preset does).
+
+    >>> family_of_class("StableDiffusionInstructPix2PixPipeline")
+    'instruct-pix2pix'
+    """
+    for fam in families().values():
+        if class_name in fam.pipeline_classes:
+            return fam.family
+    return None

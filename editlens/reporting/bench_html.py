@@ -1,0 +1,57 @@
+"""The HTML report of ``editlens bench run``: the paper's table per model
+(value, 95% CI, n), the counts of unscored / failed / skipped edits, and the
+judge's identity and prompts (official, or editlens' marked fallback)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from editlens.reporting.html import _e, _page, _section, generic_table
+
+
+def _cell(c: Mapping[str, Any] | None) -> str:
+    if not c or c.get("value") is None:
+        return "–"
+    ci = c.get("ci95")
+    return f"{c['value']:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "") + f" (n={c['n']})"
+
+
+def render_bench_report(table: Mapping[str, Any]) -> str:
+    title = table.get("title", table["benchmark"])
+    prompts = table.get("prompts") or {}
+    warn = ""
+    if prompts and not prompts.get("from_clone"):
+        warn = ('<p class="hint"><b>Judge prompts: editlens fallback wording</b>, not the benchmark\'s official '
+                "prompts (give --prompts-from CLONE): numbers are not comparable to the paper's.</p>")
+    header = (f"<h1>editlens bench · {_e(title)}</h1><div class=\"sub\">protocol: {_e(table.get('protocol', ''))}"
+              f"</div>{warn}")
+    sections = []
+    for model, m in table["models"].items():
+        c = m.get("counts", {})
+        body = (f"<p>{c.get('items', 0)} items: {c.get('scored', 0)} scored, <b>{c.get('unscored', 0)} unscored</b> "
+                f"(judge answer unreadable or refused: missing, not zero), {c.get('failed', 0)} failed, "
+                f"{c.get('skipped', 0)} skipped (no output)</p>")
+        for sec in m["sections"]:
+            rows = [{"": r["row"], **{f: _cell(r["cells"].get(f)) for f in sec["figures"]}}
+                    for r in sec["rows"] + [sec["overall"]]]
+            body += f"<h3>{_e(sec['name'])}</h3>" + generic_table(rows) + f"<p class=\"hint\">overall: {_e(sec['overall_rule'])}</p>"
+        if c.get("skipped_paths"):
+            body += "<details><summary>skipped edits</summary><ul>" + "".join(
+                f"<li>{_e(p)}</li>" for p in c["skipped_paths"]) + "</ul></details>"
+        sections.append(_section(f"model-{abs(hash(model)) % 10**8}", f"model {model}", body))
+    ident = {"judge": table.get("judge"), "prompts": prompts or None, "metrics": table.get("metrics"),
+             "bootstrap": table.get("bootstrap")}
+    sections.append(_section("identity", "Judge, prompts and settings",
+                             generic_table([{"what": k, "value": str(v)} for k, v in ident.items() if v])))
+    return _page(f"editlens bench: {title}", header, "\n".join(sections), {})
+
+
+def write_bench_report(table: Mapping[str, Any], path: str | Path) -> Path:
+    from editlens.core.io import atomic_write
+
+    page = render_bench_report(table)
+    atomic_write(path, lambda fh: fh.write(page))
+    os.chmod(path, 0o644)
+    return Path(path)

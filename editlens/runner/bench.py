@@ -1,0 +1,322 @@
+"""``editlens bench run``: score editors' outputs on a benchmark as its
+paper does, through ``editlens run``'s resumable store.
+
+1. The adapter reads the benchmark as published.
+2. Each model's outputs are found under ``--edits DIR/<model>/`` where the
+   adapter says they lie; a missing output is *skipped* with the paths
+   looked at, never scored.
+3. The judge (the benchmark's questions, :class:`~editlens.bench.judge.BenchJudge`)
+   or the metric suite scores every edit into ``OUT/run/`` (resumable:
+   a rerun asks only what is not done; failed requests are asked again).
+4. The adapter's protocol turns the per-item rows into the paper's table,
+   written as JSON, CSV, Markdown, LaTeX and an HTML report.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from editlens.bench.base import BenchItem, Benchmark
+from editlens.core.io import atomic_write
+from editlens.core.types import EditSample
+from editlens.errors import InputError
+
+
+@dataclass
+class Located:
+    samples: list[EditSample]
+    items: dict[str, BenchItem]  # sample id -> item
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
+
+
+def model_dirs(edits: Path, only: Sequence[str] | None = None,
+               looks_like_outputs: Callable[[Path], bool] | None = None) -> dict[str, Path]:
+    """``DIR/<model>/`` folders; ``DIR`` itself is one model's outputs when it holds
+    images, or when ``looks_like_outputs(DIR)`` finds a case's output right in it."""
+    if not edits.is_dir():
+        raise InputError(f"--edits {edits}: not a folder (expected DIR/<model>/<outputs>)")
+    subs = {p.name: p for p in sorted(edits.iterdir()) if p.is_dir() and not p.name.startswith(".")}
+    if not subs or any(p.is_file() and p.suffix.lower() in (".png", ".jpg", ".jpeg", ".webp") for p in edits.iterdir()) \
+            or (looks_like_outputs is not None and looks_like_outputs(edits)):
+        subs = {edits.name: edits}
+    if only:
+        unknown = sorted(set(only) - set(subs))
+        if unknown:
+            raise InputError(f"--model {', '.join(unknown)}: no such folder under {edits} (it has {', '.join(subs)})")
+        subs = {k: v for k, v in subs.items() if k in only}
+    return subs
+
+
+def locate(bench: Benchmark, items: Sequence[BenchItem], edits: Path, only: Sequence[str] | None = None) -> Located:
+    """Samples for every (model, item) whose output exists; the rest skipped with the paths looked at."""
+    out = Located([], {})
+
+    def one_models_folder(folder: Path) -> bool:  # e.g. --edits results/my-model for GEdit's fullset/ layout
+        return any((folder / c).is_file() for it in items[:50] for c in bench.output_candidates(it))
+
+    for model, folder in model_dirs(edits, only, one_models_folder).items():
+        out.models.append(model)
+        for it in items:
+            cands = bench.output_candidates(it)
+            found = next((folder / c for c in cands if (folder / c).is_file()), None)
+            sid = f"{model}/{it.id}"
+            if found is None:
+                out.skipped.append({"id": sid, "model": model, "item": it.id, "status": "skipped",
+                                    "reason": f"no output: looked for {folder / cands[0]}"
+                                              + (f" (and {len(cands) - 1} other names)" if len(cands) > 1 else "")})
+                continue
+            meta = {**it.extra, "category": it.category, "language": it.language, "bench_item": it.id}
+            out.samples.append(EditSample(sid, it.source, str(found), it.instruction,
+                                          reference=it.reference,
+                                          model=model, source_caption=it.source_caption,
+                                          target_caption=it.target_caption, metadata=meta))
+            out.items[sid] = it
+    return out
+
+
+def generate(items: Sequence[BenchItem], editors: Sequence[str], root: Path, *, seed: int = 0,
+             editor_options: dict[str, Any] | None = None, progress: bool = True,
+             command: Sequence[str] | None = None) -> tuple[Located, dict[str, Any]]:
+    """Make every case's edit with each ``--editor`` (``editlens edit``'s resumable
+    generation, :func:`editlens.runner.edit.generate_edits`, into ``root/edits/<editor>/``),
+    and the samples to judge; a failed generation is a *failed* case (retried on rerun)."""
+    import json as _json
+
+    from editlens.editors import create_editor
+    from editlens.runner.edit import edits_manifest_rows, generate_edits
+
+    out = Located([], {})
+    records: dict[str, Any] = {}
+    stages = _stages(items)
+    for spec in editors:
+        editor = create_editor(spec, **(editor_options or {}))
+        name = editor.name
+        while name in records:  # two editors of one name: keep both apart
+            name += "+"
+        done: dict[str, Path] = {}
+        failures: dict[str, str | None] = {}
+        try:
+            for k, stage in enumerate(stages):
+                folder = root / "edits" / name / (f"step{k + 1}" if len(stages) > 1 else "")
+                inputs = []
+                for it in stage:
+                    if it.after is not None and it.after not in done:  # its input was never made
+                        failures[it.id] = f"its input (the edit of {it.after}) was not generated"
+                        continue
+                    src = done[it.after] if it.after is not None else it.source
+                    inputs.append(EditSample(it.id, src, src, it.instruction, reference=it.reference,
+                                             source_caption=it.source_caption, target_caption=it.target_caption,
+                                             metadata={**it.extra, "category": it.category, "language": it.language}))
+                if not inputs:
+                    continue
+                res = generate_edits(inputs, editor, folder, seed=seed, progress=progress, command=command)
+                records[name] = _json.loads((folder / "editor.json").read_text(encoding="utf-8"))
+                done.update({row["edit_id"]: folder / row["edited"] for row in edits_manifest_rows(folder)})
+                failures.update({f["edit_id"]: f.get("error") for f in res.failures})
+        finally:
+            editor.close()
+        out.models.append(name)
+        for it in items:
+            sid = f"{name}/{it.id}"
+            if it.id not in done:
+                why = failures.get(it.id)
+                out.skipped.append({"id": sid, "model": name, "item": it.id, "status": "failed",
+                                    "reason": f"generation failed: {why}" if why else "not generated (stopped)"})
+                continue
+            out.samples.append(EditSample(sid, it.source, str(done[it.id]), it.instruction, reference=it.reference,
+                                          model=name, source_caption=it.source_caption,
+                                          target_caption=it.target_caption,
+                                          metadata={**it.extra, "category": it.category, "language": it.language,
+                                                    "bench_item": it.id}))
+            out.items[sid] = it
+    return out, records
+
+
+def _stages(items: Sequence[BenchItem]) -> list[list[BenchItem]]:
+    """Cases in the order an editor must make them: first those edited from the benchmark's
+    own input, then those whose input is an earlier case's edit (``after``), step by step."""
+    ids = {it.id for it in items}
+    depth: dict[str, int] = {}
+    by_id = {it.id: it for it in items}
+
+    def d(it: BenchItem, seen: tuple[str, ...] = ()) -> int:
+        if it.id in depth:
+            return depth[it.id]
+        if it.after is None or it.after not in ids:
+            depth[it.id] = 0
+        elif it.after in seen:
+            raise InputError(f"case {it.id!r}: its chain of inputs loops back to itself")
+        else:
+            depth[it.id] = d(by_id[it.after], seen + (it.id,)) + 1
+        return depth[it.id]
+
+    for it in items:
+        d(it)
+    return [[it for it in items if depth[it.id] == k] for k in range(max(depth.values(), default=-1) + 1)]
+
+
+def _row(sid: str, model: str, item: BenchItem, status: str, scores: dict[str, Any], reason: str | None) -> dict[str, Any]:
+    return {**{k: v for k, v in item.extra.items() if not isinstance(v, (bytes, bytearray))},
+            "id": sid, "item": item.id, "model": model, "category": item.category, "language": item.language,
+            "status": status, "scores": scores, "reason": reason}
+
+
+def protocol_rows(bench: Benchmark, located: Located, items_by_id: dict[str, BenchItem],
+                  store_rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per-item rows for the protocol from the run's stored results."""
+    by: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in store_rows:
+        by.setdefault(r["sample_id"], {})[r["evaluator"]] = r
+    rows = []
+    for s in located.samples:
+        item = located.items[s.id]
+        res = by.get(s.id, {})
+        if bench.spec.metrics:
+            scores = {name: r["value"] for name, r in res.items() if r["status"] == "scored"}
+            statuses = [r["status"] for r in res.values()] or ["failed"]
+            status = "failed" if "failed" in statuses else ("scored" if scores else statuses[0])
+            reason = "; ".join(f"{n}: {r['reason']}" for n, r in res.items() if r.get("reason")) or None
+        else:
+            judged: dict[str, Any] | None = next(iter(res.values()), None)
+            status = judged["status"] if judged else "failed"
+            scores = ((judged.get("details") or {}).get("figures") or {}) if judged and status == "scored" else {}
+            reason = judged.get("reason") if judged else "not judged (the run stopped before it)"
+        rows.append(_row(s.id, s.model or "", item, status, scores, reason))
+    for sk in located.skipped:
+        rows.append(_row(sk["id"], sk["model"], items_by_id[sk["item"]], sk.get("status", "skipped"), {},
+                         sk["reason"]))
+    return rows
+
+
+def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | Path | None = None,
+                  editors: Sequence[str] = (), editor_options: dict[str, Any] | None = None,
+                  models_only: Sequence[str] | None = None, vlm: str | None = None, vlm_model: str | None = None,
+                  prompts_from: str | Path | None = None, temperature: float = 0.0, seed: int = 0,
+                  max_new_tokens: int = 512, metric_models: dict[str, str] | None = None, device: str = "auto",
+                  dtype: str = "auto", batch_size: int = 8, n_boot: int = 1000, limit: int | None = None,
+                  split: str | None = None,
+                  estimate_only: bool = False, progress: bool = True, cache: bool | str = True,
+                  command: list[str] | None = None) -> dict[str, Any]:
+    """Score the outputs under ``edits`` (or made by ``editors``, ``--editor`` specs) on
+    benchmark ``name`` (files at ``data``) into ``out``.
+
+    Returns the table (``table.json``'s content) with ``"exit"``: 0 when every
+    found output was scored or unscored, 1 when some failed (rerun to retry),
+    and ``"files"``; with ``estimate_only`` the judge-call estimate and nothing run.
+    """
+    from editlens.bench.registry import get
+
+    bench = get(name, split=split)
+    items = bench.read(data)
+    if limit is not None:
+        items = items[:limit]
+    if not items:
+        raise InputError(f"{data}: no {bench.spec.title} cases read")
+    seen: dict[str, BenchItem] = {}
+    for it in items:  # two cases under one id would share one result row: refuse, naming both
+        if it.id in seen:
+            raise InputError(f"{data}: case {it.id!r} appears twice ({seen[it.id].extra or seen[it.id].instruction!r} "
+                             f"and {it.extra or it.instruction!r}); every case needs its own id")
+        seen[it.id] = it
+    if (edits is None) == (not editors):
+        raise InputError("give --edits DIR (outputs made already, DIR/<model>/...) or --editor SPEC (make them now)")
+    items_by_id = {it.id: it for it in items}
+    prompts = None
+    if not bench.spec.metrics:
+        from editlens.bench.prompts import load_prompts
+
+        prompts = load_prompts(bench, prompts_from)
+    editor_records: dict[str, Any] = {}
+    if editors and estimate_only:  # nothing is generated for an estimate: every case counts
+        located = Located([], {}, models=list(editors))
+        located.samples = [EditSample(f"{e}/{it.id}", it.source, it.source, it.instruction) for e in editors
+                           for it in items]
+    elif editors:
+        located, editor_records = generate(items, editors, Path(out), seed=seed, editor_options=editor_options,
+                                           progress=progress, command=command)
+    else:
+        located = locate(bench, items, Path(edits), models_only)  # type: ignore[arg-type]
+    if estimate_only:
+        if prompts is None:
+            return {"benchmark": name, "judge_calls": 0, "metrics": list(bench.spec.metrics),
+                    "edits_to_score": len(located.samples), "skipped": len(located.skipped)}
+        from editlens.bench.judge import estimate
+
+        est = estimate(bench, items, prompts, len(located.models), max_new_tokens)
+        n_found = len(located.samples)
+        per_item = est["judge_calls"] / max(1, len(items) * max(1, len(located.models)))
+        est.update({"edits_to_score": n_found, "skipped": len(located.skipped),
+                    "judge_calls_for_found_edits": round(per_item * n_found)})
+        return est
+    if not located.samples:
+        raise InputError(f"{'--edits ' + str(edits) if edits else 'the editors'}: none of the {len(items)} cases has "
+                         f"an output ({located.skipped[0]['reason'] if located.skipped else ''})")
+    evaluators: list[Any]
+    if bench.spec.metrics:
+        from editlens.runner.selection import select_metrics
+
+        evaluators = list[Any](select_metrics(list(bench.spec.metrics), models=metric_models or {}, device=device,
+                                              dtype=dtype).metrics)
+    else:
+        if not vlm:
+            raise InputError(f"{bench.spec.title} is judged by a vision-language model: pass --vlm DIR|URL")
+        from editlens.bench.judge import BenchJudge
+
+        assert prompts is not None  # judged benchmarks always have prompts (loaded above)
+        evaluators = [BenchJudge(bench, prompts, located.items, vlm=vlm, vlm_model=vlm_model,
+                                 temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
+                                 batch_size=batch_size, device=device, dtype=dtype, cache=cache)]
+    from editlens.runner.run import run_evaluation
+    from editlens.runner.store import ResultsStore
+
+    root = Path(out)
+    run_dir = root / "run"
+    res = run_evaluation(located.samples, evaluators, run_dir, batch_size=batch_size, progress=progress,
+                         command=command, device=device, dtype=dtype,
+                         extra_manifest={"benchmark": name, "data": str(Path(data).resolve()),
+                                         "edits": str(Path(edits).resolve()) if edits else None,
+                                         "editors": editor_records or None, "models": located.models,
+                                         "skipped_outputs": len(located.skipped),
+                                         **({"prompts": prompts.describe()} if prompts else {})})
+    store = ResultsStore(run_dir)
+    try:
+        current = store.current_configs()
+        names = {ev.name for ev in evaluators}
+        stored = [r for r in store.rows({k: v for k, v in current.items() if k in names})]
+        manifest = store.get_meta("manifest") or {}
+    finally:
+        store.close()
+    rows = protocol_rows(bench, located, items_by_id, stored)
+    table = bench.table(rows, n_boot=n_boot, seed=seed)
+    judge = [e for e in manifest.get("evaluators", []) if e.get("name") in names]
+    table.update({"judge": judge[0] if judge and prompts else None,
+                  "prompts": prompts.describe() if prompts else None,
+                  "metrics": dict(bench.spec.metrics) or None,
+                  "editors": editor_records or None,
+                  "bootstrap": {"n": n_boot, "seed": seed, "level": 0.95},
+                  "run_dir": str(run_dir), "interrupted": res.interrupted, "stopped_by": res.stopped_by})
+    files = write_tables(table, rows, root)
+    failed = sum(1 for r in rows if r["status"] == "failed")
+    table["files"] = {k: str(v) for k, v in files.items()}
+    table["exit"] = 1 if failed or res.interrupted else 0
+    return table
+
+
+def write_tables(table: dict[str, Any], rows: Sequence[dict[str, Any]], root: Path) -> dict[str, Path]:
+    """``table.json``, ``table.csv``, ``table.md``, ``table.tex`` and ``items.jsonl`` (every item with every
+    published column and its figures); the HTML report is :func:`editlens.reporting.bench_html.write_bench_report`."""
+    from editlens.bench.table import to_csv, to_latex, to_markdown
+
+    root.mkdir(parents=True, exist_ok=True)
+    files = {"json": root / "table.json", "csv": root / "table.csv", "markdown": root / "table.md",
+             "latex": root / "table.tex", "items": root / "items.jsonl"}
+    atomic_write(files["json"], lambda fh: json.dump(table, fh, indent=2, default=str))
+    atomic_write(files["csv"], lambda fh: fh.write(to_csv(table)))
+    atomic_write(files["markdown"], lambda fh: fh.write(to_markdown(table)))
+    atomic_write(files["latex"], lambda fh: fh.write(to_latex(table)))
+    atomic_write(files["items"], lambda fh: fh.writelines(json.dumps(r, default=str) + "\n" for r in rows))
+    return files

@@ -1,0 +1,333 @@
+"""``editlens edit``: generate edited images with an editor, resumably.
+
+:func:`generate_edits` runs an editor (:mod:`editlens.editors`) over every
+edit of an input manifest, ``samples`` times each, into a folder::
+
+    OUT/editor.json        the editor, every generation setting, its weights' hash, the seed rule, precision
+    OUT/images/*.png       one image per (edit, sample), written atomically
+    OUT/generations.jsonl  append-only log: one line per finished or failed image
+    OUT/manifest.jsonl     the edits made: a manifest `run`, `report`, `best-of-n` and `compare` take as is
+
+Each (edit, sample) gets its own seed, derived from the base seed, the edit's
+id and the sample index (:func:`derive_seed`) and recorded: the same inputs
+give the same images, and no two images share a seed by accident.
+
+Resume: a rerun keeps every image the log says is done and whose file still
+has the recorded SHA-256, and generates the rest (failed ones too, unless
+``retry_failed=False``). The log is appended after the image is in place, so
+a run killed at any moment (even SIGKILL) loses at most the images in flight
+and never lists one twice. A rerun with other settings or weights is
+refused: the folder would mix two editors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from editlens.core.io import write_bytes, write_json
+from editlens.core.types import EditSample
+from editlens.editors.base import Editor, EditRequest
+from editlens.errors import InputError
+
+SCHEMA = "editlens.edit/1"
+SEED_RULE = "sha256(f'{base_seed}\\0{edit id}\\0{sample}')[:4] as a big-endian int, & 0x7fffffff"
+#: input fields that describe the input's own edit, not the edit to make; not copied to the output rows
+_REPLACED = ("edited", "model", "sample", "seed", "edit_id", "group", "prompt")
+
+
+def derive_seed(base_seed: int, edit_id: str, sample: int) -> int:
+    """The seed of one (edit, sample): a hash of the base seed, the edit's id and the sample index.
+
+    >>> derive_seed(0, "e1", 0) == derive_seed(0, "e1", 0) != derive_seed(0, "e1", 1)
+    True
+    >>> derive_seed(0, "e1", 0)
+    1186006433
+    """
+    digest = hashlib.sha256(f"{int(base_seed)}\0{edit_id}\0{int(sample)}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+def output_id(edit_id: str, sample: int, samples: int) -> str:
+    """The output row's id: the edit's own id with one sample, ``ID-sK`` with several."""
+    return edit_id if samples == 1 else f"{edit_id}-s{sample}"
+
+
+def image_name(edit_id: str, sample: int) -> str:
+    """A file name safe on every file system, unique per (edit, sample)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", edit_id)[:60].strip("._") or "edit"
+    return f"{safe}-{hashlib.sha1(edit_id.encode()).hexdigest()[:8]}-s{sample}.png"
+
+
+def read_edit_inputs(path: str | os.PathLike, columns: str | Mapping[str, str] | None = None,
+                     **read_options: Any) -> list[EditSample]:
+    """The edits of a manifest to generate: ``source`` and ``instruction`` are
+    needed, ``edited`` is not (any given is ignored). Read with the same
+    reader as ``editlens run`` (:func:`editlens.data.manifest.read_manifest`),
+    so every input format it takes works here."""
+    from editlens.data.manifest import parse_columns, read_manifest
+
+    mapping = parse_columns(columns)
+    src = mapping.get("source", "source")
+    # no edited image yet: the reader's required `edited` column reads the source
+    mapping = {**mapping, "source": src, "edited": src}
+    return read_manifest(path, columns=mapping, **read_options).samples
+
+
+@dataclass
+class EditRunResult:
+    """What :func:`generate_edits` did."""
+
+    out: Path
+    manifest: Path
+    generated: int = 0
+    reused: int = 0
+    failed: int = 0
+    interrupted: bool = False
+    stopped_by: int | None = None
+    failures: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return self.generated + self.reused + self.failed
+
+
+def _read_log(path: Path) -> dict[tuple[str, int], dict[str, Any]]:
+    """The last record per (edit id, sample); a torn last line (a killed write) is ignored."""
+    state: dict[tuple[str, int], dict[str, Any]] = {}
+    if not path.is_file():
+        return state
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+            state[(str(rec["edit_id"]), int(rec["sample"]))] = rec
+        except (ValueError, KeyError, TypeError):
+            continue
+    return state
+
+
+def _append(path: Path, rec: Mapping[str, Any]) -> None:
+    # one write of one line, flushed to disk before the next image starts
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(rec, ensure_ascii=False, default=str) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _file_sha256(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _previous(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _check_same_editor(path: Path, record: Mapping[str, Any]) -> None:
+    if not path.is_file():
+        return
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # unreadable: rewritten below
+    diffs = []
+    for key in ("editor", "seed"):
+        if old.get(key) != record.get(key):
+            diffs.append(f"{key} {old.get(key)!r} -> {record.get(key)!r}")
+    for key in sorted(set(old.get("settings", {})) | set(record["settings"])):
+        a, b = old.get("settings", {}).get(key), record["settings"].get(key)
+        if a != b:
+            diffs.append(f"{key} {a!r} -> {b!r}")
+    if (old.get("weights") or {}).get("sha256") != (record.get("weights") or {}).get("sha256"):
+        diffs.append("the weights' sha256")
+    if diffs:
+        raise InputError(f"{path.parent} holds edits made with other settings ({'; '.join(diffs)}); "
+                         "use a new --out, or rerun with the same settings to resume")
+
+
+def _row(s: EditSample, k: int, samples: int, rec: Mapping[str, Any], editor_name: str) -> dict[str, Any]:
+    row: dict[str, Any] = {"id": output_id(s.id, k, samples), "source": str(s.source), "edited": rec["edited"],
+                           "instruction": s.instruction}
+    if s.reference is not None:
+        row["reference"] = str(s.reference)
+    for key in ("source_caption", "target_caption"):
+        if getattr(s, key) is not None:
+            row[key] = getattr(s, key)
+    row.update({k2: v for k2, v in s.metadata.items() if k2 not in _REPLACED})
+    row.update({"model": editor_name, "sample": k, "seed": rec["seed"], "edit_id": s.id, "group": s.id})
+    if rec.get("prompt"):
+        row["prompt"] = rec["prompt"]
+    return row
+
+
+def write_output_manifest(out: Path, inputs: Sequence[EditSample], samples: int, editor_name: str,
+                          state: Mapping[tuple[str, int], Mapping[str, Any]]) -> Path:
+    """``OUT/manifest.jsonl``: the done images, in input order (atomically)."""
+    from editlens.core.io import write_jsonl
+
+    rows = [_row(s, k, samples, state[(s.id, k)], editor_name) for s in inputs for k in range(samples)
+            if state.get((s.id, k), {}).get("status") == "done"]
+    return write_jsonl(out / "manifest.jsonl", rows, ensure_ascii=False, default=str)
+
+
+def _source_image(s: EditSample) -> Any:
+    from PIL import Image
+
+    from editlens.core.images import ImageLoadOptions, load_image
+
+    image, _ = load_image(s.source, ImageLoadOptions(), name=str(s.source))
+    return image if isinstance(image, Image.Image) else Image.fromarray(image)
+
+
+def generate_edits(
+    inputs: str | os.PathLike | Sequence[EditSample],
+    editor: str | Editor,
+    out: str | os.PathLike,
+    *,
+    samples: int = 1,
+    seed: int = 0,
+    batch_size: int | None = None,
+    editor_options: Mapping[str, Any] | None = None,
+    retry_failed: bool = True,
+    progress: bool = True,
+    wait: bool = False,
+    columns: str | Mapping[str, str] | None = None,
+    command: Sequence[str] | None = None,
+) -> EditRunResult:
+    """Generate ``samples`` edited images per edit of ``inputs`` with ``editor`` into ``out``.
+
+    Args:
+        inputs: a manifest path (any format ``editlens run`` reads; ``edited``
+            not needed) or ``EditSample``s (their ``edited`` is ignored).
+        editor: an ``--editor`` spec string (:func:`editlens.editors.create_editor`,
+            with ``editor_options``) or an :class:`~editlens.editors.Editor`.
+        out: the output folder (created; rerun to resume).
+        samples: images per edit, each with its own derived seed.
+        seed: the base seed of :func:`derive_seed`.
+        batch_size: images per editor call (default: the editor's own).
+        retry_failed: on a rerun, generate images that failed before again.
+        wait: if another process holds ``out``, queue behind it instead of failing.
+        columns: column mapping for a manifest path (as ``--columns``).
+        command: the command line, recorded.
+
+    Returns an :class:`EditRunResult`; ``OUT/manifest.jsonl`` lists the images made so far.
+    """
+    from editlens.runner.lock import RunLock
+    from editlens.runner.run import _progress, _StopFlag
+
+    if samples < 1:
+        raise InputError(f"samples must be at least 1, got {samples}")
+    if isinstance(inputs, (str, os.PathLike)):
+        input_path: str | None = str(Path(inputs).resolve())
+        edits = read_edit_inputs(inputs, columns)
+    else:
+        input_path, edits = None, list(inputs)
+    if not edits:
+        raise InputError("no edits to generate")
+    seen: set[str] = set()
+    for s in edits:
+        if s.id in seen:
+            raise InputError(f"edit id {s.id!r} appears twice; ids key the generated images")
+        seen.add(s.id)
+    if isinstance(editor, str):
+        from editlens.editors import create_editor
+
+        editor = create_editor(editor, **dict(editor_options or {}))
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "images").mkdir(exist_ok=True)
+    log = out / "generations.jsonl"
+    with RunLock(out, wait=wait):
+        record = {"schema": SCHEMA, "editor": editor.name, "spec": editor.spec.to_dict() if getattr(editor, "spec", None) else None,
+                  "settings": editor.settings(), "weights": editor.weights(), "seed": int(seed),
+                  "seed_rule": SEED_RULE}
+        _check_same_editor(out / "editor.json", record)
+        state = _read_log(log)
+        todo: list[tuple[EditSample, int]] = []
+        reused = kept_failed = 0
+        for s in edits:
+            for k in range(samples):
+                rec = state.get((s.id, k))
+                if rec and rec.get("status") == "done" and _file_sha256(out / rec["edited"]) == rec.get("sha256"):
+                    reused += 1
+                elif rec and rec.get("status") == "failed" and not retry_failed:
+                    kept_failed += 1
+                else:
+                    todo.append((s, k))
+        result = EditRunResult(out, out / "manifest.jsonl", reused=reused, failed=kept_failed)
+        runtime = editor.runtime() if todo else _previous(out / "editor.json").get("runtime", {})
+        write_json(out / "editor.json", {**record, "runtime": runtime, "samples": samples, "input": input_path,
+                                         "command": list(command) if command else None,
+                                         "python": sys.version.split()[0]}, default=str)
+        size = max(1, int(batch_size or editor.batch_size or 1))
+        bar = _progress(len(todo), progress)
+        try:
+            with _StopFlag() as stop:
+                for start in range(0, len(todo), size):
+                    if stop.set:
+                        result.interrupted, result.stopped_by = True, stop.signum
+                        break
+                    chunk = todo[start : start + size]
+                    requests, unreadable = [], []
+                    for s, k in chunk:
+                        try:
+                            image = _source_image(s)
+                        except InputError as exc:  # this edit fails; the others go on
+                            unreadable.append(({"edit_id": s.id, "sample": k, "seed": derive_seed(seed, s.id, k)},
+                                               str(exc)))
+                            continue
+                        requests.append(EditRequest(s.id, k, image, s.instruction, derive_seed(seed, s.id, k),
+                                                    dict(s.metadata)))
+                    for rec, why in unreadable:
+                        rec.update(status="failed", error=why)
+                        result.failed += 1
+                        result.failures.append(rec)
+                        _append(log, rec)
+                        state[(rec["edit_id"], rec["sample"])] = rec
+                    t0 = time.perf_counter()
+                    outputs = editor.edit_batch(requests) if requests else []
+                    seconds = round((time.perf_counter() - t0) / max(1, len(chunk)), 4)
+                    for r, o in zip(requests, outputs):
+                        rec = {"edit_id": r.id, "sample": r.sample, "seed": r.seed, "seconds": seconds}
+                        if o.image is not None:
+                            buf = io.BytesIO()
+                            o.image.save(buf, format="PNG")
+                            rel = f"images/{image_name(r.id, r.sample)}"
+                            write_bytes(out / rel, buf.getvalue())
+                            rec.update(status="done", edited=rel, sha256=hashlib.sha256(buf.getvalue()).hexdigest(),
+                                       size=list(o.image.size), prompt=o.prompt, **({"details": o.details} if o.details else {}))
+                            result.generated += 1
+                        else:
+                            rec.update(status="failed", error=o.error or "no image")
+                            result.failed += 1
+                            result.failures.append(rec)
+                        _append(log, rec)
+                        state[(r.id, r.sample)] = rec
+                    write_output_manifest(out, edits, samples, editor.name, state)
+                    bar.update(len(chunk))
+        finally:
+            bar.close()
+            write_output_manifest(out, edits, samples, editor.name, state)
+    return result
+
+
+def edits_manifest_rows(out: str | os.PathLike) -> Iterable[dict[str, Any]]:
+    """The rows of a finished ``editlens edit`` folder's manifest."""
+    from editlens.data.jsonl import iter_jsonl
+
+    for _, row in iter_jsonl(Path(out) / "manifest.jsonl"):
+        yield row

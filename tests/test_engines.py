@@ -1,0 +1,297 @@
+"""Evaluators on an inference engine: DICE and EditScore against `editlens serve`
+(a tiny base with LoRA adapters served as model names, over a real socket on
+127.0.0.1) give what they give in-process; what an engine lacks stops the run
+at start with one message naming the option to set."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from tests.servers import running
+
+
+def _edit(seed=1, shape=(40, 56)):
+    from editlens.core.types import LoadedEdit
+
+    rng = np.random.default_rng(seed)
+    img = lambda: rng.integers(0, 255, (*shape, 3), dtype=np.uint8)  # noqa: E731
+    return LoadedEdit(id=f"e{seed}", source=img(), edited=img(), instruction="add a red hat")
+
+
+def _serve(base, adapters, merge=False, max_images=None, name="tiny-base"):
+    from editlens.backends.engine_api import load_adapter
+    from editlens.backends.local import TransformersBackend
+    from editlens.backends.server import build_app
+
+    backend = TransformersBackend(str(base))
+    served = {n: load_adapter(TransformersBackend(str(base)), d, n, merge=merge) for n, d in adapters.items()}
+    return build_app(backend, name, adapters=served, max_images=max_images)
+
+
+@pytest.fixture(scope="module")
+def dice_layout(tmp_path_factory):
+    from editlens.testing.tiny_dice import build_released_layout
+
+    root = tmp_path_factory.mktemp("released")
+    layout = build_released_layout(root)
+    preset = {"detector": "{}+{}".format(*layout["detector"]), "coherence": "{}+{}".format(*layout["coherence"]),
+              "longest_edge": None, "detector_generation": {"max_new_tokens": 10, "repetition_penalty": 1.5},
+              "coherence_generation": {"max_new_tokens": 10, "add_generation_prompt": False}}
+    path = root / "preset.json"
+    path.write_text(json.dumps(preset))
+    return layout, path
+
+
+def _softmax(values):
+    m = max(values)
+    ex = [math.exp(v - m) for v in values]
+    return [e / sum(ex) for e in ex]
+
+
+def test_released_dice_on_an_engine_answers_as_in_process(dice_layout):
+    import torch
+
+    from editlens.dice.released import (
+        ReleasedDice,
+        build_released,
+        coherence_conversation,
+        detector_conversation,
+        load_preset,
+    )
+    from editlens.dice.types import COMMANDS, DiceResult, Difference
+
+    layout, preset_file = dice_layout
+    local = build_released(str(preset_file))
+    base = layout["detector"][0]  # the tiny bases of both stages are the same random model
+    sample = _edit()
+    app = _serve(base, {"dice-detector": layout["detector"][1], "dice-coherence": layout["coherence"][1]})
+    with running(app) as url:
+        remote = ReleasedDice(load_preset(str(preset_file)), engine=url)
+        # the detector's raw generation: same answer, same ADD/EDIT/REMOVE probabilities at every step
+        conv = detector_conversation(local.prompts)
+        gen = local.preset.detector_generation
+        a = local.detector.generate(conv, [sample.source, sample.edited], gen, COMMANDS)
+        b = remote.detector.generate(conv, [sample.source, sample.edited], gen, COMMANDS)
+        assert a.text == b.text and len(a.step_ids) == len(b.step_ids) > 0
+        assert b.variants == a.variants  # first tokens from the engine's /tokenize = the local tokenizer's
+        fp32 = next(local.detector.model.parameters()).dtype == torch.float32
+        tol = 1e-4 if fp32 else 3e-2
+        for la, lb in zip(a.step_logits, b.step_logits):
+            ids = sorted(la)
+            assert sorted(lb) == ids
+            assert np.allclose(_softmax([la[i] for i in ids]), _softmax([lb[i] for i in ids]), atol=tol)
+        # whole runs: same results; the engine is in the provenance
+        ra, rb = local.run([sample])[0], remote.run([sample])[0]
+        assert (ra.raw, ra.unparsable, ra.problem) == (rb.raw, rb.unparsable, rb.problem)
+        # coherence (no generation prompt, its own adapter): same answer and P(YES) inputs
+        res_a, res_b = (DiceResult([Difference("ADD", "a red hat", (0.3, 0.3, 0.6, 0.6))]) for _ in range(2))
+        local.judge(sample, res_a)
+        remote.judge(sample, res_b)
+        assert [v.raw for v in res_a.verdicts] == [v.raw for v in res_b.verdicts]
+        assert [v.coherent for v in res_a.verdicts] == [v.coherent for v in res_b.verdicts]
+        conv = coherence_conversation(local.prompts, sample.instruction, "ADD", "a red hat")
+        ca = local.coherence.generate(conv, [sample.source, sample.edited], local.preset.coherence_generation,
+                                      ("YES", "NO"))
+        cb = remote.coherence.generate(conv, [sample.source, sample.edited], local.preset.coherence_generation,
+                                       ("YES", "NO"))
+        assert ca.text == cb.text
+        desc = remote.describe()
+        engine = desc["detector"]["engine"]
+        assert engine["url"] == url and engine["served_model"] == "dice-detector"
+        assert {m["id"] for m in engine["models_answer"]} == {"tiny-base", "dice-detector", "dice-coherence"}
+        assert engine["capabilities"]["adapter_of"] == "tiny-base"
+        assert desc["identical_to_release"] is False
+        assert any("inference engine" in n for n in desc["differences_from_release"])
+
+
+def test_engine_shortfalls_stop_at_start_naming_the_option(dice_layout):
+    from editlens.backends.local import TransformersBackend
+    from editlens.backends.server import build_app
+    from editlens.dice.released import ReleasedDice, load_preset
+    from editlens.errors import ModelUnavailableError
+
+    layout, preset_file = dice_layout
+    base, det = layout["detector"]
+    preset = load_preset(str(preset_file))
+    with running(_serve(base, {"dice-detector": det}, max_images=1)) as url:
+        # a served name the engine does not have
+        with pytest.raises(ModelUnavailableError, match=r"does not serve a model named 'dice-coherence'.*"
+                                                        r"--option dice.engine_detector"):
+            ReleasedDice(preset, engine=url, served={"coherence": "none", "detector": "dice-coherence"})
+        # one image per prompt (vLLM's default for some models); DICE sends two
+        with pytest.raises(ModelUnavailableError, match=r"--limit-mm-per-prompt '\{\"image\": 2\}'"):
+            ReleasedDice(preset, engine=url, served={"coherence": "none"})
+
+    class NoLogprobs(TransformersBackend):
+        def generate_some(self, reqs, states=None, control=None):
+            out = super().generate_some(reqs, states, control)
+            for g in out:
+                if hasattr(g, "steps"):
+                    g.steps = None  # an engine that drops logprobs (as some hosted APIs do)
+            return out
+
+    be = NoLogprobs(str(base))
+    with running(build_app(be, "dice-detector")) as url:
+        with pytest.raises(ModelUnavailableError, match=r"without logprobs.*--option dice.engine"):
+            ReleasedDice(preset, engine=url, served={"coherence": "none"})
+
+
+@pytest.mark.parametrize("programmed", [True, False])
+def test_editscore_on_an_engine_scores_as_in_process(tmp_path, editscore_dirs, programmed):
+    from editlens.metrics.registry import create_metric
+    from editlens.testing import tiny_reward as TR
+
+    if programmed:
+        base, adapter = editscore_dirs["q25"]
+    else:  # a random base: its noise answer depends on every token of the prompt
+        base, adapter = TR.build_editscore(tmp_path / "random", "qwen2_5_vl")
+    batch = [_edit(1), _edit(2)] if programmed else [_edit(1)]
+    tokens = 24 if programmed else 10
+    local = create_metric("editscore", model=str(adapter), base=str(base), temperature=0.0, cache=False,
+                          max_new_tokens=tokens)
+    want = local.score_batch(batch)
+    with running(_serve(base, {"editscore": adapter}, merge=True, name="Qwen2.5-VL-tiny")) as url:
+        remote = create_metric("editscore", engine=url, temperature=0.0, cache=False, max_new_tokens=tokens)
+        got = remote.score_batch(batch)
+        for a, b in zip(want, got):
+            assert (a.value, a.status) == (b.value, b.status)
+            assert a.details["passes"] == b.details["passes"]
+        if programmed:
+            assert got[0].status == "scored" and got[0].value == pytest.approx(8.0)  # sqrt(min(20, 25) / 2.5 * min(20, 25) / 2.5)
+        desc = remote.describe()
+        assert desc["family"] == "qwen2_5_vl" and desc["engine"]["served_model"] == "editscore"
+        assert got[0].details["release"]["served_model"] == "editscore"
+
+
+def test_editscore_sampled_with_seeds_equals_in_process(editscore_dirs):
+    """Sampled passes with the same seed: equal where the engine honours seeds (editlens serve does)."""
+    from editlens.metrics.registry import create_metric
+
+    base, adapter = editscore_dirs["q3"]
+    batch = [_edit(3)]
+    opts = dict(samples=2, temperature=0.7, seed=5, cache=False, max_new_tokens=24)
+    want = create_metric("editscore", model=str(adapter), base=str(base), **opts).score_batch(batch)
+    with running(_serve(base, {"editscore": adapter}, merge=True, name="qwen3-vl-tiny")) as url:
+        got = create_metric("editscore", engine=url, **opts).score_batch(batch)
+    assert [p.get("SC") for p in want[0].details["passes"]] == [p.get("SC") for p in got[0].details["passes"]]
+    assert want[0].value == got[0].value
+
+
+def test_box_convention_of_an_engine_comes_from_the_served_family():
+    from editlens.backends.families import box_convention
+
+    assert box_convention({"model": "Qwen/Qwen2.5-VL-7B-Instruct"}) == "pixels"
+    assert box_convention({"model": "judge", "served": json.dumps({"root": "/m/Qwen2-VL-2B-Instruct"})}) == "per-mille"
+    assert box_convention({"model": "judge"}) == "fraction"
+
+
+def test_serve_score_serves_judges_reward_models_and_adiee(tmp_path, tiny_vlm_dirs, editscore_dirs, monkeypatch):
+    """`editlens serve --score` with prompted judges (through the served --vlm), EditScore and ADIEE."""
+    import base64
+    import io
+
+    import httpx
+    from PIL import Image
+    from typer.testing import CliRunner
+
+    from editlens.adiee.checkpoint import save_released, scorer_from_base
+    from editlens.backends import serving
+    from editlens.cli.main import app
+
+    ckpt = save_released(scorer_from_base(str(tiny_vlm_dirs["llava_next"]), device="cpu"), tmp_path / "adiee")
+    _, adapter = editscore_dirs["q25"]
+    apps = []
+    monkeypatch.setattr(serving, "serve_app", lambda app_, *a, **k: apps.append(app_))
+    res = CliRunner().invoke(app, [
+        "serve", "--score", "yes_no,viescore,editscore,adiee", "--vlm", str(tiny_vlm_dirs["idefics3"]),
+        "--model", f"editscore={adapter}", "--model", f"adiee={ckpt}", "--option", "editscore.max_new_tokens=24",
+        "--option", "adiee.image_side=32", "--option", "adiee.require_token=false", "--cache", "none",
+        "--option", "yes_no.max_new_tokens=6", "--option", "viescore.max_new_tokens=6",
+        "--port", "0"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    (served,) = apps
+
+    def b64(a):
+        buf = io.BytesIO()
+        Image.fromarray(a).save(buf, format="PNG")
+        return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+    e = _edit(4, (32, 32))
+    item = {"source": b64(e.source), "edited": b64(e.edited), "instruction": "add a hat", "task": "motion"}
+    with running(served) as url:
+        root = url[: -len("/v1")]
+        got = {}
+        for metric in ("yes_no", "viescore", "editscore", "adiee"):
+            n = 8 if metric == "editscore" else 1
+            r = httpx.post(f"{root}/v1/score", json={"metric": metric, "items": [item] * n}, timeout=120)
+            assert r.status_code == 200, r.text
+            got[metric] = r.json()["scores"]
+        # the prompted judges answer through the model served here; noise answers are unscored with a reason
+        for metric in ("yes_no", "viescore"):
+            (s,) = got[metric]
+            assert s["status"] in ("scored", "unscored") and (s["status"] == "scored" or s["reason"])
+            assert s["decoding"] == "greedy"
+        assert [s["value"] for s in got["editscore"]] == [8.0] * 8
+        assert got["editscore"][0]["decoding"] == "sampled" and got["editscore"][0]["seed"] == 42
+        assert got["adiee"][0]["status"] == "scored" and got["adiee"][0]["decoding"] == "none"
+        stats = httpx.get(f"{root}/v1/score/stats").json()["metrics"]
+        assert stats["editscore"]["motion"]["flags"] == ["constant"] and stats["editscore"]["motion"]["served"] == 8
+        assert stats["adiee"]["motion"]["flags"] == []  # one reward is too few to call it stuck
+        # the chat endpoint of the same model is served beside /v1/score
+        assert httpx.get(f"{url}/models").json()["data"][0]["id"] == str(tiny_vlm_dirs["idefics3"])
+
+
+def test_reward_stats_flag_stuck_and_constant_tasks():
+    from editlens.runner.score_server import MIN_FOR_FLAGS, RewardStats
+
+    stats = RewardStats()
+    for k in range(MIN_FOR_FLAGS):
+        stats.add("editscore", "motion", 0.0)
+        stats.add("editscore", "color", 7.5)
+        stats.add("editscore", "add", float(k))
+        stats.add("editscore", "broken", None)
+    report = stats.report()["metrics"]["editscore"]
+    assert report["motion"]["flags"] == ["stuck at 0"] and report["motion"]["zero_fraction"] == 1.0
+    assert report["color"]["flags"] == ["constant"] and report["color"]["mean"] == 7.5
+    assert report["add"]["flags"] == [] and report["add"]["std"] == pytest.approx(np.std(range(MIN_FOR_FLAGS)))
+    assert report["broken"]["flags"] == ["never scored"] and report["broken"]["scored"] == 0
+
+
+def test_serve_cli_serves_adapters_as_models_with_an_image_limit(dice_layout, monkeypatch):
+    import httpx
+    from typer.testing import CliRunner
+
+    from editlens.backends import serving
+    from editlens.cli.main import app
+
+    layout, _ = dice_layout
+    base, det = layout["detector"]
+    apps = []
+    monkeypatch.setattr(serving, "serve_app", lambda app_, *a, **k: apps.append(app_))
+    res = CliRunner().invoke(app, ["serve", "--vlm", str(base), "--name", "idefics3-tiny", "--adapter",
+                                   f"dice-detector={det}", "--max-images-per-prompt", "1", "--port", "0"],
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    bad = CliRunner().invoke(app, ["serve", "--vlm", str(base), "--adapter", "oops", "--port", "0"])
+    assert bad.exit_code == 2 and "NAME=DIR" in bad.output
+    with running(apps[0]) as url:
+        models = {m["id"]: m for m in httpx.get(f"{url}/models").json()["data"]}
+        assert models["dice-detector"]["parent"] == "idefics3-tiny" and models["dice-detector"]["root"] == str(det)
+        msg = {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+        ok = httpx.post(f"{url}/chat/completions", json={"model": "dice-detector", "messages": [msg],
+                                                         "max_tokens": 2, "logprobs": True, "top_logprobs": 2})
+        assert ok.status_code == 200 and len(ok.json()["choices"][0]["logprobs"]["content"][0]["top_logprobs"]) == 2
+        from editlens.backends.wire import image_to_data_url
+
+        img = {"type": "image_url", "image_url": {"url": image_to_data_url(np.zeros((8, 8, 3), np.uint8))}}
+        two = {"role": "user", "content": [img, img, {"type": "text", "text": "hi"}]}
+        r = httpx.post(f"{url}/chat/completions", json={"model": "dice-detector", "messages": [two], "max_tokens": 2})
+        assert r.status_code == 400 and "At most 1 image(s)" in r.json()["error"]["message"]
+        r = httpx.post(f"{url}/chat/completions", json={"model": "nope", "messages": [msg], "max_tokens": 2})
+        assert r.status_code == 404 and "'dice-detector'" in r.json()["error"]["message"]
+        toks = httpx.post(f"{url[:-3]}/tokenize", json={"model": "dice-detector", "prompt": "ADD",
+                                                        "add_special_tokens": False}).json()["tokens"]
+        text = httpx.post(f"{url[:-3]}/detokenize", json={"model": "dice-detector", "tokens": toks}).json()["prompt"]
+        assert text == "ADD"
