@@ -121,7 +121,7 @@ def runs_leaderboard(
         raise InputError("--by model: the leaderboard's rows are the editors already; --by groups them by another "
                          "manifest column (e.g. edit_type)")
     doc = leaderboard_document(collect_run(run_dir, manifest=manifest, seed=seed, n_boot=n_boot, by=by))
-    if scope is not None:
+    if scope is not None and doc["tables"]:  # with nothing ranked, the output says why: no scope to pick
         keys = {t["scope"] for t in doc["tables"]}
         key = scope if scope == "all" or scope.startswith("type:") else f"type:{scope}"
         if key not in keys:
