@@ -23,6 +23,7 @@ _LAZY = {
     "MetricSpec": "editlens.metrics.spec",
     "change_map": "editlens.metrics.changemap",
     "score_edit": "editlens.runner.scoring",
+    "RewardFunction": "editlens.runner.reward",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -188,18 +188,19 @@ def test_all_unparsable_run_ranks_nothing(server, manifest, tmp_path):
 
 
 def test_dice_command(server, manifest):
-    def dice(case, *extra):
+    def dice(case, *extra, code=0):
         res = _cli("dice", "--source", manifest / f"{case}_src.png", "--edited", manifest / f"{case}_edt.png",
                    "--instruction", "add a hat", "--vlm", server, "--cache", "none", *extra)
-        assert res.exit_code == 0, res.output
+        assert res.exit_code == code, res.output
         return res.stdout
 
-    assert "unscored: model refused" in dice("refusal")
+    # an unparsable answer is no result: exit 1, as `editlens compare`
+    assert "unscored: model refused" in dice("refusal", code=1)
     assert "incomplete: answer cut off" in dice("truncated")
     assert "box [0.1, 0.1, 0.4, 0.4]" in dice("qwen_boxes", "--boxes", "per-mille")
-    assert "unscored" in dice("qwen_boxes") and "--boxes" in dice("qwen_boxes")
+    assert "unscored" in dice("qwen_boxes", code=1) and "--boxes" in dice("qwen_boxes", code=1)
     assert "confidence n/a" in dice("wrong_token")
-    doc = json.loads(dice("prose", "--json"))
+    doc = json.loads(dice("prose", "--json", code=1))
     assert doc["unparsable"] and doc["raw"].startswith("The edit looks fine")
 
 

@@ -68,7 +68,10 @@ def test_verdicts_from_the_outcomes():
     good = {c: _stats(48, 1, 1) for c in CONTROLS}
     assert verdicts(good) == []
     assert verdicts({"noop": _stats(35, 0, 15)}, min_pass=0.75) == ["weak against doing nothing"]
-    assert verdicts({"noop": pass_rate([], True)}) == []  # nothing to judge
+    # nothing to judge is never a pass: no data reads "not measured", a handful "too few"
+    assert verdicts({"noop": pass_rate([], True)}) == [
+        "not measured (n = 0: no edit with both it and its control scored)"]
+    assert verdicts({"noop": _stats(4, 0, 0), "blank": _stats(48, 1, 1)}) == ["noop: too few (n = 4, fewer than 10)"]
 
 
 # ------------------------------------------------------------------ controls on disk

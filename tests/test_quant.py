@@ -34,7 +34,7 @@ def _cli(args, code=0):
     from editlens.cli.main import app
 
     r = CliRunner().invoke(app, [str(a) for a in args])
-    assert r.exit_code == code, r.output
+    assert code is None or r.exit_code == code, r.output
     return r
 
 
@@ -118,10 +118,11 @@ def test_released_dice_runs_in_4bit_and_says_so(bnb, pairs, tmp_path):
     preset.write_text(json.dumps({"detector": f"{db}+{da}", "coherence": f"{cb}+{ca}", "longest_edge": None,
                                   "detector_generation": {"max_new_tokens": 12, "repetition_penalty": 1.5}}))
     r = _cli(["dice", "--source", pairs / "s0.png", "--edited", pairs / "e0.png", "--instruction", "add a cat",
-              "--dice-preset", preset, "--dice-quantization", "nf4", "--json"])
+              "--dice-preset", preset, "--dice-quantization", "nf4", "--json"], code=None)
     doc = json.loads(r.stdout)
-    # random weights: parsed, or honestly unscored with the raw answer kept
+    # random weights: parsed, or honestly unscored with the raw answer kept (exit 1, as `compare`)
     assert doc["differences"] or (doc["unparsable"] and doc["raw"] and doc["problem"])
+    assert r.exit_code == (1 if doc.get("unparsable") else 0), r.output
     models = doc["dice_models"]
     want = dtype_name(compute_dtype(models["detector"]["device"]))  # auto device: CUDA where there is one
     for role in ("detector", "coherence"):
@@ -183,8 +184,9 @@ def test_4bit_on_a_cpu_with_avx512_bf16_runs_or_is_refused_before_loading(bnb, p
 
     # now: layers the fused kernel cannot pack keep the generic path, and the model answers
     r = _cli(["dice", "--source", pairs / "s0.png", "--edited", pairs / "e0.png", "--instruction", "add a cat",
-              "--dice-detector", f"{db}+{da}", "--dice-quantization", "nf4", "--device", "cpu", "--json"])
+              "--dice-detector", f"{db}+{da}", "--dice-quantization", "nf4", "--device", "cpu", "--json"], code=None)
     doc = json.loads(r.stdout)
+    assert r.exit_code == (1 if doc.get("unparsable") else 0), r.output
     assert "failed" not in doc and "generation failed" not in str(doc.get("problem"))
     assert doc["differences"] or (doc["unparsable"] and doc["raw"])  # a real answer, parsed or kept raw
     # and a kernel that cannot run at all is refused before any sample, with the fix
@@ -249,8 +251,9 @@ def test_dice_qlora_trains_resumes_and_reloads_on_a_4bit_base(bnb, pairs, traina
 
     # the adapter reloads into `editlens dice` on a 4-bit base
     r = _cli(["dice", "--source", pairs / "s0.png", "--edited", pairs / "e0.png", "--instruction", "add a cat",
-              "--dice-preset", out / "preset.json", "--dice-quantization", "nf4", "--json"])
+              "--dice-preset", out / "preset.json", "--dice-quantization", "nf4", "--json"], code=None)
     doc = json.loads(r.stdout)
+    assert r.exit_code == (1 if doc.get("unparsable") else 0), r.output  # unparsable: exit 1, as compare
     assert doc["dice_models"]["detector"]["precision"]["weights"] == "4-bit NF4"
     assert doc["differences"] or (doc["unparsable"] and doc["raw"])
     # ... and carries what was learnt: the reloaded model's loss on a training answer is the trained one's

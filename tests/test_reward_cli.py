@@ -82,10 +82,10 @@ def test_run_meta_eval_report(prepared, editscore_dirs, editreward_dirs, tmp_pat
     res = cli("run", prep / "manifest.jsonl", "--out", tmp_path / "cut", "--metrics", "editscore", "--no-progress",
               *opts, "--option", "editscore.max_new_tokens=1")
     assert res.exit_code == 0 and "unscored    8" in res.output
-    cut = json.loads(cli("meta-eval", "editscore-bench", "--bench", prep, "--predictions",
-                         tmp_path / "cut" / "results.jsonl", "--metric", "editscore", "--json").stdout)
-    assert cut["n_unscored_pairs"] == 12 and cut["dimensions"]["overall"]["average"] is None
-    assert cut["dimensions"]["overall"]["average_unscored_as_wrong"] == 0.0
+    # ... and no pair scored is no accuracy at all: a message and exit 2, never a table of 0.0 or "-"
+    cut = cli("meta-eval", "editscore-bench", "--bench", prep, "--predictions", tmp_path / "cut" / "results.jsonl",
+              "--metric", "editscore", "--json")
+    assert cut.exit_code == 2 and "not measured (n = 0: no pair has both edits scored)" in cut.output
 
 
 def test_compare_best_of_n_relabel_score(prepared, editscore_dirs, editreward_dirs, tmp_path):

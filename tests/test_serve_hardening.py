@@ -73,6 +73,9 @@ HOSTILE = [
     (b"[" * 200_000 + b"]" * 200_000, 400, "nested too deeply"),
     ({"messages": _image_message(_png_header_only(8_000, 8_000))}, 413, "over the limit"),
     ({"messages": _image_message(_png_header_only(2_000_000, 2_000_000))}, 413, "pixels"),
+    # under the pixel limit, but a 39,000,000 x 1 strip: refused from its header, naming the aspect ratio
+    ({"messages": _image_message(_png_header_only(39_000_000, 1))}, 413, "aspect ratio of 3.9e+07:1, over the limit"),
+    ({"messages": _image_message(_png_header_only(1, 20_000))}, 413, "--max-aspect-ratio"),
 ]
 
 
@@ -221,3 +224,43 @@ def test_port_in_use_is_a_clear_error(tiny_vlm_dirs):
         res = CliRunner().invoke(app, ["serve", "--vlm", str(tiny_vlm_dirs["idefics3"]), "--port", str(port),
                                        "--device", "cpu"])
     assert res.exit_code == 2 and f"cannot listen on 127.0.0.1:{port}" in res.output
+
+
+def test_request_preprocessing_runs_off_the_event_loop(backend, monkeypatch):
+    """While one request is stuck in its preprocessing (parsing, image decoding), the server still
+    answers others: the evidence is the order of events, not a timing."""
+    import editlens.backends.server as server_mod
+
+    entered, release = threading.Event(), threading.Event()
+    real = server_mod.parse_chat_request
+
+    def slow_parse(body, *args, **kwargs):
+        if body.get("max_tokens") == 3:  # only the "costly" request blocks
+            entered.set()
+            assert release.wait(60)
+        return real(body, *args, **kwargs)
+
+    monkeypatch.setattr(server_mod, "parse_chat_request", slow_parse)
+    with running(build_app(backend, "tiny")) as url:
+        results = {}
+        stuck = threading.Thread(target=lambda: results.setdefault("slow", httpx.post(
+            f"{url}/chat/completions", json={"messages": HI, "max_tokens": 3}, timeout=60)))
+        stuck.start()
+        assert entered.wait(30)
+        try:  # the costly request is mid-preprocessing: both the model list and a short request are answered
+            assert httpx.get(f"{url}/models", timeout=30).status_code == 200
+            assert httpx.post(f"{url}/chat/completions", json={"messages": HI, "max_tokens": 1},
+                              timeout=30).status_code == 200
+            assert "slow" not in results
+        finally:
+            release.set()
+            stuck.join(60)
+        assert results["slow"].status_code == 200
+
+
+def test_a_prompt_limit_the_scheduler_cannot_keep_fair_is_refused():
+    from editlens.backends.server import FAIR_PROMPT_TOKENS
+
+    with pytest.raises(ValueError, match="cannot pause"):
+        ServeLimits(max_prompt_tokens=200_000)
+    assert ServeLimits(max_prompt_tokens=FAIR_PROMPT_TOKENS).max_prompt_tokens == FAIR_PROMPT_TOKENS

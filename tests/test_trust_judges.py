@@ -143,14 +143,16 @@ def test_truncated_coherence_answer():
 
 
 # -- item 7: the captioner -------------------------------------------------------------------
-@pytest.mark.parametrize("gen,why", [(Generation("I'm sorry, but I can't describe this image."), "refused"),
-                                     (Generation(None, error="HTTP 500"), "backend error"),
-                                     (Generation("a cat sitting on a", None, "length"), "cut off")])
-def test_failed_caption_is_never_a_caption(gen, why):
+@pytest.mark.parametrize("gen,why,status", [
+    (Generation("I'm sorry, but I can't describe this image."), "refused", "unscored"),
+    (Generation(None, error="HTTP 500"), "backend error", "failed"),
+    # cut off at the token limit: the model's answer, unscored like a cut-off judge answer (not retried forever)
+    (Generation("a cat sitting on a", None, "length"), "cut off", "unscored")])
+def test_failed_caption_is_never_a_caption(gen, why, status):
     s = _sample()
     (row,) = _judge(Captioner, ScriptedBackend(lambda r: gen)).score_batch([s])
     assert s.source_caption is None and s.target_caption is None
-    assert row.status == "failed" and why in row.reason and row.details["failed"]["source_caption"]["reason"]
+    assert row.status == status and why in row.reason and row.details["failed"]["source_caption"]["reason"]
 
 
 # -- item 16: self-ensembling -----------------------------------------------------------------

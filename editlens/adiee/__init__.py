@@ -14,5 +14,8 @@ Modules (one job each):
 * :mod:`~editlens.adiee.train` – training loop (LoRA, answer-only CE + score loss).
 * :mod:`~editlens.adiee.fast` – the fast feature scorer on frozen CLIP/DINOv2 embeddings.
 * :mod:`~editlens.adiee.evaluator` – registered evaluators ``adiee`` and ``adiee_fast``.
-* :mod:`~editlens.adiee.reward` – best-of-n, relabelling and a batch reward function.
+* :mod:`~editlens.adiee.reward` – best-of-n, relabelling and the released pairwise rule.
+* :mod:`~editlens.adiee.editor_prompt` – the reward prompt of editor fine-tuning (wording, binning).
+* :mod:`~editlens.adiee.tune_data` – scored candidates per source, score-weighted target draws.
+* :mod:`~editlens.adiee.tune_editor` – ``tune-editor``: reward-conditioned fine-tuning and ReFL.
 """

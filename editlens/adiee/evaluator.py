@@ -10,12 +10,13 @@ two images and the instruction, so a rerun costs no model call.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Sequence
 
 from editlens.core.cache import SqliteCache, key_of as _key
 from editlens.core.types import LoadedEdit, Score
-from editlens.errors import ModelUnavailableError
+from editlens.errors import InputError, ModelUnavailableError
 from editlens.metrics.base import Metric
 from editlens.paths import cache_dir
 
@@ -227,6 +228,61 @@ class AdieeEvaluator(Metric):
             else:
                 out.append(Score(self.name, float(r["score"]), details={**r, "cached": k not in new, **release}))
         return out
+
+
+    def score_tensor(self, edited: Any, sources: Any, instructions: list[str]) -> Any:
+        """Scores (0-10) differentiable with respect to ``edited`` and ``sources`` (float tensors
+        B x 3 x H x W in [0, 1]): the side-by-side image and the processor's pixel values are made in torch
+        (:mod:`editlens.models.torch_pixels`; LLaVA-NeXT and Qwen2(.5)-VL scorers), the answer is generated
+        from decoded copies, and the state :meth:`AdieeScorer.predict` reads is recomputed with gradients.
+        An answer without ``[SCORE]`` gives ``nan`` when ``require_token`` (as it is unscored). Never cached."""
+        import torch
+
+        from editlens.adiee.prompts import inference_inputs, side_by_side
+        from editlens.models.quant import floating_dtype
+        from editlens.models.torch_pixels import llava_next_pixel_values, qwen_pixel_values
+
+        if sources is None:
+            raise InputError("adiee scores an edit against its source: pass sources")
+        scorer = self.scorer
+        scorer.requires_grad_(False)  # gradients go to the images, never into the scorer
+        dtype = floating_dtype(scorer.vlm)
+        side = self.image_side
+        u8 = lambda t: (t.detach().float().clamp(0, 1).permute(1, 2, 0).cpu().numpy() * 255).round().astype("uint8")  # noqa: E731
+        imgs = [side_by_side(u8(sources[b]), u8(edited[b]), side) for b in range(edited.shape[0])]
+        inputs = inference_inputs(scorer.processor, imgs, [self.prompts.question(i) for i in instructions],
+                                  scorer.device, dtype)
+        ip = scorer.processor.image_processor
+        dev = scorer.device
+        pairs = [torch.cat([torch.nn.functional.interpolate(x[None].to(dev).float(), size=(side, side), mode="bicubic",
+                                                            antialias=True, align_corners=False)[0].clamp(0, 1)
+                            for x in (sources[b], edited[b])], dim=-1) for b in range(edited.shape[0])]
+        if "image_grid_thw" in inputs:  # Qwen2-VL / Qwen2.5-VL
+            import importlib
+
+            smart_resize = importlib.import_module(type(ip).__module__).smart_resize  # the processor's own rule
+            lo, hi = ip.size["shortest_edge"], ip.size["longest_edge"]
+            factor = int(ip.patch_size) * int(ip.merge_size)
+            parts = [qwen_pixel_values(p, ip, smart_resize(side, 2 * side, factor=factor, min_pixels=lo, max_pixels=hi))
+                     for p in pairs]
+            if [list(g) for _, g in parts] != inputs["image_grid_thw"].tolist():
+                raise InputError("adiee: the torch image grid differs from the processor's")
+            pixels = torch.cat([p for p, _ in parts])
+        elif "image_sizes" in inputs:  # LLaVA-NeXT: tiles, padded to the batch's most
+            views = [llava_next_pixel_values(p, ip) for p in pairs]
+            most = max(v.shape[0] for v in views)
+            pixels = torch.stack([torch.cat([v, v.new_zeros(most - v.shape[0], *v.shape[1:])]) for v in views])
+        else:
+            raise InputError(f"adiee: no differentiable path for a {scorer.family} scorer (LLaVA-NeXT and "
+                             "Qwen2(.5)-VL have one)")
+        if tuple(pixels.shape) != tuple(inputs["pixel_values"].shape):
+            raise InputError(f"adiee: torch pixel values {tuple(pixels.shape)} differ in shape from the processor's "
+                             f"{tuple(inputs['pixel_values'].shape)}")
+        scores, emitted = scorer.score_with_grad(inputs, pixels.to(inputs["pixel_values"].dtype), hidden=self.hidden,
+                                                 max_new_tokens=self.max_new_tokens)
+        if self.require_token:
+            scores = torch.where(torch.tensor(emitted, device=scores.device), scores, torch.full_like(scores, math.nan))
+        return scores
 
 
 class AdieeFastEvaluator(Metric):

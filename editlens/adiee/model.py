@@ -227,6 +227,36 @@ class AdieeScorer(nn.Module):
         return [Prediction(float(s), a, e, hidden, [float(x) for x in o])
                 for s, a, e, o in zip(scores.tolist(), answers, emitted_flags, out.float().tolist())]
 
+    def score_with_grad(self, inputs: dict[str, torch.Tensor], pixel_values: torch.Tensor,
+                        hidden: str = "emitting-step", max_new_tokens: int = 8) -> tuple[torch.Tensor, list[bool]]:
+        """Scores differentiable with respect to ``pixel_values`` (shaped as ``inputs["pixel_values"]``):
+        the answer is generated greedily without gradients, as :meth:`predict` does; then each row's prompt
+        plus the answer up to the state :meth:`predict` reads is run once more, with ``pixel_values``.
+        Returns (scores on 0-10, whether each answer emitted ``[SCORE]``)."""
+        if hidden not in HIDDEN_CHOICES:
+            raise ValueError(f"hidden must be one of {HIDDEN_CHOICES}, got {hidden!r}")
+        tok = self.processor.tokenizer
+        with torch.no_grad():
+            gen = self.vlm.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, temperature=None,
+                                    top_p=None, top_k=None, return_dict_in_generate=True,
+                                    pad_token_id=tok.pad_token_id)
+        new = gen.sequences[:, inputs["input_ids"].shape[1]:]
+        steps = new.shape[1]
+        eos = _eos_ids(self.vlm, tok)
+        with_pixels = {**inputs, "pixel_values": pixel_values}
+        states, emitted_flags = [], []
+        for b in range(new.shape[0]):
+            ids = new[b].tolist()
+            end = next((j for j, t in enumerate(ids) if t in eos), len(ids))
+            t_score = next((j for j, t in enumerate(ids[:end]) if t == self.score_token_id), None)
+            emitted_flags.append(t_score is not None)
+            if hidden == "emitting-step":  # the state whose next token is [SCORE] (else the end of the answer)
+                suffix = ids[: t_score if t_score is not None else min(end, steps - 1)]
+            else:  # the state of [SCORE] fed back in
+                suffix = ids[: t_score + 1] if t_score is not None else ids[:end] + [self.score_token_id]
+            states.append(self._state_at_end(with_pixels, b, suffix))
+        return decode_scores(self.decode(torch.stack(states)), self.head), emitted_flags
+
     def _state_at_end(self, inputs: dict[str, torch.Tensor], b: int, suffix: list[int]) -> torch.Tensor:
         """Last-layer state of the final token of prompt(b) + suffix, with no padding."""
         row = row_inputs(inputs, b)

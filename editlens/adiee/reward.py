@@ -5,8 +5,8 @@
 * :func:`to_reward_scale` / :func:`relabel` – scores mapped to 1-5 and
   written next to a training manifest for reward-conditioned fine-tuning
   (the instruction gets "quality N of 5" appended as a separate column).
-* :class:`RewardFunction` – a batch reward for an RL trainer (also served
-  as ``POST /v1/score``).
+* (the batch reward for training loops, :class:`editlens.RewardFunction`,
+  lives in :mod:`editlens.runner.reward`: it works with any evaluator)
 * :func:`pairwise_type` – the released pairwise rule from two scores.
 """
 
@@ -43,28 +43,6 @@ def to_reward_scale(value: float, low: float, high: float) -> float:
     if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
         raise InputError(f"cannot normalise to 1-5: the evaluator's range [{low}, {high}] is not finite")
     return float(1.0 + 4.0 * min(1.0, max(0.0, (value - low) / (high - low))))
-
-
-class RewardFunction:
-    """``reward(samples) -> list[float | None]`` with any registered evaluator
-    (batched; the evaluator's own cache makes repeats free). ``None`` marks a
-    sample the evaluator could not score; its reason is in :attr:`last_scores`."""
-
-    def __init__(self, metric: Any, batch_size: int = 8) -> None:
-        self.metric = metric
-        self.batch_size = batch_size
-        self.last_scores: list[Score] = []
-
-    def scores(self, samples: Sequence[EditSample]) -> list[Score]:
-        out: list[Score] = []
-        for s in range(0, len(samples), self.batch_size):
-            loaded = [x.load() for x in samples[s : s + self.batch_size]]
-            out += self.metric.score_batch(loaded)
-        self.last_scores = out
-        return out
-
-    def __call__(self, samples: Sequence[EditSample]) -> list[float | None]:
-        return [sc.value if sc.status == "scored" else None for sc in self.scores(samples)]
 
 
 @dataclass

@@ -47,6 +47,11 @@ access_log = logging.getLogger("editlens.serve")
 SEED_RANGE = (-(2**63), 2**64 - 1)
 
 
+#: The longest prompt a server accepts at all. Prefill is one model step the scheduler cannot slice
+#: (only generated tokens are), so the limit is what fair scheduling can keep: a limit above it is refused.
+FAIR_PROMPT_TOKENS = 16384
+
+
 @dataclass(frozen=True)
 class ServeLimits:
     """What one request may ask of the server (CLI: ``editlens serve --max-tokens ...``).
@@ -59,6 +64,9 @@ class ServeLimits:
         max_image_pixels: largest decoded image, width x height (413 above it).
         max_prompt_tokens: largest prompt, in the model's tokens with the chat
             template and image tokens (413 above it).
+        max_aspect_ratio: longest over shortest side of an image (413 above
+            it): a 39,000,000 x 1 image is under the pixel limit, yet costs a
+            model's processor seconds to tile, and no model reads it.
         read_timeout: seconds a client may take to send its request, head
             and body (408, or the connection closed, after it).
     """
@@ -70,12 +78,18 @@ class ServeLimits:
     max_image_pixels: int = 40_000_000
     max_prompt_tokens: int = 8192
     read_timeout: float = 30.0
+    max_aspect_ratio: float = 100.0
 
     def __post_init__(self) -> None:
         for name in ("max_tokens", "max_n", "max_image_bytes", "max_image_pixels", "max_prompt_tokens"):
             if not getattr(self, name) >= 1:
                 raise ValueError(f"serve limit {name} must be at least 1, got {getattr(self, name)!r}")
-        for name in ("request_timeout", "read_timeout"):
+        if self.max_prompt_tokens > FAIR_PROMPT_TOKENS:
+            raise ValueError(f"serve limit max_prompt_tokens {self.max_prompt_tokens} is over {FAIR_PROMPT_TOKENS}: a "
+                             "prompt is encoded (prefilled) in one step the scheduler cannot pause, so a prompt that "
+                             "long would hold every other client for its whole prefill; keep --max-prompt-tokens "
+                             f"at most {FAIR_PROMPT_TOKENS}")
+        for name in ("request_timeout", "read_timeout", "max_aspect_ratio"):
             value = getattr(self, name)
             if not (value > 0 and math.isfinite(value)):
                 raise ValueError(f"serve limit {name} must be a positive number of seconds, got {value!r}")
@@ -88,7 +102,8 @@ class BadRequest(Exception):
         self.message = message
 
 
-def _decode_image(url: str, max_bytes: int, max_pixels: int = ServeLimits.max_image_pixels) -> Any:
+def _decode_image(url: str, max_bytes: int, max_pixels: int = ServeLimits.max_image_pixels,
+                  max_aspect: float = ServeLimits.max_aspect_ratio) -> Any:
     import numpy as np
     from PIL import Image, UnidentifiedImageError
 
@@ -112,6 +127,9 @@ def _decode_image(url: str, max_bytes: int, max_pixels: int = ServeLimits.max_im
         if w * h > max_pixels:  # a few KB can declare gigapixels: refuse before decoding
             raise BadRequest(413, f"image of {w}x{h} pixels is over the limit of {max_pixels} pixels "
                                   "(editlens serve --max-image-pixels)")
+        if max(w, h) > max_aspect * max(1, min(w, h)):  # from the header too: before any decoding or tiling
+            raise BadRequest(413, f"image of {w}x{h} pixels has an aspect ratio of {max(w, h) / max(1, min(w, h)):g}:1, "
+                                  f"over the limit of {max_aspect:g}:1 (editlens serve --max-aspect-ratio)")
         arr, _ = load_image(img, ImageLoadOptions(max_pixels=max_pixels), name="request image")
     except Image.DecompressionBombError as exc:
         raise BadRequest(413, f"image refused as a decompression bomb: {exc}") from None
@@ -183,7 +201,8 @@ def parse_chat_request(body: Any, max_image_bytes: int, limits: ServeLimits | No
                 if kind == "text" and isinstance(p.get("text"), str):
                     parts.append(_text(p["text"], f"messages[{i}].content[{j}].text"))
                 elif kind == "image_url" and isinstance(p.get("image_url"), dict) and isinstance(p["image_url"].get("url"), str):
-                    parts.append(_decode_image(p["image_url"]["url"], max_image_bytes, limits.max_image_pixels))
+                    parts.append(_decode_image(p["image_url"]["url"], max_image_bytes, limits.max_image_pixels,
+                                               limits.max_aspect_ratio))
                 else:
                     raise BadRequest(400, f"messages[{i}].content[{j}] must be a text or image_url part")
         else:
@@ -252,6 +271,10 @@ def completion_json(gen: Generation, model: str, req: ChatRequest, want_logprobs
     if usage is not None:
         out["usage"] = usage
     return out
+
+
+def _load_json(raw: bytes) -> Any:
+    return json.loads(raw, parse_constant=_reject_constant)
 
 
 def _reject_constant(name: str) -> Any:
@@ -413,14 +436,18 @@ def build_app(backend: Any, model_name: str, api_key: str | None = None, max_ima
             return error(exc.status, exc.message, close=True)
         except ClientDisconnect:
             return Response(status_code=499)
+        from starlette.concurrency import run_in_threadpool
+
+        # parsing, image decoding and (below) token counting run off the event loop: one costly
+        # request must not stall the others' I/O, nor GET /v1/models
         try:
-            body = json.loads(raw, parse_constant=_reject_constant)
+            body = await run_in_threadpool(_load_json, raw)
         except RecursionError:
             return error(400, "request body is nested too deeply")
         except ValueError as exc:
             return error(400, f"request body is not valid JSON ({str(exc)[:200]})")
         try:
-            req = parse_chat_request(body, max_image_bytes, limits)
+            req = await run_in_threadpool(parse_chat_request, body, max_image_bytes, limits)
         except BadRequest as exc:
             return error(exc.status, exc.message)
         except RecursionError:

@@ -174,9 +174,11 @@ class Generation:
         if self.steps is None or step >= len(self.steps):
             return None
         lp = self.steps[step].candidates
-        if not lp or any(v is None for v in lp.values()):
-            return None
+        if not lp or any(v is None or math.isnan(v) or v > 1e-6 for v in lp.values()):
+            return None  # missing, NaN or impossible (> 0): no distribution, never a made-up one
         m = max(v for v in lp.values() if v is not None)
+        if m == -math.inf:
+            return None
         ex = {k: math.exp(v - m) for k, v in lp.items() if v is not None}
         z = sum(ex.values())
         return {k: v / z for k, v in ex.items()}

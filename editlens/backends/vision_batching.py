@@ -53,7 +53,7 @@ def _fingerprint(row: torch.Tensor) -> bytes:
     rows that share it are compared in full before being merged."""
     flat = row.reshape(-1)
     step = max(1, flat.numel() // 4096)
-    sample = flat[::step].float().cpu().contiguous().numpy()
+    sample = flat[::step].detach().float().cpu().contiguous().numpy()
     return hashlib.blake2b(sample.tobytes(), digest_size=16).digest()
 
 

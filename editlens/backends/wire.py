@@ -102,6 +102,9 @@ def parse_response(data: Any, candidates: tuple[str, ...]) -> Generation:
             if isinstance(exact, dict):
                 step.ids = {int(k): float(v) for k, v in exact.items() if str(k).lstrip("-").isdigit()
                             and _is_finite_number(v)}
+            bad = impossible_logprob(step)
+            if bad is not None:  # a broken answer, never cached: a rerun asks again
+                return Generation(None, error=f"the server returned {bad} at token {len(steps)}")
             steps.append(step)
     samples = [(((c.get("message") if isinstance(c.get("message"), dict) else {}) or {}).get("content") or "")
                for c in choices] if len(choices) > 1 else []
@@ -116,6 +119,27 @@ def parse_response(data: Any, candidates: tuple[str, ...]) -> Generation:
         why = "null content" if text is None else "empty content"
         return Generation(None, error=f"{why} with finish_reason {finish!r} ({str(data)[:120]})")
     return Generation(text, steps, finish, refusal=refusal, samples=samples)
+
+
+def impossible_logprob(step: TokenStep) -> str | None:
+    """Why a step's log-probabilities cannot be real (NaN, not a number, or above 0), else ``None``.
+
+    >>> impossible_logprob(TokenStep("YES", float("nan"), {}, []))
+    'the log-probability nan'
+    >>> impossible_logprob(TokenStep("YES", -0.1, {"YES": 0.3}, []))
+    'the log-probability 0.3 (above 0: a probability above 1)'
+    >>> impossible_logprob(TokenStep("YES", -0.1, {"YES": -0.1, "NO": None}, [("NO", -2.4)])) is None
+    True
+    """
+    values = [step.logprob, *step.candidates.values(), *(v for _, v in step.top), *(getattr(step, "ids", None) or {}).values()]
+    for v in values:
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v):
+            return f"the log-probability {v!r}"
+        if v > 1e-6:  # float rounding of log(1) aside
+            return f"the log-probability {v:g} (above 0: a probability above 1)"
+    return None
 
 
 def _is_finite_number(value: Any) -> bool:

@@ -12,6 +12,7 @@ import typer
 
 from editlens.cli.common import emit_json, guarded, parse_models
 from editlens.cli.options import DeviceOpt, DtypeOpt
+from editlens.cli.training_options import QUANT_HELP, SAVE_EVERY_HELP, VAL_EVERY_HELP
 
 adiee_app = typer.Typer(no_args_is_help=True, help="ADIEE: make scored training data, train and use a score-token scorer.")
 #: Reward commands that work with any registered evaluator (top-level: ``editlens best-of-n``, ``editlens relabel``).
@@ -81,17 +82,20 @@ def train_cmd(
     clip: float = typer.Option(1.0, "--clip", help="Gradient-norm clipping."),
     score_weight: float = typer.Option(10.0, "--score-weight"),
     ce_weight: float = typer.Option(1.0, "--ce-weight"),
-    val_every: int = typer.Option(50, "--val-every", min=1),
+    val_every: int = typer.Option(50, "--val-every", min=0, help=VAL_EVERY_HELP),
     val_max: int = typer.Option(64, "--val-max", min=0),
-    save_every: int = typer.Option(50, "--save-every", min=1),
+    save_every: int = typer.Option(50, "--save-every", min=0, help=SAVE_EVERY_HELP),
     keep_checkpoints: int = typer.Option(2, "--keep-checkpoints", min=1, help="Checkpoints kept (the newest)."),
     image_side: int = typer.Option(512, "--image-side", help="Each image is resized to SIDE x SIDE, side by side."),
     max_samples: Optional[int] = typer.Option(None, "--max-samples", help="Use only the first N training samples."),
     lora: bool = typer.Option(True, "--lora/--no-lora"),
-    lora_r: int = typer.Option(8, "--lora-r"),
+    lora_r: int = typer.Option(8, "--lora-rank", min=1, help="LoRA rank (as released: 8)."),
+    lora_r_old: Optional[int] = typer.Option(None, "--lora-r", hidden=True, help="Earlier name of --lora-rank."),
     lora_alpha: int = typer.Option(16, "--lora-alpha"),
     lora_dropout: float = typer.Option(0.05, "--lora-dropout"),
-    qlora: bool = typer.Option(False, "--qlora", help="QLoRA: base model in 4-bit NF4 (needs bitsandbytes; CUDA or CPU), our layout only."),
+    quantization: str = typer.Option("auto", "--quantization", help=QUANT_HELP + " auto: none (the release trains "
+                                     "an unquantised base); nf4: QLoRA (needs bitsandbytes; CUDA or CPU), our layout only."),
+    qlora: bool = typer.Option(False, "--qlora", hidden=True, help="Earlier spelling of --quantization nf4."),
     augment: bool = typer.Option(True, "--augment/--no-augment", help="Flip / rot90 both images."),
     layout: str = typer.Option("ours", "--layout", help="Final checkpoint: ours (LoRA), released (full state dict) or both."),
     template: Optional[List[str]] = typer.Option(None, "--template", help="adiee_questions=FILE / adiee_answers=FILE."),
@@ -104,7 +108,14 @@ def train_cmd(
 ) -> None:
     """Train the scorer; prints the loss, writes log.jsonl, loss.png and the checkpoint."""
     from editlens.adiee.train import TrainConfig, train
+    from editlens.cli.training_options import aliased
+    from editlens.models.quant import normalise_choice
 
+    lora_r = aliased(lora_r, 8, lora_r_old, "--lora-rank", "--lora-r")
+    quantization = normalise_choice(quantization, "--quantization")
+    if qlora and quantization == "none":
+        raise typer.BadParameter("--qlora is the earlier spelling of --quantization nf4; it contradicts --quantization none")
+    qlora = qlora or quantization == "nf4"
     cfg = TrainConfig(base=base, data=str(data), out=str(out), head=head, lora=lora, lora_r=lora_r,
                       lora_alpha=lora_alpha, lora_dropout=lora_dropout, qlora=qlora, lr=lr, batch_size=batch_size,
                       grad_accum=grad_accum, steps=steps, warmup_steps=warmup, lr_decay=lr_decay, clip=clip,
@@ -229,7 +240,7 @@ def _score_manifest(manifest: Path, metric: str, model, option, device: str, bat
     sel = select_metrics([metric], models=parse_models(model), options=parse_options(option or []), device=device,
                          dtype=dtype)
     m = sel.metrics[0]
-    from editlens.adiee.reward import RewardFunction
+    from editlens.runner.reward import RewardFunction
 
     scores = RewardFunction(m, batch_size).scores(rep.samples)
     return rep.samples, scores, m
@@ -247,14 +258,32 @@ def best_of_n_cmd(
     dtype: str = DtypeOpt,
     batch_size: int = typer.Option(8, "--batch-size", min=1),
     json_out: bool = typer.Option(False, "--json"),
+    editor: Optional[str] = typer.Option(None, "--editor", help="Generate the candidates first with this editor "
+                                         "(MANIFEST then lists the edits to make; see `editlens edit`)."),
+    samples: int = typer.Option(4, "--samples", min=1, help="With --editor: candidates generated per edit."),
+    seed: int = typer.Option(0, "--seed", help="With --editor: base seed of the derived per-image seeds."),
+    editor_option: Optional[List[str]] = typer.Option(None, "--editor-option", help="With --editor: editor setting "
+                                                      "KEY=VALUE (steps=20...). Repeatable."),
+    edits_out: Optional[Path] = typer.Option(None, "--edits-out", help="With --editor: folder of the generated "
+                                             "candidates (resumable; default MANIFEST's folder/STEM.best-of-N)."),
+    vlm: Optional[str] = typer.Option(None, "--vlm", help="VLM of a judge metric (pairwise: a knockout per edit)."),
+    orders: str = typer.Option("both", "--orders", help="Pairwise judge: both, forward or reverse."),
 ) -> None:
-    """Pick the best of N candidate edits per source by a registered evaluator."""
+    """Pick the best of N candidate edits per source by a registered evaluator; with --editor, generate the
+    N candidates first (a pairwise judge as --metric runs a knockout per edit, both orders by default).
+
+    Exit status with --editor: 3 when images or scores failed (a rerun redoes them), as `editlens run`.
+    """
     from dataclasses import asdict
 
     from editlens.adiee.reward import best_of_n
 
-    samples, scores, m = _score_manifest(manifest, metric, model, option, device, batch_size, dtype)
-    picks = best_of_n(samples, scores, m.spec.higher_is_better)
+    if editor:
+        _best_of_generated(manifest, metric, model, option, out, device, dtype, batch_size, json_out, editor,
+                           samples, seed, editor_option, edits_out, vlm, orders)
+        return
+    samples_, scores, m = _score_manifest(manifest, metric, model, option, device, batch_size, dtype)
+    picks = best_of_n(samples_, scores, m.spec.higher_is_better)
     doc = {"metric": metric, "higher_is_better": m.spec.higher_is_better, "picks": [asdict(p) for p in picks]}
     if out:
         from editlens.core.io import atomic_write
@@ -275,6 +304,43 @@ def best_of_n_cmd(
         table.add_row(p.group.split("\u241f")[-1][:40], str(len(p.candidates)), p.best_id or "(none scored)",
                       "-" if p.best_value is None else f"{p.best_value:.4f}", others)
     Console().print(table)
+
+
+def _best_of_generated(manifest, metric, model, option, out, device, dtype, batch_size, json_out, editor,  # type: ignore[no-untyped-def]
+                       samples, seed, editor_option, edits_out, vlm, orders):
+    from editlens.cli.common import EXIT_FAILED
+    from editlens.cli.edit_commands import editor_options, exit_for, run_generation
+    from editlens.runner.best_of_n import best_of_generated
+    from editlens.runner.selection import parse_options
+
+    folder = edits_out or manifest.parent / f"{manifest.stem}.best-of-{samples}"
+    result = run_generation(manifest, editor, folder, samples, seed,
+                            editor_options(editor_option, device, dtype, False, False), None, True, None)
+    if result.interrupted:
+        exit_for(result, folder)
+    from editlens.cli.options import vlm_options
+
+    vlm_opts = vlm_options(vlm, None, "default", None, device, 1, 0.0, dtype)  # None without --vlm
+    doc = best_of_generated(result.manifest, metric, models=parse_models(model),
+                            options=parse_options(option or []), device=device, dtype=dtype, vlm=vlm_opts,
+                            orders=orders, batch_size=batch_size)
+    doc.update({"editor": editor, "samples": samples, "edits": str(result.manifest),
+                "failed_images": result.failed})
+    target = out or folder / "best_of_n.json"
+    from editlens.core.io import write_json
+
+    write_json(target, doc, default=str)
+    if json_out:
+        emit_json(doc)
+    else:
+        for p in doc["picks"]:
+            typer.echo(f"{p['group']}: best {p['best_id'] or '(none)'}"
+                       + (f" ({p['best_value']:.4f})" if p.get("best_value") is not None else ""))
+        typer.echo(f"{len(doc['picks'])} edits, {samples} candidates each -> {target}", err=True)
+    if result.failed or doc.get("failed"):
+        typer.echo(f"{result.failed} image(s) and {doc.get('failed', 0)} score(s) failed; rerun the same command "
+                   "to redo them", err=True)
+        raise typer.Exit(EXIT_FAILED)
 
 
 @reward_app.command("relabel")
@@ -329,3 +395,131 @@ def relabel_cmd(
     atomic_write(target, lambda fh: fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     read_manifest(target, check_files=False)  # the output is itself a valid manifest
     typer.echo(f"{len(rows) - unscored} relabelled, {unscored} unscored -> {target}")
+
+
+def _reward(name: Optional[str], options: dict, models: dict, device: str, dtype: str, batch_size: int):  # type: ignore[no-untyped-def]
+    """A RewardFunction of a registered evaluator, built as the runner builds it (model roles, options)."""
+    if not name:
+        return None
+    from editlens.runner.reward import RewardFunction
+    from editlens.runner.selection import select_metrics
+
+    opts = {name: {"cache": False, **options.get(name, {})}} if _takes_cache(name) else options
+    sel = select_metrics([name], models=models, options=opts, device=device, dtype=dtype)
+    return RewardFunction(sel.metrics[0], batch_size)
+
+
+def _takes_cache(name: str) -> bool:
+    import inspect
+
+    from editlens.metrics.registry import get_spec
+
+    return "cache" in inspect.signature(get_spec(name).load_class()).parameters
+
+
+@adiee_app.command("tune-editor")
+@guarded
+def tune_editor_cmd(
+    data: Path = typer.Argument(..., help="Scored candidates: `editlens relabel` output (.jsonl) or a run directory "
+                                          "(results.jsonl + manifest) with several edits per source."),
+    base: str = typer.Option(..., "--base", help="InstructPix2Pix-style diffusers editor: folder or hub id "
+                                                 "(e.g. vinesmsuic/magicbrush-jul7, timbrooks/instruct-pix2pix)."),
+    out: Path = typer.Option(..., "--out", help="Run directory (rerun the same command to resume); the editor is "
+                                                "exported to OUT/editor."),
+    score_metric: Optional[str] = typer.Option(None, "--score-metric", help="Evaluator of the run whose scores pick "
+                                               "targets (needed when the run holds several)."),
+    val_metric: Optional[str] = typer.Option(None, "--val-metric", help="Evaluator scoring the validation edits "
+                                             "(any registered one, e.g. adiee); none: no validation."),
+    refl_metric: Optional[str] = typer.Option(None, "--refl-metric", help="Differentiable evaluator of ReFL "
+                                              "(default: --val-metric)."),
+    refl_weight: float = typer.Option(0.0, "--refl-weight", min=0.0, help="Weight of the ReFL loss added to the "
+                                      "denoising MSE (0: no ReFL)."),
+    refl_steps: int = typer.Option(40, "--refl-steps", min=1, help="DDIM steps of the ReFL roll-out."),
+    refl_min_step: int = typer.Option(30, "--refl-min-step", min=0, help="The gradient step is drawn from "
+                                      "[this, --refl-steps)."),
+    reward_prompt: bool = typer.Option(True, "--reward-prompt/--no-reward-prompt", help="Append the quality suffix "
+                                       "to each instruction (reward conditioning)."),
+    suffix_template: Optional[Path] = typer.Option(None, "--suffix-template", help="Own suffix wording: a text file "
+                                                   "with {quality}."),
+    suffix_from_clone: Optional[Path] = typer.Option(None, "--suffix-from-clone", help="Read the suffix from a clone "
+                                                     "of the ADIEE release (its dataset module)."),
+    binning: str = typer.Option("release", "--binning", help="0-10 score -> level 1-5: release (0-2, 3-4, 5-6, 7-8, "
+                                "9-10) or linear (round(1 + 4 * score / 10))."),
+    levels: str = typer.Option("words", "--levels", help="Levels written as words (one..five) or digits."),
+    target_weights: str = typer.Option("balanced", "--target-weights", help="Target sampling: balanced (each quality "
+                                       "level about equally often) or uniform."),
+    source_as_candidate: bool = typer.Option(True, "--source-as-candidate/--no-source-as-candidate", help="The "
+                                             "source image itself is a candidate target scored 0."),
+    lora_rank: int = typer.Option(0, "--lora-rank", min=0, help="LoRA rank of the UNet adapters (0: the whole UNet "
+                                  "trains, as released)."),
+    quantization: str = typer.Option("auto", "--quantization", help="auto or none: the editor trains unquantised "
+                                     "(nf4 is refused)."),
+    steps: int = typer.Option(1000, "--steps", min=1, help="Optimiser steps."),
+    lr: float = typer.Option(5e-5, "--lr", help="Learning rate (release: 5e-5)."),
+    batch_size: int = typer.Option(4, "--batch-size", min=1),
+    grad_accum: int = typer.Option(1, "--grad-accum", min=1),
+    warmup: int = typer.Option(0, "--warmup", min=0, help="Warm-up steps (release: 500)."),
+    lr_decay: str = typer.Option("constant", "--lr-decay", help="After warm-up: constant, linear or cosine."),
+    clip: float = typer.Option(1.0, "--clip", help="Gradient-norm clipping (0: none)."),
+    resolution: int = typer.Option(256, "--resolution", help="Training images are resized to this square (release: 256)."),
+    augment: bool = typer.Option(True, "--augment/--no-augment", help="The same flip / rot90 of source and target."),
+    conditioning_dropout: float = typer.Option(0.0, "--conditioning-dropout", help="InstructPix2Pix conditioning "
+                                               "dropout probability (release: off)."),
+    val_every: int = typer.Option(0, "--val-every", min=0, help=VAL_EVERY_HELP),
+    val_count: int = typer.Option(4, "--val-count", min=0, help="Sources held out for validation."),
+    val_at_start: bool = typer.Option(True, "--val-at-start/--no-val-at-start", help="Also score the untuned editor."),
+    val_steps: int = typer.Option(20, "--val-steps", min=1, help="Denoising steps of validation edits (release: 100)."),
+    guidance: float = typer.Option(7.5, "--guidance", help="Text guidance of validation edits."),
+    image_guidance: float = typer.Option(1.5, "--image-guidance", help="Image guidance of validation edits."),
+    save_every: int = typer.Option(0, "--save-every", min=0, help=SAVE_EVERY_HELP),
+    keep_checkpoints: int = typer.Option(2, "--keep-checkpoints", min=1, help="Checkpoints kept (the newest)."),
+    gradient_checkpointing: bool = typer.Option(False, "--gradient-checkpointing"),
+    model: Optional[List[str]] = ModelOpt,
+    option: Optional[List[str]] = OptionOpt,
+    reward_batch: int = typer.Option(8, "--reward-batch-size", min=1, help="Validation edits scored at once."),
+    seed: int = typer.Option(0, "--seed"),
+    device: str = DeviceOpt,
+    dtype: str = DtypeOpt,
+    restart: bool = typer.Option(False, "--restart", help="Discard an earlier run in --out instead of resuming it."),
+    progress: bool = typer.Option(True, "--progress/--no-progress"),
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
+    """Fine-tune an InstructPix2Pix-style editor with a reward (ADIEE §3.4): reward-conditioned prompts, and ReFL."""
+    from editlens.adiee.tune_editor import TuneConfig, tune_editor
+    from editlens.models.quant import normalise_choice
+    from editlens.runner.selection import parse_options
+
+    if normalise_choice(quantization, "--quantization") == "nf4":
+        raise typer.BadParameter("the editor's UNet trains unquantised; use --quantization none (or auto)")
+    options = parse_options(option or [])
+    models = parse_models(model)
+    cfg = TuneConfig(base=base, data=str(data), out=str(out), score_metric=score_metric,
+                     source_as_candidate=source_as_candidate, target_weights=target_weights,
+                     reward_prompt=reward_prompt, suffix_template=str(suffix_template) if suffix_template else None,
+                     suffix_from_clone=str(suffix_from_clone) if suffix_from_clone else None, binning=binning,
+                     levels=levels, lora_rank=lora_rank, lr=lr, batch_size=batch_size, grad_accum=grad_accum,
+                     steps=steps, warmup_steps=warmup, lr_decay=lr_decay, clip=clip, resolution=resolution,
+                     augment=augment, conditioning_dropout=conditioning_dropout, val_every=val_every,
+                     val_count=val_count if val_metric else 0, val_at_start=val_at_start, val_metric=val_metric,
+                     val_steps=val_steps, guidance=guidance, image_guidance=image_guidance, refl_weight=refl_weight,
+                     refl_metric=(refl_metric or val_metric) if refl_weight > 0 else None, refl_steps=refl_steps,
+                     refl_min_step=refl_min_step, save_every=save_every, keep_checkpoints=keep_checkpoints, seed=seed,
+                     device=device, dtype=dtype, gradient_checkpointing=gradient_checkpointing,
+                     metric_options=options)
+    cfg.validate()
+    val_reward = _reward(val_metric, options, models, device, dtype, reward_batch)
+    refl_reward = val_reward if cfg.refl_metric == val_metric else _reward(cfg.refl_metric, options, models, device,
+                                                                          dtype, reward_batch)
+    s = tune_editor(cfg, val_reward, refl_reward, echo=_echo if json_out else typer.echo, progress=progress,
+                    restart=restart)
+    if json_out:
+        emit_json(s)
+    if s["interrupted"]:
+        raise typer.Exit(s["exit_code"])
+    if not json_out:
+        typer.echo(f"loss {s['first_loss']:.4f} (first fifth of steps) -> {s['last_loss']:.4f} (last fifth)")
+        if s.get("val"):
+            typer.echo(f"validation reward at step {s['val']['step']}: {s['val'].get('reward')}")
+        typer.echo(f"editor: {s['outputs'].get('editor')} (loads with StableDiffusionInstructPix2PixPipeline; "
+                   "prompt suffix in editlens_editor.json)")
+        typer.echo(f"loss curve: {s['loss_curve']}")

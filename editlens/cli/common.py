@@ -39,6 +39,38 @@ def split_names(value: str | None) -> list[str] | None:
     return names
 
 
+def output_file(path: Any, flag: str = "--out") -> Any:
+    """``path`` when it can be written as a file: an existing folder there is a message and
+    exit 2 before any work, never a traceback after it."""
+    from pathlib import Path
+
+    from editlens.errors import InputError
+
+    if path is not None and Path(path).is_dir():
+        raise InputError(f"{flag} {path}: is a folder; give a file name")
+    return path
+
+
+def output_dir(path: Any, flag: str = "--out") -> Any:
+    """``path`` when it can be a folder: an existing file there is a message and exit 2."""
+    from pathlib import Path
+
+    from editlens.errors import InputError
+
+    if path is not None and Path(path).exists() and not Path(path).is_dir():
+        raise InputError(f"{flag} {path}: is a file; give a folder")
+    return path
+
+
+def require_samples(report: Any, manifest: Any) -> None:
+    """Every manifest row skipped as invalid: nothing to score is a message and exit 2, not a summary of zeros."""
+    if not report.samples:
+        from editlens.core.evidence import not_measured
+        from editlens.errors import InputError
+
+        raise InputError(f"{manifest}: {not_measured(0, f'all {len(report.problems)} rows were skipped as invalid')}")
+
+
 def emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str, allow_nan=False) + "\n")
 

@@ -8,7 +8,8 @@ from typing import List, Optional
 
 import typer
 
-from editlens.cli.common import EXIT_FAILED, EXIT_SIGNAL_BASE, emit_json, guarded, parse_models, split_names
+from editlens.cli.common import (EXIT_FAILED, EXIT_SIGNAL_BASE, emit_json, guarded, parse_models, require_samples,
+                                 split_names)
 from editlens.cli.inputs import EditsOpt, EditsPatternOpt, ImageRootOpt, SplitOpt, read_input
 from editlens.cli.options import (AllowFailuresOpt, CacheOpt, CalibrationOpt, CaptionsOpt, ConcurrencyOpt, DeviceOpt,
                                    DtypeOpt, JudgeOpt, MinSamplesOpt, ModelOpt, OptionOpt, RetriesOpt, SamplesOpt, TemperatureOpt, TemplateOpt, TimeoutOpt,
@@ -190,8 +191,16 @@ def run_cmd(
     concurrency: Optional[int] = ConcurrencyOpt,
     calibration: Optional[Path] = CalibrationOpt,
     allow_failures: bool = AllowFailuresOpt,
+    editor: Optional[str] = typer.Option(None, "--editor", help="Generate the edits first with this editor (see "
+                                         "`editlens edit`); MANIFEST then lists source and instruction."),
+    editor_option: Optional[List[str]] = typer.Option(None, "--editor-option", help="With --editor: editor setting "
+                                                      "KEY=VALUE (steps=20...). Repeatable."),
+    edit_samples: int = typer.Option(1, "--edit-samples", min=1, help="With --editor: images per edit."),
+    seed: int = typer.Option(0, "--seed", help="With --editor: base seed of the derived per-image seeds."),
+    edits_out: Optional[Path] = typer.Option(None, "--edits-out", help="With --editor: folder of the generated "
+                                             "edits (default OUT/edits)."),
 ) -> None:
-    """Score every edit of a manifest into a resumable run directory.
+    """Score every edit of a manifest into a resumable run directory (with --editor: generate the edits first).
 
     Exit status: 0 done; 3 done, but some results failed (listed by `editlens runs failures OUT --status
     failed`; a rerun retries them; --allow-failures: 0); 2 bad input; 130/143 stopped by Ctrl-C/SIGTERM
@@ -201,11 +210,29 @@ def run_cmd(
     from editlens.core.images import ImageLoadOptions
     from editlens.runner.run import run_evaluation
     from editlens.runner.selection import parse_options, select_metrics
-    from editlens.runner.store import ResultsStore, export as export_rows
+    from editlens.runner.store import ResultsStore, check_export_formats, export as export_rows
 
+    export_formats = check_export_formats(export)  # parquet without pyarrow fails now, not after scoring
+    failed_images = 0
+    if editor:
+        from editlens.cli.edit_commands import editor_options, exit_for, run_generation
+
+        if edits:
+            raise typer.BadParameter("--editor makes the edits; --edits reads edits made before: give one")
+        made = run_generation(manifest, editor, edits_out or out / "edits", edit_samples, seed,
+                              editor_options(editor_option, device, dtype, False, False), None, progress, columns,
+                              manifest_options={"encoding": encoding, "delimiter": delimiter, "split": split,
+                                                "image_root": image_root})
+        if made.interrupted:
+            exit_for(made, edits_out or out / "edits")
+        # the generated manifest is plain JSON Lines beside its images
+        manifest, failed_images = made.manifest, made.failed
+        columns = delimiter = split = image_root = None
+        encoding = "utf-8"
     report, inputs = read_input(manifest, skip_invalid=skip_invalid, columns=columns, encoding=encoding,
                                 delimiter=delimiter, clip_boxes=clip_boxes, split=split, edits=edits,
                                 edits_pattern=edits_pattern, image_root=image_root)
+    require_samples(report, manifest)
     sel = select_metrics(split_names(metrics), extra=extra_metrics(judge, captions, dice), models=parse_models(model),
                          options=parse_options(option or []), device=device, dtype=dtype,
                          with_reference=any(s.reference is not None for s in report.samples),
@@ -236,16 +263,20 @@ def run_cmd(
         store = ResultsStore(out)
         rows = [r for r in store.rows() if r["evaluator"] in {m.name for m in sel.metrics}]
         cols = {s.id: s.columns() for s in report.samples}  # every extra column of the manifest, beside the scores
-        for fmt in export.split(","):
-            typer.echo(f"exported {export_rows(rows, out / f'results_long.{fmt.strip()}', columns=cols)}", err=True)
+        for fmt in export_formats:
+            typer.echo(f"exported {export_rows(rows, out / f'results_long.{fmt}', columns=cols)}", err=True)
         store.close()
     s = result.summary
     typer.echo(f"{s['samples']} samples: {result.computed} results computed, {result.reused} reused "
                f"-> {out}/results.jsonl, summary.json, manifest.json")
+    from editlens.core.evidence import not_measured
+
     for name, c in s["counts"].items():
         mean = s["means"][name]
+        shown = (f"{mean:.4f}" if mean is not None else "- (no score: information only)" if c.get("info")
+                 else not_measured(0, "no scored result"))
         typer.echo(f"  {name:<12} scored {c['scored']:>5}  skipped {c['skipped']:>4}  unscored {c['unscored']:>4}  "
-                   f"failed {c['failed']:>4}  info {c.get('info', 0):>4}  mean {'-' if mean is None else f'{mean:.4f}'}")
+                   f"failed {c['failed']:>4}  info {c.get('info', 0):>4}  mean {shown}")
     if result.interrupted:
         import signal
 
@@ -253,6 +284,10 @@ def run_cmd(
         typer.echo(f"interrupted ({how.name}): finished batches, the summary and exports are saved; rerun the "
                    "same command to continue.", err=True)
         raise typer.Exit(EXIT_SIGNAL_BASE + int(how))
+    if failed_images and not allow_failures:
+        typer.echo(f"{failed_images} image(s) failed to generate; rerun the same command to generate them again. "
+                   f"Exit status {EXIT_FAILED} (--allow-failures: 0).", err=True)
+        raise typer.Exit(EXIT_FAILED)
     if result.failed:
         typer.echo(f"{result.failed} result(s) failed: list them with `editlens runs failures {out} --status failed`; "
                    f"rerun the same command to retry them. Exit status {EXIT_FAILED} "

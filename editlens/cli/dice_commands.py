@@ -13,10 +13,11 @@ from typing import List, Optional
 
 import typer
 
-from editlens.cli.common import emit_json, guarded
+from editlens.cli.common import EXIT_FAILED, emit_json, guarded
 from editlens.cli.options import (CacheOpt, ConcurrencyOpt, DeviceOpt, DtypeOpt, RetriesOpt, SamplesOpt, TemperatureOpt,
                                    TemplateOpt, TimeoutOpt, VlmModelOpt, VlmOpt, http_settings, vlm_options)
 from editlens.cli.tables import print_rows
+from editlens.cli.training_options import SAVE_EVERY_HELP, VAL_EVERY_HELP
 
 app = typer.Typer(no_args_is_help=False, help="DICE: what changed, where, and was it asked for.")
 
@@ -90,15 +91,18 @@ def dice_cmd(
         Image.fromarray(a).save(draw / "source_boxes.png")
         Image.fromarray(b).save(draw / "edited_boxes.png")
         doc["drawn"] = [str(draw / "source_boxes.png"), str(draw / "edited_boxes.png")]
+    # exit status as `editlens compare`: 3 the backend failed (worth retrying), 1 no result (unparsable answer)
     if json_out:
         emit_json(doc)
+        if res.failed or res.unparsable:
+            raise typer.Exit(EXIT_FAILED if res.failed else 1)
         return
     if res.failed:
         typer.echo(f"failed: {res.problem}", err=True)
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)
     if res.unparsable:
         typer.echo(f"unscored: {res.problem}\nraw answer: {res.raw}")
-        return
+        raise typer.Exit(1)  # scripts must not read success
     if res.truncated:
         typer.echo(f"incomplete: {res.problem}")
     elif not res.differences:
@@ -157,7 +161,18 @@ def dice_eval_cmd(gt: Path = typer.Option(..., "--gt", help="Annotated JSONL (DI
                                           load_ground_truth, load_predictions_detailed)
 
     rows = load_ground_truth(gt, gt_boxes)
+    if not rows:  # AP over no annotated sample is no figure: say so, exit 2
+        from editlens.core.evidence import not_measured
+        from editlens.errors import InputError
+
+        raise InputError(f"{gt}: DICE detection AP {not_measured(0, 'the ground-truth file holds no sample')}")
     preds, pred_problems = load_predictions_detailed(predictions)
+    gt_ids = {str(r["id"]) for r in rows}
+    if not gt_ids & (set(preds) | set(pred_problems)):
+        from editlens.errors import InputError  # AP 0 over predictions for other samples would be invented
+
+        raise InputError(f"{predictions}: no prediction is for a sample of {gt} (ids such as {sorted(gt_ids)[:3]}); "
+                         "check that the ids match")
     rep = evaluate_detection(rows, preds)
     rep["predictions_without_usable_answer"] = {"n": len(pred_problems), "samples": pred_problems}
     rep["ground_truth_boxes"] = gt_boxes  # the units the ground truth was read in (lines may set their own)
@@ -215,13 +230,15 @@ def train_cmd(
     steps: int = typer.Option(1000, "--steps", min=1),
     lr: float = typer.Option(1e-4, "--lr", help="Paper: 1e-4 detector, 1e-5 coherence."),
     batch_size: int = typer.Option(1, "--batch-size", min=1, help="Examples per optimizer step (paper: 8 detector, 1 coherence)."),
-    rank: int = typer.Option(64, "--rank"),
+    rank: int = typer.Option(64, "--lora-rank", min=1, help="LoRA rank."),
+    rank_old: Optional[int] = typer.Option(None, "--rank", hidden=True, help="Earlier name of --lora-rank."),
     alpha: int = typer.Option(16, "--alpha"),
     dropout: float = typer.Option(0.1, "--dropout"),
     warmup: int = typer.Option(0, "--warmup", min=0, help="Linear learning-rate warm-up steps."),
     lr_decay: str = typer.Option("constant", "--lr-decay", help="After warm-up: constant, linear or cosine."),
-    eval_every: int = typer.Option(0, "--eval-every", help="Evaluate every N steps (0: at the end)."),
-    save_every: int = typer.Option(100, "--save-every", min=1),
+    eval_every: int = typer.Option(0, "--val-every", min=0, help=VAL_EVERY_HELP),
+    eval_every_old: Optional[int] = typer.Option(None, "--eval-every", hidden=True, help="Earlier name of --val-every."),
+    save_every: int = typer.Option(100, "--save-every", min=0, help=SAVE_EVERY_HELP),
     keep_checkpoints: int = typer.Option(2, "--keep-checkpoints", min=1, help="Checkpoints kept (the newest)."),
     eval_max_new_tokens: int = typer.Option(256, "--eval-max-new-tokens", min=1),
     max_eval: int = typer.Option(100, "--max-eval", min=1),
@@ -239,11 +256,14 @@ def train_cmd(
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
     """Fine-tune a DICE detector (--stage detect) or coherence estimator (--stage coherence) with LoRA."""
+    from editlens.cli.training_options import aliased
     from editlens.dice.training import TrainConfig, train
 
     from editlens.models.quant import normalise_choice
 
     quantization = normalise_choice(quantization, "--quantization")
+    rank = aliased(rank, 64, rank_old, "--lora-rank", "--rank")
+    eval_every = aliased(eval_every, 0, eval_every_old, "--val-every", "--eval-every")
     cfg = TrainConfig(stage=stage, data=str(data.resolve()), out=str(out), base=base,
                       eval_data=str(eval_data.resolve()) if eval_data else None, init_adapter=init_adapter,
                       steps=steps, lr=lr, batch_size=batch_size, warmup_steps=warmup, lr_decay=lr_decay, rank=rank,

@@ -23,6 +23,7 @@ COMMAND_GROUPS: tuple[tuple[str, str, str | None], ...] = (
     ("editlens.cli.arena_commands", "app", None),         # arena
     ("editlens.cli.trust_commands", "app", None),         # probe, calibrate, edit-types
     ("editlens.cli.adiee_commands", "reward_app", None),  # best-of-n, relabel
+    ("editlens.cli.edit_commands", "app", None),          # edit, editors, edit-pairs, make-tiny-editor
     ("editlens.cli.runs_commands", "app", "runs"),
     ("editlens.cli.dice_commands", "app", "dice"),
     ("editlens.cli.adiee_commands", "adiee_app", "adiee"),

@@ -7,7 +7,8 @@ from typing import Optional
 
 import typer
 
-from editlens.cli.common import emit_json, guarded
+from editlens.cli.common import emit_json, guarded, output_dir, output_file
+from editlens.core.evidence import figure, not_measured
 
 meta_app = typer.Typer(no_args_is_help=True, help="Agreement of an evaluator with human judgments (official protocols).")
 
@@ -18,6 +19,8 @@ ReportOpt = typer.Option(None, "--report", help="Also write a self-contained HTM
 def _write_report(path: Optional[Path], rep: dict, title: str, extra=None) -> None:  # type: ignore[no-untyped-def]
     if path is not None:
         from editlens.reporting.html import write_meta_report
+
+        output_file(path, "--report")
 
         typer.echo(f"wrote {write_meta_report(rep, path, title, extra)}", err=True)
 
@@ -37,8 +40,8 @@ def imagenhub(
     predictions: Optional[Path] = typer.Option(None, "--predictions", help="editlens results.jsonl or {id, score} JSONL (ids METHOD/UID)."),
     metric: Optional[str] = typer.Option(None, "--metric", help="Score to use from editlens results."),
     protocol: str = typer.Option("official", "--protocol", help="official (tanh of mean r), fisher, or mean."),
-    n_boot: int = typer.Option(1000, "--n-boot"),
-    seed: int = typer.Option(0, "--seed"),
+    n_boot: int = typer.Option(1000, "--n-boot", min=1, help="Bootstrap resamples of each CI."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
     instructions: Optional[Path] = typer.Option(None, "--instructions", help="JSONL with uid and instruction, for the "
                                                 "breakdown by edit type (default: samples.jsonl beside the ratings folder)."),
     json_out: bool = JsonOpt,
@@ -55,10 +58,23 @@ def imagenhub(
         return
     typer.echo(f"ImagenHub ({rep['protocol']}: {rep['aggregation_note']})")
     for aspect, a in rep["aspects"].items():
-        typer.echo(f"  {aspect:<3} {a['value']:.4f}  95% CI [{a['ci95'][0]:.4f}, {a['ci95'][1]:.4f}]")
-    typer.echo(f"  items {rep['n_items']}, unparsable answers {rep['n_unparsable']}, "
-               f"human inter-rater ICC(2,1) {rep['human_inter_rater_icc_2_1']:.3f}")
+        n = sum(a["n_per_group"].values())
+        typer.echo(f"  {aspect:<3} {figure(a['value'], n, NO_MATCH)}  95% CI {_ci(a['ci95'])}")
+    icc = rep["human_inter_rater_icc_2_1"]
+    typer.echo(f"  items {rep['n_items']}, unparsable answers {rep['n_unparsable']}, human inter-rater ICC(2,1) "
+               + (f"{icc:.3f}" if icc is not None else not_measured(0, "fewer than two raters rated the same items")))
     _echo_trust(rep)
+
+
+NO_MATCH = "no item has both a prediction and a human score"
+
+
+def _ci(ci) -> str:  # type: ignore[no-untyped-def]
+    import math
+
+    if not ci or any(v is None or not math.isfinite(v) for v in ci):
+        return "undefined (too few items to resample)"
+    return f"[{ci[0]:.4f}, {ci[1]:.4f}]"
 
 
 def _echo_trust(rep: dict) -> None:
@@ -89,7 +105,8 @@ def genai_bench(judge_outputs: Path = typer.Option(..., "--judge-outputs", help=
     if json_out:
         emit_json(rep)
         return
-    typer.echo(f"GenAI-Bench accuracy {rep['accuracy']:.4f} over {rep['n']} items ({rep['no_verdict']} without a verdict)")
+    typer.echo(f"GenAI-Bench accuracy {figure(rep['accuracy'], rep['n'] - rep['no_verdict'], 'no answer holds a verdict')}"
+               f" over {rep['n']} items ({rep['no_verdict']} without a verdict, counted wrong as the protocol does)")
 
 
 @meta_app.command("pointwise")
@@ -100,7 +117,8 @@ def pointwise(human: Path = typer.Option(..., "--human", help="JSONL {id, model,
               protocol: str = typer.Option("aurora", "--protocol", help="aurora (one Spearman over all items, as "
                                            "ADIEE's release; the per-model mean beside it), aurora-per-model "
                                            "(mean of per-model Spearman), official, fisher, mean."),
-              n_boot: int = typer.Option(1000, "--n-boot"), seed: int = typer.Option(0, "--seed"),
+              n_boot: int = typer.Option(1000, "--n-boot", min=1, help="Bootstrap resamples of each CI."),
+              seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
               by: Optional[str] = typer.Option(None, "--by", help="Also break the agreement down by a field of the "
                                                "human file or the predictions (results.jsonl keeps every manifest "
                                                "column, e.g. task_type, instruction_language)."),
@@ -122,13 +140,16 @@ def pointwise(human: Path = typer.Option(..., "--human", help="JSONL {id, model,
             "official": "ImagenHub: tanh of the mean per-method Spearman rho (as published)",
             "fisher": "Fisher-z average of per-method Spearman rho",
             "mean": "mean of per-method Spearman rho"}.get(protocol, rep["protocol"])
-    typer.echo(f"{rep['protocol']} ({what}): {rep['value']:.4f} over {rep['n_items']} items "
-               f"({rep['n_unparsable']} unscored, {rep['n_missing']} missing)")
+    typer.echo(f"{rep['protocol']} ({what}): {figure(rep['value'], rep['n_items'], NO_MATCH)} over {rep['n_items']} "
+               f"items ({rep['n_unparsable']} unscored, {rep['n_missing']} missing); {rep['direction']}")
     for name, fig in rep.get("figures", {}).items():
-        typer.echo(f"  {name.replace('_', ' '):<26} {fig['value']:.4f} over {fig['n_items']} items")
+        typer.echo(f"  {name.replace('_', ' '):<26} {figure(fig['value'], fig['n_items'], NO_MATCH)} over "
+                   f"{fig['n_items']} items")
     for m, c in rep["overall"].items():
-        typer.echo(f"  {m:<8} {c['value']:.4f}  95% CI [{c['ci95'][0]:.4f}, {c['ci95'][1]:.4f}]")
-    typer.echo(f"  system-level Kendall tau {rep['system_level']['kendall_tau']:.4f}")
+        typer.echo(f"  {m:<8} {figure(c['value'], c['n'], NO_MATCH)}  95% CI {_ci(c['ci95'])}")
+    sl = rep["system_level"]
+    typer.echo(f"  system-level Kendall tau {figure(sl['kendall_tau'], len(sl['models']), 'no editing model', min_n=2)}"
+               f" over {len(sl['models'])} editing models")
     if rep.get("by_column"):
         typer.echo(f"  by {rep['by_column']['column']}:")
         for g, v in rep["by_column"]["groups"].items():
@@ -152,6 +173,7 @@ def pairwise(human: Path = typer.Option(..., "--human", help="JSONL {id, a, b, p
         from editlens.meta.rewardbench import verdicts_report
 
         rep = verdicts_report(human, verdicts)
+        _require(rep["judgements"], "no human pair has a verdict")
         rep["evaluated"] = _evaluated(verdicts=verdicts, human=human)
         _write_report(report, rep, "pair-wise judge")
         if json_out:
@@ -173,9 +195,17 @@ def pairwise(human: Path = typer.Option(..., "--human", help="JSONL {id, a, b, p
     if json_out:
         emit_json(rep)
         return
-    typer.echo(f"accuracy {rep['accuracy']:.4f} (tie threshold {rep['threshold']:.4g}) over {rep['n']} pairs; "
-               f"{rep['n_unparsable']} unscored, {rep['n_missing']} missing")
+    typer.echo(f"accuracy {figure(rep['accuracy'], rep['n'], NO_MATCH)} (tie threshold {rep['threshold']:.4g}) over "
+               f"{rep['n']} pairs; {rep['n_unparsable']} unscored, {rep['n_missing']} missing; {rep['direction']}")
     _echo_trust(rep)
+
+
+def _require(n: int, why: str) -> None:
+    """No judgement at all is no result: a message and exit 2, never a table of "-"."""
+    if n <= 0:
+        from editlens.errors import InputError
+
+        raise InputError(f"{not_measured(0, why)}; check that the ids match the benchmark's")
 
 
 def _f(x) -> str:  # type: ignore[no-untyped-def]
@@ -202,6 +232,7 @@ def prepare_cmd(kind: str = typer.Argument(..., help="editscore-bench, editrewar
 
     if multi_input not in ("skip", "first"):
         raise typer.BadParameter("--multi-input must be skip or first")
+    output_dir(out)
     summary = prepare(kind, path, out, multi_input)
     if json_out:
         emit_json(summary)
@@ -222,6 +253,7 @@ def editscore_bench_cmd(bench: Path = BenchOpt, predictions: Path = typer.Option
     from editlens.bench.registry import get
 
     rep = get("editscore-bench").run_protocol("editscore", bench=bench, predictions=predictions, metric=metric)
+    _require(rep["n_pairs"] - rep["n_unscored_pairs"], "no pair has both edits scored")
     rep["evaluated"] = _evaluated(predictions=predictions, metric=metric, human=bench)
     _write_report(report, rep, "EditScore EditReward-Bench")
     if json_out:
@@ -243,6 +275,7 @@ def editreward_bench_cmd(bench: Path = BenchOpt, predictions: Path = typer.Optio
     from editlens.bench.registry import get
 
     rep = get("editreward-bench").run_protocol("editreward", bench=bench, predictions=predictions, metric=metric)
+    _require(sum(e["scored_pairs"] for e in rep["by_k"].values()), "no pair has both edits scored")
     rep["evaluated"] = _evaluated(predictions=predictions, metric=metric, human=bench)
     _write_report(report, rep, "TIGER-Lab EditReward-Bench")
     if json_out:
@@ -269,6 +302,7 @@ def mmrb2_cmd(bench: Path = BenchOpt, predictions: Optional[Path] = PredOpt, met
         raise typer.BadParameter("give exactly one of --predictions (a point-wise evaluator) or --verdicts (a pairwise judge)")
     rep = get("mmrb2").run_protocol("mmrb2", bench=bench, predictions=predictions, verdicts=verdicts, metric=metric,
                                     multi_input=multi_input)
+    _require(rep["judgements"], "no pair has a judgement")
     rep["evaluated"] = _evaluated(predictions=predictions, metric=metric, verdicts=verdicts, human=bench)
     _write_report(report, rep, "MMRB2 image editing")
     if json_out:

@@ -57,6 +57,8 @@ def view_cmd(
     human: Optional[Path] = HumanOpt,
     thumb_size: Optional[int] = ThumbOpt,
     open_browser: bool = typer.Option(False, "--open", help="Also open it in the default browser."),
+    token: bool = typer.Option(False, "--token", help="Require a random token in every request (the printed URL "
+                               "carries it): for machines other people log in to."),
     by: Optional[str] = typer.Option(None, "--by", help="Manifest column whose values group the leaderboards "
                                      "(default edit_type)."),
 ) -> None:
@@ -64,9 +66,12 @@ def view_cmd(
 
     The report is rebuilt when the run's results change: refresh the page to follow a run in progress.
     """
+    import secrets
+
     from editlens.reporting.serve import ReportServer
 
-    server = ReportServer(run_dir, port=port, manifest=manifest, human=human, thumb_size=thumb_size, by=by)
+    server = ReportServer(run_dir, port=port, manifest=manifest, human=human, thumb_size=thumb_size, by=by,
+                          token=secrets.token_urlsafe(24) if token else None)
     typer.echo(f"serving the report of {run_dir} at {server.url}  (Ctrl-C to stop)", err=False)
     if open_browser:
         import webbrowser

@@ -49,9 +49,14 @@ def runs_summary(run_dir: Path = typer.Argument(...), by: Optional[str] = typer.
                  json_out: bool = typer.Option(False, "--json"), seed: int = typer.Option(0, "--seed")) -> None:
     """Mean and bootstrap 95% CI of every score (per editing model with --by model, per edit type with --by edit_type,
     per value of a manifest column with --by COLUMN)."""
-    from editlens.reporting.runs import summary_table
+    from editlens.core.evidence import figure, not_measured
+    from editlens.reporting.runs import status_counts, summary_table
 
     table = summary_table(run_dir, by=by, seed=seed)
+    if not table and not status_counts(run_dir):  # a summary over nothing says so, and is no success
+        from editlens.errors import InputError
+
+        raise InputError(f"{run_dir}: {not_measured(0, 'the run holds no result')}")
     if json_out:
         emit_json(table)
         return
@@ -62,7 +67,8 @@ def runs_summary(run_dir: Path = typer.Argument(...), by: Optional[str] = typer.
         group = f"{r['group']:<20} " if by else ""
         ci = "undefined (n < 2)" if r["ci"] is None else f"[{r['ci'][0]:.4f}, {r['ci'][1]:.4f}]"
         direction = notes["directions"].get(r["evaluator"], "")
-        typer.echo(f"{group}{r['evaluator']:<12} n={r['n']:<5} mean={r['mean']:.4f}  95% CI {ci}  ({direction})")
+        typer.echo(f"{group}{r['evaluator']:<12} n={r['n']:<5} mean={figure(r['mean'], r['n'], 'no scored value')}"
+                   f"  95% CI {ci}  ({direction})")
     if by and notes["similarity"]:
         typer.echo(f"warning: {', '.join(notes['similarity'])} measure similarity to the source: an editor that changes "
                    f"nothing scores best, so these means are not a ranking. `editlens runs leaderboard {run_dir}` ranks "
@@ -74,7 +80,6 @@ def runs_summary(run_dir: Path = typer.Argument(...), by: Optional[str] = typer.
         typer.echo("to rank them, add one of:", err=True)
         for line in notes["why_empty"]["add"]:
             typer.echo(f"  - {line}", err=True)
-    from editlens.reporting.runs import status_counts
 
     # evaluators with no scored value would otherwise vanish from the table
     for ev, counts in sorted(status_counts(run_dir).items()):
@@ -153,6 +158,11 @@ def runs_diff(
     except ValueError:
         raise typer.BadParameter(f"--threshold values must be numbers, got {given}") from None
     doc = diff_runs(run_a, run_b, thresholds)
+    if not doc["evaluators"]:
+        from editlens.core.evidence import not_measured
+        from editlens.errors import InputError
+
+        raise InputError(f"{run_a} vs {run_b}: {not_measured(0, 'no evaluator ran in both')}")
     if json_out:
         emit_json(doc)
         return
@@ -174,9 +184,16 @@ def _print_diff(doc: dict, top: int) -> None:
     for name in ("only_in_a", "only_in_b"):
         if doc[name]:
             typer.echo(f"evaluators {name.replace('_', ' ')}: {', '.join(doc[name])}")
+    from editlens.core.evidence import not_measured, shortfall
+
     for ev, r in doc["evaluators"].items():
         typer.echo("")
-        typer.echo(f"{ev}: {r['n_changed']} of {r['n_scored_both']} items changed (mean change {f(r['mean_change'])}, "
+        if not r["n_scored_both"]:
+            typer.echo(f"{ev}: {not_measured(0, 'no item scored in both runs')}")
+            continue
+        few = shortfall(r["n_scored_both"], "")
+        typer.echo(f"{ev}: {r['n_changed']} of {r['n_scored_both']} items changed{f' ({few})' if few else ''} "
+                   f"(mean change {f(r['mean_change'])}, "
                    f"max |change| {f(r['max_abs_change'])}); Spearman {f(r['spearman'])}, Kendall {f(r['kendall'])}; "
                    f"{r['n_flipped']} verdict(s) flipped (threshold {f(r['threshold'])})")
         if r["only_a"] or r["only_b"]:

@@ -38,8 +38,11 @@ def serve_cmd(
     max_batch: int = typer.Option(8, "--max-batch", min=1, help="Requests answered by one generate() call."),
     max_tokens: int = typer.Option(2048, "--max-tokens", min=1, help="Largest max_tokens a request may ask for."),
     max_n: int = typer.Option(8, "--max-n", min=1, help="Largest n (answers per request)."),
-    max_prompt_tokens: int = typer.Option(8192, "--max-prompt-tokens", min=1,
-                                          help="Largest prompt in the model's tokens, images included (413 above)."),
+    max_prompt_tokens: int = typer.Option(8192, "--max-prompt-tokens", min=1, max=16384,
+                                          help="Largest prompt in the model's tokens, images included (413 above); "
+                                          "at most 16384: a prompt's prefill is one step no other client can cut into."),
+    max_aspect_ratio: float = typer.Option(100.0, "--max-aspect-ratio", min=1.0,
+                                           help="Largest longest-to-shortest side ratio of an image (413 above)."),
     request_timeout: float = typer.Option(300.0, "--request-timeout", help="Seconds a request may wait (504 after)."),
     read_timeout: float = typer.Option(30.0, "--read-timeout", help="Seconds a client may take to send its request "
                                        "(head and body; 408 or closed after)."),
@@ -91,7 +94,8 @@ def serve_cmd(
             raise typer.Exit(2)
     limits = ServeLimits(max_tokens=max_tokens, max_n=max_n, request_timeout=request_timeout,
                          max_image_bytes=max(1, int(max_image_mb * 1024 * 1024)), max_image_pixels=max_image_pixels,
-                         max_prompt_tokens=max_prompt_tokens, read_timeout=read_timeout)
+                         max_prompt_tokens=max_prompt_tokens, read_timeout=read_timeout,
+                         max_aspect_ratio=max_aspect_ratio)
     routers, served = [], {}
     adapters = parse_models(adapter, "--adapter", "NAME=DIR (a LoRA adapter folder)") if adapter else {}
     if adapters and (not vlm or engine):

@@ -9,7 +9,8 @@ from typing import List, Optional
 
 import typer
 
-from editlens.cli.common import emit_json, guarded, parse_models, split_names
+from editlens.cli.common import (emit_json, guarded, output_dir, output_file, parse_models, require_samples,
+                                 split_names)
 from editlens.cli.inputs import EditsOpt, EditsPatternOpt, ImageRootOpt, SplitOpt, read_input
 from editlens.cli.options import (CacheOpt, ConcurrencyOpt, DeviceOpt, DtypeOpt, JudgeOpt, ModelOpt, OptionOpt,
                                    RetriesOpt, TemplateOpt, TimeoutOpt, VlmModelOpt, VlmOpt, extra_metrics,
@@ -115,9 +116,11 @@ def probe_cmd(
     if by not in (None, "edit_type"):
         raise typer.BadParameter(f"--by must be edit_type, got {by!r}")
     names = parse_controls(controls)
+    output_dir(out)
     http_settings(timeout, max_retries, concurrency)
     rep, inputs = read_input(manifest, skip_invalid=skip_invalid, columns=columns, encoding=encoding, split=split,
                              edits=edits, edits_pattern=edits_pattern, image_root=image_root)
+    require_samples(rep, manifest)
     sel = select_metrics(split_names(metrics), extra=extra_metrics(judge), models=parse_models(model),
                          options=parse_options(option or []), device=device, dtype=dtype,
                          with_reference=any(s.reference is not None for s in rep.samples),
@@ -168,6 +171,8 @@ def _calibrate(labelled, method: str, folds: int, seed: int, bins: int, out: Pat
                report: Optional[Path], title: str) -> None:
     from editlens.meta.calibration import calibration_report, save_calibration
 
+    output_file(out)
+    output_file(report, "--report")
     rep, maps = calibration_report(labelled, method, folds, seed, bins)
     path, kept = save_calibration(maps, out)
     rep["file"] = str(path)
@@ -179,10 +184,15 @@ def _calibrate(labelled, method: str, folds: int, seed: int, bins: int, out: Pat
     if json_out:
         emit_json(rep)
         return
+    from editlens.core.evidence import shortfall
+
     typer.echo(f"{title}: {method} map to {rep['target']} ({folds}-fold cross-validation, seed {seed})")
     for m in maps:
         q = m.quality
         ci = q.get("ece_after_ci95")
+        few = shortfall(m.n, "")
+        if few:
+            typer.echo(f"  {m.evaluator:<12} {few}: the map and its ECE rest on very few edits")
         typer.echo(f"  {m.evaluator:<12} n={m.n:<5} ECE before {q['ece_before']:.4f}  after (out of fold) "
                    f"{q['ece_after']:.4f}" + (f" [{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "")
                    + f"  in sample {q['ece_in_sample']:.4f}  Brier {q['brier_before']:.4f} -> {q['brier_after']:.4f}")

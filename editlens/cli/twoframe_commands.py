@@ -75,6 +75,9 @@ def train_cmd(
     warmup: int = typer.Option(0, "--warmup", min=0, help="Linear learning-rate warm-up steps."),
     lr_decay: str = typer.Option("constant", "--lr-decay", help="After warm-up: constant, linear or cosine."),
     save_every: int = typer.Option(0, "--save-every", min=0, help="Steps between checkpoints (0: after every epoch)."),
+    val_every: int = typer.Option(0, "--val-every", min=0, help="Steps between validations (0: after every epoch)."),
+    lora_rank: int = typer.Option(0, "--lora-rank", min=0, help="Train LoRA adapters of this rank (the same as --tune lora:R; 0: as --tune says)."),
+    quantization: str = typer.Option("auto", "--quantization", help="auto or none: two-frame training keeps its towers unquantised (nf4 is refused)."),
     keep_checkpoints: int = typer.Option(2, "--keep-checkpoints", min=1, help="Checkpoints kept (the newest)."),
     device: str = DeviceOpt,
     dtype: str = typer.Option("auto", "--dtype", help="Compute dtype under autocast (weights stay float32): auto (bf16 on a GPU that has it or a CPU that computes it natively, else float32; $EDITLENS_DTYPE), float32, bfloat16, float16 (CUDA)."),
@@ -88,16 +91,24 @@ def train_cmd(
     json_out: bool = JsonOpt,
 ) -> None:
     """Retrieval training: symmetric InfoNCE with no-op and swapped-order hard negatives. Rerun to resume."""
+    from editlens.models.quant import normalise_choice
     from editlens.twoframe.data import read_edits
     from editlens.twoframe.model import load_twoframe
     from editlens.twoframe.train import TrainConfig, train
 
+    if normalise_choice(quantization, "--quantization") == "nf4":
+        raise typer.BadParameter("two-frame training does not train on a 4-bit base; use --quantization none (or auto)")
+    if lora_rank:
+        if tune not in ("head", f"lora:{lora_rank}"):
+            raise typer.BadParameter(f"--lora-rank {lora_rank} means --tune lora:{lora_rank}; it contradicts --tune {tune}")
+        tune = f"lora:{lora_rank}"
     names = [n.strip() for n in negatives.split(",") if n.strip()]
     neg = None if names == ["auto"] else tuple(n for n in names if n != "none")
     cfg = TrainConfig(mode=mode, tune=tune, epochs=epochs, batch_size=batch_size, lr=lr, head_lr=head_lr,
                       hard_negatives=neg, objective=objective, head_layers=head_layers,
                       val_fraction=val_fraction if val is None else 0.0, seed=seed, dtype=dtype, amp=amp,
-                      warmup_steps=warmup, lr_decay=lr_decay, save_every=save_every, keep_checkpoints=keep_checkpoints)
+                      warmup_steps=warmup, lr_decay=lr_decay, save_every=save_every, keep_checkpoints=keep_checkpoints,
+                      val_every=val_every)
     train_set = read_edits(manifest)
     val_set = read_edits(val) if val is not None else None
     # float32 weights: the trained model is exported whole; --dtype is the compute dtype under autocast

@@ -13,6 +13,7 @@ fails that image (redone on rerun).
 from __future__ import annotations
 
 import hashlib
+import io
 import importlib
 import inspect
 from collections.abc import Callable, Sequence
@@ -34,7 +35,7 @@ def as_image(value: Any) -> Image.Image:
     """A PIL image from what an editor returned (PIL image, uint8 HxWx3 array, or a file path)."""
     if isinstance(value, Image.Image):
         return value.convert("RGB")
-    if isinstance(value, (str, Path)):
+    if isinstance(value, (str, Path, io.BytesIO)):
         with Image.open(value) as im:
             return im.convert("RGB")
     import numpy as np
@@ -65,7 +66,7 @@ class CallableEditor(Editor):
             if not callable(self.fn):
                 raise InputError(f"--editor {function}: {attr} is not callable")
             self.ref = str(function)
-        self.name = name or getattr(self.fn, "__name__", "callable")
+        self.name = name or str(getattr(self.fn, "__name__", "callable"))
         self.batch_size = int(batch_size)
         self.extra_settings = dict(settings)
         params = inspect.signature(self.fn).parameters

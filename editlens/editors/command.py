@@ -49,7 +49,7 @@ class CommandEditor(Editor):
                 a.format(**{p: "" for p in PLACEHOLDERS})
             except (KeyError, IndexError, ValueError) as exc:
                 raise InputError(f"command editor: argument {a!r} has an unknown or malformed placeholder ({exc}); "
-                                 f"use {', '.join('{' + p + '}' for p in PLACEHOLDERS)} ({{{{ }}}} for a literal brace)")
+                                 f"use {', '.join('{' + p + '}' for p in PLACEHOLDERS)} ({{{{ }}}} for a literal brace)") from None
         self.program = shutil.which(argv[0]) or (argv[0] if Path(argv[0]).is_file() else None)
         if self.program is None:
             raise InputError(f"command editor: program {argv[0]!r} not found (not on PATH, not a file)")

@@ -119,10 +119,11 @@ def fit_size(width: int, height: int, resolution: int | None, multiple: int) -> 
     >>> fit_size(100, 50, None, 16)
     (96, 48)
     """
+    w, h = float(width), float(height)
     if resolution:
-        scale = resolution / max(width, height)
-        width, height = width * scale, height * scale
-    return max(multiple, int(width) // multiple * multiple), max(multiple, int(height) // multiple * multiple)
+        scale = resolution / max(w, h)
+        w, h = w * scale, h * scale
+    return max(multiple, int(w) // multiple * multiple), max(multiple, int(h) // multiple * multiple)
 
 
 class DiffusersEditor(Editor):
@@ -224,7 +225,9 @@ class DiffusersEditor(Editor):
 
     def runtime(self) -> dict[str, Any]:
         self.load()
-        return {"precision": self._precision.to_dict(), "cpu_offload": self.cpu_offload,
+        # offload moves components between a GPU and the CPU: on a CPU there is nothing to offload
+        offloaded = self.cpu_offload and self._precision.device.startswith("cuda")
+        return {"precision": self._precision.to_dict(), "cpu_offload": offloaded,
                 "attention_slicing": self.attention_slicing, "batch_size": self.batch_size}
 
     # -- generation -----------------------------------------------------------------------------------------------
@@ -299,7 +302,7 @@ class DiffusersEditor(Editor):
                     made = pipe(**kwargs).images
                 if len(made) != len(idx):
                     raise RuntimeError(f"the pipeline returned {len(made)} images for {len(idx)} prompts")
-                for i, img, p in zip(idx, made, prompts):
+                for i, img, p in zip(idx, made, prompts, strict=True):
                     out[i] = EditOutput(image=img, prompt=p if p != requests[i].instruction else None)
             except (RuntimeError, ValueError, TypeError) as exc:
                 # a failed call fails its images (redone on rerun); bad setup errors surface at load()

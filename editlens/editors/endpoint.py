@@ -8,7 +8,7 @@ images that a seed cannot reproduce (the manifest records that it was sent,
 not that it was honoured). 429, 5xx and transport errors are retried with
 back-off (``max_retries``); an image still without an answer is failed and
 redone on rerun. The API key comes from ``api_key=`` or ``$OPENAI_API_KEY``
-and is never recorded.
+and is never recorded (``editlens edit`` writes ``api_key=***`` in the command it records).
 """
 
 from __future__ import annotations

@@ -62,9 +62,10 @@ def _load() -> None:
         for ep in entry_points(group="editlens.editors"):
             try:
                 obj = ep.load()
-                spec = obj if isinstance(obj, EditorSpec) else getattr(obj, "spec", None)
-                if not isinstance(spec, EditorSpec):
+                found = obj if isinstance(obj, EditorSpec) else getattr(obj, "spec", None)
+                if not isinstance(found, EditorSpec):
                     raise TypeError(f"it provides no EditorSpec ({ep.value})")
+                spec = found
                 if isinstance(obj, type):
                     spec = replace(spec, target=obj)
             except Exception as exc:  # a broken plugin must not take the others down
@@ -131,7 +132,7 @@ def resolve_spec(spec_string: str) -> tuple[EditorSpec, dict[str, Any]]:
         return _REGISTRY["diffusers"], {"weights": text}
     if _CALLABLE.match(text):
         return _REGISTRY["callable"], {"function": text}
-    if _HUB_ID.match(text):
+    if _HUB_ID.match(text) and not text.startswith((".", "~", "/")):
         return _REGISTRY["diffusers"], {"weights": text}
     import difflib
 
@@ -160,9 +161,8 @@ def create_editor(spec_string: str, **options: Any) -> Editor:
     import inspect
 
     params = inspect.signature(cls.__init__).parameters
-    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        # run-wide options (--device, --cpu-offload...) reach the kinds that use them only
-        merged = {k: v for k, v in merged.items() if k in params or k not in RUNTIME_OPTIONS}
+    # run-wide options (--device, --cpu-offload...) reach the kinds that name them only
+    merged = {k: v for k, v in merged.items() if k in params or k not in RUNTIME_OPTIONS}
     try:
         inspect.signature(cls).bind(**merged)
     except TypeError as exc:

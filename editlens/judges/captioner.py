@@ -7,16 +7,18 @@ captions a sample lacks, and records the captions it used as an ``info``
 row; its answers are cached like every other, so reruns cost nothing.
 
 A backend error, a refusal ("I'm sorry, I can't..."), an empty answer or
-one cut off before its first line ended is a *failed* caption: the sample
-keeps no caption (metrics that need it are skipped with the reason) and
-the row is ``failed`` with the reason, never a caption made of that text.
+one cut off before its first line ended is no caption: the sample keeps
+none (metrics that need it are skipped with the reason), never a caption
+made of that text. As with a judge's answer, the row is ``failed`` when the
+request was lost (a rerun asks again) and ``unscored`` when the model
+answered that way (the raw text kept; a rerun would get the same answer).
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from editlens.backends.types import ChatRequest, Generation, GenerationSettings, Message
+from editlens.backends.types import ChatRequest, Generation, GenerationSettings, Message, is_backend_failure
 from editlens.core.types import LoadedEdit, Score
 from editlens.judges.base import VLMJudge
 from editlens.judges.parsing import refusal_in
@@ -79,7 +81,11 @@ class Captioner(VLMJudge):
             if failed[s.id]:
                 details["failed"] = failed[s.id]
                 reason = "; ".join(f"{k.replace('_', ' ')}: {v['reason']}" for k, v in failed[s.id].items())
-                out.append(Score(self.name, None, "failed", f"caption failed ({reason})", details))
+                # as for a judge's answer: a lost request is failed (redone on rerun); the model's own answer
+                # (cut off, refused, empty) is unscored with the raw text kept, not re-asked forever
+                lost = any(is_backend_failure(v["reason"]) for v in failed[s.id].values())
+                out.append(Score(self.name, None, "failed" if lost else "unscored", f"caption failed ({reason})",
+                                 details))
             else:
                 out.append(Score(self.name, None, "info", None, details))
         return out

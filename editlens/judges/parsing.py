@@ -67,8 +67,12 @@ def parse_score_list(value: Any) -> list[float] | None:
 
     >>> parse_score_list("[0, 10]"), parse_score_list([3, 4]), parse_score_list("no idea")
     ([0.0, 10.0], [3.0, 4.0], None)
+    >>> parse_score_list([True, 8]) is None
+    True
     """
     if isinstance(value, (list, tuple)):
+        if any(isinstance(v, bool) for v in value):  # `true` is not the score 1
+            return None
         try:
             nums = [float(v) for v in value]
         except (TypeError, ValueError):

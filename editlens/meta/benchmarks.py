@@ -40,6 +40,40 @@ def _read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     return [row for _, row in iter_jsonl(path)]
 
 
+def number(value: Any, where: str, field_name: str) -> float:
+    """A finite number read from ``field_name`` at ``where`` (``file:line``); a boolean, a
+    string, null, NaN or infinity is refused with the place named, never read as a number.
+
+    >>> number(3, "h.jsonl:2", "human")
+    3.0
+    >>> number(True, "h.jsonl:2", "human")
+    Traceback (most recent call last):
+    editlens.errors.InputError: h.jsonl:2: field 'human' is true, not a number
+    """
+    if isinstance(value, bool):
+        raise InputError(f"{where}: field {field_name!r} is {str(value).lower()}, not a number")
+    if not isinstance(value, (int, float)):
+        shown = "null" if value is None else repr(value)
+        raise InputError(f"{where}: field {field_name!r} is {shown}, not a number")
+    if not math.isfinite(value):
+        raise InputError(f"{where}: field {field_name!r} is {value}, not a finite number")
+    return float(value)
+
+
+def keep_once(seen: dict[str, tuple[Any, str]], key: str, value: Any, where: str, what: str = "id") -> bool:
+    """Record ``key`` -> ``value`` read at ``where``. A repeat with the same value is
+    ``False`` (the caller skips it: the same fact twice); a repeat with another value is
+    refused, naming both places, since either choice would be a silent guess."""
+    if key in seen:
+        old, first = seen[key]
+        if old != value:
+            raise InputError(f"{where}: {what} {key!r} repeated with another value ({value!r}; "
+                             f"{old!r} at {first}); remove one of them")
+        return False
+    seen[key] = (value, where)
+    return True
+
+
 @dataclass
 class ImagenHubHuman:
     """Human scores per aspect ('SC', 'PQ', 'O') -> method -> uid, and the raw per-rater O."""
@@ -55,18 +89,23 @@ def load_imagenhub_human(ratings_dir: str | Path) -> ImagenHubHuman:
         raise InputError(f"{d}: no rater TSV files (expected Text-Guided_IE_rater1.tsv, ...)")
     per: dict[str, dict[str, list[tuple[float, float]]]] = {}
     for f in files:
+        seen: dict[str, tuple[Any, str]] = {}
         with open(f, encoding="utf-8", newline="") as fh:
             reader = csv.DictReader(fh, delimiter="\t")
             for lineno, row in enumerate(reader, 2):
                 uid = row.pop("uid", None)
                 if not uid:
                     raise InputError(f"{f}:{lineno}: missing uid")
-                for method, cell in row.items():
-                    if method in IMAGENHUB_EXCLUDED or method is None:
-                        continue
+                cells = {m: c for m, c in row.items() if m is not None and m not in IMAGENHUB_EXCLUDED}
+                # one rater rating one sample twice would count as two raters
+                if not keep_once(seen, uid, cells, f"{f}:{lineno}", "uid"):
+                    continue
+                for method, cell in cells.items():
                     vals = parse_score_list(cell)
                     if vals is None or len(vals) != 2:
                         raise InputError(f"{f}:{lineno}: cell for {method} is {cell!r}, expected [SC, PQ]")
+                    if any(v < 0 for v in vals):
+                        raise InputError(f"{f}:{lineno}: cell for {method} is {cell!r}: a rating is negative")
                     per.setdefault(method, {}).setdefault(uid, []).append((vals[0], vals[1]))
     scores: dict[str, dict[str, dict[str, float]]] = {"SC": {}, "PQ": {}, "O": {}}
     per_o: dict[str, dict[str, list[float]]] = {}
@@ -134,10 +173,16 @@ def load_genai_results(path: str | Path) -> list[dict[str, Any]]:
         data = _read_jsonl(p)
     if not isinstance(data, list):
         raise InputError(f"{p}: expected a JSON list of items with idx, response, human_vote")
+    seen: dict[str, tuple[Any, str]] = {}
+    out = []
     for i, item in enumerate(data):
         if not isinstance(item, dict) or "human_vote" not in item:
             raise InputError(f"{p}: item {i} has no human_vote")
-    return data
+        if item.get("idx") is not None and not keep_once(
+                seen, str(item["idx"]), (item.get("human_vote"), item.get("response")), f"{p}: item {i}", "idx"):
+            continue  # the same item twice counts once
+        out.append(item)
+    return out
 
 
 def load_predictions(path: str | Path, metric: str | None = None) -> tuple[dict[str, float], dict[str, str], list[str]]:
@@ -146,15 +191,18 @@ def load_predictions(path: str | Path, metric: str | None = None) -> tuple[dict[
     Returns ``(scores, models, unscored_ids)``: ids whose score is missing,
     unscored or failed are listed, never given a number.
     """
-    rows = _read_jsonl(path)
     scores: dict[str, float] = {}
     models: dict[str, str] = {}
     unscored: list[str] = []
-    for n, row in enumerate(rows, 1):
+    seen: dict[str, tuple[Any, str]] = {}
+    for n, row in iter_jsonl(path):
         sid = row.get("id")
         if sid is None:
             raise InputError(f"{path}:{n}: missing 'id'")
         sid = str(sid)
+        given = row["scores"].get(metric) if "scores" in row and isinstance(row["scores"], dict) else row.get("score")
+        if not keep_once(seen, sid, given, f"{path}:{n}"):
+            continue
         if row.get("model") is not None:
             models[sid] = str(row["model"])
         if "scores" in row:
@@ -165,7 +213,12 @@ def load_predictions(path: str | Path, metric: str | None = None) -> tuple[dict[
             value = entry.get("value") if isinstance(entry, dict) and entry.get("status") == "scored" else None
         else:
             value = row.get("score")
-        if value is None or not isinstance(value, (int, float)) or not math.isfinite(value):
+            if isinstance(value, bool) or (isinstance(value, (int, float)) and not math.isfinite(value)):
+                raise InputError(f"{path}:{n}: field 'score' is {json.dumps(value)}, not a finite number "
+                                 "(leave it out or null for an unscored edit)")
+            if value is not None and not isinstance(value, (int, float)):
+                raise InputError(f"{path}:{n}: field 'score' is {value!r}, not a number")
+        if value is None or not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
             unscored.append(sid)
             continue
         scores[sid] = float(value)
@@ -174,11 +227,15 @@ def load_predictions(path: str | Path, metric: str | None = None) -> tuple[dict[
 
 def load_pointwise_human(path: str | Path) -> tuple[dict[str, float], dict[str, str]]:
     scores, models = {}, {}
-    for n, row in enumerate(_read_jsonl(path), 1):
+    seen: dict[str, tuple[Any, str]] = {}
+    for n, row in iter_jsonl(path):
         if "id" not in row or "human" not in row:
             raise InputError(f"{path}:{n}: needs 'id' and 'human'")
-        scores[str(row["id"])] = float(row["human"])
-        models[str(row["id"])] = str(row.get("model", "all"))
+        value = number(row["human"], f"{path}:{n}", "human")
+        sid = str(row["id"])
+        if keep_once(seen, sid, (value, str(row.get("model", "all"))), f"{path}:{n}"):
+            scores[sid] = value
+            models[sid] = str(row.get("model", "all"))
     return scores, models
 
 
@@ -189,11 +246,17 @@ _PREF = {"a": 1, "left": 1, "leftvote": 1, "b": -1, "right": -1, "rightvote": -1
 def load_pairwise_human(path: str | Path) -> list[dict[str, Any]]:
     """Pairs ``{"id", "a", "b", "label"}`` with label +1 (A), -1 (B), 0 (tie)."""
     out = []
-    for n, row in enumerate(_read_jsonl(path), 1):
+    seen: dict[str, tuple[Any, str]] = {}
+    for n, row in iter_jsonl(path):
         if "a" not in row or "b" not in row:
             raise InputError(f"{path}:{n}: needs 'a' and 'b' (the ids of the two edits)")
+        if str(row["a"]) == str(row["b"]):
+            raise InputError(f"{path}:{n}: fields 'a' and 'b' are the same edit {row['a']!r}; a pair compares two edits")
         if "human" in row:
-            label = int(row["human"])
+            value = number(row["human"], f"{path}:{n}", "human")
+            if value not in (1.0, -1.0, 0.0):
+                raise InputError(f"{path}:{n}: field 'human' is {row['human']!r}; expected +1 (A), -1 (B) or 0 (tie)")
+            label = int(value)
         elif "preference" in row:
             key = str(row["preference"]).strip().lower()
             if key not in _PREF:
@@ -201,5 +264,7 @@ def load_pairwise_human(path: str | Path) -> list[dict[str, Any]]:
             label = _PREF[key]
         else:
             raise InputError(f"{path}:{n}: needs 'preference' (A/B/tie) or 'human' (+1/-1/0)")
-        out.append({"id": str(row.get("id", n)), "a": str(row["a"]), "b": str(row["b"]), "label": label})
+        pair = {"id": str(row.get("id", n)), "a": str(row["a"]), "b": str(row["b"]), "label": label}
+        if keep_once(seen, pair["id"], (pair["a"], pair["b"], label), f"{path}:{n}", "pair id"):
+            out.append(pair)
     return out

@@ -242,6 +242,11 @@ def calibrate(scores: Sequence[float], targets: Sequence[float], groups: Sequenc
     before, after out of fold (with a CI over sources) and in sample, and the
     reliability bins of each (what the report's diagram draws)."""
     x, t = np.asarray(scores, dtype=float), np.asarray(targets, dtype=float)
+    if t.size and np.ptp(t) == 0:  # one class: any map "fits" it, and the ECE says nothing
+        raise InputError(f"{evaluator}: every one of the {t.size} targets is {t[0]:g} (a single class); calibration "
+                         "needs edits people rated good and edits they did not (check --good-at)")
+    if not np.isfinite(x).all() or not np.isfinite(t).all():
+        raise InputError(f"{evaluator}: scores and targets must be finite numbers")
     groups = list(range(len(x))) if groups is None else list(groups)
     increasing = True if kind == "pairwise" else higher_is_better
     final = fit_map(x, t, method, increasing, evaluator)
@@ -451,6 +456,8 @@ def pointwise_labels(human_path: str | Path, pred_path: str | Path, metric: str 
         targets = dict(human)
         target = "human score read as a probability (0/1 labels or a share of raters)"
     else:
+        if not math.isfinite(good_at):
+            raise InputError(f"--good-at must be a finite number, got {good_at}")
         targets = {k: float(v >= good_at) for k, v in human.items()}
         target = f"human >= {good_at:g}"
     out = []

@@ -65,7 +65,8 @@ def system_level(pred_by_model: Mapping[str, Sequence[float]], human_by_model: M
     p = np.array([np.mean(pred_by_model[m]) for m in models])
     h = np.array([np.mean(human_by_model[m]) for m in models])
     tau = _safe(lambda a, b: stats.kendalltau(a, b)[0], p, h)
-    return {"kendall_tau": tau, "models": models, "pred_means": p.tolist(), "human_means": h.tolist()}
+    # undefined (fewer than two models, constant means) is null in a report, never NaN
+    return {"kendall_tau": tau if np.isfinite(tau) else None, "models": models, "pred_means": p.tolist(), "human_means": h.tolist()}
 
 
 def icc_2_1(ratings: np.ndarray | Sequence[Sequence[float]]) -> float:

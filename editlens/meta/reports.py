@@ -12,6 +12,7 @@ from scipy import stats
 from editlens.errors import InputError
 from editlens.meta import benchmarks as B
 from editlens.meta.correlation import correlate, icc_2_1, system_level
+from editlens.meta.direction import direction_note, oriented
 from editlens.meta.protocols import (
     accuracy_with_ties,
     aggregate_correlations,
@@ -176,6 +177,7 @@ def imagenhub_report(ratings_dir: str | Path, judge_outputs: str | Path | None =
         scores, models, unscored = B.load_predictions(predictions, metric)  # type: ignore[arg-type]
         if not scores and unscored:
             raise nothing_scored(len(unscored))
+        scores = oriented(scores, metric)  # a lower-is-better evaluator agrees when its score falls as ratings rise
         grouped: dict[str, dict[str, float]] = {}
         for sid, v in scores.items():
             g, item = _split_id(sid, models)
@@ -186,9 +188,17 @@ def imagenhub_report(ratings_dir: str | Path, judge_outputs: str | Path | None =
     aspects = {}
     for aspect in ("O", "SC", "PQ"):
         res = imagenhub_correlation(pred_by_aspect[aspect], human.scores[aspect], aggregation)
-        aspects[aspect] = {**res.to_dict(), "ci95": list(grouped_bootstrap_ci(
-            pred_by_aspect[aspect], human.scores[aspect], aggregation, n_boot, seed))}
+        ci = grouped_bootstrap_ci(pred_by_aspect[aspect], human.scores[aspect], aggregation, n_boot, seed)
+        # undefined (every method excluded: constant ratings, too few items) is null, never NaN
+        aspects[aspect] = {**res.to_dict(), "ci95": list(ci) if all(math.isfinite(v) for v in ci) else None}
+        if not math.isfinite(aspects[aspect]["value"]):
+            aspects[aspect]["value"] = None
     used = sum(aspects["O"]["n_per_group"].values())
+    if not used:
+        from editlens.core.evidence import not_measured
+
+        raise InputError("ImagenHub agreement " + not_measured(0, "no editing method has two items with both a "
+                         "prediction and human ratings") + "; prediction ids must be METHOD/UID")
     # system level: do the methods' mean predicted and mean human overall ratings (items with both) rank them alike?
     pred_o, human_o = pred_by_aspect["O"], human.scores["O"]
     shared = {g: sorted(set(human_o[g]) & set(pred_o.get(g, {}))) for g in human_o}
@@ -215,6 +225,8 @@ def imagenhub_report(ratings_dir: str | Path, judge_outputs: str | Path | None =
     }
     return {
         "benchmark": "imagenhub-tie",
+        "direction": ("higher is better (VIEScore answers)" if judge_outputs is not None
+                      else direction_note(metric)),
         "protocol": "imagenhub-official" if aggregation == "official" else f"imagenhub-{aggregation}",
         "aggregation": aggregation,
         "aggregation_note": {
@@ -236,8 +248,14 @@ def imagenhub_report(ratings_dir: str | Path, judge_outputs: str | Path | None =
 
 
 def genai_bench_report(path: str | Path) -> dict[str, Any]:
+    from editlens.core.evidence import not_measured
+
     items = labels("genai-bench", path)
-    return {"benchmark": "genai-bench-edition", **genai_bench_accuracy(items)}
+    res = genai_bench_accuracy(items)
+    if res["n"] == res["no_verdict"]:  # "accuracy 0.0" over answers that hold no verdict would be invented
+        why = "the file holds no item" if not res["n"] else f"none of the {res['n']} answers holds a [[...]] verdict"
+        raise InputError(f"{path}: GenAI-Bench accuracy {not_measured(0, why)}")
+    return {"benchmark": "genai-bench-edition", **res}
 
 
 def nothing_scored(n_unscored: int, what: str = "predictions") -> InputError:
@@ -261,6 +279,7 @@ def pointwise_report(human_path: str | Path, pred_path: str | Path, metric: str 
     """
     human, groups = labels("aurora", human_path, kind="pointwise")
     scores, _, unscored = B.load_predictions(pred_path, metric)
+    scores = oriented(scores, metric)  # a lower-is-better evaluator agrees when its score falls as ratings rise
     ids = sorted(set(human) & set(scores))
     missing = sorted(set(human) - set(scores) - set(unscored))
     if not scores and unscored:
@@ -268,6 +287,9 @@ def pointwise_report(human_path: str | Path, pred_path: str | Path, metric: str 
     if len(ids) < 2:
         raise InputError(f"only {len(ids)} item(s) have both a prediction and a human score; check that the "
                          f"prediction ids match the human file's ids (e.g. {sorted(human)[:3]})")
+    if len({human[i] for i in ids}) < 2:  # one class: no correlation exists to report
+        raise InputError(f"{human_path}: every matched human score is {human[ids[0]]:g} (a single class); agreement "
+                         "needs edits people rated differently")
     pred_g: dict[str, dict[str, float]] = {}
     human_g: dict[str, dict[str, float]] = {}
     for i in ids:
@@ -307,6 +329,7 @@ def pointwise_report(human_path: str | Path, pred_path: str | Path, metric: str 
             {i: scores[i] for i in ids}, {i: human[i] for i in ids}, [human_path, pred_path], by, n_boot, seed)}
     return {
         "benchmark": "pointwise",
+        "direction": direction_note(metric),
         "protocol": grouped["protocol"],
         "value": grouped["value"],
         "n_items": grouped["n_items"],  # the items the headline figure counts
@@ -327,6 +350,7 @@ def pairwise_report(human_path: str | Path, pred_path: str | Path, metric: str |
     """Pairwise accuracy with tie calibration, over pairs whose two edits are both scored."""
     pairs = labels("aurora", human_path, kind="pairwise")
     scores, _, unscored = B.load_predictions(pred_path, metric)
+    scores = oriented(scores, metric)  # score(A) - score(B) > 0 means A is better, in either direction
     usable = [p for p in pairs if p["a"] in scores and p["b"] in scores]
     unparsable = [p["id"] for p in pairs if p["a"] in unscored or p["b"] in unscored]
     if not scores and unscored:
@@ -346,5 +370,5 @@ def pairwise_report(human_path: str | Path, pred_path: str | Path, metric: str |
         pred = [0 if abs(x) <= res["threshold"] else (1 if x > 0 else -1) for x in d]
         by_type[t] = {"label": edit_type_label(t), "n": len(sub),
                       "accuracy": float(np.mean([a == b for a, b in zip(pred, h)]))}
-    return {"benchmark": "pairwise", **res, "n_pairs": len(pairs), "n_unparsable": len(unparsable),
+    return {"benchmark": "pairwise", "direction": direction_note(metric), **res, "n_pairs": len(pairs), "n_unparsable": len(unparsable),
             "n_missing": len(pairs) - len(usable) - len(unparsable), "by_edit_type": by_type}

@@ -218,15 +218,18 @@ def editscore_bench_report(bench: Benchmark, results: dict[str, dict[str, Any]],
     Pairs with an unscored edit are left out and counted (``accuracy``), and
     also counted as wrong (``accuracy_unscored_as_wrong``: the release always
     has a number)."""
+    from editlens.meta.direction import sign
+
     fields_used: dict[str, Counter] = defaultdict(Counter)
     per: dict[tuple[str, str], list[int | None]] = defaultdict(list)
+    turn = sign(metric)  # strictly *better*, in the evaluator's direction
     for pair in bench.pairs:
         dim = pair.meta["dimension"]
         sa, fa = _field(results.get(pair.a), dim)
         sb, fb = _field(results.get(pair.b), dim)
         if fa:
             fields_used[dim][fa] += 1
-        per[(pair.meta["task"], dim)].append(None if sa is None or sb is None else int(sa > sb))
+        per[(pair.meta["task"], dim)].append(None if sa is None or sb is None else int(turn * (sa - sb) > 0))
     tasks = [t for t in EDITSCORE_TASKS if any(k[0] == t for k in per)] + sorted(
         {k[0] for k in per} - set(EDITSCORE_TASKS))
     dims: dict[str, Any] = {}
@@ -345,6 +348,9 @@ def editreward_bench_report(bench: Benchmark, scores: dict[str, float], metric: 
     ordered it; a human tie needs |difference| within the 2-way tie
     threshold) and pooled over all groups, and tie-calibrated accuracy
     over every pair. Groups with an unscored edit are counted apart."""
+    from editlens.meta.direction import oriented
+
+    scores = oriented(scores, metric)
     by_k: dict[int, list[Pair]] = defaultdict(list)
     for pr in bench.pairs:
         by_k[pr.meta["k"]].append(pr)
@@ -478,6 +484,10 @@ def mmrb2_report(bench: Benchmark, *, scores: dict[str, float] | None = None,
     forward and the (flipped) reverse verdicts are separate judgements; a
     tie verdict is a judgement for neither (wrong); no verdict is no
     judgement (left out, as MMRB2 does)."""
+    from editlens.meta.direction import oriented
+
+    if scores is not None:
+        scores = oriented(scores, metric)  # the forward judgement is the *better* edit in the evaluator's direction
     fwd = [0, 0]
     rev = [0, 0]
     agree = checked = missing = ties = 0
@@ -553,19 +563,34 @@ def load_benchmark(kind: str, path: str | Path, **kw: Any) -> Benchmark:
 
 
 def read_prepared(folder: Path, kind: str | None = None) -> Benchmark:
-    info = json.loads((folder / "benchmark.json").read_text(encoding="utf-8"))
+    try:
+        info = json.loads((folder / "benchmark.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{folder / 'benchmark.json'}: cannot be read ({exc})") from None
+    if not isinstance(info, dict):
+        raise InputError(f"{folder / 'benchmark.json'}: expected a JSON object")
     if kind and info.get("benchmark") != kind:
         raise InputError(f"{folder}: prepared from {info.get('benchmark')!r}, not {kind!r}")
     pairs = []
     from editlens.data.jsonl import iter_jsonl
 
-    for _, row in iter_jsonl(folder / "pairs.jsonl"):
-        pairs.append(Pair(row["id"], row["a"], row["b"], {"A": 1, "B": -1, "tie": 0}[row["preference"]],
-                          row.get("meta") or {}))
+    labels = {"A": 1, "B": -1, "tie": 0}
+    for n, row in iter_jsonl(folder / "pairs.jsonl"):
+        missing = [k for k in ("id", "a", "b", "preference") if k not in row]
+        if missing:
+            raise InputError(f"{folder / 'pairs.jsonl'}:{n}: missing {', '.join(missing)}")
+        if row["preference"] not in labels:
+            raise InputError(f"{folder / 'pairs.jsonl'}:{n}: field 'preference' is {row['preference']!r}, not A, B or tie")
+        if str(row["a"]) == str(row["b"]):
+            raise InputError(f"{folder / 'pairs.jsonl'}:{n}: fields 'a' and 'b' are the same edit {row['a']!r}")
+        pairs.append(Pair(str(row["id"]), str(row["a"]), str(row["b"]), labels[row["preference"]], row.get("meta") or {}))
     edits = {}
-    for _, row in iter_jsonl(folder / "manifest.jsonl"):
-        edits[row["id"]] = Edit(row["id"], row["instruction"], row["source"], row["edited"], row.get("model"),
-                                row.get("group"))
+    for n, row in iter_jsonl(folder / "manifest.jsonl"):
+        missing = [k for k in ("id", "instruction", "source", "edited") if k not in row]
+        if missing:
+            raise InputError(f"{folder / 'manifest.jsonl'}:{n}: missing {', '.join(missing)}")
+        edits[str(row["id"])] = Edit(str(row["id"]), row["instruction"], row["source"], row["edited"], row.get("model"),
+                                     row.get("group"))
     return Benchmark(info["benchmark"], info.get("source", str(folder)), edits, pairs, info.get("info") or {})
 
 
@@ -629,11 +654,16 @@ def load_results(path: str | Path, metric: str | None) -> dict[str, dict[str, An
     """``{id: {"status", "value", "details"}}`` of an ``editlens run``'s
     ``results.jsonl`` (``metric`` chooses the evaluator) or of ``{id, score}`` lines."""
     from editlens.data.jsonl import iter_jsonl
+    from editlens.meta.benchmarks import keep_once
 
     out: dict[str, dict[str, Any]] = {}
+    seen: dict[str, tuple[Any, str]] = {}
     for n, row in iter_jsonl(path):
         if "id" not in row:
             raise InputError(f"{path}:{n}: missing 'id'")
+        given = row["scores"].get(metric) if isinstance(row.get("scores"), dict) else row.get("score")
+        if not keep_once(seen, str(row["id"]), given, f"{path}:{n}"):
+            continue
         if "scores" in row:
             if metric is None:
                 raise InputError(f"{path}: editlens results hold several scores {sorted(row['scores'])}; choose one "
@@ -645,7 +675,10 @@ def load_results(path: str | Path, metric: str | None) -> dict[str, dict[str, An
                                    "details": entry.get("details") or {}}
         else:
             v = row.get("score")
-            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
+                raise InputError(f"{path}:{n}: field 'score' is {json.dumps(v)}, not a finite number "
+                                 "(leave it out or null for an unscored edit)")
+            ok = v is not None
             out[str(row["id"])] = {"status": "scored" if ok else "unscored", "value": v if ok else None,
                                    "details": {}}
     if not out:

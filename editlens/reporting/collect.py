@@ -490,6 +490,10 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
         samples.append(rec)
     _SAMPLE_MEMO.clear()  # keep what this build used: a run's samples, at their latest results
     _SAMPLE_MEMO.update(used)
+    no_images = sum(1 for s in samples if not s["images"])
+    if mpath is not None and no_images:  # never 200 empty cards without a word
+        notes.append(f"{no_images} of {len(samples)} cards show no images: their ids are not in {mpath.name} as read "
+                     f"(columns {read_options.get('columns') or 'as named'}); pass --manifest, or rerun with the same --columns")
     missing_human = set(humans) - set(by_sample)
     if human and missing_human:
         notes.append(f"{len(missing_human)} human score id(s) match no sample of the run")

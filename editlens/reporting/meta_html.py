@@ -30,8 +30,10 @@ def pairwise_confusion(human_path: str | Path, pred_path: str | Path, threshold:
     Rows are the human labels, columns the predicted ones, both in
     :data:`PAIR_LABELS` order.
     """
+    from editlens.meta.direction import oriented
+
     pairs = B.load_pairwise_human(human_path)
-    scores, _, _ = B.load_predictions(pred_path, metric)
+    scores = oriented(B.load_predictions(pred_path, metric)[0], metric)  # as the accuracy it shows beside
     index = {lab: i for i, (lab, _) in enumerate(PAIR_LABELS)}
     m = np.zeros((3, 3), dtype=int)
     for p in pairs:

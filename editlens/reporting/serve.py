@@ -2,7 +2,15 @@
 
 Only the report and the run's own images are served: ``/`` is the report,
 ``/image/N`` the N-th image the report links to, ``/thumb/KEY`` a thumbnail
-of one of them. Nothing else on disk can be reached through it.
+of one of them. Nothing else on disk can be reached through it:
+
+* an image is served only when the run loaded it (its sample has a result
+  that is not ``failed``) and the file is an image now (its header decodes),
+  with the image type it holds: a manifest row naming a system file serves nothing;
+* a request whose ``Host`` is not this server's own address is refused
+  (403): a web page that rebinds its DNS name to 127.0.0.1 gets nothing;
+* with a token (``editlens view --token``) every request must carry it
+  (``?token=`` once: the page then sets a cookie), for shared machines.
 """
 
 from __future__ import annotations
@@ -13,6 +21,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+TOKEN_COOKIE = "editlens_view_token"
 
 
 class ReportServer:
@@ -32,10 +42,13 @@ class ReportServer:
     #: Files of a run directory whose change means the report is out of date.
     WATCHED = ("results.sqlite", "results.sqlite-wal", "manifest.json", "summary.json")
 
-    def __init__(self, run_dir: str | Path, port: int = 0, host: str = "127.0.0.1", **report_options: Any) -> None:
+    def __init__(self, run_dir: str | Path, port: int = 0, host: str = "127.0.0.1", token: str | None = None,
+                 **report_options: Any) -> None:
         self.run_dir = Path(run_dir)
         self.options = report_options
+        self.token = token
         self.images: list[str] = []
+        self._loaded: set[str] = set()  # images of samples the run read (a result other than failed)
         self._index: dict[str, int] = {}
         self._thumbs: dict[str, bytes] = {}
         self._lock = threading.Lock()
@@ -48,19 +61,20 @@ class ReportServer:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-                path = self.path.split("?", 1)[0].split("#", 1)[0]
+                path, _, query = self.path.split("#", 1)[0].partition("?")
+                refused = server.refusal(self.headers.get("Host"), query, self.headers.get("Cookie"))
+                if refused:
+                    return self._send(403, "text/plain", refused.encode())
+                cookie = (f"{TOKEN_COOKIE}={server.token}; HttpOnly; SameSite=Strict; Path=/"
+                          if server.token else None)
                 if path in ("/", "/index.html", "/report.html"):
-                    return self._send(200, "text/html; charset=utf-8", server.current_page())
+                    return self._send(200, "text/html; charset=utf-8", server.current_page(), cookie=cookie)
                 if path.startswith("/image/"):
-                    from editlens.reporting.thumbs import image_bytes
-
-                    try:  # a file, or an image inside a parquet/arrow file (its reference)
-                        found = image_bytes(server.images[int(path.split("/")[2])])
-                    except (ValueError, IndexError) as exc:
+                    try:  # only an image the run loaded: a file, or an image inside a parquet/arrow file
+                        ctype, body = server.image(int(path.split("/")[2]))
+                    except (ValueError, IndexError, OSError) as exc:
                         return self._send(404, "text/plain", f"not found: {exc}".encode())
-                    if found is None:
-                        return self._send(404, "text/plain", b"not found: cannot be read")
-                    return self._send(200, found[1], found[0])
+                    return self._send(200, ctype, body)
                 if path.startswith("/thumb/"):
                     body = server._thumbs.get(path[len("/thumb/"):])
                     if body is None:
@@ -71,9 +85,12 @@ class ReportServer:
                     return self._send(204, "image/x-icon", b"")
                 return self._send(404, "text/plain", b"not found")
 
-            def _send(self, code: int, ctype: str, body: bytes, cache: str = "no-cache") -> None:
+            def _send(self, code: int, ctype: str, body: bytes, cache: str = "no-cache", cookie: str | None = None) -> None:
                 self.send_response(code)
                 self.send_header("Content-Type", ctype)
+                self.send_header("X-Content-Type-Options", "nosniff")
+                if cookie:
+                    self.send_header("Set-Cookie", cookie)
                 self.send_header("Content-Length", str(len(body)))
                 self.send_header("Cache-Control", cache)  # a refresh must ask again: the report may have changed
                 self.end_headers()
@@ -83,8 +100,54 @@ class ReportServer:
                 pass
 
         self.httpd = ThreadingHTTPServer((host, port), Handler)
-        self.url = f"http://{host}:{self.httpd.server_address[1]}/"
+        bound = self.httpd.server_address[1]
+        self.url = f"http://{host}:{bound}/" + (f"?token={token}" if token else "")
+        # the names this server answers to: its own address, never a name a web page chose
+        self.hosts = {f"{h}:{bound}" for h in {host, "127.0.0.1", "localhost", "[::1]"}}
         self._thread: threading.Thread | None = None
+
+    def refusal(self, host: str | None, query: str, cookie: str | None) -> str | None:
+        """Why a request is refused (``None``: served): a foreign Host, or no/wrong token."""
+        import hmac
+        from urllib.parse import parse_qs
+
+        if (host or "").lower() not in self.hosts:
+            return (f"Host {host!r} refused: this report answers only to {sorted(self.hosts)[0]} "
+                    "(a page on another site cannot read it)")
+        if self.token is None:
+            return None
+        given = (parse_qs(query).get("token") or [""])[0]
+        for part in (cookie or "").split(";"):
+            name, _, value = part.strip().partition("=")
+            if name == TOKEN_COOKIE and not given:
+                given = value
+        if not hmac.compare_digest(given.encode(), self.token.encode()):
+            return "a token is required: open the URL `editlens view --token` printed"
+        return None
+
+    def image(self, n: int) -> tuple[str, bytes]:
+        """``(content type, bytes)`` of image ``n``, when the run loaded it and it is still an image."""
+        import io
+
+        from PIL import Image, UnidentifiedImageError
+
+        from editlens.reporting.thumbs import image_bytes
+
+        path = self.images[n]
+        if path not in self._loaded:
+            raise OSError("the run did not load this image")
+        found = image_bytes(path)
+        if found is None:
+            raise OSError("cannot be read")
+        body = found[0]
+        try:
+            fmt = Image.open(io.BytesIO(body)).format
+        except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError):
+            raise OSError("not an image") from None
+        ctype = Image.MIME.get(fmt or "")
+        if not ctype or not ctype.startswith("image/"):
+            raise OSError("not an image")
+        return ctype, body
 
     def _watched_state(self) -> tuple:
         files = [self.run_dir / n for n in self.WATCHED]
@@ -106,13 +169,16 @@ class ReportServer:
 
     def _build_page(self) -> None:
         from editlens.reporting.collect import collect_run
-        from editlens.reporting.html import THUMB_SIZE, THUMB_SIZE_LARGE_RUN, LARGE_RUN, render_run_report
+        from editlens.reporting.html import LARGE_RUN, THUMB_SIZE, THUMB_SIZE_LARGE_RUN, render_run_report
 
         t0 = time.perf_counter()
         state = self._watched_state()
         data = collect_run(self.run_dir, manifest=self.options.get("manifest"), human=self.options.get("human"),
                            by=self.options.get("by"))
         paths = sorted({p for s in data["samples"] for p in s["images"].values()})
+        # a sample whose every result failed may be one whose images could not be read: not served
+        self._loaded |= {p for s in data["samples"] if any(st != "failed" for st in s["statuses"])
+                         for p in s["images"].values()}
         for p in paths:
             if p not in self._index:
                 self._index[p] = len(self.images)

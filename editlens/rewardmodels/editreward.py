@@ -546,6 +546,66 @@ class EditRewardEvaluator(Metric):
             out.append(Score(self.name, float(r["reward"]), details=details))
         return out
 
+    def score_tensor(self, edited: Any, sources: Any, instructions: list[str]) -> Any:
+        """The reward (mean of both heads) of each edit, differentiable with respect to ``edited`` (and
+        ``sources``): float tensors B x 3 x H x W in [0, 1]. The prompt side (token ids, image grids) comes
+        from the processor on decoded copies; the pixel values are computed in torch
+        (:mod:`editlens.models.torch_pixels`). Never cached."""
+        import torch
+        from PIL import Image
+
+        from editlens.models.torch_pixels import qwen_pixel_values
+
+        if sources is None:
+            raise InputError("editreward scores an edit against its source: pass sources")
+        loaded = self._load()
+        for module in (loaded.vlm, loaded.heads):
+            module.requires_grad_(False)  # gradients go to the images, never into the reward model
+        pixels, factor = self.pixels(loaded)
+        proc = loaded.processor
+        as_u8 = lambda t: (t.detach().float().clamp(0, 1).permute(1, 2, 0).cpu().numpy() * 255).round().astype(np.uint8)  # noqa: E731
+        texts, images, tensors = [], [], []
+        for b in range(edited.shape[0]):
+            s = LoadedEdit(id=str(b), source=as_u8(sources[b]), edited=as_u8(edited[b]), instruction=instructions[b])
+            for head in HEADS:
+                content, imgs = [], []
+                for p in self.prompts.parts(head, s):
+                    if isinstance(p, str):
+                        content.append({"type": "text", "text": p})
+                        continue
+                    content.append({"type": "image"})
+                    is_edited = p is s.edited
+                    imgs.append(common.resize_to_pixels(p, factor, pixels, pixels))
+                    tensors.append(edited[b] if is_edited else sources[b])
+                texts.append(proc.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
+                                                      add_generation_prompt=True))
+                images.append([Image.fromarray(i) for i in imgs])
+        flat = [np.asarray(i) for row in images for i in row]
+        inputs = proc(text=texts, images=images, padding=True, return_tensors="pt",
+                      **common.processor_images_kwargs(flat))
+        dev = loaded.device
+        parts = [qwen_pixel_values(t.to(dev).float(), proc.image_processor,
+                                   common.smart_resize(int(t.shape[-2]), int(t.shape[-1]), factor, pixels, pixels))
+                 for t in tensors]
+        grids = torch.tensor([g for _, g in parts])
+        if not torch.equal(grids, inputs["image_grid_thw"]):
+            raise InputError(f"editreward: image grids {grids.tolist()} differ from the processor's "
+                             f"{inputs['image_grid_thw'].tolist()}")
+        ids, mask = inputs["input_ids"], inputs["attention_mask"]
+        at = ids == loaded.reward_token_id
+        if bool((at.sum(-1) != 1).any()):
+            raise InputError(f"editreward: each request needs exactly one {REWARD_TOKEN} token ({self.prompts.source})")
+        kw = {k: v.to(dev) for k, v in inputs.items()}
+        kw["pixel_values"] = torch.cat([p for p, _ in parts]).to(loaded.precision.torch_dtype)
+        if self.effective_positions(loaded.family) == "1d":
+            pos = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 1)
+            kw["position_ids"] = pos.unsqueeze(0).expand(3, -1, -1).to(dev)
+            kw.pop("mm_token_type_ids", None)
+        hidden = loaded.vlm.model(**kw).last_hidden_state
+        h = hidden[at.to(dev)].float()
+        mu = torch.stack([loaded.heads["head_0"](h[0::2])[:, 0], loaded.heads["head_1"](h[1::2])[:, 0]], 1)
+        return mu.mean(1)
+
     def forward(self, loaded: EditRewardModel, items: Sequence[LoadedEdit]) -> list[dict[str, Any]]:
         """Both heads for ``items``: one batched pass of 2 x len(items) rows
         (each distinct image encoded once by the tower)."""

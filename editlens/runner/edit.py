@@ -36,7 +36,7 @@ from typing import Any
 
 from editlens.core.io import write_bytes, write_json
 from editlens.core.types import EditSample
-from editlens.editors.base import Editor, EditRequest
+from editlens.editors.base import EditOutput, Editor, EditRequest
 from editlens.errors import InputError
 
 SCHEMA = "editlens.edit/1"
@@ -51,7 +51,7 @@ def derive_seed(base_seed: int, edit_id: str, sample: int) -> int:
     >>> derive_seed(0, "e1", 0) == derive_seed(0, "e1", 0) != derive_seed(0, "e1", 1)
     True
     >>> derive_seed(0, "e1", 0)
-    1186006433
+    1878125684
     """
     digest = hashlib.sha256(f"{int(base_seed)}\0{edit_id}\0{int(sample)}".encode()).digest()
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
@@ -113,6 +113,15 @@ def _read_log(path: Path) -> dict[tuple[str, int], dict[str, Any]]:
         except (ValueError, KeyError, TypeError):
             continue
     return state
+
+
+def _end_torn_line(path: Path) -> None:
+    """A run killed mid-append leaves a line without its newline: end it, so the next record starts its own line."""
+    if path.is_file() and path.stat().st_size:
+        with open(path, "rb+") as fh:
+            fh.seek(-1, os.SEEK_END)
+            if fh.read(1) != b"\n":
+                fh.write(b"\n")
 
 
 def _append(path: Path, rec: Mapping[str, Any]) -> None:
@@ -207,6 +216,7 @@ def generate_edits(
     wait: bool = False,
     columns: str | Mapping[str, str] | None = None,
     command: Sequence[str] | None = None,
+    manifest_options: Mapping[str, Any] | None = None,
 ) -> EditRunResult:
     """Generate ``samples`` edited images per edit of ``inputs`` with ``editor`` into ``out``.
 
@@ -223,17 +233,20 @@ def generate_edits(
         wait: if another process holds ``out``, queue behind it instead of failing.
         columns: column mapping for a manifest path (as ``--columns``).
         command: the command line, recorded.
+        manifest_options: more options of the manifest reader for a path
+            (``encoding``, ``delimiter``, ``split``, ``image_root``...).
 
     Returns an :class:`EditRunResult`; ``OUT/manifest.jsonl`` lists the images made so far.
     """
     from editlens.runner.lock import RunLock
-    from editlens.runner.run import _progress, _StopFlag
+    from editlens.runner.run import _NoBar, _StopFlag
 
     if samples < 1:
         raise InputError(f"samples must be at least 1, got {samples}")
     if isinstance(inputs, (str, os.PathLike)):
         input_path: str | None = str(Path(inputs).resolve())
-        edits = read_edit_inputs(inputs, columns)
+        edits = read_edit_inputs(inputs, columns, **{k: v for k, v in (manifest_options or {}).items()
+                                                     if v is not None})
     else:
         input_path, edits = None, list(inputs)
     if not edits:
@@ -257,6 +270,7 @@ def generate_edits(
                   "seed_rule": SEED_RULE}
         _check_same_editor(out / "editor.json", record)
         state = _read_log(log)
+        _end_torn_line(log)
         todo: list[tuple[EditSample, int]] = []
         reused = kept_failed = 0
         for s in edits:
@@ -274,7 +288,14 @@ def generate_edits(
                                          "command": list(command) if command else None,
                                          "python": sys.version.split()[0]}, default=str)
         size = max(1, int(batch_size or editor.batch_size or 1))
-        bar = _progress(len(todo), progress)
+        # per image: a resume on other hardware may change the dtype, and the log says which image used which
+        made_with = {k: (runtime.get("precision") or {}).get(k) for k in ("device", "dtype")
+                     if (runtime.get("precision") or {}).get(k)}
+        bar: Any = _NoBar()
+        if progress and todo:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(todo), unit="image", desc=f"editing ({editor.name})", dynamic_ncols=True)
         try:
             with _StopFlag() as stop:
                 for start in range(0, len(todo), size):
@@ -282,7 +303,8 @@ def generate_edits(
                         result.interrupted, result.stopped_by = True, stop.signum
                         break
                     chunk = todo[start : start + size]
-                    requests, unreadable = [], []
+                    requests: list[EditRequest] = []
+                    unreadable: list[tuple[dict[str, Any], str]] = []
                     for s, k in chunk:
                         try:
                             image = _source_image(s)
@@ -299,10 +321,13 @@ def generate_edits(
                         _append(log, rec)
                         state[(rec["edit_id"], rec["sample"])] = rec
                     t0 = time.perf_counter()
-                    outputs = editor.edit_batch(requests) if requests else []
+                    outputs = list(editor.edit_batch(requests)) if requests else []
+                    if len(outputs) != len(requests):  # a broken editor: no image may go to the wrong edit
+                        why = f"the editor returned {len(outputs)} outputs for {len(requests)} requests"
+                        outputs = [EditOutput(error=why) for _ in requests]
                     seconds = round((time.perf_counter() - t0) / max(1, len(chunk)), 4)
-                    for r, o in zip(requests, outputs):
-                        rec = {"edit_id": r.id, "sample": r.sample, "seed": r.seed, "seconds": seconds}
+                    for r, o in zip(requests, outputs, strict=True):
+                        rec = {"edit_id": r.id, "sample": r.sample, "seed": r.seed, "seconds": seconds, **made_with}
                         if o.image is not None:
                             buf = io.BytesIO()
                             o.image.save(buf, format="PNG")
@@ -331,3 +356,34 @@ def edits_manifest_rows(out: str | os.PathLike) -> Iterable[dict[str, Any]]:
 
     for _, row in iter_jsonl(Path(out) / "manifest.jsonl"):
         yield row
+
+
+def write_pairs(folder_a: str | os.PathLike, folder_b: str | os.PathLike, out: str | os.PathLike) -> tuple[Path, int]:
+    """Pair the images two ``editlens edit`` folders made of the same edits
+    (same edit id and sample) into a ``--pairs`` file for ``editlens compare``
+    (``{id, source, edited_a, edited_b, instruction, model_a, model_b}``;
+    paths absolute). Returns the file and the number of pairs; edits only one
+    folder has are left out."""
+    from editlens.core.io import write_jsonl
+    from editlens.data.jsonl import iter_jsonl
+
+    def done(folder: Path) -> dict[tuple[str, int], dict[str, Any]]:
+        rows = {}
+        for _, row in iter_jsonl(folder / "manifest.jsonl", missing_hint=" (is it an `editlens edit` folder?)"):
+            row["edited"] = str((folder / row["edited"]).resolve())
+            rows[(str(row.get("edit_id", row["id"])), int(row.get("sample", 0)))] = row
+        return rows
+
+    a, b = done(Path(folder_a)), done(Path(folder_b))
+    pairs = []
+    for key in a:
+        if key in b:
+            ra, rb = a[key], b[key]
+            if (ra["source"], ra["instruction"]) != (rb["source"], rb["instruction"]):
+                raise InputError(f"edit {key[0]!r} has another source or instruction in {folder_b} than in "
+                                 f"{folder_a}: the folders were made from different inputs")
+            pairs.append({"id": ra["id"], "source": ra["source"], "edited_a": ra["edited"], "edited_b": rb["edited"],
+                          "instruction": ra["instruction"], "model_a": ra.get("model"), "model_b": rb.get("model")})
+    if not pairs:
+        raise InputError(f"{folder_a} and {folder_b} share no edits (same edit id and sample)")
+    return write_jsonl(out, pairs, ensure_ascii=False), len(pairs)

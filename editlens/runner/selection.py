@@ -80,6 +80,9 @@ def select_metrics(
     defaults = default_metric_names(with_reference)
     wanted = [(n, True) for n in names] if names is not None else [(n, False) for n in defaults]
     wanted += [(n, True) for n in extra]
+    # a name asked twice (--judge viescore --metrics viescore) is one evaluator, built and paid for once
+    required_names = {n for n, r in wanted if r}
+    wanted = [(n, n in required_names) for n in dict.fromkeys(n for n, _ in wanted)]
     sel = Selection([])
     for name, required in wanted:
         spec = get_spec(name)

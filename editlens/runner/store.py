@@ -183,6 +183,28 @@ def wide_records(rows: list[dict[str, Any]], samples: dict[str, dict[str, Any]] 
     return [by[k] for k in sorted(by)]
 
 
+EXPORT_FORMATS = ("jsonl", "csv", "parquet")
+
+
+def check_export_formats(value: str | None) -> list[str]:
+    """The formats of ``--export`` (comma-separated), checked before any scoring: an unknown
+    format, or parquet without pyarrow, is an error now, not after hours of work."""
+    if value is None:
+        return []
+    fmts = [f.strip().lower() for f in value.split(",") if f.strip()]
+    if not fmts:
+        raise EditlensError("--export needs at least one format: jsonl, csv or parquet")
+    for fmt in fmts:
+        if fmt not in EXPORT_FORMATS:
+            raise EditlensError(f"unknown export format {fmt!r}; use jsonl, csv or parquet")
+        if fmt == "parquet":
+            try:
+                import pyarrow.parquet  # noqa: F401
+            except ImportError as exc:
+                raise EditlensError("Parquet export needs pyarrow: pip install 'editlens[parquet]'") from exc
+    return list(dict.fromkeys(fmts))
+
+
 def export(rows: list[dict[str, Any]], path: str | os.PathLike, fmt: str | None = None,
            columns: dict[str, dict[str, Any]] | None = None) -> Path:
     """Export long-format rows (one per sample and evaluator) atomically.

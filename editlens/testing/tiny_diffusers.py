@@ -11,41 +11,12 @@ Needs the optional ``diffusers`` package (``pip install editlens[inpaint]``).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-#: A few sentences for the tiny tokenizer's merges (prompts the inpainter uses).
-CORPUS = ["background, empty scene", "a photo of a cat", "a photo of a dog on a sofa", "a red square",
-          "a green disc", "a blue triangle", "a yellow bar", "object, person, text, watermark"]
-
-
-def clip_style_tokenizer(vocab_size: int = 600) -> Any:
-    """A ``CLIPTokenizer`` with CLIP's layout (256 byte symbols, the same with
-    the ``</w>`` end-of-word mark, BPE merges, then ``<|startoftext|>`` and
-    ``<|endoftext|>``), its merges trained on a few sentences in ~0.1 s.
-
-    >>> tok = clip_style_tokenizer()
-    >>> tok.convert_ids_to_tokens(tok("a photo").input_ids)
-    ['<|startoftext|>', 'a</w>', 'photo</w>', '<|endoftext|>']
-    """
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-    from transformers import CLIPTokenizer
-
-    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    bpe = Tokenizer(models.BPE(end_of_word_suffix="</w>"))
-    # CLIP splits words first, then maps bytes to printable symbols
-    bpe.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Whitespace(),
-                                                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=alphabet, end_of_word_suffix="</w>",
-                                  show_progress=False)
-    bpe.train_from_iterator([s.lower() for s in CORPUS] * 4, trainer)
-    merges = [tuple(m) for m in json.loads(bpe.to_str())["model"]["merges"]]
-    vocab: dict[str, int] = {}
-    for piece in [*alphabet, *(c + "</w>" for c in alphabet), *(a + b for a, b in merges),
-                  "<|startoftext|>", "<|endoftext|>"]:
-        vocab.setdefault(piece, len(vocab))
-    return CLIPTokenizer(vocab=vocab, merges=merges, model_max_length=77)
+# the tokenizer lives with the other random models (the CLI's make-tiny commands build it too)
+from editlens.models.random_init import CLIP_CORPUS as CORPUS  # noqa: E402,F401
+from editlens.models.random_init import clip_style_tokenizer  # noqa: E402,F401
 
 
 def build_sd_inpaint(out: Path | str, image_size: int = 64, seed: int = 0, tokenizer: Any = None) -> Path:

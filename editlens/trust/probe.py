@@ -114,7 +114,8 @@ def verdict_kind(stats: Mapping[str, Any], min_pass: float = MIN_PASS) -> str | 
 
 
 def verdicts(controls: Mapping[str, Mapping[str, Any]], min_pass: float = MIN_PASS) -> list[str]:
-    """The verdicts of one evaluator from its per-control statistics (empty: passes every probe)."""
+    """The verdicts of one evaluator from its per-control statistics, then what could not be
+    measured (empty: passes every probe, each control over enough edits)."""
     kinds = {c: verdict_kind(s, min_pass) for c, s in controls.items()}
     images = [c for c in IMAGE_CONTROLS if c in kinds and controls[c].get("n")]
     out = []
@@ -122,7 +123,27 @@ def verdicts(controls: Mapping[str, Mapping[str, Any]], min_pass: float = MIN_PA
         out.append(IGNORES_IMAGES)
         kinds = {c: k for c, k in kinds.items() if c not in images}
     out += [VERDICTS[c][k] for c in CONTROLS if (k := kinds.get(c)) is not None]
-    return out
+    return out + evidence_verdicts(controls)
+
+
+NO_PAIR = "no edit with both it and its control scored"
+
+
+def evidence_verdicts(controls: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """What the probe could not judge: a control over no scored pair is *not measured*, one over
+    fewer than :data:`~editlens.core.evidence.MIN_N` is *too few*; so "passes every probe" means measured.
+
+    >>> evidence_verdicts({"noop": {"n": 0}, "blank": {"n": 0}})
+    ['not measured (n = 0: no edit with both it and its control scored)']
+    >>> evidence_verdicts({"noop": {"n": 3}, "blank": {"n": 40}})
+    ['noop: too few (n = 3, fewer than 10)']
+    """
+    from editlens.core.evidence import shortfall
+
+    if controls and all(not (s.get("n") or 0) for s in controls.values()):
+        return [shortfall(0, NO_PAIR)]  # type: ignore[list-item]
+    return [f"{c}: {w}" for c in CONTROLS if c in controls
+            and (w := shortfall(controls[c].get("n") or 0, NO_PAIR)) is not None]
 
 
 def summarize(real: Mapping[str, Mapping[str, float]], controls: Mapping[str, Mapping[tuple[str, str], float]],

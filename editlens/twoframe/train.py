@@ -88,6 +88,7 @@ class TrainConfig:
     lr_decay: str = "constant"
     clip: float = 0.0  # gradient-norm clipping (0: none)
     save_every: int = 0  # steps between checkpoints (0: after every epoch)
+    val_every: int = 0  # steps between validations (0: after every epoch)
     keep_checkpoints: int = 2
 
     def __post_init__(self) -> None:
@@ -447,7 +448,7 @@ def train(model: TwoFrameModel, train_set: EditSet, out_dir: str | os.PathLike, 
     res = run(task, LoopSettings(
         out=out, steps=steps, precision=precision, identity=identity, config=asdict(cfg), seed=cfg.seed,
         warmup_steps=cfg.warmup_steps, decay=cfg.lr_decay, max_grad_norm=cfg.clip,
-        save_every=cfg.save_every or task.n_batches, keep=cfg.keep_checkpoints, eval_every=task.n_batches,
+        save_every=cfg.save_every or task.n_batches, keep=cfg.keep_checkpoints, eval_every=cfg.val_every or task.n_batches,
         eval_at_start=True, report_every=task.n_batches, progress=progress, desc=f"twoframe {cfg.mode}", plot=plot,
         log=log))
     history = {**history_of(res.rows, cfg), "device": precision.device, "precision": res.summary.get("precision"),
