@@ -65,7 +65,7 @@ def test_adiee_evaluator_registry_cache_and_run(released_ckpt, manifest, tmp_pat
     paper = tmp_path / "paper_questions.txt"
     paper.write_text("My own copy of the paper's question about $instruction?\n")
     faithful = select_metrics(["adiee"], models=models, options={"adiee": {
-        "image_side": 32, "require_token": False, "questions": str(paper)}}, device="cpu").metrics[0]
+        "image_side": 32, "require_token": False, "questions": str(paper), "batch_size": 1}}, device="cpu").metrics[0]
     assert faithful.release_provenance() == {"identical_to_release": True, "differences_from_release": []}
     assert faithful.describe()["identical_to_release"] is True
     again = m.score_batch(samples)

@@ -190,8 +190,9 @@ def test_drawing_rejects_unknown_convention():
 
 def test_official_prompts_parsed_without_importing():
     p = load_official_prompts(CLONE)
-    assert p.detect.startswith("Name what differs") and p.coherence_system == "Check one change against the request."
-    assert p.coherence_text("add a $5 hat", "ADD: hat") == "Request: add a $5 hat\nChange: ADD: hat"
+    # verbatim, with the module's leading and trailing whitespace (the release does not strip them)
+    assert p.detect.startswith("\n    Name what differs") and p.coherence_system == "\nCheck one change against the request.\n"
+    assert p.coherence_text("add a $5 hat", "ADD: hat") == "\nRequest: add a $5 hat\nChange: ADD: hat\n"
     assert p.source.startswith("official prompts parsed from") and len(p.sha256) == 64
     same = load_official_prompts(CLONE / "editing-evaluation/editing_evaluation/prompts/prompts.py")
     assert same.sha256 == p.sha256

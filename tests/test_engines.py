@@ -241,6 +241,14 @@ def test_serve_score_serves_judges_reward_models_and_adiee(tmp_path, tiny_vlm_di
         assert stats["adiee"]["motion"]["flags"] == []  # one reward is too few to call it stuck
         # the chat endpoint of the same model is served beside /v1/score
         assert httpx.get(f"{url}/models").json()["data"][0]["id"] == str(tiny_vlm_dirs["idefics3"])
+        # a judge served as a reward through an engine (this server): only /v1/score is served
+        res = CliRunner().invoke(app, ["serve", "--score", "yes_no", "--vlm", url, "--port", "0", "--cache", "none",
+                                       "--option", "yes_no.max_new_tokens=6"], catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+        with running(apps[-1]) as reward_url:
+            r = httpx.post(f"{reward_url}/score", json={"items": [item]}, timeout=120)
+            assert r.status_code == 200 and r.json()["metric"] == "yes_no"
+            assert r.json()["scores"][0] == got["yes_no"][0]  # the same answer in-process and through the engine
 
 
 def test_reward_stats_flag_stuck_and_constant_tasks():
@@ -295,3 +303,24 @@ def test_serve_cli_serves_adapters_as_models_with_an_image_limit(dice_layout, mo
                                                         "add_special_tokens": False}).json()["tokens"]
         text = httpx.post(f"{url[:-3]}/detokenize", json={"model": "dice-detector", "tokens": toks}).json()["prompt"]
         assert text == "ADD"
+
+
+def test_batched_generation_gives_the_output_layer_contiguous_rows(editscore_dirs):
+    """generate() hands the output layer a strided [B, 1, H] slice of the prefill's hidden states. On a
+    0.8 B Qwen2.5-VL in bf16 on a CPU, matmul then ran a batched product with the head expanded to
+    [B, H, vocab] and copied that expansion (the profiler's largest op: B copies of the head per prefill,
+    the reason batched bf16 was no faster than fp32). The local backend gives the head contiguous rows;
+    the answers are those of one request at a time."""
+    from editlens.backends.local import TransformersBackend
+    from editlens.backends.types import ChatRequest, GenerationSettings, Message
+
+    base, _ = editscore_dirs["q25"]
+    be = TransformersBackend(str(base), batch_size=4)
+    seen = []
+    be.model.get_output_embeddings().register_forward_pre_hook(
+        lambda module, args: seen.append((tuple(args[0].shape), args[0].is_contiguous())))
+    reqs = [ChatRequest([Message("user", [_edit(k, (32, 32)).source, f"describe picture {k}"])],
+                        GenerationSettings(max_new_tokens=2)) for k in range(3)]
+    batched = be.generate(reqs)
+    assert seen and seen[0][0][0] == 3 and all(contiguous for _, contiguous in seen)
+    assert [g.text for g in batched] == [be.generate([r])[0].text for r in reqs]

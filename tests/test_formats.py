@@ -458,7 +458,8 @@ def test_meta_eval_pointwise_by_a_manifest_column(tmp_path):
     assert res.exit_code == 0, res.output
     groups = json.loads(res.stdout)["by_column"]["groups"]
     assert {g: v["n"] for g, v in groups.items()} == {"cn": 4, "en": 3}
-    assert groups["cn"]["spearman"]["value"] == pytest.approx(stats.spearmanr(pred[3:], human[3:])[0])
+    # l1 is lower-is-better: the correlation is oriented so that agreement reads positive
+    assert groups["cn"]["spearman"]["value"] == pytest.approx(-stats.spearmanr(pred[3:], human[3:])[0])
     res = runner.invoke(app, ["meta-eval", "pointwise", "--human", str(tmp_path / "human.jsonl"), "--predictions",
                               str(tmp_path / "results.jsonl"), "--metric", "l1", "--by", "task"])
     assert res.exit_code == 2 and "--by 'task'" in res.output and "instruction_language" in res.output

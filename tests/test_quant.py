@@ -130,8 +130,8 @@ def test_released_dice_runs_in_4bit_and_says_so(bnb, pairs, tmp_path):
         assert models[role]["quantized_4bit"] and p["weights"] == "4-bit NF4" and p["compute_dtype"] == want
         assert p["linear_4bit_layers"] == 27  # 2 layers x 7 projections x 2 (text) ... every language-model Linear
     assert models["identical_to_release"] is False
-    assert any(f"4-bit NF4 computing in {want}, vision tower and connector in {want}, instead of the release's "
-               "float16 and bfloat16" in n for n in models["differences_from_release"])
+    assert any(f"4-bit NF4 computing in {want}, vision tower, connector, embeddings and LM head in {want}, instead "
+               "of the release's float16 and bfloat16" in n for n in models["differences_from_release"])
 
     # auto on a CPU stays unquantised and says why; the 4-bit model is the same network, quantised
     spec = ModelSpec(str(db), str(da))
@@ -366,7 +366,7 @@ def test_adiee_base_with_a_missing_weight_is_refused(tmp_path):
     st = load_file(str(base / "model.safetensors"))
     victim = next(k for k in st if "layers.1.self_attn.v_proj" in k)
     save_file({k: v for k, v in st.items() if k != victim}, str(base / "model.safetensors"), metadata={"format": "pt"})
-    with pytest.raises(CheckpointError, match="1 base weight.*missing.*randomly initialised"):
+    with pytest.raises(CheckpointError, match="base model.*1 weight.*missing.*randomly initialised"):
         scorer_from_base(str(base), device="cpu")
     shutil.rmtree(base)
 

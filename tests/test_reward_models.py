@@ -183,7 +183,7 @@ def test_editscore_adapter_loads_strictly(editscore_dirs, tmp_path):
         _editscore(bad, cache=False).score_batch(_batch(1))
     del sd[k]
     save_file(sd, str(bad / "adapter_model.safetensors"))
-    with pytest.raises(ModelUnavailableError, match="1 adapter weight"):
+    with pytest.raises(ModelUnavailableError, match="1 LoRA weight"):
         _editscore(bad, cache=False).score_batch(_batch(1))
 
 

@@ -29,7 +29,7 @@ def test_vifi_preprocessing_constants():
     from editlens.twoframe.preprocess import IMAGENET_MEAN_255, IMAGENET_STD_255, FramePreprocess
 
     p = FramePreprocess()
-    assert (p.resize, p.crop_size, p.interpolation) == (256, 224, "bilinear")
+    assert (p.resize, p.crop_size, p.interpolation) == (256, 224, "bilinear-cv2")  # OpenCV, as ViFi-CLIP's mmcv
     assert IMAGENET_MEAN_255 == (123.675, 116.28, 103.53) and IMAGENET_STD_255 == (58.395, 57.12, 57.375)
     assert p.mean == IMAGENET_MEAN_255 and p.std == IMAGENET_STD_255
     # a frame equal to the mean normalises to 0; pure white in channel 0 to (255 - 123.675) / 58.395

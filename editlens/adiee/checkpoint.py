@@ -140,23 +140,13 @@ def scorer_from_base(base: str, head: str = "regression", device: str = "auto", 
     """A new scorer for *training*: the base VLM with ``[SCORE]`` added and a
     freshly initialised decoder (seeded). Inference loads trained checkpoints
     with :func:`load_scorer` instead."""
-    import transformers
-
     from editlens.models.precision import decide
 
     mref = model_reference(base, models)
     model_type, family = _family(mref)
-    prec = decide(dtype, device, "training")
+    dev = decide(dtype, device, "training").device
     # frozen weights as the policy loads them for training; the loop keeps the trained ones in float32
-    dev, dt = prec.device, decide(prec.weights_dtype, prec.device).torch_dtype
-    kwargs = _base_kwargs(dev, dt, quantize_4bit, "--qlora")
-    vlm = _load_base_vlm(getattr(transformers, family.model_class), mref, kwargs)
-    if quantize_4bit:
-        from editlens.models.quant import prepare_4bit
-
-        prepare_4bit(vlm, dev, "--qlora", trainable=True)
-    if "device_map" not in kwargs:
-        vlm = vlm.to(dev)
+    vlm = _load_base_vlm(mref, dev, dtype, quantize_4bit, "--qlora", trainable=True)
     processor = load_processor(mref)
     add_score_token(vlm, processor)
     torch.manual_seed(seed)
@@ -166,27 +156,15 @@ def scorer_from_base(base: str, head: str = "regression", device: str = "auto", 
     return scorer
 
 
-def _base_kwargs(dev: str, dt: torch.dtype, quantize_4bit: bool, option: str) -> dict[str, Any]:
-    """``from_pretrained`` arguments: 4-bit NF4 weights computing in ``dt``
-    (chosen for the device: bf16 on a GPU that has it, else fp32) on any
-    device bitsandbytes supports, CPU included; else plain ``dt``."""
-    from editlens.models.quant import nf4_config, use_4bit
+def _load_base_vlm(mref: ModelRef, device: str, dtype: Any, quantize_4bit: bool, option: str,
+                   trainable: bool = False) -> Any:
+    """The base VLM by the one loader (:func:`editlens.models.vlm.load_base`):
+    every weight from its checkpoint, 4-bit NF4 (the family's skip list left
+    unquantised; any device bitsandbytes supports, CPU included) or not."""
+    from editlens.models.vlm import load_base
 
-    if not quantize_4bit:
-        return {"dtype": dt}
-    use_4bit("nf4", dev, option)  # a clear error naming what to install when bitsandbytes is missing
-    return {"dtype": dt, "quantization_config": nf4_config(dt), "device_map": {"": dev}}
-
-
-def _load_base_vlm(cls: Any, mref: ModelRef, kwargs: dict[str, Any]) -> Any:
-    """The base VLM; weights missing from its checkpoint are an error
-    (transformers would fill them with random values)."""
-    vlm, info = load_pretrained(cls, mref, output_loading_info=True, **kwargs)
-    missing = sorted(info.get("missing_keys") or [])
-    if missing:
-        raise CheckpointError(f"{mref.ref}: {len(missing)} base weight(s) missing from the checkpoint (e.g. "
-                              f"{missing[:3]}); refusing to run with randomly initialised parts")
-    return vlm
+    return load_base(mref.local_dir or mref.ref, device, "nf4" if quantize_4bit else "none", dtype=dtype,
+                     trainable=trainable, option=option, what="base model", error=CheckpointError)
 
 
 def trained_in_4bit(meta: dict[str, Any]) -> bool:
@@ -361,7 +339,6 @@ def load_ours(path: str | Path, base: str | None = None, device: str = "auto", d
     base in 4-bit NF4 when the adapters were trained on one (QLoRA) and this
     is a CUDA device with bitsandbytes, unquantised otherwise; ``nf4`` forces
     4-bit (CPU too); ``none`` never."""
-    import transformers
     from peft import LoraConfig, get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
     from safetensors.torch import load_file
 
@@ -372,17 +349,12 @@ def load_ours(path: str | Path, base: str | None = None, device: str = "auto", d
         raise CheckpointError(f"{path}/{META_FILE}: no base model recorded; pass --base")
     model_type, family = _family(base_ref)
     from editlens.models.precision import decide
-    from editlens.models.quant import describe_precision, normalise_choice, prepare_4bit, use_4bit
+    from editlens.models.quant import describe_precision, normalise_choice, use_4bit
 
     choice = normalise_choice(quantization)
     dev = decide(dtype, device).device
     q4 = choice == "nf4" or (choice == "auto" and trained_in_4bit(meta) and use_4bit("auto", dev)[0])
-    prec = decide(dtype, device, "quantized" if q4 else "inference")
-    dt = prec.torch_dtype
-    kwargs = _base_kwargs(dev, dt, q4, "--quantization")
-    vlm = _load_base_vlm(getattr(transformers, family.model_class), base_ref, kwargs)
-    if q4:
-        prepare_4bit(vlm, dev, "--quantization")
+    vlm = _load_base_vlm(base_ref, dev, dtype, q4, "--quantization")
     processor = load_processor(model_reference(str(path)), family)
     add_score_token(vlm, processor)
     adapter_cfg = path / "adapter_config.json"

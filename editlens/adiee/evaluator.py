@@ -21,6 +21,25 @@ from editlens.metrics.base import Metric
 from editlens.paths import cache_dir
 
 
+#: how the question of each sample is chosen (see AdieeEvaluator)
+QUESTION_CHOICES = ("auto", "per-sample", "first")
+#: dtypes the 0-10 score can be computed in from the decoder's outputs (the release: its model's bfloat16)
+SCORE_DTYPES = ("bfloat16", "float32")
+
+
+def question_index(seed: int, source_hash: str, edited_hash: str, instruction: str, n: int) -> int:
+    """A question index in ``[0, n)`` drawn from ``seed`` and the sample's
+    content (not its position), so a resumed or reordered run asks the same.
+
+    >>> question_index(0, "a", "b", "add a cat", 1)
+    0
+    """
+    import hashlib
+
+    digest = hashlib.sha256(f"{seed}\0{source_hash}\0{edited_hash}\0{instruction}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % n
+
+
 def score_cache(path: str | Path | None) -> SqliteCache:
     """ADIEE's score cache: a table of the one cache layer."""
     return SqliteCache(Path(path) if path else cache_dir() / "adiee_scores.sqlite", "scores", value_column="result",
@@ -43,8 +62,16 @@ class AdieeEvaluator(Metric):
     Options:
         model: checkpoint directory (either layout); default role ``adiee``.
         hidden: ``auto`` (the checkpoint's default), ``emitting-step`` or ``score-token``.
-        questions: a question-template file (one per line, ``$instruction``);
-            the first line is used.
+        questions: a question-template file (one per line, ``$instruction``).
+        question_choice: ``auto`` (``per-sample`` with a questions file, else
+            ``first``), ``per-sample`` (one of the file's questions per sample,
+            as the release draws one at random; chosen from ``question_seed``
+            and the sample's content, so reruns and resumes agree) or ``first``.
+        question_seed: the seed of the per-sample choice (recorded; default 0).
+        score_dtype: the dtype the 0-10 score is computed in from the decoder's
+            outputs: ``auto`` (``bfloat16`` for a released-layout checkpoint, as
+            the release computes it; ``float32`` for ours), ``bfloat16`` or
+            ``float32``. Recorded in every result.
         base: base VLM of a checkpoint that does not name it.
         quantization: ``auto`` (a QLoRA-trained checkpoint's base in 4-bit NF4
             on CUDA with bitsandbytes, else unquantised), ``nf4`` (4-bit, CPU
@@ -61,7 +88,8 @@ class AdieeEvaluator(Metric):
     def __init__(self, model: str | None = None, hidden: str = "auto", questions: str | None = None,
                  base: str | None = None, batch_size: int = 8, max_new_tokens: int = 8, image_side: int = 512,
                  device: str = "auto", dtype: str = "auto", cache: bool | str = True, require_token: bool = True,
-                 models: dict[str, str] | None = None, quantization: str = "auto") -> None:
+                 models: dict[str, str] | None = None, quantization: str = "auto", question_choice: str = "auto",
+                 question_seed: int = 0, score_dtype: str = "auto") -> None:
         from editlens.adiee.model import HIDDEN_CHOICES
         from editlens.adiee.prompts import load_prompts
         from editlens.models.quant import normalise_choice
@@ -76,6 +104,13 @@ class AdieeEvaluator(Metric):
         self.batch_size, self.max_new_tokens, self.image_side = int(batch_size), int(max_new_tokens), int(image_side)
         self.device, self.dtype = device, dtype
         self.prompts = load_prompts({"adiee_questions": questions} if questions else None)
+        if question_choice not in QUESTION_CHOICES:
+            raise ValueError(f"adiee: question_choice must be one of {QUESTION_CHOICES}, got {question_choice!r}")
+        self.question_choice = ("per-sample" if questions else "first") if question_choice == "auto" else question_choice
+        self.question_seed = int(question_seed)
+        if score_dtype not in ("auto", *SCORE_DTYPES):
+            raise ValueError(f"adiee: score_dtype must be auto or one of {SCORE_DTYPES}, got {score_dtype!r}")
+        self.score_dtype_option = score_dtype
         self._cache_opt = cache
         self.require_token = bool(require_token)
         self._cache: SqliteCache | None = None
@@ -156,8 +191,19 @@ class AdieeEvaluator(Metric):
             else:
                 notes = []
                 if self.prompts.sources[0].startswith("editlens/templates"):
-                    notes.append("question: editlens' own wording, not the paper's (appendix B) that the checkpoint "
-                                 "was trained on; pass it from your own file with --option adiee.questions=FILE")
+                    notes.append("question: editlens' own wording, not the release's (its dataset code's question "
+                                 "list) that the checkpoint was trained on; pass it from your own file with "
+                                 "--option adiee.questions=FILE")
+                if self.question_choice == "first" and len(self.prompts.questions) > 1:
+                    notes.append("question: always the file's first line; the release draws one of its questions per "
+                                 "sample (--option adiee.question_choice=per-sample)")
+                # per-sample: the release's draw, made reproducible (seed recorded in each result): not a difference
+                if self.batch_size != 1:
+                    notes.append(f"batches of {self.batch_size}, left-padded; the release scores one sample at a time "
+                                 "(--option adiee.batch_size=1)")
+                if self.score_dtype != "bfloat16":
+                    notes.append(f"score computed from the decoder's outputs in {self.score_dtype}; the release "
+                                 "computes it in bfloat16 (--option adiee.score_dtype=bfloat16)")
                 if self.require_token:
                     notes.append("an answer without [SCORE] is unscored; the release decodes the last step anyway "
                                  "(--option adiee.require_token=false reproduces it)")
@@ -185,7 +231,10 @@ class AdieeEvaluator(Metric):
 
         hashes = hashes or [(image_hash(a), image_hash(b)) for a, b, _ in items]
         base = self.settings()
-        keys = [_key(base, h[0], h[1], it[2]) for it, h in zip(items, hashes)]
+        chosen = [self.question_for(h[0], h[1], it[2]) for it, h in zip(items, hashes)]
+        # the question is part of the key (with "first" it is the first line, as before)
+        keys = [_key({**base, "question": self.prompts.questions[q]}, h[0], h[1], it[2])
+                for it, h, q in zip(items, hashes, chosen)]
         found = self.cache.get_many(list(dict.fromkeys(keys))) if self.cache else {}
         todo = list(dict.fromkeys(i for i, k in enumerate(keys) if k not in found))
         first: dict[str, int] = {}
@@ -201,7 +250,7 @@ class AdieeEvaluator(Metric):
             for s in range(0, len(uniq), self.batch_size):
                 chunk = uniq[s : s + self.batch_size]
                 imgs = [side_by_side(items[i][0], items[i][1], self.image_side) for i in chunk]
-                qs = [self.prompts.question(items[i][2]) for i in chunk]
+                qs = [self.prompts.question(items[i][2], chosen[i]) for i in chunk]
                 try:
                     inputs = inference_inputs(scorer.processor, imgs, qs, scorer.device, dtype)
                     self.calls += 1
@@ -218,16 +267,46 @@ class AdieeEvaluator(Metric):
         found.update(new)
         release = self.release_provenance()
         out = []
-        for k in keys:
+        for k, q in zip(keys, chosen):
             r = found[k]
+            asked = {"question_index": q, "question_choice": self.question_choice,
+                     **({"question_seed": self.question_seed} if self.question_choice == "per-sample" else {}),
+                     "score_dtype": self.score_dtype}
             if "error" in r:
                 out.append(Score(self.name, None, "failed", r["error"]))
             elif self.require_token and not r["score_token_emitted"]:
                 out.append(Score(self.name, None, "unscored", "the model did not emit [SCORE]",
-                                 {"raw": r["answer"], "cached": k not in new, **release}))
+                                 {"raw": r["answer"], "cached": k not in new, **asked, **release}))
             else:
-                out.append(Score(self.name, float(r["score"]), details={**r, "cached": k not in new, **release}))
+                out.append(Score(self.name, self.final_score(r),
+                                 details={**r, "cached": k not in new, **asked, **release}))
         return out
+
+    @property
+    def score_dtype(self) -> str:
+        if self.score_dtype_option != "auto":
+            return self.score_dtype_option
+        from editlens.adiee.checkpoint import read_meta
+
+        return "bfloat16" if read_meta(self.mref.local_dir).get("format", "released") == "released" else "float32"
+
+    def final_score(self, r: dict[str, Any]) -> float:
+        """The 0-10 score in :attr:`score_dtype`, from the decoder's outputs (the
+        cached value is float32; bfloat16 recomputes it as the release does)."""
+        if self.score_dtype == "float32" or r.get("decoder_output") is None:
+            return float(r["score"])
+        import torch
+
+        from editlens.adiee.model import decode_scores, head_of
+
+        out = torch.tensor([r["decoder_output"]], dtype=torch.float32)
+        return float(decode_scores(out, head_of(out.shape[-1]), torch.bfloat16)[0])
+
+    def question_for(self, source_hash: str, edited_hash: str, instruction: str) -> int:
+        """Which question a sample gets: 0 (``first``), or drawn from the seed
+        and the sample's content (``per-sample``), the same on every rerun."""
+        return question_index(self.question_seed, source_hash, edited_hash, instruction, len(self.prompts.questions)) \
+            if self.question_choice == "per-sample" else 0
 
 
     def score_tensor(self, edited: Any, sources: Any, instructions: list[str]) -> Any:

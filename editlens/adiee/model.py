@@ -60,20 +60,23 @@ def head_of(out_features: int) -> str:
     raise ValueError(f"a score decoder with {out_features} outputs is neither regression (1) nor class3 (3)")
 
 
-def decode_scores(out: torch.Tensor, head: str) -> torch.Tensor:
-    """Decoder outputs -> scores on 0-10.
+def decode_scores(out: torch.Tensor, head: str, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Decoder outputs -> scores on 0-10, computed in ``dtype`` (float32 by
+    default; the release computes in its model's bfloat16), returned as float32.
 
     >>> decode_scores(torch.tensor([[7.5]]), "regression").tolist()
     [7.5]
     >>> decode_scores(torch.tensor([[0.0, 0.0, 0.0]]), "class3").tolist()  # uniform -> 1 * 5
     [5.0]
+    >>> decode_scores(torch.tensor([[0.1, 0.7, 1.3]]), "class3", torch.bfloat16).tolist()  # bf16 steps
+    [6.875]
     """
     if head == "regression":
-        return out[..., 0].float()
+        return out[..., 0].to(dtype).float()
     if head == "class3":
-        probs = out.float().softmax(-1)
-        expected = (probs * torch.tensor([0.0, 1.0, 2.0], device=out.device)).sum(-1)
-        return expected.clamp(0.0, 2.0) * 5.0
+        probs = out.to(dtype).softmax(-1)
+        expected = (probs * torch.tensor([0.0, 1.0, 2.0], device=out.device, dtype=dtype)).sum(-1)
+        return (expected.clamp(0.0, 2.0) * 5.0).float()
     raise ValueError(f"unknown head {head!r}; use {sorted(HEADS)}")
 
 

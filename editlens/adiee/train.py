@@ -8,7 +8,10 @@
   precision (export to the released layout with ``editlens adiee export``,
   which merges them into the unquantised base).
 * Loss = ``score_weight`` x score loss (L1 on 0-10, or CE for the class head)
-  + ``ce_weight`` x token cross-entropy on the answer tokens only.
+  + ``ce_weight`` x token cross-entropy on the answer tokens only. This and
+  the optimiser and schedule below are editlens' recipe, not the release's
+  (whole-sequence CE, AdamW (0.9, 0.95) without weight decay, constant LR,
+  accumulation 8; docs/adiee.md lists every difference).
 * One question and one answer template per sample, and a flip / rot90 of
   both images, drawn from a generator seeded by (seed, sample position), so
   a resumed run sees exactly what an uninterrupted one would.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from enum import Enum
 from pathlib import Path
 from typing import List, Optional
 
@@ -214,16 +215,39 @@ def compare_cmd(source: Path = typer.Option(..., "--source"), edited_a: Path = t
     typer.echo(f"A {sa.value:.3f}  B {sb.value:.3f}  -> {verdict} (type = round(score / 5))")
 
 
+class PairwiseRule(str, Enum):
+    """Which of ADIEE's pairwise rules to apply (recorded beside the figure)."""
+
+    three_way = "adiee-3way"
+    genai_4way = "adiee-genai-4way"
+
+
 @adiee_app.command("pairwise-eval")
 @guarded
-def pairwise_eval_cmd(human: Path = typer.Option(..., "--human", help="JSONL {id, a, b, preference}."),
+def pairwise_eval_cmd(human: Path = typer.Option(..., "--human", help="JSONL {id, a, b, preference} (with "
+                                                 "--rule adiee-genai-4way: leftvote/rightvote/tievote/bothbad_vote)."),
                       predictions: Path = typer.Option(..., "--predictions"),
                       metric: Optional[str] = typer.Option(None, "--metric"),
+                      rule: PairwiseRule = typer.Option(PairwiseRule.three_way, "--rule", help=(
+                          "adiee-3way: round(score/5) types, equal types tie (ADIEE's AURORA rule); adiee-genai-4way: "
+                          "ADIEE's GenAI-Bench rule, equal types tie only when both scores >= 9, else both bad, "
+                          "exact 4-way match over all pairs.")),
                       json_out: bool = typer.Option(False, "--json")) -> None:
-    """Pairwise accuracy of the released rule (round(score/5)) beside accuracy-with-ties calibration."""
+    """Pairwise accuracy of ADIEE's released rule (round(score/5)) beside accuracy-with-ties calibration; with
+    --rule adiee-genai-4way, ADIEE's GenAI-Bench rule. Every figure names its rule."""
     from editlens.bench.registry import get
+    from editlens.meta.protocols import PAIRWISE_RULES
 
+    if rule == PairwiseRule.genai_4way:
+        res = get("genai-bench").run_protocol("adiee-genai-4way", human=human, predictions=predictions, metric=metric)
+        if json_out:
+            emit_json(res)
+            return
+        typer.echo(f"ADIEE GenAI-Bench rule (4-way) accuracy {res['accuracy']:.4f} over {res['n']} pairs "
+                   f"({res['unscored']} without both scores, counted wrong)")
+        return
     out = get("aurora").run_protocol("adiee-released-rule", human=human, predictions=predictions, metric=metric)
+    out.update({"rule": rule.value, "rule_text": PAIRWISE_RULES[rule.value]})
     rep = out["accuracy_with_ties"]
     if json_out:
         emit_json(out)

@@ -8,6 +8,7 @@ as hidden aliases in :data:`legacy_app`.
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import List, Optional
 
@@ -18,6 +19,21 @@ from editlens.cli.options import (CacheOpt, ConcurrencyOpt, DeviceOpt, DtypeOpt,
                                    TemplateOpt, TimeoutOpt, VlmModelOpt, VlmOpt, http_settings, vlm_options)
 from editlens.cli.tables import print_rows
 from editlens.cli.training_options import SAVE_EVERY_HELP, VAL_EVERY_HELP
+
+
+class DiceConfidence(str, Enum):
+    """--dice-confidence values (named after what they return; logits/scores are the earlier names)."""
+
+    softmax_logits = "softmax-logits"
+    softmax_penalised_scores = "softmax-penalised-scores"
+    constant_one = "constant-one"
+    logits = "logits"
+    scores = "scores"
+
+
+class CoherenceInputs(str, Enum):
+    release = "release"
+    editlens = "editlens"
 
 app = typer.Typer(no_args_is_help=False, help="DICE: what changed, where, and was it asked for.")
 
@@ -49,8 +65,15 @@ def dice_cmd(
     dice_prompts: Optional[str] = typer.Option(None, "--dice-prompts", help="Local clone of the DICE repository: use its prompts."),
     dice_drawing: Optional[str] = typer.Option(None, "--dice-drawing", help="Coherence box convention: released or paper."),
     dice_quantization: str = typer.Option("auto", "--dice-quantization", help="auto (as the preset; 4-bit only on CUDA+bitsandbytes), nf4 (force 4-bit NF4, CPU too; needs bitsandbytes), none."),
-    dice_confidence: Optional[str] = typer.Option(None, "--dice-confidence", help="Released-style confidence: logits "
-                                                  "(raw, default) or scores (after the repetition penalty, as released)."),
+    dice_confidence: Optional[DiceConfidence] = typer.Option(
+        None, "--dice-confidence",
+        help="Released-style confidence: softmax-logits (softmax over ADD/EDIT/REMOVE raw logits, default), "
+             "softmax-penalised-scores (the same after the repetition penalty: what the release computes) or "
+             "constant-one (1.0 for every difference: what the release outputs). logits/scores: earlier names."),
+    dice_coherence_inputs: Optional[CoherenceInputs] = typer.Option(
+        None, "--dice-coherence-inputs",
+        help="Coherence images and change text: release (matplotlib 640x480 JPEG figures, default for released "
+             "checkpoints) or editlens (PIL boxes on a square array, what `dice train` uses)."),
     device: str = DeviceOpt,
     dtype: str = DtypeOpt,
 ) -> None:
@@ -76,7 +99,9 @@ def dice_cmd(
         from editlens.dice.released import build_released
 
         pipe = build_released(dice_preset, dice_detector, dice_coherence, dice_prompts, dice_drawing, device,
-                              dice_quantization, dtype, dice_confidence)
+                              dice_quantization, dtype, dice_confidence.value if dice_confidence else None,
+                              coherence_inputs=dice_coherence_inputs.value if dice_coherence_inputs else None)
+        sample = sample.at_sizes("native")  # as released: each image at its own size
     else:
         pipe = DicePipeline(vlm, detector, boxes=boxes, **opts)
     (res,) = pipe.run([sample])

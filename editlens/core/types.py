@@ -22,6 +22,9 @@ from editlens.core.images import (
 from editlens.errors import InputError
 
 ScoreStatus = Literal["scored", "skipped", "unscored", "failed", "info"]
+#: how an evaluator sees images of other sizes than the source: resized to it (``source``, the default)
+#: or each at its own size (``native``); see :meth:`LoadedEdit.at_sizes`
+SIZE_POLICIES_PER_EVALUATOR = ("source", "native")
 
 
 @dataclass
@@ -75,11 +78,13 @@ class EditSample:
         notes += [f"source: {x}" for x in n]
         edited, n = load_image(self.edited, options, name=_label(self.edited, "edited"))
         notes += [f"edited: {x}" for x in n]
+        edited_native = edited
         edited = _match_size(edited, source, options, "edited", self.edited, notes)
-        reference = None
+        reference = reference_native = None
         if self.reference is not None:
             reference, n = load_image(self.reference, options, name=_label(self.reference, "reference"))
             notes += [f"reference: {x}" for x in n]
+            reference_native = reference
             reference = _match_size(reference, source, options, "reference", self.reference, notes)
         return LoadedEdit(
             id=self.id,
@@ -92,6 +97,8 @@ class EditSample:
             target_caption=self.target_caption,
             metadata=dict(self.metadata),
             notes=notes,
+            edited_native=edited_native if edited_native is not edited else None,
+            reference_native=reference_native if reference_native is not reference else None,
         )
 
 
@@ -144,6 +151,26 @@ class LoadedEdit:
     #: results derived from the images that several evaluators need (the change
     #: map, DICE's differences), computed once per sample; see :meth:`derive`
     derived: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+    #: the edited (reference) image at its own size when loading resized it to the source's; ``None`` otherwise
+    edited_native: np.ndarray | None = field(default=None, repr=False, compare=False)
+    reference_native: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    def at_sizes(self, policy: str) -> LoadedEdit:
+        """This sample as an evaluator with size ``policy`` sees it: ``source``
+        (every image at the source's size, as loaded) or ``native`` (each image
+        at its own size, as DICE, ADIEE and EditReward were released)."""
+        if policy not in SIZE_POLICIES_PER_EVALUATOR:
+            raise ValueError(f"size policy must be one of {SIZE_POLICIES_PER_EVALUATOR}, got {policy!r}")
+        if policy == "source" or (self.edited_native is None and self.reference_native is None):
+            return self
+        from dataclasses import replace
+
+        kept = [n for n in self.notes if "resized" not in n]
+        sizes = [f"{role}: kept at its own size {a.shape[1]}x{a.shape[0]} (the evaluator's size policy: native)"
+                 for role, a in (("edited", self.edited_native), ("reference", self.reference_native)) if a is not None]
+        return replace(self, edited=self.edited if self.edited_native is None else self.edited_native,
+                       reference=self.reference if self.reference_native is None else self.reference_native,
+                       edited_native=None, reference_native=None, notes=kept + sizes, derived={})
 
     def derive(self, key: Any, compute: Any) -> Any:
         """``compute()`` once per ``key`` for this sample, then the stored result."""

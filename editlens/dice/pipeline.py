@@ -130,7 +130,14 @@ class DiceEvaluator(Metric):
         self.pipeline = DicePipeline(vlm, detector, device=device, dtype=dtype, **kw)
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "dice": self.pipeline.describe()}
+        return {**super().describe(), "dice": self.pipeline.describe(), "size_policy": self.size_policy()}
+
+    def size_policy(self) -> str:
+        """Released-style models see each image at its own size, as the release feeds them; the
+        model-free and prompted detectors compare pixels of equal-size images (the spec's ``source``)."""
+        from editlens.dice.released import ReleasedDice
+
+        return "native" if isinstance(self.pipeline, ReleasedDice) else super().size_policy()
 
     def provenance(self) -> dict[str, Any]:
         fn = getattr(self.pipeline, "provenance", None)

@@ -89,5 +89,6 @@ def load_official_prompts(path: str | Path, names: dict[str, str] | None = None)
         raise InputError(f"--dice-prompts {module}: looked for the string assignments {', '.join(names.values())}; "
                          f"missing: {', '.join(missing)}")
     user = _user_template(found[names["coherence_user"]], module, names["coherence_user"])
-    return PromptSet(found[names["detect"]].strip(), found[names["coherence_system"]].strip(), user.strip(),
+    # verbatim: the released models were run on these strings with their leading/trailing newlines and spaces
+    return PromptSet(found[names["detect"]], found[names["coherence_system"]], user,
                      f"official prompts parsed from {module}")

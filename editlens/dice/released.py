@@ -35,9 +35,19 @@ import numpy as np
 
 from editlens.core.types import LoadedEdit
 from editlens.dice.prompt_sets import PromptSet, default_prompts
-from editlens.dice.released_format import (CONVENTIONS, CentreCrop, assign_command_confidence, candidate_variants,
-                                           coherence_images, parse_decision, parse_released_answer, step_for_offset,
-                                           word_probability)
+from editlens.dice.released_format import (
+    CONVENTIONS,
+    RENDERINGS,
+    CentreCrop,
+    assign_command_confidence,
+    candidate_variants,
+    coherence_images,
+    parse_decision,
+    parse_released_answer,
+    release_change_text,
+    step_for_offset,
+    word_probability,
+)
 from editlens.dice.types import COMMANDS, DiceResult, Verdict
 from editlens.errors import InputError, ModelUnavailableError
 
@@ -49,19 +59,35 @@ class ModelSpec:
 
     @classmethod
     def parse(cls, text: str) -> ModelSpec:
-        """``BASE`` or ``BASE+ADAPTER``."""
-        base, sep, adapter = text.strip().rpartition("+") if "+" in text else (text.strip(), "", "")
-        if not base.strip() or (sep and not adapter.strip()):
-            raise InputError(f"model spec {text!r} must be BASE or BASE+ADAPTER")
-        return cls(base.strip(), adapter.strip() or None)
+        """``BASE`` or ``BASE+ADAPTER``, split as everywhere (:func:`editlens.models.vlm.parse_reference`)."""
+        from editlens.models.vlm import parse_reference
+
+        ref = parse_reference(text, single="base")
+        return cls(str(ref.base), ref.adapter)
 
     def __str__(self) -> str:
         return self.base + (f"+{self.adapter}" if self.adapter else "")
 
 
-#: Where a difference's confidence is read: the raw logits at the command's step (editlens' default), or
-#: the generation scores after the logits processors (repetition penalty included), as the released code does.
-CONFIDENCE_SOURCES = ("logits", "scores")
+#: What a difference's confidence is, named after what it returns: ``softmax-logits`` = softmax over the
+#: ADD/EDIT/REMOVE raw logits at the command's step (editlens' default); ``softmax-penalised-scores`` = the
+#: same over the generation scores after the logits processors (repetition penalty included): what the
+#: released code computes, then discards; ``constant-one`` = 1.0 for every difference: what the released
+#: pipeline outputs for normally formatted answers (its indexing drops the computed probabilities).
+CONFIDENCE_SOURCES = ("softmax-logits", "softmax-penalised-scores", "constant-one")
+#: earlier names, still read from presets and options
+CONFIDENCE_ALIASES = {"logits": "softmax-logits", "scores": "softmax-penalised-scores", "release": "constant-one"}
+#: the released pipeline's confidence output
+RELEASE_CONFIDENCE = "constant-one"
+RELEASE_CONFIDENCE_NOTE = "constant-one: the released pipeline's output (1.0 for every difference)"
+
+
+def confidence_name(value: str, where: str = "--dice-confidence") -> str:
+    """A confidence option's canonical name (earlier names accepted)."""
+    name = CONFIDENCE_ALIASES.get(value, value)
+    if name not in CONFIDENCE_SOURCES:
+        raise InputError(f"{where}: confidence must be one of {CONFIDENCE_SOURCES}, got {value!r}")
+    return name
 
 
 @dataclass(frozen=True)
@@ -82,6 +108,7 @@ class Preset:
     longest_edge: int | None = 1456
     quantization: str = "nf4"  # what the release used: "nf4" or "none"
     compute_dtype: str = "float16"  # the release's 4-bit compute dtype (used on GPUs that compute it)
+    unquantised_dtype: str | None = "bfloat16"  # the release's dtype for the parts 4-bit leaves alone
     detector_generation: GenerationPreset = GenerationPreset(500, 1.5, True)
     coherence_generation: GenerationPreset = GenerationPreset(500, 1.0, False)
     image_first: bool = True  # detector message: images before the prompt
@@ -89,9 +116,12 @@ class Preset:
     coherence_crop: bool = True
     coherence_size: int | None = 512
     drawing: str = "released"
-    line_width: int = 3
+    #: coherence images and change text: "release" (matplotlib 640x480 JPEG figures, the release's spacing of
+    #: "COMMAND:  object") or "editlens" (PIL outline on a square array, stripped object; what `dice train` uses)
+    coherence_inputs: str = "release"
+    line_width: int = 3  # editlens rendering only
     prompts: str | None = None  # a prompts module/clone to read (None: editlens' own wording)
-    confidence: str = "logits"  # "logits" (raw) or "scores" (repetition-penalised, as the release); see CONFIDENCE_SOURCES
+    confidence: str = "softmax-logits"  # see CONFIDENCE_SOURCES
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -114,11 +144,13 @@ class Preset:
                 kw[k] = GenerationPreset(**kw[k])
         if str(kw.get("quantization", "nf4")).lower() in ("4bit", "4-bit"):
             kw["quantization"] = "nf4"
+        if "confidence" in kw:
+            kw["confidence"] = confidence_name(str(kw["confidence"]), where)
         p = cls(**kw)
         if p.quantization not in ("nf4", "none"):
             raise InputError(f"{where}: quantization must be nf4 (4-bit, as released) or none, got {p.quantization!r}")
-        if p.confidence not in CONFIDENCE_SOURCES:
-            raise InputError(f"{where}: confidence must be one of {CONFIDENCE_SOURCES}, got {p.confidence!r}")
+        if p.coherence_inputs not in RENDERINGS:
+            raise InputError(f"{where}: coherence_inputs must be one of {RENDERINGS}, got {p.coherence_inputs!r}")
         if p.drawing not in CONVENTIONS:
             raise InputError(f"{where}: drawing must be one of {sorted(CONVENTIONS)}, got {p.drawing!r}")
         return p
@@ -163,105 +195,33 @@ def preset_available(preset: Any, models: dict[str, str]) -> tuple[bool, str | N
 # -- loading --------------------------------------------------------------------------
 
 def resolve_location(ref: str) -> Path:
-    """A local directory, or ``owner/repo[/folder...]`` from the Hugging Face cache/hub."""
-    p = Path(ref).expanduser()
-    if p.is_dir():
-        return p
-    parts = ref.strip("/").split("/")
-    if len(parts) < 2 or ref.startswith((".", "/", "~")):
-        raise ModelUnavailableError(f"model {ref!r}: no such directory")
-    repo, sub = "/".join(parts[:2]), "/".join(parts[2:])
-    try:
-        from huggingface_hub import snapshot_download
+    """A local directory, or ``owner/repo[/folder...]`` from the Hugging Face cache/hub (:func:`editlens.models.vlm.locate`)."""
+    from editlens.models.vlm import locate
 
-        from editlens.models.resolve import _offline
-
-        root = snapshot_download(repo, allow_patterns=[f"{sub}/*"] if sub else None, local_files_only=_offline())
-    except Exception as exc:
-        raise ModelUnavailableError(
-            f"model {ref!r}: hub repository {repo} could not be fetched or found in the cache "
-            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}). Download it on a machine "
-            f"with internet (`hf download {repo}`) or pass a local directory.") from None
-    out = Path(root) / sub
-    if not out.is_dir():
-        raise ModelUnavailableError(f"model {ref!r}: {repo} has no folder {sub!r}")
-    return out
+    return locate(ref)
 
 
 def load_base(ref: str, device: str, quantization: str, notes: list[str], trainable: bool = False,
-              option: str = "--dice-quantization", dtype: str = "auto", compute_dtype: str | None = "float16") -> Any:
-    """The base VLM, its language model in 4-bit NF4 (vision tower, connector
-    and LM head left unquantised) or unquantised, in the dtype of the
-    precision policy (:mod:`editlens.models.precision`).
+              option: str = "--dice-quantization", dtype: str = "auto", compute_dtype: str | None = "float16",
+              unquantised_dtype: str | None = None) -> Any:
+    """The base VLM by the one loader (:func:`editlens.models.vlm.load_base`):
+    ``auto`` (4-bit where it pays: CUDA with bitsandbytes; elsewhere
+    unquantised, with a note), ``nf4`` (4-bit on any device bitsandbytes
+    supports) or ``none``; in 4-bit the recipe's ``compute_dtype`` (the
+    release's fp16) and ``unquantised_dtype`` for the vision tower, connector,
+    embeddings, norms and LM head (the release's bf16) on a GPU that computes them."""
+    from editlens.models.vlm import load_base as load_vlm_base
 
-    ``quantization``: ``auto`` (4-bit where it pays: CUDA with bitsandbytes;
-    elsewhere unquantised, with a note), ``nf4`` (4-bit on any device
-    bitsandbytes supports, CPU included; ``4bit`` is the same) or ``none``.
-    ``compute_dtype``: the recipe's own 4-bit compute dtype (the release's
-    fp16), used under ``dtype=auto`` on a GPU that computes it. A model to be
-    trained keeps float32 weights (the training loop runs autocast)."""
-    from transformers import AutoModelForImageTextToText
-
-    from editlens.models.precision import decide
-    from editlens.models.quant import nf4_config, normalise_choice, prepare_4bit, use_4bit
-
-    path = resolve_location(ref)
-    choice = normalise_choice(quantization, option)
-    q4, why = use_4bit(choice, device, option)
-    prec = decide(dtype, device, "training" if trainable else ("quantized" if q4 else "inference"),
-                  preferred=compute_dtype if q4 and not trainable else None)
-    # frozen weights (and the parts 4-bit leaves unquantised) as the policy loads them: the compute dtype,
-    # float32 for training on a CPU (the training loop's autocast does the rest)
-    weights = decide(prec.weights_dtype, device).torch_dtype
-    kwargs: dict[str, Any] = {"dtype": weights}
-    if q4:
-        kwargs["quantization_config"] = nf4_config(weights, skip_modules=["vision_model", "connector", "lm_head"])
-        kwargs["device_map"] = {"": device}
-    elif choice == "auto" and why:
-        notes.append(f"{ref}: language model in {prec.weights_dtype} instead of 4-bit NF4 ({why})")
-    try:
-        model, info = AutoModelForImageTextToText.from_pretrained(str(path), local_files_only=True,
-                                                                  output_loading_info=True, **kwargs)
-    except (OSError, ValueError) as exc:
-        raise ModelUnavailableError(f"model {ref!r} ({path}): cannot load ({type(exc).__name__}: "
-                                    f"{str(exc).splitlines()[0]})") from None
-    missing = sorted(info.get("missing_keys") or [])
-    if missing:  # transformers would fill them with random values: never run like that
-        raise ModelUnavailableError(f"model {ref!r} ({path}): {len(missing)} weight(s) missing from the checkpoint "
-                                    f"(e.g. {missing[:3]}); refusing to run with randomly initialised parts")
-    if info.get("unexpected_keys"):
-        notes.append(f"{ref}: {len(info['unexpected_keys'])} unexpected checkpoint key(s) ignored "
-                     f"(e.g. {sorted(info['unexpected_keys'])[:3]})")
-    if q4:
-        prepare_4bit(model, device, option, trainable=trainable)
-    if "device_map" not in kwargs:
-        model = model.to(device)
-    model.editlens_precision = prec.to_dict()  # what the policy decided, for describe()
-    return model
+    return load_vlm_base(ref, device, quantization, dtype=dtype, compute_dtype=compute_dtype,
+                         unquantised_dtype=unquantised_dtype, trainable=trainable, option=option, notes=notes,
+                         what="model")
 
 
 def attach_adapter(model: Any, ref: str, trainable: bool = False) -> Any:
-    """Wrap ``model`` with the LoRA adapter at ``ref``; every adapter weight
-    must land on a module (missing or unexpected keys are an error, never a
-    silently random adapter)."""
-    from peft import PeftConfig, get_peft_model
-    from peft.utils import load_peft_weights, set_peft_model_state_dict
+    """Wrap ``model`` with the LoRA adapter at ``ref``, strictly (:func:`editlens.models.vlm.attach_adapter`)."""
+    from editlens.models.vlm import attach_adapter as attach
 
-    path = resolve_location(ref)
-    if not (path / "adapter_config.json").is_file():
-        raise ModelUnavailableError(f"adapter {ref!r} ({path}): no adapter_config.json (not a peft adapter folder)")
-    config = PeftConfig.from_pretrained(str(path))
-    config.inference_mode = not trainable
-    peft_model = get_peft_model(model, config)
-    weights = load_peft_weights(str(path), device="cpu")
-    result = set_peft_model_state_dict(peft_model, weights)
-    missing = [k for k in result.missing_keys if "lora_" in k]
-    unexpected = list(result.unexpected_keys)
-    if missing or unexpected:
-        raise ModelUnavailableError(
-            f"adapter {ref!r} ({path}) does not fit the base model: {len(missing)} LoRA weight(s) missing "
-            f"(e.g. {missing[:3]}), {len(unexpected)} unexpected (e.g. {unexpected[:3]})")
-    return peft_model
+    return attach(model, ref, trainable)
 
 
 def load_processor(spec: ModelSpec, longest_edge: int | None) -> Any:
@@ -289,11 +249,11 @@ class RawGeneration:
 
 def generate_raw(model: Any, processor: Any, conversation: list[dict[str, Any]], images: Sequence[np.ndarray],
                  gen: GenerationPreset, candidates: Sequence[str], device: str,
-                 confidence: str = "logits") -> RawGeneration:
+                 confidence: str = "softmax-logits") -> RawGeneration:
     """Greedy generation of one answer, with each step's token, its start in
     the decoded text, and the candidates' first-token values at each step:
-    the raw logits (``confidence="logits"``) or the scores after the logits
-    processors, repetition penalty included (``"scores"``, the release's)."""
+    the raw logits (``confidence="softmax-logits"``) or the scores after the
+    logits processors, repetition penalty included (otherwise, the release's)."""
     import torch
     from PIL import Image
 
@@ -307,10 +267,11 @@ def generate_raw(model: Any, processor: Any, conversation: list[dict[str, Any]],
         inputs["pixel_values"] = inputs["pixel_values"].to(dtype)
     variants = candidate_variants(tokenizer, candidates)
     cand_ids = sorted({i for v in variants for i in v.values()})
+    raw_logits = CONFIDENCE_ALIASES.get(confidence, confidence) == "softmax-logits"
     with torch.inference_mode():
         out = model.generate(**inputs, max_new_tokens=gen.max_new_tokens, do_sample=False,
                              repetition_penalty=gen.repetition_penalty, return_dict_in_generate=True,
-                             output_logits=confidence == "logits", output_scores=confidence == "scores",
+                             output_logits=raw_logits, output_scores=not raw_logits,
                              pad_token_id=tokenizer.pad_token_id,
                              temperature=None, top_p=None, top_k=None)
     new = out.sequences[0, inputs["input_ids"].shape[1]:].tolist()
@@ -319,7 +280,7 @@ def generate_raw(model: Any, processor: Any, conversation: list[dict[str, Any]],
     end = next((j for j, t in enumerate(new) if t in eos), len(new))
     ids = new[:end]
     offsets = [len(tokenizer.decode(ids[:j], skip_special_tokens=True)) for j in range(len(ids))]
-    steps = out.logits if confidence == "logits" else out.scores
+    steps = out.logits if raw_logits else out.scores
     logits = [{c: float(steps[j][0, c]) for c in cand_ids} for j in range(len(ids))]
     return RawGeneration(tokenizer.decode(ids, skip_special_tokens=True), ids, offsets, logits, variants,
                          "stop" if end < len(new) else "length")
@@ -329,16 +290,21 @@ class ReleasedModel:
     """One released-style model (detector or coherence estimator) and its processor."""
 
     def __init__(self, spec: ModelSpec, device: str = "auto", quantization: str = "auto",
-                 longest_edge: int | None = None, dtype: str = "auto", compute_dtype: str | None = "float16") -> None:
+                 longest_edge: int | None = None, dtype: str = "auto", compute_dtype: str | None = "float16",
+                 unquantised_dtype: str | None = None) -> None:
         from editlens.models.precision import resolve_device
 
         self.spec = spec
         self.device = resolve_device(device)
         self.notes: list[str] = []
-        model = load_base(spec.base, self.device, quantization, self.notes, dtype=dtype, compute_dtype=compute_dtype)
+        model = load_base(spec.base, self.device, quantization, self.notes, dtype=dtype, compute_dtype=compute_dtype,
+                          unquantised_dtype=unquantised_dtype)
         if spec.adapter:
             model = attach_adapter(model, spec.adapter)
         self.model = model.eval()
+        from editlens.backends.local import contiguous_lm_head
+
+        contiguous_lm_head(self.model)  # as the local backend (and so an editlens serve of it) runs it
         self.processor = load_processor(spec, longest_edge)
         self.tokenizer = self.processor.tokenizer
         from editlens.models.quant import count_4bit_layers
@@ -366,11 +332,19 @@ def detector_conversation(prompts: PromptSet, image_first: bool = True) -> list[
     return [{"role": "user", "content": img + txt if image_first else txt + img}]
 
 
-def coherence_conversation(prompts: PromptSet, instruction: str, command: str, obj: str | None) -> list[dict[str, Any]]:
-    """A system turn, then one user turn: [prompt with instruction and "COMMAND: object", original, edited]."""
-    text = prompts.coherence_text(instruction, f"{command}: {obj or 'an object'}")
+def coherence_conversation(prompts: PromptSet, instruction: str, command: str, obj: str | None,
+                           change: str | None = None) -> list[dict[str, Any]]:
+    """A system turn, then one user turn: [prompt with instruction and "COMMAND: object", original, edited].
+    ``change``: the change text as written (e.g. the release's, from the raw answer); default
+    ``"COMMAND: object"``."""
+    text = prompts.coherence_text(instruction, change if change is not None else f"{command}: {obj or 'an object'}")
     return [{"role": "system", "content": [{"type": "text", "text": prompts.coherence_system}]},
             {"role": "user", "content": [{"type": "text", "text": text}, {"type": "image"}, {"type": "image"}]}]
+
+
+#: a per-sample difference: the release's box mapping on non-square images is a bug editlens does not reproduce
+NON_SQUARE_NOTE = ("non-square image: boxes mapped exactly into the centre crop (the released code de-normalises them "
+                   "with the crop's size without shifting, which misplaces them)")
 
 
 # -- the pipeline ---------------------------------------------------------------------
@@ -395,9 +369,9 @@ class ReleasedDice:
         # auto: as the preset (4-bit where it pays); nf4 and none are forced
         self.quantization = ("auto" if preset.quantization == "nf4" else "none") if choice == "auto" else choice
         self.detector = ReleasedModel(preset.detector, device, self.quantization, preset.longest_edge, dtype,
-                                      preset.compute_dtype)
+                                      preset.compute_dtype, preset.unquantised_dtype)
         self.coherence = (ReleasedModel(preset.coherence, device, self.quantization, preset.longest_edge, dtype,
-                                        preset.compute_dtype) if preset.coherence else None)
+                                        preset.compute_dtype, preset.unquantised_dtype) if preset.coherence else None)
 
     def _engine_stages(self, preset: Preset, prompts: PromptSet | None, engine: str,
                        served: dict[str, str | None]) -> None:
@@ -437,6 +411,9 @@ class ReleasedDice:
             return DiceResult([], detector="released", raw=g.text, unparsable=True,
                               problem=ans.problem + (f" ({cut_note})" if cut else ""), truncated=cut)
         assign_command_confidence(ans.differences, g.offsets, g.step_ids, g.step_logits, g.variants)
+        if self.preset.confidence == RELEASE_CONFIDENCE:
+            for d in ans.differences:
+                d.confidence, d.confidence_source = 1.0, RELEASE_CONFIDENCE_NOTE
         if crop is not None:
             for d in ans.differences:
                 d.box = crop.from_crop(d.box)
@@ -454,14 +431,18 @@ class ReleasedDice:
         verdicts = []
         for d in res.differences:
             h, w = sample.edited.shape[:2]
-            if self.preset.coherence_crop and CentreCrop(w, h).to_crop(d.box) is None:
+            release_inputs = self.preset.coherence_inputs == "release"
+            if (self.preset.coherence_crop or release_inputs) and CentreCrop(w, h).to_crop(d.box) is None:
                 verdicts.append(Verdict(None, problem="the box lies outside the centre crop the coherence "
                                                       "estimator sees; not judged"))
                 continue
+            if h != w and NON_SQUARE_NOTE not in res.differences_from_release:
+                res.differences_from_release.append(NON_SQUARE_NOTE)
             src, edt = coherence_images(sample.source, sample.edited, d, self.preset.drawing,
                                         self.preset.coherence_crop, self.preset.coherence_size,
-                                        self.preset.line_width)
-            conv = coherence_conversation(self.prompts, sample.instruction, d.command, d.object)
+                                        self.preset.line_width, self.preset.coherence_inputs)
+            conv = coherence_conversation(self.prompts, sample.instruction, d.command, d.object,
+                                          release_change_text(res.raw, d) if release_inputs else None)
             try:
                 g = self.coherence.generate(conv, [src, edt], self.preset.coherence_generation, ("YES", "NO"),
                                             self.preset.confidence)
@@ -481,6 +462,8 @@ class ReleasedDice:
         res.verdicts = verdicts
 
     def run(self, batch: Sequence[LoadedEdit]) -> list[DiceResult]:
+        if getattr(self, "_run_notes", None) is None:
+            self._run_notes = list(self.describe()["differences_from_release"])
         out = []
         for s in batch:
             res = self.detect(s)
@@ -488,6 +471,9 @@ class ReleasedDice:
                 self.judge(s, res)
             elif self.coherence is not None:
                 res.verdicts = []
+            # each result names every difference: the run's and its own (e.g. boxes on a non-square image)
+            res.differences_from_release = self._run_notes + res.differences_from_release
+            res.identical_to_release = not res.differences_from_release
             out.append(res)
         return out
 
@@ -498,12 +484,20 @@ class ReleasedDice:
             notes.append("prompts: editlens' own wording, not the released prompts (pass --dice-prompts CLONE)")
         if self.preset.drawing != "released":
             notes.append(f"boxes drawn with the {self.preset.drawing!r} convention (the released code uses 'released')")
-        if self.preset.coherence_crop:
-            notes.append("boxes mapped exactly into the centre crop (the released code does not shift them)")
-        if self.preset.confidence != "scores":
-            notes.append("confidence from the raw logits at the command's step (the release reads the generation "
-                         "scores after the repetition penalty: preset confidence \"scores\")")
-        return {"preset": self.preset.to_dict(), "prompts": self.prompts.describe(),
+        if self.coherence is not None:
+            if self.preset.coherence_inputs != "release":
+                notes.append("coherence images drawn by editlens (PIL outline on a square array) and the change text "
+                             "stripped, not the release's matplotlib 640x480 JPEG figures and spacing "
+                             "(coherence_inputs \"release\")")
+        if self.preset.confidence != RELEASE_CONFIDENCE:
+            notes.append(f"confidence {self.preset.confidence}: the released pipeline outputs 1.0 for every "
+                         f"difference (--dice-confidence {RELEASE_CONFIDENCE})")
+        rendering = None
+        if self.coherence is not None and self.preset.coherence_inputs == "release":
+            from editlens.dice.release_rendering import describe as describe_rendering
+
+            rendering = describe_rendering()
+        return {"preset": self.preset.to_dict(), "prompts": self.prompts.describe(), "coherence_rendering": rendering,
                 "detector": self.detector.describe(),
                 "coherence": self.coherence.describe() if self.coherence else None,
                 "identical_to_release": not notes, "differences_from_release": notes}
@@ -528,10 +522,11 @@ class ReleasedDice:
             prec = m.describe()["precision"]
             if self.preset.quantization != "nf4":
                 out.append(f"{m.spec}: language model in 4-bit NF4 (forced), the preset's models are unquantised")
-            elif prec["compute_dtype"] != "float16" or prec["unquantised_dtype"] != "bfloat16":
-                out.append(f"{m.spec}: 4-bit NF4 computing in {prec['compute_dtype']}, vision tower and connector in "
-                           f"{prec['unquantised_dtype']}, instead of the release's float16 and bfloat16 (chosen for "
-                           "this device)")
+            elif (prec["compute_dtype"] != self.preset.compute_dtype
+                  or prec["unquantised_dtype"] != (self.preset.unquantised_dtype or self.preset.compute_dtype)):
+                out.append(f"{m.spec}: 4-bit NF4 computing in {prec['compute_dtype']}, vision tower, connector, "
+                           f"embeddings and LM head in {prec['unquantised_dtype']}, instead of the release's "
+                           f"{self.preset.compute_dtype} and {self.preset.unquantised_dtype} (chosen for this device)")
         return out
 
 
@@ -556,7 +551,8 @@ def trained_generation(spec: ModelSpec | None, role: str) -> GenerationPreset | 
 def build_released(preset: str | None = None, detector: str | None = None, coherence: str | None = None,
                    prompts: str | None = None, drawing: str | None = None, device: str = "auto",
                    quantization: str = "auto", dtype: str = "auto", confidence: str | None = None,
-                   engine: str | None = None, served: dict[str, str | None] | None = None) -> ReleasedDice:
+                   engine: str | None = None, served: dict[str, str | None] | None = None,
+                   coherence_inputs: str | None = None) -> ReleasedDice:
     """The CLI's entry: a preset (name or file) with the given parts replaced."""
     from editlens.dice.prompt_sets import load_official_prompts
 
@@ -570,13 +566,17 @@ def build_released(preset: str | None = None, detector: str | None = None, coher
             raise InputError(f"--dice-drawing must be one of {sorted(CONVENTIONS)}, got {drawing!r}")
         p = replace(p, drawing=drawing)
     if confidence:
-        if confidence not in CONFIDENCE_SOURCES:
-            raise InputError(f"--dice-confidence must be one of {CONFIDENCE_SOURCES}, got {confidence!r}")
-        p = replace(p, confidence=confidence)
+        p = replace(p, confidence=confidence_name(confidence))
     for role in ("detector", "coherence"):
         gen = trained_generation(getattr(p, role), role)
         if gen is not None:
             p = replace(p, **{f"{role}_generation": gen})
+            if role == "coherence":  # `dice train` renders coherence inputs the editlens way: run it as it learned
+                p = replace(p, coherence_inputs="editlens")
+    if coherence_inputs:
+        if coherence_inputs not in RENDERINGS:
+            raise InputError(f"--dice-coherence-inputs must be one of {RENDERINGS}, got {coherence_inputs!r}")
+        p = replace(p, coherence_inputs=coherence_inputs)
     prompts = prompts or p.prompts
     return ReleasedDice(p, load_official_prompts(prompts) if prompts else None, device, quantization, dtype,
                         engine, served)
@@ -586,7 +586,8 @@ def build_released(preset: str | None = None, detector: str | None = None, coher
 #: (``engine``: an inference engine's URL serving both stages; ``engine_detector``/``engine_coherence``:
 #: their served names, default ``dice-detector``/``dice-coherence``, ``none`` for no coherence stage)
 RELEASED_OPTIONS = ("dice_preset", "dice_detector", "dice_coherence", "dice_prompts", "dice_drawing",
-                    "dice_quantization", "dice_confidence", "engine", "engine_detector", "engine_coherence")
+                    "dice_quantization", "dice_confidence", "engine", "engine_detector", "engine_coherence",
+                    "dice_coherence_inputs")
 
 
 def released_from_options(options: dict[str, Any]) -> ReleasedDice:
@@ -596,7 +597,8 @@ def released_from_options(options: dict[str, Any]) -> ReleasedDice:
                           options.get("dice_prompts"), options.get("dice_drawing"), options.get("device", "auto"),
                           options.get("dice_quantization") or "auto", options.get("dtype", "auto"),
                           options.get("dice_confidence"), options.get("engine"),
-                          {"detector": options.get("engine_detector"), "coherence": options.get("engine_coherence")})
+                          {"detector": options.get("engine_detector"), "coherence": options.get("engine_coherence")},
+                          options.get("dice_coherence_inputs"))
 
 
 def load_dice(ref: Any, precision: Any, quantization: str, models: dict[str, str], **recipe: Any) -> ReleasedDice:

@@ -60,10 +60,11 @@ class EngineModel:
                  candidates: Sequence[str], confidence: str = "logits") -> Any:
         from editlens.dice.released import RawGeneration
 
-        if confidence != "logits":
+        # constant-one (the release's output) needs no probability; softmax-logits reads the engine's logprobs
+        if confidence not in ("logits", "softmax-logits", "constant-one"):
             raise InputError("DICE on an engine reads confidences from the engine's log-probabilities, which come "
-                             "before the repetition penalty: use the 'logits' confidence source (--dice-confidence "
-                             "logits), or run DICE in-process for the release's penalised scores")
+                             "before the repetition penalty: use --dice-confidence softmax-logits (or constant-one, "
+                             "the release's output), or run DICE in-process for the penalised scores")
         messages, pending = [], list(images)
         for turn in conversation:
             parts: list[Any] = []

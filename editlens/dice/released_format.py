@@ -299,18 +299,37 @@ def box_to_pixels(box: Sequence[float], width: int, height: int) -> tuple[int, i
             min(width - 1, round(x1 * width)), min(height - 1, round(y1 * height)))
 
 
-def coherence_images(source: np.ndarray, edited: np.ndarray, diff: Difference, convention: str = "released",
-                     crop: bool = True, size: int | None = 512, line: int = 3) -> tuple[np.ndarray, np.ndarray]:
-    """The two images the coherence estimator sees for one difference: both
-    centre-cropped to a square (``crop``), resized to ``size``, the box drawn
-    ``line`` px wide without fill on the image ``convention`` names.
+#: how the coherence images are made: ``release`` = the released pipeline's matplotlib figure saved as JPEG
+#: (:mod:`editlens.dice.release_rendering`); ``editlens`` = a PIL outline on the square array (what
+#: ``editlens dice train`` trains on)
+RENDERINGS = ("release", "editlens")
 
-    The box is mapped into the crop exactly (the released code draws the full-image
-    fractions onto the crop, which shifts boxes on non-square images)."""
+
+def coherence_images(source: np.ndarray, edited: np.ndarray, diff: Difference, convention: str = "released",
+                     crop: bool = True, size: int | None = 512, line: int = 3,
+                     rendering: str = "editlens") -> tuple[np.ndarray, np.ndarray]:
+    """The two images the coherence estimator sees for one difference.
+
+    ``rendering="editlens"``: both centre-cropped to a square (``crop``),
+    resized to ``size``, the box drawn ``line`` px wide without fill on the
+    image ``convention`` names. ``rendering="release"``: as the released
+    pipeline (640x480 JPEG figures, see :mod:`editlens.dice.release_rendering`;
+    ``crop``, ``size`` and ``line`` do not apply there).
+
+    Either way the box is mapped into the crop exactly (the released code draws
+    the full-image fractions onto the crop, which shifts boxes on non-square images)."""
     if convention not in CONVENTIONS:
         raise ValueError(f"drawing convention must be one of {sorted(CONVENTIONS)}, got {convention!r}")
     if diff.command not in COLOURS:
         raise ValueError(f"cannot draw command {diff.command!r}; the released models know {sorted(COLOURS)}")
+    if rendering not in RENDERINGS:
+        raise ValueError(f"coherence rendering must be one of {RENDERINGS}, got {rendering!r}")
+    if rendering == "release":
+        from editlens.dice.release_rendering import release_coherence_images
+
+        h, w = edited.shape[:2]
+        return release_coherence_images(source, edited, diff.command, CentreCrop(w, h).to_crop(diff.box),
+                                        CONVENTIONS[convention][diff.command])
     images = {"source": source, "edited": edited}
     box: Sequence[float] | None = diff.box
     if crop:
@@ -326,3 +345,18 @@ def coherence_images(source: np.ndarray, edited: np.ndarray, diff: Difference, c
         ImageDraw.Draw(target).rectangle(box_to_pixels(box, *target.size), outline=COLOURS[diff.command],
                                          width=line)
     return np.asarray(pil["source"]), np.asarray(pil["edited"])
+
+
+def release_change_text(raw: str | None, diff: Difference) -> str:
+    """The coherence prompt's change text as the released pipeline writes it:
+    ``"COMMAND: "`` then the item's text between its first ``:`` and the next
+    ``,`` unstripped, so ``ADD: cat, (...)`` gives ``"ADD:  cat"`` (two spaces).
+    Falls back to ``"COMMAND: object"`` when the item cannot be found in ``raw``."""
+    if raw is None or diff.char_offset is None or not raw[diff.char_offset:].upper().startswith(diff.command):
+        return f"{diff.command}: {diff.object or 'an object'}"
+    rest = raw[diff.char_offset + len(diff.command):]
+    colon = rest.find(":")
+    if colon < 0:
+        return f"{diff.command}: {diff.object or 'an object'}"
+    m = re.match(r"[^,:\"'\n]*", rest[colon + 1:])
+    return f"{diff.command}: {m.group(0) if m else ''}"

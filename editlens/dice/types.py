@@ -72,6 +72,11 @@ class DiceResult:
     rejected: list[str] = field(default_factory=list)
     #: where the confidences were read (released-style models: "logits" or "scores")
     confidence_from: str | None = None
+    #: how this sample's run differed from the released pipeline beyond the run-wide differences (e.g. boxes on
+    #: a non-square image, which the release misplaces and editlens maps exactly)
+    differences_from_release: list[str] = field(default_factory=list)
+    #: released-style models: whether this sample ran as the release runs it (``None``: not a released model)
+    identical_to_release: bool | None = None
 
     @property
     def no_change(self) -> bool:
@@ -102,6 +107,10 @@ class DiceResult:
             out["rejected"] = list(self.rejected)
         if self.confidence_from:
             out["confidence_from"] = self.confidence_from
+        if self.identical_to_release is not None:
+            out["identical_to_release"] = self.identical_to_release
+        if self.differences_from_release:
+            out["differences_from_release"] = list(self.differences_from_release)
         if self.raw is not None:
             out["raw"] = self.raw
         if self.problem:

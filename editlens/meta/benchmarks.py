@@ -268,3 +268,26 @@ def load_pairwise_human(path: str | Path) -> list[dict[str, Any]]:
         if keep_once(seen, pair["id"], (pair["a"], pair["b"], label), f"{path}:{n}", "pair id"):
             out.append(pair)
     return out
+
+
+#: the four GenAI-Bench votes (and spellings of them) for readers that keep tie and both-bad apart
+_VOTE4 = {"leftvote": "leftvote", "a": "leftvote", "left": "leftvote", "rightvote": "rightvote", "b": "rightvote",
+          "right": "rightvote", "tievote": "tievote", "tie": "tievote", "bothbad_vote": "bothbad_vote",
+          "both_bad": "bothbad_vote", "bothbad": "bothbad_vote"}
+
+
+def load_pairwise_votes(path: str | Path) -> list[dict[str, Any]]:
+    """Pairs ``{"id", "a", "b", "human_vote"}`` with the four GenAI-Bench
+    votes kept apart (``tievote`` and ``bothbad_vote`` are different labels
+    here, unlike :func:`load_pairwise_human`)."""
+    out = []
+    for n, row in enumerate(_read_jsonl(path), 1):
+        if "a" not in row or "b" not in row:
+            raise InputError(f"{path}:{n}: needs 'a' and 'b' (the ids of the two edits)")
+        raw = row.get("human_vote", row.get("preference"))
+        key = str(raw).strip().lower() if raw is not None else None
+        if key not in _VOTE4:
+            raise InputError(f"{path}:{n}: needs 'human_vote' or 'preference', one of leftvote, rightvote, tievote, "
+                             f"bothbad_vote (A, B, tie, both_bad); got {raw!r}")
+        out.append({"id": str(row.get("id", n)), "a": str(row["a"]), "b": str(row["b"]), "human_vote": _VOTE4[key]})
+    return out

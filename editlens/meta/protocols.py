@@ -173,6 +173,59 @@ def genai_bench_accuracy(items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "accuracy_by_vote": {k: sum(v) / len(v) for k, v in sorted(by_vote.items())}}
 
 
+# ---------------------------------------------------------------- ADIEE's rules on two scores
+
+#: the four GenAI-Bench outcomes, as its human votes name them
+GENAI_VOTES = ("leftvote", "rightvote", "tievote", "bothbad_vote")
+#: which rule turned two scores into a verdict (recorded beside every pairwise figure)
+PAIRWISE_RULES = {
+    "adiee-genai-4way": "ADIEE's GenAI-Bench rule: type = round(score/5); the higher type wins; equal types are a tie "
+                        "only when both scores are >= 9, otherwise both bad; accuracy = exact 4-way match over all pairs",
+    "adiee-3way": "ADIEE's AURORA rule: type = round(score/5); the higher type wins; equal types tie; "
+                  "tie and both-bad human votes are one label",
+}
+
+
+def adiee_genai_vote(score_a: float, score_b: float, high: float = 9.0) -> str:
+    """ADIEE's GenAI-Bench verdict from two 0-10 scores: the higher
+    ``round(score/5)`` type wins; equal types are ``tievote`` only when both
+    scores are at least ``high`` (9), otherwise ``bothbad_vote``.
+
+    >>> adiee_genai_vote(9.0, 3.0), adiee_genai_vote(9.5, 9.1), adiee_genai_vote(6.0, 7.0), adiee_genai_vote(8.0, 9.0)
+    ('leftvote', 'tievote', 'bothbad_vote', 'bothbad_vote')
+    """
+    ta, tb = round(score_a / 5.0), round(score_b / 5.0)
+    if ta != tb:
+        return "leftvote" if ta > tb else "rightvote"
+    return "tievote" if score_a >= high and score_b >= high else "bothbad_vote"
+
+
+def adiee_genai_bench_accuracy(items: Sequence[Mapping[str, Any]], high: float = 9.0) -> dict[str, Any]:
+    """ADIEE's GenAI-Bench pairwise accuracy (rule ``adiee-genai-4way``):
+    each item ``{"human_vote", "score_a", "score_b"}``; the verdict of
+    :func:`adiee_genai_vote` must equal the human vote exactly; over **all**
+    items (a pair missing a score counts as wrong and is counted in
+    ``unscored``, as the release always has a number)."""
+    correct = unscored = 0
+    by_vote: dict[str, list[int]] = {}
+    for n, item in enumerate(items):
+        vote = item.get("human_vote")
+        if vote not in GENAI_VOTES:
+            raise ValueError(f"item {item.get('id', n)!r}: human_vote {vote!r} is not one of {GENAI_VOTES}")
+        a, b = item.get("score_a"), item.get("score_b")
+        ok = False
+        if a is None or b is None or not (math.isfinite(float(a)) and math.isfinite(float(b))):
+            unscored += 1
+        else:
+            ok = adiee_genai_vote(float(a), float(b), high) == vote
+        correct += ok
+        by_vote.setdefault(str(vote), []).append(int(ok))
+    n = len(items)
+    return {"protocol": "genai-bench", "rule": "adiee-genai-4way", "rule_text": PAIRWISE_RULES["adiee-genai-4way"],
+            "accuracy": correct / n if n else float("nan"), "n": n, "correct": correct, "unscored": unscored,
+            "accuracy_by_vote": {k: sum(v) / len(v) for k, v in sorted(by_vote.items())}}
+
+
 # ---------------------------------------------------------------- pairwise with ties
 
 def accuracy_with_ties(human: Sequence[int], signal: Sequence[float]) -> dict[str, Any]:

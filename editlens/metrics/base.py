@@ -86,12 +86,20 @@ class Metric:
             else:
                 out[i] = Score.skipped(self.name, reason)
         if ready:
-            values = self.compute([batch[i] for i in ready])
+            policy = self.size_policy()
+            values = self.compute([batch[i].at_sizes(policy) for i in ready])
             if len(values) != len(ready):
                 raise RuntimeError(f"{self.name}: compute returned {len(values)} results for {len(ready)} samples")
             for i, value in zip(ready, values):
                 out[i] = value if isinstance(value, Score) else self._as_score(value)
+                if batch[i].edited_native is not None or batch[i].reference_native is not None:
+                    out[i].details.setdefault("size_policy", policy)  # type: ignore[union-attr]
         return [s for s in out if s is not None]
+
+    def size_policy(self) -> str:
+        """``source`` or ``native`` (see :attr:`MetricSpec.size_policy`); an
+        evaluator whose options change it (released-style DICE) overrides this."""
+        return getattr(getattr(self, "spec", None), "size_policy", "source")
 
     def _as_score(self, value: float) -> Score:
         v = float(value)

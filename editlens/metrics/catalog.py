@@ -127,8 +127,10 @@ BUILTIN: list[MetricSpec] = [
                "token)", {"mode": "order"}, measures="following",
                availability="editlens.twoframe.evaluator:check_available"),
     # ADIEE (editlens.adiee): trained scorers; checkpoints via --model adiee=DIR / adiee_fast=DIR
+    # size_policy native, as released: ADIEE resizes each image to 512x512 on its own, EditReward smart-resizes each
+    # from its own aspect (EditScore's benchmark resizes the edit to the source: the default "source")
     MetricSpec("adiee", "editlens.adiee.evaluator:AdieeEvaluator", _JUDGED, True, (0.0, 10.0), "adiee",
-               "ADIEE scorer: VLM with a [SCORE] token decoded by an MLP, 0-10 (cached)"),
+               "ADIEE scorer: VLM with a [SCORE] token decoded by an MLP, 0-10 (cached)", size_policy="native"),
     # learned edit reward models (editlens.rewardmodels): released checkpoints via presets or --model ROLE=DIR
     MetricSpec("editscore", "editlens.rewardmodels.editscore:EditScoreEvaluator", _JUDGED, True, (0.0, 10.0),
                "editscore", "EditScore: LoRA reward model on Qwen-VL; overall 0-10 = sqrt(min(SC) x min(PQ)), "
@@ -139,7 +141,7 @@ BUILTIN: list[MetricSpec] = [
                "editreward", "EditReward: reward head on Qwen2.5-VL/MiMo-VL/Qwen3-VL; value = reward (unbounded, "
                "relative), details = log-uncertainty and a plain reading",
                availability="editlens.rewardmodels.editreward:check_available",
-               preference="editlens.rewardmodels.editreward:prefer_scores"),
+               preference="editlens.rewardmodels.editreward:prefer_scores", size_policy="native"),
     MetricSpec("adiee_fast", "editlens.adiee.evaluator:AdieeFastEvaluator", _JUDGED, True, (0.0, 10.0),
                "adiee_fast", "fast ADIEE scorer: MLP on frozen CLIP/DINOv2 features, 0-10"),
 ]

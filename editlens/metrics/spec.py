@@ -183,6 +183,11 @@ class MetricSpec:
             ``("both", "forward", "reverse")`` (``both``: asked A-then-B and
             B-then-A, see :mod:`editlens.judges.pairwise`); empty for
             evaluators that score one edit at a time.
+        size_policy: how the evaluator sees an edited (or reference) image
+            whose size differs from the source's: ``"source"`` (resized to the
+            source, as loaded; EditScore's benchmark does this) or ``"native"``
+            (each image at its own size, as the DICE, ADIEE and EditReward
+            releases feed them). Recorded in each such result's details.
     """
 
     name: str
@@ -204,6 +209,7 @@ class MetricSpec:
     boxes: BoxLayer | None = field(default=None, kw_only=True)
     unchanged_at: float | None = field(default=None, kw_only=True)
     orders: tuple[str, ...] = field(default=(), kw_only=True)
+    size_policy: str = field(default="source", kw_only=True)
     sub_scores: tuple[str, ...] = field(default=(), kw_only=True)
     preference: str | None = field(default=None, kw_only=True)
 
@@ -224,6 +230,8 @@ class MetricSpec:
             raise ValueError(f"metric {self.name!r}: measures must be one of {tuple(MEASURES)}, got {self.measures!r}")
         if self.boxes is not None and not isinstance(self.boxes, BoxLayer):
             raise ValueError(f"metric {self.name!r}: boxes must be a BoxLayer, got {type(self.boxes).__name__}")
+        if self.size_policy not in ("source", "native"):
+            raise ValueError(f"metric {self.name!r}: size_policy must be source or native, got {self.size_policy!r}")
 
     def load_class(self) -> type[Metric]:
         if not isinstance(self.target, str):
@@ -272,4 +280,5 @@ class MetricSpec:
             "boxes": self.boxes.to_dict() if self.boxes else None,
             "unchanged_at": self.unchanged_at,
             **({"orders": list(self.orders)} if self.orders else {}),
+            **({"size_policy": self.size_policy} if self.size_policy != "source" else {}),
         }

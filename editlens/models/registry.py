@@ -34,7 +34,7 @@ from editlens.errors import InputError, ModelUnavailableError
 #: Fields a preset file may hold (anything else is a typo, refused with the file's name).
 PRESET_FIELDS = {"name", "kind", "role", "ref", "description", "source", "recipe",
                  # vlm-family presets
-                 "model_type", "model_class", "processor", "boxes", "vision_tower", "aliases"}
+                 "model_type", "model_class", "processor", "boxes", "vision_tower", "aliases", "quantize_skip"}
 
 
 @dataclass(frozen=True)
@@ -229,6 +229,8 @@ class Family:
     # (so repeated images in a batch are encoded once); None where the tower mixes rows
     vision_tower: str | None = None
     processor: str | None = None  # "module:function" building a torchvision-free processor from a folder
+    #: module names left unquantised when the language model loads in 4-bit (vision tower, connector, LM head)
+    quantize_skip: tuple[str, ...] = ("lm_head",)
 
     @property
     def fallback_processor(self) -> Callable[[str], Any] | None:
@@ -245,7 +247,10 @@ def _family_of(p: ModelPreset) -> Family:
     boxes = e.get("boxes", "fraction")
     if boxes not in BOX_CONVENTIONS:
         raise InputError(f"{p.file}: boxes must be one of {BOX_CONVENTIONS}, got {boxes!r}")
-    return Family(e["model_type"], e["model_class"], boxes, e.get("vision_tower"), e.get("processor"))
+    skip = e.get("quantize_skip", ["lm_head"])
+    if not isinstance(skip, list) or not all(isinstance(x, str) and x for x in skip):
+        raise InputError(f"{p.file}: quantize_skip must be a list of module names")
+    return Family(e["model_type"], e["model_class"], boxes, e.get("vision_tower"), e.get("processor"), tuple(skip))
 
 
 def families() -> dict[str, Family]:

@@ -72,10 +72,10 @@ def processor_images_kwargs(images: Sequence[np.ndarray]) -> dict[str, Any]:
 
 def locate(ref: str, what: str) -> Path:
     """A local folder, or a hub repository (``owner/name[/sub]``) in the cache (downloaded where allowed)."""
-    from editlens.dice.released import resolve_location
+    from editlens.models.vlm import locate as locate_model
 
     try:
-        return resolve_location(ref)
+        return locate_model(ref)
     except ModelUnavailableError as exc:
         raise ModelUnavailableError(f"{what}: {exc}") from None
 

@@ -50,6 +50,9 @@ HEADS = ("instruction_following", "visual_quality")  # head_0, head_1
 RELEASE_PIXELS = 256 * 28 * 28
 RELEASE_FACTOR = 28
 POSITIONS = ("release", "1d", "mrope")
+#: families the release runs at its processor's own image bounds (per-item bounds in the chat messages are
+#: dropped by transformers' apply_chat_template, 4.57 as pinned and later)
+PROCESSOR_SIZED = ("qwen3_vl",)
 FAMILIES = ("qwen2_5_vl", "qwen3_vl")
 WEIGHT_FILES = ("model.safetensors", "model.pth")
 #: where the prompts and the reward-token suffix sit inside a clone of the EditReward repository
@@ -404,8 +407,12 @@ class EditRewardEvaluator(Metric):
         templates: ``{"editreward_following": FILE, "editreward_quality": FILE}``.
         positions: ``release`` (1-D for Qwen2.5-VL/MiMo-VL, M-RoPE for
             Qwen3-VL, as released), ``1d`` or ``mrope``.
-        image_pixels: pixels per image (256 x 28^2 as released; the side
-            multiple is the model's patch x merge).
+        image_pixels: pixels per image. Default as released: 256 x 28^2 for
+            Qwen2.5-VL/MiMo-VL; for Qwen3-VL the processor's own bounds from
+            the checkpoint (the release's per-image bounds never reach its
+            processor: transformers' chat template drops them), so each image
+            keeps its own size within them. A number forces that many pixels
+            (the side multiple is the model's patch x merge).
         batch_size, cache, device, dtype.
     """
 
@@ -462,9 +469,12 @@ class EditRewardEvaluator(Metric):
             return self.positions
         return "1d" if family == "qwen2_5_vl" else "mrope"
 
-    def pixels(self, loaded: EditRewardModel) -> tuple[int, int]:
-        """(pixels per image, side multiple)."""
+    def pixels(self, loaded: EditRewardModel) -> tuple[int | None, int]:
+        """(pixels per image, side multiple); ``None`` pixels: the processor's
+        own bounds (Qwen3-VL, as released)."""
         factor = common.vision_factor(loaded.processor)
+        if self.image_pixels is None and loaded.family in PROCESSOR_SIZED:
+            return None, factor
         return (self.image_pixels or 256 * factor * factor), factor
 
     def release(self, loaded: EditRewardModel | None = None) -> dict[str, Any]:
@@ -477,14 +487,16 @@ class EditRewardEvaluator(Metric):
         if pos != released_pos:
             diffs.append(f"positions {pos} (released: {released_pos})")
         pixels, factor = self.pixels(loaded)
-        if pixels != RELEASE_PIXELS or (factor != RELEASE_FACTOR and loaded.family == "qwen2_5_vl"):
+        if loaded.family in PROCESSOR_SIZED:
+            if pixels is not None:
+                diffs.append(f"images of {pixels} pixels, sides multiples of {factor} (released: the processor's own "
+                             "bounds; the release's per-image bounds never reach its processor)")
+        elif pixels != RELEASE_PIXELS or (factor != RELEASE_FACTOR and loaded.family == "qwen2_5_vl"):
             diffs.append(f"images of {pixels} pixels, sides multiples of {factor} (released: {RELEASE_PIXELS}, 28)")
-        notes = []
-        if loaded.family == "qwen3_vl":
-            notes.append("Qwen3-VL image size: unconfirmed whether the release's per-image pixel bounds reach its "
-                         "processor; editlens resizes to 256 x factor^2 pixels")
+        notes: list[str] = []
         return {"prompts_identical": self.prompts.official,
                 "format_identical": not [d for d in diffs if not d.startswith("prompt")],
+                "identical_to_release": not diffs,
                 "positions": pos, "differences": diffs, "notes": notes}
 
     def settings(self) -> dict[str, Any]:
@@ -492,7 +504,8 @@ class EditRewardEvaluator(Metric):
         pixels, factor = self.pixels(loaded)
         return {"checkpoint": loaded.checkpoint.get("weights"), "revision": loaded.checkpoint.get("revision"),
                 "prompts": self.prompts.sha256, "positions": self.effective_positions(loaded.family),
-                "pixels": pixels, "factor": factor, "dtype": loaded.precision.dtype, "device": loaded.device}
+                "pixels": pixels if pixels is not None else f"processor {dict(loaded.processor.image_processor.size)}",
+                "factor": factor, "dtype": loaded.precision.dtype, "device": loaded.device}
 
     def describe(self) -> dict[str, Any]:
         loaded = self._load()
@@ -531,7 +544,9 @@ class EditRewardEvaluator(Metric):
         found.update(new)
         rel = self.release(loaded)
         short = {"checkpoint": common.short_id(loaded.checkpoint), "prompts_identical": rel["prompts_identical"],
-                 "format_identical": rel["format_identical"], "positions": rel["positions"]}
+                 "format_identical": rel["format_identical"], "positions": rel["positions"],
+                 "identical_to_release": rel["identical_to_release"],
+                 "differences_from_release": rel["differences"]}
         out = []
         for k in keys:
             r = found[k]
@@ -624,13 +639,13 @@ class EditRewardEvaluator(Metric):
                         content.append({"type": "text", "text": p})
                     else:
                         content.append({"type": "image"})
-                        imgs.append(common.resize_to_pixels(p, factor, pixels, pixels))
+                        imgs.append(p if pixels is None else common.resize_to_pixels(p, factor, pixels, pixels))
                 texts.append(proc.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
                                                       add_generation_prompt=True))
                 images.append([Image.fromarray(i) for i in imgs])
         flat = [np.asarray(i) for row in images for i in row]
         inputs = proc(text=texts, images=images, padding=True, return_tensors="pt",
-                      **common.processor_images_kwargs(flat))
+                      **(common.processor_images_kwargs(flat) if pixels is not None else {}))
         ids, mask = inputs["input_ids"], inputs["attention_mask"]
         at = ids == loaded.reward_token_id
         counts = at.sum(-1)

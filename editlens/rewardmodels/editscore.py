@@ -69,6 +69,8 @@ PROMPT_NAMES = {"context": "_context_no_delimit_reasoning_first", "sc_rule": "_p
 DELIMITER = "||V^=^V||"
 #: the release's generation settings
 RELEASE_SAMPLING = {"temperature": 0.7, "top_p": 0.9, "top_k": 20, "max_new_tokens": 512, "seed": 42}
+#: how the passes are seeded: one request of ``samples`` draws, or one request per pass seeded 42 + i (the release)
+SEEDINGS = ("batched", "release")
 #: Qwen's default system turn, which the release's hand-built Qwen2.5 prompt carries
 QWEN_SYSTEM = "You are a helpful assistant."
 FAMILIES = ("qwen2_5_vl", "qwen3_vl")
@@ -289,11 +291,12 @@ class EditScoreModel:
 
 
 def split_ref(ref: str, base: str | None) -> tuple[str | None, str]:
-    """``(base, adapter)`` of ``ADAPTER`` or ``BASE+ADAPTER`` (a path containing '+' is taken whole)."""
-    if "+" in ref and not Path(ref).expanduser().exists():
-        b, _, a = ref.partition("+")
-        return base or b, a
-    return base, ref
+    """``(base, adapter)`` of ``ADAPTER`` or ``BASE+ADAPTER``, split as everywhere
+    (:func:`editlens.models.vlm.parse_reference`); ``base`` fills a missing base."""
+    from editlens.models.vlm import parse_reference
+
+    r = parse_reference(ref, single="adapter")
+    return r.base or base, str(r.adapter)
 
 
 def adapter_base(adapter_path: Path) -> str | None:
@@ -319,78 +322,10 @@ def _normalise_adapter_key(key: str) -> str:
     return prefix + rest
 
 
-def attach_adapter_strict(model: Any, adapter_path: Path, trainable: bool = False) -> Any:
-    """``model`` wrapped with the LoRA adapter in ``adapter_path``; every
-    weight of the adapter file must land on a LoRA parameter and every LoRA
-    parameter must get one (missing or unexpected keys refuse the load)."""
-    from peft import PeftConfig, get_peft_model
-    from peft.utils import get_peft_model_state_dict, load_peft_weights, set_peft_model_state_dict
-
-    if not (adapter_path / "adapter_config.json").is_file():
-        raise ModelUnavailableError(f"{adapter_path}: no adapter_config.json (not a PEFT LoRA adapter folder)")
-    config = PeftConfig.from_pretrained(str(adapter_path))
-    config.inference_mode = not trainable
-    weights = {_normalise_adapter_key(k): v for k, v in load_peft_weights(str(adapter_path), device="cpu").items()}
-    peft_model = get_peft_model(model, config)
-    expected = set(get_peft_model_state_dict(peft_model))
-    missing, unexpected = sorted(expected - set(weights)), sorted(set(weights) - expected)
-    if missing or unexpected:
-        raise ModelUnavailableError(
-            f"adapter {adapter_path} does not fit its base: {len(missing)} adapter weight(s) missing "
-            f"(e.g. {missing[:2]}), {len(unexpected)} unexpected (e.g. {unexpected[:2]}); refusing to run a "
-            "partly random adapter")
-    for k in expected:
-        want, got = get_peft_model_state_dict(peft_model)[k].shape, weights[k].shape
-        if want != got:
-            raise ModelUnavailableError(f"adapter {adapter_path}: {k} has shape {tuple(got)}, the base needs "
-                                        f"{tuple(want)}")
-    set_peft_model_state_dict(peft_model, weights)
-    return peft_model
-
-
-def load_base_vlm(base_path: Path, model_type: str, precision: Any, q4: bool, option: str) -> Any:
-    """The base Qwen-VL, every weight from its checkpoint (missing keys refuse
-    the load), unquantised in the policy's dtype or with its language model
-    in 4-bit NF4 (vision tower and LM head unquantised)."""
-    import transformers
-
-    from editlens.models.quant import nf4_config, prepare_4bit
-    from editlens.models.registry import family_for
-
-    family = family_for(model_type)
-    cls = getattr(transformers, family.model_class)  # type: ignore[union-attr]
-    kwargs: dict[str, Any] = {"dtype": precision.torch_dtype}
-    if q4:
-        kwargs["quantization_config"] = nf4_config(precision.torch_dtype, skip_modules=["visual", "lm_head"])
-        kwargs["device_map"] = {"": precision.device}
-    try:
-        model, info = cls.from_pretrained(str(base_path), local_files_only=True, output_loading_info=True, **kwargs)
-    except (OSError, ValueError) as exc:
-        raise ModelUnavailableError(f"base model {base_path}: cannot load ({type(exc).__name__}: "
-                                    f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
-    missing = sorted(info.get("missing_keys") or [])
-    if missing:
-        raise ModelUnavailableError(f"base model {base_path}: {len(missing)} weight(s) missing (e.g. {missing[:3]}); "
-                                    "refusing to run with randomly initialised parts")
-    if q4:
-        prepare_4bit(model, precision.device, option)
-    else:
-        model = model.to(precision.device)
-    return model.eval()
-
-
 def load_processor(path: Path, model_type: str) -> Any:
-    import transformers
+    from editlens.models.vlm import load_processor as load
 
-    from editlens.models.registry import family_for
-
-    try:
-        return transformers.AutoProcessor.from_pretrained(str(path), local_files_only=True)
-    except Exception:  # noqa: BLE001 - torchvision-less processors: the family's own
-        fallback = family_for(model_type).fallback_processor  # type: ignore[union-attr]
-        if fallback is None:
-            raise
-        return fallback(str(path))
+    return load(path, model_type)
 
 
 def load_editscore(ref: Any, precision: Any, quantization: str, models: dict[str, str], base: str | None = None,
@@ -399,8 +334,9 @@ def load_editscore(ref: Any, precision: Any, quantization: str, models: dict[str
     ``ref`` is the adapter (hub id or folder) or ``BASE+ADAPTER``; the base
     defaults to the recipe's, then to the adapter's ``base_model_name_or_path``."""
     from editlens.backends import vision_batching
-    from editlens.models.quant import describe_precision, use_4bit
+    from editlens.models.quant import describe_precision
     from editlens.models.registry import family_for
+    from editlens.models.vlm import VlmReference, load_vlm
 
     option = "--option editscore.quantization"
     base_ref, adapter_ref = split_ref(ref.ref, base)
@@ -414,17 +350,19 @@ def load_editscore(ref: Any, precision: Any, quantization: str, models: dict[str
     if model_type not in FAMILIES:
         raise ModelUnavailableError(f"EditScore base {base_ref}: a {model_type!r} model; EditScore adapters sit on "
                                     f"{' or '.join(FAMILIES)}")
-    q4, why = use_4bit(quantization, precision.device, option)
-    notes = [] if q4 or not why or quantization == "none" else [f"unquantised ({why})"]
-    model = load_base_vlm(base_path, model_type, precision, q4, option)
     family = family_for(model_type)
-    stats = vision_batching.install(model, family.vision_tower, precision.device) if family.vision_tower else None
-    peft_model = attach_adapter_strict(model, adapter_path)
-    if q4:  # merging into 4-bit weights would requantise them: keep the adapter beside its base
-        model, merged = peft_model, False
-    else:
-        model, merged = peft_model.merge_and_unload(), True
-    model.eval()
+    stats_box: dict[str, Any] = {}
+
+    def tower(model: Any, _model_type: str) -> None:
+        if family is not None and family.vision_tower:
+            stats_box["stats"] = vision_batching.install(model, family.vision_tower, precision.device)
+
+    # the release's recipe: the adapter merged into unquantised weights (4-bit only when asked; then unmerged)
+    loaded = load_vlm(VlmReference(str(base_path), str(adapter_path)), precision.device, quantization, merge=True,
+                      dtype=precision.dtype,
+                      option=option, key_map=_normalise_adapter_key, before_adapter=tower)
+    model, q4, merged, notes = loaded.model, loaded.quantized, loaded.merged, list(loaded.notes)
+    stats = stats_box.get("stats")
     processor = load_processor(base_path, model_type)
     adapter_prov = common.provenance(adapter_path, adapter_ref)
     base_prov = common.provenance(base_path, base_ref)
@@ -504,9 +442,16 @@ class EditScoreEvaluator(Metric):
         temperature, top_p, top_k, seed, max_new_tokens: sampling (0.7, 0.9,
             20, 42, 512 as released; temperature 0 is greedy and allows one pass).
         reduction: ``average_last`` (as released) or ``average_first``.
+        seeding: ``batched`` (default: the ``samples`` passes drawn in one
+            request seeded ``seed``) or ``release`` (as the release: pass ``i``
+            is its own request seeded ``seed + i``, i.e. 42, 43, ...; the seeds
+            are recorded in each result). Either way the draws come from
+            editlens' sampler, not from the release's torch RNG.
         pq_images: with the authors' prompts, the images PQ sees: ``edited``
             (the release's single-item path) or ``both`` (its batch path).
-        quantization: ``auto`` (4-bit NF4 on CUDA with bitsandbytes), ``nf4`` or ``none``.
+        quantization: ``none`` (default, as released: unquantised, the LoRA merged
+            into the base), ``nf4`` (4-bit NF4, adapter left unmerged) or ``auto``
+            (4-bit only on CUDA with bitsandbytes). Recorded in every result.
         batch_size: edits per generate call (each is two requests, SC and PQ).
         cache (``True``, a path, or ``none``), device, dtype.
         engine: URL of an inference engine serving the adapter (vLLM:
@@ -523,9 +468,10 @@ class EditScoreEvaluator(Metric):
                  temperature: float = RELEASE_SAMPLING["temperature"], top_p: float = RELEASE_SAMPLING["top_p"],
                  top_k: int = RELEASE_SAMPLING["top_k"], seed: int = RELEASE_SAMPLING["seed"],
                  max_new_tokens: int = RELEASE_SAMPLING["max_new_tokens"], reduction: str = "average_last",
-                 pq_images: str = "edited", quantization: str = "auto", batch_size: int = 8, cache: Any = True,
+                 pq_images: str = "edited", quantization: str = "none", batch_size: int = 8, cache: Any = True,
                  device: str = "auto", dtype: str = "auto", models: dict[str, str] | None = None,
-                 engine: str | None = None, served_model: str = "editscore", family: str | None = None) -> None:
+                 engine: str | None = None, served_model: str = "editscore", family: str | None = None,
+                 seeding: str = "batched") -> None:
         from editlens.judges.ensemble import check_sampling
         from editlens.models.quant import normalise_choice
 
@@ -543,6 +489,9 @@ class EditScoreEvaluator(Metric):
         self.scale, self.samples, self.temperature = int(scale), int(samples), float(temperature)
         self.top_p, self.top_k, self.seed = float(top_p), int(top_k), int(seed)
         self.max_new_tokens, self.reduction, self.batch_size = int(max_new_tokens), reduction, int(batch_size)
+        if seeding not in SEEDINGS:
+            raise ValueError(f"editscore: seeding must be one of {', '.join(SEEDINGS)}, got {seeding!r}")
+        self.seeding = seeding
         self.quantization = normalise_choice(quantization, "--option editscore.quantization")
         self.device, self.dtype, self.models = device, dtype, dict(models or {})
         self.prompts = official_prompts(prompts, self.scale, pq_images) if prompts else own_prompts(templates)
@@ -630,13 +579,14 @@ class EditScoreEvaluator(Metric):
         loaded = self._loaded
         if loaded is not None and not loaded.merged:
             diffs.append("4-bit base with the adapter unmerged (the release merges it into bf16 weights)")
-        notes = ["batched sampling: the same settings and seed, other random draws than the release's one request "
-                 "at a time" + (f"; the {self.samples} passes are drawn in one call, not with seeds 42..{41 + self.samples}"
-                                if self.samples > 1 else ""),
+        notes = ["sampling: the release's settings, drawn by editlens' sampler, not the release's torch RNG: other "
+                 "draws per pass" + (f"; the {self.samples} passes are drawn in one request, not seeded "
+                                     f"{self.seed}..{self.seed + self.samples - 1} (seeding=release)"
+                                     if self.samples > 1 and self.seeding != "release" else ""),
                  "unreadable answers are unscored (the release retries twice, then scores a random integer)"]
         return {"prompts_identical": self.prompts.official, "format_identical": not [d for d in diffs
                                                                                        if not d.startswith("prompt")],
-                "differences": diffs, "notes": notes}
+                "identical_to_release": False, "differences": diffs + notes, "notes": notes}
 
     def describe(self) -> dict[str, Any]:
         if self.engine:
@@ -652,23 +602,47 @@ class EditScoreEvaluator(Metric):
                 "prompts": self.prompts.describe(), "release": self.release()}
 
     # -- scoring ------------------------------------------------------------------------
+    def pass_seeds(self) -> list[int] | None:
+        """The seed of each pass with ``seeding=release`` (42, 43, ...); ``None`` otherwise (or greedy)."""
+        if self.seeding != "release" or self.temperature <= 0:
+            return None
+        return [self.seed + i for i in range(self.samples)]
+
     def requests(self, batch: Sequence[LoadedEdit]) -> list[ChatRequest]:
-        settings = GenerationSettings(max_new_tokens=self.max_new_tokens, temperature=self.temperature,
-                                      n=self.samples if self.temperature > 0 else 1,
-                                      seed=self.seed if self.temperature > 0 else None)
+        """Per edit: [SC, PQ] (one request of ``samples`` draws each), or with
+        ``seeding=release`` [SC pass 1..N, PQ pass 1..N], pass i seeded ``seed + i``."""
+        seeds = self.pass_seeds()
+        per_pass = [GenerationSettings(max_new_tokens=self.max_new_tokens, temperature=self.temperature, n=1, seed=x)
+                    for x in seeds] if seeds else [
+            GenerationSettings(max_new_tokens=self.max_new_tokens, temperature=self.temperature,
+                               n=self.samples if self.temperature > 0 else 1,
+                               seed=self.seed if self.temperature > 0 else None)]
         reqs = []
         for s in batch:
-            reqs.append(ChatRequest([Message("user", self.prompts.sc_parts(s, self.scale))], settings))
-            reqs.append(ChatRequest([Message("user", self.prompts.pq_parts(s, self.scale))], settings))
+            for parts in (self.prompts.sc_parts(s, self.scale), self.prompts.pq_parts(s, self.scale)):
+                reqs += [ChatRequest([Message("user", parts)], st) for st in per_pass]
         return reqs
+
+    def _merge_passes(self, gens: Sequence[Generation]) -> Generation:
+        """One request's passes (``seeding=release``) as one generation of ``len(gens)`` samples."""
+        if len(gens) == 1:
+            return gens[0]
+        bad = next((g for g in gens if is_backend_failure(g.problem) or g.text is None), None)
+        if bad is not None:
+            return bad
+        return Generation(gens[0].text, cached=all(g.cached for g in gens), samples=[str(g.text) for g in gens])
 
     def compute(self, batch: Sequence[LoadedEdit]) -> list[float | Score]:
         reqs = self.requests(batch)
+        per = len(reqs) // max(1, len(batch))  # requests per edit: 2, or 2 x samples with seeding=release
         gens = []
-        for k in range(0, len(reqs), 2 * self.batch_size):
-            gens += self.backend.generate(reqs[k : k + 2 * self.batch_size])
+        for k in range(0, len(reqs), per * self.batch_size):
+            gens += self.backend.generate(reqs[k : k + per * self.batch_size])
         short = self.short_release()
-        return [self.score_answers(gens[2 * i], gens[2 * i + 1], short) for i in range(len(batch))]
+        half = per // 2
+        return [self.score_answers(self._merge_passes(gens[per * i : per * i + half]),
+                                   self._merge_passes(gens[per * i + half : per * (i + 1)]), short)
+                for i in range(len(batch))]
 
     def short_release(self) -> dict[str, Any]:
         """What each result records about the release (the full account is in describe())."""
@@ -676,10 +650,17 @@ class EditScoreEvaluator(Metric):
         if self.engine:
             be = getattr(self.backend, "backend", self.backend)
             return {"engine": getattr(be, "base_url", self.engine), "served_model": self.served_model,
-                    "prompts_identical": rel["prompts_identical"], "format_identical": rel["format_identical"]}
+                    "seeding": self.seeding, **({"pass_seeds": self.pass_seeds()} if self.pass_seeds() else {}),
+                    "prompts_identical": rel["prompts_identical"], "format_identical": rel["format_identical"],
+                    "identical_to_release": rel["identical_to_release"],
+                    "differences_from_release": rel["differences"]}
         loaded = self._load()
         return {"adapter": common.short_id(loaded.adapter), "base": common.short_id(loaded.base),
-                "prompts_identical": rel["prompts_identical"], "format_identical": rel["format_identical"]}
+                "quantized_4bit": loaded.quantized, "adapter_merged": loaded.merged, "seeding": self.seeding,
+                **({"pass_seeds": self.pass_seeds()} if self.pass_seeds() else {}),
+                "prompts_identical": rel["prompts_identical"], "format_identical": rel["format_identical"],
+                "identical_to_release": rel["identical_to_release"],
+                "differences_from_release": rel["differences"]}
 
     def score_answers(self, sc: Generation, pq: Generation, release: dict[str, Any] | None = None) -> Score:
         """One sample's Score from its SC and PQ generations (each with ``samples`` answers)."""

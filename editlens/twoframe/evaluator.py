@@ -21,6 +21,7 @@ from typing import Any, Sequence
 from editlens.core.types import LoadedEdit, Score
 from editlens.errors import ModelUnavailableError
 from editlens.metrics.base import Metric
+from editlens.twoframe.preprocess import IMAGENET_MEAN_255, IMAGENET_STD_255
 
 ROLE = "twoframe"
 OUTPUTS = ("cosine", "logit", "calibrated")
@@ -117,12 +118,32 @@ class TwoFrameEvaluator(Metric):
                                 [s.edited_hash for s in batch], [s.edited for s in batch],
                                 [s.instruction for s in batch], mode=self.mode)
         scores: list[float | Score] = []
+        release = self.release()
         for i in range(len(batch)):
             details = {k: float(v[i]) for k, v in out.items()}
             details["mode"] = self.mode
             details["prompt"] = self.scorer.model.prompt  # how the instruction was put to the text tower
+            details.update(release)
             scores.append(Score(self.name, float(out[self.output][i]), details=details))
         return scores
+
+    def release(self) -> dict[str, Any]:
+        """For a ViFi-CLIP checkpoint in its original layout: whether scoring is the release's model-level
+        behaviour (preprocessing, prompt, mean pooling) and what differs; ``{}`` for models trained here."""
+        m = self.scorer.model
+        if m.provenance.get("layout") != "original-clip":
+            return {}
+        diffs = []
+        if m.preprocess.interpolation != "bilinear-cv2":
+            diffs.append(f"frames resized with {m.preprocess.interpolation} (Pillow); the release uses OpenCV bilinear "
+                         "without antialiasing")
+        if (m.preprocess.mean, m.preprocess.std) != (IMAGENET_MEAN_255, IMAGENET_STD_255):
+            diffs.append("CLIP's normalisation statistics; the release uses ImageNet's")
+        if m.prompt != "vifi":
+            diffs.append(f"text prompt {m.prompt!r}; the release puts the text into 'a photo of a ...'")
+        if self.mode != "faithful":
+            diffs.append("the order-aware head is editlens' own")
+        return {"identical_to_release": not diffs, "differences_from_release": diffs}
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "model": _fingerprint(self.ref), "prompt": self.load_options["prompt"] or "model's own"}

@@ -39,6 +39,9 @@ CLIP_STD_255 = tuple(round(v * 255, 6) for v in (0.26862954, 0.26130258, 0.27577
 RESIZE_RATIO = 256 / 224
 
 _INTERP = {"bilinear": Image.BILINEAR, "bicubic": Image.BICUBIC}
+#: resizers by name: Pillow's (antialiased when shrinking) and OpenCV's bilinear without antialiasing, which
+#: ViFi-CLIP's test pipeline uses (mmcv.imresize, 'bilinear' = cv2.INTER_LINEAR)
+INTERPOLATIONS = ("bilinear", "bicubic", "bilinear-cv2")
 PRESETS = {"vifi": (IMAGENET_MEAN_255, IMAGENET_STD_255), "clip": (CLIP_MEAN_255, CLIP_STD_255)}
 
 
@@ -50,27 +53,29 @@ class FramePreprocess:
         resize: target length of the short side before cropping.
         crop_size: side of the square centre crop (the model's input size).
         mean, std: per-channel statistics on the 0-255 scale.
-        interpolation: ``"bilinear"`` or ``"bicubic"``.
+        interpolation: ``"bilinear-cv2"`` (OpenCV, no antialiasing: ViFi-CLIP's
+            release), ``"bilinear"`` or ``"bicubic"`` (Pillow, antialiased).
     """
 
     resize: int = 256
     crop_size: int = 224
     mean: tuple[float, float, float] = IMAGENET_MEAN_255
     std: tuple[float, float, float] = IMAGENET_STD_255
-    interpolation: str = "bilinear"
+    interpolation: str = "bilinear-cv2"
 
     def __post_init__(self) -> None:
         if self.crop_size < 1 or self.resize < self.crop_size:
             raise ValueError(f"need resize >= crop_size >= 1, got resize={self.resize}, crop_size={self.crop_size}")
-        if self.interpolation not in _INTERP:
-            raise ValueError(f"interpolation must be one of {sorted(_INTERP)}, got {self.interpolation!r}")
+        if self.interpolation not in INTERPOLATIONS:
+            raise ValueError(f"interpolation must be one of {INTERPOLATIONS}, got {self.interpolation!r}")
         if len(self.mean) != 3 or len(self.std) != 3 or min(self.std) <= 0:
             raise ValueError("mean and std need 3 values each, std > 0")
 
     @classmethod
     def for_size(cls, crop_size: int, preset: str = "vifi", **overrides: Any) -> "FramePreprocess":
         """A recipe for a model's input size. ``"vifi"``: short side 8/7 of the
-        crop (224 -> 256), bilinear, ImageNet statistics. ``"clip"``: CLIP's own
+        crop (224 -> 256), OpenCV bilinear without antialiasing, ImageNet
+        statistics, as ViFi-CLIP's test pipeline. ``"clip"``: CLIP's own
         processor (short side = crop, bicubic, CLIP statistics).
 
         >>> FramePreprocess.for_size(32).resize, FramePreprocess.for_size(224, "clip").resize
@@ -81,7 +86,7 @@ class FramePreprocess:
         mean, std = PRESETS[preset]
         resize = int(round(crop_size * RESIZE_RATIO)) if preset == "vifi" else crop_size
         base = dict(resize=resize, crop_size=crop_size, mean=mean, std=std,
-                    interpolation="bilinear" if preset == "vifi" else "bicubic")
+                    interpolation="bilinear-cv2" if preset == "vifi" else "bicubic")
         base.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**{k: tuple(v) if k in ("mean", "std") else v for k, v in base.items()})
 
@@ -95,7 +100,12 @@ class FramePreprocess:
         scale = self.resize / min(h, w)
         nh, nw = max(self.resize, int(h * scale + 0.5)), max(self.resize, int(w * scale + 0.5))
         if (nh, nw) != (h, w):
-            image = np.asarray(Image.fromarray(image).resize((nw, nh), _INTERP[self.interpolation]))
+            if self.interpolation == "bilinear-cv2":
+                import cv2
+
+                image = cv2.resize(np.ascontiguousarray(image), (nw, nh), interpolation=cv2.INTER_LINEAR)
+            else:
+                image = np.asarray(Image.fromarray(image).resize((nw, nh), _INTERP[self.interpolation]))
         top, left = (nh - self.crop_size) // 2, (nw - self.crop_size) // 2
         return np.array(image[top : top + self.crop_size, left : left + self.crop_size], copy=True)  # writable, owned
 

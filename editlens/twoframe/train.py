@@ -8,7 +8,9 @@ mode, its swapped order (edited -> source), all labelled non-matches. In
 faithful mode the swapped video equals the real one by construction (mean
 pooling), so only the no-op can be used there.
 
-Objectives: **faithful** mode trains as the ViFi-CLIP poster does — plain
+Not the ViFi-CLIP release's training recipe (classification over a fixed
+label set with label smoothing, mixup/cutmix and augmentation; see
+docs/twoframe.md). Objectives: **faithful** mode trains as the ViFi-CLIP poster does — plain
 video-to-text retrieval (each edit ranks its instruction; cross-entropy over
 the batch's instructions), no hard negatives — unless hard negatives are
 asked for (``hard_negatives=("noop",)``), which adds the text->video
