@@ -238,9 +238,17 @@ def test_meta_eval_pointwise_report(tmp_path):
     (tmp_path / "h.jsonl").write_text("".join(json.dumps({"id": k, "model": k.split("/")[0], "human": v}) + "\n"
                                               for k, v in human.items()))
     (tmp_path / "p.jsonl").write_text("".join(json.dumps({"id": k, "score": (v * 7) % 5}) + "\n" for k, v in human.items()))
+    # the same scores as an editlens run's results, whose manifest names the judge's model
+    run = tmp_path / "judge_run"
+    run.mkdir()
+    (run / "results.jsonl").write_text("".join(json.dumps({"id": k, "model": k.split("/")[0], "scores": {
+        "viescore": {"status": "scored", "value": (v * 7) % 5}}}) + "\n" for k, v in human.items()))
+    (run / "manifest.json").write_text(json.dumps({"evaluators": [
+        {"name": "viescore", "options": {"vlm": str(tmp_path / "models" / "tiny-vl")}}]}))
     out = tmp_path / "pw.html"
     res = runner.invoke(app, ["meta-eval", "pointwise", "--human", str(tmp_path / "h.jsonl"), "--predictions",
-                              str(tmp_path / "p.jsonl"), "--n-boot", "50", "--report", str(out)], catch_exceptions=False)
+                              str(run / "results.jsonl"), "--metric", "viescore", "--n-boot", "50", "--report", str(out)],
+                        catch_exceptions=False)
     assert res.exit_code == 0, res.output
     page = out.read_text()
     assert 'id="per-method"' in page and 'id="scatter"' in page and "all items pooled · Spearman ρ" in page
@@ -248,6 +256,26 @@ def test_meta_eval_pointwise_report(tmp_path):
     assert page.index('id="system"') < page.index('id="summary"') and 'class="data system"' in page
     pts = pointwise_points(tmp_path / "h.jsonl", tmp_path / "p.jsonl")
     assert sorted(pts) == sorted(((v * 7) % 5, v, k.split("/")[0]) for k, v in human.items())
+    # the page names what it measures, with the statistic's name, and carries no path of this machine
+    assert str(tmp_path) not in page and "headline agreement" not in page.lower()
+    js = runner.invoke(app, ["meta-eval", "pointwise", "--human", str(tmp_path / "h.jsonl"), "--predictions",
+                             str(run / "results.jsonl"), "--metric", "viescore", "--n-boot", "50", "--json"])
+    assert json.loads(js.stdout)["evaluated"] == {"evaluator": "viescore", "answers": "results.jsonl",
+                                                  "model": {"vlm": "tiny-vl"}, "run": "judge_run", "human": "h.jsonl"}
+    with chromium_page(width=390, height=800) as (browser_page, errors):
+        browser_page.goto(out.resolve().as_uri())
+        head = browser_page.inner_text("header")
+        assert "evaluator viescore" in head and "tiny-vl" in head and "answers from results.jsonl" in head
+        assert "Spearman ρ over all items" in head and "system-level Kendall τ" in head  # as written, not upper-cased
+        assert browser_page.evaluate("document.documentElement.scrollWidth") <= 390
+        # plots at their own size (a narrow screen scrolls them), their type at least 9 pt = 12 px
+        sizes = browser_page.eval_on_selector_all("img.plot", "is => is.map(i => [i.naturalWidth, i.clientWidth])")
+        assert sizes and all(shown >= natural - 1 for natural, shown in sizes)
+        srcs = browser_page.eval_on_selector_all("img.plot", "is => is.map(i => i.src)")
+        assert all(u.startswith("data:image/svg+xml;base64,") for u in srcs)
+        fonts = {float(x) for u in srcs for x in re.findall(r"font[^;\"]*?([\d.]+)px", base64.b64decode(u.split(",")[1]).decode())}
+        assert fonts and min(fonts) >= 9
+        assert errors == []
 
 
 @pytest.mark.integration

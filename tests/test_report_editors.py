@@ -109,6 +109,11 @@ def test_dice_without_a_vlm_is_no_verdict(scenario):
     assert noop["scores"]["dice"]["reason"] == "no VLM: no difference found, coherence not judged"
     assert gt["scores"]["dice"]["reason"] == "no VLM: differences found, coherence not judged"
     assert gt["verdicts"] == ["not judged"] and noop["verdicts"] == ["no change"]
+    # the report does not show its all-blank summary, it says why in one line
+    page = scenario["html"].read_text(encoding="utf-8")
+    section = page[page.index('<section id="summary-dice">'):]
+    section = section[:section.index("</section>")]
+    assert "summary-empty" in section and "<table" not in section and "most common reason: no VLM" in section
 
 
 def test_a_new_evaluator_with_boxes_needs_no_report_change(scenario):
@@ -175,11 +180,27 @@ def test_editor_comparison_in_chromium(scenario):
     data, html = scenario["data"], scenario["html"]
     url = html.resolve().as_uri()
     by = {s["id"]: s for s in data["samples"]}
-    with chromium_page(width=1400, height=1000) as (page, errors):
+    cli = runner.invoke(app, ["runs", "leaderboard", str(scenario["run"]), "--format", "json"], catch_exceptions=False)
+    assert cli.exit_code == 0, cli.output
+    board = {(t["scope"], t["evaluator"]): t for t in json.loads(cli.stdout)["tables"]}
+    with chromium_page(width=1280, height=1000) as (page, errors):
         _ready(page, url)
         # leaderboard: ranked editors, the no-op flagged and unranked, similarity never called better
         rows = page.locator('table.lb-table[data-scope="all"] tbody tr')
         assert [rows.nth(i).locator("td.editor b").inner_text() for i in range(4)] == ["ground_truth", "wrong_edit", "blur", "no_op"]
+        # each ranked column says why it ranks (what it measures, which way is better)
+        assert page.inner_text('.lb-scope[data-scope="all"] .lb[data-evaluator="detail_kept"] h3 .measure') == \
+            "edit quality · higher is better"
+        # `runs leaderboard` prints the same order, means and CIs as the page
+        cli_rows = board[("all", "detail_kept")]["rows"]
+        assert [r["editor"] for r in cli_rows] == ["ground_truth", "wrong_edit", "blur", "no_op"]
+        assert [r["rank"] for r in cli_rows] == [1, 2, 3, None]
+        shown = page.eval_on_selector_all('table.lb-table[data-scope="all"] td.num[data-mean]',
+                                          "cs => cs.map(c => [+c.dataset.mean, c.querySelector('.ci') && c.querySelector('.ci').textContent])")
+        assert [m for m, _ in shown] == pytest.approx([r["mean"] for r in cli_rows])
+        for (_, ci_text), r in zip(shown, cli_rows):
+            lo, hi = (float(x) for x in ci_text.split("[")[1].rstrip("]").split(","))
+            assert (lo, hi) == (pytest.approx(r["ci"][0], abs=6e-4), pytest.approx(r["ci"][1], abs=6e-4))
         noop_row = rows.nth(3).inner_text()
         assert "no-op: 8/8 edits unchanged" in noop_row and "not ranked" in noop_row
         assert rows.nth(3).locator("td.rank").inner_text() == "–"
@@ -214,8 +235,17 @@ def test_editor_comparison_in_chromium(scenario):
         page.select_option("#c-show", "detail_kept")
         cell = page.locator('#compare figure.cell[data-id="cat_seat/blur"]')
         assert cell.locator(".val").inner_text() == f"{by['cat_seat/blur']['scores']['detail_kept']['value']:.4g}"
-        assert "not judged" in cell.inner_text() and "unchanged" in page.locator(
-            '#compare figure.cell[data-id="cat_seat/no_op"]').inner_text()
+        noop_cell = page.locator('#compare figure.cell[data-id="cat_seat/no_op"]').inner_text()
+        assert "not judged" in cell.inner_text() and "unchanged" in noop_cell
+        assert "no change" not in noop_cell  # one flag for an unchanged edit, not two
+        # box numbers read as a list, never as a fraction, and no label covers another
+        labels = page.eval_on_selector_all("#compare .bx .num", "ns => ns.map(n => n.textContent)")
+        assert labels and not any("/" in t for t in labels)
+        for frame_el in page.locator("#compare .frame").all()[:16]:
+            rects = frame_el.evaluate("f => Array.from(f.querySelectorAll('.bx .num')).map(n => { const r = n.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; })")
+            for i, a in enumerate(rects):
+                for b in rects[i + 1:]:
+                    assert a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1], (a, b)
         # a readable number of boxes on a thumbnail, the rest counted
         drawn = cell.locator(".bx").count()
         places = {tuple(round(v, 3) for v in b["box"]) for b in by["cat_seat/blur"]["boxes"] if "edited" in b["on"]}
@@ -311,6 +341,10 @@ def test_phone_widths_without_overflow(scenario):
     with chromium_page(width=390, height=800) as (page, errors):
         _ready(page, url)
         _no_overflow(page)
+        # the leaderboard at phone width: each ranked column still says why it ranks
+        reason = page.locator('.lb-scope[data-scope="all"] .lb[data-evaluator="detail_kept"] h3 .measure')
+        assert reason.is_visible() and reason.inner_text() == "edit quality · higher is better"
+        assert page.locator('table.lb-table[data-scope="all"]').bounding_box()["width"] <= 390
         cells = page.locator("#compare .crow").first.locator("figure")
         a, b, c = (cells.nth(i).bounding_box() for i in range(3))
         assert a["y"] == b["y"] and c["y"] > a["y"]  # two images a row
@@ -329,6 +363,10 @@ def test_phone_widths_without_overflow(scenario):
         _no_overflow(page)
         view = page.locator("#inspector .lb-view").bounding_box()
         assert view["width"] == pytest.approx(360, abs=1)
+        # the edit's score table never splits a number over two lines
+        lines = page.eval_on_selector_all("#inspector table.scores td.num", """tds => tds.filter(td => td.textContent)
+            .map(td => { const r = document.createRange(); r.selectNodeContents(td); return new Set(Array.from(r.getClientRects()).map(x => Math.round(x.top))).size; })""")
+        assert lines and set(lines) == {1}
         page.screenshot(path=str(scenario["root"] / "phone.png"))
         assert errors == []
 
@@ -349,6 +387,9 @@ def test_a_moved_report_still_opens_its_images(scenario, tmp_path):
     moved = tmp_path / "elsewhere"
     shutil.move(str(out), moved)
     shutil.rmtree(root / "images")  # the originals are gone
+    # and one copied image did not travel with the report: the inspector falls back to its thumbnail
+    (lost,) = [p for p in (moved / "copied_images").iterdir() if "hydrant_source" in p.name]
+    lost.unlink()
     with chromium_page(width=1200, height=900) as (page, errors):
         for name in ("embedded.html", "copied.html"):
             _ready(page, (moved / name).resolve().as_uri() + "#edit=hydrant%2Fground_truth&lv=edited")
@@ -357,7 +398,14 @@ def test_a_moved_report_still_opens_its_images(scenario, tmp_path):
             assert size == 320, name
             src = page.get_attribute('#inspector img[data-role="edited"]', "src")
             assert src.startswith("data:image/png") if name == "embedded.html" else src.startswith("copied_images/")
-        assert errors == []
+        page.wait_for_function("document.querySelector('#inspector img[data-role=\"source\"]').hasAttribute('data-fallback')")
+        source = page.locator('#inspector img[data-role="source"]')
+        assert source.get_attribute("src").startswith("data:image/jpeg")  # the thumbnail
+        page.wait_for_function("document.querySelector('#inspector img[data-role=\"source\"]').complete")
+        assert source.evaluate("i => i.naturalWidth") > 0
+        note = page.inner_text("#inspector .lb-note")
+        assert f"copied_images/{lost.name}" in note and "missing" in note and "image folder" in note
+        assert [e for e in errors if lost.name not in e and "Failed to load resource" not in e] == []
 
 
 def _run_interrupted(manifest: Path, out: Path) -> None:
@@ -400,6 +448,9 @@ def test_completeness_in_the_header(scenario, tmp_path):
     assert res.exit_code == 0, res.output
     pages = {name: write_run_report(tmp_path / name, tmp_path / f"{name}.html", n_boot=20)
              for name in ("interrupted", "running", "stopped", "skipped")}
+    # a partial run's tables say how many of the sources their means cover (the first batch: one source)
+    partial = pages["interrupted"].read_text()
+    assert partial.count('data-sources="1" data-of="8">1 of 8 sources</span>') == 4 * 2  # 4 editors x 2 evaluators
     with chromium_page(width=1200, height=900) as (page, errors):
         _ready(page, pages["interrupted"].as_uri())
         state = page.locator("header .completeness .state")
@@ -486,3 +537,73 @@ def test_the_extending_docs_example_draws_its_boxes(tmp_path):
     finally:
         with registry._LOCK:
             registry._REGISTRY.pop("bright_spots", None)
+
+
+def test_a_leaderboard_that_cannot_rank_says_why_and_what_to_add(tmp_path):
+    """The model-free evaluators only (similarity scores, DICE without a VLM): nothing ranks the
+    editors, and the report, `runs leaderboard` and `runs summary` say why and what to add."""
+    made = build_scenario(tmp_path, mirror=False, upscale_one=False, examples=EXAMPLES)
+    res = runner.invoke(app, ["run", str(made["manifest"]), "--out", str(tmp_path / "run"), "--metrics",
+                              "change_map,l1,psnr", "--dice", "--no-progress"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    data = collect_run(tmp_path / "run", n_boot=50)
+    assert data["leaderboard"]["tables"] == []
+    why = data["leaderboard"]["why_empty"]
+    assert why["why"][0].startswith("dice (instruction following) scored no edit (16 without a score (info)); most common reason: no VLM:")
+    assert "change_map, l1, psnr measure similarity to the source" in why["why"][1]
+    assert any("--vlm MODEL" in a for a in why["add"]) and any("'reference' column" in a for a in why["add"])
+    assert any("captions" in a for a in why["add"])
+    # the same in the terminal
+    board = runner.invoke(app, ["runs", "leaderboard", str(tmp_path / "run"), "--format", "md"], catch_exceptions=False)
+    assert board.exit_code == 0 and "nothing ranks the editors" in board.stdout and "not a ranking" in board.stdout
+    assert why["why"][0].replace("|", "\\|") in board.stdout
+    summary = runner.invoke(app, ["runs", "summary", str(tmp_path / "run"), "--by", "model"], catch_exceptions=False)
+    assert summary.exit_code == 0
+    line = next(x for x in summary.output.splitlines() if x.startswith("no_op") and " psnr " in x)
+    assert line.endswith("(higher = closer to the source)")
+    assert "measure similarity to the source: an editor that changes nothing scores best, so these means are not a " \
+           "ranking" in summary.output and "to rank them, add one of:" in summary.output
+    html = write_run_report(tmp_path / "run", tmp_path / "report.html", n_boot=50)
+    with chromium_page(width=1280, height=900) as (page, errors):
+        _ready(page, html.resolve().as_uri())
+        box = page.locator("#leaderboard .nothing-ranked")
+        assert box.is_visible()
+        items = box.locator("ul.why li").all_inner_texts()
+        assert items == why["why"] and box.locator("ul.add li").count() == len(why["add"])
+        assert "no-op: 4/4 edits unchanged" in page.inner_text("#leaderboard .noop-flags")
+        page.set_viewport_size({"width": 390, "height": 800})
+        _no_overflow(page)
+        assert box.bounding_box()["width"] <= 390
+        # axis names are whole: a long one goes on two lines inside its plot, its ")" kept
+        labels = page.eval_on_selector_all("svg text.xlabel", """ts => ts.map(t => { const b = t.getBBox();
+            const w = t.ownerSVGElement.viewBox.baseVal.width; return [t.textContent, b.x >= 0 && b.x + b.width <= w]; })""")
+        assert labels and all(inside for _, inside in labels), labels
+        assert any(text.endswith("(lower = closer to the source)") for text, _ in labels)
+        assert errors == []
+
+
+def test_runs_leaderboard_formats_and_grouping(scenario):
+    run = str(scenario["run"])
+    lb = scenario["data"]["leaderboard"]
+    table = {(t["scope"], t["evaluator"]): t for t in lb["tables"]}[("all", "detail_kept")]
+    csv_out = runner.invoke(app, ["runs", "leaderboard", run, "--format", "csv", "--n-boot", "1000"], catch_exceptions=False)
+    import csv as csv_mod
+
+    rows = list(csv_mod.DictReader(csv_out.stdout.splitlines()))
+    ranked = [r for r in rows if r["scope"] == "all" and r["evaluator"] == "detail_kept"]
+    assert [r["editor"] for r in ranked] == [r["model"] for r in table["rows"]]
+    assert [float(r["ci_low"]) for r in ranked] == pytest.approx([r["ci"][0] for r in table["rows"]])
+    assert ranked[-1]["rank"] == "" and ranked[-1]["noop"] == "8/8 edits unchanged"
+    assert {r["kind"] for r in rows if r["evaluator"] == "ssim"} == {"similarity (not a ranking)"}
+    latex = runner.invoke(app, ["runs", "leaderboard", run, "--format", "latex", "--scope", "move"], catch_exceptions=False)
+    assert latex.exit_code == 0 and r"\toprule" in latex.stdout and r"ground\_truth" in latex.stdout
+    assert latex.stdout.count(r"\begin{tabular}") == 1 + 4  # the move scope's ranked table, then 4 similarity ones
+    text = runner.invoke(app, ["runs", "leaderboard", run], catch_exceptions=False).stdout
+    assert "detail_kept (edit quality, higher is better)" in text and "no-op flag: no_op: 8/8 edits unchanged" in text
+    # any manifest column groups the leaderboard; a missing one is a clear error naming the columns there are
+    by = runner.invoke(app, ["runs", "leaderboard", run, "--by", "edit_type", "--format", "json"], catch_exceptions=False)
+    scopes = {t["scope"] for t in json.loads(by.stdout)["tables"]}
+    assert scopes == {"all", "type:add", "type:move", "type:replace"}
+    bad = runner.invoke(app, ["runs", "leaderboard", run, "--by", "lighting"])
+    assert bad.exit_code == 2 and "lighting" in bad.output and "edit_type" in bad.output
+    assert runner.invoke(app, ["runs", "leaderboard", run, "--by", "model"]).exit_code == 2

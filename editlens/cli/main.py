@@ -20,6 +20,7 @@ COMMAND_GROUPS: tuple[tuple[str, str, str | None], ...] = (
     ("editlens.cli.models_commands", "app", None),        # models
     ("editlens.cli.report_commands", "app", None),        # report, view
     ("editlens.cli.serve_commands", "app", None),         # serve
+    ("editlens.cli.arena_commands", "app", None),         # arena
     ("editlens.cli.trust_commands", "app", None),         # probe, calibrate, edit-types
     ("editlens.cli.adiee_commands", "reward_app", None),  # best-of-n, relabel
     ("editlens.cli.edit_commands", "app", None),          # edit, editors, edit-pairs, make-tiny-editor

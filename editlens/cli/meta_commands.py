@@ -25,6 +25,13 @@ def _write_report(path: Optional[Path], rep: dict, title: str, extra=None) -> No
         typer.echo(f"wrote {write_meta_report(rep, path, title, extra)}", err=True)
 
 
+def _evaluated(**kw) -> dict:  # type: ignore[no-untyped-def]
+    """Which evaluator the meta-evaluation measures and where its answers came from (file names)."""
+    from editlens.reporting.meta_html import describe_evaluated
+
+    return describe_evaluated(**kw)
+
+
 @meta_app.command("imagenhub")
 @guarded
 def imagenhub(
@@ -44,6 +51,7 @@ def imagenhub(
     from editlens.meta.reports import imagenhub_report
 
     rep = imagenhub_report(ratings, judge_outputs, predictions, metric, protocol, n_boot, seed, instructions)
+    rep["evaluated"] = _evaluated(predictions=predictions, metric=metric, judge_outputs=judge_outputs, human=ratings)
     _write_report(report, rep, "ImagenHub")
     if json_out:
         emit_json(rep)
@@ -92,6 +100,7 @@ def genai_bench(judge_outputs: Path = typer.Option(..., "--judge-outputs", help=
     from editlens.meta.reports import genai_bench_report
 
     rep = genai_bench_report(judge_outputs)
+    rep["evaluated"] = _evaluated(judge_outputs=judge_outputs)
     _write_report(report, rep, "GenAI-Bench")
     if json_out:
         emit_json(rep)
@@ -118,6 +127,7 @@ def pointwise(human: Path = typer.Option(..., "--human", help="JSONL {id, model,
     from editlens.meta.reports import pointwise_report
 
     rep = pointwise_report(human, predictions, metric, protocol, n_boot, seed, by=by)
+    rep["evaluated"] = _evaluated(predictions=predictions, metric=metric, human=human)
     if report is not None:
         from editlens.reporting.meta_html import pointwise_points
 
@@ -164,6 +174,7 @@ def pairwise(human: Path = typer.Option(..., "--human", help="JSONL {id, a, b, p
 
         rep = verdicts_report(human, verdicts)
         _require(rep["judgements"], "no human pair has a verdict")
+        rep["evaluated"] = _evaluated(verdicts=verdicts, human=human)
         _write_report(report, rep, "pair-wise judge")
         if json_out:
             emit_json(rep)
@@ -176,6 +187,7 @@ def pairwise(human: Path = typer.Option(..., "--human", help="JSONL {id, a, b, p
     from editlens.meta.reports import pairwise_report
 
     rep = pairwise_report(human, predictions, metric)
+    rep["evaluated"] = _evaluated(predictions=predictions, metric=metric, human=human)
     if report is not None:
         from editlens.reporting.meta_html import pairwise_confusion
 
@@ -242,6 +254,7 @@ def editscore_bench_cmd(bench: Path = BenchOpt, predictions: Path = typer.Option
 
     rep = get("editscore-bench").run_protocol("editscore", bench=bench, predictions=predictions, metric=metric)
     _require(rep["n_pairs"] - rep["n_unscored_pairs"], "no pair has both edits scored")
+    rep["evaluated"] = _evaluated(predictions=predictions, metric=metric, human=bench)
     _write_report(report, rep, "EditScore EditReward-Bench")
     if json_out:
         emit_json(rep)
@@ -263,6 +276,7 @@ def editreward_bench_cmd(bench: Path = BenchOpt, predictions: Path = typer.Optio
 
     rep = get("editreward-bench").run_protocol("editreward", bench=bench, predictions=predictions, metric=metric)
     _require(sum(e["scored_pairs"] for e in rep["by_k"].values()), "no pair has both edits scored")
+    rep["evaluated"] = _evaluated(predictions=predictions, metric=metric, human=bench)
     _write_report(report, rep, "TIGER-Lab EditReward-Bench")
     if json_out:
         emit_json(rep)
@@ -289,6 +303,7 @@ def mmrb2_cmd(bench: Path = BenchOpt, predictions: Optional[Path] = PredOpt, met
     rep = get("mmrb2").run_protocol("mmrb2", bench=bench, predictions=predictions, verdicts=verdicts, metric=metric,
                                     multi_input=multi_input)
     _require(rep["judgements"], "no pair has a judgement")
+    rep["evaluated"] = _evaluated(predictions=predictions, metric=metric, verdicts=verdicts, human=bench)
     _write_report(report, rep, "MMRB2 image editing")
     if json_out:
         emit_json(rep)
@@ -296,3 +311,44 @@ def mmrb2_cmd(bench: Path = BenchOpt, predictions: Optional[Path] = PredOpt, met
     typer.echo(f"MMRB2 image editing: accuracy {_f(rep['accuracy'])} over {rep['judgements']} judgements "
                f"(forward {_f(rep['accuracy_forward'])}, reverse {_f(rep['accuracy_reverse'])}), consistency "
                f"{_f(rep['consistency'])}; {rep['n_missing']} of {rep['n_pairs']} pairs without a judgement")
+
+
+@meta_app.command("arena")
+@guarded
+def arena_agreement(arena: Path = typer.Argument(..., help="An arena's arena.json (editlens arena), or its folder."),
+                    human_ranking: Path = typer.Option(..., "--human-ranking", help="JSON {editor: score} (higher = "
+                                                       "better) or a list of editors, best first."),
+                    json_out: bool = JsonOpt, report: Optional[Path] = ReportOpt) -> None:
+    """Agreement of an arena's ranking of the editors with a human ranking: Kendall τ (τ-b) and Spearman ρ."""
+    from editlens.errors import InputError
+    from editlens.meta.arena import rank_agreement
+    from editlens.runner.arena import load_arena, read_human_ranking
+
+    doc = load_arena(arena)
+    if doc is None:
+        raise InputError(f"{arena}: no arena.json there; make one with `editlens arena RUN ...`")
+    human = read_human_ranking(human_ranking)
+    # the arena's ranking: its ranked editors (a no-op is rated but never ranked)
+    ratings = {r["editor"]: r["rating"] for r in doc["editors"] if r.get("rank") is not None}
+    agree = rank_agreement(ratings, human)
+    if agree["n"] < 2:
+        raise InputError(f"{human_ranking}: names {agree['n']} of the arena's editors ({', '.join(ratings)}); "
+                         "a ranking needs at least two in both")
+    models = agree["editors"]
+    rep = {"benchmark": "editor ranking", "protocol": "arena ranking vs human ranking",
+           "statistic": "Kendall τ (τ-b) between the two rankings", "value": agree["kendall"],
+           "spearman": agree["spearman"], "n": agree["n"], "ties": doc.get("ties_model"),
+           "system_level": {"kendall_tau": agree["kendall"], "models": models,
+                            "pred_means": [ratings[m] for m in models], "human_means": [human[m] for m in models]},
+           "only_in_arena": sorted(set(ratings) - set(human)), "only_in_human": sorted(set(human) - set(ratings)),
+           "not_ranked": [r["editor"] for r in doc["editors"] if r.get("rank") is None],
+           "evaluated": {"evaluator": doc.get("judge"), "answers": Path(arena).name, "human": Path(human_ranking).name}}
+    _write_report(report, rep, "arena ranking")
+    if json_out:
+        emit_json(rep)
+        return
+    typer.echo(f"arena ranking by {doc.get('judge')} vs the human ranking over {agree['n']} editors: Kendall τ "
+               f"{_f(agree['kendall'])}, Spearman ρ {_f(agree['spearman'])}")
+    for name in ("only_in_arena", "only_in_human"):
+        if rep[name]:
+            typer.echo(f"  {name.replace('_', ' ')}: {', '.join(rep[name])}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from pathlib import Path
 from typing import List, Optional
 
@@ -59,11 +60,26 @@ def runs_summary(run_dir: Path = typer.Argument(...), by: Optional[str] = typer.
     if json_out:
         emit_json(table)
         return
+    from editlens.reporting.leaderboard import run_ranking_notes
+
+    notes = run_ranking_notes(run_dir)
     for r in table:
         group = f"{r['group']:<20} " if by else ""
         ci = "undefined (n < 2)" if r["ci"] is None else f"[{r['ci'][0]:.4f}, {r['ci'][1]:.4f}]"
+        direction = notes["directions"].get(r["evaluator"], "")
         typer.echo(f"{group}{r['evaluator']:<12} n={r['n']:<5} mean={figure(r['mean'], r['n'], 'no scored value')}"
-                   f"  95% CI {ci}")
+                   f"  95% CI {ci}  ({direction})")
+    if by and notes["similarity"]:
+        typer.echo(f"warning: {', '.join(notes['similarity'])} measure similarity to the source: an editor that changes "
+                   f"nothing scores best, so these means are not a ranking. `editlens runs leaderboard {run_dir}` ranks "
+                   "by the evaluators that judge the edit, with CIs, significance and no-op flags.", err=True)
+    if notes["why_empty"]:
+        typer.echo("nothing in this run ranks the editors:", err=True)
+        for line in notes["why_empty"]["why"]:
+            typer.echo(f"  - {line}", err=True)
+        typer.echo("to rank them, add one of:", err=True)
+        for line in notes["why_empty"]["add"]:
+            typer.echo(f"  - {line}", err=True)
 
     # evaluators with no scored value would otherwise vanish from the table
     for ev, counts in sorted(status_counts(run_dir).items()):
@@ -76,6 +92,48 @@ def runs_summary(run_dir: Path = typer.Argument(...), by: Optional[str] = typer.
         typer.echo("")
         typer.echo(extra["title"])
         print_rows(extra["rows"])
+
+
+class LeaderboardFormat(str, enum.Enum):
+    table = "table"
+    md = "md"
+    latex = "latex"
+    csv = "csv"
+    json = "json"
+
+
+@app.command("leaderboard")
+@guarded
+def runs_leaderboard(
+    run_dir: Path = typer.Argument(..., help="Run directory."),
+    by: Optional[str] = typer.Option(None, "--by", help="Also rank within each value of this manifest column "
+                                     "(default: edit_type, when the manifest has it)."),
+    fmt: LeaderboardFormat = typer.Option(LeaderboardFormat.table, "--format", help="table (terminal), md (Markdown), "
+                                          "latex (booktabs), csv or json."),
+    scope: Optional[str] = typer.Option(None, "--scope", help="Only this scope: all, or a value of the --by column."),
+    manifest: Optional[Path] = typer.Option(None, "--manifest", help="The run's manifest, when it has moved."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the bootstraps (the report's default: 0)."),
+    n_boot: int = typer.Option(1000, "--n-boot", min=10, help="Bootstrap resamples (the report's default: 1000)."),
+) -> None:
+    """The report's leaderboard as text: editors ranked by the evaluators that judge the edit (direction
+    from each evaluator's spec), mean and bootstrap 95% CI, paired test against the next editor, no-op
+    flags and coverage; similarity scores apart (not a ranking); why nothing ranks when nothing does."""
+    from editlens.errors import InputError
+    from editlens.reporting.collect import collect_run
+    from editlens.reporting.leaderboard_text import leaderboard_document, render
+
+    if by == "model":
+        raise InputError("--by model: the leaderboard's rows are the editors already; --by groups them by another "
+                         "manifest column (e.g. edit_type)")
+    doc = leaderboard_document(collect_run(run_dir, manifest=manifest, seed=seed, n_boot=n_boot, by=by))
+    if scope is not None and doc["tables"]:  # with nothing ranked, the output says why: no scope to pick
+        keys = {t["scope"] for t in doc["tables"]}
+        key = scope if scope == "all" or scope.startswith("type:") else f"type:{scope}"
+        if key not in keys:
+            raise InputError(f"--scope {scope}: no such scope; scopes: "
+                             + ", ".join(k.removeprefix("type:") for k in sorted(keys)))
+        doc["tables"] = [t for t in doc["tables"] if t["scope"] == key]
+    typer.echo(render(doc, fmt.value), nl=False)
 
 
 @app.command("diff")

@@ -505,6 +505,22 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
     per_model = _per_model(samples, evaluators, models, seed, n_boot)
     completeness = _completeness(run, run_manifest, {s["id"]: s for s in samples}, samples_in, evaluators)
     completeness["resized"] = sum(1 for s in samples if s["input_notes"])
+    # sources in the whole manifest, per scope: a partial run's tables say how many of them they cover
+    planned: dict[str, set] = {}
+    for src in samples_in.values():
+        key = (str(src.source), src.instruction)
+        planned.setdefault("all", set()).add(key)
+        cat = src.metadata.get(by or CATEGORY_COLUMN) if by != "model" else src.model
+        if cat is not None and str(cat).strip():
+            planned.setdefault(f"type:{group_label(cat)}", set()).add(key)
+        elif by is not None:
+            planned.setdefault("type:(none)", set()).add(key)
+    source_totals = {k: len(v) for k, v in planned.items()}
+    board = leaderboards(samples, evaluators, measures, {e: _hib(specs[e]) for e in evaluators}, models,
+                         seed=seed, n_boot=n_boot, source_totals=source_totals)
+    board["by"] = by or CATEGORY_COLUMN
+    if not any(t["scope"] == "all" for t in board["tables"]):
+        board["why_empty"] = _why_empty(samples, samples_in, evaluators, measures, completeness["not_run"])
     return {
         "kind": "run",
         "title": run.resolve().name,
@@ -526,16 +542,50 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
         "categories": sorted({s["category"] for s in samples if "category" in s}),
         "category_column": by or CATEGORY_COLUMN,
         "groups": group_list,
+        "source_totals": source_totals,
         "samples": samples,
         "per_model": per_model,
-        "leaderboard": leaderboards(samples, evaluators, measures, {e: _hib(specs[e]) for e in evaluators},
-                                    models, seed=seed, n_boot=n_boot),
+        "leaderboard": board,
         # run-level tables evaluators contribute (registry metadata), e.g. DICE's ranking
         "summaries": _summaries(rows),
         "human": _human_agreement(samples, scored_evaluators, seed, n_boot) if any("human" in s for s in samples) else None,
         "notes": notes,
         "probe": load_probe(run),  # `editlens probe`'s result, when the run was probed
+        "arena": _arena(run),  # `editlens arena`'s ratings, when the run has them
     }
+
+
+def _why_empty(samples: list[dict[str, Any]], samples_in: Mapping[str, Any], evaluators: list[str],
+               measures: Mapping[str, str | None], not_run: Mapping[str, str]) -> dict[str, Any]:
+    """:func:`~editlens.reporting.leaderboard.why_nothing_ranks` of a collected run."""
+    from editlens.reporting.leaderboard import why_nothing_ranks
+
+    status: dict[str, dict[str, int]] = {}
+    reasons: dict[str, dict[str, int]] = {}
+    for s in samples:
+        for ev, sc in s["scores"].items():
+            c = status.setdefault(ev, {})
+            c[sc["status"]] = c.get(sc["status"], 0) + 1
+            if sc["status"] != "scored" and sc.get("reason"):
+                r = reasons.setdefault(ev, {})
+                r[sc["reason"]] = r.get(sc["reason"], 0) + 1
+    top = {ev: max(r.items(), key=lambda kv: kv[1])[0] for ev, r in reasons.items()}
+    all_measures = dict(measures)
+    for ev, spec in specs_of([e for e in not_run if e not in measures]).items():
+        all_measures[ev] = spec.measures if spec is not None else None
+    has_ref = any("reference" in s["images"] for s in samples) or any(getattr(s, "reference", None) for s in samples_in.values())
+    has_caps = any(getattr(s, "target_caption", None) for s in samples_in.values())
+    return why_nothing_ranks(evaluators, all_measures, status, top, not_run, has_ref, has_caps)
+
+
+def _arena(run: Path) -> dict[str, Any] | None:
+    """``RUN/arena/arena.json`` (written by ``editlens arena RUN``), or ``None``."""
+    from editlens.runner.arena import load_arena
+
+    try:
+        return load_arena(run / "arena")
+    except InputError:
+        return None  # an unreadable arena file must not stop the report of the run
 
 
 def _hib(spec: Any) -> bool | None:

@@ -116,7 +116,8 @@ def _section(sid: str, title: str, body: str, hint: str = "") -> str:
 
 
 def _plot(uri: str | None, alt: str) -> str:
-    return f'<img class="plot" alt="{_e(alt)}" src="{uri}">' if uri else ""
+    """A plot at its own size (its type legible); a screen narrower than it scrolls it sideways."""
+    return f'<div class="plot-scroll"><img class="plot" alt="{_e(alt)}" src="{uri}"></div>' if uri else ""
 
 
 def _ci(ci: Sequence[float | None] | None) -> str:
@@ -435,14 +436,28 @@ def _run_sections(data: Mapping[str, Any], image_mode: str = "auto") -> str:
         out.append(_section("notes", "Notes", "<ul>" + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>")
                    .replace("<section ", '<section class="notes" ', 1))
     out.append(_leaderboard_section(data))
+    if data.get("arena"):
+        out.append(arena_section(data["arena"]))
     if data.get("probe"):  # `editlens probe` wrote RUN_DIR/probe.json
         from editlens.reporting.trust_html import probe_section
 
         out.append(probe_section(data["probe"]))
     out.append(_samples_section(data))
     out.append(_similarity_section(data))
+    scored_by = {r["evaluator"] for r in data.get("per_model") or [] if r["counts"].get("scored")}
     for table in data.get("summaries") or []:
         ev = table["evaluator"]
+        if ev not in scored_by:  # its table would be all zeros and blanks: say why in one line instead
+            reasons: dict[str, int] = {}
+            for smp in data["samples"]:
+                r = (smp["scores"].get(ev) or {}).get("reason")
+                if r:
+                    reasons[r] = reasons.get(r, 0) + 1
+            top = max(reasons.items(), key=lambda kv: kv[1])[0] if reasons else "no result has a score"
+            out.append(_section(f"summary-{ev}", table["title"],
+                                f'<p class="nothing-ranked summary-empty">No edit has a {_e(ev)} score, so its summary '
+                                f"is not shown (most common reason: {_e(top)}).</p>"))
+            continue
         out.append(_section(f"summary-{ev}", table["title"], generic_table(table["rows"], f"data summary-{ev}"),
                             f"Contributed by the {_e(ev)} evaluator, per editing model. Samples whose model answers "
                             "could not be parsed, or that no model judged, are never guessed: rates leave them out "
@@ -465,11 +480,9 @@ def _run_sections(data: Mapping[str, Any], image_mode: str = "auto") -> str:
 
 
 def _direction_words(hib: bool | None, measures: str | None) -> str:
-    if hib is None:
-        return "direction unknown"
-    if measures == "similarity":
-        return ("higher" if hib else "lower") + " = closer to the source"
-    return ("higher" if hib else "lower") + " is better"
+    from editlens.reporting.leaderboard import direction_words
+
+    return direction_words(hib, measures)
 
 
 def _noop_chip(flag: Mapping[str, Any] | None) -> str:
@@ -501,12 +514,15 @@ def _leaderboard_section(data: Mapping[str, Any]) -> str:
             f'<li data-model="{_e(m)}"><b>{_e(m)}</b>{_noop_chip(f)} — found unchanged by {_e(", ".join(f["by"]))}'
             + (": not ranked (an editor that changes nothing must not win)" if f["noop"] else "") + "</li>"
             for m, f in flagged) + "</ul>")
-    if not lb.get("ranked"):
-        parts.append('<p class="nothing-ranked">No evaluator of this run measures edit quality, instruction following '
-                     "or agreement with a reference edit, so nothing here ranks the editors. The scores below measure "
-                     "similarity to the source, where an editor that changes nothing scores best. Add an evaluator "
-                     "that judges the edit (e.g. <code>--metrics clip_t,viescore</code>, or <code>--dice --vlm "
-                     "...</code>).</p>")
+    empty = lb.get("why_empty")
+    if empty:
+        why = "".join(f"<li>{_e(w)}</li>" for w in empty["why"])
+        add = "".join(f"<li>{_e(a)}</li>" for a in empty["add"])
+        arena = ('<p class="see-arena">This run\'s <a href="#arena">pairwise arena</a> ranks them from pairwise '
+                 "verdicts.</p>") if data.get("arena") else ""
+        parts.append('<div class="nothing-ranked"><p><b>Nothing here ranks the editors.</b> No evaluator that judges '
+                     "the edit produced a score:</p>"
+                     f'<ul class="why">{why}</ul><p>To rank them, add one of:</p><ul class="add">{add}</ul>{arena}</div>')
     for scope in scopes:
         tabs = tables_by_scope.get(scope["key"], [])
         if not tabs:
@@ -536,7 +552,8 @@ def _leaderboard_section(data: Mapping[str, Any]) -> str:
                              f'<td class="editor" data-model="{_e(r["model"])}"><b>{_e(r["model"])}</b>'
                              f'{_noop_chip(sflags.get(r["model"]))}<span class="vs">{vs}</span></td>',
                              f'<td class="num" data-mean="{r["mean"]}">{_num(r["mean"])}{_ci(r["ci"])}</td>',
-                             f'<td class="num">{r["n"]}{("<span class=cnt>" + _e(other) + "</span>") if other else ""}</td>'])
+                             f'<td class="num">{r["n"]}{_coverage(r)}'
+                             f'{("<span class=cnt>" + _e(other) + "</span>") if other else ""}</td>'])
             missing = "".join(f"<li>{_e(m)}: no scored edit</li>" for m in t.get("missing", []))
             body = (_table(["#", "editor (vs the next one)", "mean", "n"], rows, "data lb-table",
                            f'data-evaluator="{_e(ev)}" data-scope="{_e(scope["key"])}"')
@@ -556,6 +573,53 @@ def _leaderboard_section(data: Mapping[str, Any]) -> str:
     return _section("leaderboard", "Leaderboard", "".join(parts), hint)
 
 
+def arena_section(doc: Mapping[str, Any]) -> str:
+    """``editlens arena``'s ranking: Bradley-Terry ratings with bootstrap CIs, ties named, and
+    its agreement with a human ranking when one was given."""
+    v, s = doc["verdicts"], doc["schedule"]
+    nxt = {n["better"]: n for n in doc.get("neighbours") or []}
+    rows = []
+    for r in doc["editors"]:
+        n = nxt.get(r["editor"])
+        vs = "" if n is None else (f'<span class="{"sig" if n["significant"] else "nsig"}">'
+                                   f'{"≫" if n["significant"] else "≈"} {_e(n["worse"])} (better in '
+                                   f'{n["p_better"]:.0%} of resamples)</span>')
+        rank_ci = "–" if r["rank_ci"] is None else f'{r["rank_ci"][0]}–{r["rank_ci"][1]}'
+        flag = (f' <span class="chip noop">no-op: {_e(r["noop"])}</span>' if r.get("noop") and r["rank"] is None else
+                f' <span class="chip some-unchanged">{_e(r["noop"])}</span>' if r.get("noop") else "")
+        rows.append([f'<td class="num rank">{"–" if r["rank"] is None else r["rank"]}</td>',
+                     f'<td class="editor" data-model="{_e(r["editor"])}"><b>{_e(r["editor"])}</b>{flag}'
+                     f'<span class="vs">{vs}</span></td>',
+                     f'<td class="num" data-rating="{r["rating"]}">{r["rating"]:+.3f}{_ci(r["ci"])}</td>',
+                     f'<td class="num">{r["elo"]:.0f}<span class="ci">[{r["elo_ci"][0]:.0f}, {r["elo_ci"][1]:.0f}]</span></td>',
+                     f'<td class="num nowrap">{rank_ci}</td>',
+                     f'<td class="num nowrap">{r["wins"]}–{r["losses"]}–{r["ties"]}</td>'])
+    body = [f'<p class="desc">Judged by <code>{_e(doc.get("judge", "?"))}</code> on {doc["sources"]} sources: '
+            f'{s["comparisons"]} of {s["all_pairs"]} possible comparisons (pairs chosen adaptively, uncertain '
+            f'neighbours first; stopped: {_e(s["stopped"])}). Verdicts: {v["decided"]} decided, {v["ties"]} ties '
+            f'({v["position_bias"]} from position bias), {v["no_verdict"]} without a verdict. Bradley-Terry, '
+            f'{_e(doc["ties_model"])}.</p>',
+            _table(["#", "editor (vs the next one)", "rating (log-strength)", "Elo", "rank CI", "W–L–T"], rows,
+                   "data arena-table")]
+    for note in doc.get("notes") or []:
+        body.append(f'<p class="nothing-ranked arena-note">{_e(note)}</p>')
+    h = doc.get("human")
+    if h:
+        body.append(f'<p class="arena-human" data-kendall="{_e(h.get("kendall"))}">Agreement with the human ranking over '
+                    f'{h["n"]} editors: Kendall τ <b>{_num(h.get("kendall"))}</b>, Spearman ρ '
+                    f'<b>{_num(h.get("spearman"))}</b>.</p>')
+    return _section("arena", "Pairwise arena", "".join(body),
+                    f"Ratings from pairwise verdicts (editlens arena), {_e(doc['ci'])}; Elo = 1000 + 400 × rating / ln 10.")
+
+
+def _coverage(row: Mapping[str, Any]) -> str:
+    """"36 of 60 sources" when an editor was scored on only part of the sources (a partial run)."""
+    got, of = row.get("sources"), row.get("of_sources")
+    if got is None or of is None or got >= of:
+        return ""
+    return f'<span class="cnt coverage" data-sources="{got}" data-of="{of}">{got} of {of} sources</span>'
+
+
 def _similarity_section(data: Mapping[str, Any]) -> str:
     lb = data.get("leaderboard") or {}
     evs = [e for e in lb.get("unranked", []) if any(r["evaluator"] == e for r in data["per_model"])]
@@ -563,6 +627,13 @@ def _similarity_section(data: Mapping[str, Any]) -> str:
         return ""
     by = {(r["model"], r["evaluator"]): r for r in data["per_model"]}
     flags = (lb.get("noop") or {}).get("all") or {}
+    # coverage: a partial run's means are over the sources scored so far
+    total = max((data.get("source_totals") or {}).get("all", 0), len({s.get("group", s["id"]) for s in data["samples"]}))
+    covered: dict[tuple[str, str], set] = {}
+    for smp in data["samples"]:
+        for ev, sc in smp["scores"].items():
+            if sc["status"] == "scored":
+                covered.setdefault((smp["model"], ev), set()).add(smp.get("group", smp["id"]))
     rows = []
     for m in data["models"]:
         cells = [f"<td><b>{_e(m)}</b>{_noop_chip(flags.get(m))}</td>"]
@@ -572,8 +643,9 @@ def _similarity_section(data: Mapping[str, Any]) -> str:
                 cells.append('<td class="num">–</td>')
                 continue
             other = ", ".join(f"{v} {k}" for k, v in r["counts"].items() if k != "scored" and v)
+            cov = _coverage({"sources": len(covered.get((m, ev), ())), "of_sources": total})
             cells.append(f'<td class="num" data-model="{_e(m)}" data-evaluator="{_e(ev)}">{_num(r["mean"])}'
-                         f'{_ci(r["ci"])}<span class="cnt">n={r["n"]}{", " + _e(other) if other else ""}</span></td>')
+                         f'{_ci(r["ci"])}<span class="cnt">n={r["n"]}{", " + _e(other) if other else ""}</span>{cov}</td>')
         rows.append(cells)
     measures = data.get("measures") or {}
     labels = data.get("measure_labels") or {}
@@ -747,7 +819,7 @@ PLAIN = {
     "O": "overall rating (O)", "SC": "semantic consistency (SC)", "PQ": "perceptual quality (PQ)",
     "aspects": "", "overall": "all items pooled", "grouped": "per-model protocol",
     "pearson": "Pearson r", "spearman": "Spearman ρ", "kendall": "Kendall τ",
-    "value": "headline agreement", "accuracy": "accuracy", "n": "items", "n_items": "items with a prediction and a human score",
+    "value": "the protocol's figure", "accuracy": "accuracy", "n": "items", "n_items": "items with a prediction and a human score",
     "n_pairs": "pairs", "n_predictions": "predictions", "n_unparsable": "unparsable answers (left out)",
     "n_missing": "items without a prediction (left out)", "human_inter_rater_icc_2_1": "agreement between human raters, ICC(2,1)",
     "threshold": "tie threshold", "aggregation": "aggregation", "benchmark": "benchmark", "protocol": "protocol",
@@ -833,7 +905,8 @@ def meta_sections(rep: Mapping[str, Any], extra: Mapping[str, Any] | None = None
         sections.append(system)
     scalars = {k: v for k, v in rep.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
     sections.append(_section(f"{prefix}summary", "Summary", _table(
-        ["", "value"], [[_e(plain(k)), f'<td class="num">{_num(v)}</td>' if isinstance(v, (int, float))
+        ["", "value"], [[_e(statistic_name(rep) if k == "value" else plain(k)),
+                         f'<td class="num">{_num(v)}</td>' if isinstance(v, (int, float))
                          else _e(v)] for k, v in scalars.items()], "data summary")))
     corr = _corr_rows({k: v for k, v in rep.items() if k != "by_edit_type"})  # per-type figures get their own table
     if "ci95" in rep and "value" not in rep:  # a top-level accuracy with its CI
@@ -882,12 +955,62 @@ def meta_sections(rep: Mapping[str, Any], extra: Mapping[str, Any] | None = None
     return sections
 
 
+def statistic_name(rep: Mapping[str, Any]) -> str:
+    """The name of a meta-evaluation's headline ``value``: the statistic, not "headline agreement".
+
+    >>> statistic_name({"protocol": "aurora-pointwise", "value": 0.4})
+    'Spearman ρ over all items'
+    >>> statistic_name({"value": 0.7, "accuracy": 0.7})
+    'accuracy'
+    """
+    if rep.get("statistic"):
+        return str(rep["statistic"])
+    proto = str(rep.get("protocol") or "")
+    value = rep.get("value", _NOT_GIVEN)
+    if value is not _NOT_GIVEN and value == rep.get("strict_accuracy", _NOT_GIVEN):
+        return "strict group accuracy"
+    if value is not _NOT_GIVEN and value == rep.get("accuracy", _NOT_GIVEN):
+        return "accuracy"
+    if proto == "aurora-pointwise":
+        return "Spearman ρ over all items"
+    if proto == "aurora-per-model-mean":
+        return "mean per-model Spearman ρ"
+    agg = rep.get("aggregation") or (rep.get("grouped") or {}).get("aggregation")
+    if agg in ("official", "fisher", "mean"):
+        return {"official": "Spearman ρ per editing method, tanh of their mean",
+                "fisher": "Spearman ρ per editing method, Fisher-z mean", "mean": "mean Spearman ρ per editing method"}[agg]
+    return "agreement (statistic not recorded)"
+
+
+_NOT_GIVEN = object()
+
+
+def _evaluated_html(ev: Mapping[str, Any] | None) -> str:
+    if not ev:
+        return ""
+    parts = [f'evaluator <code class="evaluator">{_e(ev.get("evaluator", "?"))}</code>']
+    if ev.get("model"):
+        parts.append("model " + ", ".join(f"<code>{_e(v)}</code>" for v in ev["model"].values()))
+    if ev.get("answers"):
+        parts.append(f'answers from <code class="answers">{_e(ev["answers"])}</code>'
+                     + (f' (run <code>{_e(ev["run"])}</code>)' if ev.get("run") else ""))
+    if ev.get("human"):
+        parts.append(f"human judgments <code>{_e(ev['human'])}</code>")
+    return f'<div class="sub evaluated">{" · ".join(parts)}</div>'
+
+
 def render_meta_report(rep: Mapping[str, Any], title: str, extra: Mapping[str, Any] | None = None) -> str:
     """HTML of a meta-evaluation report dict (``editlens meta-eval ... --json``'s document);
-    ``extra`` as in :func:`meta_sections`."""
+    ``extra`` as in :func:`meta_sections`. Paths in it are shown as file names."""
+    from editlens.reporting.meta_html import without_local_paths
+
+    rep = without_local_paths(dict(rep))
     scalars = {k: v for k, v in rep.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
     stat_keys = [k for k in ("value", "accuracy", "n_items", "n", "n_unparsable", "n_missing") if k in scalars]
-    stat_html = "".join(f'<div class="stat" data-stat="{_e(k)}"><b>{_num(scalars[k])}</b><span>{_e(plain(k))}</span></div>'
+    if "value" in stat_keys and "accuracy" in stat_keys and scalars["value"] == scalars["accuracy"]:
+        stat_keys.remove("accuracy")  # the same number twice
+    stat_html = "".join(f'<div class="stat" data-stat="{_e(k)}"><b>{_num(scalars[k])}</b>'
+                        f'<span>{_e(statistic_name(rep) if k == "value" else plain(k))}</span></div>'
                         for k in stat_keys)
     sl = rep.get("system_level")
     if isinstance(sl, Mapping) and sl.get("kendall_tau") is not None:
@@ -896,6 +1019,7 @@ def render_meta_report(rep: Mapping[str, Any], title: str, extra: Mapping[str, A
     header = (f"<h1>editlens meta-evaluation · {_e(title)}</h1><div class=\"sub\">benchmark "
               f"<code>{_e(rep.get('benchmark', '?'))}</code> · protocol <code>{_e(rep.get('protocol', '?'))}</code>"
               f"{' · ' + _e(rep['aggregation_note']) if rep.get('aggregation_note') else ''}</div>"
+              f"{_evaluated_html(rep.get('evaluated'))}"
               f'<div class="stats">{stat_html}</div>')
     return _page(f"editlens meta-evaluation: {title}", header, "\n".join(meta_sections(rep, extra)), {})
 

@@ -1,7 +1,10 @@
-"""Plots for the meta-evaluation reports (matplotlib, Agg backend), returned as base64 PNG data URIs.
+"""Plots for the meta-evaluation reports (matplotlib, Agg backend), returned as SVG data URIs.
 
-Every axis is labelled. A run report draws its own plots in the page (SVG, see
-``assets/report.js``), so they follow the page width down to a phone.
+Every axis is labelled. Text stays text (the browser draws it, sharp at any
+zoom) and is at least :data:`MIN_FONT` points; the page shows a plot at its own
+size and lets a narrow screen scroll it sideways rather than shrink its type
+(see ``_plot`` in :mod:`editlens.reporting.html`). A run report draws its own
+plots in the page (SVG, see ``assets/report.js``).
 """
 
 from __future__ import annotations
@@ -26,12 +29,17 @@ def _pyplot() -> Any:
     return plt
 
 
+#: smallest type on a plot, in points (a point is 4/3 CSS pixels at the plot's own size)
+MIN_FONT = 9
+
+
 def _to_uri(fig: Any) -> str:
     plt = _pyplot()
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": "editlens"}):  # text as text; stable ids
+        fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+    return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
 def _grid(n: int, ncols: int = 3) -> tuple[int, int]:
@@ -62,17 +70,17 @@ def human_scatter(points: dict[str, list[tuple[float, float, str]]], overall: Se
         if rho and rho["value"] is not None:
             title += f"\nSpearman {rho['value']:.3f} [{_f(rho['ci95'][0])}, {_f(rho['ci95'][1])}]"
         ax.set_title(title, fontsize=9)
-        ax.set_xlabel("human score", fontsize=8)
-        ax.set_ylabel(f"predicted score ({ev})", fontsize=8)
-        ax.tick_params(labelsize=7)
+        ax.set_xlabel("human score", fontsize=MIN_FONT)
+        ax.set_ylabel(f"predicted score ({ev})", fontsize=MIN_FONT)
+        ax.tick_params(labelsize=MIN_FONT)
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(points):]:
         ax.axis("off")
     fig.tight_layout()
     if len(models) > 1:
         handles, labels = axes.flat[0].get_legend_handles_labels()
-        fig.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 0.98), title="group",
-                   title_fontsize=7, frameon=False)
+        fig.legend(handles, labels, fontsize=MIN_FONT, loc="upper left", bbox_to_anchor=(1.0, 0.98), title="group",
+                   title_fontsize=MIN_FONT, frameon=False)
     return _to_uri(fig)
 
 
@@ -84,7 +92,7 @@ def system_scatter(models: Sequence[str], human: Sequence[float], pred: Sequence
     fig, ax = plt.subplots(figsize=(5.2, 3.8))
     for k, (m, h, p) in enumerate(zip(models, human, pred)):
         ax.scatter([h], [p], s=36, color=PALETTE[k % len(PALETTE)], zorder=3)
-        ax.annotate(m, (h, p), textcoords="offset points", xytext=(5, 4), fontsize=7)
+        ax.annotate(m, (h, p), textcoords="offset points", xytext=(5, 4), fontsize=MIN_FONT)
     ax.set_xlabel("mean human score of the method")
     ax.set_ylabel("mean predicted score of the method")
     ax.grid(alpha=0.3)
@@ -112,7 +120,7 @@ def correlation_bars(rows: Sequence[dict[str, Any]], label: str, title: str,
     err = np.where(np.isfinite(err), np.maximum(err, 0), 0)
     ax.errorbar(vals, y, xerr=err, fmt="o", color=PALETTE[0], ecolor="#999", capsize=3)
     ax.axvline(0, color="#bbb", lw=0.8)
-    ax.set_yticks(y, [str(r[label]) for r in rows], fontsize=8)
+    ax.set_yticks(y, [str(r[label]) for r in rows], fontsize=MIN_FONT)
     ax.invert_yaxis()
     ax.set_xlim(min(-0.1, np.nanmin(ci[:, 0]) - 0.05 if np.isfinite(ci[:, 0]).any() else -0.1), 1.0)
     ax.set_title(title, fontsize=10)

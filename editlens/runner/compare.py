@@ -87,14 +87,15 @@ def read_pairs(path: Path, columns: str | Mapping[str, str] | None = None) -> li
 
 
 class JudgeComparer:
-    """Pairs decided by the pairwise VLM judge (``options`` as for ``PairwiseJudge``)."""
+    """Pairs decided by a pairwise VLM judge (``judge``: a registered evaluator whose spec declares
+    ``orders``; ``options`` as for ``PairwiseJudge``)."""
 
-    def __init__(self, options: Mapping[str, Any]) -> None:
+    def __init__(self, options: Mapping[str, Any], judge: str = "pairwise") -> None:
         from editlens.metrics.registry import create_metric
 
-        judge: Any = create_metric("pairwise", **dict(options))  # a PairwiseJudge
-        self.judge = judge
-        self.name = f"pairwise ({judge.orders})"
+        made: Any = create_metric(judge, **dict(options))  # a PairwiseJudge
+        self.judge = made
+        self.name = f"{judge} ({made.orders})"
 
     def compare(self, items: Sequence[PairItem], batch_size: int = 8) -> list[dict[str, Any]]:
         out = []

@@ -74,7 +74,10 @@
 
   /* A horizontal panel: one row per label, x scale from lo..hi; draw(row, y, x) adds marks. */
   function panel(title, labels, lo, hi, xlabel, draw, ylabel) {
-    var W = 380, left = 104, right = 14, top = title ? 40 : 22, rowH = 24, H = top + rowH * labels.length + 42;
+    // a long axis name is set on two lines (split before its parenthesis), never cut at the edge
+    var cut = xlabel.length > 44 ? xlabel.lastIndexOf(" (") : -1;
+    var xlines = cut > 0 ? [xlabel.slice(0, cut), xlabel.slice(cut + 1)] : [xlabel];
+    var W = 380, left = 104, right = 14, top = title ? 40 : 22, rowH = 24, H = top + rowH * labels.length + 42 + 14 * (xlines.length - 1);
     var svg = sv("svg", {viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": title + ": " + xlabel});
     if (title) { svg.appendChild(sv("text", {x: 4, y: 16, "font-size": 12, "font-weight": 600}, title)); }
     // the rows' axis: its name heads the row labels
@@ -89,8 +92,11 @@
       svg.appendChild(sv("text", {x: x(t), y: bottom + 13, "font-size": 10, "text-anchor": "middle"}, fmt(t)));
     });
     svg.appendChild(sv("line", {x1: left, x2: W - right, y1: bottom, y2: bottom, stroke: "#9aa3b2"}));
-    svg.appendChild(sv("text", {x: left + (W - left - right) / 2, y: bottom + 30, "font-size": 11, "text-anchor": "middle",
-                                "class": "xlabel"}, xlabel));
+    var xl = sv("text", {x: W / 2, y: bottom + 30, "font-size": 11, "text-anchor": "middle", "class": "xlabel"}, xlines.length > 1 ? "" : xlabel);
+    if (xlines.length > 1) {
+      xlines.forEach(function (line, i) { xl.appendChild(sv("tspan", {x: W / 2, dy: i ? 14 : 0}, line)); });
+    }
+    svg.appendChild(xl);
     labels.forEach(function (lab, i) {
       var y = top + rowH * i + rowH / 2;
       svg.appendChild(sv("text", {x: left - 6, y: y + 4, "font-size": 10.5, "text-anchor": "end"}, short(lab, 17)));
@@ -288,8 +294,20 @@
     var d = el("div", {"class": "bx" + (b.dashed ? " dash" : ""), "data-by": b.by, "data-ns": g.ns.join(" "), "data-kind": b.kind,
       "data-box": b.box.join(","), style: "left:" + (100 * x0) + "%;top:" + (100 * y0) + "%;width:" + (100 * (x1 - x0)) +
       "%;height:" + (100 * (y1 - y0)) + "%;border-color:" + b.colour, title: g.ns.join(", ") + ". " + b.by + ": " + (b.label || b.kind || "")});
-    d.appendChild(el("span", {"class": "num", style: "background:" + b.colour, text: g.ns.join("/")}));
+    d.appendChild(el("span", {"class": "num", style: "background:" + b.colour, text: g.ns.join(",")}));
     return d;
+  }
+  /* Number labels sit at their box's top-left corner; labels that would cover each other are
+     moved down, one line per label already there. */
+  function spreadLabels(host) {
+    var placed = [];
+    Array.prototype.forEach.call(host.querySelectorAll(".bx"), function (d) {
+      var b = d.getAttribute("data-box").split(",").map(Number);
+      var x = Math.min(b[0], b[2]), y = Math.min(b[1], b[3]), k = 0;
+      placed.forEach(function (p) { if (Math.abs(p[0] - x) < 0.08 && Math.abs(p[1] - y) < 0.06) { k++; } });
+      placed.push([x, y]);
+      if (k) { d.querySelector(".num").style.top = (1.3 * k) + "em"; d.querySelector(".num").setAttribute("data-shift", k); }
+    });
   }
   var THUMB_K = 4;
   function frame(s, role, k, onOpen) {
@@ -303,6 +321,7 @@
                        "aria-label": "inspect the " + role + " image of " + s.id}, [pic]);
     var list = k < 0 ? [] : groupBoxes(boxesOn(s, role)), shown = topK(list, k);
     shown.forEach(function (g) { f.appendChild(boxEl(g)); });
+    spreadLabels(f);
     if (list.length > shown.length) {
       f.appendChild(el("span", {"class": "more", text: "+" + (list.length - shown.length) + " more"}));
     }
@@ -391,11 +410,17 @@
     return li;
   }
 
+  /* An edit's verdict chips: an unchanged edit gets one flag ("unchanged"), not "no change" beside it. */
+  function verdictChips(s) {
+    var unchanged = s.unchanged && s.unchanged.length, out = [];
+    (s.verdicts || []).forEach(function (v) { if (!(unchanged && v === "no change")) { out.push(chip("v-" + slug(v), v)); } });
+    if (unchanged) { out.push(chip("v-unchanged", "unchanged", "found unchanged by " + s.unchanged.join(", "))); }
+    return out;
+  }
   function headChips(s) {
     var out = [chip("model", s.model)];
     if (s.category) { out.push(chip("cat", s.category)); }
-    (s.verdicts || []).forEach(function (v) { out.push(chip("v-" + slug(v), v)); });
-    if (s.unchanged && s.unchanged.length) { out.push(chip("v-unchanged", "unchanged", "found unchanged by " + s.unchanged.join(", "))); }
+    verdictChips(s).forEach(function (c) { out.push(c); });
     if (s.input_notes && s.input_notes.length) { out.push(chip("resized", "resized", s.input_notes.join("\n"))); }
     return out;
   }
@@ -521,8 +546,7 @@
       cap.push(el("span", {"class": "val", "data-evaluator": state.cshow,
         text: sc ? (sc.status === "scored" ? fmt(sc.value) : sc.status) : "–"}));
     }
-    (s.verdicts || []).forEach(function (v) { cap.push(chip("v-" + slug(v), v)); });
-    if (s.unchanged && s.unchanged.length) { cap.push(chip("v-unchanged", "unchanged", "found unchanged by " + s.unchanged.join(", "))); }
+    verdictChips(s).forEach(function (c) { cap.push(c); });
     s.statuses.forEach(function (st) { if (st === "failed" || st === "unscored") { cap.push(chip(st, st)); } });
     if (s.input_notes && s.input_notes.length) { cap.push(chip("resized", "resized", s.input_notes.join("\n"))); }
     var f = frame(s, "edited", 3, function (x, role) { openInspector(x, role, currentCompareSamples()); });
@@ -718,19 +742,39 @@
     st.style.width = view.W + "px"; st.style.height = view.H + "px";
     st.textContent = "";
     var pair = el("div", {"class": "pair"});
-    var notes = [];
+    var notes = [], missingFull = [];
     ["source", "edited", "reference"].forEach(function (r) {
       var im = s.images[r];
       if (!im || im.error) { return; }
       var u = fullUrl(im);
       if (!u.full) { notes.push(r); }
-      pair.appendChild(el("img", {"class": "layer-" + r, "data-role": r, src: u.url, alt: r + " image of " + s.id, draggable: "false"}));
+      var pic = el("img", {"class": "layer-" + r, "data-role": r, src: u.url, alt: r + " image of " + s.id, draggable: "false"});
+      if (u.full && im.href) {
+        // a report sent without its image folder: show the thumbnail and say which file is missing
+        pic.addEventListener("error", function () {
+          if (pic.getAttribute("data-fallback")) { return; }
+          pic.setAttribute("data-fallback", im.href);
+          pic.src = thumbs()[im.t];
+          missingFull.push(im.href);
+          showNote();
+        }, {once: true});
+      }
+      pair.appendChild(pic);
     });
     st.appendChild(pair);
     st.appendChild(el("div", {"class": "boxes"}));
     st.appendChild(el("div", {"class": "divider", hidden: ""}));
-    insp.querySelector(".lb-note").textContent = notes.length ? "thumbnail only: full-size images are not in this report" : "";
-    insp.querySelector(".lb-note").hidden = !notes.length;
+    function showNote() {
+      var text = notes.length ? "thumbnail only: full-size images are not in this report" : "";
+      if (missingFull.length) {
+        text = "thumbnail only: the full-size image" + (missingFull.length > 1 ? "s " : " ") + missingFull.join(", ") +
+          (missingFull.length > 1 ? " are" : " is") + " missing (send the report with its image folder, or rebuild it with --images embed)";
+      }
+      var n = insp.querySelector(".lb-note");
+      n.textContent = text;
+      n.hidden = !text;
+    }
+    showNote();
     insp.querySelector("#lb-prev").disabled = nav.indexOf(s) <= 0;
     insp.querySelector("#lb-next").disabled = nav.indexOf(s) < 0 || nav.indexOf(s) >= nav.length - 1;
     applyMode();
@@ -776,6 +820,7 @@
       d.querySelector(".num").addEventListener("pointerdown", function (e) { e.stopPropagation(); });
       host.appendChild(d);
     });
+    spreadLabels(host);
     side(s, boxes);
     if (hl !== null) { select(hl, false); }
   }

@@ -1,0 +1,195 @@
+"""``editlens arena``: rank editors from pairwise verdicts (Bradley-Terry)."""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+
+from editlens.cli.common import EXIT_FAILED, emit_json, guarded, parse_models, split_names
+from editlens.cli.options import (
+    CacheOpt,
+    ConcurrencyOpt,
+    DeviceOpt,
+    DtypeOpt,
+    MinSamplesOpt,
+    ModelOpt,
+    OptionOpt,
+    RetriesOpt,
+    SamplesOpt,
+    TemperatureOpt,
+    TemplateOpt,
+    TimeoutOpt,
+    VlmModelOpt,
+    VlmOpt,
+    http_settings,
+    vlm_options,
+)
+
+app = typer.Typer(no_args_is_help=True)
+
+
+class Ties(str, enum.Enum):
+    davidson = "davidson"
+    half = "half"
+
+
+class Orders(str, enum.Enum):
+    both = "both"
+    forward = "forward"
+    reverse = "reverse"
+
+
+class Scale(str, enum.Enum):
+    bt = "bt"
+    elo = "elo"
+
+
+@app.command("arena")
+@guarded
+def arena_cmd(
+    run_or_manifest: Path = typer.Argument(..., help="A run directory (its manifest) or a manifest with several editors "
+                                  "(the 'model' column) per source."),
+    judge: Optional[str] = typer.Option(None, "--judge", help="A pairwise judge (an evaluator that compares two edits, "
+                                        "e.g. pairwise; needs --vlm). Asked in both orders unless --orders says otherwise."),
+    metric: Optional[str] = typer.Option(None, "--metric", help="Decide each pair by a point-wise evaluator's scores "
+                                         "(its spec says which direction is better); a run's stored scores are reused."),
+    orders: Orders = typer.Option(Orders.both, "--orders", help="Pairwise judge: both (a verdict that follows the position "
+                               "becomes a tie), forward or reverse."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Folder of arena.json, comparisons.jsonl and the verdict "
+                                       "cache (default: RUN/arena, or arena-<manifest name> beside a manifest)."),
+    ties: Ties = typer.Option(Ties.davidson, "--ties", help="How ties enter Bradley-Terry: davidson (a fitted tie "
+                              "parameter) or half (half a win each)."),
+    scale: Scale = typer.Option(Scale.bt, "--scale", help="Ratings shown as bt (log-strength, centred on 0) or elo "
+                                "(1000 + 400 * rating / ln 10). The JSON holds both."),
+    budget: Optional[int] = typer.Option(None, "--budget", min=1, help="At most this many comparisons (pairs judged; "
+                                         "both orders of a pair count once). Default: until every order is settled."),
+    round_size: Optional[int] = typer.Option(None, "--round-size", min=1, help="Comparisons per adaptive round "
+                                             "(default: max(editors, sources / 2))."),
+    stop_at: float = typer.Option(0.01, "--stop-at", help="A pair is settled when the probability of its order "
+                                  "being wrong is below this; pairs above it are compared next."),
+    editors: Optional[str] = typer.Option(None, "--editors", help="Comma-separated editors to compare (default: all)."),
+    human_ranking: Optional[Path] = typer.Option(None, "--human-ranking", help="JSON {editor: score} (higher = better) "
+                                                 "or a list of editors, best first: Kendall τ and Spearman ρ of the "
+                                                 "arena's ranking against it."),
+    n_boot: int = typer.Option(200, "--n-boot", min=10, help="Bootstrap resamples of the sources for the CIs."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the schedule and the bootstrap."),
+    batch_size: int = typer.Option(8, "--batch-size", min=1, help="Pairs per judge batch."),
+    json_out: bool = typer.Option(False, "--json", help="Print the arena document (also written to OUT/arena.json)."),
+    model: Optional[List[str]] = ModelOpt,
+    option: Optional[List[str]] = OptionOpt,
+    vlm: Optional[str] = VlmOpt,
+    vlm_model: Optional[str] = VlmModelOpt,
+    cache: str = CacheOpt,
+    template: Optional[List[str]] = TemplateOpt,
+    samples: int = SamplesOpt,
+    temperature: float = TemperatureOpt,
+    min_samples: Optional[int] = MinSamplesOpt,
+    timeout: Optional[float] = TimeoutOpt,
+    max_retries: Optional[int] = RetriesOpt,
+    concurrency: Optional[int] = ConcurrencyOpt,
+    device: str = DeviceOpt,
+    dtype: str = DtypeOpt,
+) -> None:
+    """Rank the editors of a run by pairwise comparisons on the sources they all edited: Bradley-Terry
+    ratings (ties kept) with bootstrap CIs over sources, pairs chosen adaptively (uncertain neighbours
+    first). Resumable: a rerun with the same settings reuses every verdict already made.
+
+    Exit status: 0 done; 2 bad input; 3 some comparisons were lost to the backend (rerun to ask them again).
+    """
+    from editlens.errors import InputError
+    from editlens.metrics.registry import get_spec
+    from editlens.metrics.spec import RANKED_MEASURES
+    from editlens.runner import arena as A
+    from editlens.runner.compare import JudgeComparer, ScoreComparer
+    from editlens.runner.selection import parse_options
+
+    if bool(judge) == bool(metric):
+        raise typer.BadParameter("give one of --judge NAME (a pairwise judge, with --vlm) or --metric NAME "
+                                 "(pairs decided by a point-wise evaluator's scores)")
+    http_settings(timeout, max_retries, concurrency)
+    contests, info = A.contests_from(run_or_manifest, split_names(editors))
+    human = A.read_human_ranking(human_ranking) if human_ranking else None
+    opts = parse_options(option or [])
+    comparer: Any
+    if judge:
+        spec = get_spec(judge)
+        if not spec.pairwise:
+            raise InputError(f"--judge {judge}: not a pairwise judge (it scores one edit); use --metric {judge}")
+        if not vlm:
+            raise typer.BadParameter(f"the {judge} judge needs --vlm")
+        jopts = vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype,
+                            min_samples=min_samples) or {}
+        comparer = JudgeComparer({**jopts, "orders": orders.value, **opts.get(judge, {})}, judge)
+    else:
+        assert metric is not None
+        spec = get_spec(metric)
+        if spec.pairwise:
+            raise InputError(f"--metric {metric}: a pairwise judge; use --judge {metric}")
+        if spec.measures not in RANKED_MEASURES:
+            what = ("measures similarity to the source: an editor that changes nothing would win every pair"
+                    if spec.measures == "similarity" else "gives no score of the edit")
+            raise InputError(f"--metric {metric} {what}. An arena needs an evaluator that judges the edit (edit quality, "
+                             "instruction following or agreement with a reference), or a pairwise judge (--judge).")
+        run_dir = Path(info["run"]) if info["run"] else None
+        stored = None
+        if run_dir is not None:
+            ids = {(c.source, path, c.instruction): c.ids[m] for c in contests for m, path in c.edits.items()}
+            stored = A.StoredScoreComparer(run_dir, metric, ids)
+        if stored is not None and stored.config is not None:
+            comparer = stored
+        else:
+            comparer = ScoreComparer(metric, parse_models(model), opts, device, dtype,
+                                     vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype))
+    if out is None:
+        out = Path(info["run"]) / "arena" if info["run"] else Path(info["manifest"]).parent / f"arena-{Path(info['manifest']).stem}"
+    doc = A.run_arena(contests, comparer, out, ties=ties.value, budget=budget, round_size=round_size, stop_at=stop_at,
+                      seed=seed, n_boot=n_boot, batch_size=batch_size, human=human,
+                      info={"manifest": Path(info["manifest"]).name, "run": Path(info["run"]).name if info["run"] else None,
+                            "notes": info["notes"], "noop": info["noop"]},
+                      progress=lambda line: typer.echo(line, err=True))
+    if json_out:
+        emit_json(doc)
+    else:
+        for line in arena_lines(doc, scale.value):
+            typer.echo(line)
+        typer.echo(f"-> {out / 'arena.json'}", err=True)
+    if doc["verdicts"]["failed"]:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def arena_lines(doc: dict, scale: str = "bt") -> list[str]:
+    """How an arena's ranking reads on a terminal."""
+    key, ci_key, fmt = ("elo", "elo_ci", "{:.0f}") if scale == "elo" else ("rating", "ci", "{:+.3f}")
+    s = doc["schedule"]
+    v = doc["verdicts"]
+    lines = [f"arena of {len(doc['editors'])} editors on {doc['sources']} sources, judged by {doc['judge']}: "
+             f"{s['comparisons']} of {s['all_pairs']} possible comparisons ({s['stopped']}; {s['asked']} asked, "
+             f"{s['cached']} from the cache)",
+             f"verdicts: {v['decided']} decided, {v['ties']} ties ({v['position_bias']} from position bias), "
+             f"{v['no_verdict']} without a verdict ({v['failed']} failed)",
+             f"Bradley-Terry, {doc['ties_model']}" + (f"; nu = {doc['tie_parameter']:.3f}" if doc.get("tie_parameter") else ""),
+             f"{'rating' if scale == 'bt' else 'Elo'} with {doc['ci']}", ""]
+    rows = [["#", "editor", "rating" if scale == "bt" else "Elo", "95% CI", "rank CI", "W-L-T", "vs next"]]
+    nxt = {n["better"]: n for n in doc["neighbours"]}
+    for r in doc["editors"]:
+        n = nxt.get(r["editor"])
+        vs = "" if n is None else (f"{'>' if n['significant'] else '≈'} {n['worse']} "
+                                  f"(better in {n['p_better']:.0%} of resamples)")
+        rows.append(["–" if r["rank"] is None else str(r["rank"]), r["editor"] + (f" [no-op: {r['noop']}]" if r.get("noop") and r["rank"] is None else ""),
+                     fmt.format(r[key]),
+                     "[" + ", ".join(fmt.format(x) for x in r[ci_key]) + "]",
+                     "–" if r["rank_ci"] is None else f"{r['rank_ci'][0]}-{r['rank_ci'][1]}",
+                     f"{r['wins']}-{r['losses']}-{r['ties']}", vs])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    for note in doc.get("notes") or []:
+        lines.append(f"note: {note}")
+    h = doc.get("human")
+    if h:
+        f = lambda x: "undefined" if x is None else f"{x:.3f}"  # noqa: E731
+        lines.append(f"agreement with the human ranking over {h['n']} editors: Kendall τ {f(h['kendall'])}, "
+                     f"Spearman ρ {f(h['spearman'])}")
+    return lines

@@ -1,0 +1,495 @@
+"""``editlens arena``: rank editors from pairwise verdicts on the sources they all edited.
+
+Each *contest* is one source image with one instruction and the edits several
+editors made of it. Pairs of those edits are judged by a pairwise judge
+(both presentation orders, so a verdict that follows the position becomes a
+tie) or by a point-wise evaluator's scores (direction from its spec; the
+run's stored scores are reused when the run has them). Verdicts are fitted
+with Bradley-Terry (:mod:`editlens.meta.arena`), ties kept.
+
+Pairs are chosen adaptively: a first round pairs the editors of every source
+once (a random matching, N/2 pairs per source); then each round fits the
+ratings and spends its comparisons on the editor pairs whose order is most
+uncertain (close neighbours compared little), on sources where that pair was
+not yet judged. It stops when every pair's order is settled (probability of
+the wrong order below ``stop_at``), when no unjudged pair is left, or at
+``budget`` comparisons. The schedule depends only on the seed and the
+verdicts, and every verdict is kept in ``OUT/verdicts.sqlite`` (the cache
+layer), so a rerun replays the cached verdicts and asks only what is
+missing; a verdict lost to the backend is not kept and is asked again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from editlens.errors import InputError
+
+SCHEMA = "editlens.arena/1"
+#: ratings on the log-strength scale ("bt") or the Elo display scale ("elo")
+SCALES = ("bt", "elo")
+
+
+@dataclass
+class Contest:
+    """One source (image + instruction) and each editor's edit of it."""
+
+    key: str
+    source: str
+    instruction: str
+    edits: dict[str, str] = field(default_factory=dict)  # editor -> edited image path
+    ids: dict[str, str] = field(default_factory=dict)  # editor -> sample id
+
+
+def is_run_dir(path: str | Path) -> bool:
+    return Path(path).is_dir() and (Path(path) / "results.sqlite").is_file()
+
+
+def contests_from(path: str | Path, editors: Sequence[str] | None = None) -> tuple[list[Contest], dict[str, Any]]:
+    """The contests of a run directory (through its manifest) or of a manifest:
+    edits grouped by (source, instruction), keeping sources edited by at least two editors.
+    Returns ``(contests, info)`` with ``info``: manifest, run, editors, notes."""
+    from editlens.data.manifest import read_manifest
+
+    p = Path(path)
+    run = None
+    if is_run_dir(p):
+        from editlens.runner.store import ResultsStore
+
+        store = ResultsStore(p)
+        try:
+            meta = store.get_meta("manifest") or {}
+        finally:
+            store.close()
+        mpath = (meta.get("inputs") or {}).get("manifest")
+        if not mpath or not Path(mpath).is_file():
+            raise InputError(f"{p}: the run's manifest ({mpath or 'not recorded'}) is not there; pass the manifest "
+                             "itself to `editlens arena`")
+        run, p = Path(path), Path(mpath)
+    elif not p.is_file():
+        raise InputError(f"{p}: neither a run directory (results.sqlite) nor a manifest file")
+    report = read_manifest(p, check_files=False)
+    notes: list[str] = []
+    by: dict[tuple[str, str], Contest] = {}
+    for s in report.samples:
+        if s.model is None:
+            continue
+        if editors and s.model not in editors:
+            continue
+        src = str(s.source)
+        ck = (src, s.instruction)
+        if ck not in by:
+            digest = hashlib.blake2b(f"{src}\0{s.instruction}".encode(), digest_size=4).hexdigest()
+            by[ck] = Contest(f"{Path(src).stem}#{digest}", src, s.instruction)
+        c = by[ck]
+        if s.model in c.edits:
+            notes.append(f"{s.id}: a second edit by {s.model} of the same source and instruction; the first "
+                         f"({c.ids[s.model]}) is compared")
+            continue
+        c.edits[s.model] = str(s.edited)
+        c.ids[s.model] = s.id
+    contests = [c for c in by.values() if len(c.edits) >= 2]
+    found = sorted({m for c in contests for m in c.edits})
+    if editors:
+        unknown = [e for e in editors if e not in found]
+        if unknown:
+            raise InputError(f"{p}: no source edited by {', '.join(unknown)} and another editor "
+                             f"(editors with shared sources: {', '.join(found) or 'none'})")
+    if len(found) < 2:
+        raise InputError(f"{p}: an arena needs sources edited by at least two editors (the 'model' column); "
+                         f"found {len(found)} editor(s) on {len(by)} source(s)")
+    noop = noop_flags(run, contests) if run else {}
+    return contests, {"manifest": str(p), "run": str(run) if run else None, "editors": found, "notes": notes,
+                      "noop": noop}
+
+
+def noop_flags(run: Path, contests: Sequence[Contest]) -> dict[str, dict[str, Any]]:
+    """Per editor of the contests: how many of its edits a run's ``unchanged_at`` evaluators
+    (the change map) checked and found unchanged. An editor all of whose checked edits are
+    unchanged is a no-op: flagged and left out of the ranking, as on the report's leaderboard."""
+    from editlens.errors import UnknownMetricError
+    from editlens.metrics.registry import get_spec
+    from editlens.runner.store import ResultsStore
+
+    store = ResultsStore(run)
+    try:
+        configs = store.current_configs()
+        limits = {}
+        for ev in configs:
+            try:
+                limit = get_spec(ev).unchanged_at
+            except UnknownMetricError:
+                continue
+            if limit is not None:
+                limits[ev] = limit
+        rows = store.rows({ev: configs[ev] for ev in limits}) if limits else []
+    finally:
+        store.close()
+    found: dict[str, list[str]] = {}
+    checked: set[str] = set()
+    for r in rows:
+        if r["status"] == "scored" and r["value"] is not None:
+            checked.add(r["sample_id"])
+            if r["value"] <= limits[r["evaluator"]]:
+                found.setdefault(r["sample_id"], []).append(r["evaluator"])
+    out: dict[str, dict[str, Any]] = {}
+    for c in contests:
+        for m, sid in c.ids.items():
+            if sid in checked:
+                f = out.setdefault(m, {"checked": 0, "unchanged": 0, "by": set()})
+                f["checked"] += 1
+                if sid in found:
+                    f["unchanged"] += 1
+                    f["by"].update(found[sid])
+    return {m: {**f, "by": sorted(f["by"]), "noop": f["unchanged"] == f["checked"]} for m, f in out.items()}
+
+
+# ------------------------------------------------------------------------------------------------ comparers
+
+class StoredScoreComparer:
+    """Pairs decided by scores a run already holds (no model call): the evaluator's
+    current rows, by sample id; direction from its spec."""
+
+    def __init__(self, run_dir: Path, metric: str, ids_by_edit: Mapping[tuple[str, str, str], str]) -> None:
+        from editlens.core.types import Score
+        from editlens.metrics.registry import get_spec
+        from editlens.runner.store import ResultsStore
+
+        self.spec = get_spec(metric)
+        self.name = metric
+        store = ResultsStore(run_dir)
+        try:
+            cfg = store.current_configs().get(metric)
+            rows = store.rows({metric: cfg}) if cfg else []
+        finally:
+            store.close()
+        by_id = {r["sample_id"]: Score(metric, r["value"], r["status"], r["reason"], r["details"] or {}) for r in rows}
+        self.scores = {k: by_id[sid] for k, sid in ids_by_edit.items() if sid in by_id}
+        self.config = cfg
+
+    def identity(self) -> dict[str, Any]:
+        return {"stored_scores": self.name, "config": self.config}
+
+    def compare(self, items: Sequence[Any], batch_size: int = 8) -> list[dict[str, Any]]:
+        from editlens.core.types import Score
+        from editlens.runner.compare import decide
+
+        missing = Score(self.name, None, "skipped", "no stored score for this edit in the run", {})
+        out = []
+        for it in items:
+            sa = self.scores.get((it.source, it.edited_a, it.instruction), missing)
+            sb = self.scores.get((it.source, it.edited_b, it.instruction), missing)
+            out.append({"id": it.id, **decide(sa, sb, bool(self.spec.higher_is_better), self.name)})
+        return out
+
+
+def identity_of(comparer: Any) -> dict[str, Any]:
+    """What makes a comparer's verdicts what they are (the cache key's part)."""
+    if hasattr(comparer, "identity"):
+        return comparer.identity()
+    judge = getattr(comparer, "judge", None)
+    if judge is not None:
+        return {"judge": comparer.name, "vlm": judge.vlm, "vlm_model": judge.vlm_model, "orders": judge.orders,
+                "samples": judge.samples, "temperature": judge.temperature, "seed": judge.seed,
+                "max_new_tokens": judge.max_new_tokens,
+                "templates": {n: t.sha256 for n, t in judge.templates.items()}}
+    metric = getattr(comparer, "metric", None)
+    opts = getattr(metric, "options", None)
+    return {"metric": comparer.name, "options": opts if isinstance(opts, dict) else None}
+
+
+# ------------------------------------------------------------------------------------------------ the arena
+
+def _outcome(v: Mapping[str, Any]) -> int | None:
+    label = v.get("label")
+    return None if label is None else int(label)
+
+
+@dataclass
+class _Judged:
+    contest: int
+    a: int  # editor index shown as A
+    b: int
+    verdict: dict[str, Any]
+
+
+def run_arena(contests: Sequence[Contest], comparer: Any, out_dir: str | Path, *, ties: str = "davidson",
+              budget: int | None = None, round_size: int | None = None, stop_at: float = 0.01, seed: int = 0,
+              n_boot: int = 200, batch_size: int = 8, human: Mapping[str, float] | None = None,
+              info: Mapping[str, Any] | None = None,
+              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Judge pairs adaptively, fit the ratings and write ``out_dir/arena.json`` and
+    ``out_dir/comparisons.jsonl`` (atomically). Returns the arena document (see
+    :func:`editlens.runner.arena` module docstring and :func:`ratings_document`)."""
+    from editlens.core.cache import SqliteCache, key_of
+    from editlens.meta.arena import TIES, fit, order_uncertainty, pair_counts
+    from editlens.runner.compare import PairItem
+
+    if ties not in TIES:
+        raise InputError(f"ties must be one of {', '.join(TIES)}, got {ties!r}")
+    if budget is not None and budget < 1:
+        raise InputError(f"--budget must be at least 1, got {budget}")
+    if not 0 < stop_at < 0.5:
+        raise InputError(f"--stop-at must be between 0 and 0.5, got {stop_at}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    editors = sorted({m for c in contests for m in c.edits})
+    idx = {m: i for i, m in enumerate(editors)}
+    n = len(editors)
+    cache = SqliteCache(out / "verdicts.sqlite", "verdicts", what="arena verdict cache")
+    ident = identity_of(comparer)
+    rng = np.random.default_rng(seed)
+    remaining: dict[tuple[int, int], list[int]] = {}
+    for ci, c in enumerate(contests):
+        present = sorted(idx[m] for m in c.edits)
+        for x in range(len(present)):
+            for y in range(x + 1, len(present)):
+                remaining.setdefault((present[x], present[y]), []).append(ci)
+    all_pairs = sum(len(v) for v in remaining.values())
+    judged: list[_Judged] = []
+    used = np.zeros(len(contests), dtype=int)
+    stats = {"asked": 0, "cached": 0}
+
+    def judge(plan: list[tuple[int, int, int]]) -> None:
+        items, keys = [], []
+        for ci, i, j in plan:
+            c = contests[ci]
+            # which editor is shown as A: fixed by the contest and the pair, not by the schedule
+            flip = hashlib.blake2b(f"{c.key}\0{editors[i]}\0{editors[j]}".encode(), digest_size=1).digest()[0] & 1
+            a, b = (j, i) if flip else (i, j)
+            items.append((ci, a, b, PairItem(f"{c.key}|{editors[a]}|{editors[b]}", c.source, c.edits[editors[a]],
+                                             c.edits[editors[b]], c.instruction)))
+            keys.append(key_of(ident, c.source, c.edits[editors[a]], c.edits[editors[b]], c.instruction))
+        got = cache.get_many(keys) if keys else {}
+        todo = [k for k, key in enumerate(keys) if key not in got]
+        stats["cached"] += len(keys) - len(todo)
+        stats["asked"] += len(todo)
+        for s in range(0, len(todo), batch_size):
+            chunk = todo[s : s + batch_size]
+            verdicts = comparer.compare([items[k][3] for k in chunk], batch_size)
+            keep = []
+            for k, v in zip(chunk, verdicts):
+                got[keys[k]] = v
+                if not v.get("failed"):
+                    keep.append((keys[k], v))
+            cache.put_many(keep)
+        for k, (ci, a, b, _) in enumerate(items):
+            judged.append(_Judged(ci, a, b, got[keys[k]]))
+            used[ci] += 1
+
+    def comparisons() -> list[tuple[Any, int, int, int]]:
+        return [(j.contest, j.a, j.b, o) for j in judged if (o := _outcome(j.verdict)) is not None]
+
+    def take(i: int, j: int) -> int | None:
+        pool = remaining.get((i, j)) or []
+        if not pool:
+            return None
+        least = min(used[c] for c in pool)
+        choices = [c for c in pool if used[c] == least]
+        ci = choices[int(rng.integers(0, len(choices)))]
+        pool.remove(ci)
+        return ci
+
+    try:
+        # first round: every source's editors paired once (a random matching)
+        plan = []
+        for ci, c in enumerate(contests):
+            present = [idx[m] for m in c.edits]
+            order = [present[k] for k in rng.permutation(len(present))]
+            for x in range(0, len(order) - 1, 2):
+                i, j = sorted((order[x], order[x + 1]))
+                plan.append((ci, i, j))
+        if budget is not None:
+            plan = plan[:budget]
+        for ci, i, j in plan:
+            remaining[(i, j)].remove(ci)
+        judge(plan)
+        rounds, stopped = 1, None
+        size = round_size or max(n, len(contests) // 2)
+        while stopped is None:
+            if budget is not None and len(judged) >= budget:
+                stopped = "budget"
+                break
+            comps = comparisons()
+            w, t = pair_counts(comps, n)
+            theta = fit(comps, n, ties)["theta"]
+            p_wrong = order_uncertainty(w, t, theta)
+            cands = sorted(((float(p_wrong[i, j]), i, j) for (i, j), pool in remaining.items()
+                            if pool and p_wrong[i, j] >= stop_at), reverse=True)
+            if not cands:
+                stopped = "settled" if any(remaining.values()) else "all pairs judged"
+                break
+            allot = size if budget is None else min(size, budget - len(judged))
+            total = sum(p for p, _, _ in cands)
+            plan = []
+            for p, i, j in cands:
+                want = max(1, round(allot * p / total))
+                for _ in range(want):
+                    if len(plan) >= allot:
+                        break
+                    picked = take(i, j)
+                    if picked is None:
+                        break
+                    plan.append((picked, i, j))
+                if len(plan) >= allot:
+                    break
+            judge(plan)
+            rounds += 1
+            if progress:
+                progress(f"round {rounds}: {len(judged)} comparisons ({stats['asked']} asked, {stats['cached']} cached)")
+    finally:
+        cache.close()  # every verdict is already written: closing loses nothing
+    doc = ratings_document(editors, contests, judged, ties=ties, n_boot=n_boot, seed=seed, human=human,
+                           noop=(info or {}).get("noop"))
+    doc.update({
+        "judge": getattr(comparer, "name", type(comparer).__name__), "judge_identity": ident,
+        "input": dict(info or {}),
+        "schedule": {"rounds": rounds, "stopped": stopped, "stop_at": stop_at, "budget": budget, "round_size": size,
+                     "seed": seed, "comparisons": len(judged), "all_pairs": len(judged) + sum(len(v) for v in remaining.values()),
+                     "asked": stats["asked"], "cached": stats["cached"]},
+    })
+    assert doc["schedule"]["all_pairs"] == all_pairs
+    write_outputs(doc, judged, contests, editors, out)
+    return doc
+
+
+def ratings_document(editors: Sequence[str], contests: Sequence[Contest], judged: Sequence[_Judged], *, ties: str,
+                     n_boot: int, seed: int, human: Mapping[str, float] | None = None,
+                     noop: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """The ratings of ``judged`` comparisons: per editor rating (log-strength) with
+    bootstrap CI over sources, Elo display, rank and its CI, wins/losses/ties;
+    neighbours' probability of being better; the tie and position-bias counts, and
+    a note when the verdicts cannot order the editors."""
+    from scipy.stats import rankdata
+
+    from editlens.meta.arena import TIES, bootstrap_ratings, elo_scale, rank_agreement
+
+    n = len(editors)
+    comps = [(j.contest, j.a, j.b, o) for j in judged if (o := _outcome(j.verdict)) is not None]
+    noop = noop or {}
+    is_noop = np.array([bool((noop.get(m) or {}).get("noop")) for m in editors])
+    boot = bootstrap_ratings(comps, n, ties=ties, n_boot=n_boot, seed=seed, ranked=list(~is_noop))
+    theta = np.round(boot["theta"], 6) + 0.0
+    rank = np.zeros(n, dtype=int)
+    if (~is_noop).any():  # an editor that changed nothing is rated, flagged and never ranked
+        rank[~is_noop] = rankdata(-theta[~is_noop], method="min").astype(int)
+    record = {m: {"wins": 0, "losses": 0, "ties": 0, "no_verdict": 0} for m in editors}
+    position_bias = failed = no_verdict = 0
+    for j in judged:
+        o = _outcome(j.verdict)
+        a, b = editors[j.a], editors[j.b]
+        if o is None:
+            no_verdict += 1
+            failed += bool(j.verdict.get("failed"))
+            record[a]["no_verdict"] += 1
+            record[b]["no_verdict"] += 1
+        elif o == 0:
+            record[a]["ties"] += 1
+            record[b]["ties"] += 1
+            position_bias += bool(j.verdict.get("position_bias"))
+        else:
+            win, lose = (a, b) if o > 0 else (b, a)
+            record[win]["wins"] += 1
+            record[lose]["losses"] += 1
+    elo = elo_scale(theta)
+    elo_ci = [elo_scale(ci).tolist() for ci in boot["ci"]]
+    rows = []
+    for i in sorted(range(n), key=lambda k: (bool(is_noop[k]), -theta[k])):
+        m = editors[i]
+        f = noop.get(m) or {}
+        rows.append({"editor": m, "rank": int(rank[i]) if not is_noop[i] else None, "rank_ci": boot["rank_ci"][i],
+                     "rating": float(theta[i]),
+                     "noop": f"{f['unchanged']}/{f['checked']} edits unchanged" if f.get("unchanged") else None,
+                     "ci": boot["ci"][i], "elo": float(elo[i]), "elo_ci": elo_ci[i], **record[m],
+                     "comparisons": record[m]["wins"] + record[m]["losses"] + record[m]["ties"]})
+    neighbours = []
+    ranked = [r for r in rows if r["rank"] is not None]
+    for up, down in zip(ranked, ranked[1:]):
+        pb = float(boot["p_better"][editors.index(up["editor"]), editors.index(down["editor"])])
+        neighbours.append({"better": up["editor"], "worse": down["editor"], "p_better": pb,
+                           "significant": pb >= 0.975})
+    decided = sum(1 for c in comps if c[3] != 0)
+    n_ties = len(comps) - decided
+    notes = []
+    if comps and decided == 0:
+        notes.append(f"every verdict was a tie ({n_ties}, {position_bias} of them position bias: the judge's "
+                     "preference followed the order of the pictures, not the pictures): the ratings are equal and "
+                     "do not order the editors")
+    elif not comps:
+        notes.append("no comparison gave a verdict: nothing to rate")
+    elif position_bias:
+        notes.append(f"{position_bias} of {len(comps)} verdicts were ties because the two presentation orders "
+                     "disagreed (position bias)")
+    for m, f in noop.items():
+        if f.get("noop"):
+            notes.append(f"{m}: all {f['checked']} checked edits unchanged (by {', '.join(f['by'])}): a no-op, rated "
+                         "but not ranked (an editor that changes nothing must not win)")
+    doc: dict[str, Any] = {
+        "schema": SCHEMA, "ties": ties, "ties_model": TIES[ties],
+        "tie_parameter": boot["nu"], "scale": {"rating": "log-strength (Bradley-Terry), centred on 0",
+                                               "elo": "Elo display: 1000 + 400 * rating / ln 10"},
+        "ci": f"{int(boot['level'] * 100)}% percentile bootstrap over sources ({n_boot} resamples, seed {seed})",
+        "editors": rows, "neighbours": neighbours,
+        "verdicts": {"comparisons": len(judged), "decided": decided, "ties": n_ties, "position_bias": position_bias,
+                     "no_verdict": no_verdict, "failed": failed},
+        "sources": len(contests), "notes": notes,
+    }
+    if human:
+        agree = rank_agreement({r["editor"]: r["rating"] for r in rows if r["rank"] is not None}, human)
+        doc["human"] = {**agree, "reference": dict(human)}
+    return doc
+
+
+def write_outputs(doc: Mapping[str, Any], judged: Sequence[_Judged], contests: Sequence[Contest],
+                  editors: Sequence[str], out: Path) -> None:
+    from editlens.core.io import atomic_write
+
+    lines = []
+    for j in judged:
+        c = contests[j.contest]
+        v = {k: val for k, val in j.verdict.items() if k != "id"}  # raw answers kept (an unparsable one above all)
+        lines.append(json.dumps({"source": c.key, "a": editors[j.a], "b": editors[j.b], "id_a": c.ids[editors[j.a]],
+                                 "id_b": c.ids[editors[j.b]], **v}, default=str) + "\n")
+    atomic_write(out / "comparisons.jsonl", lambda fh: fh.writelines(lines))
+    atomic_write(out / "arena.json", lambda fh: json.dump(doc, fh, indent=1, default=str))
+
+
+def read_human_ranking(path: str | Path) -> dict[str, float]:
+    """A human ranking of editors: JSON ``{editor: score}`` (higher = better) or a JSON
+    list of editors, best first."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{p}: human ranking not found")
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise InputError(f"{p}: not JSON ({exc}); give {{editor: score}} or a list of editors, best first") from exc
+    if isinstance(doc, list) and all(isinstance(x, str) for x in doc):
+        return {m: float(len(doc) - k) for k, m in enumerate(doc)}
+    if isinstance(doc, dict):
+        try:
+            return {str(k): float(v) for k, v in doc.items()}
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"{p}: every score of the human ranking must be a number ({exc})") from exc
+    raise InputError(f"{p}: give {{editor: score}} (higher = better) or a list of editors, best first")
+
+
+def load_arena(path: str | Path) -> dict[str, Any] | None:
+    """An arena's ``arena.json`` (a file, or a folder holding one); ``None`` when absent."""
+    p = Path(path)
+    p = p / "arena.json" if p.is_dir() else p
+    if not p.is_file():
+        return None
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise InputError(f"{p}: not JSON ({exc})") from exc
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise InputError(f"{p}: not an editlens arena result (schema {SCHEMA})")
+    return doc
