@@ -71,8 +71,8 @@ def measure(args: argparse.Namespace, dtype: str) -> dict:
     if args.base:
         base = Path(args.base)
     else:
-        from editlens.testing.tiny_dice import build_trainable_idefics3
         from editlens.models.random_init import build_idefics3
+        from editlens.testing.tiny_dice import build_trainable_idefics3
 
         base = root / f"base-{args.model}"
         if not (base / "config.json").is_file():

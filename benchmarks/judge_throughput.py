@@ -24,7 +24,6 @@ machine 1.1x at 24 tokens against 2.3x at 128.
 from __future__ import annotations
 
 import argparse
-
 import sys
 import tempfile
 import time
@@ -57,8 +56,8 @@ def measure(args: argparse.Namespace, dtype: str) -> dict:
     from editlens.backends.cache import CachedBackend, ResponseCache
     from editlens.backends.local import TransformersBackend
     from editlens.backends.types import ChatRequest, GenerationSettings, Message
-    from editlens.models.registry import family_for
     from editlens.models.random_init import build_idefics3
+    from editlens.models.registry import family_for
 
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()

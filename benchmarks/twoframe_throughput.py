@@ -28,8 +28,8 @@ import time
 import numpy as np
 import torch
 
+from benchmarks._common import DTYPE_HELP, median, run_per_dtype, source_images
 from editlens.models import emulated_bf16
-from benchmarks._common import DTYPE_HELP, run_per_dtype, median, source_images
 
 
 def _sync(device: str) -> None:

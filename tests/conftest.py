@@ -12,7 +12,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from helpers import EXAMPLES, SHARED
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

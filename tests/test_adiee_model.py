@@ -13,7 +13,7 @@ import pytest
 import torch
 from PIL import Image
 
-from editlens.adiee.model import (AdieeScorer, ScoreDecoder, decode_scores, score_loss, score_targets)
+from editlens.adiee.model import AdieeScorer, ScoreDecoder, decode_scores, score_loss, score_targets
 from editlens.errors import InputError
 
 

@@ -14,14 +14,13 @@ import re
 
 import numpy as np
 import pytest
+from helpers import EXAMPLES
+from scripted import ScriptedBackend
 from typer.testing import CliRunner
 
 from editlens.cli.main import app
 from editlens.runner.arena import Contest, contests_from, run_arena
 from editlens.testing.report_scenario import build_scenario, register_detail_kept, unregister_detail_kept
-
-from helpers import EXAMPLES
-from scripted import ScriptedBackend
 
 runner = CliRunner()
 #: nothing here depends on a model's precision (statistics, a scripted judge, numpy scores): CI's first pass is enough

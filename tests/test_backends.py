@@ -2,12 +2,11 @@
 
 import numpy as np
 import pytest
+from helpers import rng_image
 
 from editlens.backends.local import TransformersBackend
 from editlens.backends.types import ChatRequest, Generation, GenerationSettings, Message, TokenStep
 from editlens.errors import ModelUnavailableError
-
-from helpers import rng_image
 
 
 def _req(i, cands=("ADD", "REMOVE", "EDIT"), n_images=2, **settings):

@@ -4,13 +4,12 @@ import os
 import threading
 
 import pytest
+from helpers import rng_image
+from scripted import ScriptedBackend
 
 from editlens.backends.cache import CachedBackend, ResponseCache
 from editlens.backends.types import ChatRequest, Generation, Message
 from editlens.errors import EditlensError
-
-from helpers import rng_image
-from scripted import ScriptedBackend
 
 
 def _req(text, seed=0):

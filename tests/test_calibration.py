@@ -4,14 +4,21 @@ import json
 
 import numpy as np
 import pytest
+from helpers import EXAMPLES, shared_path
 from typer.testing import CliRunner
 
 from editlens.cli.main import app
 from editlens.errors import InputError
-from editlens.meta.calibration import (CalibrationMap, calibrate, ece, fit_map, group_folds, load_calibration,
-                                       reliability, save_calibration)
-
-from helpers import EXAMPLES, shared_path
+from editlens.meta.calibration import (
+    CalibrationMap,
+    calibrate,
+    ece,
+    fit_map,
+    group_folds,
+    load_calibration,
+    reliability,
+    save_calibration,
+)
 
 runner = CliRunner()
 

@@ -5,12 +5,11 @@ import json
 
 import numpy as np
 import pytest
+from helpers import shared_path
 from PIL import Image, ImageEnhance, ImageFilter
 
 from editlens import EditSample, create_metric
 from editlens.metrics.changemap import change_map
-
-from helpers import shared_path
 
 
 def _jpeg(a, q=75):

@@ -12,14 +12,13 @@ import json
 import cv2
 import numpy as np
 import pytest
+from helpers import EXAMPLES, shared_path
 from PIL import Image
 
 from editlens import EditSample, create_metric
 from editlens.dice.detectors import ChangeMapDetector
 from editlens.metrics.changemap import ChangeMapParams, change_map
 from editlens.testing.scene_changes import KINDS, inpaint_region, make_case
-
-from helpers import EXAMPLES, shared_path
 
 PHOTOS = ("cat_seat", "hydrant", "pencil_case", "dragonfruit")
 

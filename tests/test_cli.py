@@ -3,11 +3,10 @@
 import json
 
 import pytest
+from helpers import EXAMPLES, shared_path
 from typer.testing import CliRunner
 
 from editlens.cli.main import app
-
-from helpers import EXAMPLES, shared_path
 
 runner = CliRunner()
 
@@ -106,3 +105,21 @@ def test_meta_eval_imagenhub_cli():
     doc = json.loads(res.stdout)
     assert round(doc["value"], 4) == 0.3821 and doc["protocol"] == "imagenhub-official"
     assert set(doc["aspects"]) == {"O", "SC", "PQ"} and doc["n_unparsable"] == 0
+
+
+def test_every_option_of_every_command_has_help():
+    from typer.main import get_command
+
+    from editlens.cli.main import app
+
+    def walk(cmd, path, out):
+        if hasattr(cmd, "commands"):
+            for name, sub in cmd.commands.items():
+                walk(sub, [*path, name], out)
+            return out
+        for p in cmd.params:
+            if getattr(p, "param_type_name", "") == "option" and not getattr(p, "hidden", False) and not p.help:
+                out.append(f"editlens {' '.join(path)} {p.opts[0]}")
+        return out
+
+    assert walk(get_command(app), [], []) == []

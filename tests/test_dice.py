@@ -5,8 +5,10 @@ import math
 
 import numpy as np
 import pytest
+from helpers import EXAMPLES, rng_image
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scripted import ScriptedBackend
 from typer.testing import CliRunner
 
 from editlens.backends.types import Generation, TokenStep
@@ -18,9 +20,6 @@ from editlens.dice.parsing import parse_differences
 from editlens.dice.pipeline import DicePipeline
 from editlens.dice.ranking import rank_models, union_area
 from editlens.dice.types import Difference
-
-from helpers import EXAMPLES, rng_image
-from scripted import ScriptedBackend
 
 words = st.text(alphabet="abcdefghijklmnopqrstuvwxyz ", min_size=1, max_size=20).map(str.strip).filter(bool)
 coord = st.floats(min_value=0.0, max_value=1.0, allow_nan=False).map(lambda v: round(v, 3))
@@ -148,8 +147,8 @@ def test_dice_masked_clip(tiny_clip_dir):
     t = DiceCLIPText(vlm="scripted", models={"clip": str(tiny_clip_dir)})
     t.spec, t.options = get_spec("dice_clip_t"), {}
     t.pipeline._backend = _scripted_dice("EDIT: left half, [0, 0, 0.5, 1]", "ANSWER: NO")
-    from editlens.models.encoders import get_encoder
     from editlens.metrics import functional as F
+    from editlens.models.encoders import get_encoder
 
     enc = get_encoder("clip", overrides={"clip": str(tiny_clip_dir)})
     patched = edt.copy()
@@ -225,10 +224,11 @@ def test_cli_run_dice_with_tiny_vlm_and_ranking(tiny_vlm_dirs, tmp_path):
 
 
 def test_cli_dice_through_serve(tiny_vlm_dirs, tmp_path):
+    from servers import running
+
     from editlens.backends.local import TransformersBackend
     from editlens.backends.server import build_app
     from editlens.cli.main import app
-    from servers import running
 
     with running(build_app(TransformersBackend(str(tiny_vlm_dirs["llava_next"])), "tiny")) as url:
         res = CliRunner().invoke(app, ["dice", "--source", str(EXAMPLES / "images" / "hydrant_source.png"),

@@ -5,12 +5,11 @@ import json
 
 import numpy as np
 import pytest
+from helpers import shared_path
 from typer.testing import CliRunner
 
 from editlens.dice.data.edits import choose_objects, coherence_records, mask_box, recolour
 from editlens.dice.data.pairs import label_pair, similar_pairs, verify
-
-from helpers import shared_path
 
 
 def _cli(*args):

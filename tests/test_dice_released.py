@@ -11,9 +11,16 @@ import pytest
 
 from editlens.dice.prompt_sets import default_prompts, load_official_prompts
 from editlens.dice.released import ModelSpec, Preset, load_preset
-from editlens.dice.released_format import (CentreCrop, assign_command_confidence, candidate_variants,
-                                           coherence_images, format_released_answer, parse_decision,
-                                           parse_released_answer, word_probability)
+from editlens.dice.released_format import (
+    CentreCrop,
+    assign_command_confidence,
+    candidate_variants,
+    coherence_images,
+    format_released_answer,
+    parse_decision,
+    parse_released_answer,
+    word_probability,
+)
 from editlens.dice.types import Difference
 from editlens.errors import InputError, ModelUnavailableError
 
@@ -349,10 +356,9 @@ def test_a_cut_off_answer_is_marked_and_its_last_item_never_silently_dropped(rel
 
 
 def test_confidence_from_the_releases_penalised_scores_is_an_option_and_recorded(released_root):
-    from editlens.dice.released import GenerationPreset, ReleasedModel, generate_raw
-    from editlens.dice.released_format import candidate_variants  # noqa: F401
     from editlens.dice.prompt_sets import default_prompts
-    from editlens.dice.released import detector_conversation
+    from editlens.dice.released import GenerationPreset, ReleasedModel, detector_conversation, generate_raw
+    from editlens.dice.released_format import candidate_variants  # noqa: F401
 
     root, layout = released_root
     m = ReleasedModel(ModelSpec(*map(str, layout["detector"])), "cpu", "none")

@@ -5,9 +5,8 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
 from helpers import DICE_BOX, write_dice_records
+from typer.testing import CliRunner
 
 CLONE = Path(__file__).parent / "data" / "dice_prompts_clone"
 BOX = DICE_BOX
@@ -196,8 +195,8 @@ def test_interrupt_saves_and_resume_redoes_nothing(trainable_base, tiny_data, tm
 def test_square_crop_maps_the_boxes_into_the_crop(tiny_data):
     """64x48 images: the square crop is x 8..56; a box at x 16..32 (of 64) becomes 8..24 of 48."""
     from editlens.dice.prompt_sets import load_official_prompts
-    from editlens.dice.training import ExampleBuilder, TrainConfig, crop_differences, load_records
     from editlens.dice.released_format import CentreCrop
+    from editlens.dice.training import ExampleBuilder, TrainConfig, crop_differences, load_records
 
     rows = load_records(tiny_data / "train.jsonl", "detect")
     prompts = load_official_prompts(CLONE)

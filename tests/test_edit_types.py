@@ -3,13 +3,12 @@
 import json
 
 import pytest
+from helpers import EXAMPLES
 from typer.testing import CliRunner
 
 from editlens.cli.main import app
 from editlens.data.edit_types import classify_instruction, edit_type_of, edit_types, load_edit_types
 from editlens.errors import InputError, ManifestError
-
-from helpers import EXAMPLES
 
 runner = CliRunner()
 

@@ -91,9 +91,8 @@ def test_edit_run_report_best_of_n_cli(tiny_ip2p, tmp_path):
 
 
 def test_seeds_reproduce_and_differ(tiny_ip2p, tmp_path):
-    from editlens.runner.edit import derive_seed, generate_edits
-
     from editlens.editors import create_editor
+    from editlens.runner.edit import derive_seed, generate_edits
 
     manifest = write_inputs(tmp_path, 1)
     editor = create_editor(str(tiny_ip2p), steps=2, resolution=32, dtype="float32")  # loaded once, used thrice
@@ -467,7 +466,7 @@ def test_every_catalog_editor_and_family_preset_resolves():
 
 
 def test_an_editor_that_loses_outputs_fails_those_edits(tmp_path):
-    from editlens.editors import EditOutput, Editor
+    from editlens.editors import Editor, EditOutput
     from editlens.runner.edit import generate_edits
 
     class Lossy(Editor):

@@ -6,14 +6,13 @@ import math
 import numpy as np
 import pytest
 import torch
+from helpers import rng_image
 
 from editlens import EditSample, create_metric
 from editlens.errors import ModelUnavailableError
 from editlens.metrics import functional as F
 from editlens.models.encoders import get_encoder
 from editlens.runner.selection import select_metrics
-
-from helpers import rng_image
 
 
 def test_clip_directional_hand_computed():

@@ -23,15 +23,14 @@ import time
 
 import httpx
 import pytest
+from fake_openai import FakeServer, wait_until
+from helpers import REPO, rng_image, shared_path
 from PIL import Image
+from scripted import ScriptedBackend
 from typer.testing import CliRunner
 
 from editlens.backends.types import Generation
 from editlens.cli.main import app
-
-from fake_openai import FakeServer, wait_until
-from helpers import REPO, rng_image, shared_path
-from scripted import ScriptedBackend
 
 runner = CliRunner()
 FAST = ["--timeout", "2", "--max-retries", "0", "--concurrency", "8", "--no-progress"]
@@ -364,9 +363,9 @@ def tiny_backend(tiny_vlm_dirs):
 
 @pytest.fixture(scope="module")
 def served(tiny_backend):
-    from editlens.backends.server import ServeLimits, build_app
-
     from servers import running
+
+    from editlens.backends.server import ServeLimits, build_app
 
     limits = ServeLimits(read_timeout=1.0, max_prompt_tokens=200, request_timeout=60, max_image_bytes=1_000_000)
     app = build_app(tiny_backend, "tiny", limits=limits)  # bodies up to 5 MB
@@ -611,10 +610,10 @@ def test_openai_client_async_concurrent_and_streaming(served):
 def test_make_tiny_vlm_writes_a_model_serve_can_load(tmp_path):
     """The documented way to try `serve`: `editlens make-tiny-vlm DIR`, then `editlens serve --vlm DIR`
     (serve itself, SIGTERM included, runs as a subprocess in test_serve_hardening.py)."""
+    from servers import running
+
     from editlens.backends.local import TransformersBackend
     from editlens.backends.server import build_app
-
-    from servers import running
 
     made = _cli("make-tiny-vlm", tmp_path / "tiny")
     assert made.exit_code == 0 and f"editlens serve --vlm {tmp_path / 'tiny'}" in made.output
@@ -626,9 +625,9 @@ def test_make_tiny_vlm_writes_a_model_serve_can_load(tmp_path):
 
 def test_scripted_backend_answers_stream_whole(tmp_path):
     """A backend that cannot stream (no token callbacks) still streams: its whole answer in one delta."""
-    from editlens.backends.server import build_app
-
     from servers import running
+
+    from editlens.backends.server import build_app
 
     with running(build_app(ScriptedBackend(lambda r: Generation("YES, done", None, "stop")), "s")) as url:
         with httpx.stream("POST", f"{url}/chat/completions", json={"messages": [{"role": "user", "content": "x"}],

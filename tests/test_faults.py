@@ -10,6 +10,8 @@ import threading
 import time
 
 import pytest
+from fake_openai import CASES, FakeServer
+from helpers import rng_image
 from PIL import Image
 from typer.testing import CliRunner
 
@@ -19,9 +21,6 @@ from editlens.errors import EditlensError
 from editlens.metrics.registry import create_metric
 from editlens.runner.run import run_evaluation
 from editlens.runner.store import ResultsStore
-
-from fake_openai import CASES, FakeServer
-from helpers import rng_image
 
 runner = CliRunner()
 

@@ -6,10 +6,10 @@ import sys
 import zipfile
 
 import pytest
+from helpers import REPO
 from typer.testing import CliRunner
 
 from editlens.cli.main import app
-from helpers import REPO
 
 
 def test_version_prints_the_package_version():

@@ -9,14 +9,13 @@ import math
 import numpy as np
 import pytest
 from PIL import Image
+from scripted import ScriptedBackend
+from servers import running
 from typer.testing import CliRunner
 
 from editlens.backends.server import build_app
 from editlens.backends.types import Generation, TokenStep
 from editlens.cli.main import app
-
-from scripted import ScriptedBackend
-from servers import running
 
 CASES = ["good", "empty", "refusal", "prose", "scale", "truncated", "wrong_token", "qwen_boxes"]
 REFUSAL = "I'm sorry, but I can't help with that."

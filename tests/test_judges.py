@@ -5,6 +5,9 @@ import json
 import math
 
 import pytest
+from helpers import EXAMPLES, rng_image
+from scripted import ScriptedBackend
+from servers import running
 from typer.testing import CliRunner
 
 from editlens.backends.types import Generation, TokenStep
@@ -15,10 +18,6 @@ from editlens.judges.parsing import parse_object, parse_scores, parse_verdict, p
 from editlens.judges.templates import load_template
 from editlens.judges.viescore import VIEScoreJudge
 from editlens.judges.yesno import YesNoJudge
-
-from helpers import EXAMPLES, rng_image
-from scripted import ScriptedBackend
-from servers import running
 
 
 @pytest.mark.parametrize("text,expected", [

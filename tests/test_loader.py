@@ -4,6 +4,7 @@ threads ahead of scoring, with results identical to scoring alone."""
 import threading
 
 import numpy as np
+from helpers import rng_image
 
 from editlens.core.images import ImageLoadOptions
 from editlens.core.types import EditSample
@@ -12,8 +13,6 @@ from editlens.metrics.registry import create_metric
 from editlens.runner.executors import LocalExecutor
 from editlens.runner.loader import PrefetchExecutor
 from editlens.runner.run import run_evaluation
-
-from helpers import rng_image
 
 
 def _samples(n=7):

@@ -10,12 +10,11 @@ import types
 
 import pytest
 import torch
+from helpers import rng_image
 
 from editlens import EditSample, create_metric
 from editlens.errors import ModelUnavailableError
 from editlens.metrics.lpips import Backbone, build_lpips, heads_path
-
-from helpers import rng_image
 
 pytestmark = pytest.mark.skipif(heads_path("alex") is None, reason="lpips heads not installed")
 

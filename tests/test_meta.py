@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+from helpers import shared_path
 from scipy import stats
 
 from editlens.meta.benchmarks import load_imagenhub_human, load_viescore_outputs
@@ -22,8 +23,6 @@ from editlens.meta.protocols import (
     viescore_overall,
 )
 from editlens.meta.reports import imagenhub_report, pairwise_report, pointwise_report
-
-from helpers import shared_path
 
 
 def test_aggregations_hand_computed():

@@ -5,14 +5,13 @@ import json
 
 import numpy as np
 import pytest
+from fake_openai import FakeServer
+from helpers import rng_image
 from PIL import Image
 from typer.testing import CliRunner
 
 from editlens.cli.main import app
 from editlens.errors import InputError, ModelUnavailableError, UnknownMetricError
-
-from fake_openai import FakeServer
-from helpers import rng_image
 
 runner = CliRunner()
 

@@ -3,12 +3,11 @@
 import numpy as np
 import pytest
 import torch
+from helpers import rng_image
 from skimage.metrics import mean_squared_error, peak_signal_noise_ratio, structural_similarity
 
 from editlens import EditSample, create_metric
 from editlens.metrics import functional as F
-
-from helpers import rng_image
 
 
 @pytest.fixture(scope="module")

@@ -4,13 +4,12 @@ recorded; bf16 embeddings stay within the documented tolerance of fp32."""
 import numpy as np
 import pytest
 import torch
+from helpers import rng_image
 
 from editlens import EditSample, create_metric
-from editlens.models import precision
 from editlens.errors import InputError
+from editlens.models import precision
 from editlens.models.precision import decide
-
-from helpers import rng_image
 
 
 @pytest.mark.parametrize("flags, expected", [

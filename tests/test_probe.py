@@ -5,14 +5,13 @@ import json
 
 import numpy as np
 import pytest
+from helpers import shared_path
 from PIL import Image
 from typer.testing import CliRunner
 
 from editlens.cli.main import app
 from editlens.trust.controls import CONTROLS, build_controls, parse_controls
 from editlens.trust.probe import bootstrap_rate, outcome, pass_rate, verdicts
-
-from helpers import shared_path
 
 runner = CliRunner()
 

@@ -11,9 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from typer.testing import CliRunner
-
 from helpers import DICE_BOX, write_dice_records
+from typer.testing import CliRunner
 
 CLONE = Path(__file__).parent / "data" / "dice_prompts_clone"
 BOX = DICE_BOX

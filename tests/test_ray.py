@@ -6,12 +6,12 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from test_runner import _dataset  # noqa: E402
+
+from editlens.core.images import ImageLoadOptions  # noqa: E402
 from editlens.metrics.registry import create_metric  # noqa: E402
 from editlens.runner.executors import RayExecutor  # noqa: E402
 from editlens.runner.run import run_evaluation  # noqa: E402
-from editlens.core.images import ImageLoadOptions  # noqa: E402
-
-from test_runner import _dataset  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -44,10 +44,10 @@ def test_ray_matches_local_and_resumes(tmp_path, local_ray):
 
 
 def test_cli_executor_ray(tmp_path, local_ray):
+    from helpers import EXAMPLES
     from typer.testing import CliRunner
 
     from editlens.cli.main import app
-    from helpers import EXAMPLES
 
     res = CliRunner().invoke(app, ["run", str(EXAMPLES / "manifest.jsonl"), "--out", str(tmp_path / "r"),
                                    "--metrics", "l1,change_map", "--executor", "ray", "--ray-workers", "2",

@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from helpers import EXAMPLES
 from scipy import stats
 from typer.testing import CliRunner
 
@@ -25,8 +26,6 @@ from editlens.reporting.collect import collect_run
 from editlens.reporting.runs import evaluator_summary, summary_table
 from editlens.testing.browser import chromium_page
 from editlens.testing.synthetic_run import make_synthetic_run
-
-from helpers import EXAMPLES
 
 runner = CliRunner()
 

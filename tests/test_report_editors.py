@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import EXAMPLES, REPO
 from typer.testing import CliRunner
 
 from editlens.cli.main import app
@@ -33,8 +34,6 @@ from editlens.testing.report_scenario import (
     register_detail_kept,
     unregister_detail_kept,
 )
-
-from helpers import EXAMPLES, REPO
 
 runner = CliRunner()
 METRICS = "change_map,l1,ssim,psnr,detail_kept"

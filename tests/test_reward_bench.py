@@ -7,15 +7,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import rng_image
+from scripted import ScriptedBackend
 
 from editlens.backends.types import Generation
 from editlens.errors import InputError
 from editlens.judges.pairwise import PairVerdict, PairwiseJudge, consistency
 from editlens.meta import rewardbench as R
 from editlens.testing import tiny_benchmarks as TB
-
-from helpers import rng_image
-from scripted import ScriptedBackend
 
 
 def _scored(values):

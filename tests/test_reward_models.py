@@ -89,7 +89,8 @@ def test_official_prompts_are_parsed_from_a_clone_not_imported(tmp_path):
 
 
 def test_editreward_official_prompts_and_reading(tmp_path):
-    from editlens.rewardmodels.editreward import official_prompts as er_prompts, prefer_probability, reading
+    from editlens.rewardmodels.editreward import official_prompts as er_prompts
+    from editlens.rewardmodels.editreward import prefer_probability, reading
 
     d = tmp_path / "EditReward" / "dataset"
     d.mkdir(parents=True)

@@ -4,13 +4,12 @@ run manifests pin what makes a judge's answers (served model, /v1/models answer,
 import json
 
 import pytest
+from fake_openai import FakeServer
+from helpers import EXAMPLES
 from typer.testing import CliRunner
 
 from editlens.cli.main import app
 from editlens.trust.diff import diff_runs, flatten, manifest_differences, what
-
-from fake_openai import FakeServer
-from helpers import EXAMPLES
 
 runner = CliRunner()
 
@@ -152,8 +151,8 @@ def test_diff_of_a_run_with_itself_and_bad_input(tmp_path):
 def test_local_vlm_provenance_pins_weight_hashes(tmp_path):
     from editlens.backends.local import TransformersBackend
     from editlens.core.images import file_sha256
-    from editlens.runner.manifest import provenance_of
     from editlens.models.random_init import BUILDERS
+    from editlens.runner.manifest import provenance_of
 
     folder = BUILDERS["idefics3"](tmp_path / "tiny")
     backend = TransformersBackend(str(folder), device="cpu")

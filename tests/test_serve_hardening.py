@@ -15,13 +15,12 @@ import zlib
 
 import httpx
 import pytest
+from helpers import REPO
+from servers import running
 
 from editlens.backends.local import TransformersBackend
 from editlens.backends.server import Batcher, ServeLimits, build_app
 from editlens.backends.types import ChatRequest, Generation, GenerationSettings, Message
-
-from helpers import REPO
-from servers import running
 
 HI = [{"role": "user", "content": "hi"}]
 

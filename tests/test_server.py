@@ -6,16 +6,15 @@ import io
 import httpx
 import numpy as np
 import pytest
+from helpers import rng_image
 from PIL import Image
+from servers import running
 
 from editlens.backends.http import OpenAIBackend
 from editlens.backends.local import TransformersBackend
 from editlens.backends.server import build_app
 from editlens.backends.types import ChatRequest, GenerationSettings, Message
 from editlens.errors import ModelUnavailableError
-
-from helpers import rng_image
-from servers import running
 
 
 @pytest.fixture(scope="module")

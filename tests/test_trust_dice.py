@@ -5,9 +5,10 @@ import json
 
 import numpy as np
 import pytest
+from helpers import rng_image
+from scripted import ScriptedBackend
 
 from editlens.backends.families import box_convention
-from editlens.models.registry import families
 from editlens.backends.types import Generation
 from editlens.core.types import EditSample
 from editlens.dice.evaluation import evaluate_detection, load_ground_truth
@@ -15,9 +16,7 @@ from editlens.dice.parsing import parse_differences, parse_differences_detailed
 from editlens.dice.ranking import rank_models
 from editlens.errors import InputError
 from editlens.metrics.registry import create_metric
-
-from helpers import rng_image
-from scripted import ScriptedBackend
+from editlens.models.registry import families
 
 
 def _dice(detection, coherence="ok\nANSWER: YES", describe=None):

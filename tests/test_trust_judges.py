@@ -4,6 +4,8 @@
 import math
 
 import pytest
+from helpers import rng_image
+from scripted import ScriptedBackend
 
 from editlens.backends.cache import CachedBackend, ResponseCache
 from editlens.backends.types import Generation, TokenStep
@@ -18,9 +20,6 @@ from editlens.judges.parsing import parse_decision, parse_scores, read_scores
 from editlens.judges.viescore import VIEScoreJudge
 from editlens.judges.yesno import YesNoJudge
 from editlens.metrics.spec import MetricSpec
-
-from helpers import rng_image
-from scripted import ScriptedBackend
 
 YN = {"YES": math.log(0.8), "NO": math.log(0.2)}
 CMD = lambda a, r, e: {"ADD": math.log(a), "REMOVE": math.log(r), "EDIT": math.log(e)}  # noqa: E731

@@ -8,10 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import rng_image
 from PIL import Image
 from typer.testing import CliRunner
-
-from helpers import rng_image
 
 COLOURS = {"red": (230, 20, 20), "green": (20, 200, 40), "blue": (30, 40, 230), "yellow": (240, 230, 30)}
 PLACES = {"top left": (2, 2), "bottom right": (26, 26), "centre": (14, 14)}

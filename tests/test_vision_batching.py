@@ -3,12 +3,11 @@
 import numpy as np
 import pytest
 import torch
+from helpers import rng_image
 
 from editlens.backends import vision_batching
 from editlens.backends.local import TransformersBackend
 from editlens.backends.types import ChatRequest, GenerationSettings, Message
-
-from helpers import rng_image
 
 
 def test_unique_rows_groups_equal_rows_only():

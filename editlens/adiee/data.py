@@ -28,12 +28,18 @@ import numpy as np
 
 from editlens.adiee.augment import augment
 from editlens.adiee.config import DataConfig
-from editlens.adiee.rules import Assignment, Thresholds, assign_model_output, input_thresholds, multi_turn_score, \
-    sample_turn_pairs
+from editlens.adiee.rules import (
+    Assignment,
+    Thresholds,
+    assign_model_output,
+    input_thresholds,
+    multi_turn_score,
+    sample_turn_pairs,
+)
 from editlens.core.images import image_hash, load_image
+from editlens.core.io import atomic_write
 from editlens.data.jsonl import iter_jsonl
 from editlens.errors import InputError
-from editlens.core.io import atomic_write
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
 

@@ -14,12 +14,12 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
-from editlens.core.cache import SqliteCache, key_of as _key
+from editlens.core.cache import SqliteCache
+from editlens.core.cache import key_of as _key
 from editlens.core.types import LoadedEdit, Score
 from editlens.errors import InputError, ModelUnavailableError
 from editlens.metrics.base import Metric
 from editlens.paths import cache_dir
-
 
 #: how the question of each sample is chosen (see AdieeEvaluator)
 QUESTION_CHOICES = ("auto", "per-sample", "first")
@@ -172,8 +172,8 @@ class AdieeEvaluator(Metric):
     def _loads_4bit(self) -> bool:
         """Whether :func:`load_scorer` will put the base in 4-bit (decided without loading it)."""
         from editlens.adiee.checkpoint import read_meta, trained_in_4bit
-        from editlens.models.quant import use_4bit
         from editlens.models.precision import resolve_device
+        from editlens.models.quant import use_4bit
 
         if self.quantization != "auto":
             return self.quantization == "nf4"

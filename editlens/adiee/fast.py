@@ -23,8 +23,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from editlens.errors import InputError, ModelUnavailableError
 from editlens.core.io import atomic_write
+from editlens.errors import InputError, ModelUnavailableError
 
 
 def features(cs: torch.Tensor, ce: torch.Tensor, ct: torch.Tensor, ds: torch.Tensor, de: torch.Tensor) -> torch.Tensor:

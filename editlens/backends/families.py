@@ -19,7 +19,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-
 #: convention -> what the prompt says about coordinates
 BOX_CONVENTIONS: dict[str, str] = {
     "fraction": "as fractions of the picture width and height between 0 and 1",

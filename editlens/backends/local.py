@@ -165,7 +165,7 @@ class TransformersBackend:
         groups: dict[Any, list[int]] = defaultdict(list)
         for i, r in enumerate(requests):
             groups[(r.settings, r.candidates)].append(i)
-        for (settings, candidates), idx in groups.items():
+        for idx in groups.values():
             for k in range(0, len(idx), self.batch_size):
                 chunk = idx[k : k + self.batch_size]
                 try:

@@ -171,7 +171,8 @@ def _text(value: str, where: str) -> str:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise BadRequest(400, f"{where} is not valid Unicode text: a lone surrogate "
-                              f"{value[exc.start:exc.end].encode('unicode_escape').decode()} at character {exc.start}")
+                              f"{value[exc.start:exc.end].encode('unicode_escape').decode()} at character {exc.start}"
+                         ) from None
     return value
 
 

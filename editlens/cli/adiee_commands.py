@@ -39,8 +39,8 @@ def make_data_cmd(
     model: Optional[List[str]] = ModelOpt,
     device: str = DeviceOpt,
     dtype: str = DtypeOpt,
-    progress: bool = typer.Option(True, "--progress/--no-progress"),
-    json_out: bool = typer.Option(False, "--json"),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable output (JSON) instead of the table."),
 ) -> None:
     """Create a scored dataset (paper sec. 3.1-3.2): JSONL + images + stats + histogram."""
     from editlens.adiee.config import load_config
@@ -75,37 +75,37 @@ def train_cmd(
     out: Path = typer.Option(..., "--out", help="Run directory (rerun to resume)."),
     head: str = typer.Option("regression", "--head", help="regression (0-10) or class3 (fail/partial/success)."),
     steps: int = typer.Option(100, "--steps", min=1, help="Optimiser steps."),
-    lr: float = typer.Option(2e-5, "--lr"),
-    batch_size: int = typer.Option(2, "--batch-size", min=1),
-    grad_accum: int = typer.Option(1, "--grad-accum", min=1),
+    lr: float = typer.Option(2e-5, "--lr", help="Learning rate."),
+    batch_size: int = typer.Option(2, "--batch-size", min=1, help="Items per batch (larger is faster where memory allows)."),
+    grad_accum: int = typer.Option(1, "--grad-accum", min=1, help="Micro-batches accumulated per optimizer step."),
     warmup: int = typer.Option(0, "--warmup", min=0, help="Warm-up steps."),
     lr_decay: str = typer.Option("linear", "--lr-decay", help="After warm-up: linear (to 0 at the last step), cosine or constant."),
     clip: float = typer.Option(1.0, "--clip", help="Gradient-norm clipping."),
-    score_weight: float = typer.Option(10.0, "--score-weight"),
-    ce_weight: float = typer.Option(1.0, "--ce-weight"),
+    score_weight: float = typer.Option(10.0, "--score-weight", help="Weight of the score loss."),
+    ce_weight: float = typer.Option(1.0, "--ce-weight", help="Weight of the token cross-entropy loss."),
     val_every: int = typer.Option(50, "--val-every", min=0, help=VAL_EVERY_HELP),
-    val_max: int = typer.Option(64, "--val-max", min=0),
+    val_max: int = typer.Option(64, "--val-max", min=0, help="Validate on at most this many items."),
     save_every: int = typer.Option(50, "--save-every", min=0, help=SAVE_EVERY_HELP),
     keep_checkpoints: int = typer.Option(2, "--keep-checkpoints", min=1, help="Checkpoints kept (the newest)."),
     image_side: int = typer.Option(512, "--image-side", help="Each image is resized to SIDE x SIDE, side by side."),
     max_samples: Optional[int] = typer.Option(None, "--max-samples", help="Use only the first N training samples."),
-    lora: bool = typer.Option(True, "--lora/--no-lora"),
+    lora: bool = typer.Option(True, "--lora/--no-lora", help="Train LoRA adapters instead of the full weights."),
     lora_r: int = typer.Option(8, "--lora-rank", min=1, help="LoRA rank (as released: 8)."),
     lora_r_old: Optional[int] = typer.Option(None, "--lora-r", hidden=True, help="Earlier name of --lora-rank."),
-    lora_alpha: int = typer.Option(16, "--lora-alpha"),
-    lora_dropout: float = typer.Option(0.05, "--lora-dropout"),
+    lora_alpha: int = typer.Option(16, "--lora-alpha", help="LoRA alpha (scale = alpha / rank)."),
+    lora_dropout: float = typer.Option(0.05, "--lora-dropout", help="LoRA dropout."),
     quantization: str = typer.Option("auto", "--quantization", help=QUANT_HELP + " auto: none (the release trains "
                                      "an unquantised base); nf4: QLoRA (needs bitsandbytes; CUDA or CPU), our layout only."),
     qlora: bool = typer.Option(False, "--qlora", hidden=True, help="Earlier spelling of --quantization nf4."),
     augment: bool = typer.Option(True, "--augment/--no-augment", help="Flip / rot90 both images."),
     layout: str = typer.Option("ours", "--layout", help="Final checkpoint: ours (LoRA), released (full state dict) or both."),
     template: Optional[List[str]] = typer.Option(None, "--template", help="adiee_questions=FILE / adiee_answers=FILE."),
-    gradient_checkpointing: bool = typer.Option(False, "--gradient-checkpointing"),
+    gradient_checkpointing: bool = typer.Option(False, "--gradient-checkpointing", help="Recompute activations in the backward pass (less memory, slower)."),
     device: str = typer.Option("auto", "--device", help="auto (cuda, mps, cpu; $EDITLENS_DEVICE), cpu, cuda, cuda:N."),
     dtype: str = typer.Option("auto", "--dtype", help="Compute dtype: auto (bf16 on a GPU that has it or a CPU that computes it natively, else float32; $EDITLENS_DTYPE), float32, bfloat16, float16 (CUDA). Trained weights stay float32."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", help="Random seed (the same seed reproduces the same result)."),
     restart: bool = typer.Option(False, "--restart", help="Discard an earlier run in --out instead of resuming it."),
-    progress: bool = typer.Option(True, "--progress/--no-progress"),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
 ) -> None:
     """Train the scorer; prints the loss, writes log.jsonl, loss.png and the checkpoint."""
     from editlens.adiee.train import TrainConfig, train
@@ -140,14 +140,12 @@ def train_cmd(
 def export_cmd(checkpoint: Path = typer.Argument(..., help="Scorer checkpoint (either layout)."),
                out: Path = typer.Option(..., "--out", help="Directory for the released layout."),
                base: Optional[str] = typer.Option(None, "--base", help="Base VLM, if the checkpoint does not name it."),
-               device: str = typer.Option("cpu", "--device"),
+               device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:N or auto (default: $EDITLENS_DEVICE, else auto)."),
                dtype: str = typer.Option("float32", "--dtype", help="Dtype of the written weights (float32: the "
                                          "merged adapters lose nothing).")) -> None:
     """Write a checkpoint in the released layout (LoRA merged; full state dict)."""
-    from editlens.adiee.checkpoint import load_scorer, save_released
-
     # unquantised: adapters trained on a 4-bit base (QLoRA) merge into the full-precision weights
-    from editlens.adiee.checkpoint import read_meta
+    from editlens.adiee.checkpoint import load_scorer, read_meta, save_released
     from editlens.models.quant import describe_precision
 
     scorer, rep, hidden = load_scorer(checkpoint, base, device, dtype, quantization="none")
@@ -160,7 +158,7 @@ def export_cmd(checkpoint: Path = typer.Argument(..., help="Scorer checkpoint (e
 
 @adiee_app.command("inspect")
 @guarded
-def inspect_cmd(checkpoint: Path = typer.Argument(...), base: Optional[str] = typer.Option(None, "--base"),
+def inspect_cmd(checkpoint: Path = typer.Argument(...), base: Optional[str] = typer.Option(None, "--base", help="Base model: a folder, hub id or preset name."),
                 device: str = DeviceOpt, dtype: str = DtypeOpt,
                 quantization: str = typer.Option("auto", "--quantization", help="auto (4-bit for a --qlora checkpoint on CUDA+bitsandbytes), nf4 (force 4-bit, CPU too) or none.")) -> None:
     """Load a checkpoint strictly and print its key report and settings."""
@@ -173,10 +171,10 @@ def inspect_cmd(checkpoint: Path = typer.Argument(...), base: Optional[str] = ty
 
 @adiee_app.command("fast-train")
 @guarded
-def fast_train_cmd(data: Path = typer.Option(..., "--data"), out: Path = typer.Option(..., "--out"),
-                   model: Optional[List[str]] = ModelOpt, epochs: int = typer.Option(300, "--epochs", min=1),
-                   lr: float = typer.Option(3e-3, "--lr"), hidden: int = typer.Option(64, "--hidden"),
-                   seed: int = typer.Option(0, "--seed"), device: str = DeviceOpt, dtype: str = DtypeOpt) -> None:
+def fast_train_cmd(data: Path = typer.Option(..., "--data", help="Training data folder (as written by the data-making command)."), out: Path = typer.Option(..., "--out", help="Output folder (or file) to write."),
+                   model: Optional[List[str]] = ModelOpt, epochs: int = typer.Option(300, "--epochs", min=1, help="Passes over the training data."),
+                   lr: float = typer.Option(3e-3, "--lr", help="Learning rate."), hidden: int = typer.Option(64, "--hidden", help="Hidden width of the head."),
+                   seed: int = typer.Option(0, "--seed", help="Random seed (the same seed reproduces the same result)."), device: str = DeviceOpt, dtype: str = DtypeOpt) -> None:
     """Train the fast feature scorer (frozen CLIP/DINOv2 + small MLP) on a dataset."""
     from editlens.adiee.fast import train_fast
 
@@ -188,10 +186,10 @@ def fast_train_cmd(data: Path = typer.Option(..., "--data"), out: Path = typer.O
 
 @adiee_app.command("compare")
 @guarded
-def compare_cmd(source: Path = typer.Option(..., "--source"), edited_a: Path = typer.Option(..., "--edited-a"),
-                edited_b: Path = typer.Option(..., "--edited-b"), instruction: str = typer.Option(..., "--instruction"),
-                metric: str = typer.Option("adiee", "--metric"), model: Optional[List[str]] = ModelOpt,
-                option: Optional[List[str]] = OptionOpt, json_out: bool = typer.Option(False, "--json"),
+def compare_cmd(source: Path = typer.Option(..., "--source", help="The original image (a file)."), edited_a: Path = typer.Option(..., "--edited-a", help="Edit A (a file)."),
+                edited_b: Path = typer.Option(..., "--edited-b", help="Edit B (a file)."), instruction: str = typer.Option(..., "--instruction", help="The edit instruction."),
+                metric: str = typer.Option("adiee", "--metric", help="Evaluator whose score is used (see `editlens metrics`)."), model: Optional[List[str]] = ModelOpt,
+                option: Optional[List[str]] = OptionOpt, json_out: bool = typer.Option(False, "--json", help="Machine-readable output (JSON) instead of the table."),
                 device: str = DeviceOpt, dtype: str = DtypeOpt) -> None:
     """Pairwise from two scores with the released rule: type = round(score / 5), higher type wins."""
     from editlens.adiee.reward import pairwise_type
@@ -226,13 +224,13 @@ class PairwiseRule(str, Enum):
 @guarded
 def pairwise_eval_cmd(human: Path = typer.Option(..., "--human", help="JSONL {id, a, b, preference} (with "
                                                  "--rule adiee-genai-4way: leftvote/rightvote/tievote/bothbad_vote)."),
-                      predictions: Path = typer.Option(..., "--predictions"),
-                      metric: Optional[str] = typer.Option(None, "--metric"),
+                      predictions: Path = typer.Option(..., "--predictions", help="Predictions: an `editlens run` results.jsonl (with --metric) or {id, score} JSON lines."),
+                      metric: Optional[str] = typer.Option(None, "--metric", help="Evaluator whose score is used (see `editlens metrics`)."),
                       rule: PairwiseRule = typer.Option(PairwiseRule.three_way, "--rule", help=(
                           "adiee-3way: round(score/5) types, equal types tie (ADIEE's AURORA rule); adiee-genai-4way: "
                           "ADIEE's GenAI-Bench rule, equal types tie only when both scores >= 9, else both bad, "
                           "exact 4-way match over all pairs.")),
-                      json_out: bool = typer.Option(False, "--json")) -> None:
+                      json_out: bool = typer.Option(False, "--json", help="Machine-readable output (JSON) instead of the table.")) -> None:
     """Pairwise accuracy of ADIEE's released rule (round(score/5)) beside accuracy-with-ties calibration; with
     --rule adiee-genai-4way, ADIEE's GenAI-Bench rule. Every figure names its rule."""
     from editlens.bench.registry import get
@@ -280,8 +278,8 @@ def best_of_n_cmd(
     out: Optional[Path] = typer.Option(None, "--out", help="Write the picks as JSON."),
     device: str = DeviceOpt,
     dtype: str = DtypeOpt,
-    batch_size: int = typer.Option(8, "--batch-size", min=1),
-    json_out: bool = typer.Option(False, "--json"),
+    batch_size: int = typer.Option(8, "--batch-size", min=1, help="Items per batch (larger is faster where memory allows)."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable output (JSON) instead of the table."),
     editor: Optional[str] = typer.Option(None, "--editor", help="Generate the candidates first with this editor "
                                          "(MANIFEST then lists the edits to make; see `editlens edit`)."),
     samples: int = typer.Option(4, "--samples", min=1, help="With --editor: candidates generated per edit."),
@@ -371,18 +369,18 @@ def _best_of_generated(manifest, metric, model, option, out, device, dtype, batc
 @guarded
 def relabel_cmd(
     manifest: Path = typer.Argument(..., help="Training manifest of edits."),
-    metric: str = typer.Option("adiee", "--metric"),
+    metric: str = typer.Option("adiee", "--metric", help="Evaluator whose score is used (see `editlens metrics`)."),
     model: Optional[List[str]] = ModelOpt,
     option: Optional[List[str]] = OptionOpt,
     out: Optional[Path] = typer.Option(None, "--out", help="Default: MANIFEST with .reward.jsonl next to it."),
     device: str = DeviceOpt,
     dtype: str = DtypeOpt,
-    batch_size: int = typer.Option(8, "--batch-size", min=1),
+    batch_size: int = typer.Option(8, "--batch-size", min=1, help="Items per batch (larger is faster where memory allows)."),
 ) -> None:
     """Reward scores normalised to 1-5 next to a training manifest (reward-conditioned fine-tuning)."""
     from editlens.adiee.reward import to_reward_scale
-    from editlens.data.manifest import read_manifest
     from editlens.core.io import atomic_write
+    from editlens.data.manifest import read_manifest
 
     samples, scores, m = _score_manifest(manifest, metric, model, option, device, batch_size, dtype)
     low, high = m.spec.value_range
@@ -480,8 +478,8 @@ def tune_editor_cmd(
                                      "(nf4 is refused)."),
     steps: int = typer.Option(1000, "--steps", min=1, help="Optimiser steps."),
     lr: float = typer.Option(5e-5, "--lr", help="Learning rate (release: 5e-5)."),
-    batch_size: int = typer.Option(4, "--batch-size", min=1),
-    grad_accum: int = typer.Option(1, "--grad-accum", min=1),
+    batch_size: int = typer.Option(4, "--batch-size", min=1, help="Items per batch (larger is faster where memory allows)."),
+    grad_accum: int = typer.Option(1, "--grad-accum", min=1, help="Micro-batches accumulated per optimizer step."),
     warmup: int = typer.Option(0, "--warmup", min=0, help="Warm-up steps (release: 500)."),
     lr_decay: str = typer.Option("constant", "--lr-decay", help="After warm-up: constant, linear or cosine."),
     clip: float = typer.Option(1.0, "--clip", help="Gradient-norm clipping (0: none)."),
@@ -497,16 +495,16 @@ def tune_editor_cmd(
     image_guidance: float = typer.Option(1.5, "--image-guidance", help="Image guidance of validation edits."),
     save_every: int = typer.Option(0, "--save-every", min=0, help=SAVE_EVERY_HELP),
     keep_checkpoints: int = typer.Option(2, "--keep-checkpoints", min=1, help="Checkpoints kept (the newest)."),
-    gradient_checkpointing: bool = typer.Option(False, "--gradient-checkpointing"),
+    gradient_checkpointing: bool = typer.Option(False, "--gradient-checkpointing", help="Recompute activations in the backward pass (less memory, slower)."),
     model: Optional[List[str]] = ModelOpt,
     option: Optional[List[str]] = OptionOpt,
     reward_batch: int = typer.Option(8, "--reward-batch-size", min=1, help="Validation edits scored at once."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", help="Random seed (the same seed reproduces the same result)."),
     device: str = DeviceOpt,
     dtype: str = DtypeOpt,
     restart: bool = typer.Option(False, "--restart", help="Discard an earlier run in --out instead of resuming it."),
-    progress: bool = typer.Option(True, "--progress/--no-progress"),
-    json_out: bool = typer.Option(False, "--json"),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable output (JSON) instead of the table."),
 ) -> None:
     """Fine-tune an InstructPix2Pix-style editor with a reward (ADIEE §3.4): reward-conditioned prompts, and ReFL."""
     from editlens.adiee.tune_editor import TuneConfig, tune_editor

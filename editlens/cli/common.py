@@ -10,7 +10,6 @@ import typer
 
 from editlens.errors import EditlensError
 
-
 #: Exit status of a command that finished and wrote everything, but some results
 #: *failed* (transport errors, crashes; a rerun retries them). ``--allow-failures``: 0.
 EXIT_FAILED = 3

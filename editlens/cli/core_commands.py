@@ -8,12 +8,39 @@ from typing import List, Optional
 
 import typer
 
-from editlens.cli.common import (EXIT_FAILED, EXIT_SIGNAL_BASE, emit_json, guarded, parse_models, require_samples,
-                                 split_names)
+from editlens.cli.common import (
+    EXIT_FAILED,
+    EXIT_SIGNAL_BASE,
+    emit_json,
+    guarded,
+    parse_models,
+    require_samples,
+    split_names,
+)
 from editlens.cli.inputs import EditsOpt, EditsPatternOpt, ImageRootOpt, SplitOpt, read_input
-from editlens.cli.options import (AllowFailuresOpt, CacheOpt, CalibrationOpt, CaptionsOpt, ConcurrencyOpt, DeviceOpt,
-                                   DtypeOpt, JudgeOpt, MinSamplesOpt, ModelOpt, OptionOpt, RetriesOpt, SamplesOpt, TemperatureOpt, TemplateOpt, TimeoutOpt,
-                                   VlmModelOpt, VlmOpt, extra_metrics, http_settings, vlm_options)
+from editlens.cli.options import (
+    AllowFailuresOpt,
+    CacheOpt,
+    CalibrationOpt,
+    CaptionsOpt,
+    ConcurrencyOpt,
+    DeviceOpt,
+    DtypeOpt,
+    JudgeOpt,
+    MinSamplesOpt,
+    ModelOpt,
+    OptionOpt,
+    RetriesOpt,
+    SamplesOpt,
+    TemperatureOpt,
+    TemplateOpt,
+    TimeoutOpt,
+    VlmModelOpt,
+    VlmOpt,
+    extra_metrics,
+    http_settings,
+    vlm_options,
+)
 from editlens.errors import EditlensError
 
 app = typer.Typer()
@@ -50,8 +77,8 @@ def score_cmd(
     instruction: str = typer.Option(..., "--instruction", help="The edit instruction."),
     reference: Optional[Path] = typer.Option(None, "--reference", help="Reference (ground-truth) edit."),
     metrics: Optional[str] = typer.Option(None, "--metrics", help="Comma-separated metric names (default: all available)."),
-    source_caption: Optional[str] = typer.Option(None, "--source-caption"),
-    target_caption: Optional[str] = typer.Option(None, "--target-caption"),
+    source_caption: Optional[str] = typer.Option(None, "--source-caption", help="Caption of the original image (for CLIP-T/CLIP-D)."),
+    target_caption: Optional[str] = typer.Option(None, "--target-caption", help="Caption of the image the edit should produce (for CLIP-T/CLIP-D)."),
     boxes: Optional[str] = typer.Option(None, "--boxes", help="JSON list of [x0,y0,x1,y1] for masked metrics."),
     clip_boxes: bool = typer.Option(False, "--clip-boxes", help="Clip boxes that reach past the image to it "
                                     "(default: such a box is an error)."),
@@ -88,8 +115,8 @@ def score_cmd(
 
     meta = {}
     if boxes:
-        from editlens.data.validation import check_boxes_in_image
         from editlens.core.images import image_size
+        from editlens.data.validation import check_boxes_in_image
 
         try:
             meta["boxes"] = check_boxes_in_image(parse_boxes(boxes), image_size(str(source)), clip_boxes)
@@ -145,17 +172,17 @@ def run_cmd(
                                     "or a `datasets` folder (images embedded or as paths)."),
     out: Path = typer.Option(..., "--out", help="Run directory (created; rerun to resume)."),
     metrics: Optional[str] = typer.Option(None, "--metrics", help="Comma-separated metric names (default: all available)."),
-    batch_size: int = typer.Option(16, "--batch-size", min=1),
+    batch_size: int = typer.Option(16, "--batch-size", min=1, help="Items per batch (larger is faster where memory allows)."),
     workers: int = typer.Option(2, "--workers", min=1, help="Image-decoding threads."),
     skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Drop bad manifest rows instead of stopping."),
     model: Optional[List[str]] = ModelOpt,
     option: Optional[List[str]] = OptionOpt,
-    size_policy: str = typer.Option("resize", "--size-policy"),
-    max_pixels: int = typer.Option(178_956_970, "--max-pixels"),
+    size_policy: str = typer.Option("resize", "--size-policy", help="When the edit's size differs from the source's: resize (to the source's size) or error."),
+    max_pixels: int = typer.Option(178_956_970, "--max-pixels", help="Refuse images with more pixels than this (decompression bombs)."),
     device: str = DeviceOpt,
     dtype: str = DtypeOpt,
     export: Optional[str] = typer.Option(None, "--export", help="Also export long-format rows: csv, parquet, jsonl (comma-separated)."),
-    progress: bool = typer.Option(True, "--progress/--no-progress"),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     executor: str = typer.Option("local", "--executor", help="local, or ray (batches spread over a Ray cluster)."),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: start a local Ray)."),
     ray_workers: Optional[int] = typer.Option(None, "--ray-workers", help="Ray actors (default: one per CPU, or per GPU)."),
@@ -210,7 +237,8 @@ def run_cmd(
     from editlens.core.images import ImageLoadOptions
     from editlens.runner.run import run_evaluation
     from editlens.runner.selection import parse_options, select_metrics
-    from editlens.runner.store import ResultsStore, check_export_formats, export as export_rows
+    from editlens.runner.store import ResultsStore, check_export_formats
+    from editlens.runner.store import export as export_rows
 
     export_formats = check_export_formats(export)  # parquet without pyarrow fails now, not after scoring
     failed_images = 0
@@ -299,10 +327,10 @@ def run_cmd(
 @app.command("compare")
 @guarded
 def compare_cmd(
-    source: Optional[Path] = typer.Option(None, "--source"),
-    edited_a: Optional[Path] = typer.Option(None, "--edited-a"),
-    edited_b: Optional[Path] = typer.Option(None, "--edited-b"),
-    instruction: Optional[str] = typer.Option(None, "--instruction"),
+    source: Optional[Path] = typer.Option(None, "--source", help="The original image (a file)."),
+    edited_a: Optional[Path] = typer.Option(None, "--edited-a", help="Edit A (a file)."),
+    edited_b: Optional[Path] = typer.Option(None, "--edited-b", help="Edit B (a file)."),
+    instruction: Optional[str] = typer.Option(None, "--instruction", help="The edit instruction."),
     pairs: Optional[Path] = typer.Option(None, "--pairs", help="Many pairs: JSONL {id, source, edited_a, edited_b, "
                                          "instruction} (e.g. pairs.jsonl of `editlens meta-eval prepare`), or a "
                                          "parquet/arrow/datasets/JSON input with those columns (see --columns)."),
@@ -325,7 +353,7 @@ def compare_cmd(
     temperature: float = TemperatureOpt,
     min_samples: Optional[int] = MinSamplesOpt,
     batch_size: int = typer.Option(8, "--batch-size", min=1, help="With --pairs: pairs (or edits) per batch."),
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable output (JSON) instead of the table."),
     timeout: Optional[float] = TimeoutOpt,
     max_retries: Optional[int] = RetriesOpt,
     concurrency: Optional[int] = ConcurrencyOpt,

@@ -15,8 +15,21 @@ from typing import List, Optional
 import typer
 
 from editlens.cli.common import EXIT_FAILED, emit_json, guarded
-from editlens.cli.options import (CacheOpt, ConcurrencyOpt, DeviceOpt, DtypeOpt, RetriesOpt, SamplesOpt, TemperatureOpt,
-                                   TemplateOpt, TimeoutOpt, VlmModelOpt, VlmOpt, http_settings, vlm_options)
+from editlens.cli.options import (
+    CacheOpt,
+    ConcurrencyOpt,
+    DeviceOpt,
+    DtypeOpt,
+    RetriesOpt,
+    SamplesOpt,
+    TemperatureOpt,
+    TemplateOpt,
+    TimeoutOpt,
+    VlmModelOpt,
+    VlmOpt,
+    http_settings,
+    vlm_options,
+)
 from editlens.cli.tables import print_rows
 from editlens.cli.training_options import SAVE_EVERY_HELP, VAL_EVERY_HELP
 
@@ -42,9 +55,9 @@ app = typer.Typer(no_args_is_help=False, help="DICE: what changed, where, and wa
 @guarded
 def dice_cmd(
     ctx: typer.Context,
-    source: Optional[Path] = typer.Option(None, "--source"),
-    edited: Optional[Path] = typer.Option(None, "--edited"),
-    instruction: Optional[str] = typer.Option(None, "--instruction"),
+    source: Optional[Path] = typer.Option(None, "--source", help="The original image (a file)."),
+    edited: Optional[Path] = typer.Option(None, "--edited", help="The edited image (a file)."),
+    instruction: Optional[str] = typer.Option(None, "--instruction", help="The edit instruction."),
     vlm: Optional[str] = VlmOpt,
     vlm_model: Optional[str] = VlmModelOpt,
     detector: str = typer.Option("auto", "--detector", help="auto (mllm with --vlm, else changemap), mllm, changemap."),
@@ -55,7 +68,7 @@ def dice_cmd(
                               "family), fraction (0-1), per-mille (0-1000, Qwen2-VL), pixels."),
     samples: int = SamplesOpt,
     temperature: float = TemperatureOpt,
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable output (JSON) instead of the table."),
     timeout: Optional[float] = TimeoutOpt,
     max_retries: Optional[int] = RetriesOpt,
     concurrency: Optional[int] = ConcurrencyOpt,
@@ -151,7 +164,7 @@ def dice_cmd(
 
 @app.command("rank")
 @guarded
-def dice_rank_cmd(run_dir: Path = typer.Argument(...), json_out: bool = typer.Option(False, "--json")) -> None:
+def dice_rank_cmd(run_dir: Path = typer.Argument(...), json_out: bool = typer.Option(False, "--json", help="Machine-readable output (JSON) instead of the table.")) -> None:
     """DICE model ranking of a run: correct edits, unwanted edits, no visual change
     (rates over ranked samples; unparsable, truncated and partly judged ones counted apart)."""
     from editlens.reporting.runs import evaluator_summary
@@ -178,12 +191,17 @@ def dice_eval_cmd(gt: Path = typer.Option(..., "--gt", help="Annotated JSONL (DI
                   gt_boxes: str = typer.Option("fraction", "--gt-boxes", help="Units of the ground-truth boxes: "
                                                "fraction (0-1) or pixels (a line may set its own 'box_units')."),
                   samples: int = SamplesOpt, temperature: float = TemperatureOpt,
-                  json_out: bool = typer.Option(False, "--json"), timeout: Optional[float] = TimeoutOpt,
+                  json_out: bool = typer.Option(False, "--json", help="Machine-readable output (JSON) instead of the table."), timeout: Optional[float] = TimeoutOpt,
                   max_retries: Optional[int] = RetriesOpt, concurrency: Optional[int] = ConcurrencyOpt) -> None:
     """COCO-style AP of DICE's detections (pycocotools), class-agnostic and -aware, coherence AP and accuracy."""
     http_settings(timeout, max_retries, concurrency)
-    from editlens.dice.evaluation import (coherence_accuracy, evaluate_detection, judge_ground_truth,
-                                          load_ground_truth, load_predictions_detailed)
+    from editlens.dice.evaluation import (
+        coherence_accuracy,
+        evaluate_detection,
+        judge_ground_truth,
+        load_ground_truth,
+        load_predictions_detailed,
+    )
 
     rows = load_ground_truth(gt, gt_boxes)
     if not rows:  # AP over no annotated sample is no figure: say so, exit 2
@@ -235,7 +253,7 @@ def merge_cmd(
     base: str = typer.Option(..., "--base", help="Base VLM (directory or hub id)."),
     adapter: str = typer.Option(..., "--adapter", help="LoRA adapter folder (e.g. runs/s1/adapter)."),
     out: Path = typer.Option(..., "--out", help="Folder for the merged model."),
-    device: str = typer.Option("cpu", "--device"),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:N or auto (default: $EDITLENS_DEVICE, else auto)."),
 ) -> None:
     """Merge a LoRA adapter into its base (the released detector's stage-1 model is such a merge)."""
     from editlens.dice.training import merge_adapter
@@ -252,23 +270,23 @@ def train_cmd(
     out: Path = typer.Option(..., "--out", help="Run directory (rerun the same command to resume)."),
     eval_data: Optional[Path] = typer.Option(None, "--eval-data", help="Held-out JSONL: AP (detect) or accuracy (coherence)."),
     init_adapter: Optional[str] = typer.Option(None, "--init-adapter", help="Start from this LoRA adapter (e.g. stage 1's)."),
-    steps: int = typer.Option(1000, "--steps", min=1),
+    steps: int = typer.Option(1000, "--steps", min=1, help="Optimizer steps to train for."),
     lr: float = typer.Option(1e-4, "--lr", help="Paper: 1e-4 detector, 1e-5 coherence."),
     batch_size: int = typer.Option(1, "--batch-size", min=1, help="Examples per optimizer step (paper: 8 detector, 1 coherence)."),
     rank: int = typer.Option(64, "--lora-rank", min=1, help="LoRA rank."),
     rank_old: Optional[int] = typer.Option(None, "--rank", hidden=True, help="Earlier name of --lora-rank."),
-    alpha: int = typer.Option(16, "--alpha"),
-    dropout: float = typer.Option(0.1, "--dropout"),
+    alpha: int = typer.Option(16, "--alpha", help="LoRA alpha (scale = alpha / rank)."),
+    dropout: float = typer.Option(0.1, "--dropout", help="LoRA dropout."),
     warmup: int = typer.Option(0, "--warmup", min=0, help="Linear learning-rate warm-up steps."),
     lr_decay: str = typer.Option("constant", "--lr-decay", help="After warm-up: constant, linear or cosine."),
     eval_every: int = typer.Option(0, "--val-every", min=0, help=VAL_EVERY_HELP),
     eval_every_old: Optional[int] = typer.Option(None, "--eval-every", hidden=True, help="Earlier name of --val-every."),
     save_every: int = typer.Option(100, "--save-every", min=0, help=SAVE_EVERY_HELP),
     keep_checkpoints: int = typer.Option(2, "--keep-checkpoints", min=1, help="Checkpoints kept (the newest)."),
-    eval_max_new_tokens: int = typer.Option(256, "--eval-max-new-tokens", min=1),
-    max_eval: int = typer.Option(100, "--max-eval", min=1),
+    eval_max_new_tokens: int = typer.Option(256, "--eval-max-new-tokens", min=1, help="Token limit of each answer during evaluation."),
+    max_eval: int = typer.Option(100, "--max-eval", min=1, help="Evaluate on at most this many items."),
     repetition_penalty: Optional[float] = typer.Option(None, "--repetition-penalty", help="Decoding for evaluation and the written preset (default: 1.5 detect, as released; 1.0 coherence)."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", help="Random seed (the same seed reproduces the same result)."),
     device: str = typer.Option("auto", "--device", help="auto (cuda, mps, cpu; $EDITLENS_DEVICE), cpu, cuda, cuda:N."),
     dtype: str = typer.Option("auto", "--dtype", help="Compute dtype (autocast; LoRA weights stay float32): auto, float32, bfloat16, float16 (CUDA); $EDITLENS_DTYPE."),
     quantization: str = typer.Option("auto", "--quantization", help="auto (QLoRA: 4-bit NF4 base + paged AdamW 8-bit where CUDA+bitsandbytes), nf4 (force QLoRA, CPU too; needs bitsandbytes) or none."),
@@ -277,13 +295,12 @@ def train_cmd(
     drawing: str = typer.Option("released", "--drawing", help="Coherence box convention: released or paper."),
     crop: str = typer.Option("auto", "--crop", help="square: centre-crop both images to a square, boxes mapped into the crop (the paper's recipe); none: whole images; auto: as the released inference (detector whole, coherence cropped). Recorded in the adapter and its preset."),
     restart: bool = typer.Option(False, "--restart", help="Discard an earlier run in --out instead of resuming it."),
-    progress: bool = typer.Option(True, "--progress/--no-progress"),
-    json_out: bool = typer.Option(False, "--json"),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable output (JSON) instead of the table."),
 ) -> None:
     """Fine-tune a DICE detector (--stage detect) or coherence estimator (--stage coherence) with LoRA."""
     from editlens.cli.training_options import aliased
     from editlens.dice.training import TrainConfig, train
-
     from editlens.models.quant import normalise_choice
 
     quantization = normalise_choice(quantization, "--quantization")
@@ -334,10 +351,10 @@ def make_pairs_cmd(
     match_iou: float = typer.Option(0.5, "--match-iou", help="IoU for a same-class object across the pair to be EDIT."),
     min_box: int = typer.Option(16, "--min-box", help="Drop boxes with a side under this many pixels."),
     verify_with: Optional[str] = typer.Option(None, "--verify-with", help="OWLv2 model to verify ADD/REMOVE labels."),
-    max_pairs: Optional[int] = typer.Option(None, "--max-pairs"),
+    max_pairs: Optional[int] = typer.Option(None, "--max-pairs", help="Keep at most this many pairs."),
     device: str = DeviceOpt,
     dtype: str = DtypeOpt,
-    progress: bool = typer.Option(True, "--progress/--no-progress"),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
 ) -> None:
     """Stage-1 data: pairs of similar real images, labelled ADD/REMOVE/EDIT from their annotations."""
     from editlens.dice.data.pairs import PairConfig, make_pairs
@@ -368,12 +385,12 @@ def make_edits_cmd(
     min_area: float = typer.Option(0.03, "--min-area", help="Smallest mask, fraction of the image (paper: 3%)."),
     max_overlap: float = typer.Option(0.05, "--max-overlap", help="Largest overlap between chosen masks (paper: 5%)."),
     unchanged: float = typer.Option(0.15, "--unchanged", help="Fraction of images kept as unchanged pairs."),
-    jpeg_min: int = typer.Option(15, "--jpeg-min"),
-    jpeg_max: int = typer.Option(50, "--jpeg-max"),
+    jpeg_min: int = typer.Option(15, "--jpeg-min", help="Lowest JPEG quality of the augmentation."),
+    jpeg_max: int = typer.Option(50, "--jpeg-max", help="Highest JPEG quality of the augmentation."),
     coherence: bool = typer.Option(True, "--coherence/--no-coherence", help="Also write templated coherence records."),
-    max_images: Optional[int] = typer.Option(None, "--max-images"),
-    seed: int = typer.Option(0, "--seed"),
-    progress: bool = typer.Option(True, "--progress/--no-progress"),
+    max_images: Optional[int] = typer.Option(None, "--max-images", help="Use at most this many images."),
+    seed: int = typer.Option(0, "--seed", help="Random seed (the same seed reproduces the same result)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
 ) -> None:
     """Stage-2 data: synthetic ADD/REMOVE/EDIT edits of annotated objects by inpainting, JPEG-compressed."""
     from editlens.dice.data.edits import EditConfig, make_edits

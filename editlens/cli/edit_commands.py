@@ -115,7 +115,7 @@ def edit_cmd(
     retry_failed: bool = typer.Option(True, "--retry-failed/--no-retry-failed", help="Rerun: generate images that "
                                       "failed before again."),
     wait: bool = typer.Option(False, "--wait", help="If another process holds --out, queue behind it."),
-    progress: bool = typer.Option(True, "--progress/--no-progress"),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     allow_failures: bool = typer.Option(False, "--allow-failures", help="Exit 0 even when images failed."),
 ) -> None:
     """Generate edited images with an editor into a resumable folder whose manifest.jsonl `run`, `report`

@@ -113,7 +113,7 @@ def genai_bench(judge_outputs: Path = typer.Option(..., "--judge-outputs", help=
 @guarded
 def pointwise(human: Path = typer.Option(..., "--human", help="JSONL {id, model, human}."),
               predictions: Path = typer.Option(..., "--predictions", help="JSONL {id, score} or editlens results.jsonl."),
-              metric: Optional[str] = typer.Option(None, "--metric"),
+              metric: Optional[str] = typer.Option(None, "--metric", help="Evaluator whose score is used (see `editlens metrics`)."),
               protocol: str = typer.Option("aurora", "--protocol", help="aurora (one Spearman over all items, as "
                                            "ADIEE's release; the per-model mean beside it), aurora-per-model "
                                            "(mean of per-model Spearman), official, fisher, mean."),
@@ -163,7 +163,7 @@ def pairwise(human: Path = typer.Option(..., "--human", help="JSONL {id, a, b, p
              predictions: Optional[Path] = typer.Option(None, "--predictions", help="JSONL {id, score} or editlens results.jsonl."),
              verdicts: Optional[Path] = typer.Option(None, "--verdicts", help="A pairwise judge's verdicts "
                                                      "(editlens compare --pairs ... --out FILE), instead of scores."),
-             metric: Optional[str] = typer.Option(None, "--metric"),
+             metric: Optional[str] = typer.Option(None, "--metric", help="Evaluator whose score is used (see `editlens metrics`)."),
              json_out: bool = JsonOpt, report: Optional[Path] = ReportOpt) -> None:
     """Pair-wise accuracy with tie calibration (Deutsch et al., 2023); with --verdicts, a pairwise judge's
     accuracy per presentation order and the consistency of the two orders (MMRB2's protocol)."""
@@ -246,7 +246,7 @@ def prepare_cmd(kind: str = typer.Argument(..., help="editscore-bench, editrewar
 
 @meta_app.command("editscore-bench")
 @guarded
-def editscore_bench_cmd(bench: Path = BenchOpt, predictions: Path = typer.Option(..., "--predictions"),
+def editscore_bench_cmd(bench: Path = BenchOpt, predictions: Path = typer.Option(..., "--predictions", help="Predictions: an `editlens run` results.jsonl (with --metric) or {id, score} JSON lines."),
                         metric: Optional[str] = MetricOpt, json_out: bool = JsonOpt,
                         report: Optional[Path] = ReportOpt) -> None:
     """EditScore's EditReward-Bench: pairwise accuracy per subtask and dimension, the 13-subtask average and 4 groups."""
@@ -268,7 +268,7 @@ def editscore_bench_cmd(bench: Path = BenchOpt, predictions: Path = typer.Option
 
 @meta_app.command("editreward-bench")
 @guarded
-def editreward_bench_cmd(bench: Path = BenchOpt, predictions: Path = typer.Option(..., "--predictions"),
+def editreward_bench_cmd(bench: Path = BenchOpt, predictions: Path = typer.Option(..., "--predictions", help="Predictions: an `editlens run` results.jsonl (with --metric) or {id, score} JSON lines."),
                          metric: Optional[str] = MetricOpt, json_out: bool = JsonOpt,
                          report: Optional[Path] = ReportOpt) -> None:
     """TIGER-Lab's EditReward-Bench: 2-way tie-calibrated accuracy, 3/4-way C/(C+D), strict group accuracy."""

@@ -25,7 +25,7 @@ def runs_show(run_dir: Path = typer.Argument(...)) -> None:
 
 @app.command("failures")
 @guarded
-def runs_failures(run_dir: Path = typer.Argument(...), json_out: bool = typer.Option(False, "--json"),
+def runs_failures(run_dir: Path = typer.Argument(...), json_out: bool = typer.Option(False, "--json", help="Machine-readable output (JSON) instead of the table."),
                   status: Optional[str] = typer.Option(None, "--status", help="Only this status: failed (lost to "
                                                        "the backend; a rerun retries them) or unscored.")) -> None:
     """List samples that failed or could not be scored, with reasons."""
@@ -46,7 +46,7 @@ def runs_failures(run_dir: Path = typer.Argument(...), json_out: bool = typer.Op
 @guarded
 def runs_summary(run_dir: Path = typer.Argument(...), by: Optional[str] = typer.Option(None, "--by", help="Group by: model, edit_type, or any column of the manifest "
                                                                                         "(e.g. task_type, instruction_language)."),
-                 json_out: bool = typer.Option(False, "--json"), seed: int = typer.Option(0, "--seed")) -> None:
+                 json_out: bool = typer.Option(False, "--json", help="Machine-readable output (JSON) instead of the table."), seed: int = typer.Option(0, "--seed", help="Random seed (the same seed reproduces the same result).")) -> None:
     """Mean and bootstrap 95% CI of every score (per editing model with --by model, per edit type with --by edit_type,
     per value of a manifest column with --by COLUMN)."""
     from editlens.core.evidence import figure, not_measured
@@ -145,7 +145,7 @@ def runs_diff(
                                                   "the score is at least T, or at most T when lower is better; default: "
                                                   "the middle of a bounded range). Repeatable."),
     top: int = typer.Option(20, "--top", min=0, help="Changed and flipped items listed per evaluator (JSON: all)."),
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable output (JSON) instead of the table."),
 ) -> None:
     """What changed between two runs: per-item scores, rank correlation, editors whose rank moved,
     flipped verdicts, and what differs in how the runs were made (models, templates, backend, dtype, versions)."""

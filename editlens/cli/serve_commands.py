@@ -72,8 +72,8 @@ def serve_cmd(
 ) -> None:
     """Serve a local VLM over an OpenAI-compatible /v1/chat/completions API (and /v1/score with --score)."""
     from editlens.backends.local import TransformersBackend
-    from editlens.backends.serving import serve_app
     from editlens.backends.server import ServeLimits, build_app
+    from editlens.backends.serving import serve_app
 
     _positive(max_image_mb, "--max-image-mb")
     _positive(request_timeout, "--request-timeout")

@@ -9,12 +9,25 @@ from typing import List, Optional
 
 import typer
 
-from editlens.cli.common import (emit_json, guarded, output_dir, output_file, parse_models, require_samples,
-                                 split_names)
+from editlens.cli.common import emit_json, guarded, output_dir, output_file, parse_models, require_samples, split_names
 from editlens.cli.inputs import EditsOpt, EditsPatternOpt, ImageRootOpt, SplitOpt, read_input
-from editlens.cli.options import (CacheOpt, ConcurrencyOpt, DeviceOpt, DtypeOpt, JudgeOpt, ModelOpt, OptionOpt,
-                                   RetriesOpt, TemplateOpt, TimeoutOpt, VlmModelOpt, VlmOpt, extra_metrics,
-                                   http_settings, vlm_options)
+from editlens.cli.options import (
+    CacheOpt,
+    ConcurrencyOpt,
+    DeviceOpt,
+    DtypeOpt,
+    JudgeOpt,
+    ModelOpt,
+    OptionOpt,
+    RetriesOpt,
+    TemplateOpt,
+    TimeoutOpt,
+    VlmModelOpt,
+    VlmOpt,
+    extra_metrics,
+    http_settings,
+    vlm_options,
+)
 
 app = typer.Typer()
 
@@ -84,7 +97,7 @@ def probe_cmd(
     json_out: bool = typer.Option(False, "--json", help='Print {"evaluators": {NAME: {"controls": {CONTROL: '
                                   '{"pass_rate", "ci", "n"}}, "verdicts": [...]}}} (with --by edit_type, also "by_edit_type").'),
     report: bool = typer.Option(False, "--report", help="Also write OUT/report.html with a section on the probes."),
-    batch_size: int = typer.Option(16, "--batch-size", min=1),
+    batch_size: int = typer.Option(16, "--batch-size", min=1, help="Items per batch (larger is faster where memory allows)."),
     workers: int = typer.Option(2, "--workers", min=1, help="Image-decoding threads."),
     skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Drop bad manifest rows instead of stopping."),
     columns: Optional[str] = ColumnsOpt,
@@ -102,7 +115,7 @@ def probe_cmd(
     vlm_model: Optional[str] = VlmModelOpt,
     cache: str = CacheOpt,
     template: Optional[List[str]] = TemplateOpt,
-    progress: bool = typer.Option(True, "--progress/--no-progress"),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     wait: bool = typer.Option(False, "--wait", help="If another run holds OUT, queue behind it instead of exiting."),
     timeout: Optional[float] = TimeoutOpt,
     max_retries: Optional[int] = RetriesOpt,
@@ -160,7 +173,7 @@ CalOutOpt = typer.Option(..., "--out", help="Calibration file to write (JSON; ma
                          "Use it with `editlens run/score --calibration FILE`.")
 MethodOpt = typer.Option("isotonic", "--method", help="isotonic (monotone steps) or platt (logistic curve).")
 FoldsOpt = typer.Option(5, "--folds", min=2, help="Cross-validation folds for the out-of-fold ECE (grouped by source).")
-SeedOpt = typer.Option(0, "--seed")
+SeedOpt = typer.Option(0, "--seed", help="Random seed (the same seed reproduces the same result).")
 BinsOpt = typer.Option(10, "--bins", min=2, help="Equal-width probability bins of the ECE and the reliability diagram.")
 CalJsonOpt = typer.Option(False, "--json", help="Print the report (ECE before/after, reliability bins) as JSON.")
 CalReportOpt = typer.Option(None, "--report", help="Also write an HTML report with the reliability diagrams.")

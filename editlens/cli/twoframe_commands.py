@@ -45,7 +45,7 @@ def random_model(
     out: Path = typer.Argument(..., help="Directory to write."),
     size: str = typer.Option("tiny", "--size", help="tiny (width 64, 2 layers, 32 px) or vit-b-16."),
     tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="CLIP tokenizer dir (default: a small BPE)."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", help="Random seed (the same seed reproduces the same result)."),
 ) -> None:
     """Write a randomly initialised CLIP to train from (smoke tests, benchmarks; its scores are noise)."""
     from editlens.models.random_init import build_clip
@@ -62,8 +62,8 @@ def train_cmd(
     out: Path = typer.Option(..., "--out", help="Run directory (checkpoints/, log.jsonl, history.json, loss_curve.png, model/)."),
     mode: str = typer.Option("order", "--mode", help="order (temporal head, ours) or faithful (ViFi-CLIP)."),
     tune: str = typer.Option("head", "--tune", help="head (towers frozen), last:N, lora:R or all."),
-    epochs: int = typer.Option(5, "--epochs"),
-    batch_size: int = typer.Option(32, "--batch-size"),
+    epochs: int = typer.Option(5, "--epochs", help="Passes over the training data."),
+    batch_size: int = typer.Option(32, "--batch-size", help="Items per batch (larger is faster where memory allows)."),
     lr: float = typer.Option(1e-5, "--lr", help="Learning rate of tuned tower weights."),
     head_lr: float = typer.Option(1e-3, "--head-lr", help="Learning rate of the head and temperature."),
     negatives: str = typer.Option("auto", "--negatives", help="Hard negatives: noop, swap, none, or auto (order mode: noop,swap; faithful: none, the poster's plain video-to-text retrieval)."),
@@ -71,7 +71,7 @@ def train_cmd(
     head_layers: int = typer.Option(1, "--head-layers", help="Transformer layers of the temporal head (1-2)."),
     val: Optional[Path] = typer.Option(None, "--val", help="Validation manifest (default: split off by source)."),
     val_fraction: float = typer.Option(0.1, "--val-fraction", help="Share of sources held out when --val is absent (0: none)."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", help="Random seed (the same seed reproduces the same result)."),
     warmup: int = typer.Option(0, "--warmup", min=0, help="Linear learning-rate warm-up steps."),
     lr_decay: str = typer.Option("constant", "--lr-decay", help="After warm-up: constant, linear or cosine."),
     save_every: int = typer.Option(0, "--save-every", min=0, help="Steps between checkpoints (0: after every epoch)."),
@@ -87,7 +87,7 @@ def train_cmd(
     base: Optional[str] = BaseOpt,
     heads: Optional[int] = HeadsOpt,
     preset: Optional[str] = PresetOpt,
-    progress: bool = typer.Option(True, "--progress/--no-progress"),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Retrieval training: symmetric InfoNCE with no-op and swapped-order hard negatives. Rerun to resume."""
@@ -177,9 +177,9 @@ def eval_cmd(
 @guarded
 def score_cmd(
     model: str = typer.Argument(..., help="twoframe dir, ViFi/OpenAI .pth, or transformers CLIP."),
-    source: Path = typer.Option(..., "--source"),
-    edited: Path = typer.Option(..., "--edited"),
-    instruction: str = typer.Option(..., "--instruction"),
+    source: Path = typer.Option(..., "--source", help="The original image (a file)."),
+    edited: Path = typer.Option(..., "--edited", help="The edited image (a file)."),
+    instruction: str = typer.Option(..., "--instruction", help="The edit instruction."),
     mode: Optional[str] = ModeOpt,
     tokenizer: Optional[str] = TokOpt,
     base: Optional[str] = BaseOpt,

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from editlens.backends.families import BOX_CONVENTIONS, DEFAULT_BOX_CONVENTION
 from editlens.backends.types import ChatRequest, GenerationSettings, Message
 from editlens.core.types import LoadedEdit
 from editlens.dice.confidence import assign_confidence
-from editlens.backends.families import BOX_CONVENTIONS, DEFAULT_BOX_CONVENTION
 from editlens.dice.parsing import parse_differences_detailed
 from editlens.dice.types import CHANGE, COMMANDS, DiceResult, Difference
 from editlens.judges.parsing import refusal_in

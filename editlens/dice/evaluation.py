@@ -29,10 +29,8 @@ import math
 from pathlib import Path
 from typing import Any, Iterable
 
-
-
-from editlens.dice.types import CHANGE, COMMANDS
 from editlens.data.jsonl import iter_jsonl
+from editlens.dice.types import CHANGE, COMMANDS
 from editlens.errors import InputError
 
 CLASS_IDS = {c: i + 1 for i, c in enumerate(COMMANDS + (CHANGE,))}

@@ -26,11 +26,11 @@ from editlens.dice.detectors import ChangeMapDetector, MLLMDetector
 from editlens.dice.ranking import sample_stats
 from editlens.dice.types import DiceResult
 from editlens.judges.templates import load_template
+from editlens.metrics import functional as F
 from editlens.metrics.base import Metric
 from editlens.metrics.embedding import PATCH_FILL
-from editlens.metrics.model_options import EncoderModelOptions
-from editlens.metrics import functional as F
 from editlens.metrics.masks import boxes_to_mask
+from editlens.metrics.model_options import EncoderModelOptions
 
 DETECTORS = ("auto", "mllm", "changemap")
 

@@ -41,13 +41,28 @@ from typing import Any, Callable
 
 import numpy as np
 
-from editlens.dice.prompt_sets import PromptSet, default_prompts, load_official_prompts
-from editlens.dice.released import (GenerationPreset, ModelSpec, Preset, coherence_conversation,
-                                    detector_conversation, generate_raw, load_base, load_processor)
-from editlens.dice.released_format import (CONVENTIONS, CentreCrop, assign_command_confidence, coherence_images,
-                                           format_released_answer, parse_decision, parse_released_answer)
-from editlens.dice.types import COMMANDS, Difference
 from editlens.data.jsonl import iter_jsonl
+from editlens.dice.prompt_sets import PromptSet, default_prompts, load_official_prompts
+from editlens.dice.released import (
+    GenerationPreset,
+    ModelSpec,
+    Preset,
+    coherence_conversation,
+    detector_conversation,
+    generate_raw,
+    load_base,
+    load_processor,
+)
+from editlens.dice.released_format import (
+    CONVENTIONS,
+    CentreCrop,
+    assign_command_confidence,
+    coherence_images,
+    format_released_answer,
+    parse_decision,
+    parse_released_answer,
+)
+from editlens.dice.types import COMMANDS, Difference
 from editlens.errors import InputError
 from editlens.training.loop import TrainingTask
 
@@ -216,8 +231,8 @@ def build_trainable(cfg: TrainConfig, notes: list[str]) -> tuple[Any, Any, str, 
 
     from editlens.dice.lora import check_lora_targets, dice_lora_config
     from editlens.dice.released import attach_adapter
-    from editlens.models.quant import count_4bit_layers
     from editlens.models.precision import resolve_device
+    from editlens.models.quant import count_4bit_layers
 
     device = resolve_device(cfg.device)
     model = load_base(cfg.base, device, cfg.quantization, notes, trainable=True, option="--quantization")

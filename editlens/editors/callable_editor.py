@@ -13,9 +13,9 @@ fails that image (redone on rerun).
 from __future__ import annotations
 
 import hashlib
-import io
 import importlib
 import inspect
+import io
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any

@@ -13,11 +13,10 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from editlens.backends.types import ChatRequest, Generation, GenerationSettings, Message
+from editlens.backends.types import ChatRequest, Generation, GenerationSettings, Message, is_backend_failure
 from editlens.core.types import LoadedEdit, Score
 from editlens.judges.base import VLMJudge
 from editlens.judges.ensemble import Outcome, combine
-from editlens.backends.types import is_backend_failure
 from editlens.judges.parsing import read_scores
 
 

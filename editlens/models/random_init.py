@@ -55,7 +55,12 @@ def build_idefics3(out: Path, size: str = "tiny") -> Path:
     SmolVLM-256M (SigLIP-base-like 93M vision tower at 512 px, a 576-wide
     30-layer text model), random weights."""
     import torch
-    from transformers import Idefics3Config, Idefics3ForConditionalGeneration, Idefics3ImageProcessorPil, Idefics3Processor
+    from transformers import (
+        Idefics3Config,
+        Idefics3ForConditionalGeneration,
+        Idefics3ImageProcessorPil,
+        Idefics3Processor,
+    )
 
     specials = ["<fake_token_around_image>", "<image>", "<end_of_utterance>", "<global-img>"] + [
         f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7)]
@@ -117,7 +122,12 @@ def build_qwen2_vl(out: Path) -> Path:
 
 def build_llava_next(out: Path) -> Path:
     import torch
-    from transformers import LlavaNextConfig, LlavaNextForConditionalGeneration, LlavaNextImageProcessorPil, LlavaNextProcessor
+    from transformers import (
+        LlavaNextConfig,
+        LlavaNextForConditionalGeneration,
+        LlavaNextImageProcessorPil,
+        LlavaNextProcessor,
+    )
 
     tok = train_tokenizer(["<image>"])
     pinpoints = [[32, 32], [32, 64], [64, 32]]

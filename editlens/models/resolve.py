@@ -26,6 +26,7 @@ from typing import Any, Callable, Mapping
 
 from editlens.errors import ModelUnavailableError
 
+
 def config_path() -> Path:
     if os.environ.get("EDITLENS_CONFIG"):
         return Path(os.environ["EDITLENS_CONFIG"]).expanduser()

@@ -379,9 +379,7 @@ def _sample_part(key: tuple, rows: list[dict[str, Any]], images: Mapping[str, st
 
 def _summaries(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The evaluators' own summary tables, each remembered under the content of its rows."""
-    from editlens.reporting.runs import evaluator_summaries_from_rows
-
-    from editlens.reporting.runs import evaluators_with_summaries
+    from editlens.reporting.runs import evaluator_summaries_from_rows, evaluators_with_summaries
 
     wanted = evaluators_with_summaries({r["evaluator"] for r in rows})
     by: dict[str, list[dict[str, Any]]] = {}

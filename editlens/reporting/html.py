@@ -794,8 +794,8 @@ def write_run_report(run_dir: str | Path, out: str | Path | None = None, *, mani
     ``copy`` puts them in ``<report name>_images/`` beside it.
     ``by``: the manifest column whose values group the leaderboards (default ``edit_type``).
     """
-    from editlens.reporting.collect import collect_run, read_meta_eval
     from editlens.core.io import atomic_write
+    from editlens.reporting.collect import collect_run, read_meta_eval
     from editlens.reporting.stats import no_gc_pauses
 
     if images not in IMAGE_MODES:

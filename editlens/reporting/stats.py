@@ -15,7 +15,6 @@ import numpy as np
 
 from editlens.meta.bootstrap import bootstrap_ci, ci_or_none  # noqa: F401  (re-exported for the reports)
 
-
 # -- content-keyed caches: `editlens view` rebuilds a report every time a run writes a batch, and
 # most groups of values have not changed since the last build; their bootstraps are looked up.
 _CACHE: OrderedDict[tuple, Any] = OrderedDict()

@@ -15,7 +15,6 @@ import numpy as np
 from editlens.core.cache import SqliteCache
 from editlens.errors import InputError, ModelUnavailableError
 
-
 # -------------------------------------------------------------------------------------------- images
 
 def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:

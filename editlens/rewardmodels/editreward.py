@@ -121,7 +121,7 @@ def own_prompts(overrides: dict[str, str] | None = None) -> PromptSet:
 
     names = {"instruction_following": "editreward_following", "visual_quality": "editreward_quality"}
     t = {h: load_template(n, overrides) for h, n in names.items()}
-    for h, tpl in t.items():
+    for tpl in t.values():
         if tpl.text.count(REWARD_TOKEN) != 1:
             raise InputError(f"template {tpl.name} ({tpl.source}) must hold {REWARD_TOKEN} exactly once: the reward "
                              "head reads the model's state at that token")
@@ -300,7 +300,7 @@ def load_editreward(ref: Any, precision: Any, quantization: str, models: dict[st
             f"EditReward checkpoint {weights} does not fit a {model_type} built from its config: {len(missing)} "
             f"key(s) missing (e.g. {missing[:2]}), {len(unexpected)} unexpected (e.g. {unexpected[:2]}), "
             f"{len(wrong)} of another shape (e.g. {wrong[:2]}); refusing to run a partly random model")
-    hidden = int(getattr(getattr(config, "text_config", config), "hidden_size"))
+    hidden = int(getattr(config, "text_config", config).hidden_size)
     heads = build_heads(heads_shapes, hidden, weights)
     head_sd = heads.state_dict()
     if set(head_sd) != {k[len("rm_heads."):] for k in heads_shapes}:
@@ -441,7 +441,6 @@ class EditRewardEvaluator(Metric):
     def _load(self) -> EditRewardModel:
         if self._loaded is None:
             from editlens.models.loader import load_model
-
             from editlens.models.registry import presets
 
             opts: dict[str, Any] = {}

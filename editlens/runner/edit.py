@@ -36,7 +36,7 @@ from typing import Any
 
 from editlens.core.io import write_bytes, write_json
 from editlens.core.types import EditSample
-from editlens.editors.base import EditOutput, Editor, EditRequest
+from editlens.editors.base import Editor, EditOutput, EditRequest
 from editlens.errors import InputError
 
 SCHEMA = "editlens.edit/1"

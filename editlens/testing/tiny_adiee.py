@@ -76,8 +76,12 @@ def build_llava_next_sized(out: Path, size: str = "tiny") -> Path:
     1024-wide Llama text model), tiles of 336 px as in LLaVA-NeXT, so a
     1024x512 side-by-side pair becomes a base view plus two tiles."""
     import torch
-    from transformers import LlavaNextConfig, LlavaNextForConditionalGeneration, LlavaNextImageProcessorPil, \
-        LlavaNextProcessor
+    from transformers import (
+        LlavaNextConfig,
+        LlavaNextForConditionalGeneration,
+        LlavaNextImageProcessorPil,
+        LlavaNextProcessor,
+    )
 
     from editlens.models.random_init import LLAVA_TEMPLATE, build_llava_next, train_tokenizer
 

@@ -6,8 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from editlens.editors.random_init import (IP2P_SIZES, TINY_EDITORS, build_flux_kontext,  # noqa: F401
-                                          build_instruct_pix2pix, build_qwen_image_edit, make_tiny_editor)
+from editlens.editors.random_init import (  # noqa: F401
+    IP2P_SIZES,
+    TINY_EDITORS,
+    build_flux_kontext,
+    build_instruct_pix2pix,
+    build_qwen_image_edit,
+    make_tiny_editor,
+)
 
 
 def scripted_editor(image: Any, instruction: str, *, seed: int, edit_id: str = "") -> Any:

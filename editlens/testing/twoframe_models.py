@@ -26,7 +26,6 @@ import torch.nn.functional as F
 from editlens.models.random_init import clip_config, small_tokenizer
 
 
-
 def random_twoframe(size: str = "tiny", mode: str = "faithful", seed: int = 0) -> Any:
     """An in-memory random :class:`~editlens.twoframe.model.TwoFrameModel` (benchmarks: no disk round trip)."""
     from transformers import CLIPModel

@@ -7,8 +7,15 @@ Ctrl-C/SIGTERM, atomic checkpoints, validation cadence, progress bar,
 and mixed precision from :mod:`editlens.models.precision`.
 """
 
-from editlens.training.loop import (LoopResult, LoopSettings, TrainingTask, latest_checkpoint, prepare_run_dir,
-                                    read_log, run)
+from editlens.training.loop import (
+                                    LoopResult,
+                                    LoopSettings,
+                                    TrainingTask,
+                                    latest_checkpoint,
+                                    prepare_run_dir,
+                                    read_log,
+                                    run,
+)
 from editlens.training.plot import PlotSpec, plot_training
 
 __all__ = ["LoopResult", "LoopSettings", "PlotSpec", "TrainingTask", "latest_checkpoint", "plot_training",

@@ -196,14 +196,14 @@ def build_controls(samples: Sequence[EditSample], folder: str | Path, controls: 
                     add(s, control, f"=s{seed}", edited=str(target))
                 elif control == "wrong_instruction":
                     mine = s.instruction.strip().lower()
-                    donor = _donor(i, samples, seed, lambda d: _key(d.source) != _key(s.source)
+                    donor = _donor(i, samples, seed, lambda d, s=s, mine=mine: _key(d.source) != _key(s.source)
                                    and d.instruction.strip().lower() != mine)
                     if donor is None:
                         raise InputError("no edit of another source with another instruction")
                     add(s, control, f"={donor.id}", instruction=donor.instruction,
                         source_caption=donor.source_caption, target_caption=donor.target_caption)
                 elif control == "unrelated":
-                    donor = _donor(i, samples, seed + 1, lambda d: _key(d.source) != _key(s.source)
+                    donor = _donor(i, samples, seed + 1, lambda d, s=s: _key(d.source) != _key(s.source)
                                    and _key(d.edited) not in (_key(s.edited), _key(s.source)))
                     if donor is None:
                         raise InputError("no edit of another source")

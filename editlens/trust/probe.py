@@ -197,12 +197,12 @@ def run_probe(samples: Sequence[Any], evaluators: Sequence[Any], out_dir: str | 
     After Ctrl-C the document is only ``{"schema", "interrupted": True}``."""
     import json
 
+    from editlens.core.io import atomic_write
     from editlens.data.edit_types import edit_type_of
     from editlens.data.manifest import write_manifest
     from editlens.errors import InputError, UnknownMetricError
     from editlens.metrics.registry import get_spec
     from editlens.runner.run import result_identity, run_evaluation
-    from editlens.core.io import atomic_write
     from editlens.runner.store import config_hash
     from editlens.trust.controls import build_controls
 

@@ -54,11 +54,11 @@ import torch
 from torch import nn
 
 from editlens.errors import InputError
+from editlens.training.loop import TrainingTask
 from editlens.twoframe.calibration import fit_platt
 from editlens.twoframe.data import EditSet
 from editlens.twoframe.model import TemporalHead, TwoFrameModel
 from editlens.twoframe.retrieval import KS, retrieval_report
-from editlens.training.loop import TrainingTask
 
 TUNES = ("head", "last", "lora", "all")
 OBJECTIVES = ("auto", "video_to_text", "symmetric")

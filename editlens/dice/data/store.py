@@ -82,9 +82,8 @@ class DatasetStore:
 
 
 def provenance(command: str, config: dict[str, Any], sources: Iterable[str | Path]) -> dict[str, Any]:
-    from editlens.core.images import file_sha256
-
     import editlens
+    from editlens.core.images import file_sha256
 
     return {"command": command, "config": config, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "editlens": getattr(editlens, "__version__", None), "python": platform.python_version(),
