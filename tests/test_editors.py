@@ -71,7 +71,11 @@ def test_edit_run_report_best_of_n_cli(tiny_ip2p, tmp_path):
     record = json.loads((out / "editor.json").read_text())
     assert record["settings"]["steps"] == 2 and record["settings"]["family"] == "instruct-pix2pix"
     assert len(record["weights"]["sha256"]) == 64 and "unet/diffusion_pytorch_model.safetensors" in record["weights"]["files"]
-    assert record["runtime"]["precision"]["dtype"] in ("float32", "bfloat16")
+    from editlens.models.precision import decide
+
+    # the policy's choice for the device it ran on, with the family's preference (InstructPix2Pix: fp16 on CUDA)
+    prec = record["runtime"]["precision"]
+    assert prec["dtype"] == decide("auto", prec["device"], preferred="float16" if prec["device"] != "cpu" else None).dtype
     # the output manifest goes to `run` and `report` as is
     run = tmp_path / "run"
     r = cli("run", out / "manifest.jsonl", "--out", run, "--metrics", "psnr", "--no-progress")
@@ -109,7 +113,9 @@ def test_seeds_reproduce_and_differ(tiny_ip2p, tmp_path):
     generate_edits(manifest, editor, tmp_path / "c", samples=2, progress=False)
     assert digests(tmp_path / "c") == da  # same settings, same images, byte for byte
     assert rows(tmp_path / "a" / "manifest.jsonl")[0]["seed"] == derive_seed(0, "e0", 0)
-    assert {(g["dtype"], g["device"]) for g in rows(tmp_path / "a" / "generations.jsonl")} == {("float32", "cpu")}
+    from editlens.models.precision import resolve_device
+
+    assert {(g["dtype"], g["device"]) for g in rows(tmp_path / "a" / "generations.jsonl")} == {("float32", resolve_device("auto"))}
 
 
 def test_rerun_after_sigkill_loses_and_duplicates_nothing(tmp_path):

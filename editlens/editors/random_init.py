@@ -190,10 +190,17 @@ def build_qwen_image_edit(out: Path | str, image_size: int = 32, seed: int = 0) 
         vision_start_token_id=tok.convert_tokens_to_ids("<|vision_start|>"),
         vision_end_token_id=tok.convert_tokens_to_ids("<|vision_end|>"))
     text_encoder = Qwen2_5_VLForConditionalGeneration(cfg)
+    extra: dict[str, Any] = {}
+    try:  # transformers builds a Qwen2-VL processor with its video processor where torchvision is installed
+        from transformers import Qwen2VLVideoProcessor
+
+        extra["video_processor"] = Qwen2VLVideoProcessor(patch_size=14, merge_size=2, temporal_patch_size=2)
+    except (ImportError, ValueError, TypeError):
+        pass
     processor = Qwen2VLProcessor(image_processor=Qwen2VLImageProcessorPil(patch_size=14, merge_size=2,
                                                                           temporal_patch_size=2, min_pixels=28 * 28,
                                                                           max_pixels=56 * 56),
-                                 tokenizer=tok, chat_template=QWEN_TEMPLATE)
+                                 tokenizer=tok, chat_template=QWEN_TEMPLATE, **extra)
     z_dim = 4
     vae = AutoencoderKLQwenImage(base_dim=z_dim * 6, z_dim=z_dim, dim_mult=[1, 2, 4], num_res_blocks=1,
                                  temperal_downsample=[False, True], latents_mean=[0.0] * z_dim,
