@@ -1,4 +1,4 @@
-"""The change map never calls a real edit "unchanged" (issue 20): large
+"""The change map never calls a real edit "unchanged": large
 object motion, a region spread over half the frame, camera motion, strong and
 uneven relighting, their combinations, JPEG and tiny edits, built from the
 bundled example photos and synthetic images (always run) and from the shared
@@ -354,7 +354,7 @@ def _frame_pair_kinds(args):
 
 @pytest.mark.integration
 def test_aurora_frame_pairs_like_something_something():
-    """The failures of issue 20 in kind: a cloth spread over half the frame
+    """The reported failures in kind: a cloth spread over half the frame
     while the camera and the light move, hands (objects) moved, on every
     AURORA photo not used above: never value 0 with no regions."""
     from helpers import pmap

@@ -26,7 +26,7 @@ def test_clip_directional_hand_computed():
 
 def test_clip_directional_failed_edit_is_zero_identical_captions_undefined():
     e = torch.tensor([[1.0, 0.0]])
-    # nothing changed in the image: a failed edit scores 0 (issue 9, item 8), it does not drop out
+    # nothing changed in the image: a failed edit scores 0, it does not drop out
     assert F.clip_directional(e, e, e, torch.tensor([[0.0, 1.0]])).tolist() == [0.0]
     # no caption change: no direction to compare with
     assert torch.isnan(F.clip_directional(e, torch.tensor([[0.0, 1.0]]), e, e)).all()

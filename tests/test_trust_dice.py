@@ -1,4 +1,4 @@
-"""Issue 9: DICE verdicts that cannot be understood are counted apart, never
+"""DICE verdicts that cannot be understood are counted apart, never
 as "no visual change" (items 2, 6, 9), and inputs that must score (8, 11)."""
 
 import json

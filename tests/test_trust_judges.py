@@ -1,4 +1,4 @@
-"""Issue 9: judge answers that cannot be understood never become numbers
+"""Judge answers that cannot be understood never become numbers
 (items 1, 3, 4, 5, 6, 7) and self-ensembling (item 16)."""
 
 import math

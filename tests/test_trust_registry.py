@@ -1,4 +1,4 @@
-"""Registry trust (issue 9, items 13-15): plugins cannot break or silently
+"""Registry trust: plugins cannot break or silently
 replace built-ins, loading is thread-safe, names are never cut, and the
 runner and reports know no metric by name."""
 

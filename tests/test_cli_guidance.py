@@ -1,4 +1,4 @@
-"""A newcomer's rough edges: the Python judge API, typos caught before any
+"""What the CLI tells a user: the Python judge API, typos caught before any
 model loads, hints that work with today's tools, honest exit codes and CIs."""
 
 import json

@@ -1,4 +1,4 @@
-"""Issue 9 "done when": a hostile-answers set through the CLI (score, run,
+"""Hostile judge answers through the CLI (score, run,
 dice, dice-rank, dice-eval, runs summary) on an OpenAI-compatible server
 whose model gives each case's answers. Every case is scored correctly or
 recorded as unscored/failed with its reason; none becomes a made-up number."""

@@ -1,11 +1,11 @@
-"""Issue 23's fault suite: nothing lost, nothing hidden, nobody stalled.
+"""Failure modes of clients and servers: nothing lost, nothing hidden, nobody stalled.
 
 Real sockets throughout: a switchable fake OpenAI-compatible server
 (tests/fake_openai.py) for the clients' side, and `editlens serve` on a tiny
 random model for the server's. Servers bind 127.0.0.1 and stop by
 themselves; every wait is bounded. (Also pinned elsewhere: null answers and
-the exit status of failed rows in test_faults.py, hostile JSON in
-test_serve_hardening.py.)
+the exit status of failed rows in test_faulty_server_rerun.py, hostile JSON in
+test_serve_limits.py.)
 """
 
 from __future__ import annotations
@@ -609,7 +609,7 @@ def test_openai_client_async_concurrent_and_streaming(served):
 
 def test_make_tiny_vlm_writes_a_model_serve_can_load(tmp_path):
     """The documented way to try `serve`: `editlens make-tiny-vlm DIR`, then `editlens serve --vlm DIR`
-    (serve itself, SIGTERM included, runs as a subprocess in test_serve_hardening.py)."""
+    (serve itself, SIGTERM included, runs as a subprocess in test_serve_limits.py)."""
     from servers import running
 
     from editlens.backends.local import TransformersBackend
