@@ -72,3 +72,16 @@ def test_missing_inputs_and_models_say_how_to_get_them(tmp_path):
     # a hub id given straight to --vlm has no role: the fix names the flag, not --model ROLE=DIR
     text = unavailable_message(ModelRef(ref="someone/vlm", role=None, origin="--vlm"), "offline")
     assert "--vlm DIR" in text and "ROLE" not in text
+
+
+def test_a_missing_hub_model_says_what_to_do_without_the_hub_clients_exception(monkeypatch, tmp_path):
+    from editlens.errors import ModelUnavailableError
+    from editlens.models.vlm import locate
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty cache
+    with pytest.raises(ModelUnavailableError) as err:
+        locate("someone/released-model/stage1", "detector")
+    text = str(err.value)
+    assert "`hf download someone/released-model`" in text and "stage1" in text
+    assert "LocalEntryNotFoundError" not in text and "Errno" not in text

@@ -83,10 +83,15 @@ def locate(ref: str, what: str = "model") -> Path:
 
         root = snapshot_download(repo, allow_patterns=[f"{sub}/*"] if sub else None, local_files_only=_offline())
     except Exception as exc:  # noqa: BLE001 - any hub or cache failure: the model is not here
+        from editlens.models.resolve import hub_cache_dir
+
+        # the hub client's own exception text (a socket error, a class name) says nothing a user can act on
+        why = "not in the local cache and the hub cannot be reached" if "connect" in str(exc).lower() \
+            or "offline" in str(exc).lower() or "LocalEntryNotFound" in type(exc).__name__ else "not found"
         raise ModelUnavailableError(
-            f"{what} {ref!r}: hub repository {repo} could not be fetched or found in the cache "
-            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}). Download it on a machine "
-            f"with internet (`hf download {repo}`) or pass a local directory.") from None
+            f"{what} {ref!r}: {why} (looked in {hub_cache_dir()}). Fix: on a machine with internet run "
+            f"`hf download {repo}` and copy the cache here (or set HF_HOME to it), or pass a local directory "
+            f"with the {sub or repo} folder.") from None
     out = Path(root) / sub
     if not out.is_dir():
         raise ModelUnavailableError(f"{what} {ref!r}: {repo} has no folder {sub!r}")
