@@ -12,7 +12,7 @@ from typing import List, Optional
 import typer
 
 from editlens.cli.common import emit_json, guarded, parse_models
-from editlens.cli.options import DeviceOpt, DtypeOpt
+from editlens.cli.options import DeviceOpt, DtypeOpt, Orders
 from editlens.cli.training_options import QUANT_HELP, SAVE_EVERY_HELP, VAL_EVERY_HELP
 
 adiee_app = typer.Typer(no_args_is_help=True, help="ADIEE: make scored training data, train and use a score-token scorer.")
@@ -289,7 +289,7 @@ def best_of_n_cmd(
     edits_out: Optional[Path] = typer.Option(None, "--edits-out", help="With --editor: folder of the generated "
                                              "candidates (resumable; default MANIFEST's folder/STEM.best-of-N)."),
     vlm: Optional[str] = typer.Option(None, "--vlm", help="VLM of a judge metric (pairwise: a knockout per edit)."),
-    orders: str = typer.Option("both", "--orders", help="Pairwise judge: both, forward or reverse."),
+    orders: Orders = typer.Option(Orders.both, "--orders", help="Pairwise judge: both, forward or reverse."),
 ) -> None:
     """Pick the best of N candidate edits per source by a registered evaluator; with --editor, generate the
     N candidates first (a pairwise judge as --metric runs a knockout per edit, both orders by default).
@@ -302,7 +302,7 @@ def best_of_n_cmd(
 
     if editor:
         _best_of_generated(manifest, metric, model, option, out, device, dtype, batch_size, json_out, editor,
-                           samples, seed, editor_option, edits_out, vlm, orders)
+                           samples, seed, editor_option, edits_out, vlm, orders.value)
         return
     samples_, scores, m = _score_manifest(manifest, metric, model, option, device, batch_size, dtype)
     picks = best_of_n(samples_, scores, m.spec.higher_is_better)

@@ -26,12 +26,15 @@ from editlens.cli.options import (
     ConcurrencyOpt,
     DeviceOpt,
     DtypeOpt,
+    Executor,
     JudgeOpt,
     MinSamplesOpt,
     ModelOpt,
     OptionOpt,
+    Orders,
     RetriesOpt,
     SamplesOpt,
+    SizePolicy,
     TemperatureOpt,
     TemplateOpt,
     TimeoutOpt,
@@ -85,7 +88,8 @@ def score_cmd(
     mask: Optional[Path] = typer.Option(None, "--mask", help="Mask image for masked metrics."),
     model: Optional[List[str]] = ModelOpt,
     option: Optional[List[str]] = OptionOpt,
-    size_policy: str = typer.Option("resize", "--size-policy", help="resize (edited to source size) or error."),
+    size_policy: SizePolicy = typer.Option(SizePolicy.resize, "--size-policy",
+                                           help="resize (edited to source size) or error."),
     max_pixels: int = typer.Option(178_956_970, "--max-pixels", help="Refuse larger images (decompression bombs)."),
     json_out: bool = typer.Option(False, "--json", help="Print the stable JSON document (schema editlens.score/1)."),
     judge: Optional[str] = JudgeOpt,
@@ -130,7 +134,7 @@ def score_cmd(
         vlm=vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype, min_samples=min_samples),
         source_caption=source_caption, target_caption=target_caption,
         models=parse_models(model), options=parse_options(option or []),
-        image_options=ImageLoadOptions(max_pixels=max_pixels, size_policy=size_policy), metadata=meta,
+        image_options=ImageLoadOptions(max_pixels=max_pixels, size_policy=size_policy.value), metadata=meta,
         progress=sys.stderr.isatty(),  # judge calls take seconds: show which metric is running
         device=device, dtype=dtype,
         calibration=calibration,
@@ -177,13 +181,15 @@ def run_cmd(
     skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Drop bad manifest rows instead of stopping."),
     model: Optional[List[str]] = ModelOpt,
     option: Optional[List[str]] = OptionOpt,
-    size_policy: str = typer.Option("resize", "--size-policy", help="When the edit's size differs from the source's: resize (to the source's size) or error."),
+    size_policy: SizePolicy = typer.Option(SizePolicy.resize, "--size-policy", help="When the edit's size differs "
+                                           "from the source's: resize (to the source's size) or error."),
     max_pixels: int = typer.Option(178_956_970, "--max-pixels", help="Refuse images with more pixels than this (decompression bombs)."),
     device: str = DeviceOpt,
     dtype: str = DtypeOpt,
     export: Optional[str] = typer.Option(None, "--export", help="Also export long-format rows: csv, parquet, jsonl (comma-separated)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
-    executor: str = typer.Option("local", "--executor", help="local, or ray (batches spread over a Ray cluster)."),
+    executor: Executor = typer.Option(Executor.local, "--executor",
+                                      help="local, or ray (batches spread over a Ray cluster)."),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: start a local Ray)."),
     ray_workers: Optional[int] = typer.Option(None, "--ray-workers", help="Ray actors (default: one per CPU, or per GPU)."),
     gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="GPUs each Ray actor holds (e.g. 1)."),
@@ -271,15 +277,13 @@ def run_cmd(
     if not sel.metrics:
         typer.echo("error: no metric can run", err=True)
         raise typer.Exit(2)
-    image_options = ImageLoadOptions(max_pixels=max_pixels, size_policy=size_policy)
+    image_options = ImageLoadOptions(max_pixels=max_pixels, size_policy=size_policy.value)
     runner_executor = None
-    if executor == "ray":
+    if executor is Executor.ray:
         from editlens.runner.executors import RayExecutor
 
         runner_executor = RayExecutor(sel.metrics, image_options, address=address, num_workers=ray_workers,
                                       gpus_per_worker=gpus_per_worker)
-    elif executor != "local":
-        raise typer.BadParameter(f"--executor must be local or ray, got {executor!r}")
     result = run_evaluation(
         report.samples, sel.metrics, out, batch_size=batch_size, workers=workers, progress=progress,
         image_options=image_options, executor=runner_executor,
@@ -341,7 +345,7 @@ def compare_cmd(
                                              "file ({id: {forward, reverse}}) for its compute_accuracy.py."),
     metric: Optional[str] = typer.Option(None, "--metric", help="Decide by a point-wise evaluator's scores "
                                          "(editscore, editreward, adiee, clip_d...) instead of the pairwise VLM judge."),
-    orders: str = typer.Option("both", "--orders", help="Pairwise VLM judge: both (ask A-B and B-A; a verdict only "
+    orders: Orders = typer.Option(Orders.both, "--orders", help="Pairwise VLM judge: both (ask A-B and B-A; a verdict only "
                                "when they agree, else a tie flagged as position bias), forward or reverse."),
     model: Optional[List[str]] = ModelOpt,
     option: Optional[List[str]] = OptionOpt,
@@ -397,7 +401,7 @@ def compare_cmd(
             raise typer.BadParameter("the pairwise judge needs --vlm (or compare by scores with --metric NAME)")
         opts = vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype,
                            min_samples=min_samples) or {}
-        decider = C.JudgeComparer({**opts, "orders": orders, **parse_options(option or []).get("pairwise", {})})
+        decider = C.JudgeComparer({**opts, "orders": orders.value, **parse_options(option or []).get("pairwise", {})})
     verdicts = decider.compare(items, batch_size)
     if pairs is None:
         if json_out:

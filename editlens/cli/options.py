@@ -2,9 +2,31 @@
 
 from __future__ import annotations
 
+from enum import Enum
+
 import typer
 
 from editlens.cli.common import parse_models, split_names
+
+
+class SizePolicy(str, Enum):
+    """When an edit's size differs from its source's."""
+
+    resize = "resize"
+    error = "error"
+
+
+class Executor(str, Enum):
+    local = "local"
+    ray = "ray"
+
+
+class Orders(str, Enum):
+    """Presentation orders of a pairwise judge."""
+
+    both = "both"
+    forward = "forward"
+    reverse = "reverse"
 
 ModelOpt = typer.Option(None, "--model", help="Model for a role, ROLE=HUB_ID_OR_DIR (e.g. clip=./clip). Repeatable.")
 OptionOpt = typer.Option(None, "--option", help="Metric option METRIC.KEY=VALUE (e.g. l1.region=outside). Repeatable.")
