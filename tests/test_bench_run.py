@@ -327,3 +327,11 @@ def test_edits_may_name_one_models_folder(tmp_path):
     assert one.models == ["mine"] and len(one.samples) == 2 and len(one.skipped) == 2
     both = locate(b, items, tmp_path / "edits")
     assert both.models == ["mine"] and [s.id for s in both.samples] == [s.id for s in one.samples]
+
+
+def test_a_benchmark_not_downloaded_says_how_to_get_it(tmp_path):
+    from editlens.errors import InputError
+    from editlens.runner.bench import run_benchmark
+
+    with pytest.raises(InputError, match=r"Download GEdit-Bench first: hf download stepfun-ai/GEdit-Bench"):
+        run_benchmark("gedit", tmp_path / "nowhere", tmp_path / "out", edits=tmp_path)

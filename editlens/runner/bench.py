@@ -211,6 +211,10 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
     from editlens.bench.registry import get
 
     bench = get(name, split=split)
+    if not Path(data).exists():  # the most common first error: the benchmark was never downloaded
+        raise InputError(f"{data}: no such file or folder. Download {bench.spec.title} first: "
+                         f"{bench.spec.download} (then pass that folder as --data; `editlens bench info {name}` "
+                         "shows its layout)")
     items = bench.read(data)
     if limit is not None:
         items = items[:limit]
