@@ -236,3 +236,31 @@ def test_cli_on_a_manifest_scores_each_edit_once_and_resumes(scene_run, tmp_path
     calls.clear()
     again = runner.invoke(app, args, catch_exceptions=False)
     assert json.loads(again.stdout[again.stdout.index("{"):])["schedule"]["cached"] == 10 and sum(calls) == 0
+
+
+def test_a_run_made_with_columns_is_read_back_with_them(tmp_path):
+    """`arena RUN` reads the run's manifest as the run read it (--columns source=input,edited=output)."""
+    import json
+
+    import numpy as np
+    from PIL import Image
+    from typer.testing import CliRunner
+
+    from editlens.cli.main import app
+    from editlens.runner.arena import contests_from
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for k in range(2):
+        src = rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)
+        Image.fromarray(src).save(tmp_path / f"s{k}.png")
+        for m, shift in (("a", 10), ("b", 60)):
+            Image.fromarray(np.clip(src.astype(int) + shift, 0, 255).astype(np.uint8)).save(tmp_path / f"{m}{k}.png")
+            rows.append({"id": f"{m}{k}", "input": f"s{k}.png", "output": f"{m}{k}.png", "instruction": "brighten",
+                         "model": m})
+    (tmp_path / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = CliRunner().invoke(app, ["run", str(tmp_path / "m.jsonl"), "--out", str(tmp_path / "r"), "--metrics", "l1",
+                                   "--columns", "source=input,edited=output", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    contests, info = contests_from(tmp_path / "r")
+    assert len(contests) == 2 and sorted(info["editors"]) == ["a", "b"]

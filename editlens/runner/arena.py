@@ -59,6 +59,7 @@ def contests_from(path: str | Path, editors: Sequence[str] | None = None) -> tup
 
     p = Path(path)
     run = None
+    read_options: dict[str, Any] = {}
     if is_run_dir(p):
         from editlens.runner.store import ResultsStore
 
@@ -72,9 +73,15 @@ def contests_from(path: str | Path, editors: Sequence[str] | None = None) -> tup
             raise InputError(f"{p}: the run's manifest ({mpath or 'not recorded'}) is not there; pass the manifest "
                              "itself to `editlens arena`")
         run, p = Path(path), Path(mpath)
+        # the manifest is read as the run read it (--columns, --split, --edits ...), as the report does
+        import inspect
+
+        accepted = set(inspect.signature(read_manifest).parameters)
+        read_options = {k: v for k, v in ((meta.get("inputs") or {}).get("manifest_options") or {}).items()
+                        if k in accepted and v is not None}
     elif not p.is_file():
         raise InputError(f"{p}: neither a run directory (results.sqlite) nor a manifest file")
-    report = read_manifest(p, check_files=False)
+    report = read_manifest(p, check_files=False, **read_options)
     notes: list[str] = []
     by: dict[tuple[str, str], Contest] = {}
     for s in report.samples:
