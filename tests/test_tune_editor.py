@@ -69,29 +69,88 @@ def test_cli_loss_goes_down_and_the_export_edits_with_the_reward_prompt(tiny_bas
     assert create_editor(str(out / "editor"), device="cpu").prompt_suffix == card["prompt_suffix"]
 
 
-def test_a_resumed_lora_run_equals_an_uninterrupted_one(tiny_base, relabelled, tmp_path):
-    from editlens.adiee.tune_editor import TuneConfig, tune_editor
+# a child that runs the real CLI and SIGKILLs itself when optimiser step KILL_IN (0-based) asks for its batch:
+# a crash at a known point (after a checkpoint and a logged step past it), not at a moment a sleep picks
+_KILLED_CHILD = """
+import os, signal, sys
+from editlens.adiee.tune_editor import TuneEditorTask
+from editlens.cli.main import app
 
-    def cfg(out: Path, steps: int) -> TuneConfig:
-        return TuneConfig(base=str(tiny_base), data=str(relabelled), out=str(out), steps=steps, batch_size=2,
-                          resolution=16, lr=1e-3, lora_rank=4, val_count=0, device="cpu", save_every=1)
+batch = TuneEditorTask.batch
+def dying(self, step, micro):
+    if step == int(os.environ["KILL_IN"]):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return batch(self, step, micro)
+TuneEditorTask.batch = dying
+app(sys.argv[1:])
+"""
 
-    whole = tune_editor(cfg(tmp_path / "a", 2), progress=False, echo=lambda m: None)
-    first = tune_editor(cfg(tmp_path / "b", 1), progress=False, echo=lambda m: None)
-    resumed = tune_editor(cfg(tmp_path / "b", 2), progress=False, echo=lambda m: None)
-    assert first["steps_done"] == 1 and resumed["resumed_from"] == 1 and whole["steps_done"] == 2
-    a = torch.load(tmp_path / "a" / "checkpoints" / "step-0000002" / "state.pt")["trainable"]
-    b = torch.load(tmp_path / "b" / "checkpoints" / "step-0000002" / "state.pt")["trainable"]
-    assert a and all("lora" in k for k in a)
+
+@pytest.mark.slow
+def test_sigkill_mid_run_then_ctrl_c_then_resume_equals_an_uninterrupted_run(tiny_base, relabelled, tmp_path,
+                                                                            monkeypatch):
+    """LoRA tuning from the CLI, 4 steps, a checkpoint every 2: killed (SIGKILL) during step 4, resumed
+    and stopped with Ctrl-C during step 3, resumed to the end. Weights, loss history and the exported
+    UNet equal an uninterrupted run's bit for bit (the policy's dtype: float32 or bfloat16 autocast)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from editlens.adiee.tune_editor import TuneEditorTask
+    from editlens.training import latest_checkpoint, read_log
+
+    def args(out: Path) -> list[str]:
+        return ["adiee", "tune-editor", str(relabelled), "--base", str(tiny_base), "--out", str(out), "--steps", "4",
+                "--save-every", "2", "--batch-size", "2", "--resolution", "16", "--lr", "1e-3", "--lora-rank", "4",
+                "--device", "cpu", "--no-progress"]
+
+    from editlens.cli.main import app
+
+    whole = CliRunner().invoke(app, args(tmp_path / "whole"))
+    assert whole.exit_code == 0, whole.output
+
+    run_dir = tmp_path / "broken"
+    child = subprocess.run([sys.executable, "-c", _KILLED_CHILD, *args(run_dir)], env={**os.environ, "KILL_IN": "3"},
+                           capture_output=True, text=True, timeout=300)
+    assert child.returncode == -signal.SIGKILL, child.stderr[-2000:]
+    # killed mid-run: step 3 logged, the newest checkpoint is step 2's, nothing exported
+    assert [r["step"] for r in read_log(run_dir)] == [1, 2, 3]
+    assert latest_checkpoint(run_dir).name == "step-0000002"
+    assert not (run_dir / "editor").exists() and not (run_dir / "summary.json").exists()
+
+    batch = TuneEditorTask.batch
+
+    def ctrl_c(self, step, micro):  # type: ignore[no-untyped-def]
+        if step == 2:  # step 3, logged before the kill: redone, as its log line is past the checkpoint
+            os.kill(os.getpid(), signal.SIGINT)  # the loop's handler: finish this step, save, stop
+        return batch(self, step, micro)
+
+    monkeypatch.setattr(TuneEditorTask, "batch", ctrl_c)
+    stopped = CliRunner().invoke(app, args(run_dir))
+    assert stopped.exit_code == 130, stopped.output
+    assert "resumed" in stopped.output and "SIGINT" in stopped.output
+    assert latest_checkpoint(run_dir).name == "step-0000003"
+    assert json.loads((run_dir / "summary.json").read_text())["interrupted"] is True
+    assert not (run_dir / "editor").exists()
+    monkeypatch.setattr(TuneEditorTask, "batch", batch)
+
+    done = CliRunner().invoke(app, args(run_dir))
+    assert done.exit_code == 0, done.output
+    a = torch.load(tmp_path / "whole" / "checkpoints" / "step-0000004" / "state.pt")["trainable"]
+    b = torch.load(run_dir / "checkpoints" / "step-0000004" / "state.pt")["trainable"]
+    assert set(a) == set(b) and len(a) > 10 and all("lora" in k for k in a)
     assert all(torch.equal(a[k], b[k]) for k in a)
-    rows_a = [json.loads(x) for x in (tmp_path / "a" / "log.jsonl").read_text().splitlines()]
-    rows_b = [json.loads(x) for x in (tmp_path / "b" / "log.jsonl").read_text().splitlines()]
-    assert [r["loss"] for r in rows_a] == [r["loss"] for r in rows_b]
+    assert [r["loss"] for r in read_log(run_dir)] == [r["loss"] for r in read_log(tmp_path / "whole")]
+    assert [r["step"] for r in read_log(run_dir)] == [1, 2, 3, 4]  # nothing lost, nothing twice
+    from safetensors.torch import load_file
+
+    exported = [load_file(d / "editor" / "unet" / "diffusion_pytorch_model.safetensors")
+                for d in (tmp_path / "whole", run_dir)]
+    assert all(torch.equal(exported[0][k], exported[1][k]) for k in exported[0])
     # another LoRA rank is another run: refused, not silently resumed
-    with pytest.raises(InputError, match="lora_rank was 4, now 8"):
-        c = cfg(tmp_path / "b", 3)
-        c.lora_rank = 8
-        tune_editor(c, progress=False, echo=lambda m: None)
+    refused = CliRunner().invoke(app, [*args(run_dir), "--lora-rank", "8", "--steps", "5"])
+    assert refused.exit_code == 2 and "lora_rank was 4, now 8" in refused.output, refused.output
 
 
 @pytest.mark.slow
