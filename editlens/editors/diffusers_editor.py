@@ -15,11 +15,12 @@ in or the device.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +127,38 @@ def fit_size(width: int, height: int, resolution: int | None, multiple: int) -> 
     return max(multiple, int(w) // multiple * multiple), max(multiple, int(h) // multiple * multiple)
 
 
+def _flag(value: Any, name: str) -> bool:
+    """A boolean option as ``--editor-option`` gives it (JSON true/false, or a string)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise InputError(f"editor option {name}: expected true or false, got {value!r}")
+
+
+@contextlib.contextmanager
+def _tf32(on: bool) -> Iterator[None]:
+    """TF32 for this call only (a process-wide torch switch; put back afterwards)."""
+    if not on:
+        yield
+        return
+    import torch
+
+    # torch's newer switches (mixing them with the legacy allow_tf32 ones is an error in torch >= 2.9)
+    switches = [torch.backends.cuda.matmul, torch.backends.cudnn.conv]
+    before = [sw.fp32_precision for sw in switches]
+    for sw in switches:
+        sw.fp32_precision = "tf32"
+    try:
+        yield
+    finally:
+        for sw, value in zip(switches, before, strict=True):
+            sw.fp32_precision = value
+
+
 class DiffusersEditor(Editor):
     """A diffusers image-editing pipeline.
 
@@ -138,6 +171,15 @@ class DiffusersEditor(Editor):
         device, dtype: as the precision policy (:mod:`editlens.models.precision`) reads them.
         cpu_offload: keep components on the CPU until used (big pipelines on a small GPU).
         attention_slicing: compute attention in slices (less memory, slower).
+        channels_last: keep the UNet's and the VAE's weights and activations
+            channels-last (NHWC), the layout cuDNN's and oneDNN's fastest
+            convolutions take; the sums' order changes (images differ in the
+            last bits). Recorded in the run's ``runtime``. On a CPU it gains
+            little (docs/editors.md, "Throughput").
+        tf32: on CUDA in float32, let matrix products use TF32 tensor cores
+            as torch already lets cuDNN's convolutions (10-bit mantissa
+            products: faster; images differ more than channels-last's);
+            recorded; nothing elsewhere.
         batch_size: edits per pipeline call (default: the family's).
         call: extra pipeline ``__call__`` arguments (recorded).
         name: the name recorded as the edits' ``model`` (default: the folder's or hub id's last part).
@@ -148,14 +190,14 @@ class DiffusersEditor(Editor):
     def __init__(self, weights: str | os.PathLike | None = None, *, family: str | None = None,
                  pipeline_class: str | None = None, prompt_suffix: str | None = None, device: str = "auto",
                  dtype: str = "auto", cpu_offload: bool = False, attention_slicing: bool = False,
-                 batch_size: int | None = None, call: Mapping[str, Any] | None = None, name: str | None = None,
+                 channels_last: bool = False, tf32: bool = False, batch_size: int | None = None, call: Mapping[str, Any] | None = None, name: str | None = None,
                  **settings: Any) -> None:
         if not weights:
             raise InputError("a diffusers editor needs weights: a pipeline folder or a hub id")
         unknown = set(settings) - set(SETTING_KEYS)
         if unknown:
             raise InputError(f"unknown diffusers editor option(s) {', '.join(sorted(unknown))}; the options are "
-                             f"{', '.join(SETTING_KEYS + ('family', 'pipeline_class', 'prompt_suffix', 'batch_size', 'call', 'name', 'cpu_offload', 'attention_slicing'))}")
+                             f"{', '.join(SETTING_KEYS + ('family', 'pipeline_class', 'prompt_suffix', 'batch_size', 'call', 'name', 'cpu_offload', 'attention_slicing', 'channels_last', 'tf32'))}")
         self.ref = str(weights)
         self.target, self.local_only, index = locate(self.ref)
         self.class_name = pipeline_class or str(index.get("_class_name") or "")
@@ -178,6 +220,7 @@ class DiffusersEditor(Editor):
         self.batch_size = int(batch_size or self.family.batch_size)
         self.name = name or Path(self.ref.rstrip("/")).name
         self.cpu_offload, self.attention_slicing = bool(cpu_offload), bool(attention_slicing)
+        self.channels_last, self.tf32 = _flag(channels_last, "channels_last"), _flag(tf32, "tf32")
         self._folder = folder
         self._device, self._dtype = device, dtype
         self._pipe: Any = None
@@ -227,8 +270,10 @@ class DiffusersEditor(Editor):
         self.load()
         # offload moves components between a GPU and the CPU: on a CPU there is nothing to offload
         offloaded = self.cpu_offload and self._precision.device.startswith("cuda")
+        cuda_fp32 = self._precision.device.startswith("cuda") and self._precision.dtype == "float32"
         return {"precision": self._precision.to_dict(), "cpu_offload": offloaded,
-                "attention_slicing": self.attention_slicing, "batch_size": self.batch_size}
+                "attention_slicing": self.attention_slicing, "channels_last": self.channels_last,
+                "tf32": self.tf32 and cuda_fp32, "batch_size": self.batch_size}
 
     # -- generation -----------------------------------------------------------------------------------------------
     def load(self) -> Any:
@@ -265,6 +310,13 @@ class DiffusersEditor(Editor):
         if self._precision.dtype == "bfloat16":
             for component in pipe.components.values():
                 emulated_bf16.install(component)
+        if self.channels_last:
+            import torch
+
+            for name in ("unet", "vae", "transformer"):  # the convolutional parts (a transformer's are few)
+                module = getattr(pipe, name, None)
+                if isinstance(module, torch.nn.Module):
+                    module.to(memory_format=torch.channels_last)
         self._pipe = pipe
         return pipe
 
@@ -298,7 +350,7 @@ class DiffusersEditor(Editor):
                     kwargs[arg] = [value] * len(idx) if key == "negative_prompt" else value
             kwargs.update(self.call_extra)
             try:
-                with torch.inference_mode():
+                with torch.inference_mode(), _tf32(self.tf32 and self._precision.device.startswith("cuda")):
                     made = pipe(**kwargs).images
                 if len(made) != len(idx):
                     raise RuntimeError(f"the pipeline returned {len(made)} images for {len(idx)} prompts")
