@@ -10,10 +10,19 @@ the same edits into fresh folders; the images of the two passes are compared
 
     python -m benchmarks.edit_throughput [--size realistic|tiny] [--edits 8] [--batch 8] [--steps 10]
         [--image-side 256] [--dtype auto|float32|bfloat16|both] [--device cpu|cuda]
+        [--channels-last] [--tf32] [--breakdown/--no-breakdown] [--profile]
 
 Target: batched >= 1.5x one at a time. Peak memory is reported (CUDA: the
 allocator's peak; CPU: the process's peak resident set). ``--size tiny`` is
 a smoke test of the script (timings meaningless).
+
+The editor options (``--channels-last``, ``--tf32``) go to both passes: the
+ratio is one of batching, not of options. ``breakdown`` (default on a CPU,
+where it costs nothing; on CUDA it synchronises around each component)
+gives each pass's seconds per image in the text encoder, the UNet, the VAE's
+encoder and decoder and the rest (pipeline, PNG writes): where batching can
+save and where it cannot. ``--profile`` adds torch.profiler's top operators
+(share of self time) of one pipeline call at 1 and at ``--batch`` images.
 """
 
 from __future__ import annotations
@@ -23,7 +32,9 @@ import json
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -42,6 +53,64 @@ def _peak_memory(device: str) -> dict:
     return out
 
 
+COMPONENTS = (("text_encoder", "forward"), ("unet", "forward"), ("vae", "encode"), ("vae", "decode"))
+
+
+class ComponentClock:
+    """Seconds spent in each pipeline component (wrapped in place; CUDA synchronised around each call)."""
+
+    def __init__(self, pipe: Any, cuda: bool) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.cuda = cuda
+        for comp, method in COMPONENTS:
+            module = getattr(pipe, comp, None)
+            if module is not None:
+                self._wrap(module, method, comp if method == "forward" else f"{comp}_{method}")
+
+    def _wrap(self, obj: Any, method: str, key: str) -> None:
+        import torch
+
+        inner = getattr(obj, method)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if self.cuda:
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                if self.cuda:
+                    torch.cuda.synchronize()
+                self.seconds[key] += time.perf_counter() - t0
+
+        setattr(obj, method, timed)
+
+    def take(self, total: float, images: int) -> dict[str, float]:
+        """Seconds per image by component since the last call (``rest``: what is outside them)."""
+        out = {k: round(v / images, 4) for k, v in self.seconds.items()}
+        out["rest"] = round((total - sum(self.seconds.values())) / images, 4)
+        self.seconds.clear()
+        return out
+
+
+def _op_shares(editor: Any, requests: list, cuda: bool, top: int = 8) -> dict[str, Any]:
+    """torch.profiler's top operators of one ``edit_batch`` call: share of the self time (CUDA: device time)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=acts) as prof:
+        editor.edit_batch(requests)
+    events = prof.key_averages()
+
+    def own(e: Any) -> float:
+        return float(getattr(e, "self_device_time_total", 0) if cuda else e.self_cpu_time_total)
+
+    total = sum(own(e) for e in events) or 1.0
+    ranked = sorted(events, key=own, reverse=True)[:top]
+    return {"images": len(requests), "self_seconds_per_image": round(total / 1e6 / len(requests), 4),
+            "top_ops_percent": {e.key: round(100 * own(e) / total, 1) for e in ranked}}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", default="realistic", choices=["tiny", "realistic", "full"],
@@ -52,12 +121,17 @@ def main() -> None:
     ap.add_argument("--image-side", type=int, default=None, help="generated side in pixels (default 256; tiny 32)")
     ap.add_argument("--dtype", default="auto", help=DTYPE_HELP)
     ap.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
+    ap.add_argument("--channels-last", action="store_true", help="editor option channels_last (both passes)")
+    ap.add_argument("--tf32", action="store_true", help="editor option tf32: CUDA float32 matmuls (both passes)")
+    ap.add_argument("--breakdown", action=argparse.BooleanOptionalAction, default=None,
+                    help="seconds per image by pipeline component (default: on a CPU only)")
+    ap.add_argument("--profile", action="store_true", help="torch.profiler's top operators at 1 and --batch images")
     args = ap.parse_args()
     side = args.image_side or {"tiny": 32, "realistic": 256, "full": 512}[args.size]
     steps = 2 if args.size == "tiny" else args.steps
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        from editlens.testing.tiny_editors import build_instruct_pix2pix
+        from editlens.editors.random_init import build_instruct_pix2pix
 
         editor_dir = build_instruct_pix2pix(root / "editor", image_size=side, size=args.size)
         from diffusers import UNet2DConditionModel
@@ -75,11 +149,15 @@ def main() -> None:
             from editlens.editors import create_editor
             from editlens.runner.edit import generate_edits
 
-            editor = create_editor(str(editor_dir), steps=steps, resolution=side, dtype=dtype, device=args.device)
-            editor.load()
+            editor = create_editor(str(editor_dir), steps=steps, resolution=side, dtype=dtype, device=args.device,
+                                   channels_last=args.channels_last, tf32=args.tf32)
+            pipe = editor.load()
             device = editor.runtime()["precision"]["device"]
+            cuda = device.startswith("cuda")
+            breakdown = (not cuda) if args.breakdown is None else args.breakdown
             # warm-up: first-call costs (allocator, kernels) belong to neither pass
             generate_edits(root / "in.jsonl", editor, root / f"warm-{dtype}", batch_size=1, progress=False)
+            clock = ComponentClock(pipe, cuda) if breakdown else None
             times = {}
             for name, bs in (("one_at_a_time", 1), ("batched", args.batch)):
                 if device.startswith("cuda"):
@@ -90,19 +168,31 @@ def main() -> None:
                                      progress=False)
                 if device.startswith("cuda"):
                     torch.cuda.synchronize()
-                times[name] = {"seconds": round(time.perf_counter() - t0, 3), "generated": res.generated,
-                               "images_per_s": round(res.generated / (time.perf_counter() - t0), 3),
-                               **_peak_memory(device)}
+                took = time.perf_counter() - t0
+                times[name] = {"seconds": round(took, 3), "generated": res.generated,
+                               "images_per_s": round(res.generated / took, 3),
+                               "seconds_per_image": round(took / max(1, res.generated), 4), **_peak_memory(device)}
+                if clock is not None:
+                    times[name]["seconds_per_image_by_component"] = clock.take(took, max(1, res.generated))
             diffs = []
             for r in rows:
                 imgs = [np.asarray(Image.open(next((root / f"{n}-{dtype}" / "images").glob(f"{r['id']}-*"))), np.int16)
                         for n in ("one_at_a_time", "batched")]
                 diffs.append(int(np.abs(imgs[0] - imgs[1]).max()))
+            profiled = {}
+            if args.profile:
+                from editlens.editors.base import EditRequest
+
+                requests = [EditRequest(id=r["id"], sample=0, source=Image.open(root / r["source"]).convert("RGB"),
+                                        instruction=r["instruction"], seed=k) for k, r in enumerate(rows[:args.batch])]
+                profiled = {"profile": {"one_at_a_time": _op_shares(editor, requests[:1], cuda),
+                                        "batched": _op_shares(editor, requests, cuda)}}
             return {"unet_parameters": unet_params, "edits": args.edits, "batch": args.batch, "steps": steps,
                     "side": side, "size": args.size, **times,
                     "speedup": round(times["one_at_a_time"]["seconds"] / times["batched"]["seconds"], 3),
                     "max_pixel_difference_batched_vs_single": max(diffs),
-                    "precision": editor.runtime()["precision"]}
+                    "precision": editor.runtime()["precision"],
+                    "options": {"channels_last": args.channels_last, "tf32": editor.runtime()["tf32"]}, **profiled}
 
         def check(res: dict) -> tuple[bool, str]:
             msg = (f"batched {res['speedup']:.2f}x one-at-a-time ({res['unet_parameters'] / 1e6:.0f}M UNet "
