@@ -118,7 +118,7 @@ def test_seeds_reproduce_and_differ(tiny_ip2p, tmp_path):
     assert {(g["dtype"], g["device"]) for g in rows(tmp_path / "a" / "generations.jsonl")} == {("float32", resolve_device("auto"))}
 
 
-def test_channels_last_is_recorded_and_changes_only_the_last_bits(tiny_ip2p, tmp_path):
+def test_speed_options_are_recorded_and_channels_last_changes_only_the_last_bits(tiny_ip2p, tmp_path):
     """The speed option (NHWC UNet and VAE) in the policy's dtype: the same seeds give the same images up to
     the rounding of the convolutions' other summation order, and editor.json says which layout made them."""
     from editlens.editors import create_editor
@@ -128,7 +128,9 @@ def test_channels_last_is_recorded_and_changes_only_the_last_bits(tiny_ip2p, tmp
     for name, flag in (("nchw", False), ("nhwc", "true")):  # a string, as --editor-option gives it
         ed = create_editor(str(tiny_ip2p), steps=2, resolution=32, channels_last=flag)
         generate_edits(manifest, ed, tmp_path / name, progress=False)
-        assert json.loads((tmp_path / name / "editor.json").read_text())["runtime"]["channels_last"] is bool(flag)
+        runtime = json.loads((tmp_path / name / "editor.json").read_text())["runtime"]
+        assert runtime["channels_last"] is bool(flag)
+        assert runtime["vae_slicing"] is runtime["precision"]["device"].startswith("cpu")  # auto: on a CPU only
     x, y = (np.asarray(Image.open(tmp_path / n / rows(tmp_path / n / "manifest.jsonl")[0]["edited"]), np.int16)
             for n in ("nchw", "nhwc"))
     dtype = json.loads((tmp_path / "nhwc" / "editor.json").read_text())["runtime"]["precision"]["dtype"]
@@ -137,6 +139,8 @@ def test_channels_last_is_recorded_and_changes_only_the_last_bits(tiny_ip2p, tmp
     assert np.abs(x - y).mean() < (0.5 if dtype == "float32" else 3.0)
     with pytest.raises(InputError, match="channels_last: expected true or false"):
         create_editor(str(tiny_ip2p), channels_last="maybe")
+    off = create_editor(str(tiny_ip2p), steps=2, resolution=32, vae_slicing=False)
+    assert off.runtime()["vae_slicing"] is False and off.load().vae.use_slicing is False
 
 
 def test_rerun_after_sigkill_loses_and_duplicates_nothing(tmp_path):
