@@ -30,7 +30,7 @@ adiee_app = typer.Typer(no_args_is_help=True, help="ADIEE: make scored training 
 reward_app = typer.Typer()
 
 ModelOpt = typer.Option(None, "--model", help="Model for a role, ROLE=DIR (clip=..., dino=..., adiee=...). Repeatable.")
-OptionOpt = typer.Option(None, "--option", help="Metric option METRIC.KEY=VALUE (e.g. adiee.hidden=score-token). Repeatable.")
+OptionOpt = typer.Option(None, "--option", help="Evaluator option NAME.KEY=VALUE (e.g. adiee.hidden=score-token). Repeatable.")
 
 
 def _echo(msg: str) -> None:
@@ -298,7 +298,7 @@ def best_of_n_cmd(
                                                       "KEY=VALUE (steps=20...). Repeatable."),
     edits_out: Optional[Path] = typer.Option(None, "--edits-out", help="With --editor: folder of the generated "
                                              "candidates (resumable; default MANIFEST's folder/STEM.best-of-N)."),
-    vlm: Optional[str] = typer.Option(None, "--vlm", help="VLM of a judge metric (pairwise: a knockout per edit)."),
+    vlm: Optional[str] = typer.Option(None, "--vlm", help="VLM of a judge evaluator (pairwise: a knockout per edit)."),
     orders: Orders = typer.Option(Orders.both, "--orders", help="Pairwise judge: both, forward or reverse."),
 ) -> None:
     """Pick the best of N candidate edits per source by a registered evaluator; with --editor, generate the

@@ -60,7 +60,7 @@ TinyVlmFamily = choice("TinyVlmFamily", "idefics3", "qwen2_vl", "llava_next")
 TinyEditorFamily = choice("TinyEditorFamily", "instruct-pix2pix", "flux-kontext", "qwen-image-edit")
 
 ModelOpt = typer.Option(None, "--model", help="Model for a role, ROLE=HUB_ID_OR_DIR (e.g. clip=./clip). Repeatable.")
-OptionOpt = typer.Option(None, "--option", help="Metric option METRIC.KEY=VALUE (e.g. l1.region=outside). Repeatable.")
+OptionOpt = typer.Option(None, "--option", help="Evaluator option NAME.KEY=VALUE (e.g. l1.region=outside). Repeatable.")
 JudgeOpt = typer.Option(None, "--judge", help="Comma-separated judges: viescore, yes_no (need --vlm).")
 VlmOpt = typer.Option(None, "--vlm", help="Vision-language model: hub id, local dir, or http(s)://HOST/v1 of an OpenAI-compatible server.")
 VlmModelOpt = typer.Option(None, "--vlm-model", help="Model name on the server (default: the first it lists).")

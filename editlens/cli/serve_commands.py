@@ -54,7 +54,7 @@ def serve_cmd(
     score: Optional[str] = typer.Option(None, "--score", help="Also serve POST /v1/score with these evaluators "
                                         "(e.g. adiee, editscore, yes_no, viescore; judges use --vlm)."),
     model: Optional[List[str]] = ModelOpt,
-    option: Optional[List[str]] = typer.Option(None, "--option", help="Evaluator option METRIC.KEY=VALUE for --score "
+    option: Optional[List[str]] = typer.Option(None, "--option", help="Evaluator option NAME.KEY=VALUE for --score "
                                                "(e.g. editscore.samples=4). Repeatable."),
     adapter: Optional[List[str]] = typer.Option(None, "--adapter", help="Serve a LoRA adapter of --vlm as a model "
                                                 "of its own, NAME=DIR (as vLLM's --lora-modules). Repeatable."),

@@ -220,7 +220,7 @@ def calibrate_imagenhub(
     predictions: Optional[Path] = typer.Option(None, "--predictions", help="editlens results.jsonl or {id, score} JSONL (ids METHOD/UID)."),
     metric: Optional[str] = MetricListOpt,
     name: Optional[str] = typer.Option(None, "--name", help="Evaluator the map is for (default: viescore for "
-                                       "--judge-outputs, the metric's name for --predictions)."),
+                                       "--judge-outputs, the evaluator's name for --predictions)."),
     good_at: float = typer.Option(0.5, "--good-at", help="A rater finds an edit good when sqrt(SC*PQ) >= this."),
     out: Path = CalOutOpt, method: CalibrationMethod = MethodOpt, folds: int = FoldsOpt, seed: int = SeedOpt, bins: int = BinsOpt,
     json_out: bool = CalJsonOpt, report: Optional[Path] = CalReportOpt,
