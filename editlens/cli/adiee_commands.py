@@ -202,8 +202,8 @@ def compare_cmd(source: Path = typer.Option(..., "--source", help="The original 
                 option: Optional[List[str]] = OptionOpt, json_out: bool = typer.Option(False, "--json", help="Machine-readable output (JSON) instead of the table."),
                 device: str = DeviceOpt, dtype: str = DtypeOpt) -> None:
     """Pairwise from two scores with the released rule: type = round(score / 5), higher type wins."""
-    from editlens.adiee.reward import pairwise_type
     from editlens.core.types import EditSample
+    from editlens.meta.protocols import adiee_pair_verdict
     from editlens.runner.selection import parse_options, select_metrics
 
     sel = select_metrics([metric], models=parse_models(model), options=parse_options(option or []), device=device,
@@ -215,7 +215,7 @@ def compare_cmd(source: Path = typer.Option(..., "--source", help="The original 
     if sa.value is None or sb.value is None:
         typer.echo(f"unscored: A {sa.status} ({sa.reason}), B {sb.status} ({sb.reason})")
         raise typer.Exit(1)
-    v = pairwise_type(sa.value, sb.value)
+    v = adiee_pair_verdict(sa.value, sb.value)
     verdict = {1: "A", -1: "B", 0: "tie"}[v]
     if json_out:
         emit_json({"verdict": verdict, "score_a": sa.value, "score_b": sb.value, "rule": "round(score/5)"})
