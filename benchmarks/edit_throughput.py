@@ -10,13 +10,13 @@ the same edits into fresh folders; the images of the two passes are compared
 
     python -m benchmarks.edit_throughput [--size realistic|tiny] [--edits 8] [--batch 8] [--steps 10]
         [--image-side 256] [--dtype auto|float32|bfloat16|both] [--device cpu|cuda]
-        [--channels-last] [--tf32] [--breakdown/--no-breakdown] [--profile]
+        [--channels-last] [--tf32] [--vae-slicing/--no-vae-slicing] [--breakdown/--no-breakdown] [--profile]
 
 Target: batched >= 1.5x one at a time. Peak memory is reported (CUDA: the
 allocator's peak; CPU: the process's peak resident set). ``--size tiny`` is
 a smoke test of the script (timings meaningless).
 
-The editor options (``--channels-last``, ``--tf32``) go to both passes: the
+The editor options (``--channels-last``, ``--tf32``, ``--vae-slicing``) go to both passes: the
 ratio is one of batching, not of options. ``breakdown`` (default on a CPU,
 where it costs nothing; on CUDA it synchronises around each component)
 gives each pass's seconds per image in the text encoder, the UNet, the VAE's
@@ -123,6 +123,8 @@ def main() -> None:
     ap.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
     ap.add_argument("--channels-last", action="store_true", help="editor option channels_last (both passes)")
     ap.add_argument("--tf32", action="store_true", help="editor option tf32: CUDA float32 matmuls (both passes)")
+    ap.add_argument("--vae-slicing", action=argparse.BooleanOptionalAction, default=None,
+                    help="editor option vae_slicing (both passes; default: the editor's, on a CPU only)")
     ap.add_argument("--breakdown", action=argparse.BooleanOptionalAction, default=None,
                     help="seconds per image by pipeline component (default: on a CPU only)")
     ap.add_argument("--profile", action="store_true", help="torch.profiler's top operators at 1 and --batch images")
@@ -150,7 +152,7 @@ def main() -> None:
             from editlens.runner.edit import generate_edits
 
             editor = create_editor(str(editor_dir), steps=steps, resolution=side, dtype=dtype, device=args.device,
-                                   channels_last=args.channels_last, tf32=args.tf32)
+                                   channels_last=args.channels_last, tf32=args.tf32, vae_slicing=args.vae_slicing)
             pipe = editor.load()
             device = editor.runtime()["precision"]["device"]
             cuda = device.startswith("cuda")
@@ -200,7 +202,7 @@ def main() -> None:
                     "speedup": round(times["one_at_a_time"]["seconds"] / times["batched"]["seconds"], 3),
                     "max_pixel_difference_batched_vs_single": max(diffs),
                     "precision": editor.runtime()["precision"],
-                    "options": {"channels_last": args.channels_last, "tf32": editor.runtime()["tf32"]}, **profiled}
+                    "options": {k: editor.runtime()[k] for k in ("channels_last", "tf32", "vae_slicing")}, **profiled}
 
         def check(res: dict) -> tuple[bool, str]:
             msg = (f"batched {res['speedup']:.2f}x one-at-a-time ({res['unet_parameters'] / 1e6:.0f}M UNet "
