@@ -141,6 +141,16 @@ def test_speed_options_are_recorded_and_channels_last_changes_only_the_last_bits
         create_editor(str(tiny_ip2p), channels_last="maybe")
     off = create_editor(str(tiny_ip2p), steps=2, resolution=32, vae_slicing=False)
     assert off.runtime()["vae_slicing"] is False and off.load().vae.use_slicing is False
+    # tf32 is for CUDA float32 only, and switched on for the pipeline call alone
+    import torch
+
+    from editlens.editors.diffusers_editor import _tf32
+
+    assert create_editor(str(tiny_ip2p), tf32=True, device="cpu").runtime()["tf32"] is False
+    before = torch.backends.cuda.matmul.fp32_precision
+    with _tf32(True):
+        assert torch.backends.cuda.matmul.fp32_precision == "tf32"
+    assert torch.backends.cuda.matmul.fp32_precision == before
 
 
 def test_rerun_after_sigkill_loses_and_duplicates_nothing(tmp_path):

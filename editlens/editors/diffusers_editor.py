@@ -147,8 +147,16 @@ def _tf32(on: bool) -> Iterator[None]:
         return
     import torch
 
+    if not hasattr(torch.backends.cuda.matmul, "fp32_precision"):  # torch < 2.9: the legacy switch only
+        before_legacy = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = True
+        try:
+            yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = before_legacy
+        return
     # torch's newer switches (mixing them with the legacy allow_tf32 ones is an error in torch >= 2.9)
-    switches = [torch.backends.cuda.matmul, torch.backends.cudnn.conv]
+    switches = [torch.backends.cuda.matmul, getattr(torch.backends.cudnn, "conv")]  # noqa: B009 (untyped)
     before = [sw.fp32_precision for sw in switches]
     for sw in switches:
         sw.fp32_precision = "tf32"
@@ -195,7 +203,8 @@ class DiffusersEditor(Editor):
     def __init__(self, weights: str | os.PathLike | None = None, *, family: str | None = None,
                  pipeline_class: str | None = None, prompt_suffix: str | None = None, device: str = "auto",
                  dtype: str = "auto", cpu_offload: bool = False, attention_slicing: bool = False,
-                 channels_last: bool = False, vae_slicing: bool | None = None, tf32: bool = False, batch_size: int | None = None, call: Mapping[str, Any] | None = None, name: str | None = None,
+                 channels_last: bool = False, vae_slicing: bool | None = None, tf32: bool = False,
+                 batch_size: int | None = None, call: Mapping[str, Any] | None = None, name: str | None = None,
                  **settings: Any) -> None:
         if not weights:
             raise InputError("a diffusers editor needs weights: a pipeline folder or a hub id")
@@ -277,11 +286,12 @@ class DiffusersEditor(Editor):
         self.load()
         # offload moves components between a GPU and the CPU: on a CPU there is nothing to offload
         offloaded = self.cpu_offload and self._precision.device.startswith("cuda")
-        cuda_fp32 = self._precision.device.startswith("cuda") and self._precision.dtype == "float32"
         return {"precision": self._precision.to_dict(), "cpu_offload": offloaded,
                 "attention_slicing": self.attention_slicing, "channels_last": self.channels_last,
-                "vae_slicing": self._vae_sliced,
-                "tf32": self.tf32 and cuda_fp32, "batch_size": self.batch_size}
+                "vae_slicing": self._vae_sliced, "tf32": self._uses_tf32(), "batch_size": self.batch_size}
+
+    def _uses_tf32(self) -> bool:
+        return self.tf32 and self._precision.device.startswith("cuda") and self._precision.dtype == "float32"
 
     # -- generation -----------------------------------------------------------------------------------------------
     def load(self) -> Any:
@@ -320,7 +330,7 @@ class DiffusersEditor(Editor):
                 emulated_bf16.install(component)
         vae = getattr(pipe, "vae", None)
         slicing = self.vae_slicing if self.vae_slicing is not None else not self._precision.device.startswith("cuda")
-        if slicing and hasattr(vae, "enable_slicing") and hasattr(vae, "use_slicing"):
+        if slicing and vae is not None and hasattr(vae, "enable_slicing") and hasattr(vae, "use_slicing"):
             vae.enable_slicing()
             self._vae_sliced = True
         if self.channels_last:
@@ -329,7 +339,7 @@ class DiffusersEditor(Editor):
             for name in ("unet", "vae", "transformer"):  # the convolutional parts (a transformer's are few)
                 module = getattr(pipe, name, None)
                 if isinstance(module, torch.nn.Module):
-                    module.to(memory_format=torch.channels_last)
+                    module.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         self._pipe = pipe
         return pipe
 
@@ -363,7 +373,7 @@ class DiffusersEditor(Editor):
                     kwargs[arg] = [value] * len(idx) if key == "negative_prompt" else value
             kwargs.update(self.call_extra)
             try:
-                with torch.inference_mode(), _tf32(self.tf32 and self._precision.device.startswith("cuda")):
+                with torch.inference_mode(), _tf32(self._uses_tf32()):
                     made = pipe(**kwargs).images
                 if len(made) != len(idx):
                     raise RuntimeError(f"the pipeline returned {len(made)} images for {len(idx)} prompts")
