@@ -10,7 +10,6 @@ modification time, thumbnail size) and kept for the life of the process.
 
 from __future__ import annotations
 
-import base64
 import io
 import threading
 from collections import OrderedDict
@@ -22,6 +21,7 @@ from PIL import Image
 
 from editlens.core.embedded import open_image_source, parse_ref, source_identity
 from editlens.errors import InputError
+from editlens.reporting.markup import data_uri
 
 #: JPEG quality of thumbnails: made at twice their display size (sharp on 2x screens), they stay
 #: sharp at a lower quality than a 1x thumbnail needs
@@ -97,10 +97,6 @@ def thumbnail(path: str | Path, max_side: int = 512, quality: int = QUALITY) -> 
     name = hashlib.blake2b(repr(key).encode(), digest_size=8).hexdigest()
     return _remember(key, {"jpeg": buf.getvalue(), "w": full[0], "h": full[1], "tw": im.size[0], "th": im.size[1],
                            "key": name})
-
-
-def data_uri(jpeg: bytes, mime: str = "image/jpeg") -> str:
-    return f"data:{mime};base64," + base64.b64encode(jpeg).decode("ascii")
 
 
 def thumbnails(paths: Iterable[str], max_side: int = 512, workers: int = 4) -> dict[str, dict[str, Any]]:
