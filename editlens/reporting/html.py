@@ -46,6 +46,7 @@ from editlens.reporting.markup import (
     text_items,
     write_page,
 )
+from editlens.reporting.memo import ReportCache
 
 #: thumbnails' longest side in CSS pixels (they are made at twice that, for 2x screens);
 #: big runs get smaller ones to keep the file light
@@ -159,17 +160,16 @@ def _page_scores(scores: Mapping[str, Any], layers: Mapping[str, Mapping[str, An
     return out
 
 
-#: each sample's page JSON (the part its results give), by the content key collect gave it
-_FRAGMENTS: dict[tuple, str] = {}
 _HEAVY = ("boxes", "verdicts", "unchanged", "statuses", "input_notes")
 _LIGHT = ("id", "model", "instruction", "category", "group", "human", "columns")
 
 
 def _sample_json(s: Mapping[str, Any], images: Mapping[str, Any], layers: Mapping[str, Mapping[str, Any]],
-                 layers_key: str, used: dict[tuple, str]) -> str:
-    """One sample as page JSON; the heavy part is made once per content (``view`` rebuilds)."""
+                 layers_key: str, used: dict[tuple, str], earlier: Mapping[tuple, str]) -> str:
+    """One sample as page JSON; the heavy part (the part its results give) is taken from
+    ``earlier`` (the previous build's, by the content key collect gave the sample) when there."""
     key = (s.get("_key"), layers_key)
-    heavy = _FRAGMENTS.get(key) if s.get("_key") is not None else None
+    heavy = earlier.get(key) if s.get("_key") is not None else None
     if heavy is None:
         heavy = script_json({"scores": _page_scores(s["scores"], layers), **{k: s[k] for k in _HEAVY if k in s}})
     if s.get("_key") is not None:
@@ -181,7 +181,8 @@ def _sample_json(s: Mapping[str, Any], images: Mapping[str, Any], layers: Mappin
 def render_run_report(data: Mapping[str, Any], out_dir: str | Path | None = None,
                       link: Callable[[str], str] | None = None, thumb_size: int | None = None, *,
                       images: str = "auto", images_folder: str = "report_images",
-                      thumb_url: Callable[[Mapping[str, Any]], str] | None = None) -> str:
+                      thumb_url: Callable[[Mapping[str, Any]], str] | None = None,
+                      cache: ReportCache | None = None) -> str:
     """HTML of a run report from :func:`editlens.reporting.collect.collect_run`'s dict.
 
     Full-size images (the inspector's zoom) reach the page as ``images`` says:
@@ -192,15 +193,17 @@ def render_run_report(data: Mapping[str, Any], out_dir: str | Path | None = None
     :data:`EMBED_LIMIT` in all, else copy). ``link`` (a function of the path),
     when given, overrides it: ``editlens view`` serves the images itself.
     ``thumb_url``: thumbnails as URLs (a function of :func:`~editlens.reporting.thumbs.thumbnail`'s
-    dict) instead of data URIs.
+    dict) instead of data URIs. ``cache``: what an earlier build of this report may lend this
+    one (thumbnails, page JSON of unchanged samples; default: nothing).
     """
     from editlens.reporting.thumbs import file_data_uri, thumbnails
 
+    cache = cache if cache is not None else ReportCache()
     samples = data["samples"]
     outp = Path(out_dir) if out_dir is not None else None
     css = thumb_size or (THUMB_SIZE if len(samples) <= LARGE_RUN else THUMB_SIZE_LARGE_RUN)
     all_paths = [p for s in samples for p in s["images"].values()]
-    made = thumbnails(all_paths, 2 * css)  # twice the display size: sharp on 2x screens
+    made = thumbnails(all_paths, 2 * css, memo=cache.images)  # twice the display size: sharp on 2x screens
     mode = "served" if link is not None else _image_mode(images, all_paths, outp)
     if link is None:
         if mode == "copy":
@@ -240,9 +243,9 @@ def render_run_report(data: Mapping[str, Any], out_dir: str | Path | None = None
     layers = data.get("layers") or {}
     layers_key = json.dumps(layers, sort_keys=True)
     used: dict[tuple, str] = {}
-    fragments = [_sample_json(s, imgs, layers, layers_key, used) for s, imgs in zip(samples, per_sample_images)]
-    _FRAGMENTS.clear()  # keep this build's: the next one of a growing run reuses them
-    _FRAGMENTS.update(used)
+    fragments = [_sample_json(s, imgs, layers, layers_key, used, cache.fragments)
+                 for s, imgs in zip(samples, per_sample_images)]
+    cache.fragments = used  # keep this build's: the next one of a growing run reuses them
     page_data = {
         "evaluators": data["evaluators"], "scored": data["scored_evaluators"], "measures": data.get("measures", {}),
         "measureLabels": data.get("measure_labels", {}), "hib": data["higher_is_better"],
@@ -698,13 +701,15 @@ def _samples_section(data: Mapping[str, Any]) -> str:
 def write_run_report(run_dir: str | Path, out: str | Path | None = None, *, manifest: str | Path | None = None,
                      human: str | Path | None = None, meta_eval: Sequence[str | Path] = (),
                      thumb_size: int | None = None, seed: int = 0, n_boot: int = 1000,
-                     images: str = "auto", by: str | None = None) -> Path:
+                     images: str = "auto", by: str | None = None, cache: ReportCache | None = None) -> Path:
     """Collect a run and write its report (default ``RUN_DIR/report.html``) atomically.
 
     ``meta_eval``: saved ``editlens meta-eval ... --json`` documents to show in the report.
     ``images``: how full-size images reach the report (see :func:`render_run_report`);
     ``copy`` puts them in ``<report name>_images/`` beside it.
     ``by``: the manifest column whose values group the leaderboards (default ``edit_type``).
+    ``cache``: an earlier build's cache of this same report to reuse (default: a fresh one, so
+    nothing comes from another report built in this process).
     """
     from editlens.reporting.collect import collect_run, read_meta_eval
     from editlens.reporting.stats import no_gc_pauses
@@ -713,11 +718,12 @@ def write_run_report(run_dir: str | Path, out: str | Path | None = None, *, mani
         raise InputError(f"--images must be one of {', '.join(IMAGE_MODES)}, got {images!r}")
     target = Path(out) if out else Path(run_dir) / "report.html"
     metas = {Path(p).name: read_meta_eval(p) for p in meta_eval}  # before the slow part: bad input fails fast
+    cache = cache if cache is not None else ReportCache()
     with no_gc_pauses():
-        data = collect_run(run_dir, manifest=manifest, human=human, seed=seed, n_boot=n_boot, by=by)
+        data = collect_run(run_dir, manifest=manifest, human=human, seed=seed, n_boot=n_boot, by=by, cache=cache)
         data["meta_eval"] = metas
         page = render_run_report(data, out_dir=target.parent, thumb_size=thumb_size, images=images,
-                                 images_folder=f"{target.stem}_images")
+                                 images_folder=f"{target.stem}_images", cache=cache)
     return write_page(target, page)
 
 
