@@ -1,4 +1,5 @@
-"""Gather everything a run report shows into one JSON-able dict.
+"""Gather everything a run report shows into one JSON-able dict, a
+:class:`~editlens.reporting.payload.RunData`.
 
 Reads the run directory's store (the latest settings of each evaluator),
 its manifest (image paths, editing models, categories, human scores) and
@@ -22,6 +23,7 @@ from typing import Any, Iterable, Mapping
 
 from editlens.errors import InputError
 from editlens.reporting.memo import Memo, ReportCache
+from editlens.reporting.payload import Box, RunData, SampleRecord, ScoreEntry
 
 #: manifest/metadata columns read as a human score of the edit
 HUMAN_COLUMNS = ("human", "human_score")
@@ -144,7 +146,7 @@ def _box(raw: Any) -> list[float] | None:
     return b if len(b) == 4 and all(math.isfinite(v) for v in b) else None
 
 
-def boxes_of(scores: Mapping[str, Mapping[str, Any]], specs: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+def boxes_of(scores: Mapping[str, Mapping[str, Any]], specs: Mapping[str, Any] | None = None) -> list[Box]:
     """Every box of a sample, from each evaluator whose spec declares a box layer.
 
     Each box is ``{"by" (evaluator), "i" (item index), "n" (its number on the
@@ -158,7 +160,7 @@ def boxes_of(scores: Mapping[str, Mapping[str, Any]], specs: Mapping[str, Any] |
     ['4.00% of the image']
     """
     specs = specs if specs is not None else specs_of(scores)
-    out: list[dict[str, Any]] = []
+    out: list[Box] = []
     seen: set[tuple] = set()
     for ev, sc in scores.items():
         spec = specs.get(ev)
@@ -182,14 +184,14 @@ def boxes_of(scores: Mapping[str, Mapping[str, Any]], specs: Mapping[str, Any] |
                 v = dotted(item, f)
                 if v is not _MISSING and v is not None and not isinstance(v, (dict, list)):
                     fields.append([f.split(".")[-1].replace("_", " "), _trim(v)])
-            out.append({
-                "by": ev, "i": i, "n": len(out) + 1, "box": box,
-                "on": list(layer.on_kind.get(kind, layer.on) if kind is not None else layer.on),
-                "kind": kind, "colour": layer.colours.get(kind, layer.colour) if kind is not None else layer.colour,
-                "dashed": layer.dashed, "label": _label_of(layer, item),
-                "verdict": word, "rank": rank if isinstance(rank, (int, float)) and math.isfinite(rank) else None,
-                "fields": fields,
-            })
+            out.append(Box(
+                by=ev, i=i, n=len(out) + 1, box=box,
+                on=list(layer.on_kind.get(kind, layer.on) if kind is not None else layer.on),
+                kind=kind, colour=layer.colours.get(kind, layer.colour) if kind is not None else layer.colour,
+                dashed=layer.dashed, label=_label_of(layer, item),
+                verdict=word, rank=rank if isinstance(rank, (int, float)) and math.isfinite(rank) else None,
+                fields=fields,
+            ))
     return out
 
 
@@ -346,27 +348,28 @@ def _resize_note(images: Mapping[str, str], statuses: Iterable[str], memo: Memo 
 
 
 def _sample_part(key: tuple, rows: list[dict[str, Any]], images: Mapping[str, str], specs: Mapping[str, Any],
-                 used: dict[tuple, dict[str, Any]], cache: ReportCache) -> dict[str, Any]:
+                 used: dict[tuple, SampleRecord], cache: ReportCache) -> SampleRecord:
     """What a sample's own rows and images give: scores (details parsed and trimmed), boxes,
     tags, unchanged flags, statuses and resize notes; remembered in ``cache.samples`` under
     ``key`` (its rows' content, its images' paths and identities, and the specs): ``view``
     rebuilds process only the samples whose results or images changed since the last build."""
     part = cache.samples.get(key)
     if part is None:
-        scores: dict[str, Any] = {}
+        scores: dict[str, ScoreEntry] = {}
         for r in rows:
-            entry: dict[str, Any] = {"status": r["status"], "value": r["value"]}
+            entry: ScoreEntry = {"status": r["status"], "value": r["value"]}
             if r["reason"]:
                 entry["reason"] = r["reason"]
             if r["details"]:
                 entry["details"] = _trim(json.loads(r["details"]))
             scores[r["evaluator"]] = entry
         statuses = sorted({e["status"] for e in scores.values()})
-        part = {"scores": scores, "boxes": boxes_of(scores, specs), "verdicts": verdict_tags(scores, specs),
-                "unchanged": unchanged_by(scores, specs),
-                "change_checked": any(getattr(specs.get(e), "unchanged_at", None) is not None and sc["status"] == "scored"
-                                      for e, sc in scores.items()),
-                "statuses": statuses, "input_notes": _resize_note(images, statuses, cache.images), "_key": key}
+        part = SampleRecord(
+            scores=scores, boxes=boxes_of(scores, specs), verdicts=verdict_tags(scores, specs),
+            unchanged=unchanged_by(scores, specs),
+            change_checked=any(getattr(specs.get(e), "unchanged_at", None) is not None and sc["status"] == "scored"
+                               for e, sc in scores.items()),
+            statuses=statuses, input_notes=_resize_note(images, statuses, cache.images), _key=key)
     used[key] = part
     return part
 
@@ -397,7 +400,7 @@ _READ_OPTIONS = ("columns", "encoding", "delimiter", "split", "edits", "edits_pa
 
 def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: str | Path | None = None,
                 seed: int = 0, n_boot: int = 1000, by: str | None = None,
-                cache: ReportCache | None = None) -> dict[str, Any]:
+                cache: ReportCache | None = None) -> RunData:
     """Everything the run report shows, as plain data (see module docstring). ``by``: the
     manifest column whose values are the report's categories (default ``edit_type``).
     ``cache``: what an earlier build of this report may lend this one (default: nothing)."""
@@ -443,13 +446,13 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
     order = {sid: i for i, sid in enumerate(samples_in)}
     ids = sorted(by_sample, key=lambda s: (order.get(s, math.inf), s))
 
-    samples = []
+    samples: list[SampleRecord] = []
     groups: dict[tuple[str, str], int] = {}
     group_list: list[dict[str, Any]] = []
-    used: dict[tuple, dict[str, Any]] = {}
+    used: dict[tuple, SampleRecord] = {}
     for sid in ids:
         src = samples_in.get(sid)
-        rec: dict[str, Any] = {"id": sid, "model": models_of[sid]}
+        rec: SampleRecord = {"id": sid, "model": models_of[sid]}
         images = {}
         if src is not None:
             # file paths, or references to images inside a parquet/arrow file: the only images a report opens
@@ -551,7 +554,7 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
     }
 
 
-def _why_empty(samples: list[dict[str, Any]], samples_in: Mapping[str, Any], evaluators: list[str],
+def _why_empty(samples: list[SampleRecord], samples_in: Mapping[str, Any], evaluators: list[str],
                measures: Mapping[str, str | None], not_run: Mapping[str, str]) -> dict[str, Any]:
     """:func:`~editlens.reporting.leaderboard.why_nothing_ranks` of a collected run."""
     from editlens.reporting.leaderboard import why_nothing_ranks
@@ -588,7 +591,7 @@ def _hib(spec: Any) -> bool | None:
     return None if spec is None else bool(spec.higher_is_better)
 
 
-def _per_model(samples: list[dict[str, Any]], evaluators: Iterable[str], models: list[str], seed: int,
+def _per_model(samples: list[SampleRecord], evaluators: Iterable[str], models: list[str], seed: int,
                n_boot: int, memo: Memo | None = None) -> list[dict[str, Any]]:
     """Per (editing model, evaluator): status counts, and the mean and bootstrap 95% CI of
     scored values (the numbers of ``editlens runs summary --by model``: values in sample-id
@@ -616,7 +619,7 @@ def _per_model(samples: list[dict[str, Any]], evaluators: Iterable[str], models:
     return out
 
 
-def _human_agreement(samples: list[dict[str, Any]], evaluators: list[str], seed: int,
+def _human_agreement(samples: list[SampleRecord], evaluators: list[str], seed: int,
                      n_boot: int, memo: Memo | None = None) -> dict[str, Any]:
     """Correlation of each scored evaluator with the human scores, overall and
     per editing model (Spearman, bootstrap 95% CI); unscored samples are left out.

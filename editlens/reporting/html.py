@@ -47,6 +47,7 @@ from editlens.reporting.markup import (
     write_page,
 )
 from editlens.reporting.memo import ReportCache
+from editlens.reporting.payload import SAMPLE_HEAVY, SAMPLE_LIGHT, PagePayload, RunData
 
 #: thumbnails' longest side in CSS pixels (they are made at twice that, for 2x screens);
 #: big runs get smaller ones to keep the file light
@@ -160,8 +161,6 @@ def _page_scores(scores: Mapping[str, Any], layers: Mapping[str, Mapping[str, An
     return out
 
 
-_HEAVY = ("boxes", "verdicts", "unchanged", "statuses", "input_notes")
-_LIGHT = ("id", "model", "instruction", "category", "group", "human", "columns")
 
 
 def _sample_json(s: Mapping[str, Any], images: Mapping[str, Any], layers: Mapping[str, Mapping[str, Any]],
@@ -171,19 +170,20 @@ def _sample_json(s: Mapping[str, Any], images: Mapping[str, Any], layers: Mappin
     key = (s.get("_key"), layers_key)
     heavy = earlier.get(key) if s.get("_key") is not None else None
     if heavy is None:
-        heavy = script_json({"scores": _page_scores(s["scores"], layers), **{k: s[k] for k in _HEAVY if k in s}})
+        heavy = script_json({"scores": _page_scores(s["scores"], layers), **{k: s[k] for k in SAMPLE_HEAVY if k in s}})
     if s.get("_key") is not None:
         used[key] = heavy
-    light = script_json({**{k: s[k] for k in _LIGHT if k in s}, "images": images})
+    light = script_json({**{k: s[k] for k in SAMPLE_LIGHT if k in s}, "images": images})
     return light[:-1] + "," + heavy[1:]
 
 
-def render_run_report(data: Mapping[str, Any], out_dir: str | Path | None = None,
+def render_run_report(data: RunData, out_dir: str | Path | None = None,
                       link: Callable[[str], str] | None = None, thumb_size: int | None = None, *,
                       images: str = "auto", images_folder: str = "report_images",
                       thumb_url: Callable[[Mapping[str, Any]], str] | None = None,
                       cache: ReportCache | None = None) -> str:
-    """HTML of a run report from :func:`editlens.reporting.collect.collect_run`'s dict.
+    """HTML of a run report from :func:`editlens.reporting.collect.collect_run`'s data; the
+    page's script gets its :class:`~editlens.reporting.payload.PagePayload`.
 
     Full-size images (the inspector's zoom) reach the page as ``images`` says:
     ``embed`` (data URIs in the file), ``copy`` (into ``out_dir/images_folder``,
@@ -246,17 +246,7 @@ def render_run_report(data: Mapping[str, Any], out_dir: str | Path | None = None
     fragments = [_sample_json(s, imgs, layers, layers_key, used, cache.fragments)
                  for s, imgs in zip(samples, per_sample_images)]
     cache.fragments = used  # keep this build's: the next one of a growing run reuses them
-    page_data = {
-        "evaluators": data["evaluators"], "scored": data["scored_evaluators"], "measures": data.get("measures", {}),
-        "measureLabels": data.get("measure_labels", {}), "hib": data["higher_is_better"],
-        "layers": layers, "descriptions": data.get("descriptions", {}), "models": data["models"],
-        "categories": data.get("categories", []),
-        "groups": [{"source": Path(g["source"]).name if g.get("source") else None, "instruction": g.get("instruction")}
-                   for g in data.get("groups", [])],  # file names only: the page holds no local path
-        "leaderboard": {k: v for k, v in (data.get("leaderboard") or {}).items() if k in ("tables", "scopes", "noop")},
-        "human": data.get("human"), "thumbCss": css, "imageMode": mode,
-    }
-    page_json = script_json(page_data)[:-1] + ',"samples":[' + ",".join(fragments) + "]}"
+    page_json = PagePayload.from_run(data, thumb_css=css, image_mode=mode).to_json(fragments)
     return render_page(f"editlens report: {data['title']}", _run_header(data), _run_sections(data, mode), page_json,
                  thumbs, full)
 

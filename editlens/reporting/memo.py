@@ -21,7 +21,10 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable
+from typing import TYPE_CHECKING, Any, Callable, Hashable
+
+if TYPE_CHECKING:
+    from editlens.reporting.payload import SampleRecord
 
 
 class Memo:
@@ -84,6 +87,6 @@ class ReportCache:
     #: evaluators' summary tables, by the content of their rows
     summaries: Memo = field(default_factory=lambda: Memo(64))
     #: processed samples of the latest build, by the content of their rows and images
-    samples: dict[tuple, dict[str, Any]] = field(default_factory=dict)
+    samples: dict[tuple, SampleRecord] = field(default_factory=dict)
     #: each sample's page JSON of the latest build, by its sample key and the box layers
     fragments: dict[tuple, str] = field(default_factory=dict)
