@@ -29,6 +29,7 @@ from editlens.core.embedded import parse_ref
 from editlens.core.io import atomic_write
 from editlens.errors import InputError
 from editlens.reporting import plots
+from editlens.reporting.leaderboard import direction_words
 from editlens.reporting.markup import (
     ci_span,
     data_table,
@@ -389,12 +390,6 @@ def _run_sections(data: Mapping[str, Any], image_mode: str = "auto") -> str:
     return nav + "\n".join(out)
 
 
-def _direction_words(hib: bool | None, measures: str | None) -> str:
-    from editlens.reporting.leaderboard import direction_words
-
-    return direction_words(hib, measures)
-
-
 def _noop_chip(flag: Mapping[str, Any] | None) -> str:
     if not flag or not flag.get("unchanged"):
         return ""
@@ -470,7 +465,7 @@ def _leaderboard_section(data: Mapping[str, Any]) -> str:
                     + f'<div class="plot" data-plot="lb-ci" data-evaluator="{esc(ev)}" data-scope="{esc(scope["key"])}"></div>')
             what = labels.get(t["measures"], t["measures"])
             blocks.append(f'<div class="lb" data-evaluator="{esc(ev)}"><h3>{esc(ev)} <span class="measure">'
-                          f'{esc(what)} · {_direction_words(t["higher_is_better"], t["measures"])}</span></h3>'
+                          f'{esc(what)} · {direction_words(t["higher_is_better"], t["measures"])}</span></h3>'
                           f'<p class="desc">{esc((data.get("descriptions") or {}).get(ev, ""))}</p>{body}</div>')
         title = "" if scope["key"] == "all" else f'<h3 class="scope-title">{esc(_category_words(data))}: {esc(scope["label"])} ({scope["n"]} edits)</h3>'
         parts.append(f'<div class="lb-scope" data-scope="{esc(scope["key"])}"{" hidden" if scope["key"] != "all" else ""}>'
@@ -561,7 +556,7 @@ def _similarity_section(data: Mapping[str, Any]) -> str:
     heads = ["editing model"]
     for ev in evs:
         m = measures.get(ev)
-        heads.append(f"{ev} ({_direction_words(data['higher_is_better'].get(ev), m)})" if m == "similarity"
+        heads.append(f"{ev} ({direction_words(data['higher_is_better'].get(ev), m)})" if m == "similarity"
                      else f"{ev} ({labels.get(m, 'what it measures is not declared') if m else 'undeclared'})")
     return section("similarity", "Similarity to the source (not a ranking)", data_table(heads, rows, "data per-model"),
                     "How close each editor's output stays to its source: an editor that changes nothing scores best "

@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from editlens.meta.bootstrap import bootstrap_ci, ci_or_none  # noqa: F401  (re-exported for the reports)
+from editlens.meta.bootstrap import bootstrap_ci
 from editlens.reporting.memo import Memo
 
 
