@@ -257,9 +257,7 @@ def test_request_preprocessing_runs_off_the_event_loop(backend, monkeypatch):
         assert results["slow"].status_code == 200
 
 
-def test_a_prompt_limit_the_scheduler_cannot_keep_fair_is_refused():
-    from editlens.backends.server import FAIR_PROMPT_TOKENS
-
-    with pytest.raises(ValueError, match="cannot pause"):
-        ServeLimits(max_prompt_tokens=200_000)
-    assert ServeLimits(max_prompt_tokens=FAIR_PROMPT_TOKENS).max_prompt_tokens == FAIR_PROMPT_TOKENS
+def test_a_long_prompt_limit_is_accepted_now_that_prefill_is_sliced():
+    assert ServeLimits(max_prompt_tokens=200_000).max_prompt_tokens == 200_000
+    with pytest.raises(ValueError, match="max_prompt_tokens must be at least 1"):
+        ServeLimits(max_prompt_tokens=0)

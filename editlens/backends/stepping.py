@@ -18,12 +18,27 @@ depend on what else shares its batch, nor on where it was paused.
 
 Each answer also stops on its own (``Control.cancelled``) when its client is
 gone, and streaming clients get its text as it grows (``Control.on_text``).
+
+A long prompt is encoded (prefilled) in slices too: with
+``Control.prefill_tokens`` set, a prompt longer than that many tokens is run
+through the model a slice of at most that many tokens at a time, the cache
+carried from slice to slice, and the scheduler may take the model between
+two slices (``Control.pause`` is asked after each) exactly as between two
+generated tokens. Each slice gets the position ids of the whole prompt and,
+where transformers pre-encodes the images (``mm_encoder_outputs``), the
+image features of the image tokens that fall in it, so an image may straddle
+two slices; for a model whose images cannot be pre-encoded, every image token
+of a prompt falls in one slice. The last slice is left to ``generate()``
+(it goes on from the cache as a resumed batch does), so the answers are
+those of one unsliced prefill up to float rounding (slices multiply
+matrices of other shapes).
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import inspect
 import secrets
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -56,9 +71,29 @@ class Group:
     prompt: dict[str, torch.Tensor]  # per-token prompt tensors (input_ids, attention_mask, ...), batch order
     members: list[tuple[int, Row]]  # (id of the request's Paused state, its row), batch order
     model_state: dict[str, Any] = field(default_factory=dict)  # per-batch model attributes (Qwen's rope_deltas)
+    prefill: "Prefill | None" = None  # while the prompt is being encoded in slices
     # the name generate() gave the cache, and takes it back under: transformers 5.2x calls it "cache",
     # earlier releases "past_key_values" (and reject the other name as an unused model kwarg)
     cache_name: str = "cache"
+
+
+@dataclass(eq=False)
+class Prefill:
+    """A batch's prompt being encoded in slices: where each slice ends and what
+    each needs besides the prompt's per-token tensors."""
+
+    ends: list[int]  # prompt column where each slice run here ends; generate() encodes the rest
+    positions: Any = None  # position ids of the whole prompt (sliced on the last dimension), when the model takes them
+    features: list[dict[str, Any]] = field(default_factory=list)  # per slice: pre-encoded features of its image tokens
+    raw: dict[str, Any] = field(default_factory=dict)  # image inputs not pre-encoded: all go with slice ``raw_at``
+    raw_at: int = 0
+    shared: dict[str, Any] = field(default_factory=dict)  # other model inputs every slice gets
+    done: int = 0  # slices run so far
+
+    @property
+    def encoded(self) -> int:
+        """Prompt columns in the cache."""
+        return self.ends[self.done - 1] if self.done else 0
 
 
 @dataclass(eq=False)
@@ -73,6 +108,14 @@ class Paused:
     def generated(self) -> int:
         return sum(len(r.ids) for r in self.rows)
 
+    @property
+    def prefill_left(self) -> int:
+        """Prompt tokens (columns of its batch) not encoded yet while its prompt is prefilled in slices."""
+        pre = self.group.prefill if self.group is not None else None
+        if pre is None:
+            return 0
+        return int(self.group.prompt["input_ids"].shape[1]) - pre.encoded  # type: ignore[union-attr]
+
 
 @dataclass
 class Control:
@@ -81,11 +124,16 @@ class Control:
     ``pause()``: yield the whole batch now (checked after every token).
     ``cancelled()``: per request, whether its client is gone (its answers stop).
     ``on_text(request index, k, new text)``: streamed text of answer ``k``.
+    ``prefill_tokens``: encode a longer prompt in slices of at most this many
+    tokens, ``pause()`` asked after each (``None``: in one step).
+    ``on_prefill(request index, tokens encoded, prompt tokens)``: after each slice.
     """
 
     pause: Callable[[], bool] | None = None
     cancelled: Callable[[], Sequence[bool]] | None = None
     on_text: Callable[[int, int, str], None] | None = None
+    prefill_tokens: int | None = None
+    on_prefill: Callable[[int, int, int], None] | None = None
 
 
 def row_seed(seed: int | None, k: int) -> int:
@@ -162,8 +210,12 @@ def generate_some(be: Any, reqs: Sequence[ChatRequest], states: Sequence[Paused 
             for b, (i, _) in enumerate(live):
                 if work[i].prompt_tokens is None:
                     work[i].prompt_tokens = int(inputs["attention_mask"][b].sum())
-            _run_slice(be, work, inputs, None, live, settings, candidates, want_steps, control, asked)
-    else:
+            group = _start_prefill(be, work, inputs, live, control.prefill_tokens)
+            if group is None:
+                _run_slice(be, work, inputs, None, live, settings, candidates, want_steps, control, asked)
+    if group is not None and group.prefill is not None:
+        _prefill_slices(be, work, group, control)
+    if group is not None and group.prefill is None:
         index = {id(st): i for i, st in enumerate(work)}
         keep = [b for b, (owner, row) in enumerate(group.members) if owner in index and row.finish is None]
         live = [(index[group.members[b][0]], group.members[b][1]) for b in keep]
@@ -226,6 +278,179 @@ def _resumed(be: Any, group: Group, keep: list[int], live: list[tuple[int, Row]]
             out[k] = torch.cat([v, fill(generated, dtype=v.dtype)], dim=1)
     out[group.cache_name] = cache
     return out
+
+
+#: per-token inputs a slice gets up to its end (as transformers' own chunked prefill gives them)
+_TOKEN_TYPES = ("token_type_ids", "mm_token_type_ids", "moe_mm_token_type_ids")
+
+
+def _slice_ends(length: int, chunk: int, image_cols: list[int], split_images: bool) -> list[int]:
+    """Where the prefill slices run here end, for a prompt of ``length`` columns
+    whose image tokens sit in ``image_cols``; empty when it is not sliced.
+    The rest after the last end (1 to ``chunk`` columns, text only) is left to
+    ``generate()``. Unless ``split_images``, no end falls inside the image tokens.
+
+    >>> _slice_ends(10, 4, [], True)
+    [4, 8]
+    >>> _slice_ends(10, 4, [3, 4, 5], False)
+    [6]
+    >>> _slice_ends(10, 4, [8], True)
+    [4, 8, 9]
+    >>> _slice_ends(4, 4, [], True)
+    []
+    """
+    if chunk < 1 or length <= chunk:
+        return []
+    first, last = (min(image_cols), max(image_cols)) if image_cols else (length, -1)
+    ends: list[int] = []
+    end = 0
+    while length - end > chunk:
+        end += chunk
+        if not split_images and first < end <= last:
+            end = last + 1  # the slice holding the first image token holds them all
+        if end >= length:
+            return []  # the image tokens reach the prompt's end: nothing left for generate()
+        ends.append(end)
+    if ends and ends[-1] <= last:  # generate() gets text only (its images are in the cache already)
+        if last + 1 >= length:
+            return []
+        ends.append(last + 1)
+    return ends
+
+
+def _start_prefill(be: Any, work: list[Paused], inputs: dict[str, Any], live: list[tuple[int, Row]],
+                   chunk: int | None) -> Group | None:
+    """A :class:`Group` whose prompt will be encoded in slices of ``chunk``
+    columns, or ``None`` when the prompt fits in one."""
+    ids = inputs["input_ids"]
+    if not chunk or ids.shape[1] <= chunk:
+        return None
+    model = be.model
+    image_token = getattr(model.config, "image_token_id", None)
+    image_cols = [] if image_token is None else (ids == image_token).any(0).nonzero().flatten().tolist()
+    per_token = _per_token(inputs)
+    others = {k: v for k, v in inputs.items() if k not in per_token}
+    with be._lock:
+        positions = None
+        if "position_ids" in inspect.signature(model.forward).parameters:
+            # the whole prompt's positions (Qwen2-VL's 3D ones need all its images), as generate() computes them
+            positions = model._prepare_position_ids_for_generation(ids, {k: v for k, v in inputs.items() if k != "input_ids"})
+        features: dict[str, Any] = {}
+        if image_cols and others and _pre_encodes(model):
+            kwargs = dict(others)
+            kwargs = model._prepare_multimodal_encoder_kwargs_for_generation(kwargs)
+            features = kwargs.pop("mm_encoder_outputs", None) or {}
+            others = kwargs  # what the encoder did not take
+        state = _model_state(model)
+    raw = {k: v for k, v in others.items() if k in _raw_multimodal_keys()}
+    shared = {k: v for k, v in others.items() if k not in raw}
+    ends = _slice_ends(int(ids.shape[1]), chunk, image_cols, split_images=not raw)
+    if not ends:
+        return None
+    pre = Prefill(ends, positions, shared=shared, raw=raw)
+    starts = [0, *ends[:-1]]
+    pre.features = [{} for _ in ends]
+    for modality, output in features.items():
+        if output is None:
+            continue
+        mask = ids == getattr(model.config, f"{modality}_token_id")
+        rows = mask.flatten().cumsum(0).view_as(mask) - 1  # feature row of each placeholder, in (batch, column) order
+        for k, (a, b) in enumerate(zip(starts, ends)):
+            if mask[:, a:b].any():
+                pre.features[k][modality] = _slice_features(output, rows[:, a:b][mask[:, a:b]])
+    if raw:
+        pre.raw_at = next(k for k, b in enumerate(ends) if b > image_cols[0])
+    prompt = dict(per_token)
+    group = Group(None, prompt, [(id(work[i]), row) for i, row in live], state,
+                  cache_name="cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values",
+                  prefill=pre)
+    for i, _ in live:
+        work[i].group = group
+    return group
+
+
+def _pre_encodes(model: Any) -> bool:
+    """Whether transformers can encode this model's images ahead of its prefill
+    (and hand each prefill slice the features of its own image tokens)."""
+    try:
+        from transformers.generation.utils import _slice_mm_encoder_output  # noqa: F401
+    except ImportError:
+        return False
+    supports = getattr(model, "_supports_mm_encoder_outputs", None)
+    return bool(supports and supports() and hasattr(model, "_prepare_multimodal_encoder_kwargs_for_generation"))
+
+
+def _raw_multimodal_keys() -> tuple[str, ...]:
+    try:
+        from transformers.generation.utils import MULTIMODAL_INPUTS_TO_DROP_OUTSIDE_PREFILL as keys
+    except ImportError:
+        keys = ("pixel_values", "pixel_attention_mask", "image_sizes", "image_grid_thw")
+    return tuple(keys) + ("pixel_attention_mask", "image_grid_thw")
+
+
+def _slice_features(output: Any, rows: torch.Tensor) -> Any:
+    from transformers.generation.utils import _slice_mm_encoder_output
+
+    return _slice_mm_encoder_output(output, rows)
+
+
+def _prefill_slices(be: Any, work: list[Paused], group: Group, control: Control) -> None:
+    """Encode ``group``'s prompt a slice at a time until the slices run here are
+    done (then ``group.prefill`` is ``None``: generation goes on) or the
+    scheduler asks for the model (``control.pause``) or every client left."""
+    pre = group.prefill
+    assert pre is not None
+    model = be.model
+    prompt = group.prompt
+    total = int(prompt["input_ids"].shape[1])
+    owners = {id(st): i for i, st in enumerate(work)}
+    keep_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
+    while pre.done < len(pre.ends):
+        a, b = pre.encoded, pre.ends[pre.done]
+        kwargs: dict[str, Any] = dict(pre.shared)
+        if pre.raw and pre.done == pre.raw_at:
+            kwargs.update(pre.raw)
+        kwargs["attention_mask"] = prompt["attention_mask"][:, :b]
+        if pre.positions is not None:
+            kwargs["position_ids"] = pre.positions[..., a:b]
+        for key in _TOKEN_TYPES:
+            if key in prompt:
+                kwargs[key] = prompt[key][..., :b]
+        if group.cache is not None:
+            kwargs[group.cache_name] = group.cache
+        with be._lock:
+            be.calls += 1
+            _restore(model, group.model_state, None)
+            model_inputs = model.prepare_inputs_for_generation(prompt["input_ids"][:, a:b], is_first_iteration=True,
+                                                               use_cache=True, **kwargs)
+            if pre.features[pre.done]:
+                model_inputs["mm_encoder_outputs"] = pre.features[pre.done]
+            if keep_logits:
+                model_inputs["logits_to_keep"] = 1  # only the cache is wanted: no logits for every token
+            out = model(**model_inputs, return_dict=True)
+            group.model_state = _model_state(model)
+        cache = next((getattr(out, n) for n in ("cache", "past_key_values") if getattr(out, n, None) is not None),
+                     None)
+        if cache is None:
+            raise RuntimeError("this model's forward returns no cache: its prompts cannot be prefilled in slices")
+        group.cache = cache
+        pre.done += 1
+        if control.on_prefill is not None:
+            for owner in dict.fromkeys(o for o, _ in group.members):
+                if owner in owners:
+                    control.on_prefill(owners[owner], b, total)
+        if pre.done == len(pre.ends):
+            group.prefill = None  # generate() encodes the rest and generates
+            return
+        gone = control.cancelled() if control.cancelled else None
+        if gone is not None:
+            for owner, row in group.members:
+                if owner in owners and gone[owners[owner]] and row.finish is None:
+                    row.finish = "cancelled"
+            if all(row.finish is not None for _, row in group.members):
+                return
+        if control.pause and control.pause():
+            return
 
 
 def _generation(be: Any, st: Paused, n: int) -> Generation:
