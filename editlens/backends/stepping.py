@@ -381,17 +381,18 @@ def _pre_encodes(model: Any) -> bool:
 
 
 def _raw_multimodal_keys() -> tuple[str, ...]:
+    keys: tuple[str, ...] = ("pixel_values", "pixel_attention_mask", "image_sizes", "image_grid_thw")
     try:
-        from transformers.generation.utils import MULTIMODAL_INPUTS_TO_DROP_OUTSIDE_PREFILL as keys
+        from transformers.generation.utils import MULTIMODAL_INPUTS_TO_DROP_OUTSIDE_PREFILL
     except ImportError:
-        keys = ("pixel_values", "pixel_attention_mask", "image_sizes", "image_grid_thw")
-    return tuple(keys) + ("pixel_attention_mask", "image_grid_thw")
+        return keys
+    return tuple(MULTIMODAL_INPUTS_TO_DROP_OUTSIDE_PREFILL) + keys
 
 
 def _slice_features(output: Any, rows: torch.Tensor) -> Any:
     from transformers.generation.utils import _slice_mm_encoder_output
 
-    return _slice_mm_encoder_output(output, rows)
+    return _slice_mm_encoder_output(output, rows)  # type: ignore[arg-type]
 
 
 def _prefill_slices(be: Any, work: list[Paused], group: Group, control: Control) -> None:
