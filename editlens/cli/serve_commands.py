@@ -124,6 +124,13 @@ def serve_cmd(
 
         # the pooled model: --score judges on the same --vlm share it
         backend = load_model(vlm, kind="vlm", device=device, dtype=dtype, batch_size=max_batch)
+        config = getattr(getattr(backend, "model", None), "config", None)
+        text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+        context = getattr(text_config, "max_position_embeddings", None)
+        if isinstance(context, int) and max_prompt_tokens + max_tokens > context:
+            typer.echo(f"note: --max-prompt-tokens {max_prompt_tokens} plus --max-tokens {max_tokens} is over this "
+                       f"model's context of {context} positions: longer requests are answered from positions it "
+                       "was not trained on", err=True)
         served_adapters = {}
         for adapter_name, folder in adapters.items():
             from editlens.backends.engine_api import load_adapter
