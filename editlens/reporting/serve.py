@@ -181,13 +181,12 @@ class ReportServer:
     def _build_page(self) -> None:
         from editlens.reporting.collect import collect_run
         from editlens.reporting.html import LARGE_RUN, THUMB_SIZE, THUMB_SIZE_LARGE_RUN, render_run_report
+        from editlens.runner.store import recorded_images, resolved_image
 
         t0 = time.perf_counter()
         state = self._watched_state()
         data = collect_run(self.run_dir, manifest=self.options.get("manifest"), human=self.options.get("human"),
                            by=self.options.get("by"))
-        from editlens.runner.store import recorded_images, resolved_image
-
         paths = sorted({p for s in data["samples"] for p in s["images"].values()})
         self._recorded = recorded_images(self.run_dir)
         if self._recorded is not None:  # the run's own record of the files it decoded
