@@ -325,14 +325,16 @@ def _start_prefill(be: Any, work: list[Paused], inputs: dict[str, Any], live: li
     ids = inputs["input_ids"]
     if not chunk or ids.shape[1] <= chunk:
         return None
-    model = be.model
+    model = _inner(be.model)
     image_token = getattr(model.config, "image_token_id", None)
     image_cols = [] if image_token is None else (ids == image_token).any(0).nonzero().flatten().tolist()
+    if not hasattr(model, "_prepare_position_ids_for_generation"):
+        return None  # a transformers without it: positions as generate() makes them are not known here
     per_token = _per_token(inputs)
     others = {k: v for k, v in inputs.items() if k not in per_token}
     with be._lock:
         positions = None
-        if "position_ids" in inspect.signature(model.forward).parameters:
+        if "position_ids" in _forward_parameters(model):
             # the whole prompt's positions (Qwen2-VL's 3D ones need all its images), as generate() computes them
             positions = model._prepare_position_ids_for_generation(ids, {k: v for k, v in inputs.items() if k != "input_ids"})
         features: dict[str, Any] = {}
@@ -341,7 +343,7 @@ def _start_prefill(be: Any, work: list[Paused], inputs: dict[str, Any], live: li
             kwargs = model._prepare_multimodal_encoder_kwargs_for_generation(kwargs)
             features = kwargs.pop("mm_encoder_outputs", None) or {}
             others = kwargs  # what the encoder did not take
-        state = _model_state(model)
+        state = _model_state(be.model)
     raw = {k: v for k, v in others.items() if k in _raw_multimodal_keys()}
     shared = {k: v for k, v in others.items() if k not in raw}
     ends = _slice_ends(int(ids.shape[1]), chunk, image_cols, split_images=not raw)
@@ -362,11 +364,22 @@ def _start_prefill(be: Any, work: list[Paused], inputs: dict[str, Any], live: li
         pre.raw_at = next(k for k, b in enumerate(ends) if b > image_cols[0])
     prompt = dict(per_token)
     group = Group(None, prompt, [(id(work[i]), row) for i, row in live], state,
-                  cache_name="cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values",
+                  cache_name="cache" if "cache" in _forward_parameters(model) else "past_key_values",
                   prefill=pre)
     for i, _ in live:
         work[i].group = group
     return group
+
+
+def _inner(model: Any) -> Any:
+    """The transformers model itself: a PEFT wrapper's base model (its LoRA layers
+    are in it), whose signatures and generation helpers are the model's own."""
+    base = getattr(model, "get_base_model", None)
+    return base() if callable(base) else model
+
+
+def _forward_parameters(model: Any) -> set[str]:
+    return set(inspect.signature(model.forward).parameters)
 
 
 def _pre_encodes(model: Any) -> bool:
@@ -401,11 +414,11 @@ def _prefill_slices(be: Any, work: list[Paused], group: Group, control: Control)
     scheduler asks for the model (``control.pause``) or every client left."""
     pre = group.prefill
     assert pre is not None
-    model = be.model
+    model = _inner(be.model)
     prompt = group.prompt
     total = int(prompt["input_ids"].shape[1])
     owners = {id(st): i for i, st in enumerate(work)}
-    keep_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
+    keep_logits = "logits_to_keep" in _forward_parameters(model)
     while pre.done < len(pre.ends):
         a, b = pre.encoded, pre.ends[pre.done]
         kwargs: dict[str, Any] = dict(pre.shared)
@@ -421,7 +434,7 @@ def _prefill_slices(be: Any, work: list[Paused], group: Group, control: Control)
             kwargs[group.cache_name] = group.cache
         with be._lock:
             be.calls += 1
-            _restore(model, group.model_state, None)
+            _restore(be.model, group.model_state, None)
             model_inputs = model.prepare_inputs_for_generation(prompt["input_ids"][:, a:b], is_first_iteration=True,
                                                                use_cache=True, **kwargs)
             if pre.features[pre.done]:
@@ -429,7 +442,7 @@ def _prefill_slices(be: Any, work: list[Paused], group: Group, control: Control)
             if keep_logits:
                 model_inputs["logits_to_keep"] = 1  # only the cache is wanted: no logits for every token
             out = model(**model_inputs, return_dict=True)
-            group.model_state = _model_state(model)
+            group.model_state = _model_state(be.model)
         cache = next((getattr(out, n) for n in ("cache", "past_key_values") if getattr(out, n, None) is not None),
                      None)
         if cache is None:
