@@ -30,17 +30,25 @@ def _run_to_the_end(be, reqs, control):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("family,pre_encoded", [("idefics3", True), ("qwen2_vl", True), ("llava_next", True),
-                                                 ("idefics3", False), ("qwen2_vl", False)])
-def test_sliced_prefill_answers_as_one_prefill(tiny_vlm_dirs, family, pre_encoded, monkeypatch):
+                                                 ("qwen2_vl", False),
+                                                 ("qwen2_5_vl+lora", True)])
+def test_sliced_prefill_answers_as_one_prefill(request, family, pre_encoded, monkeypatch):
     """A batch of image prompts prefilled 16 tokens at a time, the model yielded after every
     slice and token: the greedy answers and log-probabilities of one unsliced prefill. Where
     transformers pre-encodes the images a slice boundary falls inside an image's tokens;
-    without it (forced off) every image token stays in one slice."""
+    without it (forced off) every image token stays in one slice. A served LoRA adapter
+    (a PEFT-wrapped model, EditScore's layout) slices the same way."""
     from editlens.backends import stepping
     from editlens.backends.local import TransformersBackend
     from editlens.backends.stepping import Control
 
-    be = TransformersBackend(str(tiny_vlm_dirs[family]), batch_size=4)
+    if family.endswith("+lora"):
+        from editlens.backends.engine_api import load_adapter
+
+        base, adapter = request.getfixturevalue("editscore_dirs")["q25"]
+        be = load_adapter(TransformersBackend(str(base), batch_size=4), adapter, "lora")
+    else:
+        be = TransformersBackend(str(request.getfixturevalue("tiny_vlm_dirs")[family]), batch_size=4)
     if not pre_encoded:
         monkeypatch.setattr(stepping, "_pre_encodes", lambda model: False)
     settings = GenerationSettings(max_new_tokens=6, top_logprobs=2)
