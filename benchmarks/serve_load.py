@@ -204,7 +204,10 @@ def measure_hostile(args: argparse.Namespace, dtype: str) -> dict:
         backend = TransformersBackend(tmp, device=args.device, dtype=dtype, batch_size=8)
         prompt = _long_prompt(backend, args.long_prompt_tokens)
         image_url = _extreme_png(args.aspect_width)
-        sliced = _hostile_phase(backend, args, args.prefill_tokens, prompt, image_url)
+        from editlens.backends.scheduler import default_prefill_tokens
+
+        sliced = _hostile_phase(backend, args, args.prefill_tokens or default_prefill_tokens(backend.device), prompt,
+                                image_url)
         whole = _hostile_phase(backend, args, None, prompt, image_url)
     return {"model": f"random idefics3 ({args.size})", "device": args.device,
             "long_prompt_tokens": sliced["costly"].get("long_prefill", {}).get("prompt_tokens"),
@@ -223,8 +226,9 @@ def main() -> None:
     ap.add_argument("--dtype", default="auto", help=DTYPE_HELP)
     ap.add_argument("--hostile", action="store_true", help="measure the longest wait beside a long prefill and an "
                     "extreme-aspect image instead (see above)")
-    ap.add_argument("--long-prompt-tokens", type=int, default=32768, help="--hostile: tokens of the long prompt")
-    ap.add_argument("--prefill-tokens", type=int, default=2048, help="--hostile: prefill slice (editlens serve's)")
+    ap.add_argument("--long-prompt-tokens", type=int, default=8192, help="--hostile: tokens of the long prompt")
+    ap.add_argument("--prefill-tokens", type=int, default=None,
+                    help="--hostile: prefill slice (default: editlens serve's on --device: 2048 on a GPU, 512 on a CPU)")
     ap.add_argument("--aspect-width", type=int, default=39_000_000, help="--hostile: width of the N x 1 image")
     ap.add_argument("--probe-gap-ms", type=float, default=50.0, help="--hostile: pause between two probes")
     args = ap.parse_args()

@@ -21,8 +21,8 @@ service first*:
 * a long prompt is encoded (prefilled) in slices of at most
   ``prefill_tokens`` tokens, and a batch may yield between two slices as
   between two tokens: a 200,000-token prompt does not hold the model for
-  its whole prefill. Work left is counted in steps, a generated token or a
-  prefill slice each.
+  its whole prefill. Work left is counted in generated tokens, a prompt's
+  tokens still to prefill at ``PREFILL_TOKENS_PER_STEP`` (64) a token.
 
 Backends that cannot pause (HTTP, scripted test backends) run each batch to
 the end. Every request also stops on its own, at the next token, once its
@@ -47,6 +47,24 @@ DEADLINE = "no answer within the server's deadline"
 GONE = "the client went away"
 
 
+def default_prefill_tokens(device: Any) -> int:
+    """The prefill slice ``editlens serve`` uses unless told: 2048 tokens on a
+    GPU (a fraction of a second for a few-billion-parameter model), 512 on a
+    CPU, where 2048 tokens of such a model take seconds.
+
+    >>> default_prefill_tokens("cuda:0"), default_prefill_tokens("cpu")
+    (2048, 512)
+    """
+    return 2048 if str(device).startswith("cuda") else 512
+
+
+#: prompt tokens whose prefill counts as much work as one generated token. A decode step reads every
+#: weight for one token a row, a prefill reads them once for many: one step costs about as much as
+#: prefilling a few hundred tokens on a GPU, a few dozen on a CPU; the lower figure keeps a long
+#: prefill from passing for short work.
+PREFILL_TOKENS_PER_STEP = 64
+
+
 @dataclass(eq=False)
 class Job:
     """One request in the scheduler."""
@@ -69,16 +87,15 @@ class Job:
 
     @property
     def remaining(self) -> int:
-        """Steps left: tokens to generate (per answer), plus the prefill slices
-        of its prompt beyond one."""
+        """Work left, in generated tokens: tokens to generate (per answer), plus,
+        where prompts are prefilled in slices, its prompt tokens not encoded yet
+        at :data:`PREFILL_TOKENS_PER_STEP` a token."""
         done = 0 if self.state is None else max((len(r.ids) for r in self.state.rows), default=0)
         tokens = max(0, self.req.settings.max_new_tokens - done)
-        chunk = self.prefill_tokens
-        if not chunk:
+        if not self.prefill_tokens:
             return tokens
-        if self.state is None:
-            return tokens + max(0, -(-(self.prompt_tokens or 0) // chunk) - 1)
-        return tokens + -(-int(getattr(self.state, "prefill_left", 0)) // chunk)
+        left = (self.prompt_tokens or 0) if self.state is None else int(getattr(self.state, "prefill_left", 0))
+        return tokens + -(-left // PREFILL_TOKENS_PER_STEP)
 
     def cancel(self) -> None:
         """The client is gone: stop at the next token, answer nobody."""

@@ -213,9 +213,10 @@ def generate_some(be: Any, reqs: Sequence[ChatRequest], states: Sequence[Paused 
             group = _start_prefill(be, work, inputs, live, control.prefill_tokens)
             if group is None:
                 _run_slice(be, work, inputs, None, live, settings, candidates, want_steps, control, asked)
+    go_on = True
     if group is not None and group.prefill is not None:
-        _prefill_slices(be, work, group, control)
-    if group is not None and group.prefill is None:
+        go_on = _prefill_slices(be, work, group, control)
+    if group is not None and group.prefill is None and go_on:
         index = {id(st): i for i, st in enumerate(work)}
         keep = [b for b, (owner, row) in enumerate(group.members) if owner in index and row.finish is None]
         live = [(index[group.members[b][0]], group.members[b][1]) for b in keep]
@@ -408,10 +409,11 @@ def _slice_features(output: Any, rows: torch.Tensor) -> Any:
     return _slice_mm_encoder_output(output, rows)  # type: ignore[arg-type]
 
 
-def _prefill_slices(be: Any, work: list[Paused], group: Group, control: Control) -> None:
+def _prefill_slices(be: Any, work: list[Paused], group: Group, control: Control) -> bool:
     """Encode ``group``'s prompt a slice at a time until the slices run here are
-    done (then ``group.prefill`` is ``None``: generation goes on) or the
-    scheduler asks for the model (``control.pause``) or every client left."""
+    done (then ``group.prefill`` is ``None``: ``generate()`` does the rest) or the
+    scheduler asks for the model (``control.pause``, asked after every slice, the
+    last one too) or every client left. Returns whether generation may go on now."""
     pre = group.prefill
     assert pre is not None
     model = _inner(be.model)
@@ -455,16 +457,16 @@ def _prefill_slices(be: Any, work: list[Paused], group: Group, control: Control)
                     control.on_prefill(owners[owner], b, total)
         if pre.done == len(pre.ends):
             group.prefill = None  # generate() encodes the rest and generates
-            return
         gone = control.cancelled() if control.cancelled else None
         if gone is not None:
             for owner, row in group.members:
                 if owner in owners and gone[owners[owner]] and row.finish is None:
                     row.finish = "cancelled"
             if all(row.finish is not None for _, row in group.members):
-                return
+                return False
         if control.pause and control.pause():
-            return
+            return False
+    return True
 
 
 def _generation(be: Any, st: Paused, n: int) -> Generation:
