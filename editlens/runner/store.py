@@ -1,6 +1,8 @@
 """The results store of a run directory: one SQLite file, ``results.sqlite``.
 
-One row per (sample, evaluator, config hash). Rows of a batch are written in
+One row per (sample, evaluator, config hash), and in ``loaded_images`` one
+per (sample, role): the image file the run decoded it from (``editlens view``
+serves those files and no other). Rows of a batch are written in
 one transaction as the batch finishes, in WAL mode, so a process killed at
 any moment leaves a consistent store that holds every finished batch.
 Exports (JSONL, CSV, Parquet) are written atomically (:mod:`editlens.core.io`).
