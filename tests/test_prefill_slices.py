@@ -122,3 +122,32 @@ def test_a_short_request_is_answered_between_two_slices_of_a_long_prefill(tiny_v
     assert slices[0] < short_done < slices[-1], events  # answered mid-prefill
     assert batcher.preemptions >= 1
     assert long_gen.text == be.generate([long_req])[0].text  # and the long answer is unchanged
+
+
+def test_a_client_that_leaves_mid_prefill_stops_it_at_the_next_slice(tiny_vlm_dirs):
+    from editlens.backends.local import TransformersBackend
+    from editlens.backends.scheduler import Batcher
+
+    be = TransformersBackend(str(tiny_vlm_dirs["idefics3"]), batch_size=4)
+    req = ChatRequest([Message("user", ["Describe every change in detail. " * 8])], GenerationSettings(max_new_tokens=3))
+    plain = be.generate_some
+
+    def generate_some(reqs, states=None, control=None):  # type: ignore[no-untyped-def]
+        inner = control.on_prefill
+
+        def on_prefill(i, encoded, total):  # type: ignore[no-untyped-def]
+            inner(i, encoded, total)
+            job.cancel()  # the client goes away during the first slice
+
+        control.on_prefill = on_prefill
+        return plain(reqs, states, control)
+
+    be.generate_some = generate_some  # type: ignore[method-assign]
+    batcher = Batcher(be, window_ms=0, slice_ms=0, prefill_tokens=16)
+    try:
+        job = batcher.enqueue(req, prompt_tokens=be.count_prompt_tokens(req))
+        gen = job.fut.result(timeout=120)
+    finally:
+        batcher.close()
+    assert gen.error is not None and "went away" in gen.error
+    assert [e for e in batcher.events if e[0] == "prefill"] == [("prefill", job.seq, 16, job.prompt_tokens)]
