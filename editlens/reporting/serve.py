@@ -26,6 +26,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from editlens.reporting.memo import ReportCache
+
 TOKEN_COOKIE = "editlens_view_token"
 
 
@@ -35,8 +37,9 @@ class ReportServer:
     The report is rebuilt when a page is requested after the run's results
     changed (``results.sqlite`` and its write-ahead log, the manifest, the
     summary), so refreshing the page follows a run in progress. Rebuilds are
-    incremental: thumbnails (cached by file identity) and bootstraps (cached
-    by the values' content) are made once, and the served page links its
+    incremental: the server owns its report's :class:`~editlens.reporting.memo.ReportCache`
+    (thumbnails by file identity, bootstraps by the values' content, samples
+    by their results and images), so each is made once, and the served page links its
     thumbnails (``/thumb/KEY``, cacheable forever) instead of embedding them.
     Image numbers only grow: a page built earlier keeps working links.
 
@@ -57,6 +60,7 @@ class ReportServer:
         self.fallback_note: str | None = None
         self._index: dict[str, int] = {}
         self._thumbs: dict[str, bytes] = {}
+        self.cache = ReportCache()  # this report's, kept between its rebuilds
         self._lock = threading.Lock()
         self._state: tuple = ()
         self.builds = 0
@@ -186,7 +190,7 @@ class ReportServer:
         t0 = time.perf_counter()
         state = self._watched_state()
         data = collect_run(self.run_dir, manifest=self.options.get("manifest"), human=self.options.get("human"),
-                           by=self.options.get("by"))
+                           by=self.options.get("by"), cache=self.cache)
         paths = sorted({p for s in data["samples"] for p in s["images"].values()})
         self._recorded = recorded_images(self.run_dir)
         if self._recorded is not None:  # the run's own record of the files it decoded
@@ -210,7 +214,8 @@ class ReportServer:
             self._thumbs[t["key"]] = t["jpeg"]
             return f"/thumb/{t['key']}"
 
-        page = render_run_report(data, link=lambda p: f"/image/{self._index[p]}", thumb_size=css, thumb_url=thumb_url)
+        page = render_run_report(data, link=lambda p: f"/image/{self._index[p]}", thumb_size=css, thumb_url=thumb_url,
+                                 cache=self.cache)
         self.page, self._state = page.encode("utf-8"), state
         self.builds += 1
         self.last_build_s = time.perf_counter() - t0
