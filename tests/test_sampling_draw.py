@@ -1,0 +1,57 @@
+"""The vectorised top-k/top-p draw of local generation: the warpers'
+distribution, ties at the k-th token kept, each row drawn by its own
+generator whatever else shares the batch."""
+
+import math
+
+import pytest
+import torch
+
+from editlens.backends.stepping import sample_tokens
+
+
+def _gens(n, offset=0):
+    return [torch.Generator().manual_seed(offset + i) for i in range(n)]
+
+
+def _freq(logits, top_k, top_p, n=4000, temperature=1.0):
+    rows = logits.unsqueeze(0).expand(n, -1).clone()
+    got = sample_tokens(rows, temperature, top_k, top_p, _gens(n))
+    return torch.bincount(got, minlength=logits.numel()).float() / n
+
+
+def test_top_k_keeps_the_k_most_likely_renormalised():
+    logits = torch.tensor([2.0, 1.0, 0.0, -1.0, -5.0])
+    freq = _freq(logits, 3, 1.0)
+    want = torch.softmax(logits[:3], 0)
+    assert freq[3:].sum() == 0
+    assert torch.allclose(freq[:3], want, atol=0.03)
+
+
+def test_top_p_keeps_the_smallest_set_reaching_the_mass():
+    logits = torch.log(torch.tensor([0.5, 0.3, 0.2]))
+    freq = _freq(logits, 0, 0.7)  # 0.5 < 0.7, 0.5 + 0.3 reaches it: the third is out
+    assert freq[2] == 0
+    assert freq[0] == pytest.approx(0.625, abs=0.03) and freq[1] == pytest.approx(0.375, abs=0.03)
+
+
+def test_temperature_sharpens():
+    logits = torch.tensor([1.0, 0.0])
+    freq = _freq(logits, 0, 1.0, temperature=0.5)
+    assert freq[0] == pytest.approx(1 / (1 + math.exp(-2)), abs=0.03)
+
+
+def test_tokens_tied_with_the_kth_stay_in():
+    freq = _freq(torch.tensor([1.0, 1.0, 1.0, 0.0]), 2, 1.0)  # three tied for the top two places
+    assert freq[3] == 0
+    assert torch.allclose(freq[:3], torch.full((3,), 1 / 3), atol=0.03)
+
+
+def test_a_rows_draw_depends_on_its_generator_alone():
+    torch.manual_seed(0)
+    logits = torch.randn(6, 500) * 3
+    together = sample_tokens(logits, 0.7, 20, 0.9, _gens(6, offset=100))
+    alone = [int(sample_tokens(logits[i : i + 1], 0.7, 20, 0.9, _gens(1, offset=100 + i))[0]) for i in range(6)]
+    assert together.tolist() == alone
+    # the draw is one of the row's 20 most likely tokens
+    assert all(int(t) in torch.topk(logits[i], 20).indices.tolist() for i, t in enumerate(together))
