@@ -24,7 +24,13 @@ computes at the same cost batched or not).
 
 Targets: EditScore batching >= 2x, cached reruns >= 50x (both models), N
 passes < N x one pass. EditReward's batching gain is reported, not gated:
-one forward pass per edit is compute-bound on a CPU (a GPU gains from it).
+it is one forward pass (a prefill, no decoding) whose matrix products scale
+with rows x tokens, as much work batched as one at a time on a CPU; batching
+saves only the tower's repeated images and per-call overhead (~1.1-1.2x on
+a CPU; a GPU gains from filling the chip). EditScore gains from batching
+its decoding steps, each of which reads every weight once whatever the
+rows; its prefill costs the same either way. Profiles and figures:
+docs/reward-models.md ("Speed").
 ``--size tiny`` is a smoke test of the script (timings meaningless).
 About 10 minutes of CPU per dtype on a 2-core machine (``--new-tokens 24``
 roughly halves it).
