@@ -1,6 +1,6 @@
-"""The vectorised top-k/top-p draw of local generation: the warpers'
+"""Batched local generation: the vectorised top-k/top-p draw (the warpers'
 distribution, ties at the k-th token kept, each row drawn by its own
-generator whatever else shares the batch."""
+generator whatever else shares the batch) and batches of similar prompts."""
 
 import math
 
@@ -55,3 +55,31 @@ def test_a_rows_draw_depends_on_its_generator_alone():
     assert together.tolist() == alone
     # the draw is one of the row's 20 most likely tokens
     assert all(int(t) in torch.topk(logits[i], 20).indices.tolist() for i, t in enumerate(together))
+
+
+def test_generate_batches_similar_prompts_and_answers_in_request_order():
+    import numpy as np
+
+    from editlens.backends.local import TransformersBackend
+    from editlens.backends.types import ChatRequest, Generation, Message
+
+    be = TransformersBackend.__new__(TransformersBackend)
+    be.batch_size = 2
+    batches = []
+
+    def generate_some(reqs, states=None, control=None):
+        batches.append([r.messages[0].parts[-1] for r in reqs])
+        return [Generation(r.messages[0].parts[-1]) for r in reqs]
+
+    be.generate_some = generate_some
+    img = np.zeros((28, 28, 3), np.uint8)
+    two = lambda n: ChatRequest([Message("user", [img, img, f"two pictures {n}"])])  # noqa: E731
+    one = lambda n: ChatRequest([Message("user", [img, f"one {n}"])])  # noqa: E731
+    reqs = [two(0), one(0), two(1), one(1)]  # interleaved, as EditScore's SC and PQ requests of each edit
+    out = be.generate(reqs)
+    assert batches == [["one 0", "one 1"], ["two pictures 0", "two pictures 1"]]
+    assert [g.text for g in out] == ["two pictures 0", "one 0", "two pictures 1", "one 1"]
+    batches.clear()
+    be.batch_size = 4  # one batch: kept in request order
+    be.generate(reqs)
+    assert batches == [["two pictures 0", "one 0", "two pictures 1", "one 1"]]
