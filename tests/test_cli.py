@@ -123,3 +123,40 @@ def test_every_option_of_every_command_has_help():
         return out
 
     assert walk(get_command(app), [], []) == []
+
+
+def test_cli_choices_are_the_library_sets():
+    """Each fixed-value option offers exactly the values the code behind it accepts (no typo reaches the work)."""
+    from editlens.adiee.editor_prompt import BINNINGS, LEVEL_STYLES
+    from editlens.adiee.model import HEADS
+    from editlens.adiee.tune_data import TARGET_WEIGHTS
+    from editlens.cli import options as o
+    from editlens.dice.evaluation import BOX_UNITS
+    from editlens.dice.training import CROPS
+    from editlens.editors.random_init import TINY_EDITORS
+    from editlens.meta.calibration import METHODS
+    from editlens.meta.protocols import AGGREGATIONS
+    from editlens.models.random_init import BUILDERS
+    from editlens.reporting.html import IMAGE_MODES
+    from editlens.training.loop import DECAYS
+    from editlens.twoframe.model import MODES
+    from editlens.twoframe.train import OBJECTIVES
+
+    def values(enum):
+        return {m.value for m in enum}
+
+    assert values(o.Binning) == set(BINNINGS) and values(o.LevelStyle) == set(LEVEL_STYLES)
+    assert values(o.AdieeHead) == set(HEADS) and values(o.TargetWeights) == set(TARGET_WEIGHTS)
+    assert values(o.BoxUnits) == set(BOX_UNITS) and values(o.DiceCrop) == set(CROPS)
+    assert values(o.TinyEditorFamily) == set(TINY_EDITORS) and values(o.TinyVlmFamily) == set(BUILDERS)
+    assert values(o.CalibrationMethod) == set(METHODS) and values(o.ImagenHubProtocol) == set(AGGREGATIONS)
+    assert values(o.PointwiseProtocol) == {"aurora", "aurora-per-model", *AGGREGATIONS}
+    assert values(o.ReportImages) == set(IMAGE_MODES) and values(o.LrDecay) == set(DECAYS)
+    assert values(o.TwoFrameMode) == set(MODES) and values(o.TwoFrameObjective) == set(OBJECTIVES)
+
+
+def test_a_value_outside_a_choice_is_refused_before_any_work(tmp_path):
+    r = _invoke("make-tiny-editor", str(tmp_path / "e"), "--family", "instruct-pix3pix")
+    assert r.exit_code == 2 and "instruct-pix2pix" in r.output and not (tmp_path / "e").exists()
+    member = _invoke("twoframe", "random-model", "--help")
+    assert "vit-b-16" in member.output

@@ -113,17 +113,20 @@ def test_deadline_stops_a_long_generation_and_frees_the_server(backend):
 
 
 class _SlowScripted:
-    """Answers after ``max_new_tokens / 100`` seconds and records the order."""
+    """Answers after ``max_new_tokens / 100`` seconds and records the order; ``started`` is set once the
+    first batch is being generated."""
 
     name, model_id, revision = "scripted", "scripted", None
 
     def __init__(self):
         self.order = []
+        self.started = threading.Event()
 
     def describe(self):
         return {}
 
     def generate(self, requests):
+        self.started.set()
         time.sleep(requests[0].settings.max_new_tokens / 100)
         self.order += [r.messages[0].parts[0] for r in requests]
         return [Generation(r.messages[0].parts[0]) for r in requests]
@@ -135,7 +138,7 @@ def test_short_requests_go_before_waiting_long_ones():
     try:
         req = lambda text, n: ChatRequest([Message("user", [text])], GenerationSettings(max_new_tokens=n))  # noqa: E731
         first = batcher.submit(req("long-1", 40))
-        time.sleep(0.1)  # long-1 is generating
+        assert be.started.wait(timeout=10)  # long-1 is generating: the next two queue behind it
         futs = [batcher.submit(req("long-2", 40)), batcher.submit(req("short", 2))]
         assert [f.result(timeout=10).text for f in [first, *futs]] == ["long-1", "long-2", "short"]
         assert be.order == ["long-1", "short", "long-2"]
@@ -183,24 +186,35 @@ def test_sigterm_during_long_generation_exits_within_10s(tiny_vlm_dirs):
     try:
         # the URL is printed only once the port is bound: it answers at once
         assert httpx.get(f"{url}/models", timeout=10).status_code == 200
-        answer = {}
+        events, generating = [], threading.Event()
 
-        def ask():
+        def ask():  # streamed, so that the test knows the model is generating (a token arrived), not guesses
             try:
-                answer["r"] = httpx.post(f"{url}/chat/completions", json={"messages": HI, "max_tokens": 2000}, timeout=90)
+                body = {"messages": HI, "max_tokens": 2000, "stream": True}
+                with httpx.stream("POST", f"{url}/chat/completions", json=body, timeout=90) as r:
+                    for line in r.iter_lines():
+                        if line.startswith("data: {"):
+                            doc = json.loads(line[6:])
+                            events.append(doc)
+                            if any(c.get("delta", {}).get("content") for c in doc.get("choices", [])):
+                                generating.set()
             except httpx.HTTPError as exc:
-                answer["r"] = exc
+                events.append(exc)
+            generating.set()
 
         client = threading.Thread(target=ask, daemon=True)
         client.start()
-        time.sleep(1.5)  # generating (about a minute of work here)
+        assert generating.wait(timeout=60) and not any(isinstance(e, Exception) for e in events), events
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=10)
         assert time.monotonic() - t0 < 10
         client.join(timeout=5)
-        r = answer.get("r")
-        assert isinstance(r, httpx.HTTPError) or r.status_code == 503, r
+        assert not client.is_alive()
+        # the 2,000-token answer was cut short: the stream ends in an error (or a dropped connection), never
+        # in a finished choice
+        finished = [c for e in events if isinstance(e, dict) for c in e.get("choices", []) if c.get("finish_reason")]
+        assert finished == [] and (isinstance(events[-1], Exception) or "error" in events[-1]), events[-3:]
         text = "".join(log)
         assert '"GET /v1/models" 200' in text  # access log
     finally:

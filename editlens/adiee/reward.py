@@ -7,7 +7,6 @@
   (the instruction gets "quality N of 5" appended as a separate column).
 * (the batch reward for training loops, :class:`editlens.RewardFunction`,
   lives in :mod:`editlens.runner.reward`: it works with any evaluator)
-* :func:`pairwise_type` – the released pairwise rule from two scores.
 """
 
 from __future__ import annotations
@@ -20,18 +19,6 @@ import numpy as np
 
 from editlens.core.types import EditSample, Score
 from editlens.errors import InputError
-
-
-def pairwise_type(score_a: float, score_b: float) -> int:
-    """Released pairwise rule on 0-10 scores: type = round(score / 5)
-    (0 fail, 1 partial, 2 success); the higher type wins, equal types tie.
-    Returns +1 (A), -1 (B) or 0 (tie).
-
-    >>> pairwise_type(9.0, 6.0), pairwise_type(6.0, 7.4), pairwise_type(1.0, 8.0)
-    (1, 0, -1)
-    """
-    ta, tb = round(score_a / 5.0), round(score_b / 5.0)
-    return (ta > tb) - (ta < tb)
 
 
 def to_reward_scale(value: float, low: float, high: float) -> float:

@@ -9,17 +9,7 @@ from typing import Any
 
 from editlens.bench.base import Benchmark, BenchSpec
 from editlens.bench.registry import register
-
-
-def released_pair_rule(score_a: float, score_b: float) -> int:
-    """ADIEE's released pairwise rule on 0-10 scores: type = round(score / 5)
-    (0 fail, 1 partial, 2 success); the higher type wins, equal types tie.
-
-    >>> released_pair_rule(9.0, 6.0), released_pair_rule(6.0, 7.4), released_pair_rule(1.0, 8.0)
-    (1, 0, -1)
-    """
-    ta, tb = round(score_a / 5.0), round(score_b / 5.0)
-    return (ta > tb) - (ta < tb)
+from editlens.meta.protocols import adiee_pair_verdict
 
 
 def released_rule_accuracy(human: str | Path, predictions: str | Path, metric: str | None = None) -> dict[str, Any]:
@@ -32,7 +22,7 @@ def released_rule_accuracy(human: str | Path, predictions: str | Path, metric: s
     pairs = B.load_pairwise_human(human)
     scores, _, _ = B.load_predictions(predictions, metric)
     usable = [p for p in pairs if p["a"] in scores and p["b"] in scores]
-    hits = sum(released_pair_rule(scores[p["a"]], scores[p["b"]]) == p["label"] for p in usable)
+    hits = sum(adiee_pair_verdict(scores[p["a"]], scores[p["b"]]) == p["label"] for p in usable)
     return {"protocol": "adiee-released-rule", "released_rule_accuracy": hits / len(usable) if usable else None,
             "n": len(usable), "accuracy_with_ties": rep}
 

@@ -12,7 +12,17 @@ from typing import List, Optional
 import typer
 
 from editlens.cli.common import emit_json, guarded, parse_models
-from editlens.cli.options import DeviceOpt, DtypeOpt, Orders
+from editlens.cli.options import (
+    AdieeHead,
+    AdieeLayout,
+    Binning,
+    DeviceOpt,
+    DtypeOpt,
+    LevelStyle,
+    LrDecay,
+    Orders,
+    TargetWeights,
+)
 from editlens.cli.training_options import QUANT_HELP, SAVE_EVERY_HELP, VAL_EVERY_HELP
 
 adiee_app = typer.Typer(no_args_is_help=True, help="ADIEE: make scored training data, train and use a score-token scorer.")
@@ -20,7 +30,7 @@ adiee_app = typer.Typer(no_args_is_help=True, help="ADIEE: make scored training 
 reward_app = typer.Typer()
 
 ModelOpt = typer.Option(None, "--model", help="Model for a role, ROLE=DIR (clip=..., dino=..., adiee=...). Repeatable.")
-OptionOpt = typer.Option(None, "--option", help="Metric option METRIC.KEY=VALUE (e.g. adiee.hidden=score-token). Repeatable.")
+OptionOpt = typer.Option(None, "--option", help="Evaluator option NAME.KEY=VALUE (e.g. adiee.hidden=score-token). Repeatable.")
 
 
 def _echo(msg: str) -> None:
@@ -73,13 +83,13 @@ def train_cmd(
     data: Path = typer.Option(..., "--data", help="Dataset directory from `make-data`."),
     base: str = typer.Option(..., "--base", help="Base VLM: hub id or directory (LLaVA-NeXT, Qwen2-VL, ...)."),
     out: Path = typer.Option(..., "--out", help="Run directory (rerun to resume)."),
-    head: str = typer.Option("regression", "--head", help="regression (0-10) or class3 (fail/partial/success)."),
+    head: AdieeHead = typer.Option("regression", "--head", help="regression (0-10) or class3 (fail/partial/success)."),
     steps: int = typer.Option(100, "--steps", min=1, help="Optimiser steps."),
     lr: float = typer.Option(2e-5, "--lr", help="Learning rate."),
     batch_size: int = typer.Option(2, "--batch-size", min=1, help="Items per batch (larger is faster where memory allows)."),
     grad_accum: int = typer.Option(1, "--grad-accum", min=1, help="Micro-batches accumulated per optimizer step."),
     warmup: int = typer.Option(0, "--warmup", min=0, help="Warm-up steps."),
-    lr_decay: str = typer.Option("linear", "--lr-decay", help="After warm-up: linear (to 0 at the last step), cosine or constant."),
+    lr_decay: LrDecay = typer.Option("linear", "--lr-decay", help="After warm-up: linear (to 0 at the last step), cosine or constant."),
     clip: float = typer.Option(1.0, "--clip", help="Gradient-norm clipping."),
     score_weight: float = typer.Option(10.0, "--score-weight", help="Weight of the score loss."),
     ce_weight: float = typer.Option(1.0, "--ce-weight", help="Weight of the token cross-entropy loss."),
@@ -98,7 +108,7 @@ def train_cmd(
                                      "an unquantised base); nf4: QLoRA (needs bitsandbytes; CUDA or CPU), our layout only."),
     qlora: bool = typer.Option(False, "--qlora", hidden=True, help="Earlier spelling of --quantization nf4."),
     augment: bool = typer.Option(True, "--augment/--no-augment", help="Flip / rot90 both images."),
-    layout: str = typer.Option("ours", "--layout", help="Final checkpoint: ours (LoRA), released (full state dict) or both."),
+    layout: AdieeLayout = typer.Option("ours", "--layout", help="Final checkpoint: ours (LoRA), released (full state dict) or both."),
     template: Optional[List[str]] = typer.Option(None, "--template", help="adiee_questions=FILE / adiee_answers=FILE."),
     gradient_checkpointing: bool = typer.Option(False, "--gradient-checkpointing", help="Recompute activations in the backward pass (less memory, slower)."),
     device: str = typer.Option("auto", "--device", help="auto (cuda, mps, cpu; $EDITLENS_DEVICE), cpu, cuda, cuda:N."),
@@ -192,8 +202,8 @@ def compare_cmd(source: Path = typer.Option(..., "--source", help="The original 
                 option: Optional[List[str]] = OptionOpt, json_out: bool = typer.Option(False, "--json", help="Machine-readable output (JSON) instead of the table."),
                 device: str = DeviceOpt, dtype: str = DtypeOpt) -> None:
     """Pairwise from two scores with the released rule: type = round(score / 5), higher type wins."""
-    from editlens.adiee.reward import pairwise_type
     from editlens.core.types import EditSample
+    from editlens.meta.protocols import adiee_pair_verdict
     from editlens.runner.selection import parse_options, select_metrics
 
     sel = select_metrics([metric], models=parse_models(model), options=parse_options(option or []), device=device,
@@ -205,7 +215,7 @@ def compare_cmd(source: Path = typer.Option(..., "--source", help="The original 
     if sa.value is None or sb.value is None:
         typer.echo(f"unscored: A {sa.status} ({sa.reason}), B {sb.status} ({sb.reason})")
         raise typer.Exit(1)
-    v = pairwise_type(sa.value, sb.value)
+    v = adiee_pair_verdict(sa.value, sb.value)
     verdict = {1: "A", -1: "B", 0: "tie"}[v]
     if json_out:
         emit_json({"verdict": verdict, "score_a": sa.value, "score_b": sb.value, "rule": "round(score/5)"})
@@ -288,7 +298,7 @@ def best_of_n_cmd(
                                                       "KEY=VALUE (steps=20...). Repeatable."),
     edits_out: Optional[Path] = typer.Option(None, "--edits-out", help="With --editor: folder of the generated "
                                              "candidates (resumable; default MANIFEST's folder/STEM.best-of-N)."),
-    vlm: Optional[str] = typer.Option(None, "--vlm", help="VLM of a judge metric (pairwise: a knockout per edit)."),
+    vlm: Optional[str] = typer.Option(None, "--vlm", help="VLM of a judge evaluator (pairwise: a knockout per edit)."),
     orders: Orders = typer.Option(Orders.both, "--orders", help="Pairwise judge: both, forward or reverse."),
 ) -> None:
     """Pick the best of N candidate edits per source by a registered evaluator; with --editor, generate the
@@ -465,10 +475,10 @@ def tune_editor_cmd(
                                                    "with {quality}."),
     suffix_from_clone: Optional[Path] = typer.Option(None, "--suffix-from-clone", help="Read the suffix from a clone "
                                                      "of the ADIEE release (its dataset module)."),
-    binning: str = typer.Option("release", "--binning", help="0-10 score -> level 1-5: release (0-2, 3-4, 5-6, 7-8, "
+    binning: Binning = typer.Option("release", "--binning", help="0-10 score -> level 1-5: release (0-2, 3-4, 5-6, 7-8, "
                                 "9-10) or linear (round(1 + 4 * score / 10))."),
-    levels: str = typer.Option("words", "--levels", help="Levels written as words (one..five) or digits."),
-    target_weights: str = typer.Option("balanced", "--target-weights", help="Target sampling: balanced (each quality "
+    levels: LevelStyle = typer.Option("words", "--levels", help="Levels written as words (one..five) or digits."),
+    target_weights: TargetWeights = typer.Option("balanced", "--target-weights", help="Target sampling: balanced (each quality "
                                        "level about equally often) or uniform."),
     source_as_candidate: bool = typer.Option(True, "--source-as-candidate/--no-source-as-candidate", help="The "
                                              "source image itself is a candidate target scored 0."),
@@ -481,7 +491,7 @@ def tune_editor_cmd(
     batch_size: int = typer.Option(4, "--batch-size", min=1, help="Items per batch (larger is faster where memory allows)."),
     grad_accum: int = typer.Option(1, "--grad-accum", min=1, help="Micro-batches accumulated per optimizer step."),
     warmup: int = typer.Option(0, "--warmup", min=0, help="Warm-up steps (release: 500)."),
-    lr_decay: str = typer.Option("constant", "--lr-decay", help="After warm-up: constant, linear or cosine."),
+    lr_decay: LrDecay = typer.Option("constant", "--lr-decay", help="After warm-up: constant, linear or cosine."),
     clip: float = typer.Option(1.0, "--clip", help="Gradient-norm clipping (0: none)."),
     resolution: int = typer.Option(256, "--resolution", help="Training images are resized to this square (release: 256)."),
     augment: bool = typer.Option(True, "--augment/--no-augment", help="The same flip / rot90 of source and target."),

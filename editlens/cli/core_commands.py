@@ -52,7 +52,7 @@ app = typer.Typer()
 @app.command("metrics")
 @guarded
 def metrics_cmd(json_out: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
-    """List metrics with what they need, their direction, range and model."""
+    """List the evaluators (classic metrics, judges, reward models, DICE, ADIEE, two-frame) with what they need, their direction, range and model."""
     from editlens.metrics.availability import metric_availability
     from editlens.metrics.registry import list_metrics
 
@@ -79,13 +79,13 @@ def score_cmd(
     edited: Path = typer.Option(..., "--edited", help="Edited image."),
     instruction: str = typer.Option(..., "--instruction", help="The edit instruction."),
     reference: Optional[Path] = typer.Option(None, "--reference", help="Reference (ground-truth) edit."),
-    metrics: Optional[str] = typer.Option(None, "--metrics", help="Comma-separated metric names (default: all available)."),
+    metrics: Optional[str] = typer.Option(None, "--metrics", help="Comma-separated evaluator names (default: all available)."),
     source_caption: Optional[str] = typer.Option(None, "--source-caption", help="Caption of the original image (for CLIP-T/CLIP-D)."),
     target_caption: Optional[str] = typer.Option(None, "--target-caption", help="Caption of the image the edit should produce (for CLIP-T/CLIP-D)."),
-    boxes: Optional[str] = typer.Option(None, "--boxes", help="JSON list of [x0,y0,x1,y1] for masked metrics."),
+    boxes: Optional[str] = typer.Option(None, "--boxes", help="JSON list of [x0,y0,x1,y1] for masked evaluators."),
     clip_boxes: bool = typer.Option(False, "--clip-boxes", help="Clip boxes that reach past the image to it "
                                     "(default: such a box is an error)."),
-    mask: Optional[Path] = typer.Option(None, "--mask", help="Mask image for masked metrics."),
+    mask: Optional[Path] = typer.Option(None, "--mask", help="Mask image for masked evaluators."),
     model: Optional[List[str]] = ModelOpt,
     option: Optional[List[str]] = OptionOpt,
     size_policy: SizePolicy = typer.Option(SizePolicy.resize, "--size-policy",
@@ -175,7 +175,7 @@ def run_cmd(
     manifest: Path = typer.Argument(..., help="Manifest of edits: .jsonl, .csv, .json, parquet/arrow file or folder, "
                                     "or a `datasets` folder (images embedded or as paths)."),
     out: Path = typer.Option(..., "--out", help="Run directory (created; rerun to resume)."),
-    metrics: Optional[str] = typer.Option(None, "--metrics", help="Comma-separated metric names (default: all available)."),
+    metrics: Optional[str] = typer.Option(None, "--metrics", help="Comma-separated evaluator names (default: all available)."),
     batch_size: int = typer.Option(16, "--batch-size", min=1, help="Items per batch (larger is faster where memory allows)."),
     workers: int = typer.Option(2, "--workers", min=1, help="Image-decoding threads."),
     skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Drop bad manifest rows instead of stopping."),

@@ -16,10 +16,14 @@ import typer
 
 from editlens.cli.common import EXIT_FAILED, emit_json, guarded
 from editlens.cli.options import (
+    BoxDrawing,
+    BoxUnits,
     CacheOpt,
     ConcurrencyOpt,
     DeviceOpt,
+    DiceCrop,
     DtypeOpt,
+    LrDecay,
     RetriesOpt,
     SamplesOpt,
     TemperatureOpt,
@@ -188,7 +192,7 @@ def dice_eval_cmd(gt: Path = typer.Option(..., "--gt", help="Annotated JSONL (DI
                                                 "with --vlm and report coherence accuracy."),
                   vlm: Optional[str] = VlmOpt, vlm_model: Optional[str] = VlmModelOpt, cache: str = CacheOpt,
                   template: Optional[List[str]] = TemplateOpt,
-                  gt_boxes: str = typer.Option("fraction", "--gt-boxes", help="Units of the ground-truth boxes: "
+                  gt_boxes: BoxUnits = typer.Option("fraction", "--gt-boxes", help="Units of the ground-truth boxes: "
                                                "fraction (0-1) or pixels (a line may set its own 'box_units')."),
                   samples: int = SamplesOpt, temperature: float = TemperatureOpt,
                   json_out: bool = typer.Option(False, "--json", help="Machine-readable output (JSON) instead of the table."), timeout: Optional[float] = TimeoutOpt,
@@ -278,7 +282,7 @@ def train_cmd(
     alpha: int = typer.Option(16, "--alpha", help="LoRA alpha (scale = alpha / rank)."),
     dropout: float = typer.Option(0.1, "--dropout", help="LoRA dropout."),
     warmup: int = typer.Option(0, "--warmup", min=0, help="Linear learning-rate warm-up steps."),
-    lr_decay: str = typer.Option("constant", "--lr-decay", help="After warm-up: constant, linear or cosine."),
+    lr_decay: LrDecay = typer.Option("constant", "--lr-decay", help="After warm-up: constant, linear or cosine."),
     eval_every: int = typer.Option(0, "--val-every", min=0, help=VAL_EVERY_HELP),
     eval_every_old: Optional[int] = typer.Option(None, "--eval-every", hidden=True, help="Earlier name of --val-every."),
     save_every: int = typer.Option(100, "--save-every", min=0, help=SAVE_EVERY_HELP),
@@ -292,8 +296,8 @@ def train_cmd(
     quantization: str = typer.Option("auto", "--quantization", help="auto (QLoRA: 4-bit NF4 base + paged AdamW 8-bit where CUDA+bitsandbytes), nf4 (force QLoRA, CPU too; needs bitsandbytes) or none."),
     longest_edge: Optional[int] = typer.Option(None, "--longest-edge", help="Processor resize (paper: 1456)."),
     prompts: Optional[Path] = typer.Option(None, "--dice-prompts", help="Official prompts from a local DICE clone."),
-    drawing: str = typer.Option("released", "--drawing", help="Coherence box convention: released or paper."),
-    crop: str = typer.Option("auto", "--crop", help="square: centre-crop both images to a square, boxes mapped into the crop (the paper's recipe); none: whole images; auto: as the released inference (detector whole, coherence cropped). Recorded in the adapter and its preset."),
+    drawing: BoxDrawing = typer.Option("released", "--drawing", help="Coherence box convention: released or paper."),
+    crop: DiceCrop = typer.Option("auto", "--crop", help="square: centre-crop both images to a square, boxes mapped into the crop (the paper's recipe); none: whole images; auto: as the released inference (detector whole, coherence cropped). Recorded in the adapter and its preset."),
     restart: bool = typer.Option(False, "--restart", help="Discard an earlier run in --out instead of resuming it."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output (JSON) instead of the table."),

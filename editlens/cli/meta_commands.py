@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from editlens.cli.common import emit_json, guarded, output_dir, output_file
+from editlens.cli.options import ImagenHubProtocol, MultiInput, PointwiseProtocol
 from editlens.core.evidence import figure, not_measured
 
 meta_app = typer.Typer(no_args_is_help=True, help="Agreement of an evaluator with human judgments (official protocols).")
@@ -39,7 +40,7 @@ def imagenhub(
     judge_outputs: Optional[Path] = typer.Option(None, "--judge-outputs", help="Folder <Method>/{SC,PQ}.json."),
     predictions: Optional[Path] = typer.Option(None, "--predictions", help="editlens results.jsonl or {id, score} JSONL (ids METHOD/UID)."),
     metric: Optional[str] = typer.Option(None, "--metric", help="Score to use from editlens results."),
-    protocol: str = typer.Option("official", "--protocol", help="official (tanh of mean r), fisher, or mean."),
+    protocol: ImagenHubProtocol = typer.Option("official", "--protocol", help="official (tanh of mean r), fisher, or mean."),
     n_boot: int = typer.Option(1000, "--n-boot", min=1, help="Bootstrap resamples of each CI."),
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
     instructions: Optional[Path] = typer.Option(None, "--instructions", help="JSONL with uid and instruction, for the "
@@ -114,7 +115,7 @@ def genai_bench(judge_outputs: Path = typer.Option(..., "--judge-outputs", help=
 def pointwise(human: Path = typer.Option(..., "--human", help="JSONL {id, model, human}."),
               predictions: Path = typer.Option(..., "--predictions", help="JSONL {id, score} or editlens results.jsonl."),
               metric: Optional[str] = typer.Option(None, "--metric", help="Evaluator whose score is used (see `editlens metrics`)."),
-              protocol: str = typer.Option("aurora", "--protocol", help="aurora (one Spearman over all items, as "
+              protocol: PointwiseProtocol = typer.Option("aurora", "--protocol", help="aurora (one Spearman over all items, as "
                                            "ADIEE's release; the per-model mean beside it), aurora-per-model "
                                            "(mean of per-model Spearman), official, fisher, mean."),
               n_boot: int = typer.Option(1000, "--n-boot", min=1, help="Bootstrap resamples of each CI."),
@@ -224,14 +225,12 @@ def prepare_cmd(kind: str = typer.Argument(..., help="editscore-bench, editrewar
                 path: Path = typer.Argument(..., help="The benchmark as published: EditScore's arrow/parquet folder, "
                                             "TIGER-Lab's parquet folder, MMRB2's edit.json."),
                 out: Path = typer.Option(..., "--out", help="Folder to write images, manifest.jsonl, pairs.jsonl."),
-                multi_input: str = typer.Option("skip", "--multi-input", help="MMRB2 pairs with several input images: "
+                multi_input: MultiInput = typer.Option("skip", "--multi-input", help="MMRB2 pairs with several input images: "
                                                 "skip, or first (the first image stands for the source)."),
                 json_out: bool = JsonOpt) -> None:
     """Turn a human-label benchmark into a manifest for `editlens run` and pairs for `editlens compare --pairs`."""
     from editlens.meta.rewardbench import prepare
 
-    if multi_input not in ("skip", "first"):
-        raise typer.BadParameter("--multi-input must be skip or first")
     output_dir(out)
     summary = prepare(kind, path, out, multi_input)
     if json_out:
@@ -293,7 +292,7 @@ def editreward_bench_cmd(bench: Path = BenchOpt, predictions: Path = typer.Optio
 def mmrb2_cmd(bench: Path = BenchOpt, predictions: Optional[Path] = PredOpt, metric: Optional[str] = MetricOpt,
               verdicts: Optional[Path] = typer.Option(None, "--verdicts", help="Verdicts of a pairwise judge "
                                                       "(editlens compare --pairs PAIRS --orders both --out FILE)."),
-              multi_input: str = typer.Option("skip", "--multi-input", help="skip or first (see meta-eval prepare)."),
+              multi_input: MultiInput = typer.Option("skip", "--multi-input", help="skip or first (see meta-eval prepare)."),
               json_out: bool = JsonOpt, report: Optional[Path] = ReportOpt) -> None:
     """MMRB2 image editing: accuracy over both presentation orders, per order, and their consistency."""
     from editlens.bench.registry import get

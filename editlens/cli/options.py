@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import Enum, StrEnum
 
 import typer
 
@@ -28,8 +28,39 @@ class Orders(str, Enum):
     forward = "forward"
     reverse = "reverse"
 
+
+def choice(name: str, *values: str) -> type[StrEnum]:
+    """A fixed set of values as a typer Choice (``--help`` lists them, a typo is refused before any work).
+
+    Member names equal the values, so a member hashes, compares and formats as its plain string: the
+    commands pass it on to library code unchanged. tests/test_cli.py holds each set equal to the
+    library's own tuple of accepted values.
+    """
+    return StrEnum(name, [(v, v) for v in values])  # type: ignore[return-value]
+
+
+Binning = choice("Binning", "release", "linear")
+LevelStyle = choice("LevelStyle", "words", "digits")
+TargetWeights = choice("TargetWeights", "balanced", "uniform")
+LrDecay = choice("LrDecay", "constant", "linear", "cosine")
+AdieeHead = choice("AdieeHead", "regression", "class3")
+AdieeLayout = choice("AdieeLayout", "ours", "released", "both")
+DiceCrop = choice("DiceCrop", "auto", "square", "none")
+BoxDrawing = choice("BoxDrawing", "released", "paper")
+BoxUnits = choice("BoxUnits", "fraction", "pixels")
+ReportImages = choice("ReportImages", "auto", "embed", "copy", "link", "none")
+CalibrationMethod = choice("CalibrationMethod", "isotonic", "platt")
+TwoFrameMode = choice("TwoFrameMode", "faithful", "order")
+TwoFrameObjective = choice("TwoFrameObjective", "auto", "video_to_text", "symmetric")
+TwoFrameSize = choice("TwoFrameSize", "tiny", "vit-b-16")
+MultiInput = choice("MultiInput", "skip", "first")
+ImagenHubProtocol = choice("ImagenHubProtocol", "official", "fisher", "mean")
+PointwiseProtocol = choice("PointwiseProtocol", "aurora", "aurora-per-model", "official", "fisher", "mean")
+TinyVlmFamily = choice("TinyVlmFamily", "idefics3", "qwen2_vl", "llava_next")
+TinyEditorFamily = choice("TinyEditorFamily", "instruct-pix2pix", "flux-kontext", "qwen-image-edit")
+
 ModelOpt = typer.Option(None, "--model", help="Model for a role, ROLE=HUB_ID_OR_DIR (e.g. clip=./clip). Repeatable.")
-OptionOpt = typer.Option(None, "--option", help="Metric option METRIC.KEY=VALUE (e.g. l1.region=outside). Repeatable.")
+OptionOpt = typer.Option(None, "--option", help="Evaluator option NAME.KEY=VALUE (e.g. l1.region=outside). Repeatable.")
 JudgeOpt = typer.Option(None, "--judge", help="Comma-separated judges: viescore, yes_no (need --vlm).")
 VlmOpt = typer.Option(None, "--vlm", help="Vision-language model: hub id, local dir, or http(s)://HOST/v1 of an OpenAI-compatible server.")
 VlmModelOpt = typer.Option(None, "--vlm-model", help="Model name on the server (default: the first it lists).")

@@ -8,6 +8,7 @@ from typing import List, Optional
 import typer
 
 from editlens.cli.common import guarded
+from editlens.cli.options import ReportImages
 
 app = typer.Typer()
 
@@ -30,7 +31,7 @@ def report_cmd(
     meta_eval: Optional[List[Path]] = typer.Option(None, "--meta-eval", help="A saved `editlens meta-eval ... --json` "
                                                    "result to include. Repeatable."),
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap CIs."),
-    images: str = typer.Option("auto", "--images", help="Full-size images for the inspector: embed (in the file), copy "
+    images: ReportImages = typer.Option("auto", "--images", help="Full-size images for the inspector: embed (in the file), copy "
                                "(into OUT's folder as <name>_images/, linked relatively: move both together), link "
                                "(relative links to the originals, '../' included: this machine only), none (thumbnails "
                                "only), or auto (embed up to 32 MB in all, else copy). Only link writes local paths."),

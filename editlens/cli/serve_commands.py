@@ -11,7 +11,7 @@ from typing import List, Optional
 import typer
 
 from editlens.cli.common import guarded, parse_models, split_names
-from editlens.cli.options import DeviceOpt, DtypeOpt, ModelOpt
+from editlens.cli.options import DeviceOpt, DtypeOpt, ModelOpt, TinyVlmFamily
 
 app = typer.Typer()
 
@@ -54,7 +54,7 @@ def serve_cmd(
     score: Optional[str] = typer.Option(None, "--score", help="Also serve POST /v1/score with these evaluators "
                                         "(e.g. adiee, editscore, yes_no, viescore; judges use --vlm)."),
     model: Optional[List[str]] = ModelOpt,
-    option: Optional[List[str]] = typer.Option(None, "--option", help="Evaluator option METRIC.KEY=VALUE for --score "
+    option: Optional[List[str]] = typer.Option(None, "--option", help="Evaluator option NAME.KEY=VALUE for --score "
                                                "(e.g. editscore.samples=4). Repeatable."),
     adapter: Optional[List[str]] = typer.Option(None, "--adapter", help="Serve a LoRA adapter of --vlm as a model "
                                                 "of its own, NAME=DIR (as vLLM's --lora-modules). Repeatable."),
@@ -143,7 +143,7 @@ def serve_cmd(
 @guarded
 def make_tiny_vlm_cmd(
     out: Path = typer.Argument(..., help="Folder to write the model into (created; must be empty or new)."),
-    family: str = typer.Option("idefics3", "--family", help="idefics3, qwen2_vl or llava_next."),
+    family: TinyVlmFamily = typer.Option("idefics3", "--family", help="idefics3, qwen2_vl or llava_next."),
 ) -> None:
     """Write a tiny random vision-language model (a few MB, made offline) to try `editlens serve` with.
 
@@ -151,8 +151,6 @@ def make_tiny_vlm_cmd(
     """
     from editlens.models.random_init import BUILDERS
 
-    if family not in BUILDERS:
-        raise typer.BadParameter(f"must be one of {', '.join(sorted(BUILDERS))}, got {family!r}", param_hint="--family")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         typer.echo(f"error: {out} exists and is not an empty folder; give a new one", err=True)
         raise typer.Exit(2)

@@ -13,6 +13,7 @@ from editlens.cli.common import emit_json, guarded, output_dir, output_file, par
 from editlens.cli.inputs import EditsOpt, EditsPatternOpt, ImageRootOpt, SplitOpt, read_input
 from editlens.cli.options import (
     CacheOpt,
+    CalibrationMethod,
     ConcurrencyOpt,
     DeviceOpt,
     DtypeOpt,
@@ -219,9 +220,9 @@ def calibrate_imagenhub(
     predictions: Optional[Path] = typer.Option(None, "--predictions", help="editlens results.jsonl or {id, score} JSONL (ids METHOD/UID)."),
     metric: Optional[str] = MetricListOpt,
     name: Optional[str] = typer.Option(None, "--name", help="Evaluator the map is for (default: viescore for "
-                                       "--judge-outputs, the metric's name for --predictions)."),
+                                       "--judge-outputs, the evaluator's name for --predictions)."),
     good_at: float = typer.Option(0.5, "--good-at", help="A rater finds an edit good when sqrt(SC*PQ) >= this."),
-    out: Path = CalOutOpt, method: str = MethodOpt, folds: int = FoldsOpt, seed: int = SeedOpt, bins: int = BinsOpt,
+    out: Path = CalOutOpt, method: CalibrationMethod = MethodOpt, folds: int = FoldsOpt, seed: int = SeedOpt, bins: int = BinsOpt,
     json_out: bool = CalJsonOpt, report: Optional[Path] = CalReportOpt,
 ) -> None:
     """ImagenHub: P(a rater finds the edit good) from the score; the target is the share of the 3 raters."""
@@ -239,7 +240,7 @@ def calibrate_pointwise(
     metric: Optional[str] = MetricListOpt,
     good_at: Optional[float] = typer.Option(None, "--good-at", help="An edit is good when human >= this (default: "
                                             "human scores in [0, 1] are the probability itself)."),
-    out: Path = CalOutOpt, method: str = MethodOpt, folds: int = FoldsOpt, seed: int = SeedOpt, bins: int = BinsOpt,
+    out: Path = CalOutOpt, method: CalibrationMethod = MethodOpt, folds: int = FoldsOpt, seed: int = SeedOpt, bins: int = BinsOpt,
     json_out: bool = CalJsonOpt, report: Optional[Path] = CalReportOpt,
 ) -> None:
     """Point-wise human scores: P(the edit is good) from the score."""
@@ -255,7 +256,7 @@ def calibrate_pairwise(
     human: Path = typer.Option(..., "--human", help="JSONL {id, a, b, preference}."),
     predictions: Path = typer.Option(..., "--predictions", help="JSONL {id, score} or editlens results.jsonl."),
     metric: Optional[str] = MetricListOpt,
-    out: Path = CalOutOpt, method: str = MethodOpt, folds: int = FoldsOpt, seed: int = SeedOpt, bins: int = BinsOpt,
+    out: Path = CalOutOpt, method: CalibrationMethod = MethodOpt, folds: int = FoldsOpt, seed: int = SeedOpt, bins: int = BinsOpt,
     json_out: bool = CalJsonOpt, report: Optional[Path] = CalReportOpt,
 ) -> None:
     """Pair-wise preferences: P(people prefer A) from score(A) - score(B) (ties left out)."""

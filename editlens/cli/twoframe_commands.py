@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from editlens.cli.common import emit_json, guarded
-from editlens.cli.options import DeviceOpt, DtypeOpt
+from editlens.cli.options import DeviceOpt, DtypeOpt, LrDecay, TwoFrameMode, TwoFrameObjective, TwoFrameSize
 
 twoframe_app = typer.Typer(no_args_is_help=True,
                            help="Edits as 2-frame videos in a video-text CLIP (ViFi-CLIP scoring, order-aware head).")
@@ -43,7 +43,7 @@ def _load(model: str, tokenizer, base, heads, preset, device, dtype="auto"):  # 
 @guarded
 def random_model(
     out: Path = typer.Argument(..., help="Directory to write."),
-    size: str = typer.Option("tiny", "--size", help="tiny (width 64, 2 layers, 32 px) or vit-b-16."),
+    size: TwoFrameSize = typer.Option("tiny", "--size", help="tiny (width 64, 2 layers, 32 px) or vit-b-16."),
     tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="CLIP tokenizer dir (default: a small BPE)."),
     seed: int = typer.Option(0, "--seed", help="Random seed (the same seed reproduces the same result)."),
 ) -> None:
@@ -60,20 +60,20 @@ def train_cmd(
     manifest: Path = typer.Argument(..., help="Training edits: manifest with id, source, edited, instruction."),
     base_model: str = typer.Option(..., "--model", help="Start from: twoframe dir, ViFi/OpenAI .pth, or transformers CLIP."),
     out: Path = typer.Option(..., "--out", help="Run directory (checkpoints/, log.jsonl, history.json, loss_curve.png, model/)."),
-    mode: str = typer.Option("order", "--mode", help="order (temporal head, ours) or faithful (ViFi-CLIP)."),
+    mode: TwoFrameMode = typer.Option("order", "--mode", help="order (temporal head, ours) or faithful (ViFi-CLIP)."),
     tune: str = typer.Option("head", "--tune", help="head (towers frozen), last:N, lora:R or all."),
     epochs: int = typer.Option(5, "--epochs", help="Passes over the training data."),
     batch_size: int = typer.Option(32, "--batch-size", help="Items per batch (larger is faster where memory allows)."),
     lr: float = typer.Option(1e-5, "--lr", help="Learning rate of tuned tower weights."),
     head_lr: float = typer.Option(1e-3, "--head-lr", help="Learning rate of the head and temperature."),
     negatives: str = typer.Option("auto", "--negatives", help="Hard negatives: noop, swap, none, or auto (order mode: noop,swap; faithful: none, the poster's plain video-to-text retrieval)."),
-    objective: str = typer.Option("auto", "--objective", help="video_to_text (the ViFi-CLIP poster's retrieval), symmetric (both directions; needed by hard negatives) or auto (faithful without negatives: video_to_text; else symmetric)."),
+    objective: TwoFrameObjective = typer.Option("auto", "--objective", help="video_to_text (the ViFi-CLIP poster's retrieval), symmetric (both directions; needed by hard negatives) or auto (faithful without negatives: video_to_text; else symmetric)."),
     head_layers: int = typer.Option(1, "--head-layers", help="Transformer layers of the temporal head (1-2)."),
     val: Optional[Path] = typer.Option(None, "--val", help="Validation manifest (default: split off by source)."),
     val_fraction: float = typer.Option(0.1, "--val-fraction", help="Share of sources held out when --val is absent (0: none)."),
     seed: int = typer.Option(0, "--seed", help="Random seed (the same seed reproduces the same result)."),
     warmup: int = typer.Option(0, "--warmup", min=0, help="Linear learning-rate warm-up steps."),
-    lr_decay: str = typer.Option("constant", "--lr-decay", help="After warm-up: constant, linear or cosine."),
+    lr_decay: LrDecay = typer.Option("constant", "--lr-decay", help="After warm-up: constant, linear or cosine."),
     save_every: int = typer.Option(0, "--save-every", min=0, help="Steps between checkpoints (0: after every epoch)."),
     val_every: int = typer.Option(0, "--val-every", min=0, help="Steps between validations (0: after every epoch)."),
     lora_rank: int = typer.Option(0, "--lora-rank", min=0, help="Train LoRA adapters of this rank (the same as --tune lora:R; 0: as --tune says)."),
@@ -137,7 +137,7 @@ def train_cmd(
 def eval_cmd(
     model: str = typer.Argument(..., help="twoframe dir, ViFi/OpenAI .pth, or transformers CLIP."),
     manifest: Path = typer.Argument(..., help="Edits to rank (the candidate pool is their instructions)."),
-    mode: Optional[str] = ModeOpt,
+    mode: Optional[TwoFrameMode] = ModeOpt,
     ks: str = KsOpt,
     scores_out: Optional[Path] = typer.Option(None, "--scores", help="Write per-edit scores as JSONL here."),
     tokenizer: Optional[str] = TokOpt,
@@ -180,7 +180,7 @@ def score_cmd(
     source: Path = typer.Option(..., "--source", help="The original image (a file)."),
     edited: Path = typer.Option(..., "--edited", help="The edited image (a file)."),
     instruction: str = typer.Option(..., "--instruction", help="The edit instruction."),
-    mode: Optional[str] = ModeOpt,
+    mode: Optional[TwoFrameMode] = ModeOpt,
     tokenizer: Optional[str] = TokOpt,
     base: Optional[str] = BaseOpt,
     heads: Optional[int] = HeadsOpt,
@@ -215,7 +215,7 @@ def calibrate_cmd(
     manifest: Path = typer.Argument(..., help="Labelled edits."),
     label_column: str = typer.Option("human", "--label-column", help="Numeric column: 0/1 labels or scores."),
     label_max: float = typer.Option(1.0, "--label-max", help="Labels are divided by this (e.g. 10 for 0-10 ratings)."),
-    mode: Optional[str] = ModeOpt,
+    mode: Optional[TwoFrameMode] = ModeOpt,
     device: str = DeviceOpt,
     dtype: str = DtypeOpt,
     json_out: bool = JsonOpt,

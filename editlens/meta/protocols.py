@@ -186,6 +186,19 @@ PAIRWISE_RULES = {
 }
 
 
+def adiee_pair_verdict(score_a: float, score_b: float) -> int:
+    """ADIEE's released pairwise rule on two 0-10 scores: type = round(score / 5)
+    (0 fail, 1 partial, 2 success); the higher type wins, equal types tie.
+    Returns +1 (A), -1 (B) or 0 (tie). The one copy of the rule: the AURORA
+    protocol, the GenAI-Bench rule and ``adiee pairwise-eval`` all use it.
+
+    >>> adiee_pair_verdict(9.0, 6.0), adiee_pair_verdict(6.0, 7.4), adiee_pair_verdict(1.0, 8.0)
+    (1, 0, -1)
+    """
+    ta, tb = round(score_a / 5.0), round(score_b / 5.0)
+    return (ta > tb) - (ta < tb)
+
+
 def adiee_genai_vote(score_a: float, score_b: float, high: float = 9.0) -> str:
     """ADIEE's GenAI-Bench verdict from two 0-10 scores: the higher
     ``round(score/5)`` type wins; equal types are ``tievote`` only when both
@@ -194,9 +207,9 @@ def adiee_genai_vote(score_a: float, score_b: float, high: float = 9.0) -> str:
     >>> adiee_genai_vote(9.0, 3.0), adiee_genai_vote(9.5, 9.1), adiee_genai_vote(6.0, 7.0), adiee_genai_vote(8.0, 9.0)
     ('leftvote', 'tievote', 'bothbad_vote', 'bothbad_vote')
     """
-    ta, tb = round(score_a / 5.0), round(score_b / 5.0)
-    if ta != tb:
-        return "leftvote" if ta > tb else "rightvote"
+    verdict = adiee_pair_verdict(score_a, score_b)
+    if verdict:
+        return "leftvote" if verdict > 0 else "rightvote"
     return "tievote" if score_a >= high and score_b >= high else "bothbad_vote"
 
 
