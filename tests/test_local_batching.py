@@ -83,3 +83,8 @@ def test_generate_batches_similar_prompts_and_answers_in_request_order():
     be.batch_size = 4  # one batch: kept in request order
     be.generate(reqs)
     assert batches == [["two pictures 0", "one 0", "two pictures 1", "one 1"]]
+
+
+def test_a_row_without_finite_logits_fails_instead_of_drawing():
+    with pytest.raises(ValueError, match="no finite value"):
+        sample_tokens(torch.tensor([[float("nan"), 0.0]]), 1.0, 0, 1.0, _gens(1))

@@ -405,6 +405,8 @@ def sample_tokens(logits: torch.Tensor, temperature: float, top_k: int, top_p: f
         before = probs.cumsum(-1) - probs  # mass of the more likely tokens
         probs = probs.masked_fill(before >= top_p, 0.0)
     cdf = probs.cumsum(-1)
+    if not bool(torch.isfinite(cdf[:, -1]).all()):  # no finite logit left: fail the batch, never invent a token
+        raise ValueError("sampling: a row's logits hold no finite value to draw from")
     u = torch.cat([torch.rand(1, generator=g, device=g.device) for g in generators]).to(cdf.device)
     at = torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(-1), right=True).clamp_max(cdf.shape[-1] - 1)
     return ids.gather(-1, at).squeeze(-1)
