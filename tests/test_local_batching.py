@@ -88,3 +88,29 @@ def test_generate_batches_similar_prompts_and_answers_in_request_order():
 def test_a_row_without_finite_logits_fails_instead_of_drawing():
     with pytest.raises(ValueError, match="no finite value"):
         sample_tokens(torch.tensor([[float("nan"), 0.0]]), 1.0, 0, 1.0, _gens(1))
+
+
+@pytest.mark.parametrize("family", ["idefics3", "qwen2_vl", "llava_next"])
+def test_samples_sharing_one_prefill_answer_as_separate_prefills(tiny_vlm_dirs, monkeypatch, family):
+    import numpy as np
+
+    from editlens.backends import stepping
+    from editlens.backends.local import TransformersBackend
+    from editlens.backends.types import ChatRequest, GenerationSettings, Message
+
+    if family not in tiny_vlm_dirs:
+        pytest.skip(f"no tiny {family} builder")
+    # float32: the comparison is of the two ways to prefill, not of bf16 rounding in batches of other sizes
+    be = TransformersBackend(str(tiny_vlm_dirs[family]), dtype="float32")
+    rng = np.random.default_rng(0)
+    img = lambda: rng.integers(0, 255, (40, 56, 3), dtype=np.uint8)  # noqa: E731
+    settings = GenerationSettings(max_new_tokens=8, temperature=0.9, n=3, seed=5, top_logprobs=2)
+    reqs = [ChatRequest([Message("user", [img(), img(), "describe the change"])], settings),
+            ChatRequest([Message("user", [img(), "rate it"])], settings)]
+    got = {}
+    for shared in (False, True):
+        monkeypatch.setattr(stepping, "SHARED_PREFILL", shared)
+        got[shared] = [(g.error, g.text, g.samples, g.usage, [(s.token, s.top) for s in g.steps or []])
+                       for g in be.generate(reqs)]
+    assert got[True] == got[False]
+    assert all(err is None and len(set(samples)) > 1 for err, _, samples, _, _ in got[True])

@@ -157,7 +157,12 @@ def generate_some(be: Any, reqs: Sequence[ChatRequest], states: Sequence[Paused 
     group = work[0].group
     if group is None:
         live = [(i, row) for i, st in enumerate(work) for row in st.rows if row.finish is None]
-        if live:
+        if live and settings.n > 1 and SHARED_PREFILL and len(live) == settings.n * len(work):
+            # the n answers of a request continue one prefill of its prompt (not n copies of it)
+            shared = _shared_prefill(be, reqs, work, live, settings.n)
+            _run_slice(be, work, None, (shared, list(range(len(live)))), live, settings, candidates, want_steps,
+                       control, asked)
+        elif live:
             inputs = _prompt_inputs(be, reqs, live)
             for b, (i, _) in enumerate(live):
                 if work[i].prompt_tokens is None:
@@ -177,6 +182,42 @@ def generate_some(be: Any, reqs: Sequence[ChatRequest], states: Sequence[Paused 
         st.group = None  # done: the cache is not kept for it
         out.append(_generation(be, st, settings.n))
     return out
+
+
+#: prefill each prompt once for all its samples (``n`` > 1), then copy its key/value cache per sample
+SHARED_PREFILL = True
+
+
+def _shared_prefill(be: Any, reqs: Sequence[ChatRequest], work: list[Paused], live: list[tuple[int, Row]],
+                    n: int) -> Group:
+    """One forward pass over each request's prompt but its last token, its
+    cache repeated for the request's ``n`` rows (``live``: request-major):
+    a paused-batch :class:`Group` whose generation starts at the prompt's
+    last token, so each sample draws its first token from its own
+    generator. Before, each of the n samples prefilled the whole prompt
+    again (4 passes of EditScore: 4 prefills of the same prompts)."""
+    firsts = [(i, st.rows[0]) for i, st in enumerate(work)]
+    inputs = _prompt_inputs(be, reqs, firsts)
+    for b, (i, _) in enumerate(firsts):
+        work[i].prompt_tokens = int(inputs["attention_mask"][b].sum())
+    prompt = _per_token(inputs)
+    head = {k: v[:, :-1] if k in prompt else v for k, v in inputs.items()}
+    if not any(hasattr(m, attr) for m in be.model.modules() for attr in _STEP_STATE):
+        # positions as generate() gives a left-padded prompt (models with M-RoPE derive theirs from the mask)
+        mask = head["attention_mask"].long()
+        head["position_ids"] = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)
+    with be._lock:
+        out = be.model(**head, use_cache=True, logits_to_keep=1)
+        state = _model_state(be.model)
+    name = next((k for k in ("cache", "past_key_values") if getattr(out, k, None) is not None), None)
+    if name is None:
+        raise RuntimeError("this model's forward returns no cache: its samples cannot share a prefill")
+    cache = getattr(out, name)
+    cache.batch_repeat_interleave(n)
+    rows = [b for b in range(len(firsts)) for _ in range(n)]
+    state = {k: v[rows] if torch.is_tensor(v) and v.dim() > 0 else v for k, v in state.items()}
+    return Group(cache, {k: v[rows] for k, v in prompt.items()}, [(id(work[i]), row) for i, row in live], state,
+                 cache_name=name)
 
 
 def _text_lock(be: Any) -> Any:
