@@ -33,13 +33,6 @@ from pathlib import Path
 EDITORS = ("editor_a", "editor_b", "editor_c", "editor_d")
 
 
-def _clear_caches() -> None:
-    from editlens.reporting import stats, thumbs
-
-    thumbs._CACHE.clear()
-    stats._CACHE.clear()
-
-
 def _browser(html: Path, repeats: int) -> dict:
     from editlens.testing.browser import chromium_page
 
@@ -95,9 +88,8 @@ def _refresh(run: Path, batches: int) -> dict:
     store.close()
     with sqlite3.connect(run / "results.sqlite") as conn:
         conn.executemany("DELETE FROM results WHERE sample_id=?", [(sid,) for sid in ids])
-    _clear_caches()
     t = time.perf_counter()
-    server = ReportServer(run)
+    server = ReportServer(run)  # its own, empty cache
     first = time.perf_counter() - t
     store = ResultsStore(run)
     times = []
@@ -119,17 +111,18 @@ def _refresh(run: Path, batches: int) -> dict:
 
 def measure(root: Path, n: int, image_size: int, repeats: int, batches: int) -> dict:
     from editlens.reporting.html import write_run_report
+    from editlens.reporting.memo import ReportCache
     from editlens.testing.synthetic_run import make_synthetic_run
 
     t = time.perf_counter()
     made = make_synthetic_run(root, n=n, size=image_size, models=EDITORS, per_source=len(EDITORS))
     make_s = time.perf_counter() - t
-    _clear_caches()
+    cache = ReportCache()
     t = time.perf_counter()
-    html = write_run_report(made["run"], root / "report.html")
+    html = write_run_report(made["run"], root / "report.html", cache=cache)
     build_s = time.perf_counter() - t
     t = time.perf_counter()
-    write_run_report(made["run"], root / "report-warm.html")
+    write_run_report(made["run"], root / "report-warm.html", cache=cache)  # as `view` rebuilds: the same cache
     warm_s = time.perf_counter() - t
     copied = root / "report_images"
     result = {"edits": n, "image_size": image_size, "make_run_s": round(make_s, 2), "build_s": round(build_s, 2),

@@ -4,11 +4,10 @@ judge's identity and prompts (official, or editlens' marked fallback)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from editlens.reporting.html import _e, _page, _section, generic_table
+from editlens.reporting.markup import esc, generic_table, render_page, section, text_items, write_page
 
 
 def _cell(c: Mapping[str, Any] | None) -> str:
@@ -25,7 +24,7 @@ def render_bench_report(table: Mapping[str, Any]) -> str:
     if prompts and not prompts.get("from_clone"):
         warn = ('<p class="hint"><b>Judge prompts: editlens fallback wording</b>, not the benchmark\'s official '
                 "prompts (give --prompts-from CLONE): numbers are not comparable to the paper's.</p>")
-    header = (f"<h1>editlens bench · {_e(title)}</h1><div class=\"sub\">protocol: {_e(table.get('protocol', ''))}"
+    header = (f"<h1>editlens bench · {esc(title)}</h1><div class=\"sub\">protocol: {esc(table.get('protocol', ''))}"
               f"</div>{warn}")
     sections = []
     for model, m in table["models"].items():
@@ -36,22 +35,16 @@ def render_bench_report(table: Mapping[str, Any]) -> str:
         for sec in m["sections"]:
             rows = [{"": r["row"], **{f: _cell(r["cells"].get(f)) for f in sec["figures"]}}
                     for r in sec["rows"] + [sec["overall"]]]
-            body += f"<h3>{_e(sec['name'])}</h3>" + generic_table(rows) + f"<p class=\"hint\">overall: {_e(sec['overall_rule'])}</p>"
+            body += f"<h3>{esc(sec['name'])}</h3>" + generic_table(rows) + f"<p class=\"hint\">overall: {esc(sec['overall_rule'])}</p>"
         if c.get("skipped_paths"):
-            body += "<details><summary>skipped edits</summary><ul>" + "".join(
-                f"<li>{_e(p)}</li>" for p in c["skipped_paths"]) + "</ul></details>"
-        sections.append(_section(f"model-{abs(hash(model)) % 10**8}", f"model {model}", body))
+            body += f"<details><summary>skipped edits</summary><ul>{text_items(c['skipped_paths'])}</ul></details>"
+        sections.append(section(f"model-{abs(hash(model)) % 10**8}", f"model {model}", body))
     ident = {"judge": table.get("judge"), "prompts": prompts or None, "metrics": table.get("metrics"),
              "bootstrap": table.get("bootstrap")}
-    sections.append(_section("identity", "Judge, prompts and settings",
+    sections.append(section("identity", "Judge, prompts and settings",
                              generic_table([{"what": k, "value": str(v)} for k, v in ident.items() if v])))
-    return _page(f"editlens bench: {title}", header, "\n".join(sections), {})
+    return render_page(f"editlens bench: {title}", header, "\n".join(sections), {})
 
 
 def write_bench_report(table: Mapping[str, Any], path: str | Path) -> Path:
-    from editlens.core.io import atomic_write
-
-    page = render_bench_report(table)
-    atomic_write(path, lambda fh: fh.write(page))
-    os.chmod(path, 0o644)
-    return Path(path)
+    return write_page(path, render_bench_report(table))

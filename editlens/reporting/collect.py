@@ -1,4 +1,5 @@
-"""Gather everything a run report shows into one JSON-able dict.
+"""Gather everything a run report shows into one JSON-able dict, a
+:class:`~editlens.reporting.payload.RunData`.
 
 Reads the run directory's store (the latest settings of each evaluator),
 its manifest (image paths, editing models, categories, human scores) and
@@ -21,6 +22,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from editlens.errors import InputError
+from editlens.reporting.memo import Memo, ReportCache
+from editlens.reporting.payload import Box, RunData, SampleRecord, ScoreEntry
 
 #: manifest/metadata columns read as a human score of the edit
 HUMAN_COLUMNS = ("human", "human_score")
@@ -143,7 +146,7 @@ def _box(raw: Any) -> list[float] | None:
     return b if len(b) == 4 and all(math.isfinite(v) for v in b) else None
 
 
-def boxes_of(scores: Mapping[str, Mapping[str, Any]], specs: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+def boxes_of(scores: Mapping[str, Mapping[str, Any]], specs: Mapping[str, Any] | None = None) -> list[Box]:
     """Every box of a sample, from each evaluator whose spec declares a box layer.
 
     Each box is ``{"by" (evaluator), "i" (item index), "n" (its number on the
@@ -157,7 +160,7 @@ def boxes_of(scores: Mapping[str, Mapping[str, Any]], specs: Mapping[str, Any] |
     ['4.00% of the image']
     """
     specs = specs if specs is not None else specs_of(scores)
-    out: list[dict[str, Any]] = []
+    out: list[Box] = []
     seen: set[tuple] = set()
     for ev, sc in scores.items():
         spec = specs.get(ev)
@@ -181,14 +184,14 @@ def boxes_of(scores: Mapping[str, Mapping[str, Any]], specs: Mapping[str, Any] |
                 v = dotted(item, f)
                 if v is not _MISSING and v is not None and not isinstance(v, (dict, list)):
                     fields.append([f.split(".")[-1].replace("_", " "), _trim(v)])
-            out.append({
-                "by": ev, "i": i, "n": len(out) + 1, "box": box,
-                "on": list(layer.on_kind.get(kind, layer.on) if kind is not None else layer.on),
-                "kind": kind, "colour": layer.colours.get(kind, layer.colour) if kind is not None else layer.colour,
-                "dashed": layer.dashed, "label": _label_of(layer, item),
-                "verdict": word, "rank": rank if isinstance(rank, (int, float)) and math.isfinite(rank) else None,
-                "fields": fields,
-            })
+            out.append(Box(
+                by=ev, i=i, n=len(out) + 1, box=box,
+                on=list(layer.on_kind.get(kind, layer.on) if kind is not None else layer.on),
+                kind=kind, colour=layer.colours.get(kind, layer.colour) if kind is not None else layer.colour,
+                dashed=layer.dashed, label=_label_of(layer, item),
+                verdict=word, rank=rank if isinstance(rank, (int, float)) and math.isfinite(rank) else None,
+                fields=fields,
+            ))
     return out
 
 
@@ -262,12 +265,10 @@ def read_meta_eval(path: str | Path) -> dict[str, Any]:
     return doc
 
 
-_MANIFESTS: dict[tuple, dict[str, Any]] = {}
-
-
-def _manifest_samples(path: Path, notes: list[str], options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def _manifest_samples(path: Path, notes: list[str], options: Mapping[str, Any] | None = None,
+                      memo: Memo | None = None) -> dict[str, Any]:
     """The manifest's samples by id, read with the options the run read it with (columns,
-    split, --edits...); parsed once per file version (``view`` rebuilds often)."""
+    split, --edits...); parsed once per file version when ``memo`` keeps it (``view`` rebuilds often)."""
     from editlens.data.manifest import read_manifest
 
     if not path.exists():
@@ -275,16 +276,16 @@ def _manifest_samples(path: Path, notes: list[str], options: Mapping[str, Any] |
         return {}
     st = path.stat()
     key = (str(path.resolve()), st.st_size, st.st_mtime_ns, json.dumps(dict(options or {}), sort_keys=True))
-    if key in _MANIFESTS:
-        return _MANIFESTS[key]
+    hit = memo.get(key) if memo is not None else None
+    if hit is not None:
+        return hit
     try:
         report = read_manifest(path, skip_invalid=True, check_files=False, **dict(options or {}))
     except Exception as exc:  # noqa: BLE001 - a report should still show the scores
         notes.append(f"manifest {path.name} could not be read ({exc}): cards show no images")
         return {}
-    _MANIFESTS.clear()  # one manifest at a time is all a server follows
-    _MANIFESTS[key] = {s.id: s for s in report.samples}
-    return _MANIFESTS[key]
+    by_id = {s.id: s for s in report.samples}
+    return memo.put(key, by_id) if memo is not None else by_id
 
 
 def _lock_holder_alive(run: Path) -> bool | None:
@@ -327,7 +328,7 @@ def _completeness(run: Path, run_manifest: Mapping[str, Any], by_id: Mapping[str
             "not_run": not_run}
 
 
-def _resize_note(images: Mapping[str, str], statuses: Iterable[str]) -> list[str]:
+def _resize_note(images: Mapping[str, str], statuses: Iterable[str], memo: Memo | None = None) -> list[str]:
     """How the runner resized the sample's images: a non-source image of another size is
     resized to the source's size before scoring (size policy ``resize``); a sample that
     failed to load was not (its reason says why)."""
@@ -335,50 +336,46 @@ def _resize_note(images: Mapping[str, str], statuses: Iterable[str]) -> list[str
 
     if "source" not in images or not any(s in ("scored", "unscored", "info", "skipped") for s in statuses):
         return []
-    src = image_size(images["source"])
+    src = image_size(images["source"], memo)
     notes = []
     for role in ("edited", "reference"):
         if role in images and src is not None:
-            got = image_size(images[role])
+            got = image_size(images[role], memo)
             if got is not None and got != src:
                 notes.append(f"{role} image is {got[0]}x{got[1]}, the source {src[0]}x{src[1]}: it was resized "
                              "to the source size before scoring")
     return notes
 
 
-#: processed samples by the content of their rows (see :func:`_sample_part`); ``view`` rebuilds
-#: process only the samples whose results changed since the last build
-_SAMPLE_MEMO: dict[tuple, dict[str, Any]] = {}
-_SUMMARY_MEMO: dict[tuple, list[dict[str, Any]]] = {}
-
-
 def _sample_part(key: tuple, rows: list[dict[str, Any]], images: Mapping[str, str], specs: Mapping[str, Any],
-                 used: dict[tuple, dict[str, Any]]) -> dict[str, Any]:
+                 used: dict[tuple, SampleRecord], cache: ReportCache) -> SampleRecord:
     """What a sample's own rows and images give: scores (details parsed and trimmed), boxes,
-    tags, unchanged flags, statuses and resize notes; remembered under ``key`` (its rows'
-    content, its images and the specs)."""
-    part = _SAMPLE_MEMO.get(key)
+    tags, unchanged flags, statuses and resize notes; remembered in ``cache.samples`` under
+    ``key`` (its rows' content, its images' paths and identities, and the specs): ``view``
+    rebuilds process only the samples whose results or images changed since the last build."""
+    part = cache.samples.get(key)
     if part is None:
-        scores: dict[str, Any] = {}
+        scores: dict[str, ScoreEntry] = {}
         for r in rows:
-            entry: dict[str, Any] = {"status": r["status"], "value": r["value"]}
+            entry: ScoreEntry = {"status": r["status"], "value": r["value"]}
             if r["reason"]:
                 entry["reason"] = r["reason"]
             if r["details"]:
                 entry["details"] = _trim(json.loads(r["details"]))
             scores[r["evaluator"]] = entry
         statuses = sorted({e["status"] for e in scores.values()})
-        part = {"scores": scores, "boxes": boxes_of(scores, specs), "verdicts": verdict_tags(scores, specs),
-                "unchanged": unchanged_by(scores, specs),
-                "change_checked": any(getattr(specs.get(e), "unchanged_at", None) is not None and sc["status"] == "scored"
-                                      for e, sc in scores.items()),
-                "statuses": statuses, "input_notes": _resize_note(images, statuses), "_key": key}
+        part = SampleRecord(
+            scores=scores, boxes=boxes_of(scores, specs), verdicts=verdict_tags(scores, specs),
+            unchanged=unchanged_by(scores, specs),
+            change_checked=any(getattr(specs.get(e), "unchanged_at", None) is not None and sc["status"] == "scored"
+                               for e, sc in scores.items()),
+            statuses=statuses, input_notes=_resize_note(images, statuses, cache.images), _key=key)
     used[key] = part
     return part
 
 
-def _summaries(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The evaluators' own summary tables, each remembered under the content of its rows."""
+def _summaries(rows: list[dict[str, Any]], memo: Memo) -> list[dict[str, Any]]:
+    """The evaluators' own summary tables, each remembered in ``memo`` under the content of its rows."""
     from editlens.reporting.runs import evaluator_summaries_from_rows, evaluators_with_summaries
 
     wanted = evaluators_with_summaries({r["evaluator"] for r in rows})
@@ -389,12 +386,11 @@ def _summaries(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for ev in sorted(by):
         key = (ev, tuple((r["model"], r["details"]) for r in by[ev]))
-        if key not in _SUMMARY_MEMO:
-            if len(_SUMMARY_MEMO) > 64:
-                _SUMMARY_MEMO.clear()
+        hit = memo.get(key)
+        if hit is None:
             parsed = [{**r, "details": json.loads(r["details"]) if r["details"] else None} for r in by[ev]]
-            _SUMMARY_MEMO[key] = [{**t, "rows": _trim(t["rows"])} for t in evaluator_summaries_from_rows(parsed)]
-        out += _SUMMARY_MEMO[key]
+            hit = memo.put(key, [{**t, "rows": _trim(t["rows"])} for t in evaluator_summaries_from_rows(parsed)])
+        out += hit
     return out
 
 
@@ -403,14 +399,18 @@ _READ_OPTIONS = ("columns", "encoding", "delimiter", "split", "edits", "edits_pa
 
 
 def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: str | Path | None = None,
-                seed: int = 0, n_boot: int = 1000, by: str | None = None) -> dict[str, Any]:
+                seed: int = 0, n_boot: int = 1000, by: str | None = None,
+                cache: ReportCache | None = None) -> RunData:
     """Everything the run report shows, as plain data (see module docstring). ``by``: the
-    manifest column whose values are the report's categories (default ``edit_type``)."""
+    manifest column whose values are the report's categories (default ``edit_type``).
+    ``cache``: what an earlier build of this report may lend this one (default: nothing)."""
+    from editlens.core.embedded import source_identity
     from editlens.metrics.spec import MEASURES
     from editlens.reporting.leaderboard import leaderboards
     from editlens.reporting.runs import _open, group_label
     from editlens.reporting.trust_html import load_probe
 
+    cache = cache if cache is not None else ReportCache()
     run = Path(run_dir)
     store = _open(run)
     try:
@@ -423,7 +423,7 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
                                             if run_manifest.get("inputs", {}).get("manifest") else None)
     read_options = {k: v for k, v in ((run_manifest.get("inputs") or {}).get("manifest_options") or {}).items()
                     if k in _READ_OPTIONS}
-    samples_in = _manifest_samples(mpath, notes, read_options) if mpath else {}
+    samples_in = _manifest_samples(mpath, notes, read_options, cache.manifests) if mpath else {}
     if mpath is None:
         notes.append("the run records no manifest path: cards show no images (pass --manifest)")
     humans = _read_human(human) if human else {}
@@ -446,13 +446,13 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
     order = {sid: i for i, sid in enumerate(samples_in)}
     ids = sorted(by_sample, key=lambda s: (order.get(s, math.inf), s))
 
-    samples = []
+    samples: list[SampleRecord] = []
     groups: dict[tuple[str, str], int] = {}
     group_list: list[dict[str, Any]] = []
-    used: dict[tuple, dict[str, Any]] = {}
+    used: dict[tuple, SampleRecord] = {}
     for sid in ids:
         src = samples_in.get(sid)
-        rec: dict[str, Any] = {"id": sid, "model": models_of[sid]}
+        rec: SampleRecord = {"id": sid, "model": models_of[sid]}
         images = {}
         if src is not None:
             # file paths, or references to images inside a parquet/arrow file: the only images a report opens
@@ -474,9 +474,11 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
                     notes.append(f"sample {sid}: human score {meta_h!r} is not a number; ignored")
         rec["images"] = images
         srows = by_sample[sid]
-        key = (sid, tuple(sorted(images.items())), tuple((r["evaluator"], id(specs[r["evaluator"]]), r["config_hash"],
+        # an image's identity: one rewritten in place (another size) changes its resize note
+        key = (sid, tuple((role, p, source_identity(p)) for role, p in sorted(images.items())),
+               tuple((r["evaluator"], id(specs[r["evaluator"]]), r["config_hash"],
                                                           r["status"], r["value"], r["reason"], r["details"]) for r in srows))
-        rec.update(_sample_part(key, srows, images, specs, used))
+        rec.update(_sample_part(key, srows, images, specs, used, cache))
         # edits of one source with one instruction, by different editors: a row of the compare view
         gkey = (images.get("source") or f"id:{sid}", rec.get("instruction") or "")
         if gkey not in groups:
@@ -486,8 +488,7 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
         if sid in humans:
             rec["human"] = humans[sid]
         samples.append(rec)
-    _SAMPLE_MEMO.clear()  # keep what this build used: a run's samples, at their latest results
-    _SAMPLE_MEMO.update(used)
+    cache.samples = used  # keep what this build used: a run's samples, at their latest results
     no_images = sum(1 for s in samples if not s["images"])
     if mpath is not None and no_images:  # never 200 empty cards without a word
         notes.append(f"{no_images} of {len(samples)} cards show no images: their ids are not in {mpath.name} as read "
@@ -500,7 +501,7 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
     scored_evaluators = [e for e in evaluators if e in scored]
     models = list(dict.fromkeys(s["model"] for s in samples))  # manifest order: the compare view's columns
     measures = {e: (specs[e].measures if specs[e] is not None else None) for e in evaluators}
-    per_model = _per_model(samples, evaluators, models, seed, n_boot)
+    per_model = _per_model(samples, evaluators, models, seed, n_boot, cache.stats)
     completeness = _completeness(run, run_manifest, {s["id"]: s for s in samples}, samples_in, evaluators)
     completeness["resized"] = sum(1 for s in samples if s["input_notes"])
     # sources in the whole manifest, per scope: a partial run's tables say how many of them they cover
@@ -515,7 +516,7 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
             planned.setdefault("type:(none)", set()).add(key)
     source_totals = {k: len(v) for k, v in planned.items()}
     board = leaderboards(samples, evaluators, measures, {e: _hib(specs[e]) for e in evaluators}, models,
-                         seed=seed, n_boot=n_boot, source_totals=source_totals)
+                         seed=seed, n_boot=n_boot, source_totals=source_totals, memo=cache.stats)
     board["by"] = by or CATEGORY_COLUMN
     if not any(t["scope"] == "all" for t in board["tables"]):
         board["why_empty"] = _why_empty(samples, samples_in, evaluators, measures, completeness["not_run"])
@@ -545,15 +546,15 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
         "per_model": per_model,
         "leaderboard": board,
         # run-level tables evaluators contribute (registry metadata), e.g. DICE's ranking
-        "summaries": _summaries(rows),
-        "human": _human_agreement(samples, scored_evaluators, seed, n_boot) if any("human" in s for s in samples) else None,
+        "summaries": _summaries(rows, cache.summaries),
+        "human": _human_agreement(samples, scored_evaluators, seed, n_boot, cache.stats) if any("human" in s for s in samples) else None,
         "notes": notes,
         "probe": load_probe(run),  # `editlens probe`'s result, when the run was probed
         "arena": _arena(run),  # `editlens arena`'s ratings, when the run has them
     }
 
 
-def _why_empty(samples: list[dict[str, Any]], samples_in: Mapping[str, Any], evaluators: list[str],
+def _why_empty(samples: list[SampleRecord], samples_in: Mapping[str, Any], evaluators: list[str],
                measures: Mapping[str, str | None], not_run: Mapping[str, str]) -> dict[str, Any]:
     """:func:`~editlens.reporting.leaderboard.why_nothing_ranks` of a collected run."""
     from editlens.reporting.leaderboard import why_nothing_ranks
@@ -590,11 +591,11 @@ def _hib(spec: Any) -> bool | None:
     return None if spec is None else bool(spec.higher_is_better)
 
 
-def _per_model(samples: list[dict[str, Any]], evaluators: Iterable[str], models: list[str], seed: int,
-               n_boot: int) -> list[dict[str, Any]]:
+def _per_model(samples: list[SampleRecord], evaluators: Iterable[str], models: list[str], seed: int,
+               n_boot: int, memo: Memo | None = None) -> list[dict[str, Any]]:
     """Per (editing model, evaluator): status counts, and the mean and bootstrap 95% CI of
     scored values (the numbers of ``editlens runs summary --by model``: values in sample-id
-    order, the same seeded bootstrap; cached by content)."""
+    order, the same seeded bootstrap; remembered in ``memo`` by content)."""
     from editlens.reporting.stats import cached_bootstrap_ci
 
     counts: dict[tuple[str, str], dict[str, int]] = {}
@@ -612,17 +613,17 @@ def _per_model(samples: list[dict[str, Any]], evaluators: Iterable[str], models:
             if (ev, m) not in counts:
                 continue
             v = [x for _, x in sorted(values.get((ev, m), []))]
-            ci = list(cached_bootstrap_ci(v, n_boot=n_boot, seed=seed)) if len(v) >= 2 else None
+            ci = list(cached_bootstrap_ci(v, n_boot=n_boot, seed=seed, memo=memo)) if len(v) >= 2 else None
             out.append({"evaluator": ev, "model": m, "n": len(v), "mean": sum(v) / len(v) if v else None,
                         "ci": ci, "counts": counts[(ev, m)]})
     return out
 
 
-def _human_agreement(samples: list[dict[str, Any]], evaluators: list[str], seed: int,
-                     n_boot: int) -> dict[str, Any]:
+def _human_agreement(samples: list[SampleRecord], evaluators: list[str], seed: int,
+                     n_boot: int, memo: Memo | None = None) -> dict[str, Any]:
     """Correlation of each scored evaluator with the human scores, overall and
     per editing model (Spearman, bootstrap 95% CI); unscored samples are left out.
-    Cached by content: a rebuild recomputes only what changed."""
+    Remembered in ``memo`` by content: a rebuild recomputes only what changed."""
     import numpy as np
 
     from editlens.meta.correlation import correlate
@@ -631,7 +632,7 @@ def _human_agreement(samples: list[dict[str, Any]], evaluators: list[str], seed:
     def corr(x: list[float], y: list[float], method: str) -> dict[str, Any]:
         xa, ya = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
         return cached("corr", [xa, ya], (method, n_boot, seed),
-                      lambda: _trim(correlate(x, y, method, n_boot=n_boot, seed=seed).to_dict()))
+                      lambda: _trim(correlate(x, y, method, n_boot=n_boot, seed=seed).to_dict()), memo)
 
     out: dict[str, Any] = {"overall": [], "per_model": [], "points": {}}
     for ev in evaluators:

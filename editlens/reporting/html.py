@@ -17,13 +17,10 @@ True
 from __future__ import annotations
 
 import hashlib
-import html
 import json
-import math
 import os
 import re
 import shutil
-from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import quote
@@ -32,6 +29,26 @@ from editlens.core.embedded import parse_ref
 from editlens.core.io import atomic_write
 from editlens.errors import InputError
 from editlens.reporting import plots
+from editlens.reporting.leaderboard import direction_words
+from editlens.reporting.markup import (
+    ci_span,
+    data_table,
+    data_uri,
+    esc,
+    finite,
+    generic_table,
+    num,
+    plot_img,
+    render_page,
+    script_json,
+    section,
+    select_options,
+    stat_box,
+    text_items,
+    write_page,
+)
+from editlens.reporting.memo import ReportCache
+from editlens.reporting.payload import SAMPLE_HEAVY, SAMPLE_LIGHT, PagePayload, RunData
 
 #: thumbnails' longest side in CSS pixels (they are made at twice that, for 2x screens);
 #: big runs get smaller ones to keep the file light
@@ -42,103 +59,6 @@ LARGE_RUN = 300
 IMAGE_MODES = ("auto", "embed", "copy", "link", "none")
 #: ``auto`` embeds the full-size images when they weigh at most this much in all, else copies them
 EMBED_LIMIT = 32 * 1024 * 1024
-#: the page's icon (an inline SVG: a page that asks the server for /favicon.ico logs a 404)
-FAVICON = ("data:image/svg+xml," + quote(
-    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#1d2330"/>'
-    '<rect x="3" y="4" width="7" height="7" fill="none" stroke="#f5c400" stroke-width="1.6"/>'
-    '<rect x="7" y="7" width="6" height="5" fill="none" stroke="#e53935" stroke-width="1.6"/></svg>', safe=":/=\" "))
-
-
-def _asset(name: str) -> str:
-    return resources.files("editlens.reporting").joinpath("assets", name).read_text(encoding="utf-8")
-
-
-def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
-
-
-def _num(v: Any) -> str:
-    """Compact number: 4 significant digits, '–' for missing or NaN.
-
-    >>> _num(0.123456), _num(None), _num(float("nan")), _num(12)
-    ('0.1235', '–', '–', '12')
-    """
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "–"
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return _e(v)
-    if isinstance(v, int):
-        return str(v)
-    a = abs(v)
-    return f"{v:.3e}" if a and (a < 1e-3 or a >= 1e5) else f"{v:.4g}"
-
-
-def _json_for_script(obj: Any) -> str:
-    """JSON safe inside a <script> element (no '</script>' or '<!--' can appear)."""
-    try:  # the data is normally finite already: skip the slow walk
-        text = json.dumps(obj, separators=(",", ":"), allow_nan=False)
-    except ValueError:
-        text = json.dumps(_finite(obj), separators=(",", ":"), allow_nan=False)
-    return text.replace("<", "\\u003c")
-
-
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {str(k): _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
-
-
-def _page(title: str, header: str, sections: str, data: Any, thumbs: Mapping[str, str] | None = None,
-          full: Mapping[str, str] | None = None) -> str:
-    from editlens import __version__
-
-    parts = {"TITLE": _e(title), "VERSION": _e(__version__), "CSS": _asset("report.css"), "HEADER": header,
-             "SECTIONS": sections, "DATA": data if isinstance(data, str) else _json_for_script(data),
-             "THUMBS": _json_for_script(thumbs or {}),
-             "FULL": _json_for_script(full or {}), "JS": _asset("report.js"), "FAVICON": FAVICON}
-    # one pass, so text inserted for one placeholder is never scanned for another
-    return re.sub(r"__([A-Z]+)__", lambda m: parts.get(m.group(1), m.group(0)), _asset("report.html"))
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], cls: str = "data", attrs: str = "") -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(c if c.startswith("<td") else f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
-    return f'<div class="tablewrap"><table class="{cls}" {attrs}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
-
-
-def _section(sid: str, title: str, body: str, hint: str = "") -> str:
-    hint_html = f'<p class="hint">{hint}</p>' if hint else ""
-    return f'<section id="{sid}"><h2>{_e(title)}</h2>{hint_html}{body}</section>'
-
-
-def _plot(uri: str | None, alt: str) -> str:
-    """A plot at its own size (its type legible); a screen narrower than it scrolls it sideways."""
-    return f'<div class="plot-scroll"><img class="plot" alt="{_e(alt)}" src="{uri}"></div>' if uri else ""
-
-
-def _ci(ci: Sequence[float | None] | None) -> str:
-    if not ci or ci[0] is None:
-        return ""
-    return f'<span class="ci">95% CI [{_num(ci[0])}, {_num(ci[1])}]</span>'
-
-
-def generic_table(rows: Sequence[Mapping[str, Any]], cls: str = "data") -> str:
-    """A table of dict rows, columns in order of first appearance (no fixed column set).
-
-    >>> "<th>no visual change</th>" in generic_table([{"model": "a", "no_visual_change": 2}])
-    True
-    """
-    cols: list[str] = []
-    for r in rows:
-        cols += [k for k in r if k not in cols]
-    body = [[f'<td class="num">{_num(r.get(c))}</td>' if isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool)
-             else ("–" if r.get(c) is None else _e(json.dumps(r[c]) if isinstance(r[c], (dict, list)) else r[c]))
-             for c in cols] for r in rows]
-    return _table([c.replace("_", " ") for c in cols], body, cls)
 
 
 # ----------------------------------------------------------------------------------------------- run report
@@ -242,30 +162,29 @@ def _page_scores(scores: Mapping[str, Any], layers: Mapping[str, Mapping[str, An
     return out
 
 
-#: each sample's page JSON (the part its results give), by the content key collect gave it
-_FRAGMENTS: dict[tuple, str] = {}
-_HEAVY = ("boxes", "verdicts", "unchanged", "statuses", "input_notes")
-_LIGHT = ("id", "model", "instruction", "category", "group", "human", "columns")
 
 
 def _sample_json(s: Mapping[str, Any], images: Mapping[str, Any], layers: Mapping[str, Mapping[str, Any]],
-                 layers_key: str, used: dict[tuple, str]) -> str:
-    """One sample as page JSON; the heavy part is made once per content (``view`` rebuilds)."""
+                 layers_key: str, used: dict[tuple, str], earlier: Mapping[tuple, str]) -> str:
+    """One sample as page JSON; the heavy part (the part its results give) is taken from
+    ``earlier`` (the previous build's, by the content key collect gave the sample) when there."""
     key = (s.get("_key"), layers_key)
-    heavy = _FRAGMENTS.get(key) if s.get("_key") is not None else None
+    heavy = earlier.get(key) if s.get("_key") is not None else None
     if heavy is None:
-        heavy = _json_for_script({"scores": _page_scores(s["scores"], layers), **{k: s[k] for k in _HEAVY if k in s}})
+        heavy = script_json({"scores": _page_scores(s["scores"], layers), **{k: s[k] for k in SAMPLE_HEAVY if k in s}})
     if s.get("_key") is not None:
         used[key] = heavy
-    light = _json_for_script({**{k: s[k] for k in _LIGHT if k in s}, "images": images})
+    light = script_json({**{k: s[k] for k in SAMPLE_LIGHT if k in s}, "images": images})
     return light[:-1] + "," + heavy[1:]
 
 
-def render_run_report(data: Mapping[str, Any], out_dir: str | Path | None = None,
+def render_run_report(data: RunData, out_dir: str | Path | None = None,
                       link: Callable[[str], str] | None = None, thumb_size: int | None = None, *,
                       images: str = "auto", images_folder: str = "report_images",
-                      thumb_url: Callable[[Mapping[str, Any]], str] | None = None) -> str:
-    """HTML of a run report from :func:`editlens.reporting.collect.collect_run`'s dict.
+                      thumb_url: Callable[[Mapping[str, Any]], str] | None = None,
+                      cache: ReportCache | None = None) -> str:
+    """HTML of a run report from :func:`editlens.reporting.collect.collect_run`'s data; the
+    page's script gets its :class:`~editlens.reporting.payload.PagePayload`.
 
     Full-size images (the inspector's zoom) reach the page as ``images`` says:
     ``embed`` (data URIs in the file), ``copy`` (into ``out_dir/images_folder``,
@@ -275,15 +194,17 @@ def render_run_report(data: Mapping[str, Any], out_dir: str | Path | None = None
     :data:`EMBED_LIMIT` in all, else copy). ``link`` (a function of the path),
     when given, overrides it: ``editlens view`` serves the images itself.
     ``thumb_url``: thumbnails as URLs (a function of :func:`~editlens.reporting.thumbs.thumbnail`'s
-    dict) instead of data URIs.
+    dict) instead of data URIs. ``cache``: what an earlier build of this report may lend this
+    one (thumbnails, page JSON of unchanged samples; default: nothing).
     """
-    from editlens.reporting.thumbs import data_uri, file_data_uri, thumbnails
+    from editlens.reporting.thumbs import file_data_uri, thumbnails
 
+    cache = cache if cache is not None else ReportCache()
     samples = data["samples"]
     outp = Path(out_dir) if out_dir is not None else None
     css = thumb_size or (THUMB_SIZE if len(samples) <= LARGE_RUN else THUMB_SIZE_LARGE_RUN)
     all_paths = [p for s in samples for p in s["images"].values()]
-    made = thumbnails(all_paths, 2 * css)  # twice the display size: sharp on 2x screens
+    made = thumbnails(all_paths, 2 * css, memo=cache.images)  # twice the display size: sharp on 2x screens
     mode = "served" if link is not None else _image_mode(images, all_paths, outp)
     if link is None:
         if mode == "copy":
@@ -304,7 +225,7 @@ def render_run_report(data: Mapping[str, Any], out_dir: str | Path | None = None
                 continue
             if path not in keys:
                 keys[path] = f"t{len(keys)}"
-                thumbs[keys[path]] = thumb_url(t) if thumb_url else data_uri(t["jpeg"])
+                thumbs[keys[path]] = thumb_url(t) if thumb_url else data_uri(t["jpeg"], "image/jpeg")
             entry: dict[str, Any] = {"t": keys[path], "w": t["w"], "h": t["h"], "tw": t["tw"], "th": t["th"]}
             if mode == "embed":
                 if path not in full_keys:
@@ -323,21 +244,11 @@ def render_run_report(data: Mapping[str, Any], out_dir: str | Path | None = None
     layers = data.get("layers") or {}
     layers_key = json.dumps(layers, sort_keys=True)
     used: dict[tuple, str] = {}
-    fragments = [_sample_json(s, imgs, layers, layers_key, used) for s, imgs in zip(samples, per_sample_images)]
-    _FRAGMENTS.clear()  # keep this build's: the next one of a growing run reuses them
-    _FRAGMENTS.update(used)
-    page_data = {
-        "evaluators": data["evaluators"], "scored": data["scored_evaluators"], "measures": data.get("measures", {}),
-        "measureLabels": data.get("measure_labels", {}), "hib": data["higher_is_better"],
-        "layers": layers, "descriptions": data.get("descriptions", {}), "models": data["models"],
-        "categories": data.get("categories", []),
-        "groups": [{"source": Path(g["source"]).name if g.get("source") else None, "instruction": g.get("instruction")}
-                   for g in data.get("groups", [])],  # file names only: the page holds no local path
-        "leaderboard": {k: v for k, v in (data.get("leaderboard") or {}).items() if k in ("tables", "scopes", "noop")},
-        "human": data.get("human"), "thumbCss": css, "imageMode": mode,
-    }
-    page_json = _json_for_script(page_data)[:-1] + ',"samples":[' + ",".join(fragments) + "]}"
-    return _page(f"editlens report: {data['title']}", _run_header(data), _run_sections(data, mode), page_json,
+    fragments = [_sample_json(s, imgs, layers, layers_key, used, cache.fragments)
+                 for s, imgs in zip(samples, per_sample_images)]
+    cache.fragments = used  # keep this build's: the next one of a growing run reuses them
+    page_json = PagePayload.from_run(data, thumb_css=css, image_mode=mode).to_json(fragments)
+    return render_page(f"editlens report: {data['title']}", _run_header(data), _run_sections(data, mode), page_json,
                  thumbs, full)
 
 
@@ -361,7 +272,7 @@ def _completeness_html(c: Mapping[str, Any]) -> str:
     state, done, total = c["state"], c["done"], c["total"]
     of = f"{done} of {total} edits"
     says = {
-        "finished": f"{of} have every result" + (f" · {_e(c['finished'])}" if c.get("finished") else ""),
+        "finished": f"{of} have every result" + (f" · {esc(c['finished'])}" if c.get("finished") else ""),
         "interrupted": f"{of} have every result; stopped by Ctrl-C — rerun the same command to continue",
         "running": f"{of} so far — refresh the page to follow the run",
         "stopped": f"{of}; the run's process is gone (killed or crashed?) — rerun the same command to continue",
@@ -371,12 +282,12 @@ def _completeness_html(c: Mapping[str, Any]) -> str:
     pct = 100.0 * done / total if total else 0.0
     bar = (f'<span class="bar" role="progressbar" aria-valuenow="{done}" aria-valuemax="{total}">'
            f'<i style="width:{pct:.1f}%"></i></span>') if state != "finished" or done < total else ""
-    lines = [f'<div class="state" data-state="{_e(state)}"><b class="chip st-{_e(state)}">{_STATE_TEXT[state]}</b> '
+    lines = [f'<div class="state" data-state="{esc(state)}"><b class="chip st-{esc(state)}">{_STATE_TEXT[state]}</b> '
              f'<span class="of" data-done="{done}" data-total="{total}">{says}</span>{bar}</div>']
     extra = []
     if c.get("skipped_rows"):
         reasons = c.get("skipped_row_reasons") or []
-        items = "".join(f"<li>line {_e(line)}: {_e(reason)}</li>" for line, reason in reasons[:50])
+        items = "".join(f"<li>line {esc(line)}: {esc(reason)}</li>" for line, reason in reasons[:50])
         more = c["skipped_rows"] - min(len(reasons), 50)
         if more > 0:
             items += f"<li>… {more} more (the run recorded {len(reasons)} reasons)</li>"
@@ -384,7 +295,7 @@ def _completeness_html(c: Mapping[str, Any]) -> str:
                      f'(--skip-invalid)</summary><ul>{items}</ul></details>')
     if c.get("n_missing_edits"):
         shown = c.get("missing_edits") or []
-        items = "".join(f"<li>{_e(m.get('model'))}/{_e(m.get('id'))}: {_e(m.get('looked_for'))} not found</li>"
+        items = "".join(f"<li>{esc(m.get('model'))}/{esc(m.get('id'))}: {esc(m.get('looked_for'))} not found</li>"
                         for m in shown[:50])
         if c["n_missing_edits"] > min(len(shown), 50):
             items += f"<li>… {c['n_missing_edits'] - min(len(shown), 50)} more (`editlens runs show` lists them)</li>"
@@ -394,7 +305,7 @@ def _completeness_html(c: Mapping[str, Any]) -> str:
         extra.append(f'<span class="resized" data-resized="{c["resized"]}">{c["resized"]} edit(s) resized to the '
                      'source size before scoring (each card says which)</span>')
     if c.get("not_run"):
-        items = "".join(f'<li data-evaluator="{_e(k)}"><b>{_e(k)}</b>: {_e(v)}</li>' for k, v in c["not_run"].items())
+        items = "".join(f'<li data-evaluator="{esc(k)}"><b>{esc(k)}</b>: {esc(v)}</li>' for k, v in c["not_run"].items())
         extra.append(f'<details class="not-run" open><summary>{len(c["not_run"])} evaluator(s) did not run</summary>'
                      f"<ul>{items}</ul></details>")
     return '<div class="completeness">' + "".join(lines) + (f'<div class="extra">{"".join(extra)}</div>' if extra else "") + "</div>"
@@ -410,19 +321,19 @@ def _run_header(data: Mapping[str, Any]) -> str:
     if argv and Path(argv[0]).name in ("editlens", "main.py", "__main__.py"):
         argv[0] = "editlens"  # the console script's or module's full path says nothing to a reader
     cmd = " ".join(argv) or "(not recorded)"
-    sub = [f"command <code>{_e(cmd)}</code>"]
+    sub = [f"command <code>{esc(cmd)}</code>"]
     if run.get("started"):
-        sub.append(f"started {_e(run['started'])}")
+        sub.append(f"started {esc(run['started'])}")
     if run.get("device"):
-        sub.append(f"device {_e(run['device'])}")
+        sub.append(f"device {esc(run['device'])}")
     if run.get("git_commit"):
-        sub.append(f"git {_e(str(run['git_commit'])[:10])}")
+        sub.append(f"git {esc(str(run['git_commit'])[:10])}")
     stats = [("edits", len(data["samples"])), ("editing models", len(data["models"])),
              ("evaluators", len(data["evaluators"])), ("unscored", counts["unscored"]), ("failed", counts["failed"]),
              ("skipped", counts["skipped"])]
-    stat_html = "".join(f'<div class="stat" data-stat="{_e(k)}"><b>{v}</b><span>{_e(k)}</span></div>' for k, v in stats)
+    stat_html = "".join(stat_box(k, str(v), k) for k, v in stats)
     comp = _completeness_html(data["completeness"]) if data.get("completeness") else ""
-    return (f"<h1>editlens report · {_e(data['title'])}</h1><div class=\"sub\">{' · '.join(sub)}</div>"
+    return (f"<h1>editlens report · {esc(data['title'])}</h1><div class=\"sub\">{' · '.join(sub)}</div>"
             f'{comp}<div class="stats">{stat_html}</div>')
 
 
@@ -433,7 +344,7 @@ def _run_sections(data: Mapping[str, Any], image_mode: str = "auto") -> str:
         notes.append("full-size images are not in this report: the inspector zooms into the thumbnails "
                      "(rebuild with --images embed or --images copy)")
     if notes:
-        out.append(_section("notes", "Notes", "<ul>" + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>")
+        out.append(section("notes", "Notes", f"<ul>{text_items(notes)}</ul>")
                    .replace("<section ", '<section class="notes" ', 1))
     out.append(_leaderboard_section(data))
     if data.get("arena"):
@@ -454,35 +365,29 @@ def _run_sections(data: Mapping[str, Any], image_mode: str = "auto") -> str:
                 if r:
                     reasons[r] = reasons.get(r, 0) + 1
             top = max(reasons.items(), key=lambda kv: kv[1])[0] if reasons else "no result has a score"
-            out.append(_section(f"summary-{ev}", table["title"],
-                                f'<p class="nothing-ranked summary-empty">No edit has a {_e(ev)} score, so its summary '
-                                f"is not shown (most common reason: {_e(top)}).</p>"))
+            out.append(section(f"summary-{ev}", table["title"],
+                                f'<p class="nothing-ranked summary-empty">No edit has a {esc(ev)} score, so its summary '
+                                f"is not shown (most common reason: {esc(top)}).</p>"))
             continue
-        out.append(_section(f"summary-{ev}", table["title"], generic_table(table["rows"], f"data summary-{ev}"),
-                            f"Contributed by the {_e(ev)} evaluator, per editing model. Samples whose model answers "
+        out.append(section(f"summary-{ev}", table["title"], generic_table(table["rows"], f"data summary-{ev}"),
+                            f"Contributed by the {esc(ev)} evaluator, per editing model. Samples whose model answers "
                             "could not be parsed, or that no model judged, are never guessed: rates leave them out "
                             "and count columns say how many."))
     out.append(_status_section(data))
     if data.get("human"):
         out.append(_human_section(data["human"]))
     if data["scored_evaluators"]:
-        out.append(_section("plots", "Score distributions", '<div class="plot-grid" data-plot="distributions"></div>',
+        out.append(section("plots", "Score distributions", '<div class="plot-grid" data-plot="distributions"></div>',
                             "Scored values per evaluator and editing model: box = quartiles, whiskers = 5th–95th "
                             "percentile, dots = edits (up to 300 per editor)."))
     for i, (name, rep) in enumerate((data.get("meta_eval") or {}).items()):
         inner = "".join(meta_sections(rep, prefix=f"meta{i}-")).replace("<section ", "<div ").replace("</section>", "</div>")
-        out.append(_section(f"meta{i}", f"Meta-evaluation: {name}", inner.replace("<h2>", "<h3>").replace("</h2>", "</h3>"),
-                            f"benchmark {_e(rep.get('benchmark', '?'))}, protocol {_e(rep.get('protocol', '?'))}"))
+        out.append(section(f"meta{i}", f"Meta-evaluation: {name}", inner.replace("<h2>", "<h3>").replace("</h2>", "</h3>"),
+                            f"benchmark {esc(rep.get('benchmark', '?'))}, protocol {esc(rep.get('protocol', '?'))}"))
     # a line of links to the sections, so every part is one click away
     links = re.findall(r'<section (?:class="[^"]*" )?id="([^"]+)"><h2>([^<]+)</h2>', "".join(out))
     nav = '<nav class="toc">' + " · ".join(f'<a href="#{i}">{t}</a>' for i, t in links) + "</nav>"
     return nav + "\n".join(out)
-
-
-def _direction_words(hib: bool | None, measures: str | None) -> str:
-    from editlens.reporting.leaderboard import direction_words
-
-    return direction_words(hib, measures)
 
 
 def _noop_chip(flag: Mapping[str, Any] | None) -> str:
@@ -490,8 +395,8 @@ def _noop_chip(flag: Mapping[str, Any] | None) -> str:
         return ""
     cls = "noop" if flag["noop"] else "some-unchanged"
     word = "no-op" if flag["noop"] else "partly unchanged"
-    return (f' <span class="chip {cls}" data-noop="{_e(flag["unchanged"])}/{_e(flag["checked"])}" '
-            f'title="found unchanged by {_e(", ".join(flag["by"]))}">{word}: {flag["unchanged"]}/{flag["checked"]} '
+    return (f' <span class="chip {cls}" data-noop="{esc(flag["unchanged"])}/{esc(flag["checked"])}" '
+            f'title="found unchanged by {esc(", ".join(flag["by"]))}">{word}: {flag["unchanged"]}/{flag["checked"]} '
             f"edits unchanged</span>")
 
 
@@ -506,18 +411,17 @@ def _leaderboard_section(data: Mapping[str, Any]) -> str:
     scopes = lb.get("scopes") or [{"key": "all", "label": "all edits", "n": len(data["samples"])}]
     if len(scopes) > 1:
         parts.append('<div class="controls"><label>group by<select id="lb-group"><option value="all">all edits</option>'
-                     f'<option value="type">{_e(_category_words(data))}</option></select></label></div>')
+                     f'<option value="type">{esc(_category_words(data))}</option></select></label></div>')
     flags = (lb.get("noop") or {}).get("all") or {}
     flagged = [(m, f) for m, f in flags.items() if f.get("unchanged")]
     if flagged:
         parts.append('<ul class="noop-flags">' + "".join(
-            f'<li data-model="{_e(m)}"><b>{_e(m)}</b>{_noop_chip(f)} — found unchanged by {_e(", ".join(f["by"]))}'
+            f'<li data-model="{esc(m)}"><b>{esc(m)}</b>{_noop_chip(f)} — found unchanged by {esc(", ".join(f["by"]))}'
             + (": not ranked (an editor that changes nothing must not win)" if f["noop"] else "") + "</li>"
             for m, f in flagged) + "</ul>")
     empty = lb.get("why_empty")
     if empty:
-        why = "".join(f"<li>{_e(w)}</li>" for w in empty["why"])
-        add = "".join(f"<li>{_e(a)}</li>" for a in empty["add"])
+        why, add = text_items(empty["why"]), text_items(empty["add"])
         arena = ('<p class="see-arena">This run\'s <a href="#arena">pairwise arena</a> ranks them from pairwise '
                  "verdicts.</p>") if data.get("arena") else ""
         parts.append('<div class="nothing-ranked"><p><b>Nothing here ranks the editors.</b> No evaluator that judges '
@@ -542,35 +446,35 @@ def _leaderboard_section(data: Mapping[str, Any]) -> str:
                 elif p is None:
                     vs = ""
                 elif p["p"] is None:
-                    vs = f'<span class="untested">not tested vs {_e(p["worse"])} ({p["n"]} shared source(s))</span>'
+                    vs = f'<span class="untested">not tested vs {esc(p["worse"])} ({p["n"]} shared source(s))</span>'
                 else:
                     sym, word = ("≫", "better than") if p["significant"] else ("≈", "not clearly better than")
                     pv = "p < 0.001" if p["p"] <= 0.001 else f"p = {p['p']:.3g}"
                     vs = (f'<span class="{"sig" if p["significant"] else "nsig"}" data-p="{p["p"]}">{sym} {word} '
-                          f'{_e(p["worse"])} ({pv}, {p["n"]} shared)</span>')
+                          f'{esc(p["worse"])} ({pv}, {p["n"]} shared)</span>')
                 rows.append([f'<td class="num rank">{r["rank"] if r["rank"] is not None else "–"}</td>',
-                             f'<td class="editor" data-model="{_e(r["model"])}"><b>{_e(r["model"])}</b>'
+                             f'<td class="editor" data-model="{esc(r["model"])}"><b>{esc(r["model"])}</b>'
                              f'{_noop_chip(sflags.get(r["model"]))}<span class="vs">{vs}</span></td>',
-                             f'<td class="num" data-mean="{r["mean"]}">{_num(r["mean"])}{_ci(r["ci"])}</td>',
+                             f'<td class="num" data-mean="{r["mean"]}">{num(r["mean"])}{ci_span(r["ci"])}</td>',
                              f'<td class="num">{r["n"]}{_coverage(r)}'
-                             f'{("<span class=cnt>" + _e(other) + "</span>") if other else ""}</td>'])
-            missing = "".join(f"<li>{_e(m)}: no scored edit</li>" for m in t.get("missing", []))
-            body = (_table(["#", "editor (vs the next one)", "mean", "n"], rows, "data lb-table",
-                           f'data-evaluator="{_e(ev)}" data-scope="{_e(scope["key"])}"')
+                             f'{("<span class=cnt>" + esc(other) + "</span>") if other else ""}</td>'])
+            missing = "".join(f"<li>{esc(m)}: no scored edit</li>" for m in t.get("missing", []))
+            body = (data_table(["#", "editor (vs the next one)", "mean", "n"], rows, "data lb-table",
+                           f'data-evaluator="{esc(ev)}" data-scope="{esc(scope["key"])}"')
                     + (f'<ul class="missing">{missing}</ul>' if missing else "")
-                    + f'<div class="plot" data-plot="lb-ci" data-evaluator="{_e(ev)}" data-scope="{_e(scope["key"])}"></div>')
+                    + f'<div class="plot" data-plot="lb-ci" data-evaluator="{esc(ev)}" data-scope="{esc(scope["key"])}"></div>')
             what = labels.get(t["measures"], t["measures"])
-            blocks.append(f'<div class="lb" data-evaluator="{_e(ev)}"><h3>{_e(ev)} <span class="measure">'
-                          f'{_e(what)} · {_direction_words(t["higher_is_better"], t["measures"])}</span></h3>'
-                          f'<p class="desc">{_e((data.get("descriptions") or {}).get(ev, ""))}</p>{body}</div>')
-        title = "" if scope["key"] == "all" else f'<h3 class="scope-title">{_e(_category_words(data))}: {_e(scope["label"])} ({scope["n"]} edits)</h3>'
-        parts.append(f'<div class="lb-scope" data-scope="{_e(scope["key"])}"{" hidden" if scope["key"] != "all" else ""}>'
+            blocks.append(f'<div class="lb" data-evaluator="{esc(ev)}"><h3>{esc(ev)} <span class="measure">'
+                          f'{esc(what)} · {direction_words(t["higher_is_better"], t["measures"])}</span></h3>'
+                          f'<p class="desc">{esc((data.get("descriptions") or {}).get(ev, ""))}</p>{body}</div>')
+        title = "" if scope["key"] == "all" else f'<h3 class="scope-title">{esc(_category_words(data))}: {esc(scope["label"])} ({scope["n"]} edits)</h3>'
+        parts.append(f'<div class="lb-scope" data-scope="{esc(scope["key"])}"{" hidden" if scope["key"] != "all" else ""}>'
                      f'{title}<div class="lb-grid">{"".join(blocks)}</div></div>')
     hint = ("Editors ranked by the evaluators that judge the edit (edit quality, instruction following, agreement "
             "with a reference edit), as each evaluator declares; similarity to the source is never ranked (see "
             "below). Mean of scored edits with a seeded percentile-bootstrap 95% CI. Between neighbours: "
-            f"{_e(lb.get('test', ''))}.")
-    return _section("leaderboard", "Leaderboard", "".join(parts), hint)
+            f"{esc(lb.get('test', ''))}.")
+    return section("leaderboard", "Leaderboard", "".join(parts), hint)
 
 
 def arena_section(doc: Mapping[str, Any]) -> str:
@@ -582,34 +486,34 @@ def arena_section(doc: Mapping[str, Any]) -> str:
     for r in doc["editors"]:
         n = nxt.get(r["editor"])
         vs = "" if n is None else (f'<span class="{"sig" if n["significant"] else "nsig"}">'
-                                   f'{"≫" if n["significant"] else "≈"} {_e(n["worse"])} (better in '
+                                   f'{"≫" if n["significant"] else "≈"} {esc(n["worse"])} (better in '
                                    f'{n["p_better"]:.0%} of resamples)</span>')
         rank_ci = "–" if r["rank_ci"] is None else f'{r["rank_ci"][0]}–{r["rank_ci"][1]}'
-        flag = (f' <span class="chip noop">no-op: {_e(r["noop"])}</span>' if r.get("noop") and r["rank"] is None else
-                f' <span class="chip some-unchanged">{_e(r["noop"])}</span>' if r.get("noop") else "")
+        flag = (f' <span class="chip noop">no-op: {esc(r["noop"])}</span>' if r.get("noop") and r["rank"] is None else
+                f' <span class="chip some-unchanged">{esc(r["noop"])}</span>' if r.get("noop") else "")
         rows.append([f'<td class="num rank">{"–" if r["rank"] is None else r["rank"]}</td>',
-                     f'<td class="editor" data-model="{_e(r["editor"])}"><b>{_e(r["editor"])}</b>{flag}'
+                     f'<td class="editor" data-model="{esc(r["editor"])}"><b>{esc(r["editor"])}</b>{flag}'
                      f'<span class="vs">{vs}</span></td>',
-                     f'<td class="num" data-rating="{r["rating"]}">{r["rating"]:+.3f}{_ci(r["ci"])}</td>',
+                     f'<td class="num" data-rating="{r["rating"]}">{r["rating"]:+.3f}{ci_span(r["ci"])}</td>',
                      f'<td class="num">{r["elo"]:.0f}<span class="ci">[{r["elo_ci"][0]:.0f}, {r["elo_ci"][1]:.0f}]</span></td>',
                      f'<td class="num nowrap">{rank_ci}</td>',
                      f'<td class="num nowrap">{r["wins"]}–{r["losses"]}–{r["ties"]}</td>'])
-    body = [f'<p class="desc">Judged by <code>{_e(doc.get("judge", "?"))}</code> on {doc["sources"]} sources: '
+    body = [f'<p class="desc">Judged by <code>{esc(doc.get("judge", "?"))}</code> on {doc["sources"]} sources: '
             f'{s["comparisons"]} of {s["all_pairs"]} possible comparisons (pairs chosen adaptively, uncertain '
-            f'neighbours first; stopped: {_e(s["stopped"])}). Verdicts: {v["decided"]} decided, {v["ties"]} ties '
+            f'neighbours first; stopped: {esc(s["stopped"])}). Verdicts: {v["decided"]} decided, {v["ties"]} ties '
             f'({v["position_bias"]} from position bias), {v["no_verdict"]} without a verdict. Bradley-Terry, '
-            f'{_e(doc["ties_model"])}.</p>',
-            _table(["#", "editor (vs the next one)", "rating (log-strength)", "Elo", "rank CI", "W–L–T"], rows,
+            f'{esc(doc["ties_model"])}.</p>',
+            data_table(["#", "editor (vs the next one)", "rating (log-strength)", "Elo", "rank CI", "W–L–T"], rows,
                    "data arena-table")]
     for note in doc.get("notes") or []:
-        body.append(f'<p class="nothing-ranked arena-note">{_e(note)}</p>')
+        body.append(f'<p class="nothing-ranked arena-note">{esc(note)}</p>')
     h = doc.get("human")
     if h:
-        body.append(f'<p class="arena-human" data-kendall="{_e(h.get("kendall"))}">Agreement with the human ranking over '
-                    f'{h["n"]} editors: Kendall τ <b>{_num(h.get("kendall"))}</b>, Spearman ρ '
-                    f'<b>{_num(h.get("spearman"))}</b>.</p>')
-    return _section("arena", "Pairwise arena", "".join(body),
-                    f"Ratings from pairwise verdicts (editlens arena), {_e(doc['ci'])}; Elo = 1000 + 400 × rating / ln 10.")
+        body.append(f'<p class="arena-human" data-kendall="{esc(h.get("kendall"))}">Agreement with the human ranking over '
+                    f'{h["n"]} editors: Kendall τ <b>{num(h.get("kendall"))}</b>, Spearman ρ '
+                    f'<b>{num(h.get("spearman"))}</b>.</p>')
+    return section("arena", "Pairwise arena", "".join(body),
+                    f"Ratings from pairwise verdicts (editlens arena), {esc(doc['ci'])}; Elo = 1000 + 400 × rating / ln 10.")
 
 
 def _coverage(row: Mapping[str, Any]) -> str:
@@ -636,7 +540,7 @@ def _similarity_section(data: Mapping[str, Any]) -> str:
                 covered.setdefault((smp["model"], ev), set()).add(smp.get("group", smp["id"]))
     rows = []
     for m in data["models"]:
-        cells = [f"<td><b>{_e(m)}</b>{_noop_chip(flags.get(m))}</td>"]
+        cells = [f"<td><b>{esc(m)}</b>{_noop_chip(flags.get(m))}</td>"]
         for ev in evs:
             r = by.get((m, ev))
             if r is None:
@@ -644,17 +548,17 @@ def _similarity_section(data: Mapping[str, Any]) -> str:
                 continue
             other = ", ".join(f"{v} {k}" for k, v in r["counts"].items() if k != "scored" and v)
             cov = _coverage({"sources": len(covered.get((m, ev), ())), "of_sources": total})
-            cells.append(f'<td class="num" data-model="{_e(m)}" data-evaluator="{_e(ev)}">{_num(r["mean"])}'
-                         f'{_ci(r["ci"])}<span class="cnt">n={r["n"]}{", " + _e(other) if other else ""}</span>{cov}</td>')
+            cells.append(f'<td class="num" data-model="{esc(m)}" data-evaluator="{esc(ev)}">{num(r["mean"])}'
+                         f'{ci_span(r["ci"])}<span class="cnt">n={r["n"]}{", " + esc(other) if other else ""}</span>{cov}</td>')
         rows.append(cells)
     measures = data.get("measures") or {}
     labels = data.get("measure_labels") or {}
     heads = ["editing model"]
     for ev in evs:
         m = measures.get(ev)
-        heads.append(f"{ev} ({_direction_words(data['higher_is_better'].get(ev), m)})" if m == "similarity"
+        heads.append(f"{ev} ({direction_words(data['higher_is_better'].get(ev), m)})" if m == "similarity"
                      else f"{ev} ({labels.get(m, 'what it measures is not declared') if m else 'undeclared'})")
-    return _section("similarity", "Similarity to the source (not a ranking)", _table(heads, rows, "data per-model"),
+    return section("similarity", "Similarity to the source (not a ranking)", data_table(heads, rows, "data per-model"),
                     "How close each editor's output stays to its source: an editor that changes nothing scores best "
                     "here, so these are not ranked and no value is called better. Read them beside the leaderboard "
                     "(did the editor keep what it should?). Mean of scored edits, seeded bootstrap 95% CI; n counts "
@@ -674,37 +578,33 @@ def _status_section(data: Mapping[str, Any]) -> str:
             if sc.get("reason") and sc["status"] != "scored":
                 reasons[sc["reason"]] = reasons.get(sc["reason"], 0) + 1
         top = sorted(reasons.items(), key=lambda kv: -kv[1])[:3]
-        why = "<br>".join(f"{n}× {_e(r if len(r) < 160 else r[:157] + '...')}" for r, n in top)
-        rows.append([_e(ev)] + [f'<td class="num">{counts[k]}</td>' for k in counts] + [f'<td class="reason">{why}</td>'])
-    return _section("status", "Results by status",
-                    _table(["evaluator", "scored", "skipped", "unscored", "failed", "info", "most common reasons"], rows))
+        why = "<br>".join(f"{n}× {esc(r if len(r) < 160 else r[:157] + '...')}" for r, n in top)
+        rows.append([esc(ev)] + [f'<td class="num">{counts[k]}</td>' for k in counts] + [f'<td class="reason">{why}</td>'])
+    return section("status", "Results by status",
+                    data_table(["evaluator", "scored", "skipped", "unscored", "failed", "info", "most common reasons"], rows))
 
 
 def _human_section(h: Mapping[str, Any]) -> str:
     methods = ("pearson", "spearman", "kendall")
     by = {(r["evaluator"], r["method"]): r for r in h["overall"]}
     evs = list(dict.fromkeys(r["evaluator"] for r in h["overall"]))
-    rows = [[f"<b>{_e(ev)}</b>", f'<td class="num">{by[(ev, "spearman")]["n"]}</td>']
-            + [f'<td class="num" data-evaluator="{_e(ev)}" data-method="{m}">{_num(by[(ev, m)]["value"])}'
-               f'{_ci(by[(ev, m)]["ci95"])}</td>' for m in methods] for ev in evs]
-    body = [_table(["evaluator", "n", "Pearson r", "Spearman ρ", "Kendall τ"], rows, "data human"),
+    rows = [[f"<b>{esc(ev)}</b>", f'<td class="num">{by[(ev, "spearman")]["n"]}</td>']
+            + [f'<td class="num" data-evaluator="{esc(ev)}" data-method="{m}">{num(by[(ev, m)]["value"])}'
+               f'{ci_span(by[(ev, m)]["ci95"])}</td>' for m in methods] for ev in evs]
+    body = [data_table(["evaluator", "n", "Pearson r", "Spearman ρ", "Kendall τ"], rows, "data human"),
             '<div class="plot-grid" data-plot="human-scatter"></div>']
     if h["per_model"]:
         body.append("<h3>Spearman ρ within each editing model</h3>")
         pm = {(r["evaluator"], r["model"]): r for r in h["per_model"]}
         models = sorted({r["model"] for r in h["per_model"]})
-        body.append(_table(["evaluator"] + models, [
-            [f"<b>{_e(ev)}</b>"] + [f'<td class="num">{_num(pm[(ev, m)]["value"])}{_ci(pm[(ev, m)]["ci95"])}'
+        body.append(data_table(["evaluator"] + models, [
+            [f"<b>{esc(ev)}</b>"] + [f'<td class="num">{num(pm[(ev, m)]["value"])}{ci_span(pm[(ev, m)]["ci95"])}'
                                     f'<span class="cnt">n={pm[(ev, m)]["n"]}</span></td>' if (ev, m) in pm else
                                     '<td class="num">–</td>' for m in models]
             for ev in dict.fromkeys(r["evaluator"] for r in h["per_model"])], "data human-per-model"))
         body.append('<div class="plot" data-plot="human-per-model"></div>')
-    return _section("human", "Agreement with human scores", "".join(body),
+    return section("human", "Agreement with human scores", "".join(body),
                     "Correlations over edits with both a scored value and a human score; seeded bootstrap 95% CIs.")
-
-
-def _opts(values: Sequence[tuple[str, str]]) -> str:
-    return "".join(f'<option value="{_e(k)}">{_e(v)}</option>' for k, v in values)
 
 
 def _samples_section(data: Mapping[str, Any]) -> str:
@@ -719,20 +619,20 @@ def _samples_section(data: Mapping[str, Any]) -> str:
         sortable.append(("human", "human score"))
     cats = data.get("categories") or []
     multi = len({s["group"] for s in samples}) < len(samples)  # some source was edited more than once
-    cat_filter = (f'<label>{_e(_category_words(data))}<select id="c-type"><option value="">all types</option>'
-                  f'{_opts([(c, c) for c in cats])}</select></label>') if cats else ""
-    card_cat = (f'<label>{_e(_category_words(data))}<select id="f-type"><option value="">all types</option>'
-                f'{_opts([(c, c) for c in cats])}</select></label>') if cats else ""
+    cat_filter = (f'<label>{esc(_category_words(data))}<select id="c-type"><option value="">all types</option>'
+                  f'{select_options([(c, c) for c in cats])}</select></label>') if cats else ""
+    card_cat = (f'<label>{esc(_category_words(data))}<select id="f-type"><option value="">all types</option>'
+                f'{select_options([(c, c) for c in cats])}</select></label>') if cats else ""
     compare = f"""
 <div id="view-compare" class="view"{'' if multi else ' hidden'}>
 <div class="controls">
   <label>search<input type="search" id="c-text" placeholder="source or instruction"></label>
   {cat_filter}
-  <label>sort by<select id="c-sort"><option value="order">manifest order</option>{_opts([(e, e) for e in data['scored_evaluators']])}</select></label>
+  <label>sort by<select id="c-sort"><option value="order">manifest order</option>{select_options([(e, e) for e in data['scored_evaluators']])}</select></label>
   <label>of<select id="c-by"><option value="mean">mean over editors</option><option value="spread">spread (best − worst)</option>
-    {_opts([(f'e:{m}', m) for m in data['models']])}</select></label>
+    {select_options([(f'e:{m}', m) for m in data['models']])}</select></label>
   <label>&nbsp;<button type="button" id="c-dir" data-dir="asc">ascending</button></label>
-  <label>show<select id="c-show"><option value="">no score</option>{_opts([(e, e) for e in data['scored_evaluators']])}</select></label>
+  <label>show<select id="c-show"><option value="">no score</option>{select_options([(e, e) for e in data['scored_evaluators']])}</select></label>
   <label>per page<select id="c-size"><option>6</option><option selected>12</option><option>24</option><option>48</option></select></label>
 </div>
 <div class="pager"><button type="button" id="c-prev">‹ previous</button><span id="c-info"></span>
@@ -743,15 +643,15 @@ def _samples_section(data: Mapping[str, Any]) -> str:
 <div id="view-cards" class="view"{' hidden' if multi else ''}>
 <div class="controls">
   <label>search<input type="search" id="f-text" placeholder="id or instruction"></label>
-  <label>editing model<select id="f-model"><option value="">all models</option>{_opts([(m, m) for m in data['models']])}</select></label>
+  <label>editing model<select id="f-model"><option value="">all models</option>{select_options([(m, m) for m in data['models']])}</select></label>
   {card_cat}
   <label>status<select id="f-status"><option value="">any status</option><option value="all scored">all scored</option>
-    {''.join(f'<option value="{_e(s)}">has {_e(s)}</option>' for s in statuses)}</select></label>
-  <label>verdict<select id="f-verdict"{' disabled' if not verdicts else ''}><option value="">any verdict</option>{_opts([(v, v) for v in verdicts])}</select></label>
-  <label>metric<select id="f-metric"><option value="">(choose)</option>{_opts([(e, e) for e in data['scored_evaluators']])}</select></label>
+    {''.join(f'<option value="{esc(s)}">has {esc(s)}</option>' for s in statuses)}</select></label>
+  <label>verdict<select id="f-verdict"{' disabled' if not verdicts else ''}><option value="">any verdict</option>{select_options([(v, v) for v in verdicts])}</select></label>
+  <label>metric<select id="f-metric"><option value="">(choose)</option>{select_options([(e, e) for e in data['scored_evaluators']])}</select></label>
   <label>min<input type="number" step="any" id="f-min"></label>
   <label>max<input type="number" step="any" id="f-max"></label>
-  <label>sort by<select id="sort">{_opts(sortable)}</select></label>
+  <label>sort by<select id="sort">{select_options(sortable)}</select></label>
   <label>&nbsp;<button type="button" id="sort-dir" data-dir="asc">ascending</button></label>
   <label>per page<select id="page-size"><option>12</option><option selected>24</option><option>48</option><option>96</option></select></label>
 </div>
@@ -769,14 +669,14 @@ def _samples_section(data: Mapping[str, Any]) -> str:
     if layers:
         items = []
         for ev, ly in layers.items():
-            sw = "".join(f'<i class="sw{" dash" if ly["dashed"] else ""}" style="border-color:{_e(c)}" title="{_e(ly["legend"].get(k, k))}"></i>'
+            sw = "".join(f'<i class="sw{" dash" if ly["dashed"] else ""}" style="border-color:{esc(c)}" title="{esc(ly["legend"].get(k, k))}"></i>'
                          for k, c in (ly["colours"] or {"": ly["colour"]}).items())
             kinds = ", ".join(ly["legend"].get(k, k) for k in ly["colours"]) if ly["colours"] else ""
-            items.append(f'<label class="layer" data-layer="{_e(ev)}"><input type="checkbox" data-layer="{_e(ev)}" checked>'
-                         f'{sw}<b>{_e(ev)}</b> {_e(ly["name"])}{(" (" + _e(kinds) + ")") if kinds else ""}</label>')
+            items.append(f'<label class="layer" data-layer="{esc(ev)}"><input type="checkbox" data-layer="{esc(ev)}" checked>'
+                         f'{sw}<b>{esc(ev)}</b> {esc(ly["name"])}{(" (" + esc(kinds) + ")") if kinds else ""}</label>')
         legend = ('<div class="legend" id="layers"><span class="legend-title">boxes:</span>' + "".join(items)
                   + "</div>")
-    return _section("samples", "Edits", tabs + legend + compare + cards,
+    return section("samples", "Edits", tabs + legend + compare + cards,
                     "Click an image to inspect it: zoom and pan at full resolution, source / edited / difference, "
                     "a before–after slider, each box numbered with its entry. Thumbnails show the strongest boxes "
                     "(\"+N more\": the rest are in the inspector). The filters, the sort and the open edit are in "
@@ -786,15 +686,16 @@ def _samples_section(data: Mapping[str, Any]) -> str:
 def write_run_report(run_dir: str | Path, out: str | Path | None = None, *, manifest: str | Path | None = None,
                      human: str | Path | None = None, meta_eval: Sequence[str | Path] = (),
                      thumb_size: int | None = None, seed: int = 0, n_boot: int = 1000,
-                     images: str = "auto", by: str | None = None) -> Path:
+                     images: str = "auto", by: str | None = None, cache: ReportCache | None = None) -> Path:
     """Collect a run and write its report (default ``RUN_DIR/report.html``) atomically.
 
     ``meta_eval``: saved ``editlens meta-eval ... --json`` documents to show in the report.
     ``images``: how full-size images reach the report (see :func:`render_run_report`);
     ``copy`` puts them in ``<report name>_images/`` beside it.
     ``by``: the manifest column whose values group the leaderboards (default ``edit_type``).
+    ``cache``: an earlier build's cache of this same report to reuse (default: a fresh one, so
+    nothing comes from another report built in this process).
     """
-    from editlens.core.io import atomic_write
     from editlens.reporting.collect import collect_run, read_meta_eval
     from editlens.reporting.stats import no_gc_pauses
 
@@ -802,14 +703,13 @@ def write_run_report(run_dir: str | Path, out: str | Path | None = None, *, mani
         raise InputError(f"--images must be one of {', '.join(IMAGE_MODES)}, got {images!r}")
     target = Path(out) if out else Path(run_dir) / "report.html"
     metas = {Path(p).name: read_meta_eval(p) for p in meta_eval}  # before the slow part: bad input fails fast
+    cache = cache if cache is not None else ReportCache()
     with no_gc_pauses():
-        data = collect_run(run_dir, manifest=manifest, human=human, seed=seed, n_boot=n_boot, by=by)
+        data = collect_run(run_dir, manifest=manifest, human=human, seed=seed, n_boot=n_boot, by=by, cache=cache)
         data["meta_eval"] = metas
         page = render_run_report(data, out_dir=target.parent, thumb_size=thumb_size, images=images,
-                                 images_folder=f"{target.stem}_images")
-    atomic_write(target, lambda fh: fh.write(page))
-    os.chmod(target, 0o644)  # a report is meant to be shared (the temp file it came from is private)
-    return target
+                                 images_folder=f"{target.stem}_images", cache=cache)
+    return write_page(target, page)
 
 
 # ----------------------------------------------------------------------------------------------- meta-evaluation
@@ -881,14 +781,14 @@ def _system_section(rep: Mapping[str, Any], prefix: str) -> str:
 
     hr, pr = ranks(hm), ranks(pm)
     rows = sorted(zip(models, hm, pm, hr, pr), key=lambda t: t[3])
-    table = _table(["editing method", "human mean", "predicted mean", "human rank", "predicted rank"],
-                   [[f"<b>{_e(m)}</b>", f'<td class="num">{_num(h)}</td>', f'<td class="num">{_num(p)}</td>',
+    table = data_table(["editing method", "human mean", "predicted mean", "human rank", "predicted rank"],
+                   [[f"<b>{esc(m)}</b>", f'<td class="num">{num(h)}</td>', f'<td class="num">{num(p)}</td>',
                      f'<td class="num">{a}</td>', f'<td class="num">{b}</td>'] for m, h, p, a, b in rows], "data system")
     tau = sl.get("kendall_tau")
-    lead = (f'<p class="headline" data-tau="{_e(tau)}">Kendall τ between the ranking of the {len(models)} methods by '
-            f"mean human score and by mean predicted score: <b>{_num(tau)}</b> (1 = same order, −1 = reversed).</p>")
-    return _section(f"{prefix}system", "System level: do the two rankings of the methods agree?",
-                    lead + table + _plot(plots.system_scatter(models, hm, pm), "mean predicted vs mean human score per method"))
+    lead = (f'<p class="headline" data-tau="{esc(tau)}">Kendall τ between the ranking of the {len(models)} methods by '
+            f"mean human score and by mean predicted score: <b>{num(tau)}</b> (1 = same order, −1 = reversed).</p>")
+    return section(f"{prefix}system", "System level: do the two rankings of the methods agree?",
+                    lead + table + plot_img(plots.system_scatter(models, hm, pm), "mean predicted vs mean human score per method"))
 
 
 def meta_sections(rep: Mapping[str, Any], extra: Mapping[str, Any] | None = None, prefix: str = "") -> list[str]:
@@ -904,30 +804,30 @@ def meta_sections(rep: Mapping[str, Any], extra: Mapping[str, Any] | None = None
     if system:
         sections.append(system)
     scalars = {k: v for k, v in rep.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
-    sections.append(_section(f"{prefix}summary", "Summary", _table(
-        ["", "value"], [[_e(statistic_name(rep) if k == "value" else plain(k)),
-                         f'<td class="num">{_num(v)}</td>' if isinstance(v, (int, float))
-                         else _e(v)] for k, v in scalars.items()], "data summary")))
+    sections.append(section(f"{prefix}summary", "Summary", data_table(
+        ["", "value"], [[esc(statistic_name(rep) if k == "value" else plain(k)),
+                         f'<td class="num">{num(v)}</td>' if isinstance(v, (int, float))
+                         else esc(v)] for k, v in scalars.items()], "data summary")))
     corr = _corr_rows({k: v for k, v in rep.items() if k != "by_edit_type"})  # per-type figures get their own table
     if "ci95" in rep and "value" not in rep:  # a top-level accuracy with its CI
         corr.insert(0, {"label": "accuracy", "value": rep.get("accuracy"), "ci95": rep["ci95"], "n": rep.get("n")})
     if corr:
-        sections.append(_section(f"{prefix}correlations", "Agreement with human judgments, with 95% CIs",
+        sections.append(section(f"{prefix}correlations", "Agreement with human judgments, with 95% CIs",
                                  generic_table([{"where": r["label"], "value": r["value"], "CI low": r["ci95"][0],
                                                  "CI high": r["ci95"][1], "n": r["n"]} for r in corr], "data corr")
-                                 + _plot(plots.correlation_bars(corr, "label", "agreement with human judgments",
+                                 + plot_img(plots.correlation_bars(corr, "label", "agreement with human judgments",
                                                                 "correlation (or accuracy) with 95% CI"), "correlations")))
     groups = _per_group_rows(rep)
     if groups:
         wheres = list(dict.fromkeys(g["where"] for g in groups))
         by = {(g["method"], g["where"]): g for g in groups}
-        pivot = _table(["editing method"] + wheres, [
-            [f"<b>{_e(m)}</b>"] + [(f'<td class="num" data-where="{_e(w)}">{_num(by[(m, w)]["value"])}'
-                                    f'<span class="cnt">n={_num(by[(m, w)]["n"])}</span></td>') if (m, w) in by
+        pivot = data_table(["editing method"] + wheres, [
+            [f"<b>{esc(m)}</b>"] + [(f'<td class="num" data-where="{esc(w)}">{num(by[(m, w)]["value"])}'
+                                    f'<span class="cnt">n={num(by[(m, w)]["n"])}</span></td>') if (m, w) in by
                                    else '<td class="num">–</td>' for w in wheres]
             for m in dict.fromkeys(g["method"] for g in groups)], "data per-method")
-        sections.append(_section(f"{prefix}per-method", "Within each editing method", pivot
-                                 + _plot(plots.correlation_bars([{**g, "label": g["method"] if len(wheres) == 1 else
+        sections.append(section(f"{prefix}per-method", "Within each editing method", pivot
+                                 + plot_img(plots.correlation_bars([{**g, "label": g["method"] if len(wheres) == 1 else
                                                                   f"{g['where']} · {g['method']}",
                                                                   "ci95": None} for g in groups], "label",
                                                                 "correlation within each method",
@@ -937,21 +837,21 @@ def meta_sections(rep: Mapping[str, Any], extra: Mapping[str, Any] | None = None
                                  "protocol aggregates them."))
     if extra.get("points"):
         pts = extra["points"]
-        sections.append(_section(f"{prefix}scatter", "Predicted vs human, per item",
-                                 _plot(plots.human_scatter({"prediction": pts}, []), "predicted vs human")))
+        sections.append(section(f"{prefix}scatter", "Predicted vs human, per item",
+                                 plot_img(plots.human_scatter({"prediction": pts}, []), "predicted vs human")))
     if extra.get("confusion"):
         c = extra["confusion"]
-        sections.append(_section(f"{prefix}confusion", "Pairwise verdicts", _plot(
+        sections.append(section(f"{prefix}confusion", "Pairwise verdicts", plot_img(
             plots.confusion(c["matrix"], c["labels"], "predicted verdict", "human verdict"), "confusion of pairwise verdicts")
-            + _table([""] + [f"predicted {lab}" for lab in c["labels"]],
-                     [[f"<b>human {_e(lab)}</b>"] + [f'<td class="num">{v}</td>' for v in row]
+            + data_table([""] + [f"predicted {lab}" for lab in c["labels"]],
+                     [[f"<b>human {esc(lab)}</b>"] + [f'<td class="num">{v}</td>' for v in row]
                       for lab, row in zip(c["labels"], c["matrix"])], "data confusion"),
-            f"Predicted tie when |score(A) − score(B)| ≤ {_num(c.get('threshold'))} (the calibrated threshold)."))
+            f"Predicted tie when |score(A) − score(B)| ≤ {num(c.get('threshold'))} (the calibrated threshold)."))
     from editlens.reporting.trust_html import meta_trust_sections
 
     sections += meta_trust_sections(rep, prefix)  # calibration (reliability diagram, ECE) and edit types
-    sections.append(_section(f"{prefix}raw", "Full result", "<details><summary>JSON</summary><pre>"
-                             f"{_e(json.dumps(_finite(dict(rep)), indent=1, default=str))}</pre></details>"))
+    sections.append(section(f"{prefix}raw", "Full result", "<details><summary>JSON</summary><pre>"
+                             f"{esc(json.dumps(finite(dict(rep)), indent=1, default=str))}</pre></details>"))
     return sections
 
 
@@ -988,14 +888,14 @@ _NOT_GIVEN = object()
 def _evaluated_html(ev: Mapping[str, Any] | None) -> str:
     if not ev:
         return ""
-    parts = [f'evaluator <code class="evaluator">{_e(ev.get("evaluator", "?"))}</code>']
+    parts = [f'evaluator <code class="evaluator">{esc(ev.get("evaluator", "?"))}</code>']
     if ev.get("model"):
-        parts.append("model " + ", ".join(f"<code>{_e(v)}</code>" for v in ev["model"].values()))
+        parts.append("model " + ", ".join(f"<code>{esc(v)}</code>" for v in ev["model"].values()))
     if ev.get("answers"):
-        parts.append(f'answers from <code class="answers">{_e(ev["answers"])}</code>'
-                     + (f' (run <code>{_e(ev["run"])}</code>)' if ev.get("run") else ""))
+        parts.append(f'answers from <code class="answers">{esc(ev["answers"])}</code>'
+                     + (f' (run <code>{esc(ev["run"])}</code>)' if ev.get("run") else ""))
     if ev.get("human"):
-        parts.append(f"human judgments <code>{_e(ev['human'])}</code>")
+        parts.append(f"human judgments <code>{esc(ev['human'])}</code>")
     return f'<div class="sub evaluated">{" · ".join(parts)}</div>'
 
 
@@ -1009,26 +909,19 @@ def render_meta_report(rep: Mapping[str, Any], title: str, extra: Mapping[str, A
     stat_keys = [k for k in ("value", "accuracy", "n_items", "n", "n_unparsable", "n_missing") if k in scalars]
     if "value" in stat_keys and "accuracy" in stat_keys and scalars["value"] == scalars["accuracy"]:
         stat_keys.remove("accuracy")  # the same number twice
-    stat_html = "".join(f'<div class="stat" data-stat="{_e(k)}"><b>{_num(scalars[k])}</b>'
-                        f'<span>{_e(statistic_name(rep) if k == "value" else plain(k))}</span></div>'
+    stat_html = "".join(stat_box(k, num(scalars[k]), statistic_name(rep) if k == "value" else plain(k))
                         for k in stat_keys)
     sl = rep.get("system_level")
     if isinstance(sl, Mapping) and sl.get("kendall_tau") is not None:
-        stat_html += (f'<div class="stat" data-stat="system_tau"><b>{_num(sl["kendall_tau"])}</b>'
-                      "<span>system-level Kendall τ</span></div>")
-    header = (f"<h1>editlens meta-evaluation · {_e(title)}</h1><div class=\"sub\">benchmark "
-              f"<code>{_e(rep.get('benchmark', '?'))}</code> · protocol <code>{_e(rep.get('protocol', '?'))}</code>"
-              f"{' · ' + _e(rep['aggregation_note']) if rep.get('aggregation_note') else ''}</div>"
+        stat_html += stat_box("system_tau", num(sl["kendall_tau"]), "system-level Kendall τ")
+    header = (f"<h1>editlens meta-evaluation · {esc(title)}</h1><div class=\"sub\">benchmark "
+              f"<code>{esc(rep.get('benchmark', '?'))}</code> · protocol <code>{esc(rep.get('protocol', '?'))}</code>"
+              f"{' · ' + esc(rep['aggregation_note']) if rep.get('aggregation_note') else ''}</div>"
               f"{_evaluated_html(rep.get('evaluated'))}"
               f'<div class="stats">{stat_html}</div>')
-    return _page(f"editlens meta-evaluation: {title}", header, "\n".join(meta_sections(rep, extra)), {})
+    return render_page(f"editlens meta-evaluation: {title}", header, "\n".join(meta_sections(rep, extra)), {})
 
 
 def write_meta_report(rep: Mapping[str, Any], path: str | Path, title: str,
                       extra: Mapping[str, Any] | None = None) -> Path:
-    from editlens.core.io import atomic_write
-
-    page = render_meta_report(rep, title, extra)
-    atomic_write(path, lambda fh: fh.write(page))
-    os.chmod(path, 0o644)
-    return Path(path)
+    return write_page(path, render_meta_report(rep, title, extra))

@@ -13,7 +13,8 @@ seeded percentile-bootstrap 95% CI (the numbers of ``runs summary --by
 model``), and between neighbours a **paired bootstrap test over the sources
 both editors edited**: per shared source (same source image and
 instruction) the difference of their scores, resampled with replacement;
-two-sided p-value, significant below 0.05. Everything is cached by content.
+two-sided p-value, significant below 0.05. Everything is remembered by content
+in the report's cache.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from editlens.metrics.spec import RANKED_MEASURES
+from editlens.reporting.memo import Memo
 
 #: how the neighbour comparison is made, in the report's words
 TEST = ("paired bootstrap over the sources both editors edited (same source image and instruction): "
@@ -65,10 +67,12 @@ def noop_flags(samples: Sequence[Mapping[str, Any]], models: Sequence[str]) -> d
 
 def leaderboards(samples: Sequence[Mapping[str, Any]], evaluators: Sequence[str], measures: Mapping[str, str | None],
                  higher_is_better: Mapping[str, bool | None], models: Sequence[str], *, seed: int = 0,
-                 n_boot: int = 1000, source_totals: Mapping[str, int] | None = None) -> dict[str, Any]:
+                 n_boot: int = 1000, source_totals: Mapping[str, int] | None = None,
+                 memo: Memo | None = None) -> dict[str, Any]:
     """Ranked tables per (scope, evaluator), where a scope is all edits or one category.
     ``source_totals``: sources per scope in the whole manifest (default: those of ``samples``),
-    so each row says how many of them its editor was scored on."""
+    so each row says how many of them its editor was scored on. ``memo``: the report's
+    :attr:`~editlens.reporting.memo.ReportCache.stats` (bootstraps remembered by content)."""
     from editlens.reporting.stats import cached_bootstrap_ci, paired_bootstrap
 
     ranked = [e for e in evaluators if measures.get(e) in RANKED_MEASURES and higher_is_better.get(e) is not None]
@@ -94,7 +98,7 @@ def leaderboards(samples: Sequence[Mapping[str, Any]], evaluators: Sequence[str]
             for m, v in vals.items():
                 v.sort()
                 x = [t[1] for t in v]
-                ci = list(cached_bootstrap_ci(x, n_boot=n_boot, seed=seed)) if len(x) >= 2 else None
+                ci = list(cached_bootstrap_ci(x, n_boot=n_boot, seed=seed, memo=memo)) if len(x) >= 2 else None
                 rows.append({"model": m, "n": len(x), "mean": sum(x) / len(x), "ci": ci,
                              "sources": len({g for _, _, g in v}), "of_sources": total})
             rows.sort(key=lambda r: (-r["mean"] if hib else r["mean"], r["model"]))
@@ -112,7 +116,7 @@ def leaderboards(samples: Sequence[Mapping[str, Any]], evaluators: Sequence[str]
                 gb = _per_group(vals[b["model"]])
                 shared = sorted(set(ga) & set(gb))
                 sign = 1.0 if hib else -1.0  # positive: the upper editor is better
-                test = paired_bootstrap([sign * (ga[g] - gb[g]) for g in shared], n_boot=n_boot, seed=seed)
+                test = paired_bootstrap([sign * (ga[g] - gb[g]) for g in shared], n_boot=n_boot, seed=seed, memo=memo)
                 pairs.append({"better": a["model"], "worse": b["model"], **test})
             tables.append({"scope": scope["key"], "evaluator": ev, "measures": measures.get(ev),
                            "higher_is_better": hib, "rows": rows, "pairs": pairs,

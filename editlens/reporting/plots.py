@@ -9,18 +9,19 @@ plots in the page (SVG, see ``assets/report.js``).
 
 from __future__ import annotations
 
-import base64
 import io
 import math
 from typing import Any, Sequence
 
 import numpy as np
 
+from editlens.reporting.markup import data_uri
+
 PALETTE = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C", "#CCB974",
            "#64B5CD"]
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")  # no display; safe in threads and on servers
@@ -33,13 +34,22 @@ def _pyplot() -> Any:
 MIN_FONT = 9
 
 
-def _to_uri(fig: Any) -> str:
-    plt = _pyplot()
+def svg_uri(fig: Any) -> str:
+    """``fig`` as an SVG data URI (closed afterwards)."""
+    plt = pyplot()
     buf = io.BytesIO()
     with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": "editlens"}):  # text as text; stable ids
         fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
-    return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+    return data_uri(buf.getvalue(), "image/svg+xml")
+
+
+def png_uri(fig: Any, dpi: int = 110) -> str:
+    """``fig`` as a PNG data URI (closed afterwards)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    pyplot().close(fig)
+    return data_uri(buf.getvalue(), "image/png")
 
 
 def _grid(n: int, ncols: int = 3) -> tuple[int, int]:
@@ -54,7 +64,7 @@ def human_scatter(points: dict[str, list[tuple[float, float, str]]], overall: Se
     """
     if not points:
         return None
-    plt = _pyplot()
+    plt = pyplot()
     rows, cols = _grid(len(points))
     models = sorted({p[2] for pts in points.values() for p in pts})
     fig, axes = plt.subplots(rows, cols, figsize=(3.8 * cols + (1.8 if len(models) > 1 else 0), 3.3 * rows),
@@ -81,14 +91,14 @@ def human_scatter(points: dict[str, list[tuple[float, float, str]]], overall: Se
         handles, labels = axes.flat[0].get_legend_handles_labels()
         fig.legend(handles, labels, fontsize=MIN_FONT, loc="upper left", bbox_to_anchor=(1.0, 0.98), title="group",
                    title_fontsize=MIN_FONT, frameon=False)
-    return _to_uri(fig)
+    return svg_uri(fig)
 
 
 def system_scatter(models: Sequence[str], human: Sequence[float], pred: Sequence[float]) -> str | None:
     """Mean predicted vs mean human score, one labelled point per method."""
     if not models:
         return None
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.2, 3.8))
     for k, (m, h, p) in enumerate(zip(models, human, pred)):
         ax.scatter([h], [p], s=36, color=PALETTE[k % len(PALETTE)], zorder=3)
@@ -97,7 +107,7 @@ def system_scatter(models: Sequence[str], human: Sequence[float], pred: Sequence
     ax.set_ylabel("mean predicted score of the method")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    return _to_uri(fig)
+    return svg_uri(fig)
 
 
 def _f(v: float | None) -> str:
@@ -110,7 +120,7 @@ def correlation_bars(rows: Sequence[dict[str, Any]], label: str, title: str,
     rows = [r for r in rows if r.get("value") is not None and not math.isnan(r["value"])]
     if not rows:
         return None
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 0.35 * len(rows) + 1.2))
     y = np.arange(len(rows))
     vals = np.array([r["value"] for r in rows])
@@ -127,12 +137,12 @@ def correlation_bars(rows: Sequence[dict[str, Any]], label: str, title: str,
     ax.set_xlabel(xlabel, fontsize=9)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
-    return _to_uri(fig)
+    return svg_uri(fig)
 
 
 def confusion(matrix: Sequence[Sequence[int]], labels: Sequence[str], xlabel: str, ylabel: str) -> str:
     """A labelled count matrix (rows: ``ylabel``, columns: ``xlabel``)."""
-    plt = _pyplot()
+    plt = pyplot()
     m = np.asarray(matrix)
     fig, ax = plt.subplots(figsize=(0.9 * len(labels) + 2, 0.8 * len(labels) + 1.4))
     ax.imshow(m, cmap="Blues")
@@ -145,4 +155,4 @@ def confusion(matrix: Sequence[Sequence[int]], labels: Sequence[str], xlabel: st
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     fig.tight_layout()
-    return _to_uri(fig)
+    return svg_uri(fig)

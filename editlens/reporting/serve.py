@@ -22,6 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from editlens.reporting.memo import ReportCache
+
 TOKEN_COOKIE = "editlens_view_token"
 
 
@@ -31,8 +33,9 @@ class ReportServer:
     The report is rebuilt when a page is requested after the run's results
     changed (``results.sqlite`` and its write-ahead log, the manifest, the
     summary), so refreshing the page follows a run in progress. Rebuilds are
-    incremental: thumbnails (cached by file identity) and bootstraps (cached
-    by the values' content) are made once, and the served page links its
+    incremental: the server owns its report's :class:`~editlens.reporting.memo.ReportCache`
+    (thumbnails by file identity, bootstraps by the values' content, samples
+    by their results and images), so each is made once, and the served page links its
     thumbnails (``/thumb/KEY``, cacheable forever) instead of embedding them.
     Image numbers only grow: a page built earlier keeps working links.
 
@@ -51,6 +54,7 @@ class ReportServer:
         self._loaded: set[str] = set()  # images of samples the run read (a result other than failed)
         self._index: dict[str, int] = {}
         self._thumbs: dict[str, bytes] = {}
+        self.cache = ReportCache()  # this report's, kept between its rebuilds
         self._lock = threading.Lock()
         self._state: tuple = ()
         self.builds = 0
@@ -174,7 +178,7 @@ class ReportServer:
         t0 = time.perf_counter()
         state = self._watched_state()
         data = collect_run(self.run_dir, manifest=self.options.get("manifest"), human=self.options.get("human"),
-                           by=self.options.get("by"))
+                           by=self.options.get("by"), cache=self.cache)
         paths = sorted({p for s in data["samples"] for p in s["images"].values()})
         # a sample whose every result failed may be one whose images could not be read: not served
         self._loaded |= {p for s in data["samples"] if any(st != "failed" for st in s["statuses"])
@@ -189,7 +193,8 @@ class ReportServer:
             self._thumbs[t["key"]] = t["jpeg"]
             return f"/thumb/{t['key']}"
 
-        page = render_run_report(data, link=lambda p: f"/image/{self._index[p]}", thumb_size=css, thumb_url=thumb_url)
+        page = render_run_report(data, link=lambda p: f"/image/{self._index[p]}", thumb_size=css, thumb_url=thumb_url,
+                                 cache=self.cache)
         self.page, self._state = page.encode("utf-8"), state
         self.builds += 1
         self.last_build_s = time.perf_counter() - t0

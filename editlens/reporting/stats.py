@@ -1,25 +1,19 @@
-"""Statistics for reports: content-keyed caches of bootstraps (so `editlens
-view` does not redo them) and paired tests between editors. The bootstrap
+"""Statistics for reports: bootstraps and paired tests between editors, each
+remembered by the content of its values in the report's own cache (a
+:class:`~editlens.reporting.memo.Memo`, so `editlens view` does not redo them). The bootstrap
 itself lives with the meta-evaluation statistics (:mod:`editlens.meta.bootstrap`)."""
 
 from __future__ import annotations
 
 import gc
 import hashlib
-import threading
-from collections import OrderedDict
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from editlens.meta.bootstrap import bootstrap_ci, ci_or_none  # noqa: F401  (re-exported for the reports)
-
-# -- content-keyed caches: `editlens view` rebuilds a report every time a run writes a batch, and
-# most groups of values have not changed since the last build; their bootstraps are looked up.
-_CACHE: OrderedDict[tuple, Any] = OrderedDict()
-_CACHE_MAX = 20_000
-_CACHE_LOCK = threading.Lock()
+from editlens.meta.bootstrap import bootstrap_ci
+from editlens.reporting.memo import Memo
 
 
 def _key(*arrays: np.ndarray) -> str:
@@ -31,37 +25,32 @@ def _key(*arrays: np.ndarray) -> str:
     return h.hexdigest()
 
 
-def cached(kind: str, arrays: Sequence[np.ndarray], params: tuple, compute: Callable[[], Any]) -> Any:
-    """``compute()``, remembered under the content of ``arrays`` and ``params`` (an LRU of
-    :data:`_CACHE_MAX` entries shared by the process)."""
-    key = (kind, _key(*arrays), params)
-    with _CACHE_LOCK:
-        if key in _CACHE:
-            _CACHE.move_to_end(key)
-            return _CACHE[key]
-    value = compute()
-    with _CACHE_LOCK:
-        _CACHE[key] = value
-        while len(_CACHE) > _CACHE_MAX:
-            _CACHE.popitem(last=False)
-    return value
+def cached(kind: str, arrays: Sequence[np.ndarray], params: tuple, compute: Callable[[], Any],
+           memo: Memo | None = None) -> Any:
+    """``compute()``, remembered in ``memo`` under the content of ``arrays`` and ``params``
+    (without a memo, computed each time)."""
+    if memo is None:
+        return compute()
+    return memo.get_or_make((kind, _key(*arrays), params), compute)
 
 
 def cached_bootstrap_ci(values: Sequence[float] | np.ndarray, n_boot: int = 1000, level: float = 0.95,
-                        seed: int = 0) -> tuple[float, float]:
-    """:func:`bootstrap_ci` of the mean, cached by the values' content (same numbers)."""
+                        seed: int = 0, memo: Memo | None = None) -> tuple[float, float]:
+    """:func:`bootstrap_ci` of the mean, remembered in ``memo`` by the values' content (same numbers)."""
     x = np.asarray(values, dtype=np.float64)
-    return cached("boot-mean", [x], (n_boot, level, seed), lambda: bootstrap_ci(x, n_boot=n_boot, level=level, seed=seed))
+    return cached("boot-mean", [x], (n_boot, level, seed), lambda: bootstrap_ci(x, n_boot=n_boot, level=level, seed=seed),
+                  memo)
 
 
-def paired_bootstrap(diffs: Sequence[float] | np.ndarray, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+def paired_bootstrap(diffs: Sequence[float] | np.ndarray, n_boot: int = 1000, seed: int = 0,
+                     memo: Memo | None = None) -> dict[str, Any]:
     """Paired bootstrap test of a mean difference (one difference per shared item).
 
     Items are resampled with replacement ``n_boot`` times (seeded); the
     result is the mean difference, its percentile 95% CI and a two-sided
     p-value, twice the smaller share of resampled means on either side of 0
     (floored at ``1 / n_boot``). Fewer than two items cannot be tested:
-    ``p`` is ``None``. Cached by content.
+    ``p`` is ``None``. Remembered in ``memo`` by content.
 
     >>> r = paired_bootstrap([1.0, 2.0, 1.5, 0.5, 1.2, 0.8])
     >>> r["n"], r["mean"] > 0, r["p"] <= 0.002, r["significant"]
@@ -83,7 +72,7 @@ def paired_bootstrap(diffs: Sequence[float] | np.ndarray, n_boot: int = 1000, se
         return {"n": int(d.size), "mean": float(d.mean()), "ci": [float(lo), float(hi)], "p": p,
                 "significant": bool(p < 0.05)}
 
-    return cached("paired", [d], (n_boot, seed), compute)
+    return cached("paired", [d], (n_boot, seed), compute, memo)
 
 
 @contextmanager

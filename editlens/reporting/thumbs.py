@@ -5,15 +5,14 @@ reference string (:mod:`editlens.core.embedded`); both are opened through
 :func:`editlens.core.embedded.open_image_source`.
 ``editlens view`` rebuilds the report each time a run writes a batch; the
 images behind it rarely change, so a thumbnail is made once per (path, size,
-modification time, thumbnail size) and kept for the life of the process.
+modification time, thumbnail size) and kept in the report's own cache (the
+``memo`` argument, :attr:`editlens.reporting.memo.ReportCache.images`); without
+one, each call reads the image.
 """
 
 from __future__ import annotations
 
-import base64
 import io
-import threading
-from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterable
@@ -22,53 +21,44 @@ from PIL import Image
 
 from editlens.core.embedded import open_image_source, parse_ref, source_identity
 from editlens.errors import InputError
+from editlens.reporting.markup import data_uri
+from editlens.reporting.memo import Memo
 
 #: JPEG quality of thumbnails: made at twice their display size (sharp on 2x screens), they stay
 #: sharp at a lower quality than a 1x thumbnail needs
 QUALITY = 72
-_CACHE: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
-_CACHE_MAX = 50_000
-_LOCK = threading.Lock()
 
 
 def _identity(path: str | Path) -> tuple | None:
     return source_identity(str(path))
 
 
-def _remember(key: tuple, value: dict[str, Any]) -> dict[str, Any]:
-    with _LOCK:
-        _CACHE[key] = value
-        while len(_CACHE) > _CACHE_MAX:
-            _CACHE.popitem(last=False)
-    return value
+def _recall(memo: Memo | None, key: tuple) -> dict[str, Any] | None:
+    return memo.get(key) if memo is not None else None
 
 
-def _recall(key: tuple) -> dict[str, Any] | None:
-    with _LOCK:
-        hit = _CACHE.get(key)
-        if hit is not None:
-            _CACHE.move_to_end(key)
-        return hit
+def _remember(memo: Memo | None, key: tuple, value: dict[str, Any]) -> dict[str, Any]:
+    return memo.put(key, value) if memo is not None else value
 
 
-def image_size(path: str | Path) -> tuple[int, int] | None:
+def image_size(path: str | Path, memo: Memo | None = None) -> tuple[int, int] | None:
     """``(width, height)`` of an image file from its header, or ``None`` when it cannot be read."""
     ident = _identity(path)
     if ident is None:
         return None
     key = ("size",) + ident
-    hit = _recall(key)
+    hit = _recall(memo, key)
     if hit is None:
         try:
             with Image.open(open_image_source(str(path))) as im:
                 hit = {"size": im.size}
         except (OSError, ValueError, Image.DecompressionBombError, InputError):
             hit = {"size": None}
-        _remember(key, hit)
+        _remember(memo, key, hit)
     return hit["size"]
 
 
-def thumbnail(path: str | Path, max_side: int = 512, quality: int = QUALITY) -> dict[str, Any]:
+def thumbnail(path: str | Path, max_side: int = 512, quality: int = QUALITY, memo: Memo | None = None) -> dict[str, Any]:
     """``{"jpeg": bytes, "w", "h" (full size), "tw", "th" (thumbnail size), "key"}`` of one image file.
 
     ``key`` names the content (file identity and thumbnail size): a page may
@@ -79,7 +69,7 @@ def thumbnail(path: str | Path, max_side: int = 512, quality: int = QUALITY) -> 
     if ident is None:
         return {"error": f"{path}: cannot be read (no such file)"}
     key = ("thumb",) + ident + (max_side, quality)
-    hit = _recall(key)
+    hit = _recall(memo, key)
     if hit is not None:
         return hit
     try:
@@ -95,29 +85,26 @@ def thumbnail(path: str | Path, max_side: int = 512, quality: int = QUALITY) -> 
     import hashlib
 
     name = hashlib.blake2b(repr(key).encode(), digest_size=8).hexdigest()
-    return _remember(key, {"jpeg": buf.getvalue(), "w": full[0], "h": full[1], "tw": im.size[0], "th": im.size[1],
+    return _remember(memo, key, {"jpeg": buf.getvalue(), "w": full[0], "h": full[1], "tw": im.size[0], "th": im.size[1],
                            "key": name})
 
 
-def data_uri(jpeg: bytes, mime: str = "image/jpeg") -> str:
-    return f"data:{mime};base64," + base64.b64encode(jpeg).decode("ascii")
-
-
-def thumbnails(paths: Iterable[str], max_side: int = 512, workers: int = 4) -> dict[str, dict[str, Any]]:
+def thumbnails(paths: Iterable[str], max_side: int = 512, workers: int = 4,
+               memo: Memo | None = None) -> dict[str, dict[str, Any]]:
     """Thumbnails of distinct paths; misses are decoded in threads (PIL releases the GIL)."""
     unique = sorted(set(paths))
     out: dict[str, dict[str, Any]] = {}
     missing = []
     for p in unique:  # cache hits here, only misses go to the threads
         ident = _identity(p)
-        hit = _recall(("thumb",) + ident + (max_side, QUALITY)) if ident else None
+        hit = _recall(memo, ("thumb",) + ident + (max_side, QUALITY)) if ident else None
         if hit is not None:
             out[p] = hit
         else:
             missing.append(p)
     if missing:
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            out.update(zip(missing, pool.map(lambda p: thumbnail(p, max_side), missing)))
+            out.update(zip(missing, pool.map(lambda p: thumbnail(p, max_side, memo=memo), missing)))
     return out
 
 

@@ -2,56 +2,19 @@
 run report, from ``RUN_DIR/probe.json``), calibration with reliability
 diagrams and breakdowns by edit type (a meta-evaluation report).
 
-Self-contained on purpose (its own small HTML and plot helpers): the run and
-meta-evaluation pages call :func:`probe_section` and :func:`meta_trust_sections`
-and nothing else here.
+The run and meta-evaluation pages call :func:`probe_section` and
+:func:`meta_trust_sections` and nothing else here.
 """
 
 from __future__ import annotations
 
-import base64
-import html
-import io
 import json
-import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from editlens.reporting.markup import data_table, esc, num, pct, section
+
 PROBE_FILE = "probe.json"
-
-
-def _e(v: Any) -> str:
-    return html.escape("" if v is None else str(v))
-
-
-def _pct(v: Any) -> str:
-    return "–" if v is None else f"{100 * v:.1f}%"
-
-
-def _num(v: Any) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "–"
-    return f"{v:.4g}" if isinstance(v, float) else _e(v)
-
-
-def _section(sid: str, title: str, body: str, hint: str = "") -> str:
-    hint_html = f'<p class="hint">{hint}</p>' if hint else ""
-    return f'<section id="{sid}"><h2>{_e(title)}</h2>{hint_html}{body}</section>'
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], cls: str = "data") -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(c if c.startswith("<td") else f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
-    return f'<div class="tablewrap"><table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
-
-
-def _uri(fig: Any) -> str:
-    import matplotlib.pyplot as plt
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
 # ----------------------------------------------------------------------------------------- probes
@@ -71,10 +34,10 @@ def load_probe(run_dir: str | Path) -> dict[str, Any] | None:
 
 def _rate_cell(s: Mapping[str, Any], d: Mapping[str, Any] | None, flagged: bool) -> str:
     ci = s.get("ci")
-    ci_html = f'<span class="ci">95% CI [{_pct(ci[0])}, {_pct(ci[1])}]</span>' if ci else ""
+    ci_html = f'<span class="ci">95% CI [{pct(ci[0])}, {pct(ci[1])}]</span>' if ci else ""
     wtl = f", {d['wins']}/{d['ties']}/{d['losses']}" if d else ""
     style = ' style="background:#fde8e8"' if flagged else ""
-    return (f'<td class="num"{style} data-pass="{_e(s.get("pass_rate"))}">{_pct(s.get("pass_rate"))}{ci_html}'
+    return (f'<td class="num"{style} data-pass="{esc(s.get("pass_rate"))}">{pct(s.get("pass_rate"))}{ci_html}'
             f'<span class="cnt">n={s.get("n", 0)}{wtl}</span></td>')
 
 
@@ -82,7 +45,7 @@ def _probe_table(evaluators: Mapping[str, Any], details: Mapping[str, Any], cont
                  min_pass: float, first: Sequence[str] = ()) -> tuple[list[str], list[list[str]]]:
     rows = []
     for ev, r in evaluators.items():
-        cells = [f"<td>{c}</td>" for c in first] + [f"<td><b>{_e(ev)}</b></td>"]
+        cells = [f"<td>{c}</td>" for c in first] + [f"<td><b>{esc(ev)}</b></td>"]
         for c in controls:
             s = r["controls"].get(c)
             if s is None:
@@ -92,7 +55,7 @@ def _probe_table(evaluators: Mapping[str, Any], details: Mapping[str, Any], cont
             flagged = s.get("pass_rate") is not None and (s["pass_rate"] < min_pass)
             cells.append(_rate_cell(s, d, flagged))
         verdicts = r.get("verdicts") or []
-        cells.append('<td class="reason">' + ("<br>".join(_e(v) for v in verdicts) if verdicts
+        cells.append('<td class="reason">' + ("<br>".join(esc(v) for v in verdicts) if verdicts
                                                else "passes every probe") + "</td>")
         rows.append(cells)
     return list(controls), rows
@@ -101,13 +64,13 @@ def _probe_table(evaluators: Mapping[str, Any], details: Mapping[str, Any], cont
 def probe_section(doc: Mapping[str, Any]) -> str:
     """The "Sanity probes" section of a run report."""
     if doc.get("error"):
-        return _section("probe", "Sanity probes", f"<p>{_e(doc['error'])}</p>")
+        return section("probe", "Sanity probes", f"<p>{esc(doc['error'])}</p>")
     controls = list(doc.get("controls") or next(iter(doc["evaluators"].values()), {}).get("controls", {}))
     min_pass = float((doc.get("settings") or {}).get("min_pass", 0.75))
     details = {ev: d.get("controls", {}) for ev, d in (doc.get("details") or {}).items()}
     cols, rows = _probe_table(doc["evaluators"], details, controls, min_pass)
-    body = [_table(["evaluator"] + [c.replace("_", " ") for c in cols] + ["verdicts"], rows, "data probe")]
-    legend = "".join(f"<li><b>{_e(c.replace('_', ' '))}</b>: {_e(what)}</li>" for c, what in (doc.get("controls") or {}).items())
+    body = [data_table(["evaluator"] + [c.replace("_", " ") for c in cols] + ["verdicts"], rows, "data probe")]
+    legend = "".join(f"<li><b>{esc(c.replace('_', ' '))}</b>: {esc(what)}</li>" for c, what in (doc.get("controls") or {}).items())
     if legend:
         body.append(f"<ul class=\"hint\">{legend}</ul>")
     by_type = doc.get("by_edit_type") or {}
@@ -118,9 +81,9 @@ def probe_section(doc: Mapping[str, Any]) -> str:
         for t, v in by_type.items():
             tdetails = (doc.get("by_edit_type_details") or {}).get(t, {})
             trows += _probe_table(v["evaluators"], tdetails, controls, min_pass,
-                                  [f"{_e(edit_type_label(t))} <span class=\"cnt\">n={v['n']}</span>"])[1]
+                                  [f"{esc(edit_type_label(t))} <span class=\"cnt\">n={v['n']}</span>"])[1]
         body.append("<details><summary>By edit type</summary>"
-                    + _table(["edit type", "evaluator"] + [c.replace("_", " ") for c in controls] + ["verdicts"], trows,
+                    + data_table(["edit type", "evaluator"] + [c.replace("_", " ") for c in controls] + ["verdicts"], trows,
                              "data probe-by-type") + "</details>")
     if doc.get("n_not_built"):
         body.append(f"<p class=\"hint\">{doc['n_not_built']} control(s) could not be built; see not_built in probe.json.</p>")
@@ -128,7 +91,7 @@ def probe_section(doc: Mapping[str, Any]) -> str:
             "edits whose real edit scores strictly better than the control in the evaluator's direction (ties are not "
             f"passes), with a bootstrap 95% CI; n counts edits where both were scored; better/tie/worse counts. Shaded: "
             f"below {min_pass:.0%}. Controls are scored in the run folder probe/ (open its report to see them).")
-    return _section("probe", "Sanity probes", "".join(body), hint)
+    return section("probe", "Sanity probes", "".join(body), hint)
 
 
 # ----------------------------------------------------------------------------------------- calibration
@@ -139,16 +102,13 @@ def reliability_plot(name: str, q: Mapping[str, Any]) -> str | None:
     rel = q.get("reliability") or {}
     if not rel.get("before") and not rel.get("after"):
         return None
-    import matplotlib
+    from editlens.reporting.plots import png_uri, pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(4.4, 4.0))
+    fig, ax = pyplot().subplots(figsize=(4.4, 4.0))
     ax.plot([0, 1], [0, 1], color="#bbb", lw=1, label="perfectly calibrated")
     total = max(1, sum(b["n"] for b in rel.get("before") or []))
-    for key, colour, label in (("before", "#DD8452", f"before (ECE {_num(q.get('ece_before'))})"),
-                               ("after", "#4C72B0", f"after, out of fold (ECE {_num(q.get('ece_after'))})")):
+    for key, colour, label in (("before", "#DD8452", f"before (ECE {num(q.get('ece_before'), scientific=False)})"),
+                               ("after", "#4C72B0", f"after, out of fold (ECE {num(q.get('ece_after'), scientific=False)})")):
         bins = rel.get(key) or []
         if bins:
             ax.plot([b["mean_pred"] for b in bins], [b["mean_target"] for b in bins], "-o", color=colour, label=label,
@@ -163,37 +123,37 @@ def reliability_plot(name: str, q: Mapping[str, Any]) -> str | None:
     ax.legend(fontsize=7, loc="upper left")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    return _uri(fig)
+    return png_uri(fig, dpi=110)
 
 
 def calibration_section(cal: Mapping[str, Any], prefix: str = "") -> str:
     """ECE before/after and reliability diagrams of ``{"evaluators": {name: quality}}``
     (the ``calibration`` entry of a meta-evaluation or ``editlens calibrate`` report)."""
     if cal.get("error"):
-        return _section(f"{prefix}calibration", "Calibration", f"<p>{_e(cal['error'])}</p>")
+        return section(f"{prefix}calibration", "Calibration", f"<p>{esc(cal['error'])}</p>")
     evs = cal.get("evaluators") or {}
     rows = []
     plots = []
     for ev, q in evs.items():
         ci = q.get("ece_after_ci95")
-        rows.append([f"<b>{_e(ev)}</b>", f'<td class="num">{q.get("n")}</td>',
-                     f'<td class="num" data-ece="before">{_num(q.get("ece_before"))}</td>',
-                     f'<td class="num" data-ece="after">{_num(q.get("ece_after"))}'
-                     + (f'<span class="ci">95% CI [{_num(ci[0])}, {_num(ci[1])}]</span>' if ci else "") + "</td>",
-                     f'<td class="num">{_num(q.get("ece_in_sample"))}</td>',
-                     f'<td class="num">{_num(q.get("brier_before"))} → {_num(q.get("brier_after"))}</td>',
-                     f'<td class="num">{_num(q.get("base_rate"))}</td>', _e(q.get("before_reads"))])
+        rows.append([f"<b>{esc(ev)}</b>", f'<td class="num">{q.get("n")}</td>',
+                     f'<td class="num" data-ece="before">{num(q.get("ece_before"), scientific=False)}</td>',
+                     f'<td class="num" data-ece="after">{num(q.get("ece_after"), scientific=False)}'
+                     + (f'<span class="ci">95% CI [{num(ci[0], scientific=False)}, {num(ci[1], scientific=False)}]</span>' if ci else "") + "</td>",
+                     f'<td class="num">{num(q.get("ece_in_sample"), scientific=False)}</td>',
+                     f'<td class="num">{num(q.get("brier_before"), scientific=False)} → {num(q.get("brier_after"), scientific=False)}</td>',
+                     f'<td class="num">{num(q.get("base_rate"), scientific=False)}</td>', esc(q.get("before_reads"))])
         uri = reliability_plot(ev, q)
         if uri:
-            plots.append(f'<img class="plot" alt="reliability diagram of {_e(ev)}" src="{uri}">')
+            plots.append(f'<img class="plot" alt="reliability diagram of {esc(ev)}" src="{uri}">')
     first = next(iter(evs.values()), {})
-    hint = (f"Target: {_e(cal.get('target'))}. ECE: expected calibration error over {first.get('bins', 10)} equal-width "
-            f"bins. After: each item predicted by a map ({_e(cal.get('method', 'isotonic'))}) fitted without it "
+    hint = (f"Target: {esc(cal.get('target'))}. ECE: expected calibration error over {first.get('bins', 10)} equal-width "
+            f"bins. After: each item predicted by a map ({esc(cal.get('method', 'isotonic'))}) fitted without it "
             f"({first.get('folds', 5)}-fold cross-validation grouped by {first.get('grouped_by', 'item')}); the CI resamples "
             "sources. In sample: the final map on its own training data (optimistic).")
-    table = _table(["evaluator", "n", "ECE before", "ECE after (out of fold)", "ECE in sample", "Brier before → after",
+    table = data_table(["evaluator", "n", "ECE before", "ECE after (out of fold)", "ECE in sample", "Brier before → after",
                     "share good", "before reads"], rows, "data calibration")
-    return _section(f"{prefix}calibration", "Calibration: what a score means", table + "".join(plots), hint)
+    return section(f"{prefix}calibration", "Calibration: what a score means", table + "".join(plots), hint)
 
 
 def edit_type_section(by_type: Mapping[str, Any], prefix: str = "") -> str:
@@ -204,16 +164,16 @@ def edit_type_section(by_type: Mapping[str, Any], prefix: str = "") -> str:
         if "spearman" in r:
             c = r["spearman"]
             ci = c.get("ci95")
-            cell = (f'<td class="num">{_num(c.get("value"))}'
-                    + (f'<span class="ci">95% CI [{_num(ci[0])}, {_num(ci[1])}]</span>' if ci else "") + "</td>")
+            cell = (f'<td class="num">{num(c.get("value"), scientific=False)}'
+                    + (f'<span class="ci">95% CI [{num(ci[0], scientific=False)}, {num(ci[1], scientific=False)}]</span>' if ci else "") + "</td>")
             what = "Spearman (pooled)"
         else:
-            cell = f'<td class="num">{_num(r.get("accuracy"))}</td>'
+            cell = f'<td class="num">{num(r.get("accuracy"), scientific=False)}</td>'
             what = "accuracy (tie threshold of all pairs)"
-        rows.append([f"<b>{_e(label)}</b>", f'<td class="num" data-type="{_e(t)}">{r.get("n")}</td>', cell])
+        rows.append([f"<b>{esc(label)}</b>", f'<td class="num" data-type="{esc(t)}">{r.get("n")}</td>', cell])
     hint = ("Edit types from the instructions (rules in editlens/data/edit_types.toml; an edit_type column overrides "
             "them). Small types have wide intervals.")
-    return _section(f"{prefix}by-edit-type", "By edit type", _table(["edit type", "n", what], rows, "data by-edit-type"),
+    return section(f"{prefix}by-edit-type", "By edit type", data_table(["edit type", "n", what], rows, "data by-edit-type"),
                     hint)
 
 
