@@ -259,7 +259,8 @@ class Batcher:
 
         control = Control(pause=self._should_pause, cancelled=lambda: [self._closed or j.abandoned for j in batch],
                           on_text=on_text if any(j.on_text for j in batch) else None,
-                          prefill_tokens=self.prefill_tokens, on_prefill=on_prefill)
+                          prefill_tokens=self.prefill_tokens, on_prefill=on_prefill,
+                          prompt_tokens=[j.prompt_tokens for j in batch])
         return list(self.backend.generate_some(reqs, [j.state for j in batch], control))
 
     def _run_isolated(self, batch: list[Job]) -> list[Any]:

@@ -134,6 +134,7 @@ class Control:
     on_text: Callable[[int, int, str], None] | None = None
     prefill_tokens: int | None = None
     on_prefill: Callable[[int, int, int], None] | None = None
+    prompt_tokens: Sequence[int | None] | None = None  # per request, when known (the server counts them)
 
 
 def row_seed(seed: int | None, k: int) -> int:
@@ -205,7 +206,10 @@ def generate_some(be: Any, reqs: Sequence[ChatRequest], states: Sequence[Paused 
     group = work[0].group
     if group is None:
         live = [(i, row) for i, st in enumerate(work) for row in st.rows if row.finish is None]
-        if live and settings.n > 1 and SHARED_PREFILL and len(live) == settings.n * len(work):
+        # a prompt that may be longer than a prefill slice is sliced, not prefilled in one shared step
+        short = not control.prefill_tokens or all(
+            p is not None and p <= control.prefill_tokens for p in (control.prompt_tokens or [None]))
+        if live and settings.n > 1 and SHARED_PREFILL and short and len(live) == settings.n * len(work):
             # the n answers of a request continue one prefill of its prompt (not n copies of it)
             shared = _shared_prefill(be, reqs, work, live, settings.n)
             _run_slice(be, work, None, (shared, list(range(len(live)))), live, settings, candidates, want_steps,
