@@ -151,3 +151,23 @@ def test_a_client_that_leaves_mid_prefill_stops_it_at_the_next_slice(tiny_vlm_di
         batcher.close()
     assert gen.error is not None and "went away" in gen.error
     assert [e for e in batcher.events if e[0] == "prefill"] == [("prefill", job.seq, 16, job.prompt_tokens)]
+
+
+def test_a_long_sampled_request_is_sliced_not_prefilled_in_one_shared_step(tiny_vlm_dirs):
+    """n > 1 samples share one prefill of a short prompt; a prompt over a slice is sliced
+    instead, with the samples of the shared prefill (same seeds, same draws)."""
+    from editlens.backends.local import TransformersBackend
+    from editlens.backends.scheduler import Batcher
+
+    be = TransformersBackend(str(tiny_vlm_dirs["idefics3"]), batch_size=4)
+    req = ChatRequest([Message("user", ["Describe every change in detail. " * 8])],
+                      GenerationSettings(max_new_tokens=3, n=2, temperature=1.0, seed=3))
+    batcher = Batcher(be, window_ms=0, slice_ms=0, prefill_tokens=16)
+    try:
+        job = batcher.enqueue(req, prompt_tokens=be.count_prompt_tokens(req))
+        gen = job.fut.result(timeout=120)
+    finally:
+        batcher.close()
+    assert gen.error is None and len(gen.samples) == 2
+    assert sum(1 for e in batcher.events if e[0] == "prefill") >= 8
+    assert gen.samples == be.generate([req])[0].samples
