@@ -95,3 +95,28 @@ def test_a_run_resumed_from_a_store_without_the_record_is_not_marked_complete(tm
     finally:
         store.close()
     assert recorded_images(run) is None
+
+
+def test_report_embeds_and_copies_only_the_files_the_run_read(tmp_path):
+    import base64
+
+    import numpy as np
+    from PIL import Image
+
+    run, rows, other, changed = _run(tmp_path)
+    noise = np.random.default_rng(7).integers(0, 256, (48, 64, 3), dtype=np.uint8)
+    Image.fromarray(noise).save(other)  # bytes found nowhere else (the copy the helper made is of a read image)
+    secret = base64.b64encode(other.read_bytes()).decode()[100:300]
+    for mode in ("embed", "copy"):
+        out = tmp_path / f"report_{mode}.html"
+        res = CliRunner().invoke(app, ["report", str(run), "--manifest", str(changed), "--out", str(out),
+                                       "--images", mode])
+        assert res.exit_code == 0, res.output
+        page = out.read_text()
+        assert "never read by this run" in page and secret not in page
+        copied = tmp_path / f"report_{mode}_images"
+        names = sorted(p.name for p in copied.iterdir()) if copied.is_dir() else []
+        assert "never_read.png" not in names and all(other.read_bytes() != p.read_bytes()
+                                                     for p in copied.glob("*") if p.is_file())
+        if mode == "copy":
+            assert names  # the images the run did read were copied

@@ -141,16 +141,21 @@ class ReportServer:
 
         from PIL import Image, UnidentifiedImageError
 
+        from editlens.core.embedded import parse_ref
         from editlens.reporting.thumbs import image_bytes
         from editlens.runner.store import resolved_image
 
         path = self.images[n]
         if path not in self._loaded:
             raise OSError("the run did not load this image")
-        if self._recorded is not None:  # the file the run read, as it read it (a link swapped since is not followed)
-            path = resolved_image(path)
-            if path not in self._recorded:
+        if self._recorded is not None:
+            resolved = resolved_image(path)
+            if resolved not in self._recorded:
                 raise OSError("the run did not load this image")
+            if parse_ref(path) is None:  # the file the run read, as it read it (a link swapped since is not followed)
+                path = resolved
+            # an image inside a table is read through its reference: the resolved table file may have no
+            # table suffix (a hub cache's blob), and the checked table is what the reference opens
         found = image_bytes(path)
         if found is None:
             raise OSError("cannot be read")
