@@ -20,11 +20,20 @@ tokens; the released prompts would only lengthen the prefill, which a CPU
 computes at the same cost batched or not).
 
     python -m benchmarks.reward_throughput [--size 0.5b|tiny] [--sources 2] [--models 2] [--new-tokens 48]
-        [--passes 4] [--dtype auto|float32|bfloat16|both]
+        [--passes 4] [--dtype auto|float32|bfloat16|both] [--profile]
+
+``--profile`` adds, per model, the operator shares of one more batched call
+under torch.profiler (after the timed calls, so the timings are not slowed).
 
 Targets: EditScore batching >= 2x, cached reruns >= 50x (both models), N
 passes < N x one pass. EditReward's batching gain is reported, not gated:
-one forward pass per edit is compute-bound on a CPU (a GPU gains from it).
+it is one forward pass (a prefill, no decoding) whose matrix products scale
+with rows x tokens, as much work batched as one at a time on a CPU; batching
+saves only the tower's repeated images and per-call overhead (~1.1-1.2x on
+a CPU; a GPU gains from filling the chip). EditScore gains from batching
+its decoding steps, each of which reads every weight once whatever the
+rows; its prefill costs the same either way. Profiles and figures:
+docs/reward-models.md ("Speed").
 ``--size tiny`` is a smoke test of the script (timings meaningless).
 About 10 minutes of CPU per dtype on a 2-core machine (``--new-tokens 24``
 roughly halves it).
@@ -56,6 +65,8 @@ def main() -> None:
     ap.add_argument("--image-side", type=int, default=112, help="side of the square test images (pixels)")
     ap.add_argument("--dtype", default="auto", help=DTYPE_HELP)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--profile", action="store_true",
+                    help="also profile one batched call per model (torch.profiler) and report the top operators' shares")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -100,6 +111,19 @@ def _values(scores, what: str) -> list:  # type: ignore[no-untyped-def]
     return [s.value for s in scores]
 
 
+def op_shares(fn, top: int = 8) -> dict:  # type: ignore[no-untyped-def]
+    """The ``top`` operators of one ``fn()`` call by self CPU time, with their share of the call."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn()
+    rows = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+    total = sum(e.self_cpu_time_total for e in rows) or 1
+    return {"total_ms": round(total / 1e3, 1),
+            "top": [{"op": e.key, "ms": round(e.self_cpu_time_total / 1e3, 1), "calls": e.count,
+                     "share": round(e.self_cpu_time_total / total, 3)} for e in rows[:top]]}
+
+
 def measure(args: argparse.Namespace, dtype: str, root: Path, models: dict) -> dict:
     from editlens.core.types import EditSample
     from editlens.metrics.registry import create_metric
@@ -141,6 +165,8 @@ def measure(args: argparse.Namespace, dtype: str, root: Path, models: dict) -> d
                  "passes_cost_vs_n_single": t_n / (args.passes * t_one),
                  "tower_images_in_passes_call": {"asked": tower[0], "encoded": tower[1]},
                  "passes_recorded": passes[0].details.get("samples"), "weights": backend.weights}
+    if args.profile:
+        editscore["profile_batched"] = op_shares(lambda: greedy.score_batch(edits))
 
     er_opts = {**common, "model": str(models["ckpt"]), "image_pixels": args.image_side ** 2,
                "templates": {"editreward_following": str(root / "follow.txt"),
@@ -158,6 +184,8 @@ def measure(args: argparse.Namespace, dtype: str, root: Path, models: dict) -> d
                   "max_difference": max(abs(a - b) for a, b in zip(r_single, r_batched)),
                   "first_run_s": round(t_rf, 2), "cached_rerun_s": round(t_rr, 4), "cache_speedup": t_rf / max(t_rr, 1e-6),
                   "tower": {"asked": er._loaded.tower_stats.rows, "encoded": er._loaded.tower_stats.encoded}}
+    if args.profile:
+        editreward["profile_batched"] = op_shares(lambda: er.score_batch(edits))
     params = sum(p.numel() for p in backend.model.parameters())
     return {"model": f"random Qwen2.5-VL ({args.size}), {params / 1e9:.2f} B parameters", "build_s": models["build_s"],
             "dtype": dtype, "new_tokens": args.new_tokens, "passes": args.passes, "image_side": args.image_side,

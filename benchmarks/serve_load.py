@@ -16,6 +16,16 @@ A random model is built on the spot (CPU is fine; nothing is downloaded):
 
     python -m benchmarks.serve_load [--size small] [--shorts 20] [--short-tokens 4] [--long-tokens 400] [--device cpu]
 
+``--hostile`` measures instead how long other clients wait beside two costly
+requests (issue 30's battery): a prompt of ``--long-prompt-tokens`` tokens
+(prefilled in slices of ``--prefill-tokens``) and an extreme-aspect image
+(``--aspect-width`` x 1 pixels, refused from its header). Probe clients
+(short chat requests and ``GET /v1/models``) ask one after another while
+both run; the figure is the longest a probe waited (target: under 2 s),
+with slicing and, for comparison, with the prompt prefilled in one step.
+At ``--size tiny --long-prompt-tokens 1500 --prefill-tokens 128
+--aspect-width 2000000`` it runs in a few seconds.
+
 Prints JSON. Run it alone on the machine: latencies on a shared CPU are noise.
 """
 
@@ -107,6 +117,104 @@ def _phase(backend, args, slice_ms: float) -> dict:  # type: ignore[no-untyped-d
         thread.join(timeout=30)
 
 
+def _long_prompt(backend, tokens: int) -> str:  # type: ignore[no-untyped-def]
+    """A text prompt of about ``tokens`` tokens of this model (at least that many)."""
+    from editlens.backends.types import ChatRequest, Message
+
+    unit = "Describe every change between the pictures. "
+    base = backend.count_prompt_tokens(ChatRequest([Message("user", [""])]))
+    per = (backend.count_prompt_tokens(ChatRequest([Message("user", [unit * 20])])) - base) / 20
+    text = unit * max(1, int((tokens - base) / per) + 1)
+    return text
+
+
+def _extreme_png(width: int) -> str:
+    """A ``width`` x 1 PNG as a data URL (a few KB: the cost is in its shape, not its bytes)."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("L", (width, 1), 128).save(buf, format="PNG", optimize=True)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def _hostile_phase(backend, args, prefill_tokens: int | None, prompt: str, image_url: str) -> dict:  # type: ignore[no-untyped-def]
+    import httpx
+
+    from editlens.backends.server import ServeLimits, build_app
+
+    limits = ServeLimits(max_tokens=16, max_prompt_tokens=args.long_prompt_tokens * 2)
+    app = build_app(backend, "bench", limits=limits, prefill_tokens=prefill_tokens)
+    server, thread, url = _server(app)
+    costly: dict = {}
+
+    def post(name: str, body: dict) -> None:
+        t0 = time.perf_counter()
+        r = httpx.post(f"{url}/chat/completions", json=body, timeout=3600)
+        costly[name] = {"status": r.status_code, "seconds": round(time.perf_counter() - t0, 3)}
+        if r.status_code == 200:
+            costly[name]["prompt_tokens"] = r.json()["usage"]["prompt_tokens"]
+
+    waits: list[float] = []
+    try:
+        with httpx.Client(timeout=3600) as client:
+            _shorts(client, url, 2, args.short_tokens)  # warm-up
+            threads = [
+                threading.Thread(target=post, args=("long_prefill", {
+                    "messages": [{"role": "user", "content": prompt}], "max_tokens": 1})),
+                threading.Thread(target=post, args=("extreme_aspect_image", {
+                    "messages": [{"role": "user", "content": [{"type": "text", "text": "What is this?"},
+                                                              {"type": "image_url", "image_url": {"url": image_url}}]}],
+                    "max_tokens": 2})),
+            ]
+            for t in threads:
+                t.start()
+            batcher = app.state.batcher
+            # probes from the moment the long prompt is in the scheduler until both costly requests are answered
+            while not batcher._running and not batcher._pending and threads[0].is_alive():
+                time.sleep(0.001)
+            i = 0
+            while any(t.is_alive() for t in threads) or i < args.shorts:
+                t0 = time.perf_counter()
+                if i % 4 == 3:
+                    client.get(f"{url}/models").raise_for_status()
+                else:
+                    _shorts(client, url, 1, args.short_tokens)
+                waits.append(time.perf_counter() - t0)
+                i += 1
+                time.sleep(args.probe_gap_ms / 1000)  # a client's think time: the model is free meanwhile
+            for t in threads:
+                t.join()
+        slices = sum(1 for e in batcher.events if e[0] == "prefill")
+        return {"prefill_tokens": prefill_tokens, "probes": len(waits), "max_wait_s": round(max(waits), 3),
+                **_pct(waits), "prefill_slices": slices, "preemptions": batcher.preemptions, "costly": costly}
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def measure_hostile(args: argparse.Namespace, dtype: str) -> dict:
+    from editlens.backends.local import TransformersBackend
+    from editlens.models.random_init import build_idefics3
+
+    with tempfile.TemporaryDirectory() as tmp:
+        build_idefics3(Path(tmp), size=args.size)
+        backend = TransformersBackend(tmp, device=args.device, dtype=dtype, batch_size=8)
+        prompt = _long_prompt(backend, args.long_prompt_tokens)
+        image_url = _extreme_png(args.aspect_width)
+        from editlens.backends.scheduler import default_prefill_tokens
+
+        sliced = _hostile_phase(backend, args, args.prefill_tokens or default_prefill_tokens(backend.device), prompt,
+                                image_url)
+        whole = _hostile_phase(backend, args, None, prompt, image_url)
+    return {"model": f"random idefics3 ({args.size})", "device": args.device,
+            "long_prompt_tokens": sliced["costly"].get("long_prefill", {}).get("prompt_tokens"),
+            "aspect_width": args.aspect_width, "sliced": sliced, "unsliced": whole,
+            "max_wait_s": sliced["max_wait_s"], "target": "max_wait_s < 2", "precision": backend.precision.to_dict()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", choices=("tiny", "small"), default="small")
@@ -116,7 +224,24 @@ def main() -> None:
     ap.add_argument("--head-start", type=float, default=0.5, help="seconds the long answer runs before the shorts")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default="auto", help=DTYPE_HELP)
+    ap.add_argument("--hostile", action="store_true", help="measure the longest wait beside a long prefill and an "
+                    "extreme-aspect image instead (see above)")
+    ap.add_argument("--long-prompt-tokens", type=int, default=8192, help="--hostile: tokens of the long prompt")
+    ap.add_argument("--prefill-tokens", type=int, default=None,
+                    help="--hostile: prefill slice (default: editlens serve's on --device: 2048 on a GPU, 512 on a CPU)")
+    ap.add_argument("--aspect-width", type=int, default=39_000_000, help="--hostile: width of the N x 1 image")
+    ap.add_argument("--probe-gap-ms", type=float, default=50.0, help="--hostile: pause between two probes")
     args = ap.parse_args()
+    if args.hostile:
+        def check_hostile(r: dict) -> tuple[bool, str]:
+            costly = r["sliced"]["costly"]
+            ok = r["max_wait_s"] < 2 and costly["long_prefill"]["status"] == 200 and \
+                costly["extreme_aspect_image"]["status"] == 413
+            return ok, (f"longest wait of a probe beside a {r['long_prompt_tokens']}-token prefill (sliced) and a "
+                        f"{r['aspect_width']}x1 image: {r['max_wait_s']} s (target < 2; prefilled in one step: "
+                        f"{r['unsliced']['max_wait_s']} s)")
+
+        sys.exit(run_per_dtype(args.dtype, args.device, lambda dt: measure_hostile(args, dt), check_hostile))
 
     def check(r: dict) -> tuple[bool, str]:
         ok = r["p95_fair_over_idle"] <= 2 and r["long_same_text_when_paused"]

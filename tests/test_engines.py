@@ -324,3 +324,52 @@ def test_batched_generation_gives_the_output_layer_contiguous_rows(editscore_dir
     batched = be.generate(reqs)
     assert seen and seen[0][0][0] == 3 and all(contiguous for _, contiguous in seen)
     assert [g.text for g in batched] == [be.generate([r])[0].text for r in reqs]
+
+
+def _tokenizer_app(shape: str):
+    """An engine's tokenizer endpoints with a word-level vocabulary, answered as
+    vLLM does (root paths, ``/detokenize`` -> ``{"prompt"}``) or as SGLang does
+    (``/v1`` paths here, ``/detokenize`` -> ``{"text"}``)."""
+    from fastapi import FastAPI, Request
+
+    vocab = {"YES": 11, " YES": 12, "NO": 13, " NO": 14}
+    text_of = {v: k for k, v in vocab.items()}
+    app = FastAPI()
+    prefix = "" if shape == "vllm" else "/v1"
+
+    @app.post(prefix + "/tokenize")
+    async def tokenize(request: Request):
+        body = await request.json()
+        ids = [vocab[body["prompt"]]]
+        return {"tokens": ids, "count": len(ids), "max_model_len": 64}
+
+    @app.post(prefix + "/detokenize")
+    async def detokenize(request: Request):
+        text = "".join(text_of[t] for t in (await request.json())["tokens"])
+        return {"prompt": text} if shape == "vllm" else {"text": text}
+
+    return app
+
+
+@pytest.mark.parametrize("shape", ["vllm", "sglang"])
+def test_engine_tokens_reads_vllm_and_sglang_answers(shape):
+    from types import SimpleNamespace
+
+    from editlens.backends.engine import engine_tokens
+
+    with running(_tokenizer_app(shape)) as url:
+        got = engine_tokens(SimpleNamespace(base_url=url, model_id="m"), ["YES", "NO"])
+    assert got == [{"YES": (11, "YES"), "NO": (13, "NO")}, {"YES": (12, " YES"), "NO": (14, " NO")}]
+
+
+def test_engine_tokens_without_tokenizer_endpoints_names_the_cause():
+    from types import SimpleNamespace
+
+    from fastapi import FastAPI
+
+    from editlens.backends.engine import engine_tokens
+    from editlens.errors import ModelUnavailableError
+
+    with running(FastAPI()) as url:
+        with pytest.raises(ModelUnavailableError, match=r"no usable /tokenize \(HTTP 404"):
+            engine_tokens(SimpleNamespace(base_url=url, model_id="m"), ["YES", "NO"])

@@ -11,6 +11,8 @@ test_serve_limits.py.)
 from __future__ import annotations
 
 import asyncio
+import base64
+import io
 import json
 import os
 import signal
@@ -521,7 +523,12 @@ def test_hostile_battery_no_500_and_no_stalls(served, caplog):
             time.sleep(0.5)
 
     hi = [{"role": "user", "content": "hi"}]
+    strip = io.BytesIO()
+    Image.new("L", (2_000_000, 1), 128).save(strip, format="PNG")  # a few KB; refused from its header (413)
+    extreme = [{"role": "user", "content": [{"type": "text", "text": "hi"}, {"type": "image_url", "image_url": {
+        "url": "data:image/png;base64," + base64.b64encode(strip.getvalue()).decode()}}]}]
     attacks = [
+        lambda: post(json.dumps({"messages": extreme, "max_tokens": 2}).encode()),
         lambda: post(b"{" * 100_000),
         lambda: post(json.dumps({"messages": hi, "max_tokens": 10**400}).encode()),
         lambda: post(json.dumps({"messages": hi, "seed": 10**30}).encode()),

@@ -372,9 +372,10 @@ def test_candidate_distribution_never_reads_impossible_log_probabilities():
     assert dist({"YES": float("-inf"), "NO": float("-inf")}) is None
 
 
-def test_serve_refuses_a_prompt_limit_it_cannot_keep_fair():
-    res = cli("serve", "--vlm", "x", "--max-prompt-tokens", 200000)
-    assert res.exit_code == 2 and "--max-prompt-tokens" in res.output
+def test_serve_refuses_a_prefill_slice_or_aspect_limit_it_cannot_keep():
+    # long prompts are prefilled in slices (tests/test_prefill_slices.py): no cap on --max-prompt-tokens
+    res = cli("serve", "--vlm", "x", "--prefill-tokens", 0)
+    assert res.exit_code == 2 and "--prefill-tokens" in res.output
     res = cli("serve", "--vlm", "x", "--max-aspect-ratio", 0.5)
     assert res.exit_code == 2 and "--max-aspect-ratio" in res.output
 

@@ -271,9 +271,19 @@ def test_request_preprocessing_runs_off_the_event_loop(backend, monkeypatch):
         assert results["slow"].status_code == 200
 
 
-def test_a_prompt_limit_the_scheduler_cannot_keep_fair_is_refused():
-    from editlens.backends.server import FAIR_PROMPT_TOKENS
+def test_a_long_prompt_limit_is_served_with_sliced_prefill(tiny_vlm_dirs, monkeypatch):
+    """No cap of its own on --max-prompt-tokens (prefill is sliced); over the model's context it says so."""
+    from typer.testing import CliRunner
 
-    with pytest.raises(ValueError, match="cannot pause"):
-        ServeLimits(max_prompt_tokens=200_000)
-    assert ServeLimits(max_prompt_tokens=FAIR_PROMPT_TOKENS).max_prompt_tokens == FAIR_PROMPT_TOKENS
+    from editlens.backends import serving
+    from editlens.cli.main import app
+
+    served = {}
+    monkeypatch.setattr(serving, "serve_app", lambda app_, *a, **k: served.setdefault("app", app_))
+    res = CliRunner().invoke(app, ["serve", "--vlm", str(tiny_vlm_dirs["idefics3"]), "--device", "cpu",
+                                   "--max-prompt-tokens", "200000", "--prefill-tokens", "512"])
+    assert res.exit_code == 0, res.output
+    assert "over this model's context of 2048 positions" in res.output
+    state = served["app"].state
+    assert state.limits.max_prompt_tokens == 200_000 and state.batcher.prefill_tokens == 512
+    state.batcher.close()

@@ -9,9 +9,16 @@ them. What it learnt is kept on the backend (``backend.capabilities``) and
 recorded in the run's provenance.
 
 :func:`engine_tokens` asks the engine's ``/tokenize`` and ``/detokenize``
-(vLLM's endpoints; ``editlens serve`` has them too) for the first token of
-words whose probability an evaluator reads (DICE's ADD/EDIT/REMOVE, YES/NO),
-so the formulas run on the tokens the engine's model emits.
+for the first token of words whose probability an evaluator reads (DICE's
+ADD/EDIT/REMOVE, YES/NO), so the formulas run on the tokens the engine's
+model emits. Both engines serve them with the same request
+(``{"model", "prompt", "add_special_tokens"}`` -> ``{"tokens", "count",
+"max_model_len"}``; ``{"model", "tokens"}`` to detokenize) but answer
+``/detokenize`` differently: vLLM ``{"prompt": text}``
+(vllm/entrypoints/serve/tokenize/api_router.py, at the server root only),
+SGLang ``{"text": text}`` (sglang/srt/entrypoints/openai/serving_tokenize.py,
+at the root and under ``/v1``); both are read, and ``/v1/...`` is tried when
+the root has no route (a proxy that forwards ``/v1`` only).
 """
 
 from __future__ import annotations
@@ -111,16 +118,37 @@ def engine_tokens(backend: Any, words: Sequence[str]) -> list[dict[str, tuple[in
     out: list[dict[str, tuple[int, str]]] = []
     with httpx.Client(timeout=min(getattr(be, "timeout", 30.0), 30.0), headers=headers) as client:
         def post(path: str, body: dict[str, Any]) -> Any:
-            try:
-                r = client.post(root + path, json={"model": be.model_id, **body})
-            except httpx.HTTPError as exc:
-                raise ModelUnavailableError(f"the engine at {be.base_url}: {path} failed ({exc})") from None
-            if r.status_code >= 400:
+            status, said = 0, ""
+            for base in (root, root + "/v1"):  # vLLM: root only; SGLang: both; some proxies: /v1 only
+                try:
+                    r = client.post(base + path, json={"model": be.model_id, **body})
+                except httpx.HTTPError as exc:
+                    raise ModelUnavailableError(f"the engine at {be.base_url}: {path} failed ({exc})") from None
+                status, said = r.status_code, r.text[:200]
+                if status not in (404, 405):
+                    break
+            if status >= 400:
                 raise ModelUnavailableError(
-                    f"the engine at {be.base_url} has no usable {path} (HTTP {r.status_code}); the token "
-                    "probabilities of words are read through it (vLLM serves it; SGLang: use its vLLM-compatible "
-                    "frontend or run in-process)")
-            return r.json()
+                    f"the engine at {be.base_url} has no usable {path} (HTTP {status}: {said}); the token "
+                    "probabilities of words are read through it (vLLM and SGLang serve it: check the URL, "
+                    "or run in-process)")
+            try:
+                answer = r.json()
+            except ValueError:
+                answer = None
+            if not isinstance(answer, dict):
+                raise ModelUnavailableError(f"the engine at {be.base_url}: {path} answered something that is "
+                                            "not a JSON object")
+            return answer
+
+        def detokenized(token: int) -> str:
+            answer = post("/detokenize", {"tokens": [token]})
+            text = answer.get("prompt", answer.get("text"))  # vLLM: "prompt"; SGLang: "text"
+            if not isinstance(text, str):
+                raise ModelUnavailableError(
+                    f"the engine at {be.base_url}: /detokenize answered without the text (neither vLLM's "
+                    f"'prompt' nor SGLang's 'text' field: {sorted(answer)[:8]})")
+            return text
 
         for prefix in ("", " "):
             found: dict[str, tuple[int, str]] = {}
@@ -128,7 +156,7 @@ def engine_tokens(backend: Any, words: Sequence[str]) -> list[dict[str, tuple[in
                 ids = post("/tokenize", {"prompt": prefix + w, "add_special_tokens": False}).get("tokens") or []
                 if ids:
                     first = int(ids[0])
-                    found[w] = (first, str(post("/detokenize", {"tokens": [first]}).get("prompt", "")))
+                    found[w] = (first, detokenized(first))
             if len(found) == len(words) and len({v[0] for v in found.values()}) == len(words) and found not in out:
                 out.append(found)
     return out

@@ -166,6 +166,11 @@ class TransformersBackend:
         for i, r in enumerate(requests):
             groups[(r.settings, r.candidates)].append(i)
         for idx in groups.values():
+            if len(idx) > self.batch_size:
+                # prompts of similar length share a batch: every row is padded to the batch's longest prompt,
+                # and interleaved prompts (EditScore's SC with two pictures, PQ with one and 40 tokens fewer)
+                # spent 14% of each prefill on padding. A call of one batch keeps its order (and its numbers).
+                idx = sorted(idx, key=lambda i: prompt_size(requests[i]))
             for k in range(0, len(idx), self.batch_size):
                 chunk = idx[k : k + self.batch_size]
                 try:
@@ -218,6 +223,20 @@ class TransformersBackend:
             ids = {int(t): float(lp[t]) for t in asked if 0 <= int(t) < vocab and math.isfinite(float(lp[t]))}
             steps.append(TokenStep(self.tokenizer.decode([tok]), lpv if math.isfinite(lpv) else None, cands, top, ids))
         return steps
+
+
+def prompt_size(req: ChatRequest) -> tuple[int, int]:
+    """A cheap stand-in for a request's prompt length (no tokenising): its
+    pictures' pixels (image tokens grow with them), then its text's characters.
+
+    >>> import numpy as np
+    >>> from editlens.backends.types import Message
+    >>> prompt_size(ChatRequest([Message("user", [np.zeros((28, 56, 3), np.uint8), "two words"])]))
+    (1568, 9)
+    """
+    pixels = sum(int(img.shape[0]) * int(img.shape[1]) for img in req.images)
+    chars = sum(len(p) for m in req.messages for p in m.parts if isinstance(p, str))
+    return pixels, chars
 
 
 def _contiguous_input(module: Any, args: tuple[Any, ...]) -> tuple[Any, ...] | None:

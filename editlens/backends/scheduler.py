@@ -17,7 +17,12 @@ service first*:
   on where it stopped, as the same batch. A batch runs at least ``slice_ms``
   (and one token) before it yields;
 * no request starves: one that has waited longer than twice its service
-  (and at least ``starve_s``) goes before every request that has not.
+  (and at least ``starve_s``) goes before every request that has not;
+* a long prompt is encoded (prefilled) in slices of at most
+  ``prefill_tokens`` tokens, and a batch may yield between two slices as
+  between two tokens: a 200,000-token prompt does not hold the model for
+  its whole prefill. Work left is counted in generated tokens, a prompt's
+  tokens still to prefill at ``PREFILL_TOKENS_PER_STEP`` (64) a token.
 
 Backends that cannot pause (HTTP, scripted test backends) run each batch to
 the end. Every request also stops on its own, at the next token, once its
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -39,6 +45,24 @@ from editlens.backends.types import ChatRequest, Generation
 SHUTTING_DOWN = "the server is shutting down"
 DEADLINE = "no answer within the server's deadline"
 GONE = "the client went away"
+
+
+def default_prefill_tokens(device: Any) -> int:
+    """The prefill slice ``editlens serve`` uses unless told: 2048 tokens on a
+    GPU (a fraction of a second for a few-billion-parameter model), 512 on a
+    CPU, where 2048 tokens of such a model take seconds.
+
+    >>> default_prefill_tokens("cuda:0"), default_prefill_tokens("cpu")
+    (2048, 512)
+    """
+    return 2048 if str(device).startswith("cuda") else 512
+
+
+#: prompt tokens whose prefill counts as much work as one generated token. A decode step reads every
+#: weight for one token a row, a prefill reads them once for many: one step costs about as much as
+#: prefilling a few hundred tokens on a GPU, a few dozen on a CPU; the lower figure keeps a long
+#: prefill from passing for short work.
+PREFILL_TOKENS_PER_STEP = 64
 
 
 @dataclass(eq=False)
@@ -55,6 +79,7 @@ class Job:
     service: float = 0.0  # seconds of generation received
     queued: float = field(default_factory=time.monotonic)  # when it last joined the queue
     gone: bool = False
+    prefill_tokens: int | None = None  # the scheduler's prefill slice (tokens)
 
     @property
     def abandoned(self) -> bool:
@@ -62,9 +87,15 @@ class Job:
 
     @property
     def remaining(self) -> int:
-        """Tokens left to generate (per answer)."""
+        """Work left, in generated tokens: tokens to generate (per answer), plus,
+        where prompts are prefilled in slices, its prompt tokens not encoded yet
+        at :data:`PREFILL_TOKENS_PER_STEP` a token."""
         done = 0 if self.state is None else max((len(r.ids) for r in self.state.rows), default=0)
-        return max(0, self.req.settings.max_new_tokens - done)
+        tokens = max(0, self.req.settings.max_new_tokens - done)
+        if not self.prefill_tokens:
+            return tokens
+        left = (self.prompt_tokens or 0) if self.state is None else int(getattr(self.state, "prefill_left", 0))
+        return tokens + -(-left // PREFILL_TOKENS_PER_STEP)
 
     def cancel(self) -> None:
         """The client is gone: stop at the next token, answer nobody."""
@@ -82,7 +113,7 @@ class Batcher:
     """Runs requests from many clients on one backend (see the module docstring)."""
 
     def __init__(self, backend: Any, max_batch: int = 8, window_ms: float = 10.0, slice_ms: float = 20.0,
-                 starve_s: float = 2.0) -> None:
+                 starve_s: float = 2.0, prefill_tokens: int | None = 2048) -> None:
         self.backend = backend
         self.max_batch = max(1, max_batch)
         self.window = window_ms / 1000.0
@@ -95,7 +126,11 @@ class Batcher:
         self._closed = False
         self._seq = 0
         self._slice_start = 0.0
+        self.prefill_tokens = prefill_tokens if prefill_tokens and prefill_tokens > 0 else None
         self.preemptions = 0  # batches that yielded to a waiting request (tests, benchmarks)
+        # what happened, in order (tests, benchmarks): ("prefill", seq, tokens encoded, prompt tokens) after each
+        # prefill slice, ("done", seq) when a request is answered
+        self.events: deque[tuple] = deque(maxlen=10_000)
         make_cancellable(backend)
         self.thread = threading.Thread(target=self._loop, daemon=True, name="editlens-batcher")
         self.thread.start()
@@ -106,7 +141,8 @@ class Batcher:
         fut: Future = Future()
         with self._cv:
             self._seq += 1
-            job = Job(req, fut, time.monotonic() + timeout, self._seq, prompt_tokens, on_text)
+            job = Job(req, fut, time.monotonic() + timeout, self._seq, prompt_tokens, on_text,
+                      prefill_tokens=self.prefill_tokens)
             if self._closed:
                 fut.set_result(Generation(None, error=SHUTTING_DOWN))
                 return job
@@ -218,8 +254,13 @@ class Batcher:
                 cb(k, delta)
 
         # closing stops every answer for good (a pause could be refused: see stepping.placeholder_ids)
+        def on_prefill(i: int, encoded: int, total: int) -> None:
+            self.events.append(("prefill", batch[i].seq, encoded, total))
+
         control = Control(pause=self._should_pause, cancelled=lambda: [self._closed or j.abandoned for j in batch],
-                          on_text=on_text if any(j.on_text for j in batch) else None)
+                          on_text=on_text if any(j.on_text for j in batch) else None,
+                          prefill_tokens=self.prefill_tokens, on_prefill=on_prefill,
+                          prompt_tokens=[j.prompt_tokens for j in batch])
         return list(self.backend.generate_some(reqs, [j.state for j in batch], control))
 
     def _run_isolated(self, batch: list[Job]) -> list[Any]:
@@ -252,6 +293,8 @@ class Batcher:
             back = []
             for job, out in zip(batch, outs):
                 job.service += now - t0
+                if isinstance(out, Generation) or closed or now > job.deadline or job.abandoned:
+                    self.events.append(("done", job.seq))  # answered (or given up) now
                 # a generation stopped early is never passed off as a whole answer
                 if closed:
                     _resolve(job.fut, Generation(None, error=SHUTTING_DOWN))

@@ -47,11 +47,6 @@ access_log = logging.getLogger("editlens.serve")
 SEED_RANGE = (-(2**63), 2**64 - 1)
 
 
-#: The longest prompt a server accepts at all. Prefill is one model step the scheduler cannot slice
-#: (only generated tokens are), so the limit is what fair scheduling can keep: a limit above it is refused.
-FAIR_PROMPT_TOKENS = 16384
-
-
 @dataclass(frozen=True)
 class ServeLimits:
     """What one request may ask of the server (CLI: ``editlens serve --max-tokens ...``).
@@ -63,7 +58,9 @@ class ServeLimits:
         max_image_bytes: largest image payload (413 above it).
         max_image_pixels: largest decoded image, width x height (413 above it).
         max_prompt_tokens: largest prompt, in the model's tokens with the chat
-            template and image tokens (413 above it).
+            template and image tokens (413 above it). A long prompt is
+            prefilled in slices other clients' work runs between (see
+            :mod:`editlens.backends.scheduler`), so any length stays fair.
         max_aspect_ratio: longest over shortest side of an image (413 above
             it): a 39,000,000 x 1 image is under the pixel limit, yet costs a
             model's processor seconds to tile, and no model reads it.
@@ -84,11 +81,6 @@ class ServeLimits:
         for name in ("max_tokens", "max_n", "max_image_bytes", "max_image_pixels", "max_prompt_tokens"):
             if not getattr(self, name) >= 1:
                 raise ValueError(f"serve limit {name} must be at least 1, got {getattr(self, name)!r}")
-        if self.max_prompt_tokens > FAIR_PROMPT_TOKENS:
-            raise ValueError(f"serve limit max_prompt_tokens {self.max_prompt_tokens} is over {FAIR_PROMPT_TOKENS}: a "
-                             "prompt is encoded (prefilled) in one step the scheduler cannot pause, so a prompt that "
-                             "long would hold every other client for its whole prefill; keep --max-prompt-tokens "
-                             f"at most {FAIR_PROMPT_TOKENS}")
         for name in ("request_timeout", "read_timeout", "max_aspect_ratio"):
             value = getattr(self, name)
             if not (value > 0 and math.isfinite(value)):
@@ -358,7 +350,7 @@ async def _disconnected(request: Request) -> None:
 def build_app(backend: Any, model_name: str, api_key: str | None = None, max_image_bytes: int = 20 * 1024 * 1024,
               max_batch: int = 8, batch_window_ms: float = 10.0, limits: ServeLimits | None = None,
               routers: Sequence[Any] = (), slice_ms: float = 20.0, adapters: Mapping[str, Any] | None = None,
-              max_images: int | None = None) -> Any:
+              max_images: int | None = None, prefill_tokens: int | None = 2048) -> Any:
     """The ASGI app of ``editlens serve``.
 
     ``routers``: extra ``fastapi.APIRouter`` objects to include (more endpoints
@@ -368,14 +360,17 @@ def build_app(backend: Any, model_name: str, api_key: str | None = None, max_ima
     names, each a local backend running a LoRA adapter of the base
     (:func:`editlens.backends.engine_api.load_adapter`). ``max_images``:
     images one prompt may carry (vLLM's ``--limit-mm-per-prompt``).
+    ``prefill_tokens``: a longer prompt is encoded in slices of at most this
+    many tokens, other clients' work running between two (``None``: whole).
     """
     from editlens.backends import engine_api
 
     limits = limits or ServeLimits(max_image_bytes=max_image_bytes)
     max_image_bytes = limits.max_image_bytes
-    batcher = Batcher(backend, max_batch, batch_window_ms, slice_ms=slice_ms)
+    batcher = Batcher(backend, max_batch, batch_window_ms, slice_ms=slice_ms, prefill_tokens=prefill_tokens)
     # each adapter runs on its own scheduler: one batch is one model's
-    batchers = {model_name: batcher, **{name: Batcher(b, max_batch, batch_window_ms, slice_ms=slice_ms)
+    batchers = {model_name: batcher, **{name: Batcher(b, max_batch, batch_window_ms, slice_ms=slice_ms,
+                                                      prefill_tokens=prefill_tokens)
                                         for name, b in (adapters or {}).items()}}
     count_tokens = getattr(backend, "count_prompt_tokens", None)
     max_model_len = limits.max_prompt_tokens + limits.max_tokens

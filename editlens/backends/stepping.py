@@ -18,12 +18,27 @@ depend on what else shares its batch, nor on where it was paused.
 
 Each answer also stops on its own (``Control.cancelled``) when its client is
 gone, and streaming clients get its text as it grows (``Control.on_text``).
+
+A long prompt is encoded (prefilled) in slices too: with
+``Control.prefill_tokens`` set, a prompt longer than that many tokens is run
+through the model a slice of at most that many tokens at a time, the cache
+carried from slice to slice, and the scheduler may take the model between
+two slices (``Control.pause`` is asked after each) exactly as between two
+generated tokens. Each slice gets the position ids of the whole prompt and,
+where transformers pre-encodes the images (``mm_encoder_outputs``), the
+image features of the image tokens that fall in it, so an image may straddle
+two slices; for a model whose images cannot be pre-encoded, every image token
+of a prompt falls in one slice. The last slice is left to ``generate()``
+(it goes on from the cache as a resumed batch does), so the answers are
+those of one unsliced prefill up to float rounding (slices multiply
+matrices of other shapes).
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import inspect
 import secrets
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -56,9 +71,29 @@ class Group:
     prompt: dict[str, torch.Tensor]  # per-token prompt tensors (input_ids, attention_mask, ...), batch order
     members: list[tuple[int, Row]]  # (id of the request's Paused state, its row), batch order
     model_state: dict[str, Any] = field(default_factory=dict)  # per-batch model attributes (Qwen's rope_deltas)
+    prefill: "Prefill | None" = None  # while the prompt is being encoded in slices
     # the name generate() gave the cache, and takes it back under: transformers 5.2x calls it "cache",
     # earlier releases "past_key_values" (and reject the other name as an unused model kwarg)
     cache_name: str = "cache"
+
+
+@dataclass(eq=False)
+class Prefill:
+    """A batch's prompt being encoded in slices: where each slice ends and what
+    each needs besides the prompt's per-token tensors."""
+
+    ends: list[int]  # prompt column where each slice run here ends; generate() encodes the rest
+    positions: Any = None  # position ids of the whole prompt (sliced on the last dimension), when the model takes them
+    features: list[dict[str, Any]] = field(default_factory=list)  # per slice: pre-encoded features of its image tokens
+    raw: dict[str, Any] = field(default_factory=dict)  # image inputs not pre-encoded: all go with slice ``raw_at``
+    raw_at: int = 0
+    shared: dict[str, Any] = field(default_factory=dict)  # other model inputs every slice gets
+    done: int = 0  # slices run so far
+
+    @property
+    def encoded(self) -> int:
+        """Prompt columns in the cache."""
+        return self.ends[self.done - 1] if self.done else 0
 
 
 @dataclass(eq=False)
@@ -73,6 +108,14 @@ class Paused:
     def generated(self) -> int:
         return sum(len(r.ids) for r in self.rows)
 
+    @property
+    def prefill_left(self) -> int:
+        """Prompt tokens (columns of its batch) not encoded yet while its prompt is prefilled in slices."""
+        pre = self.group.prefill if self.group is not None else None
+        if pre is None:
+            return 0
+        return int(self.group.prompt["input_ids"].shape[1]) - pre.encoded  # type: ignore[union-attr]
+
 
 @dataclass
 class Control:
@@ -81,11 +124,17 @@ class Control:
     ``pause()``: yield the whole batch now (checked after every token).
     ``cancelled()``: per request, whether its client is gone (its answers stop).
     ``on_text(request index, k, new text)``: streamed text of answer ``k``.
+    ``prefill_tokens``: encode a longer prompt in slices of at most this many
+    tokens, ``pause()`` asked after each (``None``: in one step).
+    ``on_prefill(request index, tokens encoded, prompt tokens)``: after each slice.
     """
 
     pause: Callable[[], bool] | None = None
     cancelled: Callable[[], Sequence[bool]] | None = None
     on_text: Callable[[int, int, str], None] | None = None
+    prefill_tokens: int | None = None
+    on_prefill: Callable[[int, int, int], None] | None = None
+    prompt_tokens: Sequence[int | None] | None = None  # per request, when known (the server counts them)
 
 
 def row_seed(seed: int | None, k: int) -> int:
@@ -157,13 +206,26 @@ def generate_some(be: Any, reqs: Sequence[ChatRequest], states: Sequence[Paused 
     group = work[0].group
     if group is None:
         live = [(i, row) for i, st in enumerate(work) for row in st.rows if row.finish is None]
-        if live:
+        # a prompt that may be longer than a prefill slice is sliced, not prefilled in one shared step
+        short = not control.prefill_tokens or all(
+            p is not None and p <= control.prefill_tokens for p in (control.prompt_tokens or [None]))
+        if live and settings.n > 1 and SHARED_PREFILL and short and len(live) == settings.n * len(work):
+            # the n answers of a request continue one prefill of its prompt (not n copies of it)
+            shared = _shared_prefill(be, reqs, work, live, settings.n)
+            _run_slice(be, work, None, (shared, list(range(len(live)))), live, settings, candidates, want_steps,
+                       control, asked)
+        elif live:
             inputs = _prompt_inputs(be, reqs, live)
             for b, (i, _) in enumerate(live):
                 if work[i].prompt_tokens is None:
                     work[i].prompt_tokens = int(inputs["attention_mask"][b].sum())
-            _run_slice(be, work, inputs, None, live, settings, candidates, want_steps, control, asked)
-    else:
+            group = _start_prefill(be, work, inputs, live, control.prefill_tokens)
+            if group is None:
+                _run_slice(be, work, inputs, None, live, settings, candidates, want_steps, control, asked)
+    go_on = True
+    if group is not None and group.prefill is not None:
+        go_on = _prefill_slices(be, work, group, control)
+    if group is not None and group.prefill is None and go_on:
         index = {id(st): i for i, st in enumerate(work)}
         keep = [b for b, (owner, row) in enumerate(group.members) if owner in index and row.finish is None]
         live = [(index[group.members[b][0]], group.members[b][1]) for b in keep]
@@ -177,6 +239,42 @@ def generate_some(be: Any, reqs: Sequence[ChatRequest], states: Sequence[Paused 
         st.group = None  # done: the cache is not kept for it
         out.append(_generation(be, st, settings.n))
     return out
+
+
+#: prefill each prompt once for all its samples (``n`` > 1), then copy its key/value cache per sample
+SHARED_PREFILL = True
+
+
+def _shared_prefill(be: Any, reqs: Sequence[ChatRequest], work: list[Paused], live: list[tuple[int, Row]],
+                    n: int) -> Group:
+    """One forward pass over each request's prompt but its last token, its
+    cache repeated for the request's ``n`` rows (``live``: request-major):
+    a paused-batch :class:`Group` whose generation starts at the prompt's
+    last token, so each sample draws its first token from its own
+    generator. Before, each of the n samples prefilled the whole prompt
+    again (4 passes of EditScore: 4 prefills of the same prompts)."""
+    firsts = [(i, st.rows[0]) for i, st in enumerate(work)]
+    inputs = _prompt_inputs(be, reqs, firsts)
+    for b, (i, _) in enumerate(firsts):
+        work[i].prompt_tokens = int(inputs["attention_mask"][b].sum())
+    prompt = _per_token(inputs)
+    head = {k: v[:, :-1] if k in prompt else v for k, v in inputs.items()}
+    if not any(hasattr(m, attr) for m in be.model.modules() for attr in _STEP_STATE):
+        # positions as generate() gives a left-padded prompt (models with M-RoPE derive theirs from the mask)
+        mask = head["attention_mask"].long()
+        head["position_ids"] = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)
+    with be._lock:
+        out = be.model(**head, use_cache=True, logits_to_keep=1)
+        state = _model_state(be.model)
+    name = next((k for k in ("cache", "past_key_values") if getattr(out, k, None) is not None), None)
+    if name is None:
+        raise RuntimeError("this model's forward returns no cache: its samples cannot share a prefill")
+    cache = getattr(out, name)
+    cache.batch_repeat_interleave(n)
+    rows = [b for b in range(len(firsts)) for _ in range(n)]
+    state = {k: v[rows] if torch.is_tensor(v) and v.dim() > 0 else v for k, v in state.items()}
+    return Group(cache, {k: v[rows] for k, v in prompt.items()}, [(id(work[i]), row) for i, row in live], state,
+                 cache_name=name)
 
 
 def _text_lock(be: Any) -> Any:
@@ -228,6 +326,194 @@ def _resumed(be: Any, group: Group, keep: list[int], live: list[tuple[int, Row]]
     return out
 
 
+#: per-token inputs a slice gets up to its end (as transformers' own chunked prefill gives them)
+_TOKEN_TYPES = ("token_type_ids", "mm_token_type_ids", "moe_mm_token_type_ids")
+
+
+def _slice_ends(length: int, chunk: int, image_cols: list[int], split_images: bool) -> list[int]:
+    """Where the prefill slices run here end, for a prompt of ``length`` columns
+    whose image tokens sit in ``image_cols``; empty when it is not sliced.
+    The rest after the last end (1 to ``chunk`` columns, text only) is left to
+    ``generate()``. Unless ``split_images``, no end falls inside the image tokens.
+
+    >>> _slice_ends(10, 4, [], True)
+    [4, 8]
+    >>> _slice_ends(10, 4, [3, 4, 5], False)
+    [6]
+    >>> _slice_ends(10, 4, [8], True)
+    [4, 8, 9]
+    >>> _slice_ends(4, 4, [], True)
+    []
+    """
+    if chunk < 1 or length <= chunk:
+        return []
+    first, last = (min(image_cols), max(image_cols)) if image_cols else (length, -1)
+    ends: list[int] = []
+    end = 0
+    while length - end > chunk:
+        end += chunk
+        if not split_images and first < end <= last:
+            end = last + 1  # the slice holding the first image token holds them all
+        if end >= length:
+            return []  # the image tokens reach the prompt's end: nothing left for generate()
+        ends.append(end)
+    if ends and ends[-1] <= last:  # generate() gets text only (its images are in the cache already)
+        if last + 1 >= length:
+            return []
+        ends.append(last + 1)
+    return ends
+
+
+def _start_prefill(be: Any, work: list[Paused], inputs: dict[str, Any], live: list[tuple[int, Row]],
+                   chunk: int | None) -> Group | None:
+    """A :class:`Group` whose prompt will be encoded in slices of ``chunk``
+    columns, or ``None`` when the prompt fits in one."""
+    ids = inputs["input_ids"]
+    if not chunk or ids.shape[1] <= chunk:
+        return None
+    model = _inner(be.model)
+    image_token = getattr(model.config, "image_token_id", None)
+    image_cols = [] if image_token is None else (ids == image_token).any(0).nonzero().flatten().tolist()
+    if not hasattr(model, "_prepare_position_ids_for_generation"):
+        return None  # a transformers without it: positions as generate() makes them are not known here
+    per_token = _per_token(inputs)
+    others = {k: v for k, v in inputs.items() if k not in per_token}
+    with be._lock:
+        positions = None
+        if "position_ids" in _forward_parameters(model):
+            # the whole prompt's positions (Qwen2-VL's 3D ones need all its images), as generate() computes them
+            positions = model._prepare_position_ids_for_generation(ids, {k: v for k, v in inputs.items() if k != "input_ids"})
+        features: dict[str, Any] = {}
+        if image_cols and others and _pre_encodes(model):
+            kwargs = dict(others)
+            kwargs = model._prepare_multimodal_encoder_kwargs_for_generation(kwargs)
+            features = kwargs.pop("mm_encoder_outputs", None) or {}
+            others = kwargs  # what the encoder did not take
+        state = _model_state(be.model)
+    raw = {k: v for k, v in others.items() if k in _raw_multimodal_keys()}
+    shared = {k: v for k, v in others.items() if k not in raw}
+    ends = _slice_ends(int(ids.shape[1]), chunk, image_cols, split_images=not raw)
+    if not ends:
+        return None
+    pre = Prefill(ends, positions, shared=shared, raw=raw)
+    starts = [0, *ends[:-1]]
+    pre.features = [{} for _ in ends]
+    for modality, output in features.items():
+        if output is None:
+            continue
+        mask = ids == getattr(model.config, f"{modality}_token_id")
+        rows = mask.flatten().cumsum(0).view_as(mask) - 1  # feature row of each placeholder, in (batch, column) order
+        for k, (a, b) in enumerate(zip(starts, ends)):
+            if mask[:, a:b].any():
+                pre.features[k][modality] = _slice_features(output, rows[:, a:b][mask[:, a:b]])
+    if raw:
+        pre.raw_at = next(k for k, b in enumerate(ends) if b > image_cols[0])
+    prompt = dict(per_token)
+    group = Group(None, prompt, [(id(work[i]), row) for i, row in live], state,
+                  cache_name="cache" if "cache" in _forward_parameters(model) else "past_key_values",
+                  prefill=pre)
+    for i, _ in live:
+        work[i].group = group
+    return group
+
+
+def _inner(model: Any) -> Any:
+    """The transformers model itself: a PEFT wrapper's base model (its LoRA layers
+    are in it), whose signatures and generation helpers are the model's own."""
+    base = getattr(model, "get_base_model", None)
+    return base() if callable(base) else model
+
+
+def _forward_parameters(model: Any) -> set[str]:
+    return set(inspect.signature(model.forward).parameters)
+
+
+def _pre_encodes(model: Any) -> bool:
+    """Whether transformers can encode this model's images ahead of its prefill
+    (and hand each prefill slice the features of its own image tokens)."""
+    try:
+        from transformers.generation.utils import _slice_mm_encoder_output  # noqa: F401
+    except ImportError:
+        return False
+    supports = getattr(model, "_supports_mm_encoder_outputs", None)
+    return bool(supports and supports() and hasattr(model, "_prepare_multimodal_encoder_kwargs_for_generation"))
+
+
+def _raw_multimodal_keys() -> tuple[str, ...]:
+    keys: tuple[str, ...] = ("pixel_values", "pixel_attention_mask", "image_sizes", "image_grid_thw")
+    try:
+        from transformers.generation.utils import MULTIMODAL_INPUTS_TO_DROP_OUTSIDE_PREFILL
+    except ImportError:
+        return keys
+    return tuple(MULTIMODAL_INPUTS_TO_DROP_OUTSIDE_PREFILL) + keys
+
+
+def _slice_features(output: Any, rows: torch.Tensor) -> Any:
+    from transformers.generation.utils import _slice_mm_encoder_output
+
+    return _slice_mm_encoder_output(output, rows)  # type: ignore[arg-type]
+
+
+def _prefill_slices(be: Any, work: list[Paused], group: Group, control: Control) -> bool:
+    """Encode ``group``'s prompt a slice at a time until the slices run here are
+    done (then ``group.prefill`` is ``None``: ``generate()`` does the rest) or the
+    scheduler asks for the model (``control.pause``, asked after every slice, the
+    last one too) or every client left. Returns whether generation may go on now."""
+    pre = group.prefill
+    assert pre is not None
+    model = _inner(be.model)
+    prompt = group.prompt
+    total = int(prompt["input_ids"].shape[1])
+    owners = {id(st): i for i, st in enumerate(work)}
+    keep_logits = "logits_to_keep" in _forward_parameters(model)
+    while pre.done < len(pre.ends):
+        a, b = pre.encoded, pre.ends[pre.done]
+        kwargs: dict[str, Any] = dict(pre.shared)
+        if pre.raw and pre.done == pre.raw_at:
+            kwargs.update(pre.raw)
+        kwargs["attention_mask"] = prompt["attention_mask"][:, :b]
+        if pre.positions is not None:
+            kwargs["position_ids"] = pre.positions[..., a:b]
+        for key in _TOKEN_TYPES:
+            if key in prompt:
+                kwargs[key] = prompt[key][..., :b]
+        if group.cache is not None:
+            kwargs[group.cache_name] = group.cache
+        with be._lock:
+            be.calls += 1
+            _restore(be.model, group.model_state, None)
+            model_inputs = model.prepare_inputs_for_generation(prompt["input_ids"][:, a:b], is_first_iteration=True,
+                                                               use_cache=True, **kwargs)
+            if pre.features[pre.done]:
+                model_inputs["mm_encoder_outputs"] = pre.features[pre.done]
+            if keep_logits:
+                model_inputs["logits_to_keep"] = 1  # only the cache is wanted: no logits for every token
+            out = model(**model_inputs, return_dict=True)
+            group.model_state = _model_state(be.model)
+        cache = next((getattr(out, n) for n in ("cache", "past_key_values") if getattr(out, n, None) is not None),
+                     None)
+        if cache is None:
+            raise RuntimeError("this model's forward returns no cache: its prompts cannot be prefilled in slices")
+        group.cache = cache
+        pre.done += 1
+        if control.on_prefill is not None:
+            for owner in dict.fromkeys(o for o, _ in group.members):
+                if owner in owners:
+                    control.on_prefill(owners[owner], b, total)
+        if pre.done == len(pre.ends):
+            group.prefill = None  # generate() encodes the rest and generates
+        gone = control.cancelled() if control.cancelled else None
+        if gone is not None:
+            for owner, row in group.members:
+                if owner in owners and gone[owners[owner]] and row.finish is None:
+                    row.finish = "cancelled"
+            if all(row.finish is not None for _, row in group.members):
+                return False
+        if control.pause and control.pause():
+            return False
+    return True
+
+
 def _generation(be: Any, st: Paused, n: int) -> Generation:
     usage = {"prompt_tokens": st.prompt_tokens or 0, "completion_tokens": st.generated}
     if any(row.finish == "cancelled" for row in st.rows):
@@ -272,17 +558,22 @@ def _run_slice(be: Any, work: list[Paused], inputs: dict[str, Any] | None, resum
 
     class Sampler(LogitsProcessor):
         """Each sampled row draws from its own generator; the drawn token is
-        then the only choice left, so greedy decoding picks it."""
+        then the only choice left, so greedy decoding picks it. The rows of
+        a step are drawn in one vectorised call (a per-row loop sorted the
+        whole vocabulary once per row and step: ~9 ms each for a 152k-token
+        vocabulary on a CPU, which grew with the batch and was most of a
+        batched sampled step's cost beside the model)."""
 
         def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-            for b, (_, row) in enumerate(live):
-                if row.rng is None or b in ended or b in stopped_at:
-                    continue
-                probs = _nucleus(torch.softmax(scores[b].float() / settings.temperature, dim=-1),
-                                 top_k, top_p)
-                tok = torch.multinomial(probs, 1, generator=row.rng)
-                scores[b].fill_(-float("inf"))
-                scores[b, tok] = 0.0
+            rows = [b for b, (_, row) in enumerate(live) if row.rng is not None and b not in ended
+                    and b not in stopped_at]
+            if not rows:
+                return scores
+            picked = sample_tokens(scores[rows], settings.temperature, top_k, top_p,
+                                   [live[b][1].rng for b in rows])  # type: ignore[misc]
+            at = torch.tensor(rows, device=scores.device)
+            scores[at] = -float("inf")
+            scores[at, picked] = 0.0
             return scores
 
     def stream(b: int, i: int, row: Row, new: list[int], final: bool = False) -> None:
@@ -371,23 +662,37 @@ def _run_slice(be: Any, work: list[Paused], inputs: dict[str, Any] | None, resum
             work[i].group = group
 
 
-def _nucleus(probs: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
-    """``probs`` kept to its ``top_k`` most likely tokens and then to the smallest
-    set whose mass reaches ``top_p`` (as transformers' top-k/top-p warpers do);
-    0 / 1.0 switch either off.
+def sample_tokens(logits: torch.Tensor, temperature: float, top_k: int, top_p: float,
+                  generators: Sequence[torch.Generator]) -> torch.Tensor:
+    """One token per row of ``logits`` (rows x vocabulary), row ``i`` drawn
+    with ``generators[i]`` alone (one uniform number per draw, so a row's
+    draw does not depend on the other rows) from the softmax at
+    ``temperature`` kept to its ``top_k`` most likely tokens (tokens tied
+    with the k-th stay in) and then to the smallest set whose mass reaches
+    ``top_p``, as transformers' top-k/top-p warpers do; 0 / 1.0 switch
+    either off.
 
-    >>> _nucleus(torch.tensor([0.5, 0.25, 0.25]), 1, 1.0).tolist()
-    [0.5, 0.0, 0.0]
-    >>> _nucleus(torch.tensor([0.5, 0.25, 0.25]), 0, 0.6).tolist()
-    [0.5, 0.25, 0.0]
+    >>> g = torch.Generator().manual_seed(0)
+    >>> sample_tokens(torch.tensor([[0.0, 3.0, 1.0], [2.0, 0.0, 0.0]]), 1.0, 1, 1.0, [g, g]).tolist()
+    [1, 0]
+    >>> sample_tokens(torch.tensor([[0.0, 3.0, 1.0]]), 1.0, 0, 0.5, [g]).tolist()
+    [1]
     """
-    if top_k and top_k < probs.numel():
-        cut = torch.topk(probs, top_k).values[-1]
-        probs = torch.where(probs < cut, torch.zeros_like(probs), probs)
+    scaled = logits.float() / temperature
+    if top_k and top_k < scaled.shape[-1]:
+        cut = torch.topk(scaled, top_k, dim=-1).values[:, -1:]
+        width = int((scaled >= cut).sum(-1).max())
+        vals, ids = torch.topk(scaled, width, dim=-1)  # descending
+        vals = vals.masked_fill(vals < cut, -float("inf"))
+    else:
+        vals, ids = torch.sort(scaled, dim=-1, descending=True)
+    probs = torch.softmax(vals, dim=-1)
     if top_p < 1.0:
-        ordered, order = torch.sort(probs, descending=True)
-        before = torch.cumsum(ordered, 0) - ordered  # mass of the more likely tokens
-        drop = before >= top_p * ordered.sum()
-        probs = probs.clone()
-        probs[order[drop]] = 0.0
-    return probs
+        before = probs.cumsum(-1) - probs  # mass of the more likely tokens
+        probs = probs.masked_fill(before >= top_p, 0.0)
+    cdf = probs.cumsum(-1)
+    if not bool(torch.isfinite(cdf[:, -1]).all()):  # no finite logit left: fail the batch, never invent a token
+        raise ValueError("sampling: a row's logits hold no finite value to draw from")
+    u = torch.cat([torch.rand(1, generator=g, device=g.device) for g in generators]).to(cdf.device)
+    at = torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(-1), right=True).clamp_max(cdf.shape[-1] - 1)
+    return ids.gather(-1, at).squeeze(-1)

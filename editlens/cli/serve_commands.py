@@ -38,9 +38,15 @@ def serve_cmd(
     max_batch: int = typer.Option(8, "--max-batch", min=1, help="Requests answered by one generate() call."),
     max_tokens: int = typer.Option(2048, "--max-tokens", min=1, help="Largest max_tokens a request may ask for."),
     max_n: int = typer.Option(8, "--max-n", min=1, help="Largest n (answers per request)."),
-    max_prompt_tokens: int = typer.Option(8192, "--max-prompt-tokens", min=1, max=16384,
-                                          help="Largest prompt in the model's tokens, images included (413 above); "
-                                          "at most 16384: a prompt's prefill is one step no other client can cut into."),
+    max_prompt_tokens: int = typer.Option(8192, "--max-prompt-tokens", min=1,
+                                          help="Largest prompt in the model's tokens, images included (413 above). "
+                                          "A long prompt is encoded in slices of --prefill-tokens, other clients' "
+                                          "work running between two: any limit the model can read stays fair."),
+    prefill_tokens: Optional[int] = typer.Option(None, "--prefill-tokens", min=1,
+                                                 help="Encode a longer prompt in slices of at most this many tokens, "
+                                                 "the scheduler free to run other clients between two (smaller: "
+                                                 "fairer, slightly slower prefill; default 2048 on a GPU, 512 on a "
+                                                 "CPU)."),
     max_aspect_ratio: float = typer.Option(100.0, "--max-aspect-ratio", min=1.0,
                                            help="Largest longest-to-shortest side ratio of an image (413 above)."),
     request_timeout: float = typer.Option(300.0, "--request-timeout", help="Seconds a request may wait (504 after)."),
@@ -119,14 +125,24 @@ def serve_cmd(
 
         # the pooled model: --score judges on the same --vlm share it
         backend = load_model(vlm, kind="vlm", device=device, dtype=dtype, batch_size=max_batch)
+        config = getattr(getattr(backend, "model", None), "config", None)
+        text_config = config.get_text_config() if config is not None and hasattr(config, "get_text_config") else config
+        context = getattr(text_config, "max_position_embeddings", None)
+        if isinstance(context, int) and max_prompt_tokens + max_tokens > context:
+            typer.echo(f"note: --max-prompt-tokens {max_prompt_tokens} plus --max-tokens {max_tokens} is over this "
+                       f"model's context of {context} positions: longer requests are answered from positions it "
+                       "was not trained on", err=True)
         served_adapters = {}
         for adapter_name, folder in adapters.items():
             from editlens.backends.engine_api import load_adapter
 
             fresh = TransformersBackend(vlm, device=device, dtype=dtype, batch_size=max_batch)
             served_adapters[adapter_name] = load_adapter(fresh, folder, adapter_name, merge=merge_adapters)
+        from editlens.backends.scheduler import default_prefill_tokens
+
         app_ = build_app(backend, name or vlm, api_key=key, max_batch=max_batch, limits=limits, routers=routers,
-                         slice_ms=slice_ms, adapters=served_adapters, max_images=max_images_per_prompt)
+                         slice_ms=slice_ms, adapters=served_adapters, max_images=max_images_per_prompt,
+                         prefill_tokens=prefill_tokens or default_prefill_tokens(getattr(backend, "device", "cpu")))
         what = name or vlm
         if served_adapters:
             what += f" (adapters: {', '.join(served_adapters)})"

@@ -707,9 +707,33 @@ def write_run_report(run_dir: str | Path, out: str | Path | None = None, *, mani
     with no_gc_pauses():
         data = collect_run(run_dir, manifest=manifest, human=human, seed=seed, n_boot=n_boot, by=by, cache=cache)
         data["meta_eval"] = metas
+        _only_images_the_run_read(run_dir, data)
         page = render_run_report(data, out_dir=target.parent, thumb_size=thumb_size, images=images,
                                  images_folder=f"{target.stem}_images", cache=cache)
     return write_page(target, page)
+
+
+def _only_images_the_run_read(run_dir: str | Path, data: RunData) -> None:
+    """Keep in the report (thumbnails, embedded or copied full-size images) only the files the run
+    itself decoded, by the run store's record: a manifest edited after the run, or a hostile one,
+    cannot put another file of this machine into a report that is then shared. Runs made before the
+    record keep every image the manifest names (a note says so)."""
+    from editlens.runner.store import recorded_images, resolved_image
+
+    recorded = recorded_images(run_dir)
+    if recorded is None:
+        if any(s["images"] for s in data["samples"]):
+            data["notes"].append("this run has no record of the images it read (made before editlens kept one): "
+                                 "the report shows the files its manifest names now")
+        return
+    dropped = 0
+    for s in data["samples"]:
+        kept = {role: p for role, p in s["images"].items() if resolved_image(p) in recorded}
+        dropped += len(s["images"]) - len(kept)
+        s["images"] = kept
+    if dropped:
+        data["notes"].append(f"{dropped} image(s) the manifest names were never read by this run (changed or "
+                             "added after it): left out of the report")
 
 
 # ----------------------------------------------------------------------------------------------- meta-evaluation

@@ -4,9 +4,13 @@ Only the report and the run's own images are served: ``/`` is the report,
 ``/image/N`` the N-th image the report links to, ``/thumb/KEY`` a thumbnail
 of one of them. Nothing else on disk can be reached through it:
 
-* an image is served only when the run loaded it (its sample has a result
-  that is not ``failed``) and the file is an image now (its header decodes),
-  with the image type it holds: a manifest row naming a system file serves nothing;
+* an image is served only when the run decoded it, by the run store's record
+  of the files each sample was read from (``loaded_images``: real paths,
+  symbolic links followed), and the file is an image now (its header
+  decodes), with the image type it holds: a manifest row naming a file the
+  run never read (a system file) gets 404. Runs made before that record
+  existed (and runs resumed from them) fall back to their results: an image
+  of a sample with a result that is not ``failed`` (``editlens view`` says so);
 * a request whose ``Host`` is not this server's own address is refused
   (403): a web page that rebinds its DNS name to 127.0.0.1 gets nothing;
 * with a token (``editlens view --token``) every request must carry it
@@ -51,7 +55,9 @@ class ReportServer:
         self.options = report_options
         self.token = token
         self.images: list[str] = []
-        self._loaded: set[str] = set()  # images of samples the run read (a result other than failed)
+        self._loaded: set[str] = set()  # report images the run read
+        self._recorded: set[str] | None = None  # the run's record of the files it read (None: an older run)
+        self.fallback_note: str | None = None
         self._index: dict[str, int] = {}
         self._thumbs: dict[str, bytes] = {}
         self.cache = ReportCache()  # this report's, kept between its rebuilds
@@ -135,11 +141,21 @@ class ReportServer:
 
         from PIL import Image, UnidentifiedImageError
 
+        from editlens.core.embedded import parse_ref
         from editlens.reporting.thumbs import image_bytes
+        from editlens.runner.store import resolved_image
 
         path = self.images[n]
         if path not in self._loaded:
             raise OSError("the run did not load this image")
+        if self._recorded is not None:
+            resolved = resolved_image(path)
+            if resolved not in self._recorded:
+                raise OSError("the run did not load this image")
+            if parse_ref(path) is None:  # the file the run read, as it read it (a link swapped since is not followed)
+                path = resolved
+            # an image inside a table is read through its reference: the resolved table file may have no
+            # table suffix (a hub cache's blob), and the checked table is what the reference opens
         found = image_bytes(path)
         if found is None:
             raise OSError("cannot be read")
@@ -174,15 +190,25 @@ class ReportServer:
     def _build_page(self) -> None:
         from editlens.reporting.collect import collect_run
         from editlens.reporting.html import LARGE_RUN, THUMB_SIZE, THUMB_SIZE_LARGE_RUN, render_run_report
+        from editlens.runner.store import recorded_images, resolved_image
 
         t0 = time.perf_counter()
         state = self._watched_state()
         data = collect_run(self.run_dir, manifest=self.options.get("manifest"), human=self.options.get("human"),
                            by=self.options.get("by"), cache=self.cache)
         paths = sorted({p for s in data["samples"] for p in s["images"].values()})
-        # a sample whose every result failed may be one whose images could not be read: not served
-        self._loaded |= {p for s in data["samples"] if any(st != "failed" for st in s["statuses"])
-                         for p in s["images"].values()}
+        self._recorded = recorded_images(self.run_dir)
+        if self._recorded is not None:  # the run's own record of the files it decoded
+            recorded = self._recorded
+            self._loaded = {p for p in paths if resolved_image(p) in recorded}
+        else:  # a run from before that record: a sample with a result other than failed had its images read
+            self._loaded |= {p for s in data["samples"] if any(st != "failed" for st in s["statuses"])
+                             for p in s["images"].values()}
+            if self.fallback_note is None:
+                self.fallback_note = (f"{self.run_dir}: this run has no record of the images it read (made before "
+                                      "editlens recorded them); serving the images of samples with a result other "
+                                      "than failed. Rerun into a new directory for the record.")
+                sys.stderr.write(f"editlens view: {self.fallback_note}\n")
         for p in paths:
             if p not in self._index:
                 self._index[p] = len(self.images)

@@ -31,10 +31,21 @@ def load_sample(sample: EditSample, options: ImageLoadOptions) -> LoadedEdit | s
         return f"{type(exc).__name__}: {exc}"
 
 
+class Rows(list):
+    """A batch's result rows, and ``images``: ``{sample_id: {role: reference}}``
+    of the image files its samples were decoded from (the run store records
+    them: ``editlens view`` serves those and no other file)."""
+
+    def __init__(self, rows: Sequence[Row] = (), images: dict[str, dict[str, str]] | None = None) -> None:
+        super().__init__(rows)
+        self.images = images or {}
+
+
 def score_batch(batch: Sequence[EditSample], loaded: Sequence[LoadedEdit | str], evaluators: Sequence[Any],
-                hashes: dict[str, str], done: dict[str, set[str]]) -> list[Row]:
+                hashes: dict[str, str], done: dict[str, set[str]]) -> Rows:
     """Rows for every (sample, evaluator) pair of the batch not already done."""
-    rows: list[Row] = []
+    rows = Rows(images={s.id: s.image_refs() for s, ld in zip(batch, loaded)
+                        if isinstance(ld, LoadedEdit) and s.image_refs()})
     for ev in evaluators:
         need = [(s, ld) for s, ld in zip(batch, loaded) if s.id not in done.get(ev.name, ())]
         ok = [(s, ld) for s, ld in need if isinstance(ld, LoadedEdit)]

@@ -211,6 +211,7 @@ def _run_locked(samples: Sequence[EditSample], evaluators: Sequence[Evaluator], 
         manifest["calibration"] = calibration.describe()
     store.set_meta("manifest", manifest)
     store.record_configs(hashes)
+    store.start_image_record()
 
     batches = [todo[i : i + batch_size] for i in range(0, len(todo), batch_size)]
     computed = 0
@@ -223,7 +224,7 @@ def _run_locked(samples: Sequence[EditSample], evaluators: Sequence[Evaluator], 
     try:
         with _StopFlag() as stop:
             for bi, (batch, rows) in enumerate(executor.map(batches, hashes, done)):
-                computed += store.write(rows)
+                computed += store.write(rows, getattr(rows, "images", None))  # and the images it decoded
                 bar.update(len(batch))
                 if on_batch is not None:
                     on_batch(bi)

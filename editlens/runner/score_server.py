@@ -8,7 +8,9 @@ carries the evaluator's details (EditScore's sub-scores and reasoning,
 EditReward's log-uncertainty and reading, the checkpoint and whether the
 prompts are the release's). Bodies are JSON only (never pickled). The whole
 batch goes to the evaluator at once (it batches and caches); evaluators are
-created once at start-up. :func:`score_app` serves ``/v1/score`` alone, so a
+created once at start-up. Each evaluator scores one batch at a time, and
+evaluators served together score concurrently (a long EditScore batch does
+not hold an EditReward request). :func:`score_app` serves ``/v1/score`` alone, so a
 reward model can run in its own process on its own GPU (``editlens serve
 --score editscore --device cuda:1``) beside an RL trainer.
 
@@ -117,7 +119,10 @@ def score_router(metrics: Mapping[str, Any], max_items: int = 64, max_image_byte
     """A FastAPI router serving ``POST /v1/score`` with the given evaluators
     (and ``GET /v1/score/stats``, the per-task report of what was served)."""
     router = APIRouter()
-    lock = threading.Lock()  # one model call at a time per process
+    # one model call at a time per evaluator: two evaluators served together (a reward model and a judge)
+    # score concurrently, neither waiting behind the other's long batch. Evaluators that share a pooled model
+    # stay correct: a shared local backend serialises its own generate() calls (TransformersBackend._lock).
+    locks = {name: threading.Lock() for name in metrics}
     default = next(iter(metrics))
     stats = RewardStats()
 
@@ -157,7 +162,7 @@ def score_router(metrics: Mapping[str, Any], max_items: int = 64, max_image_byte
             samples.append(LoadedEdit(id=str(n), source=src, edited=edt, instruction=instr.strip()))
 
         def run() -> list[Any]:
-            with lock:
+            with locks[name]:
                 return metrics[name].score_batch(samples)
 
         scores = await asyncio.get_running_loop().run_in_executor(None, run)

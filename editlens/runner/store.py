@@ -1,6 +1,8 @@
 """The results store of a run directory: one SQLite file, ``results.sqlite``.
 
-One row per (sample, evaluator, config hash). Rows of a batch are written in
+One row per (sample, evaluator, config hash), and in ``loaded_images`` one
+per (sample, role): the image file the run decoded it from (``editlens view``
+serves those files and no other). Rows of a batch are written in
 one transaction as the batch finishes, in WAL mode, so a process killed at
 any moment leaves a consistent store that holds every finished batch.
 Exports (JSONL, CSV, Parquet) are written atomically (:mod:`editlens.core.io`).
@@ -37,7 +39,58 @@ CREATE TABLE IF NOT EXISTS results (
     PRIMARY KEY (sample_id, evaluator, config_hash)
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS loaded_images (
+    sample_id TEXT NOT NULL,
+    role TEXT NOT NULL,
+    ref TEXT NOT NULL,
+    resolved TEXT NOT NULL,
+    PRIMARY KEY (sample_id, role)
+);
 """
+
+#: meta key set when every image this store's results were computed from is in ``loaded_images``
+#: (a store begun before the record existed lacks it: ``editlens view`` then falls back)
+IMAGES_RECORDED = "loaded_images_complete"
+
+
+def resolved_image(ref: str) -> str:
+    """What an image reference reads: the real path of its file (symbolic links
+    followed); for an image inside a parquet/arrow file, that file's real path in the reference.
+
+    >>> resolved_image("/d/../d/t.parquet#row=3&column=input")
+    '/d/t.parquet#row=3&column=input'
+    """
+    from dataclasses import replace
+
+    from editlens.core.embedded import parse_ref
+
+    table = parse_ref(ref)
+    if table is not None:
+        return replace(table, file=os.path.realpath(table.file)).uri()
+    return os.path.realpath(ref)
+
+
+def recorded_images(run_dir: str | os.PathLike) -> set[str] | None:
+    """The resolved images the run in ``run_dir`` decoded (:func:`resolved_image`),
+    or ``None`` when its store has no complete record (runs made before it
+    existed, and runs resumed from them). Only reads; a run may be writing meanwhile."""
+    path = Path(run_dir) / "results.sqlite"
+    if not path.is_file():
+        return None
+    try:
+        # not mode=ro: a read-only connection leaves the -wal and -shm files behind, which
+        # `editlens view` would take for a change of the run
+        conn = sqlite3.connect(path, timeout=10)
+        try:
+            flag = conn.execute("SELECT value FROM meta WHERE key=?", (IMAGES_RECORDED,)).fetchone()
+            if not flag or not json.loads(flag[0]):
+                return None
+            return {r[0] for r in conn.execute("SELECT resolved FROM loaded_images")}
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:  # no such table: a store older than the record
+        return None
+
 
 
 def config_hash(config: dict[str, Any]) -> str:
@@ -122,17 +175,34 @@ class ResultsStore:
     def record_configs(self, configs: dict[str, str]) -> None:
         self.set_meta("current_configs", {**(self.get_meta("current_configs") or {}), **configs})
 
-    def write(self, rows: Iterable[tuple[str, str, str, str | None, Score]]) -> int:
-        """Insert ``(sample_id, evaluator, config_hash, model, score)`` rows in one transaction."""
+    def write(self, rows: Iterable[tuple[str, str, str, str | None, Score]],
+              images: dict[str, dict[str, str]] | None = None) -> int:
+        """Insert ``(sample_id, evaluator, config_hash, model, score)`` rows in one transaction,
+        with ``images``: ``{sample_id: {role: reference}}`` of the image files those samples
+        were decoded from (what ``editlens view`` may serve)."""
         now = time.time()
         data = [
             (sid, ev, ch, model, s.status, s.value, s.reason,
              json.dumps(s.details, default=str) if s.details else None, now)
             for sid, ev, ch, model, s in rows
         ]
+        loaded = [(sid, role, ref, resolved_image(ref)) for sid, refs in (images or {}).items()
+                  for role, ref in refs.items()]
         with self._tx() as conn:
             conn.executemany("INSERT OR REPLACE INTO results VALUES (?,?,?,?,?,?,?,?,?)", data)
+            conn.executemany("INSERT OR REPLACE INTO loaded_images VALUES (?,?,?,?)", loaded)
         return len(data)
+
+    def start_image_record(self) -> bool:
+        """Mark the image record complete when nothing was scored here before it
+        (a store with earlier results lacks their images: it stays unmarked). Returns the mark."""
+        with self._tx() as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key=?", (IMAGES_RECORDED,)).fetchone()
+            if row is not None:
+                return bool(json.loads(row[0]))
+            complete = conn.execute("SELECT count(*) FROM results").fetchone()[0] == 0
+            conn.execute("INSERT INTO meta VALUES (?, ?)", (IMAGES_RECORDED, json.dumps(complete)))
+        return complete
 
     def set_meta(self, key: str, value: Any) -> None:
         with self._tx() as conn:
