@@ -717,7 +717,8 @@ def _only_images_the_run_read(run_dir: str | Path, data: RunData) -> None:
     """Keep in the report (thumbnails, embedded or copied full-size images) only the files the run
     itself decoded, by the run store's record: a manifest edited after the run, or a hostile one,
     cannot put another file of this machine into a report that is then shared. Runs made before the
-    record keep every image the manifest names (a note says so)."""
+    record, and runs moved with their images (no image where the run read it), keep every image the
+    manifest names, with a note saying so."""
     from editlens.runner.store import recorded_images, resolved_image
 
     recorded = recorded_images(run_dir)
@@ -726,9 +727,15 @@ def _only_images_the_run_read(run_dir: str | Path, data: RunData) -> None:
             data["notes"].append("this run has no record of the images it read (made before editlens kept one): "
                                  "the report shows the files its manifest names now")
         return
+    named = {p for s in data["samples"] for p in s["images"].values()}
+    read = {p for p in named if resolved_image(p) in recorded}
+    if named and not read:  # the run and its images were moved (or copied) since it ran: nothing to match
+        data["notes"].append("none of the images the manifest names is where this run read its images (moved "
+                             "since?): the report shows the files its manifest names now")
+        return
     dropped = 0
     for s in data["samples"]:
-        kept = {role: p for role, p in s["images"].items() if resolved_image(p) in recorded}
+        kept = {role: p for role, p in s["images"].items() if p in read}
         dropped += len(s["images"]) - len(kept)
         s["images"] = kept
     if dropped:
