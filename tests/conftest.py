@@ -20,7 +20,8 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
     """Mark ``once`` what need not run in both of CI's passes: pages in a browser (no model precision in
-    them) and 4-bit QLoRA training (bitsandbytes computes in its own dtype whatever EDITLENS_DTYPE says)."""
+    them), 4-bit QLoRA training (bitsandbytes computes in its own dtype whatever EDITLENS_DTYPE says) and
+    the docs' shell examples (they run only commands that need no weights: no model, no precision)."""
     import inspect
 
     for item in items:
@@ -29,7 +30,7 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
             src = inspect.getsource(fn) if fn is not None else ""
         except (OSError, TypeError):
             src = ""
-        if "chromium_page(" in src or "qlora" in item.name.lower():
+        if "chromium_page(" in src or "qlora" in item.name.lower() or item.name.startswith("test_page_shell_examples"):
             item.add_marker(pytest.mark.once)
 
 
