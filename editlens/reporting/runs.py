@@ -93,10 +93,15 @@ _NOT_COLUMNS = ("id", "scores", "images")
 def run_columns(run_dir: str | Path) -> dict[str, dict[str, Any]]:
     """``{sample_id: {column: value}}``: each sample's model, instruction, edit type and the
     manifest's extra columns, as the run's ``results.jsonl`` keeps them."""
+    return {str(row["id"]): {k: v for k, v in row.items() if k not in _NOT_COLUMNS} for row in _result_rows(run_dir)}
+
+
+def _result_rows(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The records of the run's ``results.jsonl`` that have an id (a torn last line is left out)."""
     import json
 
-    out: dict[str, dict[str, Any]] = {}
     results = Path(run_dir) / "results.jsonl"
+    rows: list[dict[str, Any]] = []
     if results.is_file():
         for line in results.read_text(encoding="utf-8").splitlines():
             try:
@@ -104,8 +109,8 @@ def run_columns(run_dir: str | Path) -> dict[str, dict[str, Any]]:
             except ValueError:
                 continue
             if isinstance(row, dict) and "id" in row:
-                out[str(row["id"])] = {k: v for k, v in row.items() if k not in _NOT_COLUMNS}
-    return out
+                rows.append(row)
+    return rows
 
 
 def _manifest_columns(run_dir: str | Path) -> dict[str, dict[str, Any]]:
@@ -150,23 +155,14 @@ def column_values(run_dir: str | Path, column: str) -> dict[str, str]:
 def run_edit_types(run_dir: str | Path) -> dict[str, str]:
     """Each sample's edit type (:func:`editlens.data.edit_types.edit_type_of`): from the run's
     ``results.jsonl`` (written with each sample's type and instruction), else from its manifest."""
-    import json
-
     from editlens.data.edit_types import classify_instruction, edit_type_of
 
     out: dict[str, str] = {}
-    results = Path(run_dir) / "results.jsonl"
-    if results.is_file():
-        for line in results.read_text(encoding="utf-8").splitlines():
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(row, dict) and "id" in row:
-                if row.get("edit_type"):
-                    out[str(row["id"])] = str(row["edit_type"])
-                elif row.get("instruction"):
-                    out[str(row["id"])] = classify_instruction(str(row["instruction"]))
+    for row in _result_rows(run_dir):
+        if row.get("edit_type"):
+            out[str(row["id"])] = str(row["edit_type"])
+        elif row.get("instruction"):
+            out[str(row["id"])] = classify_instruction(str(row["instruction"]))
     if not out:
         manifest = (load_run_meta(run_dir, "manifest") or {}).get("inputs", {}).get("manifest")
         if manifest and Path(manifest).is_file():
