@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import zlib
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -83,18 +84,63 @@ def imgedit(root: Path) -> Path:
     return root / "singleturn"
 
 
-def kris(root: Path) -> Path:
+def kris(root: Path, **drop: Any) -> Path:
+    """KRIS_Bench/<category>/annotation.json for a plain, a knowledge, a multi-image, a temporal (frames 1, 2
+    and 4 given: the edit is frame 3) and a viewpoint case (with its gt_img); ``drop={"viewpoint_change":
+    "gt_img"}`` leaves that field out of that category's case."""
     base = root / "KRIS_Bench"
     ann = {"count_change": {"1": {"ori_img": "1.jpg", "ins_en": "Add one more apple.", "explain_en": ""}},
            "biology": {"7": {"ori_img": "7.jpg", "ins_en": "Show this leaf in autumn.",
                              "explain_en": "Leaves lose chlorophyll and turn yellow or red."}},
-           "multi-element_composition": {"3": {"ori_img": ["3-1.jpg", "3-2.jpg"], "ins_en": "Put the cat on the sofa."}}}
+           "multi-element_composition": {"3": {"ori_img": ["3-1.jpg", "3-2.jpg", "3-3.jpg"],
+                                               "ins_en": "Put the cat on the sofa."}},
+           "temporal_prediction": {"5": {"ori_img": ["5-1.jpg", "5-2.jpg", "5-4.jpg"],
+                                         "ins_en": "Show the missing moment."}},
+           "viewpoint_change": {"9": {"ori_img": "9.jpg", "gt_img": "9_gt.jpg", "ins_en": "Show it from above."}}}
     for cat, entries in ann.items():
         for e in entries.values():
-            for f in (e["ori_img"] if isinstance(e["ori_img"], list) else [e["ori_img"]]):
-                save(base / cat / f, png(len(f), fmt="JPEG"))
+            e.pop(drop.get(cat, ""), None)
+            for f in (e["ori_img"] if isinstance(e["ori_img"], list) else [e["ori_img"]]) + [e.get("gt_img", "")]:
+                if f:
+                    save(base / cat / f, png(zlib.crc32(f"{cat}/{f}".encode()), fmt="JPEG"))
         (base / cat / "annotation.json").write_text(json.dumps(entries, indent=2))
     return base
+
+
+def kris_outputs(root: Path, model: str, base: Path) -> Path:
+    """An editor's outputs in the release's results/<model>/<category>/<id>.jpg layout, for every case under ``base``."""
+    for ann in sorted(base.glob("*/annotation.json")):
+        for key in json.loads(ann.read_text()):
+            save(root / model / ann.parent.name / f"{key}.jpg", png(zlib.crc32(f"{model}/{key}".encode()), fmt="JPEG"))
+    return root
+
+
+def kris_clone(root: Path) -> Path:
+    """A clone of the release's repository as editlens reads it: utils/prompts.py (made-up texts under the
+    release's names) and judging scripts that write made-up captions in the release's message layout."""
+    names = ["consist", "quality", "instruction_following", "dual_evaluation", "view_instruction_following",
+             "consist_multi", "instruction_multi", "consist_temporal", "instruction_temporal"]
+    prompts = "".join(f'prompt_{n} = "P-{n} of {{instruct}}"\n' for n in names)
+    prompts = prompts.replace("P-dual_evaluation of {instruct}", "P-dual_evaluation of {instruct} as {explanation}")
+    prompts = prompts.replace("P-consist_temporal of {instruct}", "P-consist_temporal of {instruct} at {N} {{x}}")
+    prompts = prompts.replace("P-quality of {instruct}", "P-quality of {instruct} {{x}}")
+    save(root / "utils" / "prompts.py", prompts.encode())
+
+    def ask(fn: str, captions: Sequence[str], loop: str = "") -> str:
+        lines = [f"def {fn}(prompt, images, frames=()):", '    content = [{"type": "text", "text": prompt}]']
+        lines += [f'    content.append({{"type": "text", "text": {c}}})' for c in captions]
+        return "\n".join(lines + ([loop] if loop else []) + ["    return content", ""])
+
+    pair = ['"C-orig:"', '"C-edit:"']
+    save(root / "metrics_common.py", ask("evaluate_with_gpt", pair).encode())
+    save(root / "metrics_knowledge.py", ask("evaluate_with_gpt", ['"K-orig:"', '"K-edit:"']).encode())
+    save(root / "metrics_view_change.py", ask("evaluate_with_gpt", pair + ['"C-truth {x}:"']).encode())
+    save(root / "metrics_multi_element.py", (ask("evaluate_multi_element_with_gpt", ['f"M-ref {idx}:"', '"M-pred:"'])
+                                             + ask("evaluate_with_gpt", ['"M-alone:"'])).encode())
+    frames = '    frames.append((1, images, "T-ref"))\n    frames.append((2, images, "T-gen"))'
+    save(root / "metrics_temporal_prediction.py", (ask("evaluate_temporal_with_gpt", ['f"T-frame {n} <{kind}>:"'], frames)
+                                                   + ask("evaluate_with_gpt", ['"T-alone:"'])).encode())
+    return root
 
 
 def rise(root: Path) -> Path:

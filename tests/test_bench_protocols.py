@@ -144,8 +144,12 @@ def test_imgedit_json_errors_name_the_entry(tmp_path):
 def test_kris_scales_to_100_and_asks_knowledge_only_in_knowledge_categories(tmp_path):
     b = get("kris")
     items = {i.category: i for i in b.read(F.kris(tmp_path))}
-    assert set(items) == {"count_change", "biology", "multi-element_composition"}
-    assert items["multi-element_composition"].extra["sources"] == 2
+    assert set(items) == {"count_change", "biology", "multi-element_composition", "temporal_prediction",
+                          "viewpoint_change"}
+    multi = items["multi-element_composition"]
+    assert multi.extra["sources"] == 3 and [p.name for p in multi.all_sources()] == ["3-1.jpg", "3-2.jpg", "3-3.jpg"]
+    assert multi.source == multi.all_sources()[0] and items["count_change"].all_sources() == [items["count_change"].source]
+    assert items["viewpoint_change"].reference.name == "9_gt.jpg" and items["count_change"].reference is None
     ps = PromptSet(b.fallback_prompts(), False, "fallback")
     assert [q.dimensions for q in b.questions(items["count_change"], ps)] == [("VC",), ("IF",), ("VQ",)]
     bio = b.questions(items["biology"], ps)
@@ -239,11 +243,10 @@ def test_magicbrush_reads_the_hub_parquet_too(tmp_path):
 def test_kris_clone_prompts_are_filled_as_str_format_would(tmp_path):
     from editlens.bench.prompts import load_prompts
 
-    mod = tmp_path / "Kris_Bench" / "utils" / "prompts.py"
-    mod.parent.mkdir(parents=True)
-    mod.write_text('prompt_consist = "Keep it. Instruction: {instruct}. Answer {{\\"consistency_score\\": X}}"\n'
-                   'prompt_quality = "Q"\nprompt_instruction_following = "IF {instruct}"\n'
-                   'prompt_dual_evaluation = "{instruct} because {explanation}"\n')
+    mod = F.kris_clone(tmp_path / "Kris_Bench") / "utils" / "prompts.py"
+    with mod.open("a") as fh:  # the later assignments win, as when Python runs the module
+        fh.write('prompt_consist = "Keep it. Instruction: {instruct}. Answer {{\\"consistency_score\\": X}}"\n'
+                 'prompt_dual_evaluation = "{instruct} because {explanation}"\n')
     b = get("kris")
     ps = load_prompts(b, tmp_path / "Kris_Bench")
     item = b.read(F.kris(tmp_path / "k"))[0]  # biology: the dual prompt

@@ -97,21 +97,38 @@ class BenchItem:
     #: the case whose edited output is this case's input when an editor makes the edits
     #: (multi-turn benchmarks: turn n edits the editor's own turn n-1), else ``None``
     after: str | None = None
+    #: every source image in the published order when the case has several (``source`` is the
+    #: first, the one an editor is given); empty for a one-image case
+    sources: Sequence[Any] = ()
+
+    def all_sources(self) -> list[Any]:
+        """The case's source images in order (role ``source:N`` of a :class:`Question` is the Nth)."""
+        return list(self.sources) or [self.source]
 
 
 @dataclass
 class Question:
     """One judge call about one item: its prompt text, the images it shows and
     how its answer is read. ``dimensions`` are the scores the answer holds,
-    in order."""
+    in order.
+
+    ``images`` are roles, in the order they are shown: ``source`` (the case's
+    first source), ``source:N`` (its Nth source, from 0, for cases with
+    several), ``edited`` and ``reference``. ``captions``, when given, hold the
+    text shown right before each image (one per role, ``""`` for none)."""
 
     name: str
     text: str
-    images: Sequence[str]  # "source", "edited", "reference", in the order they are shown
+    images: Sequence[str]
     dimensions: Sequence[str]
     images_first: bool = False
     low: float = 1.0
     high: float = 5.0
+    captions: Sequence[str] = ()
+
+    def __post_init__(self) -> None:
+        if self.captions and len(self.captions) != len(self.images):
+            raise ValueError(f"question {self.name}: {len(self.captions)} captions for {len(self.images)} images")
 
 
 class Benchmark:

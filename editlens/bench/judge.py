@@ -27,9 +27,15 @@ _MARK = re.compile(r"^\s*<<(\w+)>>\s*$", re.M)
 
 
 def message_parts(q: Question, images: Mapping[str, Any]) -> list[Any]:
-    """Text and images in the order the question shows them. Image markers
+    """Text and images in the order the question shows them, each image
+    preceded by its caption when the question has captions. Image markers
     (``<<source>>`` on a line of their own) in the text place the images;
     without markers, ``q.images`` go after the text (before, with ``images_first``)."""
+    captions = dict(zip(q.images, q.captions))
+
+    def shown(role: str) -> list[Any]:
+        return ([captions[role]] if captions.get(role) else []) + [images[role]]
+
     parts: list[Any] = []
     if _MARK.search(q.text):
         pos = 0
@@ -37,14 +43,43 @@ def message_parts(q: Question, images: Mapping[str, Any]) -> list[Any]:
             chunk = q.text[pos:m.start()].strip()
             if chunk:
                 parts.append(chunk)
-            parts.append(images[m.group(1)])
+            parts += shown(m.group(1))
             pos = m.end()
         tail = q.text[pos:].strip()
         if tail:
             parts.append(tail)
         return parts
-    imgs = [images[name] for name in q.images]
+    imgs = [p for role in q.images for p in shown(role)]
     return imgs + [q.text] if q.images_first else [q.text] + imgs
+
+
+def question_images(q: Question, sample: LoadedEdit, item: BenchItem,
+                    loaded: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The decoded image of every role ``q`` shows: ``source``, ``edited`` and ``reference``
+    from the loaded sample, ``source:N`` (N > 0) decoded from the item's Nth source at its own
+    size (``loaded`` keeps them across one item's questions)."""
+    from editlens.core.images import ImageLoadOptions, load_image
+
+    loaded = {} if loaded is None else loaded
+    out: dict[str, Any] = {}
+    for role in q.images:
+        if role in ("source", "source:0"):
+            out[role] = sample.source
+        elif role in ("edited", "reference"):
+            out[role] = getattr(sample, role)
+        elif role.startswith("source:") and role[7:].isdigit():
+            n, sources = int(role[7:]), item.all_sources()
+            if n >= len(sources):
+                raise ValueError(f"{sample.id}: question {q.name} shows {role}, but the case has {len(sources)} "
+                                 "source image(s)")
+            if role not in loaded:
+                loaded[role] = load_image(sources[n], ImageLoadOptions(), name=f"{item.id} {role}")[0]
+            out[role] = loaded[role]
+        else:
+            raise ValueError(f"{sample.id}: question {q.name} shows an unknown image role {role!r}")
+        if out[role] is None:
+            raise ValueError(f"{sample.id}: question {q.name} shows an image the item lacks ({role})")
+    return out
 
 
 class BenchJudge(VLMJudge):
@@ -58,6 +93,11 @@ class BenchJudge(VLMJudge):
         self.spec = MetricSpec(f"bench_{bench.spec.name.replace('-', '_')}", type(self), ("source", "edited"),
                                True, (0.0, float("inf")), "vlm", f"{bench.spec.title} judge", vlm="required")
         super().__init__(**vlm_options)
+        # the engine check asks for room for the most images one question shows (multi-image cases)
+        distinct = {id(it): it for it in items.values()}.values()
+        self.images_per_prompt = max([len(q.images) or len(_MARK.findall(q.text)) for it in distinct
+                                      for q in bench.questions(it, prompts)]
+                                     + [type(self).images_per_prompt])
 
     def describe(self) -> dict[str, Any]:
         # no backend.describe() here: the identity must not need the model loaded (estimates, resumes)
@@ -80,10 +120,9 @@ class BenchJudge(VLMJudge):
             item = self.items[s.id]
             qs = self.plan(item)
             plans.append(qs)
-            images = {"source": s.source, "edited": s.edited, "reference": s.reference}
+            loaded: dict[str, Any] = {}
             for q in qs:
-                if any(images.get(n) is None for n in q.images):
-                    raise ValueError(f"{s.id}: question {q.name} shows an image the item lacks ({q.images})")
+                images = question_images(q, s, item, loaded)
                 reqs.append(ChatRequest([Message("user", message_parts(q, images))], settings))
         answers = self.ask(reqs)
         out: list[float | Score] = []
@@ -135,7 +174,7 @@ def estimate(bench: Benchmark, items: Sequence[BenchItem], prompts: PromptSet, m
     for it in items:
         for q in bench.questions(it, prompts):
             calls += 1
-            text_chars += len(q.text)
+            text_chars += len(q.text) + sum(len(c) for c in q.captions)
             images += len(q.images) or len(_MARK.findall(q.text))
     prompt_tokens = text_chars // 4 + images * image_tokens
     return {"benchmark": bench.spec.name, "items": len(items), "models": models, "judge_calls": calls * models,

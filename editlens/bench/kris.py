@@ -8,6 +8,14 @@ type (factual / conceptual / procedural) and overall; an item's overall
 score is the mean of its applicable dimensions, scaled the same way.
 The release ships the judging scripts but no summarising script (its
 issue #1); the scaling is the one its community tooling uses.
+
+Each category is asked as the release's script for it asks (:data:`SCRIPT_OF`):
+the prompt text first, then every image after a short caption. Most show the
+original then the edited image; knowledge categories ask instruction following
+and knowledge plausibility in one call; viewpoint change adds the ground-truth
+view to the instruction-following call; multi-element composition shows every
+input image; temporal prediction shows the given frames and the edited frame
+in frame order. The quality call shows the edited image alone.
 """
 
 from __future__ import annotations
@@ -36,6 +44,71 @@ WITH_KNOWLEDGE = ("abstract_reasoning", "mathematics", "practical_knowledge", "m
 TYPE_OF = {c: t for t, cs in KNOWLEDGE_TYPES.items() for c in cs}
 DIMS = {"VC": "consistency_score", "VQ": "quality_score", "IF": "instruction_score", "KP": "knowledge_score"}
 
+#: the release's judging script of each category (metrics_<script>.py): it decides the prompts, the
+#: images shown and their captions. Temporal prediction and multi-element composition read several
+#: source images; viewpoint change compares with the ground-truth image.
+SCRIPT_OF = {c: ("knowledge" if c in WITH_KNOWLEDGE else "common") for c in CATEGORIES} | {
+    "viewpoint_change": "view", "temporal_prediction": "temporal", "multi-element_composition": "multi"}
+MULTI_SOURCE = ("temporal", "multi")
+#: per script: (question, prompt, dimensions, images shown) for each judge call, in the release's order
+PLANS = {
+    "common": (("VC", "VC", ("VC",), "pair"), ("IF", "IF", ("IF",), "pair"), ("VQ", "VQ", ("VQ",), "alone")),
+    "knowledge": (("VC", "VC", ("VC",), "pair"), ("IF_KP", "IF_KP", ("IF", "KP"), "pair"),
+                  ("VQ", "VQ", ("VQ",), "alone")),
+    "view": (("VC", "VC", ("VC",), "pair"), ("IF", "IF_VIEW", ("IF",), "pair+reference"),
+             ("VQ", "VQ", ("VQ",), "alone")),
+    "multi": (("VC", "VC_MULTI", ("VC",), "inputs"), ("IF", "IF_MULTI", ("IF",), "inputs"),
+              ("VQ", "VQ", ("VQ",), "alone")),
+    "temporal": (("VC", "VC_TEMPORAL", ("VC",), "frames"), ("IF", "IF_TEMPORAL", ("IF",), "frames"),
+                 ("VQ", "VQ", ("VQ",), "alone")),
+}
+#: prompts the release sends as written, without str.format (doubled braces stay doubled)
+UNFORMATTED = ("VQ",)
+#: prompt -> its name in the clone's utils/prompts.py
+CLONE_PROMPTS = {"VC": "prompt_consist", "VQ": "prompt_quality", "IF": "prompt_instruction_following",
+                 "IF_KP": "prompt_dual_evaluation", "IF_VIEW": "prompt_view_instruction_following",
+                 "VC_MULTI": "prompt_consist_multi", "IF_MULTI": "prompt_instruction_multi",
+                 "VC_TEMPORAL": "prompt_consist_temporal", "IF_TEMPORAL": "prompt_instruction_temporal"}
+#: caption names (``caption.<script>.<name>``, str.format templates) as the clone's scripts hold them:
+#: script file, function, and the names of the message texts it writes in order (then, for frames,
+#: of the labels of the tuples it appends)
+CLONE_CAPTIONS = {
+    "common": ("metrics_common.py", (("evaluate_with_gpt", ("original", "edited"), ()),)),
+    "knowledge": ("metrics_knowledge.py", (("evaluate_with_gpt", ("original", "edited"), ()),)),
+    "view": ("metrics_view_change.py", (("evaluate_with_gpt", ("original", "edited", "ground_truth"), ()),)),
+    "multi": ("metrics_multi_element.py", (("evaluate_multi_element_with_gpt", ("input", "output"), ()),
+                                           ("evaluate_with_gpt", ("quality",), ()))),
+    "temporal": ("metrics_temporal_prediction.py", (("evaluate_temporal_with_gpt", ("frame",), ("given", "made")),
+                                                    ("evaluate_with_gpt", ("quality",), ()))),
+}
+CAPTIONS = tuple(f"caption.{script}.{name}" for script, (_, fns) in CLONE_CAPTIONS.items()
+                 for _, texts, labels in fns for name in texts + labels)
+_FRAME = re.compile(r"(\d+)-(\d+)")
+_CLONE_FIELD = re.compile(r"\{\{|\}\}|\{(instruct|explanation|N)\}")
+
+
+def frame_number(name: str) -> int | None:
+    """A temporal case's frame number, as its release reads it from the file name
+    (the second number of the first ``<a>-<b>``).
+
+    >>> frame_number("12-3.jpg"), frame_number("frame3.jpg")
+    (3, None)
+    """
+    m = _FRAME.search(name)
+    return int(m.group(2)) if m else None
+
+
+def predicted_frame(given: Sequence[int]) -> int:
+    """The edited frame's number: the one of 1-4 the given frames lack, else the next after them.
+
+    >>> predicted_frame([1, 2, 4]), predicted_frame([1, 2]), predicted_frame([])
+    (3, 3, 1)
+    """
+    missing = {1, 2, 3, 4} - set(given)
+    if len(missing) == 1:
+        return missing.pop()
+    return max(given) + 1 if given else 1
+
 
 def scale100(mean_1_to_5: float) -> float:
     """1-5 -> 0-100 as (s - 1) x 25.
@@ -57,8 +130,10 @@ class KrisBench(Benchmark):
         layout="KRIS_Bench/<category>/annotation.json {id: {ori_img (a file or a list), ins_en, explain_en, "
                "gt_img?}} with the images beside it",
         columns={"<category> folder": "category (20 folders, 22 tasks)", "id": "item id (names the output file)",
-                 "ori_img": "source (the first when a list)", "ins_en": "instruction",
-                 "explain_en": "knowledge explanation (shown to the knowledge judge)", "gt_img": "reference (kept)"},
+                 "ori_img": "source (a list: every image shown to the judge in order, the first given to editors)",
+                 "ins_en": "instruction",
+                 "explain_en": "knowledge explanation (shown to the knowledge judge)",
+                 "gt_img": "reference (viewpoint_change: shown to the instruction-following judge; required there)"},
         categories=CATEGORIES, languages=("en",),
         protocols={"kris": "mean of VC, VQ, IF (and KP in knowledge categories), each 1-5, scaled (mean-1)x25 to "
                    "0-100, per category, per knowledge type and overall; item overall = mean of its dimensions"},
@@ -69,13 +144,26 @@ class KrisBench(Benchmark):
                     "IF": "instruction following, 1-5",
                     "KP": "knowledge plausibility given the explanation, 1-5 (knowledge categories)"},
         prompts_in_clone="utils/prompts.py (prompt_consist, prompt_quality, prompt_instruction_following, "
-                         "prompt_dual_evaluation)",
-        identical="layout (annotation.json per category, outputs <id>.jpg then .png), the 1-5 dimensions and which "
-                  "categories get knowledge plausibility (asked with instruction following in one call), the "
-                  "prompts' text with --prompts-from, the quality call showing only the edited image",
+                         "prompt_dual_evaluation, prompt_view_instruction_following, prompt_consist_multi, "
+                         "prompt_instruction_multi, prompt_consist_temporal, prompt_instruction_temporal) and the "
+                         "image captions of metrics_common.py, metrics_knowledge.py, metrics_view_change.py, "
+                         "metrics_multi_element.py and metrics_temporal_prediction.py",
+        identical="layout (annotation.json per category, outputs <id>.jpg then .png), the 1-5 dimensions; per "
+                  "category the release script's calls: its prompts (with --prompts-from, as are the captions "
+                  "before each image, read from the clone's scripts), the prompt text first and then each image "
+                  "after its caption; knowledge plausibility asked with instruction following in one call in the "
+                  "ten knowledge categories; viewpoint_change's instruction call showing original, edited and "
+                  "ground-truth images; multi-element_composition showing every input image in order then the "
+                  "edit; temporal_prediction showing the given frames and the edited frame ordered by the frame "
+                  "numbers in the file names (the edit is the frame of 1-4 they lack, else the next); the quality "
+                  "call showing only the edited image; anomaly_correction judged with the plain "
+                  "instruction-following prompt (the release's test for its special prompt names a category that "
+                  "does not exist, so it is never used)",
         differs="the release's regex fallback (any digit 1-5 in the answer) is not used: such answers are missing; "
-                "multi-image sources are judged with their first image; the release's short captions before each "
-                "image are not added; the summary (scaling to 100) follows its community tooling, it has none",
+                "a case the release would skip for a missing file (gt_img in viewpoint_change, an input image) "
+                "stops the read with an error naming it; the edited and ground-truth images are resized to the "
+                "source's size before judging (the release sends the files as they are); the summary (scaling to "
+                "100) follows its community tooling, it has none",
     )
 
     def read(self, path: str | Path) -> list[BenchItem]:
@@ -95,64 +183,126 @@ class KrisBench(Benchmark):
                 e, where = r.values, r.where
                 if e is None:
                     raise InputError(f"{where}: {r.error}")
-                iid = e["key"]
-                ori = e.get("ori_img")
-                srcs: list[Any] = ori if isinstance(ori, list) else [ori]
-                if not srcs or not all(isinstance(s, str) and s for s in srcs):
-                    raise InputError(f"{where}: 'ori_img' must be a file name or a list of them")
-                for s in srcs:
-                    if not (root / cat / s).is_file():
-                        raise InputError(f"{where}: source image {s!r} not found in {root / cat}")
-                ins = e.get("ins_en")
-                if not isinstance(ins, str) or not ins.strip():
-                    raise InputError(f"{where}: 'ins_en' (the instruction) is missing or empty")
-                gt = e.get("gt_img")
-                ref = root / cat / gt if isinstance(gt, str) and gt and (root / cat / gt).is_file() else None
-                items.append(BenchItem(f"{cat}/{iid}", str(iid), ins.strip(), root / cat / srcs[0], cat, "en",
-                                       reference=None,
-                                       extra={**{k: v for k, v in e.items() if k not in ("ori_img", "ins_en", "key")},
-                                              "knowledge_type": TYPE_OF[cat], "explain": e.get("explain_en") or "",
-                                              "sources": len(srcs), "reference_image": str(ref) if ref else None}))
+                items.append(self._item(root, cat, e, where))
         if not items:
             raise InputError(f"{root}: no <category>/annotation.json in it")
         return items
+
+    def _item(self, root: Path, cat: str, e: dict[str, Any], where: str) -> BenchItem:
+        script = SCRIPT_OF[cat]
+        ori = e.get("ori_img")
+        srcs: list[Any] = ori if isinstance(ori, list) else [ori]
+        if not srcs or not all(isinstance(s, str) and s for s in srcs):
+            raise InputError(f"{where}: 'ori_img' must be a file name or a list of them")
+        if len(srcs) > 1 and script not in MULTI_SOURCE:
+            raise InputError(f"{where}: 'ori_img' lists {len(srcs)} images, but the release judges {cat} with one "
+                             "original image")
+        for s in srcs:
+            if not (root / cat / s).is_file():
+                raise InputError(f"{where}: source image {s!r} not found in {root / cat}")
+        ins = e.get("ins_en")
+        if not isinstance(ins, str) or not ins.strip():
+            raise InputError(f"{where}: 'ins_en' (the instruction) is missing or empty")
+        gt = e.get("gt_img")
+        ref = root / cat / gt if isinstance(gt, str) and gt and (root / cat / gt).is_file() else None
+        if script == "view" and ref is None:
+            raise InputError(f"{where}: 'gt_img' " + (f"{gt!r} not found in {root / cat}" if isinstance(gt, str) and gt
+                                                       else "is missing")
+                             + f"; the release judges {cat}'s instruction following against this ground-truth view")
+        extra = {**{k: v for k, v in e.items() if k not in ("ori_img", "ins_en", "key")},
+                 "knowledge_type": TYPE_OF[cat], "explain": e.get("explain_en") or "",
+                 "sources": len(srcs), "reference_image": str(ref) if ref else None}
+        if script == "temporal":
+            frames = [frame_number(s) for s in srcs]
+            bad = [s for s, n in zip(srcs, frames) if n is None]
+            if bad:
+                raise InputError(f"{where}: 'ori_img' {bad[0]!r} has no '<clip>-<frame>' number in its name; the "
+                                 f"release orders {cat}'s frames by it")
+            extra["frames"] = frames
+            extra["edited_frame"] = predicted_frame([n for n in frames if n is not None])
+        return BenchItem(f"{cat}/{e['key']}", str(e["key"]), ins.strip(), root / cat / srcs[0], cat, "en",
+                         reference=ref if script == "view" else None, extra=extra,
+                         sources=tuple(root / cat / s for s in srcs) if len(srcs) > 1 else ())
 
     def output_candidates(self, item: BenchItem) -> list[str]:
         return [f"{item.category}/{item.key}.jpg", f"{item.category}/{item.key}.png"] + super().output_candidates(item)
 
     def prompt_names(self) -> list[str]:
-        return ["VC", "VQ", "IF", "IF_KP"]
+        return list(CLONE_PROMPTS) + list(CAPTIONS)
 
     def clone_prompts(self, clone: Path) -> dict[str, str]:
-        from editlens.templates.clones import find_module, module_strings
+        from editlens.templates.clones import appended_labels, find_module, message_texts, module_strings
 
         f = find_module(clone, ["utils/prompts.py", "prompts.py"], "--prompts-from", "KRIS-Bench")
         s = module_strings(f, "--prompts-from")
-        names = {"VC": "prompt_consist", "VQ": "prompt_quality", "IF": "prompt_instruction_following",
-                 "IF_KP": "prompt_dual_evaluation"}
-        return {k: s[v] for k, v in names.items() if v in s}
+        out = {k: s[v] for k, v in CLONE_PROMPTS.items() if v in s}
+        # the captions live in the judging scripts at the clone's root (beside utils/)
+        roots = [clone] if clone.is_dir() else [f.parent, f.parent.parent]
+        for script, (name, functions) in CLONE_CAPTIONS.items():
+            found = next((r / name for r in roots if (r / name).is_file()), None)
+            if found is None:
+                raise InputError(f"--prompts-from {clone}: {name} not found (looked in "
+                                 f"{', '.join(str(r) for r in roots)}); its image captions are read from it")
+            for fn, texts, labels in functions:
+                got = message_texts(found, fn, "--prompts-from")
+                words = appended_labels(found, fn, "--prompts-from") if labels else []
+                if len(got) != len(texts) or len(words) != len(labels):
+                    raise InputError(f"--prompts-from {found}: {fn}() writes {len(got)} image caption(s)"
+                                     + (f" and {len(words)} frame label(s)" if labels else "")
+                                     + f"; the release's has {len(texts)}"
+                                     + (f" and {len(labels)}" if labels else "") + " (is it another version?)")
+                out.update({f"caption.{script}.{n}": t for n, t in zip(texts, got)})
+                out.update({f"caption.{script}.{n}": w for n, w in zip(labels, words)})
+        return out
 
     def fallback_prompts(self) -> dict[str, str]:
+        import json
+        from importlib import resources
+
         from editlens.judges.templates import load_template
 
-        return {n: load_template(f"bench_kris_{n.lower()}").text for n in self.prompt_names()}
+        out = {n: load_template(f"bench_kris_{n.lower()}").text for n in CLONE_PROMPTS}
+        captions = json.loads(resources.files("editlens.templates").joinpath("bench_kris_captions.json")
+                              .read_text(encoding="utf-8"))
+        return out | {f"caption.{k}": v for k, v in captions.items() if not k.startswith("_")}
 
     def questions(self, item: BenchItem, prompts: Any) -> list[Question]:
-        explain = item.extra.get("explain", "")
+        script = SCRIPT_OF[item.category]
+        values = {"instruction": item.instruction, "explanation": item.extra.get("explain", ""),
+                  "frame": str(item.extra.get("edited_frame", ""))}
         if prompts.from_clone:
-            def fill(n: str) -> str:
-                return prompts.fill(n).replace("{{", "\x00").replace("}}", "\x01").replace(
-                    "{instruct}", item.instruction).replace("{explanation}", explain).replace(
-                    "\x00", "{").replace("\x01", "}")
+            fields = {"instruct": values["instruction"], "explanation": values["explanation"], "N": values["frame"]}
+
+            def fill(n: str) -> str:  # as str.format(instruct=, explanation=, N=) fills the release's prompts
+                if n in UNFORMATTED:
+                    return prompts.fill(n)
+                return _CLONE_FIELD.sub(lambda m: fields[m.group(1)] if m.group(1) else m.group(0)[0],
+                                        prompts.fill(n))
         else:
             def fill(n: str) -> str:
-                return prompts.fill(n, instruction=item.instruction, explanation=explain)
-        qs = [Question("VC", fill("VC"), ("source", "edited"), ("VC",))]
-        if item.category in WITH_KNOWLEDGE:
-            qs.append(Question("IF_KP", fill("IF_KP"), ("source", "edited"), ("IF", "KP")))
-        else:
-            qs.append(Question("IF", fill("IF"), ("source", "edited"), ("IF",)))
-        qs.append(Question("VQ", fill("VQ"), ("edited",), ("VQ",)))
+                return prompts.fill(n, **values)
+
+        def caption(name: str, *args: Any) -> str:
+            return str(prompts.texts[f"caption.{script}.{name}"]).format(*args)
+
+        qs = []
+        for qname, prompt, dims, shown in PLANS[script]:
+            if shown in ("pair", "pair+reference"):
+                images = [("source", caption("original")), ("edited", caption("edited"))]
+                if shown == "pair+reference":
+                    images.append(("reference", caption("ground_truth")))
+            elif shown == "alone":
+                images = [("edited", caption("quality" if script in MULTI_SOURCE else "edited"))]
+            elif shown == "inputs":
+                n = len(item.all_sources())
+                images = [(f"source:{i}", caption("input", i + 1)) for i in range(n)] + [("edited", caption("output"))]
+            else:  # frames: the given ones and the edit, by frame number (the edit after a given frame of its number)
+                given, made = prompts.texts[f"caption.{script}.given"], prompts.texts[f"caption.{script}.made"]
+                frames = [(num, f"source:{i}", given) for i, num in enumerate(item.extra["frames"])]
+                frames.append((item.extra["edited_frame"], "edited", made))
+                images = [(role, caption("frame", num, word)) for num, role, word in sorted(frames, key=lambda t: t[0])]
+            qs.append(Question(qname, fill(prompt), tuple(r for r, _ in images), dims,
+                               captions=tuple(c for _, c in images)))
         return qs
 
     def parse_answer(self, q: Question, text: str | None, from_clone: bool) -> list[float] | None:
