@@ -5,12 +5,15 @@ the clone's with --prompts-from), on files built in the published layout
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 
 import bench_files as F
 import numpy as np
 import pytest
 from fake_openai import FakeServer
+from PIL import Image
 from typer.testing import CliRunner
 
 from editlens.backends.types import Generation
@@ -185,6 +188,7 @@ def test_bench_run_kris_from_python_with_our_wording(tmp_path):
 
     data = F.kris(tmp_path / "data")
     edits = F.kris_outputs(tmp_path / "edits", "m", data)
+    F.save(edits / "m" / "count_change" / "1.jpg", F.png(5, size=(40, 30), fmt="JPEG"))  # the sources are 32x24
     fake = ListServer()
     with fake.running() as url:
         t = run_benchmark("kris", data, tmp_path / "out", edits=edits, vlm=url, cache=False, n_boot=20,
@@ -196,6 +200,9 @@ def test_bench_run_kris_from_python_with_our_wording(tmp_path):
     multi = next(b["messages"][0]["content"] for b in fake.bodies
                  if "composed from them" in b["messages"][0]["content"][0].get("text", ""))
     assert [p["type"] for p in multi] == ["text"] + ["text", "image_url"] * 4
+    sizes = {Image.open(io.BytesIO(base64.b64decode(p["image_url"]["url"].split(",", 1)[1]))).size
+             for b in fake.bodies for p in b["messages"][0]["content"] if p["type"] == "image_url"}
+    assert (40, 30) in sizes  # the judge sees the edit at its own size, as the release sends it
     rows = [json.loads(line) for line in (tmp_path / "out" / "items.jsonl").read_text().splitlines()]
     temporal = next(r for r in rows if r["category"] == "temporal_prediction")
     assert temporal["sources"] == 3 and temporal["frames"] == [1, 2, 4] and temporal["edited_frame"] == 3

@@ -65,10 +65,16 @@ class BenchSpec:
     differs: str = ""
     #: the command that scores it (human-label benchmarks: their `editlens meta-eval` command)
     usage: str = ""
+    #: how a judge sees the edited and reference images: ``source`` (resized to the source's size) or
+    #: ``native`` (each at its own size, as a release that sends its files unchanged)
+    judge_image_sizes: str = "source"
 
     def __post_init__(self) -> None:
         if self.label_kind not in LABEL_KINDS:
             raise ValueError(f"benchmark {self.name}: label_kind {self.label_kind!r} is not one of {LABEL_KINDS}")
+        if self.judge_image_sizes not in ("source", "native"):
+            raise ValueError(f"benchmark {self.name}: judge_image_sizes must be source or native, "
+                             f"got {self.judge_image_sizes!r}")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -91,7 +91,8 @@ class BenchJudge(VLMJudge):
     def __init__(self, bench: Benchmark, prompts: PromptSet, items: Mapping[str, BenchItem], **vlm_options: Any) -> None:
         self.bench, self.prompts, self.items = bench, prompts, items
         self.spec = MetricSpec(f"bench_{bench.spec.name.replace('-', '_')}", type(self), ("source", "edited"),
-                               True, (0.0, float("inf")), "vlm", f"{bench.spec.title} judge", vlm="required")
+                               True, (0.0, float("inf")), "vlm", f"{bench.spec.title} judge", vlm="required",
+                               size_policy=bench.spec.judge_image_sizes)
         super().__init__(**vlm_options)
         # the engine check asks for room for the most images one question shows (multi-image cases)
         distinct = {id(it): it for it in items.values()}.values()

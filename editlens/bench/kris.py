@@ -151,19 +151,20 @@ class KrisBench(Benchmark):
         identical="layout (annotation.json per category, outputs <id>.jpg then .png), the 1-5 dimensions; per "
                   "category the release script's calls: its prompts (with --prompts-from, as are the captions "
                   "before each image, read from the clone's scripts), the prompt text first and then each image "
-                  "after its caption; knowledge plausibility asked with instruction following in one call in the "
-                  "ten knowledge categories; viewpoint_change's instruction call showing original, edited and "
-                  "ground-truth images; multi-element_composition showing every input image in order then the "
-                  "edit; temporal_prediction showing the given frames and the edited frame ordered by the frame "
-                  "numbers in the file names (the edit is the frame of 1-4 they lack, else the next); the quality "
-                  "call showing only the edited image; anomaly_correction judged with the plain "
-                  "instruction-following prompt (the release's test for its special prompt names a category that "
-                  "does not exist, so it is never used)",
+                  "after its caption, every image at its own size; knowledge plausibility asked with instruction "
+                  "following in one call in the ten knowledge categories; viewpoint_change's instruction call "
+                  "showing original, edited and ground-truth images; multi-element_composition showing every input "
+                  "image in order then the edit; temporal_prediction showing the given frames and the edited frame "
+                  "ordered by the frame numbers in the file names (the edit is the frame of 1-4 they lack, else the "
+                  "next); the quality call showing only the edited image, its prompt sent as written (unformatted); "
+                  "anomaly_correction judged with the plain instruction-following prompt (the release's test for "
+                  "its special prompt names a category that does not exist, so it is never used)",
         differs="the release's regex fallback (any digit 1-5 in the answer) is not used: such answers are missing; "
                 "a case the release would skip for a missing file (gt_img in viewpoint_change, an input image) "
-                "stops the read with an error naming it; the edited and ground-truth images are resized to the "
-                "source's size before judging (the release sends the files as they are); the summary (scaling to "
-                "100) follows its community tooling, it has none",
+                "stops the read with an error naming it; images are sent decoded and re-encoded as PNG (the release "
+                "sends the files' bytes, temporal_prediction's re-encoded as JPEG); the summary (scaling to 100) "
+                "follows its community tooling, it has none",
+        judge_image_sizes="native",
     )
 
     def read(self, path: str | Path) -> list[BenchItem]:

@@ -3,7 +3,9 @@
 The released prompt texts of DICE, EditScore and EditReward are not shipped
 with editlens: the user points at their clone, and editlens reads the
 module-level string assignments of its prompt module by parsing it (nothing
-of the clone is imported or run).
+of the clone is imported or run). Where a release's judging script writes
+more text into its messages (KRIS-Bench's captions before each image), the
+literal texts of that script's message dicts are read the same way.
 """
 
 from __future__ import annotations
