@@ -131,6 +131,8 @@ def test_a_missing_ground_truth_or_unnumbered_frame_is_an_error_naming_the_file_
 def test_a_clone_without_the_judging_scripts_or_with_other_captions_is_refused(tmp_path):
     b = get("kris")
     clone = F.kris_clone(tmp_path / "Kris_Bench")
+    # the prompts module itself may be named: the scripts are found at the clone's root above it
+    assert load_prompts(b, clone / "utils" / "prompts.py").texts == load_prompts(b, clone).texts
     (clone / "metrics_view_change.py").unlink()
     with pytest.raises(InputError, match=r"metrics_view_change.py not found"):
         load_prompts(b, clone)
@@ -206,3 +208,20 @@ def test_bench_run_kris_from_python_with_our_wording(tmp_path):
     rows = [json.loads(line) for line in (tmp_path / "out" / "items.jsonl").read_text().splitlines()]
     temporal = next(r for r in rows if r["category"] == "temporal_prediction")
     assert temporal["sources"] == 3 and temporal["frames"] == [1, 2, 4] and temporal["edited_frame"] == 3
+
+
+def test_a_question_showing_a_source_the_case_lacks_is_refused():
+    from editlens.bench.base import BenchItem, Question
+    from editlens.bench.judge import question_images
+
+    arr = np.zeros((4, 4, 3), dtype=np.uint8)
+    sample = EditSample("c", arr, arr, "do it").load()
+    item = BenchItem("c", "c", "do it", arr, "x", sources=(arr, arr + 1))
+    got = question_images(Question("q", "t", ("source:1", "source:0", "edited"), ("S",)), sample, item)
+    assert got["source:1"][0, 0, 0] == 1 and got["source:0"] is sample.source
+    with pytest.raises(ValueError, match=r"shows source:2, but the case has 2 source image\(s\)"):
+        question_images(Question("q", "t", ("source:2",), ("S",)), sample, item)
+    with pytest.raises(ValueError, match=r"shows an image the item lacks \(reference\)"):
+        question_images(Question("q", "t", ("reference",), ("S",)), sample, item)
+    with pytest.raises(ValueError, match="2 captions for 1 images"):
+        Question("q", "t", ("edited",), ("S",), captions=("a", "b"))
