@@ -157,9 +157,11 @@ def test_bench_run_kris_end_to_end_with_the_clone(tmp_path):
     clone = F.kris_clone(tmp_path / "Kris_Bench")
     fake = KeyedServer()
     with fake.running() as url:
-        res = CliRunner().invoke(app, ["bench", "run", "kris", "--data", str(data), "--edits", str(edits), "--out",
-                                       str(tmp_path / "out"), "--vlm", url, "--prompts-from", str(clone),
-                                       "--cache", "none", "--n-boot", "20", "--json", "--no-report"])
+        args = ["bench", "run", "kris", "--data", str(data), "--edits", str(edits), "--out", str(tmp_path / "out"),
+                "--vlm", url, "--prompts-from", str(clone), "--cache", "none", "--n-boot", "20"]
+        est = CliRunner().invoke(app, args + ["--estimate"])
+        assert est.exit_code == 0 and "15 judge calls for 5 cases x 1 model(s)" in est.output, est.output
+        res = CliRunner().invoke(app, args + ["--json", "--no-report"])
     assert res.exit_code == 0, res.output
     t = json.loads(res.output)
     assert t["models"]["m"]["counts"]["scored"] == 5 and t["prompts"]["from_clone"] is True
