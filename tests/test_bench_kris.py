@@ -227,3 +227,22 @@ def test_a_question_showing_a_source_the_case_lacks_is_refused():
         question_images(Question("q", "t", ("reference",), ("S",)), sample, item)
     with pytest.raises(ValueError, match="2 captions for 1 images"):
         Question("q", "t", ("edited",), ("S",), captions=("a", "b"))
+
+
+@pytest.mark.slow  # builds a tiny Qwen2.5-VL and generates on CPU (~5 s)
+def test_bench_run_kris_with_a_local_tiny_judge_takes_every_image(tmp_path):
+    from editlens.runner.bench import run_benchmark
+    from editlens.testing import tiny_reward as TR
+
+    vlm = TR.program_answer(TR.build_qwen_vl(tmp_path / "vlm", "qwen2_5_vl"), ['{"score": [4]}'])
+    data = F.kris(tmp_path / "data")
+    edits = F.kris_outputs(tmp_path / "edits", "m", data)
+    t = run_benchmark("kris", data, tmp_path / "out", edits=edits, vlm=str(vlm), device="cpu", max_new_tokens=8,
+                      cache=False, n_boot=20, progress=False)
+    rows = {r["category"]: r for r in map(json.loads, (tmp_path / "out" / "items.jsonl").read_text().splitlines())}
+    # the multi-image calls (three inputs and the edit; four frames) went through the model and were read
+    assert rows["multi-element_composition"]["scores"] == {"VC": 75.0, "IF": 75.0, "VQ": 75.0, "overall": 75.0}
+    assert rows["temporal_prediction"]["status"] == rows["viewpoint_change"]["status"] == "scored"
+    # one score where the knowledge call asks two: missing, never a guess
+    assert rows["biology"]["status"] == "unscored" and "IF_KP" in rows["biology"]["reason"]
+    assert t["models"]["m"]["counts"]["scored"] == 4
