@@ -335,3 +335,31 @@ def test_a_benchmark_not_downloaded_says_how_to_get_it(tmp_path):
 
     with pytest.raises(InputError, match=r"Download GEdit-Bench first: hf download stepfun-ai/GEdit-Bench"):
         run_benchmark("gedit", tmp_path / "nowhere", tmp_path / "out", edits=tmp_path)
+
+
+def test_edit_with_bench_makes_a_benchmarks_edits_that_bench_run_then_reuses(tmp_path):
+    """`editlens edit DATA --bench NAME`: the cases' edits, stage by stage (a multi-turn case is made from the
+    editor's own earlier turn); `bench run --editor` with --out O finds them in O/edits/<editor> and makes none."""
+    from editlens.bench.registry import get
+    from editlens.runner.bench import generate
+
+    data = F.magicbrush_test(tmp_path)
+    spec = "callable:editlens.editors.callable_editor:identity_edit"
+    folder = tmp_path / "out" / "edits" / "identity_edit"
+    res = runner.invoke(app, ["edit", str(data), "--bench", "magicbrush-multiturn", "--editor", spec,
+                              "--out", str(folder), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    items = get("magicbrush-multiturn").read(data)
+    assert f"MagicBrush (multi-turn): {len(items)} of {len(items)} cases made" in res.output
+    logs = sorted(folder.glob("step*/generations.jsonl"))
+    assert len(logs) >= 2
+    before = [p.read_text() for p in logs]
+    located, _ = generate(items, [spec], tmp_path / "out", progress=False)
+    assert [p.read_text() for p in logs] == before  # nothing generated again
+    assert len(located.samples) == len(items) and not located.skipped
+    bad = runner.invoke(app, ["edit", str(data), "--bench", "magicbrush-multiturn", "--editor", spec,
+                              "--out", str(tmp_path / "o2"), "--columns", "source=x"])
+    assert bad.exit_code == 2 and "--columns does not go with --bench" in bad.output
+    missing = runner.invoke(app, ["edit", str(tmp_path / "nowhere"), "--bench", "gedit", "--editor", spec,
+                                  "--out", str(tmp_path / "o3")])
+    assert missing.exit_code == 2 and "Download GEdit-Bench first" in missing.output
