@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from editlens.bench.base import BenchItem, Benchmark
+from editlens.bench.table import comparison
 from editlens.core.io import atomic_write
 from editlens.core.types import EditSample
 from editlens.errors import InputError
@@ -332,6 +333,7 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
         store.close()
     rows = protocol_rows(bench, located, items_by_id, stored)
     table = bench.table(rows, n_boot=n_boot, seed=seed)
+    table["comparison"] = comparison(table, bench.spec.table_layout.get("rank_by"), _lower_is_better(bench))
     judge = [e for e in manifest.get("evaluators", []) if e.get("name") in names]
     table.update({"judge": judge[0] if judge and prompts else None,
                   "prompts": prompts.describe() if prompts else None,
@@ -344,6 +346,21 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
     table["files"] = {k: str(v) for k, v in files.items()}
     table["exit"] = 1 if failed or res.interrupted else 0
     return table
+
+
+def _lower_is_better(bench: Benchmark) -> list[str]:
+    """The table columns of a metric suite whose metric is better lower (L1, L2, ...); judged
+    dimensions are all better higher."""
+    from editlens.metrics.registry import get_spec
+
+    out = []
+    for metric, column in bench.spec.metrics.items():
+        try:
+            if not get_spec(metric).higher_is_better:
+                out.append(column)
+        except KeyError:  # a metric a plugin registers elsewhere: no direction known, so no "best"
+            continue
+    return out
 
 
 def write_tables(table: dict[str, Any], rows: Sequence[dict[str, Any]], root: Path) -> dict[str, Path]:
