@@ -308,3 +308,45 @@ def target_weighting(groups: list[Group], level: Callable[[float], int], how: st
 def draw_target(group: Group, weighting: TargetWeighting, rng: np.random.Generator) -> Candidate:
     w = np.array([weighting.of(c.score10) for c in group.candidates], dtype=float)
     return group.candidates[int(rng.choice(len(w), p=w / w.sum()))]
+
+
+SAMPLE_WEIGHTS = ("uniform", "balanced", "table")
+
+
+def sample_weights(scores10: list[float], how: str, table: str | Path | None = None) -> tuple[list[float] | None,
+                                                                                               dict[str, Any]]:
+    """A weight per training sample from its 0-10 score, rounded (``adiee train``'s sampling):
+    ``uniform`` (``None``: every sample once per epoch), ``balanced`` (inverse frequency of the
+    rounded score: each score drawn about equally often) or ``table`` (a score -> weight table,
+    e.g. the release's ``WEIGHT_DICT`` from a clone). Returns the weights and their description.
+
+    >>> w, d = sample_weights([0.0, 0.0, 0.0, 10.0], "balanced")
+    >>> [round(x, 3) for x in w], d["score_weights"]
+    ([0.667, 0.667, 0.667, 2.0], {'0': 0.666667, '10': 2.0})
+    """
+    if how not in SAMPLE_WEIGHTS:
+        raise InputError(f"sample weights must be one of {', '.join(SAMPLE_WEIGHTS)}, got {how!r}")
+    if (how == "table") != (table is not None):
+        raise InputError("--sample-weights table needs --sample-weight-table (and a table goes with "
+                         f"--sample-weights table), got {how!r} with {'a' if table else 'no'} table")
+    if how == "uniform":
+        return None, {"how": "uniform"}
+    keys = [round(min(10.0, max(0.0, float(s)))) for s in scores10]
+    desc: dict[str, Any] = {"how": how, "by": "rounded 0-10 score"}
+    if table is None:
+        counts: dict[int, int] = {}
+        for k in keys:
+            counts[k] = counts.get(k, 0) + 1
+        per = {k: len(keys) / (len(counts) * n) for k, n in sorted(counts.items())}
+    else:
+        per, origin = read_weight_table(table)
+        desc["table"] = origin
+        missing = sorted(set(keys) - set(per))
+        if missing:
+            raise InputError(f"--sample-weight-table {origin['path']}: no weight for rounded score(s) "
+                             f"{', '.join(map(str, missing))} that the training data has")
+    weights = [per[k] for k in keys]
+    if not any(weights):
+        raise InputError("every training sample has weight 0")
+    desc["score_weights"] = {str(k): round(v, 6) for k, v in sorted(per.items()) if k in set(keys)}
+    return weights, desc

@@ -21,6 +21,7 @@ from editlens.cli.options import (
     LevelStyle,
     LrDecay,
     Orders,
+    SampleWeights,
     TargetWeights,
 )
 from editlens.cli.training_options import QUANT_HELP, SAVE_EVERY_HELP, VAL_EVERY_HELP
@@ -99,6 +100,14 @@ def train_cmd(
     keep_checkpoints: int = typer.Option(2, "--keep-checkpoints", min=1, help="Checkpoints kept (the newest)."),
     image_side: int = typer.Option(512, "--image-side", help="Each image is resized to SIDE x SIDE, side by side."),
     max_samples: Optional[int] = typer.Option(None, "--max-samples", help="Use only the first N training samples."),
+    sample_weights: Optional[SampleWeights] = typer.Option(None, "--sample-weights", help="How training samples "
+                                                           "are drawn: uniform (each once per epoch; the default), "
+                                                           "balanced (each rounded 0-10 score about equally often) or "
+                                                           "table (from --sample-weight-table)."),
+    sample_weight_table: Optional[Path] = typer.Option(None, "--sample-weight-table", help="Score -> weight table: "
+                                                       "a JSON object {\"0\": w, ..., \"10\": w}, or a clone of "
+                                                       "the ADIEE release (its WEIGHT_DICT, parsed, never run). "
+                                                       "Implies --sample-weights table."),
     lora: bool = typer.Option(True, "--lora/--no-lora", help="Train LoRA adapters instead of the full weights."),
     lora_r: int = typer.Option(8, "--lora-rank", min=1, help="LoRA rank (as released: 8)."),
     lora_r_old: Optional[int] = typer.Option(None, "--lora-r", hidden=True, help="Earlier name of --lora-rank."),
@@ -132,7 +141,10 @@ def train_cmd(
                       grad_accum=grad_accum, steps=steps, warmup_steps=warmup, lr_decay=lr_decay, clip=clip,
                       score_weight=score_weight, ce_weight=ce_weight, val_every=val_every, val_max=val_max,
                       save_every=save_every, keep_checkpoints=keep_checkpoints,
-                      image_side=image_side, augment=augment, max_samples=max_samples, seed=seed, device=device,
+                      image_side=image_side, augment=augment, max_samples=max_samples,
+                      sample_weights=sample_weights or ("table" if sample_weight_table else "uniform"),
+                      sample_weight_table=str(sample_weight_table) if sample_weight_table else None, seed=seed,
+                      device=device,
                       dtype=dtype, gradient_checkpointing=gradient_checkpointing, layout=layout,
                       templates=parse_models(template))
     s = train(cfg, echo=typer.echo, progress=progress, restart=restart)

@@ -42,6 +42,7 @@ def choice(name: str, *values: str) -> type[StrEnum]:
 Binning = choice("Binning", "release", "linear")
 LevelStyle = choice("LevelStyle", "words", "digits")
 TargetWeights = choice("TargetWeights", "balanced", "uniform", "table")
+SampleWeights = choice("SampleWeights", "uniform", "balanced", "table")
 LrDecay = choice("LrDecay", "constant", "linear", "cosine")
 AdieeHead = choice("AdieeHead", "regression", "class3")
 AdieeLayout = choice("AdieeLayout", "ours", "released", "both")
