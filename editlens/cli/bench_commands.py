@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 
@@ -123,7 +123,7 @@ def run_cmd(
     http_settings(timeout, max_retries, concurrency)
     import json
 
-    def value(v: str):  # type: ignore[no-untyped-def]
+    def value(v: str) -> Any:
         try:
             return json.loads(v)
         except ValueError:
