@@ -63,7 +63,7 @@ def imagenhub(
         typer.echo(f"  {aspect:<3} {figure(a['value'], n, NO_MATCH)}  95% CI {_ci(a['ci95'])}")
     icc = rep["human_inter_rater_icc_2_1"]
     typer.echo(f"  items {rep['n_items']}, unparsable answers {rep['n_unparsable']}, human inter-rater ICC(2,1) "
-               + (f"{icc:.3f}" if icc is not None else str(not_measured(0, "fewer than two raters rated the same items"))))
+               + (f"{icc:.3f}" if icc is not None else not_measured(0, "fewer than two raters rated the same items")))
     _echo_trust(rep)
 
 
