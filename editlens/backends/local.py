@@ -7,7 +7,7 @@ import math
 import threading
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Self, Sequence
 
 import torch
 from PIL import Image
@@ -70,7 +70,7 @@ class TransformersBackend:
 
     @classmethod
     def from_loaded(cls, model: Any, processor: Any, *, model_type: str, model_id: str, revision: str | None,
-                    precision: Any, batch_size: int = 8, vision_tower: str | None = None) -> "TransformersBackend":
+                    precision: Any, batch_size: int = 8, vision_tower: str | None = None) -> Self:
         """A backend around a model loaded elsewhere (an adapter merged into its
         base, a 4-bit base): same batching, log-probabilities and tower wrapper.
         ``model_id``/``revision`` must name what was loaded (they key the cache)."""
