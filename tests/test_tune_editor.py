@@ -228,14 +228,88 @@ def test_tuning_data_errors_name_the_line_and_the_fix(tmp_path, relabelled):
 
 def test_balanced_weights_draw_each_level_about_equally_often(relabelled):
     from editlens.adiee.editor_prompt import quality_level
-    from editlens.adiee.tune_data import draw_target, level_weights, read_tuning_data
+    from editlens.adiee.tune_data import draw_target, read_tuning_data, target_weighting
 
     groups, _ = read_tuning_data(relabelled)
-    w = level_weights(groups, quality_level, "balanced")
-    assert set(w) == {1, 5} and w[5] == pytest.approx(3 * w[1])  # 3 of 4 candidates are level 1
+    w = target_weighting(groups, quality_level, "balanced")
+    assert set(w.weights) == {1, 5} and w.weights[5] == pytest.approx(3 * w.weights[1])  # 3 of 4 are level 1
     rng = np.random.default_rng(0)
-    drawn = [quality_level(draw_target(groups[0], w, quality_level, rng).score10) for _ in range(2000)]
+    drawn = [quality_level(draw_target(groups[0], w, rng).score10) for _ in range(2000)]
     assert abs(drawn.count(5) / 2000 - 0.5) < 0.05
+
+
+# a clone's dataset module: the table among code that must never run (parsed, not imported)
+_CLONE_DATASET = """
+import this_module_does_not_exist
+WORDS = ["one", "two", "three", "four", "five"]
+WEIGHT_DICT = {0: 1, 1: 1, 2: 0, 3: 0.5, 4: 0.5, 5: 1, 6: 1, 7: 2, 8: 2, 9: 3, 10: 3}
+raise SystemExit("a clone's module is read, never run")
+"""
+
+
+def test_a_weight_table_from_a_clone_weights_targets_by_rounded_score(relabelled, tmp_path):
+    """Candidates score 0 (source, blue), 2.5 -> 2 (green, Python rounds half to even) and 10 (red): with the
+    clone's table 1 / 0 / 3 green is never drawn and red is drawn 3 times in 5."""
+    from editlens.adiee.editor_prompt import quality_level
+    from editlens.adiee.tune_data import draw_target, read_tuning_data, read_weight_table, target_weighting
+
+    clone = tmp_path / "ADIEE"
+    clone.mkdir()
+    (clone / "dataset.py").write_text(_CLONE_DATASET)
+    table, origin = read_weight_table(clone)
+    assert table == {0: 1.0, 1: 1.0, 2: 0.0, 3: 0.5, 4: 0.5, 5: 1.0, 6: 1.0, 7: 2.0, 8: 2.0, 9: 3.0, 10: 3.0}
+    assert origin["path"] == str(clone / "dataset.py") and len(origin["sha256"]) == 16
+    groups, _ = read_tuning_data(relabelled)
+    w = target_weighting(groups, quality_level, "table", clone)
+    assert w.by == "score" and w.describe()["table"] == origin
+    rng = np.random.default_rng(0)
+    drawn = [draw_target(groups[0], w, rng).id for _ in range(3000)]
+    assert "s0_green" not in drawn
+    assert abs(drawn.count("s0_red") / 3000 - 0.6) < 0.03
+    # the same table as JSON gives the same draws
+    as_json = tmp_path / "table.json"
+    as_json.write_text(json.dumps({str(k): v for k, v in table.items()}))
+    wj = target_weighting(groups, quality_level, "table", as_json)
+    rng = np.random.default_rng(0)
+    assert [draw_target(groups[0], wj, rng).id for _ in range(3000)] == drawn
+
+
+@pytest.mark.parametrize("text, error", [
+    ('WEIGHT_DICT = {"red": 1.0, "blue": 0.5}\n', r"key 'red' is not a score 0-10"),
+    ("WEIGHT_DICT = {0: 1, 10: -2}\n", r"weight of score 10 must be a number >= 0"),
+    ("WEIGHT_DICT = {0: 0, 10: 0}\n", "every weight is 0"),
+    ("X = 1\n", r"expected one module-level WEIGHT_DICT = \{...\}, found 0"),
+    ("WEIGHT_DICT = {0: 1}\nWEIGHT_DICT = {0: 2}\n", "found 2"),
+    ("WEIGHT_DICT = dict(a=1)\n", "not a literal mapping"),
+    ("WEIGHT_DICT = {0: 1\n", "cannot parse it as Python"),
+])
+def test_a_bad_weight_table_is_refused_naming_the_file(tmp_path, text, error):
+    from editlens.adiee.tune_data import read_weight_table
+
+    f = tmp_path / "dataset.py"
+    f.write_text(text)
+    with pytest.raises(InputError, match=error) as exc:
+        read_weight_table(f)
+    assert str(f) in str(exc.value)
+
+
+def test_a_weight_table_must_cover_the_data_and_leave_each_source_a_target(relabelled, tmp_path):
+    from editlens.adiee.editor_prompt import quality_level
+    from editlens.adiee.tune_data import read_tuning_data, target_weighting
+
+    groups, _ = read_tuning_data(relabelled)
+    partial = tmp_path / "partial.json"
+    partial.write_text(json.dumps({"0": 1, "10": 1}))  # no weight for green's rounded 2
+    with pytest.raises(InputError, match=r"no weight for rounded score\(s\) 2 "):
+        target_weighting(groups, quality_level, "table", partial)
+    zero = tmp_path / "zero.json"
+    zero.write_text(json.dumps({"0": 0, "2": 0, "10": 0.0, "5": 1}))
+    with pytest.raises(InputError, match="has weight 0: it can never be drawn"):
+        target_weighting(groups, quality_level, "table", zero)
+    with pytest.raises(InputError, match="needs --target-weight-table"):
+        target_weighting(groups, quality_level, "table")
+    with pytest.raises(InputError, match="goes with --target-weights table"):
+        target_weighting(groups, quality_level, "balanced", partial)
 
 
 def test_a_scored_run_directory_is_training_data(relabelled, tmp_path):
@@ -264,3 +338,24 @@ def test_a_scored_run_directory_is_training_data(relabelled, tmp_path):
     assert scores == {"s0_red": 10.0, "s0_green": 5.0, "s0_blue": 0.0, "s1_red": 7.5, "s1_blue": 2.5}
     with pytest.raises(InputError, match="no scores of 'missing'"):
         read_tuning_data(run, "missing", spec_of=lambda name: spec)
+
+
+def test_cli_records_the_weight_table_it_trained_with(tiny_base, relabelled, tmp_path):
+    clone = tmp_path / "ADIEE"
+    clone.mkdir()
+    (clone / "dataset.py").write_text(_CLONE_DATASET)
+    out = tmp_path / "run"
+    common = ["--base", str(tiny_base), "--steps", "1", "--batch-size", "2", "--resolution", "16", "--device", "cpu",
+              "--no-progress"]
+    r = _cli(str(relabelled), "--out", str(out), "--target-weight-table", str(clone), *common)
+    assert r.exit_code == 0, r.output
+    assert "score weights 0: 1, 1: 1, 2: 0, 3: 0.5" in r.output
+    recipe = json.loads((out / "editor" / "editlens_editor.json").read_text())["source"]["recipe"]
+    assert recipe["target_weights"] == "table"
+    assert recipe["target_weighting"]["by"] == "score"
+    assert recipe["target_weighting"]["table"]["path"] == str(clone / "dataset.py")
+    assert recipe["target_weighting"]["score_weights"]["10"] == 3.0
+    mixed = _cli(str(relabelled), "--out", str(tmp_path / "mixed"), "--target-weights", "balanced",
+                 "--target-weight-table", str(clone), *common)
+    assert mixed.exit_code == 2 and "goes with --target-weights table" in mixed.output
+    assert not (tmp_path / "mixed").exists()  # refused before anything is written

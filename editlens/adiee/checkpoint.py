@@ -25,7 +25,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -152,7 +152,7 @@ def scorer_from_base(base: str, head: str = "regression", device: str = "auto", 
     torch.manual_seed(seed)
     scorer = AdieeScorer(vlm, processor, head, model_type)
     scorer.score_decoder.to(dev)
-    scorer.base_ref = mref.ref  # type: ignore[attr-defined]
+    scorer.base_ref = mref.ref
     return scorer
 
 
@@ -354,7 +354,7 @@ def load_ours(path: str | Path, base: str | None = None, device: str = "auto", d
     choice = normalise_choice(quantization)
     dev = decide(dtype, device).device
     q4 = choice == "nf4" or (choice == "auto" and trained_in_4bit(meta) and use_4bit("auto", dev)[0])
-    vlm = _load_base_vlm(base_ref, dev, dtype, q4, "--quantization")
+    vlm: Any = _load_base_vlm(base_ref, dev, dtype, q4, "--quantization")
     processor = load_processor(model_reference(str(path)), family)
     add_score_token(vlm, processor)
     adapter_cfg = path / "adapter_config.json"
@@ -371,7 +371,7 @@ def load_ours(path: str | Path, base: str | None = None, device: str = "auto", d
     rep.unexpected = sorted(set(saved) - expected)
     rep.check()  # before peft sees an incomplete adapter (it would fail deep inside)
     res = set_peft_model_state_dict(vlm, saved)
-    rep.unexpected = sorted(res.unexpected_keys)
+    rep.unexpected = sorted(cast(Any, res).unexpected_keys)  # peft types its result as a bare namedtuple
     dec_file = path / DECODER_FILE
     if not dec_file.is_file():
         raise CheckpointError(f"{path}: {DECODER_FILE} missing")

@@ -94,7 +94,8 @@ def read_edits(path: str | Path) -> list[GroundTruthEdit]:
     ``{input, output, instruction}`` are read too (id from the output file name)."""
     p = Path(path)
     base = p.resolve().parent
-    out, seen = [], {}
+    out: list[GroundTruthEdit] = []
+    seen: dict[str, int] = {}
     for n, row in _read_jsonl(p):
         where = f"{p}:{n}"
         src = row.get("source", row.get("input"))
@@ -370,7 +371,8 @@ def make_dataset(edits_path: str | Path, out_dir: str | Path, cfg: DataConfig | 
             c.score, c.rule, c.excluded = a.score, a.rule, a.excluded
             c.provenance["features"] = f
 
-    rows, excluded = [], Counter()
+    rows: list[Any] = []
+    excluded: Counter[str] = Counter()
     for c in tqdm(cands, desc="images", disable=not progress, unit="sample"):
         if c.score is None:
             excluded[c.excluded or "unscored"] += 1
@@ -458,7 +460,7 @@ def plot_histogram(scores: Sequence[float], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5, 3.2))
-    ax.hist(scores, bins=np.linspace(0, 1, 21), color="#3a6ea5", edgecolor="white")
+    ax.hist(scores, bins=np.linspace(0, 1, 21).tolist(), color="#3a6ea5", edgecolor="white")
     ax.set_xlabel("score (0 fail, 0.5 partial, 1 success)")
     ax.set_ylabel("samples")
     ax.set_title(f"ADIEE training scores (n={len(scores)})")

@@ -75,7 +75,7 @@ def clone_suffix(path: str | Path) -> str:
         consts = [v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str)]
         fields = [v for v in node.values if isinstance(v, ast.FormattedValue)]
         if "out of five" in "".join(consts) and len(fields) == 1:
-            found.append("".join(v.value if isinstance(v, ast.Constant) else "{quality}" for v in node.values))
+            found.append("".join(str(v.value) if isinstance(v, ast.Constant) else "{quality}" for v in node.values))
     if len(set(found)) != 1:
         raise InputError(f"--suffix-from-clone {module}: expected one formatted string with 'out of five' and "
                          f"one field, found {len(set(found))}")

@@ -217,8 +217,8 @@ class AdieeEvaluator(Metric):
                 "prompts": self.prompts.describe(), **self.release_provenance()}
 
     def compute(self, batch: Sequence[LoadedEdit]) -> list[float | Score]:
-        return self.score_many([(s.source, s.edited, s.instruction) for s in batch],
-                               [(s.source_hash, s.edited_hash) for s in batch])
+        return [*self.score_many([(s.source, s.edited, s.instruction) for s in batch],
+                                 [(s.source_hash, s.edited_hash) for s in batch])]
 
     def score_many(self, items: Sequence[tuple[Any, Any, str]], hashes: Sequence[tuple[str, str]] | None = None
                    ) -> list[Score]:

@@ -25,7 +25,7 @@ is read at the other; both are offered so either can be reproduced.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import torch
 from torch import nn
@@ -50,7 +50,11 @@ class ScoreDecoder(nn.Sequential):
 
     @property
     def out_features(self) -> int:
-        return int(self[4].out_features)
+        return cast(nn.Linear, self[4]).out_features
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return cast(nn.Linear, self[0]).weight.dtype
 
 
 def head_of(out_features: int) -> str:
@@ -146,11 +150,12 @@ class AdieeScorer(nn.Module):
         sid = tok.convert_tokens_to_ids(SCORE_TOKEN)
         if sid is None or sid == tok.unk_token_id:
             raise ValueError(f"the tokenizer has no {SCORE_TOKEN} token")
-        self.vlm = vlm
+        self.vlm: Any = vlm  # a transformers model: its methods and config are dynamic
         self.processor = processor
         self.head = head
         self.family = family
         self.score_token_id = int(sid)
+        self.base_ref: str | None = None  # the base model a checkpoint was built on, when known
         self.score_decoder = ScoreDecoder(self.hidden_size, HEADS[head])
 
     @property
@@ -164,8 +169,8 @@ class AdieeScorer(nn.Module):
         return next(self.score_decoder.parameters()).device
 
     def decode(self, hidden: torch.Tensor) -> torch.Tensor:
-        dec = self.score_decoder
-        return dec(hidden.to(dec[0].weight.dtype))
+        dec: ScoreDecoder = self.score_decoder
+        return dec(hidden.to(dec.dtype))
 
     # -- training ------------------------------------------------------------------
     def training_losses(self, batch: dict[str, torch.Tensor], score_weight: float = 10.0,
@@ -217,11 +222,11 @@ class AdieeScorer(nn.Module):
             if hidden == "emitting-step":
                 t = t_score if emitted else min(end, steps - 1)
                 states.append(gen.hidden_states[t][-1][b, -1])
-            elif emitted and t_score + 1 < steps:
+            elif t_score is not None and t_score + 1 < steps:
                 states.append(gen.hidden_states[t_score + 1][-1][b, -1])  # [SCORE] fed back in as input
             else:
                 states.append(None)
-                upto = ids[: t_score + 1] if emitted else ids[:end] + [self.score_token_id]
+                upto = ids[: t_score + 1] if t_score is not None else ids[:end] + [self.score_token_id]
                 redo[b] = upto
         for b, suffix in redo.items():
             states[b] = self._state_at_end(inputs, b, suffix)
@@ -300,7 +305,7 @@ def row_inputs(inputs: dict[str, torch.Tensor], b: int) -> dict[str, torch.Tenso
     return row
 
 
-def add_score_token(vlm: nn.Module, processor: Any) -> int:
+def add_score_token(vlm: Any, processor: Any) -> int:
     """Add ``[SCORE]`` to the tokenizer (a special token, never split) and
     grow the embeddings and LM head to match; returns its id."""
     tok = processor.tokenizer

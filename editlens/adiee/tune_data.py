@@ -6,12 +6,16 @@ scored run directory (``results.jsonl`` + the run's manifest; one evaluator's
 values mapped from its range to 0-10, flipped when lower is better). The
 source image itself can join the candidates with score 0 (the release does:
 "doing nothing" is a failed edit). A target is drawn per sample with weights
-by quality level (:func:`level_weights`), from a generator seeded by (seed,
-position), so a resumed run draws what an uninterrupted one would.
+(:func:`target_weighting`: by quality level, or by rounded score from a table
+such as the release's ``WEIGHT_DICT`` read from a clone), from a generator
+seeded by (seed, position), so a resumed run draws what an uninterrupted one
+would.
 """
 
 from __future__ import annotations
 
+import ast
+import hashlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -22,7 +26,9 @@ import numpy as np
 
 from editlens.errors import InputError
 
-TARGET_WEIGHTS = ("balanced", "uniform")
+TARGET_WEIGHTS = ("balanced", "uniform", "table")
+#: the name of the release's score -> weight table in its dataset module
+TABLE_NAME = "WEIGHT_DICT"
 
 
 @dataclass
@@ -157,8 +163,8 @@ def level_weights(groups: list[Group], level: Callable[[float], int], how: str) 
     """Sampling weight of a candidate by its quality level. ``balanced``: the inverse of the
     level's share of all candidates (each level drawn about equally often over the run);
     ``uniform``: every candidate alike."""
-    if how not in TARGET_WEIGHTS:
-        raise InputError(f"target weights must be one of {', '.join(TARGET_WEIGHTS)}, got {how!r}")
+    if how not in ("balanced", "uniform"):
+        raise InputError(f"level weights must be balanced or uniform, got {how!r}")
     counts: dict[int, int] = {}
     for g in groups:
         for c in g.candidates:
@@ -169,7 +175,136 @@ def level_weights(groups: list[Group], level: Callable[[float], int], how: str) 
     return {lv: total / (len(counts) * n) for lv, n in sorted(counts.items())}
 
 
-def draw_target(group: Group, weights: dict[int, float], level: Callable[[float], int],
-                rng: np.random.Generator) -> Candidate:
-    w = np.array([weights[level(c.score10)] for c in group.candidates], dtype=float)
+def _table_key(key: Any, where: str) -> int:
+    """A table key as an integer score 0-10 (ints, integral floats or their strings)."""
+    try:
+        f = float(key)
+    except (TypeError, ValueError):
+        f = math.nan
+    if not (math.isfinite(f) and f == int(f) and 0 <= f <= 10) or isinstance(key, bool):
+        raise InputError(f"{where}: key {key!r} is not a score 0-10; the table must map rounded 0-10 scores to "
+                         "weights (editlens weights a candidate by its rounded score)")
+    return int(f)
+
+
+def _checked_table(raw: Any, where: str) -> dict[int, float]:
+    if not isinstance(raw, dict) or not raw:
+        raise InputError(f"{where}: expected a non-empty mapping of score -> weight, got {type(raw).__name__}")
+    table: dict[int, float] = {}
+    for k, v in raw.items():
+        score = _table_key(k, where)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise InputError(f"{where}: the weight of score {k!r} must be a number >= 0, got {v!r}")
+        if score in table:
+            raise InputError(f"{where}: score {score} appears twice")
+        table[score] = float(v)
+    if not any(table.values()):
+        raise InputError(f"{where}: every weight is 0")
+    return dict(sorted(table.items()))
+
+
+def read_weight_table(path: str | Path) -> tuple[dict[int, float], dict[str, Any]]:
+    """A score -> weight table: a JSON object (``{"0": 0.5, "1": 1.0, ...}``), or the release's
+    ``WEIGHT_DICT`` from a clone of the ADIEE release (its dataset module, or a ``.py`` file;
+    parsed, never run). Returns the table and where it came from (path, sha256 of the table)."""
+    from editlens.adiee.editor_prompt import CLONE_MODULES
+
+    p = Path(path).expanduser()
+    if p.is_dir():
+        module = next((p / m for m in CLONE_MODULES if (p / m).is_file()), None)
+        if module is None:
+            raise InputError(f"--target-weight-table {p}: no dataset module found (looked for "
+                             f"{', '.join(CLONE_MODULES)})")
+        p = module
+    if not p.is_file():
+        raise InputError(f"--target-weight-table {p}: no such file or clone folder")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"--target-weight-table {p}: cannot read it ({exc})") from None
+    where = f"--target-weight-table {p}"
+    if p.suffix == ".py":
+        try:
+            tree = ast.parse(text, filename=str(p))
+        except SyntaxError as exc:
+            raise InputError(f"{where}: cannot parse it as Python ({exc.msg}, line {exc.lineno})") from None
+        found = [n.value for n in tree.body if isinstance(n, ast.Assign)
+                 and any(isinstance(t, ast.Name) and t.id == TABLE_NAME for t in n.targets)]
+        if len(found) != 1:
+            raise InputError(f"{where}: expected one module-level {TABLE_NAME} = {{...}}, found {len(found)}")
+        try:
+            raw = ast.literal_eval(found[0])
+        except ValueError:
+            raise InputError(f"{where}: {TABLE_NAME} is not a literal mapping (line {found[0].lineno})") from None
+        where = f"{where}: {TABLE_NAME}"
+    else:
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{where}: not JSON ({exc.msg}, line {exc.lineno}); give a JSON object or a clone "
+                             "of the ADIEE release") from None
+    table = _checked_table(raw, where)
+    digest = hashlib.sha256(json.dumps(table, sort_keys=True).encode()).hexdigest()[:16]
+    return table, {"path": str(p), "sha256": digest}
+
+
+@dataclass(frozen=True)
+class TargetWeighting:
+    """How a candidate's sampling weight follows from its 0-10 score: by its quality level
+    (``balanced`` / ``uniform``) or by its rounded score from a table (``table``)."""
+
+    how: str
+    weights: dict[int, float]  # level -> weight, or rounded score -> weight
+    level: Callable[[float], int]
+    origin: dict[str, Any] | None = None
+
+    @property
+    def by(self) -> str:
+        return "score" if self.how == "table" else "level"
+
+    def key(self, score10: float) -> int:
+        # Python's rounding (half to even), as the release's binning rounds
+        return round(min(10.0, max(0.0, score10))) if self.how == "table" else self.level(score10)
+
+    def of(self, score10: float) -> float:
+        return self.weights[self.key(score10)]
+
+    def describe(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"how": self.how, "by": self.by,
+                             f"{self.by}_weights": {str(k): round(v, 6) for k, v in self.weights.items()}}
+        if self.origin:
+            d["table"] = self.origin
+        return d
+
+    def summary(self) -> str:
+        return f"{self.by} weights " + ", ".join(f"{k}: {v:.3g}" for k, v in self.weights.items())
+
+
+def target_weighting(groups: list[Group], level: Callable[[float], int], how: str,
+                     table: str | Path | None = None) -> TargetWeighting:
+    """The weighting of the training targets, checked against the data: every candidate's
+    rounded score must be in a table, and every source must have a candidate of weight > 0."""
+    if how not in TARGET_WEIGHTS:
+        raise InputError(f"target weights must be one of {', '.join(TARGET_WEIGHTS)}, got {how!r}")
+    if (how == "table") != (table is not None):
+        raise InputError("--target-weights table needs --target-weight-table (and a table goes with "
+                         f"--target-weights table), got {how!r} with {'a' if table else 'no'} table")
+    if table is None:
+        w = TargetWeighting(how, level_weights(groups, level, how), level)
+    else:
+        values, origin = read_weight_table(table)
+        w = TargetWeighting(how, values, level, origin)
+        missing = sorted({w.key(c.score10) for g in groups for c in g.candidates} - set(values))
+        if missing:
+            raise InputError(f"--target-weight-table {origin['path']}: no weight for rounded score(s) "
+                             f"{', '.join(map(str, missing))} that the training data has")
+    for g in groups:
+        if not any(w.of(c.score10) > 0 for c in g.candidates):
+            raise InputError(f"every candidate of source {g.source} ({g.instruction!r}) has weight 0: it can never "
+                             "be drawn (drop it from the data or give its scores a weight)")
+    return w
+
+
+def draw_target(group: Group, weighting: TargetWeighting, rng: np.random.Generator) -> Candidate:
+    w = np.array([weighting.of(c.score10) for c in group.candidates], dtype=float)
     return group.candidates[int(rng.choice(len(w), p=w / w.sum()))]

@@ -38,7 +38,7 @@ import torch
 
 from editlens.adiee.editor_prompt import QualityPrompt, load_quality_prompt
 from editlens.adiee.train import _flip_rot, sample_order
-from editlens.adiee.tune_data import Group, draw_target, level_weights, read_tuning_data
+from editlens.adiee.tune_data import Group, TargetWeighting, draw_target, read_tuning_data, target_weighting
 from editlens.core.images import load_image, resize_to
 from editlens.errors import InputError
 from editlens.training.loop import TrainingTask
@@ -55,7 +55,8 @@ class TuneConfig:
     out: str
     score_metric: str | None = None  # the run's evaluator whose scores pick targets
     source_as_candidate: bool = True
-    target_weights: str = "balanced"
+    target_weights: str = "balanced"  # balanced | uniform (by quality level) | table (by rounded score)
+    target_weight_table: str | None = None  # JSON {score: weight} or a clone of the release (its WEIGHT_DICT)
     reward_prompt: bool = True  # append the quality suffix (off: plain instructions, e.g. ReFL alone)
     suffix_template: str | None = None
     suffix_from_clone: str | None = None
@@ -102,6 +103,10 @@ class TuneConfig:
             raise InputError(f"resolution must be a multiple of 8, got {self.resolution}")
         if not 0 <= self.conditioning_dropout < 1:
             raise InputError(f"conditioning_dropout must be in [0, 1), got {self.conditioning_dropout}")
+        if (self.target_weights == "table") != (self.target_weight_table is not None):
+            raise InputError("--target-weights table needs --target-weight-table (and a table goes with "
+                             f"--target-weights table), got {self.target_weights!r} with "
+                             f"{'a' if self.target_weight_table else 'no'} table")
         if self.refl_weight < 0:
             raise InputError(f"refl_weight must be 0 or more, got {self.refl_weight}")
         if self.refl_weight > 0 and not 0 <= self.refl_min_step < self.refl_steps:
@@ -110,7 +115,7 @@ class TuneConfig:
     def identity(self) -> dict[str, Any]:
         """What a resumed run must share: the model it builds and what it sees at each step."""
         d = asdict(self)
-        keys = ("base", "score_metric", "source_as_candidate", "target_weights", "reward_prompt", "suffix_template",
+        keys = ("base", "score_metric", "source_as_candidate", "target_weights", "target_weight_table", "reward_prompt", "suffix_template",
                 "suffix_from_clone", "binning", "levels", "lora_rank", "lora_alpha", "batch_size", "grad_accum",
                 "resolution", "augment", "conditioning_dropout", "val_count", "refl_weight", "refl_metric",
                 "refl_steps", "refl_min_step", "seed")
@@ -182,7 +187,7 @@ class TuneEditorTask(TrainingTask):
     """Reward-conditioned fine-tuning (and ReFL) of an InstructPix2Pix UNet for :func:`editlens.training.run`."""
 
     def __init__(self, cfg: TuneConfig, editor: Editor, groups: list[Group], val_groups: list[Group],
-                 prompt: QualityPrompt, weights: dict[int, float], val_reward: Any, refl_reward: Any,
+                 prompt: QualityPrompt, weights: TargetWeighting, val_reward: Any, refl_reward: Any,
                  data_desc: dict[str, Any], precision: Any, log: Callable[[str], None]) -> None:
         self.cfg, self.editor, self.groups, self.val_groups = cfg, editor, groups, val_groups
         self.prompt, self.weights, self.val_reward, self.refl_reward = prompt, weights, val_reward, refl_reward
@@ -219,7 +224,7 @@ class TuneEditorTask(TrainingTask):
         for pos in range(start, start + self.cfg.batch_size):
             g = self.groups[self.order[pos]]
             rng = np.random.default_rng([self.cfg.seed, pos])
-            c = draw_target(g, self.weights, self.prompt.level, rng)
+            c = draw_target(g, self.weights, rng)
             a, b = self.image(g.source), self.image(c.edited)
             if self.cfg.augment:
                 a, b = _flip_rot(a, b, rng)
@@ -364,7 +369,7 @@ class TuneEditorTask(TrainingTask):
     def recipe(self) -> dict[str, Any]:
         cfg = self.cfg
         r: dict[str, Any] = {"reward_conditioned": cfg.reward_prompt, "target_weights": cfg.target_weights,
-                             "level_weights": {str(k): round(v, 6) for k, v in self.weights.items()},
+                             "target_weighting": self.weights.describe(),
                              "source_as_candidate": cfg.source_as_candidate, "lr": cfg.lr,
                              "batch_size": cfg.batch_size, "grad_accum": cfg.grad_accum,
                              "conditioning_dropout": cfg.conditioning_dropout, "augment": cfg.augment}
@@ -424,7 +429,7 @@ def tune_editor(cfg: TuneConfig, val_reward: Any = None, refl_reward: Any = None
     prompt = load_quality_prompt(cfg.suffix_template, cfg.suffix_from_clone, cfg.binning, cfg.levels)
     groups, desc = read_tuning_data(cfg.data, cfg.score_metric, cfg.source_as_candidate)
     train_groups, val_groups = split_groups(groups, cfg.val_count, cfg.seed)
-    weights = level_weights(train_groups, prompt.level, cfg.target_weights)
+    weights = target_weighting(train_groups, prompt.level, cfg.target_weights, cfg.target_weight_table)
     torch.manual_seed(cfg.seed)
     editor = Editor(cfg.base, precision, cfg.lora_rank, cfg.lora_alpha, cfg.seed, cfg.gradient_checkpointing)
     task = TuneEditorTask(cfg, editor, train_groups, val_groups, prompt, weights, val_reward, refl_reward, desc,
@@ -434,8 +439,8 @@ def tune_editor(cfg: TuneConfig, val_reward: Any = None, refl_reward: Any = None
          f"{len(train_groups)} train / {len(val_groups)} validation sources, {desc['candidates']} candidates; "
          f"{n:,} trainable UNet parameters ({'LoRA r%d' % cfg.lora_rank if cfg.lora_rank else 'whole UNet'})")
     if cfg.reward_prompt:
-        echo(f"reward prompt ({prompt.origin}, {prompt.binning} bins): e.g. '...{prompt.top_suffix}'; level weights "
-             + ", ".join(f"{k}: {v:.3g}" for k, v in weights.items()))
+        echo(f"reward prompt ({prompt.origin}, {prompt.binning} bins): e.g. '...{prompt.top_suffix}'; "
+             f"{weights.summary()}")
     series = ("loss", "mse", "refl_loss") if cfg.refl_weight > 0 else ("loss",)
     res = run(task, LoopSettings(
         out=cfg.out, steps=cfg.steps, precision=precision, identity=cfg.identity(), config=asdict(cfg), seed=cfg.seed,

@@ -478,8 +478,13 @@ def tune_editor_cmd(
     binning: Binning = typer.Option("release", "--binning", help="0-10 score -> level 1-5: release (0-2, 3-4, 5-6, 7-8, "
                                 "9-10) or linear (round(1 + 4 * score / 10))."),
     levels: LevelStyle = typer.Option("words", "--levels", help="Levels written as words (one..five) or digits."),
-    target_weights: TargetWeights = typer.Option("balanced", "--target-weights", help="Target sampling: balanced (each quality "
-                                       "level about equally often) or uniform."),
+    target_weights: Optional[TargetWeights] = typer.Option(None, "--target-weights", help="Target sampling: balanced "
+                                                 "(each quality level about equally often; the default), uniform, or "
+                                                 "table (by rounded score, from --target-weight-table)."),
+    target_weight_table: Optional[Path] = typer.Option(None, "--target-weight-table", help="Score -> weight table: "
+                                                       "a JSON object {\"0\": w, ..., \"10\": w}, or a clone of the "
+                                                       "ADIEE release (its WEIGHT_DICT, parsed, never run). Implies "
+                                                       "--target-weights table."),
     source_as_candidate: bool = typer.Option(True, "--source-as-candidate/--no-source-as-candidate", help="The "
                                              "source image itself is a candidate target scored 0."),
     lora_rank: int = typer.Option(0, "--lora-rank", min=0, help="LoRA rank of the UNet adapters (0: the whole UNet "
@@ -525,8 +530,11 @@ def tune_editor_cmd(
         raise typer.BadParameter("the editor's UNet trains unquantised; use --quantization none (or auto)")
     options = parse_options(option or [])
     models = parse_models(model)
+    if target_weights is None:
+        target_weights = "table" if target_weight_table else "balanced"
     cfg = TuneConfig(base=base, data=str(data), out=str(out), score_metric=score_metric,
                      source_as_candidate=source_as_candidate, target_weights=target_weights,
+                     target_weight_table=str(target_weight_table) if target_weight_table else None,
                      reward_prompt=reward_prompt, suffix_template=str(suffix_template) if suffix_template else None,
                      suffix_from_clone=str(suffix_from_clone) if suffix_from_clone else None, binning=binning,
                      levels=levels, lora_rank=lora_rank, lr=lr, batch_size=batch_size, grad_accum=grad_accum,

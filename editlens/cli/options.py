@@ -37,7 +37,7 @@ class Orders(str, Enum):
 # it on to library code unchanged. tests/test_cli.py holds each set equal to the library's own tuple.
 Binning = StrEnum("Binning", "release linear")
 LevelStyle = StrEnum("LevelStyle", "words digits")
-TargetWeights = StrEnum("TargetWeights", "balanced uniform")
+TargetWeights = StrEnum("TargetWeights", "balanced uniform table")
 LrDecay = StrEnum("LrDecay", "constant linear cosine")
 AdieeHead = StrEnum("AdieeHead", "regression class3")
 AdieeLayout = StrEnum("AdieeLayout", "ours released both")
