@@ -118,9 +118,10 @@ def dice_cmd(
     if dice_preset or dice_detector or dice_coherence:  # released-style base + adapter models
         from editlens.dice.released import build_released
 
-        pipe: DicePipeline | ReleasedDice = build_released(dice_preset, dice_detector, dice_coherence, dice_prompts, dice_drawing, device,
-                              dice_quantization, dtype, dice_confidence.value if dice_confidence else None,
-                              coherence_inputs=dice_coherence_inputs.value if dice_coherence_inputs else None)
+        pipe: DicePipeline | ReleasedDice = build_released(
+            dice_preset, dice_detector, dice_coherence, dice_prompts, dice_drawing, device, dice_quantization, dtype,
+            dice_confidence.value if dice_confidence else None,
+            coherence_inputs=dice_coherence_inputs.value if dice_coherence_inputs else None)
         sample = sample.at_sizes("native")  # as released: each image at its own size
     else:
         pipe = DicePipeline(vlm, detector, boxes=boxes, **opts)

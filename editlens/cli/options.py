@@ -102,8 +102,8 @@ def vlm_options(vlm: str | None, vlm_model: str | None, cache: str, template: Se
     from editlens.runner.checks import check_templates
 
     check_templates(templates)  # before any model loads
-    opts: dict[str, Any] = {"vlm": vlm, "vlm_model": vlm_model, "device": device, "dtype": dtype, "templates": templates,
-            "cache": {"default": True, "none": False}.get(cache, cache)}
+    opts: dict[str, Any] = {"vlm": vlm, "vlm_model": vlm_model, "device": device, "dtype": dtype,
+                            "templates": templates, "cache": {"default": True, "none": False}.get(cache, cache)}
     if samples > 1 or temperature > 0:  # only then, so settings (and cached rows) of greedy runs stay as they were
         opts.update(samples=samples, temperature=temperature)
         if min_samples is not None:

@@ -340,7 +340,8 @@ def coherence_images(source: np.ndarray, edited: np.ndarray, diff: Difference, c
         images = {k: CentreCrop(v.shape[1], v.shape[0]).apply(v) for k, v in images.items()}
     pil = {k: Image.fromarray(np.ascontiguousarray(v)) for k, v in images.items()}
     if size:
-        pil = {k: v.resize((size, size), Image.Resampling.LANCZOS) if v.size != (size, size) else v for k, v in pil.items()}
+        pil = {k: v.resize((size, size), Image.Resampling.LANCZOS) if v.size != (size, size) else v
+               for k, v in pil.items()}
     if box is not None:
         target = pil[CONVENTIONS[convention][diff.command]]
         ImageDraw.Draw(target).rectangle(box_to_pixels(box, *target.size), outline=COLOURS[diff.command],

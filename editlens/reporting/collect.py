@@ -219,7 +219,8 @@ def verdict_tags(scores: Mapping[str, Mapping[str, Any]], specs: Mapping[str, An
             elif items is not None and sc.get("status") in ("scored", "info"):
                 tags.add("no change")
             continue
-        tags.update(tag for it in items if (tag := _verdict(it, layer)[1]) is not None)  # a layer with a verdict tags each
+        # a layer with a verdict tags every item (never None): the filter only tells mypy so
+        tags.update(tag for it in items if (tag := _verdict(it, layer)[1]) is not None)
     order = ["correct", "unwanted", "no change", "unscored", "not judged"]
     return sorted(tags, key=lambda t: (order.index(t) if t in order else len(order), t))
 

@@ -509,7 +509,8 @@ class EditScoreEvaluator(Metric):
         if self._loaded is None:
             from editlens.models.loader import load_model
 
-            opts: dict[str, Any] = {"batch_size": 2 * self.batch_size}  # requests per generate call: SC and PQ of each edit
+            # requests per generate call: SC and PQ of each edit
+            opts: dict[str, Any] = {"batch_size": 2 * self.batch_size}
             if self.base:
                 opts["base"] = self.base
             self._loaded = load_model(self.model_ref, kind="editscore", device=self.device, dtype=self.dtype,

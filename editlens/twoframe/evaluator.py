@@ -92,8 +92,8 @@ class TwoFrameEvaluator(Metric):
         self.mode, self.output = mode, output
         self.ref = resolve(model, models)
         # prompt: raw, vifi or a file with $instruction (default: the model's own; vifi for ViFi .pth weights)
-        self.load_options: dict[str, Any] = dict(tokenizer=tokenizer, base=base, heads=heads, preset=preset, device=device, dtype=dtype,
-                                 prompt=prompt)
+        self.load_options: dict[str, Any] = dict(tokenizer=tokenizer, base=base, heads=heads, preset=preset,
+                                                 device=device, dtype=dtype, prompt=prompt)
         self._scorer: Any = None
         if mode == "order" and not _has_head(self.ref):
             raise ModelUnavailableError(f"{self.ref}: has no order-aware head (twoframe_order needs a model trained "
