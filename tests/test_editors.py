@@ -380,6 +380,29 @@ def test_bad_specs_and_missing_weights(tmp_path, monkeypatch):
     assert r.exit_code == 2 and "instruct-pix2pix" in r.output
 
 
+def test_a_tiny_editor_generates_at_its_native_size_unless_told_otherwise(tmp_path):
+    """make-tiny-editor's folder carries its resolution (the family's 512 px would make a tiny VAE's latents
+    huge); an option replaces it; a setting the folder cannot have is refused naming the file."""
+    from editlens.runner.edit import generate_edits
+
+    tiny = tmp_path / "tiny"
+    assert cli("make-tiny-editor", tiny, "--image-size", "24").exit_code == 0
+    inputs = write_inputs(tmp_path, 1)  # a 48 x 40 source
+    generate_edits(inputs, str(tiny), tmp_path / "native", progress=False, editor_options={"steps": 1})
+    record = json.loads((tmp_path / "native" / "editor.json").read_text())["settings"]
+    assert record["resolution"] == 24 and record["settings_from_folder"] == ["resolution"]
+    assert max(Image.open(tmp_path / "native" / rows(tmp_path / "native" / "manifest.jsonl")[0]["edited"]).size) == 24
+    generate_edits(inputs, str(tiny), tmp_path / "told", progress=False,
+                   editor_options={"steps": 1, "resolution": 32})
+    assert max(Image.open(tmp_path / "told" / rows(tmp_path / "told" / "manifest.jsonl")[0]["edited"]).size) == 32
+    card = tiny / "editlens_editor.json"
+    card.write_text(json.dumps({"settings": {"resolution": 24, "sharpness": 3}}))
+    from editlens.editors import create_editor
+
+    with pytest.raises(InputError, match=r"editlens_editor.json: settings: unknown setting\(s\) sharpness"):
+        create_editor(str(tiny))
+
+
 def test_other_families_generate(tmp_path):
     from editlens.runner.edit import generate_edits
 

@@ -359,3 +359,28 @@ def test_cli_records_the_weight_table_it_trained_with(tiny_base, relabelled, tmp
                  "--target-weight-table", str(clone), *common)
     assert mixed.exit_code == 2 and "goes with --target-weights table" in mixed.output
     assert not (tmp_path / "mixed").exists()  # refused before anything is written
+
+
+def test_sources_in_a_benchmark_table_train_like_files(tiny_base, relabelled, tmp_path):
+    """A published benchmark (GEdit, ...) keeps its sources in parquet cells: a scored run of generated
+    candidates names them FILE#row=N&column=C, and tune-editor reads those cells."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from editlens.adiee.tune_editor import TuneConfig, tune_editor
+
+    rows = [json.loads(x) for x in relabelled.read_text().splitlines()]
+    sources = sorted({r["source"] for r in rows})
+    cell = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    table = tmp_path / "bench" / "test.parquet"
+    table.parent.mkdir()
+    pq.write_table(pa.table({"input_image": pa.array(
+        [{"bytes": (relabelled.parent / s).read_bytes(), "path": s} for s in sources], type=cell)}), table)
+    data = tmp_path / "cands.jsonl"
+    data.write_text("".join(json.dumps({**r, "source": f"{table}#row={sources.index(r['source'])}&column=input_image",
+                                        "edited": str(relabelled.parent / r["edited"])}) + "\n" for r in rows))
+    out = tmp_path / "run"
+    res = tune_editor(TuneConfig(base=str(tiny_base), data=str(data), out=str(out), steps=2, batch_size=2,
+                                 resolution=16, device="cpu"), progress=False, echo=lambda m: None)
+    assert res["exit_code"] == 0 and res["steps_done"] == 2
+    assert json.loads((out / "editor" / "editlens_editor.json").read_text())["source"]["trained_steps"] == 2

@@ -39,6 +39,7 @@ import torch
 from editlens.adiee.editor_prompt import QualityPrompt, load_quality_prompt
 from editlens.adiee.train import _flip_rot, sample_order
 from editlens.adiee.tune_data import Group, TargetWeighting, draw_target, read_tuning_data, target_weighting
+from editlens.core.embedded import parse_ref
 from editlens.core.images import load_image, resize_to
 from editlens.errors import InputError
 from editlens.training.loop import TrainingTask
@@ -207,7 +208,7 @@ class TuneEditorTask(TrainingTask):
 
     # -- data -----------------------------------------------------------------------------------
     def image(self, path: str) -> np.ndarray:
-        arr, _ = load_image(path)
+        arr, _ = load_image(parse_ref(path) or path)  # a file, or a table cell (a benchmark's parquet row)
         r = self.cfg.resolution
         return arr if arr.shape[:2] == (r, r) else resize_to(arr, (r, r))
 

@@ -4,9 +4,11 @@ The family (:mod:`editlens.editors.spec`, presets in ``presets/``) is found
 from ``model_index.json``'s ``_class_name`` (``family=`` or
 ``pipeline_class=`` override it); the family's preset gives the generation
 defaults (steps, guidance, image guidance, resolution) and which pipeline
-arguments they go to. A folder written by ``editlens adiee tune-editor`` holds
-``editlens_editor.json``, whose ``prompt_suffix`` is appended to every
-instruction (``prompt_suffix=""`` turns it off).
+arguments they go to. A pipeline folder may carry ``editlens_editor.json``:
+its ``prompt_suffix`` (written by ``editlens adiee tune-editor``) is appended
+to every instruction (``prompt_suffix=""`` turns it off), and its
+``settings`` (e.g. ``make-tiny-editor``'s native resolution) replace the
+family's defaults; options given to the editor replace both.
 
 Seeds: one CPU ``torch.Generator`` per request, seeded with the request's
 own seed, so an image depends on its seed only, not on the batch it was made
@@ -225,7 +227,9 @@ class DiffusersEditor(Editor):
         self.family: EditorFamily = family_preset(fam_name)
         if not self.class_name:
             self.class_name = self.family.pipeline_classes[0] if self.family.pipeline_classes else ""
-        self.values = {**self.family.settings, **{k: v for k, v in settings.items() if v is not None}}
+        self.folder_settings = self._folder_settings(tuned, folder)
+        self.values = {**self.family.settings, **self.folder_settings,
+                       **{k: v for k, v in settings.items() if v is not None}}
         self.call_extra = dict(call or {})
         self.prompt_suffix = tuned.get("prompt_suffix", "") if prompt_suffix is None else prompt_suffix
         self.suffix_origin = ("option" if prompt_suffix is not None else EDITOR_FILE if tuned.get("prompt_suffix")
@@ -256,11 +260,24 @@ class DiffusersEditor(Editor):
             raise InputError(f"{path}: expected an object whose prompt_suffix is a string")
         return data
 
+    @staticmethod
+    def _folder_settings(card: Mapping[str, Any], folder: Path | None) -> dict[str, Any]:
+        found = card.get("settings") or {}
+        where = f"{folder / EDITOR_FILE if folder else EDITOR_FILE}: settings"
+        if not isinstance(found, dict):
+            raise InputError(f"{where} must be an object of generation settings")
+        unknown = set(found) - set(SETTING_KEYS)
+        if unknown:
+            raise InputError(f"{where}: unknown setting(s) {', '.join(sorted(unknown))}; the settings are "
+                             f"{', '.join(SETTING_KEYS)}")
+        return dict(found)
+
     # -- recorded -------------------------------------------------------------------------------------------------
     def settings(self) -> dict[str, Any]:
         return {"kind": "diffusers", "family": self.family.family, "pipeline_class": self.class_name,
                 **self.values, "call": dict(self.call_extra), "prompt_suffix": self.prompt_suffix,
                 "prompt_suffix_from": self.suffix_origin, "size_multiple": self.family.size_multiple,
+                "settings_from_folder": sorted(self.folder_settings),
                 "seeding": "one CPU torch.Generator per image, seeded with its seed"}
 
     def weights(self) -> dict[str, Any]:

@@ -229,7 +229,17 @@ def make_tiny_editor(path: Path | str, family: str = "instruct-pix2pix", **kwarg
     InstructPix2Pix). Loads with ``DiffusionPipeline.from_pretrained(path)``
     and with ``editlens edit --editor PATH``.
     """
+    import inspect
+
+    from editlens.core.io import write_json
+    from editlens.editors.diffusers_editor import EDITOR_FILE
+
     if family not in TINY_EDITORS:
         raise ValueError(f"unknown tiny editor family {family!r}; one of {', '.join(TINY_EDITORS)}")
-    out = TINY_EDITORS[family](path, **kwargs)
-    return Path(out)
+    builder = TINY_EDITORS[family]
+    out = Path(builder(path, **kwargs))
+    native = int(kwargs.get("image_size") or inspect.signature(builder).parameters["image_size"].default)
+    # the family's resolution (512-1024 px) would make a tiny VAE's latents huge: generate at the native size
+    write_json(out / EDITOR_FILE, {"settings": {"resolution": native},
+                                   "made_by": "editlens make-tiny-editor (random weights: noise, for plumbing)"})
+    return out
