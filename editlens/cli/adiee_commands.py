@@ -276,7 +276,7 @@ def pairwise_eval_cmd(human: Path = typer.Option(..., "--human", help="JSONL {id
     typer.echo(f"accuracy with tie calibration {rep['accuracy']:.4f} (threshold {rep['threshold']:.4g})")
 
 
-def _score_manifest(manifest: Path, metric: str, model, option, device: str, batch_size: int, dtype: str = "auto"):  # type: ignore[no-untyped-def]
+def _score_manifest(manifest: Path, metric: str, model, option, device: str, batch_size: int, dtype: str = "auto"):
     from editlens.data.manifest import read_manifest
     from editlens.runner.selection import parse_options, select_metrics
 
@@ -350,7 +350,7 @@ def best_of_n_cmd(
     Console().print(table)
 
 
-def _best_of_generated(manifest, metric, model, option, out, device, dtype, batch_size, json_out, editor,  # type: ignore[no-untyped-def]
+def _best_of_generated(manifest, metric, model, option, out, device, dtype, batch_size, json_out, editor,
                        samples, seed, editor_option, edits_out, vlm, orders):
     from editlens.cli.common import EXIT_FAILED
     from editlens.cli.edit_commands import editor_options, exit_for, run_generation
@@ -441,7 +441,7 @@ def relabel_cmd(
     typer.echo(f"{len(rows) - unscored} relabelled, {unscored} unscored -> {target}")
 
 
-def _reward(name: Optional[str], options: dict, models: dict, device: str, dtype: str, batch_size: int):  # type: ignore[no-untyped-def]
+def _reward(name: Optional[str], options: dict, models: dict, device: str, dtype: str, batch_size: int):
     """A RewardFunction of a registered evaluator, built as the runner builds it (model roles, options)."""
     if not name:
         return None
@@ -542,10 +542,9 @@ def tune_editor_cmd(
         raise typer.BadParameter("the editor's UNet trains unquantised; use --quantization none (or auto)")
     options = parse_options(option or [])
     models = parse_models(model)
-    if target_weights is None:
-        target_weights = "table" if target_weight_table else "balanced"
+    weights = target_weights.value if target_weights else ("table" if target_weight_table else "balanced")
     cfg = TuneConfig(base=base, data=str(data), out=str(out), score_metric=score_metric,
-                     source_as_candidate=source_as_candidate, target_weights=target_weights,
+                     source_as_candidate=source_as_candidate, target_weights=weights,
                      target_weight_table=str(target_weight_table) if target_weight_table else None,
                      reward_prompt=reward_prompt, suffix_template=str(suffix_template) if suffix_template else None,
                      suffix_from_clone=str(suffix_from_clone) if suffix_from_clone else None, binning=binning,
