@@ -208,7 +208,8 @@ def render_run_report(data: RunData, out_dir: str | Path | None = None,
     mode = "served" if link is not None else _image_mode(images, all_paths, outp)
     if link is None:
         if mode == "copy":
-            link = _copy_link(outp, images_folder)  # type: ignore[arg-type]
+            assert outp is not None  # _image_mode picks "copy" only with a folder to copy into
+            link = _copy_link(outp, images_folder)
         elif mode == "link":
             link = default_link(outp)
     keys: dict[str, str] = {}
