@@ -203,7 +203,7 @@ def _checked_table(raw: Any, where: str) -> dict[int, float]:
     return dict(sorted(table.items()))
 
 
-def read_weight_table(path: str | Path) -> tuple[dict[int, float], dict[str, Any]]:
+def read_weight_table(path: str | Path, option: str = "--target-weight-table") -> tuple[dict[int, float], dict[str, Any]]:
     """A score -> weight table: a JSON object (``{"0": 0.5, "1": 1.0, ...}``), or the release's
     ``WEIGHT_DICT`` from a clone of the ADIEE release (its dataset module, or a ``.py`` file;
     parsed, never run). Returns the table and where it came from (path, sha256 of the table)."""
@@ -213,16 +213,16 @@ def read_weight_table(path: str | Path) -> tuple[dict[int, float], dict[str, Any
     if p.is_dir():
         module = next((p / m for m in CLONE_MODULES if (p / m).is_file()), None)
         if module is None:
-            raise InputError(f"--target-weight-table {p}: no dataset module found (looked for "
+            raise InputError(f"{option} {p}: no dataset module found (looked for "
                              f"{', '.join(CLONE_MODULES)})")
         p = module
     if not p.is_file():
-        raise InputError(f"--target-weight-table {p}: no such file or clone folder")
+        raise InputError(f"{option} {p}: no such file or clone folder")
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"--target-weight-table {p}: cannot read it ({exc})") from None
-    where = f"--target-weight-table {p}"
+        raise InputError(f"{option} {p}: cannot read it ({exc})") from None
+    where = f"{option} {p}"
     if p.suffix == ".py":
         try:
             tree = ast.parse(text, filename=str(p))
@@ -339,7 +339,7 @@ def sample_weights(scores10: list[float], how: str, table: str | Path | None = N
             counts[k] = counts.get(k, 0) + 1
         per = {k: len(keys) / (len(counts) * n) for k, n in sorted(counts.items())}
     else:
-        per, origin = read_weight_table(table)
+        per, origin = read_weight_table(table, "--sample-weight-table")
         desc["table"] = origin
         missing = sorted(set(keys) - set(per))
         if missing:
