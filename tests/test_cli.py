@@ -161,3 +161,20 @@ def test_a_value_outside_a_choice_is_refused_before_any_work(tmp_path):
     assert r.exit_code == 2 and "instruct-pix2pix" in r.output and not (tmp_path / "e").exists()
     member = _invoke("twoframe", "random-model", "--help")
     assert "vit-b-16" in member.output
+
+
+def test_only_the_named_dependency_warnings_are_dropped(caplog):
+    import logging
+
+    from editlens.cli.main import IRRELEVANT_WARNINGS, quiet_irrelevant_warnings
+
+    quiet_irrelevant_warnings()
+    quiet_irrelevant_warnings()  # once per logger, however often a command starts
+    for name, part in IRRELEVANT_WARNINGS:
+        log = logging.getLogger(name)
+        assert len(log.filters) == 1
+        with caplog.at_level(logging.WARNING, logger=name):
+            caplog.clear()
+            log.warning("x %s y", part)
+            log.warning("something else went wrong")
+        assert [r.getMessage() for r in caplog.records] == ["something else went wrong"]

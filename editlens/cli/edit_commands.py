@@ -207,6 +207,7 @@ def make_tiny_editor_cmd(
                                "qwen-image-edit."),
     image_size: Optional[int] = typer.Option(None, "--image-size", min=8, help="Native resolution (default: the "
                                              "builder's, 32-64 px)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random weights (another seed, another editor)."),
 ) -> None:
     """Write a tiny random image-editing pipeline in the real diffusers layout (made offline, a few MB).
 
@@ -217,7 +218,7 @@ def make_tiny_editor_cmd(
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         typer.echo(f"error: {out} exists and is not an empty folder; give a new one", err=True)
         raise typer.Exit(2)
-    make_tiny_editor(out, family, **({"image_size": image_size} if image_size else {}))
+    make_tiny_editor(out, family, seed=seed, **({"image_size": image_size} if image_size else {}))
     typer.echo(f"wrote a tiny random {family} pipeline to {out}\n"
                f"try it: editlens edit MANIFEST --editor {out} --out edits --editor-option steps=2")
 
