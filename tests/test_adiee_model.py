@@ -328,13 +328,30 @@ def test_cli_trains_in_bfloat16_with_float32_trained_weights(tiny_vlm_dirs, tmp_
     r = CliRunner().invoke(app, ["adiee", "train", "--data", str(data), "--base", str(tiny_vlm_dirs["llava_next"]),
                                  "--out", str(out), "--steps", "4", "--lr", "5e-3", "--image-side", "32",
                                  "--lora-dropout", "0", "--val-every", "4", "--save-every", "2", "--device", "cpu",
-                                 "--dtype", "bfloat16", "--no-progress"])
+                                 "--dtype", "bfloat16", "--sample-weights", "balanced", "--no-progress"])
     assert r.exit_code == 0, r.output
     assert "computing in bfloat16" in r.output and "checkpoint (ours layout)" in r.output
+    assert "samples drawn by balanced weights of the rounded 0-10 score" in r.output
     summary = json.loads((out / "summary.json").read_text())
     state = json.loads((out / "checkpoints" / "step-0000004" / "state.json").read_text())
     assert summary["precision"] == state["precision"] and state["precision"]["dtype"] == "bfloat16"
     meta = json.loads((out / "scorer" / "adiee.json").read_text())
     assert meta["precision"]["dtype"] == "bfloat16" and meta["precision"]["base_weights"] == "float32"
     assert {v.dtype for v in load_file(str(out / "scorer" / "adapter_model.safetensors")).values()} == {torch.float32}
+    assert summary["sampling"]["how"] == "balanced" and meta["sampling"] == summary["sampling"]
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-0000002", "step-0000004"]
+
+
+def test_weighted_sample_order_draws_by_weight_and_extends_as_it_began():
+    from editlens.adiee.train import sample_order
+    from editlens.adiee.tune_data import sample_weights
+
+    order = sample_order(3, 3000, 0, [0.0, 1.0, 3.0])
+    assert 0 not in order and abs(order.count(2) / 3000 - 0.75) < 0.03
+    assert sample_order(3, 1500, 0, [0.0, 1.0, 3.0]) == order[:1500]  # a run extended later draws the same start
+    assert sorted(sample_order(4, 4, 7)) == [0, 1, 2, 3]  # uniform: each once per epoch
+    w, d = sample_weights([0.0, 5.0, 5.0, 10.0], "balanced")  # 0-1 scores x 10: fail, partial x2, success
+    assert w == pytest.approx([4 / 3, 2 / 3, 2 / 3, 4 / 3]) and d["how"] == "balanced"
+    assert sample_weights([0.0, 10.0], "uniform") == (None, {"how": "uniform"})
+    with pytest.raises(InputError, match="needs --sample-weight-table"):
+        sample_weights([0.0], "table")

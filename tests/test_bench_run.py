@@ -101,6 +101,16 @@ def test_bench_run_gedit_end_to_end(tmp_path):
     assert all("intersection" in r and "#row=" in r["input_image_raw"] for r in items)
     assert "fallback wording" in (out / "report.html").read_text()
     assert "\\begin{tabular}" in (out / "table.tex").read_text()
+    # the models side by side, ranked by the paper's headline (EN fullset O): good 6.83 (its color_alter has no
+    # score, so its average is background_change's), lazy sqrt(32) from k1 alone
+    comp = t["comparison"]
+    assert comp["ranked_by"] == {"section": "EN fullset", "figure": "O", "order": "higher first"}
+    assert [(r["model"], r["rank"]) for r in comp["rows"]] == [("good", 1), ("lazy", 2)]
+    assert comp["best"]["EN fullset / O"] == "good" and "CN fullset / O" not in comp["best"]  # lazy has no CN score
+    assert "## Models compared" in md and "| 1 | good | **6.000** | 8.000 | **6.828** | 4.000 |" in md
+    assert "models compared" in (out / "table.tex").read_text()
+    page = (out / "report.html").read_text()
+    assert "Models compared" in page and "ranked by EN fullset O (higher first)" in page and "★ 6.828" in page
 
 
 def test_bench_run_from_python_with_a_failed_request_exits_nonzero(tmp_path):
@@ -335,3 +345,51 @@ def test_a_benchmark_not_downloaded_says_how_to_get_it(tmp_path):
 
     with pytest.raises(InputError, match=r"Download GEdit-Bench first: hf download stepfun-ai/GEdit-Bench"):
         run_benchmark("gedit", tmp_path / "nowhere", tmp_path / "out", edits=tmp_path)
+
+
+def test_edit_with_bench_makes_a_benchmarks_edits_that_bench_run_then_reuses(tmp_path):
+    """`editlens edit DATA --bench NAME`: the cases' edits, stage by stage (a multi-turn case is made from the
+    editor's own earlier turn); `bench run --editor` with --out O finds them in O/edits/<editor> and makes none."""
+    from editlens.bench.registry import get
+    from editlens.runner.bench import generate
+
+    data = F.magicbrush_test(tmp_path)
+    spec = "callable:editlens.editors.callable_editor:identity_edit"
+    folder = tmp_path / "out" / "edits" / "identity_edit"
+    res = runner.invoke(app, ["edit", str(data), "--bench", "magicbrush-multiturn", "--editor", spec,
+                              "--out", str(folder), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    items = get("magicbrush-multiturn").read(data)
+    assert f"MagicBrush (multi-turn): {len(items)} of {len(items)} cases made" in res.output
+    logs = sorted(folder.glob("step*/generations.jsonl"))
+    assert len(logs) >= 2
+    before = [p.read_text() for p in logs]
+    located, _ = generate(items, [spec], tmp_path / "out", progress=False)
+    assert [p.read_text() for p in logs] == before  # nothing generated again
+    assert len(located.samples) == len(items) and not located.skipped
+    bad = runner.invoke(app, ["edit", str(data), "--bench", "magicbrush-multiturn", "--editor", spec,
+                              "--out", str(tmp_path / "o2"), "--columns", "source=x"])
+    assert bad.exit_code == 2 and "--columns does not go with --bench" in bad.output
+    missing = runner.invoke(app, ["edit", str(tmp_path / "nowhere"), "--bench", "gedit", "--editor", spec,
+                                  "--out", str(tmp_path / "o3")])
+    assert missing.exit_code == 2 and "Download GEdit-Bench first" in missing.output
+
+
+def test_a_metric_suite_compares_models_lower_first_where_the_metric_is_better_lower():
+    from editlens.bench.registry import get
+    from editlens.bench.table import comparison
+    from editlens.runner.bench import _lower_is_better
+
+    lower = _lower_is_better(get("magicbrush"))
+    assert set(lower) == {"L1", "L2"}
+
+    def model(l1, clip):  # type: ignore[no-untyped-def]
+        return {"sections": [{"name": "turns", "figures": ["L1", "CLIP-I"], "overall": {"cells": {
+            "L1": {"value": l1, "n": 5}, "CLIP-I": {"value": clip, "n": 5}}}}]}
+
+    comp = comparison({"models": {"a": model(0.10, 0.80), "b": model(0.05, 0.70), "c": model(0.05, 0.90)}},
+                      {"figure": "L1"}, lower)
+    assert comp["ranked_by"]["order"] == "lower first"
+    assert [r["model"] for r in comp["rows"]][2] == "a"  # b and c tie on L1, a is worst
+    assert comp["best"] == {"turns / CLIP-I": "c"}  # the L1 tie names no best
+    assert comparison({"models": {"a": model(0.1, 0.8)}})["ranked_by"] is None

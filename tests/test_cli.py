@@ -129,7 +129,7 @@ def test_cli_choices_are_the_library_sets():
     """Each fixed-value option offers exactly the values the code behind it accepts (no typo reaches the work)."""
     from editlens.adiee.editor_prompt import BINNINGS, LEVEL_STYLES
     from editlens.adiee.model import HEADS
-    from editlens.adiee.tune_data import TARGET_WEIGHTS
+    from editlens.adiee.tune_data import SAMPLE_WEIGHTS, TARGET_WEIGHTS
     from editlens.cli import options as o
     from editlens.dice.evaluation import BOX_UNITS
     from editlens.dice.training import CROPS
@@ -147,6 +147,7 @@ def test_cli_choices_are_the_library_sets():
 
     assert values(o.Binning) == set(BINNINGS) and values(o.LevelStyle) == set(LEVEL_STYLES)
     assert values(o.AdieeHead) == set(HEADS) and values(o.TargetWeights) == set(TARGET_WEIGHTS)
+    assert values(o.SampleWeights) == set(SAMPLE_WEIGHTS)
     assert values(o.BoxUnits) == set(BOX_UNITS) and values(o.DiceCrop) == set(CROPS)
     assert values(o.TinyEditorFamily) == set(TINY_EDITORS) and values(o.TinyVlmFamily) == set(BUILDERS)
     assert values(o.CalibrationMethod) == set(METHODS) and values(o.ImagenHubProtocol) == set(AGGREGATIONS)
@@ -160,3 +161,20 @@ def test_a_value_outside_a_choice_is_refused_before_any_work(tmp_path):
     assert r.exit_code == 2 and "instruct-pix2pix" in r.output and not (tmp_path / "e").exists()
     member = _invoke("twoframe", "random-model", "--help")
     assert "vit-b-16" in member.output
+
+
+def test_only_the_named_dependency_warnings_are_dropped(caplog):
+    import logging
+
+    from editlens.cli.main import IRRELEVANT_WARNINGS, quiet_irrelevant_warnings
+
+    quiet_irrelevant_warnings()
+    quiet_irrelevant_warnings()  # once per logger, however often a command starts
+    for name, part in IRRELEVANT_WARNINGS:
+        log = logging.getLogger(name)
+        assert len(log.filters) == 1
+        with caplog.at_level(logging.WARNING, logger=name):
+            caplog.clear()
+            log.warning("x %s y", part)
+            log.warning("something else went wrong")
+        assert [r.getMessage() for r in caplog.records] == ["something else went wrong"]

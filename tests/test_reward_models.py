@@ -236,6 +236,27 @@ def test_editreward_qwen3_uses_mrope(editreward_dirs):
     assert s.status == "scored" and s.details["release"]["positions"] == "mrope"
 
 
+def test_editreward_qwen3_reward_tensor_sizes_images_by_the_processor_bounds(editreward_dirs):
+    """Without image_pixels Qwen3-VL images keep the processor's own bounds; the differentiable reward then
+    sizes them the same way and equals the scored reward (images already on the 16-pixel grid)."""
+    import torch
+
+    from editlens.metrics.registry import create_metric
+
+    base, ckpt = editreward_dirs["q3"]
+    ev = create_metric("editreward", model=str(ckpt), base=str(base), device="cpu", dtype="float32", cache=False)
+    batch = [EditSample(f"s{i}", a, b, "add a hat").load() for i, (a, b) in enumerate(TR.tiny_edits(2, size=(32, 48)))]
+    scored = [s.value for s in ev.score_batch(batch)]
+
+    def as_tensor(images):
+        return torch.stack([torch.from_numpy(a).permute(2, 0, 1).float() / 255 for a in images])
+
+    reward = ev.score_tensor(as_tensor([s.edited for s in batch]), as_tensor([s.source for s in batch]),
+                             [s.instruction for s in batch])
+    assert reward.shape == (2,) and scored[0] != pytest.approx(scored[1], abs=1e-6)
+    np.testing.assert_allclose(reward.detach().numpy(), scored, atol=1e-4)
+
+
 def test_editreward_loads_strictly(editreward_dirs, tmp_path):
     from safetensors.torch import load_file, save_file
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -43,6 +43,7 @@ import torch
 from editlens.adiee.checkpoint import save_ours, save_released, scorer_from_base
 from editlens.adiee.model import AdieeScorer, constant_score_loss
 from editlens.adiee.prompts import Prompts, collate, inference_inputs, load_prompts, side_by_side, training_example
+from editlens.adiee.tune_data import sample_weights
 from editlens.core.images import load_image
 from editlens.data.jsonl import iter_jsonl
 from editlens.errors import InputError
@@ -79,6 +80,8 @@ class TrainConfig:
     image_side: int = 512
     augment: bool = True
     max_samples: int | None = None
+    sample_weights: str = "uniform"  # uniform | balanced | table (by the rounded 0-10 score)
+    sample_weight_table: str | None = None  # JSON {score: weight} or a clone of the release (its WEIGHT_DICT)
     seed: int = 0
     device: str = "auto"
     dtype: str = "auto"
@@ -98,13 +101,18 @@ class TrainConfig:
         for name in ("batch_size", "grad_accum", "steps"):
             if getattr(self, name) < 1:
                 raise InputError(f"{name} must be >= 1")
+        if (self.sample_weights == "table") != (self.sample_weight_table is not None):
+            raise InputError("--sample-weights table needs --sample-weight-table (and a table goes with "
+                             f"--sample-weights table), got {self.sample_weights!r} with "
+                             f"{'a' if self.sample_weight_table else 'no'} table")
 
     def identity(self) -> dict[str, Any]:
         """Settings a resumed run must share with the run it continues (the model it builds and the
         samples it sees at each step); the rest (steps, lr, validation, saving) may change."""
         d = asdict(self)
         keys = ("base", "head", "lora", "lora_r", "lora_alpha", "lora_dropout", "qlora", "batch_size", "grad_accum",
-                "image_side", "augment", "max_samples", "seed", "templates", "score_weight", "ce_weight")
+                "image_side", "augment", "max_samples", "seed", "templates", "score_weight", "ce_weight",
+                "sample_weights", "sample_weight_table")
         return {**{k: d[k] for k in keys}, "data": str(Path(self.data).resolve())}
 
 
@@ -159,12 +167,15 @@ class Examples:
         return ex
 
 
-def sample_order(n: int, total: int, seed: int) -> list[int]:
-    """Dataset indices for ``total`` sample positions: one seeded permutation per epoch."""
+def sample_order(n: int, total: int, seed: int, weights: Sequence[float] | None = None) -> list[int]:
+    """Dataset indices for ``total`` sample positions: one seeded permutation per epoch, or with
+    ``weights`` n seeded draws per epoch (with replacement, in proportion to the weights)."""
     order: list[int] = []
     epoch = 0
+    p = None if weights is None else np.asarray(weights, dtype=float) / float(np.sum(weights))
     while len(order) < total:
-        order.extend(np.random.default_rng([seed, 10_000 + epoch]).permutation(n).tolist())
+        rng = np.random.default_rng([seed, 10_000 + epoch])
+        order.extend((rng.permutation(n) if p is None else rng.choice(n, size=n, p=p)).tolist())
         epoch += 1
     return order[:total]
 
@@ -222,11 +233,13 @@ class AdieeTask(TrainingTask):
     """The ADIEE scorer for :func:`editlens.training.run`."""
 
     def __init__(self, cfg: TrainConfig, scorer: AdieeScorer, ex: Examples, train_idx: list[int],
-                 val_idx: list[int], baseline: float, policy: Any) -> None:
+                 val_idx: list[int], baseline: float, policy: Any, weights: Sequence[float] | None = None,
+                 weighting: dict[str, Any] | None = None) -> None:
         self.cfg, self.model, self.ex, self.train_idx, self.val_idx = cfg, scorer, ex, train_idx, val_idx
         self.lr, self.baseline, self.policy = cfg.lr, baseline, policy
         self.per_step = cfg.batch_size * cfg.grad_accum
-        self.order = sample_order(len(train_idx), cfg.steps * self.per_step, cfg.seed)
+        self.weights, self.weighting = weights, weighting or {"how": "uniform"}
+        self.order = sample_order(len(train_idx), cfg.steps * self.per_step, cfg.seed, weights)
         self.pad = scorer.processor.tokenizer.pad_token_id
         p = describe_precision(scorer.vlm)  # before the loop makes the trained parameters float32
         self.described = {"base_weights": p["weights"], "compute_dtype": p["compute_dtype"], "optimizer": "AdamW"}
@@ -235,7 +248,8 @@ class AdieeTask(TrainingTask):
     def batch(self, step: int, micro: int) -> dict[str, torch.Tensor]:
         base_pos = step * self.per_step + micro * self.cfg.batch_size
         if base_pos + self.cfg.batch_size > len(self.order):  # a run extended beyond its first --steps
-            self.order = sample_order(len(self.train_idx), base_pos + self.cfg.batch_size, self.cfg.seed)
+            self.order = sample_order(len(self.train_idx), base_pos + self.cfg.batch_size, self.cfg.seed,
+                                      self.weights)
         batch = collate([self.ex.example(self.train_idx[self.order[p]], p)
                          for p in range(base_pos, base_pos + self.cfg.batch_size)], self.pad)
         dev = self.model.device
@@ -269,6 +283,7 @@ class AdieeTask(TrainingTask):
         cfg = self.cfg
         out = Path(cfg.out)
         meta = {"trained_steps": result.steps_done, "data": str(cfg.data), "prompts": self.ex.prompts.describe(),
+                "sampling": self.weighting,
                 "precision": {**self.policy.to_dict(), **self.described}}
         final: dict[str, Any] = {}
         if cfg.layout in ("ours", "both"):
@@ -286,7 +301,7 @@ class AdieeTask(TrainingTask):
         k = max(1, len(sl) // 5)  # first and last fifth of the run
         return {"first_score_loss": float(np.mean(sl[:k])) if sl else None,
                 "last_score_loss": float(np.mean(sl[-k:])) if sl else None,
-                "constant_score_loss": self.baseline}
+                "constant_score_loss": self.baseline, "sampling": self.weighting}
 
 
 def train(cfg: TrainConfig, echo: Callable[[str], None] = print, progress: bool = True,
@@ -307,6 +322,8 @@ def train(cfg: TrainConfig, echo: Callable[[str], None] = print, progress: bool 
         train_idx = train_idx[: cfg.max_samples]
     if not train_idx:
         raise InputError(f"{data_dir}: no training samples (split 'train')")
+    weights, weighting = sample_weights([10.0 * float(rows[i]["score"]) for i in train_idx], cfg.sample_weights,
+                                        cfg.sample_weight_table)
     prompts = load_prompts(cfg.templates)
     torch.manual_seed(cfg.seed)
     scorer = scorer_from_base(cfg.base, cfg.head, precision.device, precision.dtype, cfg.seed, cfg.qlora)
@@ -318,12 +335,15 @@ def train(cfg: TrainConfig, echo: Callable[[str], None] = print, progress: bool 
     ex = Examples(rows, data_dir, scorer, prompts, cfg)
     # the yardstick for the score loss: a model that ignores its inputs gets this far, no further
     baseline = constant_score_loss([float(rows[i]["score"]) for i in train_idx], cfg.head)
-    task = AdieeTask(cfg, scorer, ex, train_idx, val_idx, baseline, precision)
+    task = AdieeTask(cfg, scorer, ex, train_idx, val_idx, baseline, precision, weights, weighting)
     n_params = sum(p.numel() for p in scorer.parameters() if p.requires_grad)
     echo(f"training {type(scorer.vlm).__name__} on {precision.device} ({task.described['base_weights']} base, "
          f"computing in {precision.dtype}: {precision.reason}); "
          f"{len(train_idx)} train / {len(val_idx)} val samples; {n_params:,} trainable params")
     echo(f"score loss of the best constant prediction on the training targets: {baseline:.4f}")
+    if weights is not None:
+        echo(f"samples drawn by {weighting['how']} weights of the rounded 0-10 score: "
+             + ", ".join(f"{k}: {v:.3g}" for k, v in weighting["score_weights"].items()))
     res = run(task, LoopSettings(
         out=out, steps=cfg.steps, precision=precision, identity=cfg.identity(), config=asdict(cfg), seed=cfg.seed,
         grad_accum=cfg.grad_accum, warmup_steps=cfg.warmup_steps, decay=cfg.lr_decay, max_grad_norm=cfg.clip,

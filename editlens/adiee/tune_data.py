@@ -203,7 +203,7 @@ def _checked_table(raw: Any, where: str) -> dict[int, float]:
     return dict(sorted(table.items()))
 
 
-def read_weight_table(path: str | Path) -> tuple[dict[int, float], dict[str, Any]]:
+def read_weight_table(path: str | Path, option: str = "--target-weight-table") -> tuple[dict[int, float], dict[str, Any]]:
     """A score -> weight table: a JSON object (``{"0": 0.5, "1": 1.0, ...}``), or the release's
     ``WEIGHT_DICT`` from a clone of the ADIEE release (its dataset module, or a ``.py`` file;
     parsed, never run). Returns the table and where it came from (path, sha256 of the table)."""
@@ -213,16 +213,16 @@ def read_weight_table(path: str | Path) -> tuple[dict[int, float], dict[str, Any
     if p.is_dir():
         module = next((p / m for m in CLONE_MODULES if (p / m).is_file()), None)
         if module is None:
-            raise InputError(f"--target-weight-table {p}: no dataset module found (looked for "
+            raise InputError(f"{option} {p}: no dataset module found (looked for "
                              f"{', '.join(CLONE_MODULES)})")
         p = module
     if not p.is_file():
-        raise InputError(f"--target-weight-table {p}: no such file or clone folder")
+        raise InputError(f"{option} {p}: no such file or clone folder")
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"--target-weight-table {p}: cannot read it ({exc})") from None
-    where = f"--target-weight-table {p}"
+        raise InputError(f"{option} {p}: cannot read it ({exc})") from None
+    where = f"{option} {p}"
     if p.suffix == ".py":
         try:
             tree = ast.parse(text, filename=str(p))
@@ -308,3 +308,45 @@ def target_weighting(groups: list[Group], level: Callable[[float], int], how: st
 def draw_target(group: Group, weighting: TargetWeighting, rng: np.random.Generator) -> Candidate:
     w = np.array([weighting.of(c.score10) for c in group.candidates], dtype=float)
     return group.candidates[int(rng.choice(len(w), p=w / w.sum()))]
+
+
+SAMPLE_WEIGHTS = ("uniform", "balanced", "table")
+
+
+def sample_weights(scores10: list[float], how: str, table: str | Path | None = None) -> tuple[list[float] | None,
+                                                                                               dict[str, Any]]:
+    """A weight per training sample from its 0-10 score, rounded (``adiee train``'s sampling):
+    ``uniform`` (``None``: every sample once per epoch), ``balanced`` (inverse frequency of the
+    rounded score: each score drawn about equally often) or ``table`` (a score -> weight table,
+    e.g. the release's ``WEIGHT_DICT`` from a clone). Returns the weights and their description.
+
+    >>> w, d = sample_weights([0.0, 0.0, 0.0, 10.0], "balanced")
+    >>> [round(x, 3) for x in w], d["score_weights"]
+    ([0.667, 0.667, 0.667, 2.0], {'0': 0.666667, '10': 2.0})
+    """
+    if how not in SAMPLE_WEIGHTS:
+        raise InputError(f"sample weights must be one of {', '.join(SAMPLE_WEIGHTS)}, got {how!r}")
+    if (how == "table") != (table is not None):
+        raise InputError("--sample-weights table needs --sample-weight-table (and a table goes with "
+                         f"--sample-weights table), got {how!r} with {'a' if table else 'no'} table")
+    if how == "uniform":
+        return None, {"how": "uniform"}
+    keys = [round(min(10.0, max(0.0, float(s)))) for s in scores10]
+    desc: dict[str, Any] = {"how": how, "by": "rounded 0-10 score"}
+    if table is None:
+        counts: dict[int, int] = {}
+        for k in keys:
+            counts[k] = counts.get(k, 0) + 1
+        per = {k: len(keys) / (len(counts) * n) for k, n in sorted(counts.items())}
+    else:
+        per, origin = read_weight_table(table, "--sample-weight-table")
+        desc["table"] = origin
+        missing = sorted(set(keys) - set(per))
+        if missing:
+            raise InputError(f"--sample-weight-table {origin['path']}: no weight for rounded score(s) "
+                             f"{', '.join(map(str, missing))} that the training data has")
+    weights = [per[k] for k in keys]
+    if not any(weights):
+        raise InputError("every training sample has weight 0")
+    desc["score_weights"] = {str(k): round(v, 6) for k, v in sorted(per.items()) if k in set(keys)}
+    return weights, desc

@@ -39,15 +39,15 @@ def token_spans(gen: Generation) -> list[tuple[int, int]] | None:
     chars = [(i, ch) for i, ch in enumerate(text) if not ch.isspace()]
     spans, k = [], 0
     for t in toks:
-        core = [c for c in t if not c.isspace()]
-        if not core:
+        visible = [c for c in t if not c.isspace()]
+        if not visible:
             at = chars[k][0] if k < len(chars) else len(text)
             spans.append((at, at))
             continue
-        if k + len(core) > len(chars) or any(chars[k + n][1] != c for n, c in enumerate(core)):
+        if k + len(visible) > len(chars) or any(chars[k + n][1] != c for n, c in enumerate(visible)):
             return None
-        spans.append((chars[k][0], chars[k + len(core) - 1][0] + 1))
-        k += len(core)
+        spans.append((chars[k][0], chars[k + len(visible) - 1][0] + 1))
+        k += len(visible)
     return spans if k == len(chars) else None
 
 

@@ -48,7 +48,7 @@ class ResponseCache(SqliteCache):
         g.cached = True
         return g
 
-    def put_many(self, items: Sequence[tuple[Any, ...]] | dict[str, Any]) -> bool:  # type: ignore[override]
+    def put_many(self, items: Sequence[tuple[Any, ...]] | dict[str, Any]) -> bool:
         """Store ``(key, backend name, model id, Generation)`` tuples."""
         if isinstance(items, dict):
             return super().put_many(items)

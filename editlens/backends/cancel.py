@@ -46,8 +46,9 @@ def make_cancellable(backend: Any) -> bool:
     ``False`` when the backend has no local model (HTTP backends need no such help)."""
     model = getattr(backend, "model", None)
     generate = getattr(model, "generate", None)
-    if generate is None:
+    if model is None or generate is None:
         return False
+    original: Callable[..., Any] = generate  # bound here: the wrapper below keeps the unwrapped method
     if getattr(generate, "_editlens_cancellable", False):
         return True
     import torch
@@ -66,7 +67,7 @@ def make_cancellable(backend: Any) -> bool:
             criteria = StoppingCriteriaList(kwargs.pop("stopping_criteria", None) or [])
             criteria.append(_Stop(check))
             kwargs["stopping_criteria"] = criteria
-        return generate(*args, **kwargs)
+        return original(*args, **kwargs)
 
     cancellable._editlens_cancellable = True  # type: ignore[attr-defined]
     model.generate = cancellable

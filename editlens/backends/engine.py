@@ -66,7 +66,7 @@ def check_engine(backend: Any, needs: EngineNeeds, who: str, option: str) -> dic
     if memo and memo["images"] >= needs.images and (memo["logprobs"] or not needs.logprobs):
         be.capabilities = memo["caps"]
         return memo["caps"]
-    entry = next((m for m in be.models_answer if m.get("id") == model), {})
+    entry: dict[str, Any] = next((m for m in be.models_answer if m.get("id") == model), {})
     caps: dict[str, Any] = {"served_model": model, "max_model_len": entry.get("max_model_len"),
                             "adapter_of": entry.get("parent")}
     limit = entry.get("max_model_len")

@@ -47,7 +47,7 @@ def create_backend(ref: str, *, device: str = "auto", dtype: str = "auto", batch
     ``concurrency``, ``timeout``, ``max_retries``: HTTP only; ``None`` takes :data:`HTTP_DEFAULTS`.
     ``needs`` (an :class:`~editlens.backends.engine.EngineNeeds`): behind a URL, what the caller ``who``
     needs of the engine, checked once here (errors name ``engine_option`` and ``model_option``)."""
-    http = {"concurrency": concurrency if concurrency is not None else HTTP_DEFAULTS["concurrency"],
+    http: dict[str, Any] = {"concurrency": concurrency if concurrency is not None else HTTP_DEFAULTS["concurrency"],
             "timeout": timeout if timeout is not None else HTTP_DEFAULTS["timeout"],
             "max_retries": max_retries if max_retries is not None else HTTP_DEFAULTS["max_retries"]}
     local = not ref.startswith(("http://", "https://"))

@@ -28,6 +28,8 @@ RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
 class OpenAIBackend:
     name = "openai-http"
+    #: what the engine check at start found (set by :mod:`editlens.backends.engine`)
+    capabilities: dict[str, Any] | None = None
 
     def __init__(self, base_url: str, model: str | None = None, api_key_env: str = "EDITLENS_API_KEY",
                  concurrency: int = 8, timeout: float = 120.0, max_retries: int = 5, backoff: float = 0.5,
@@ -104,10 +106,10 @@ class OpenAIBackend:
     def provenance(self) -> dict[str, Any]:
         """What the run manifest pins (never part of result identity): the URL, the served
         model name and the server's whole ``/v1/models`` answer."""
-        out = {"backend": self.name, "url": self.base_url, "served_model": self.model_id,
-               "models_answer": self.models_answer}
-        if getattr(self, "capabilities", None):
-            out["capabilities"] = self.capabilities  # what the check at start found (editlens.backends.engine)
+        out: dict[str, Any] = {"backend": self.name, "url": self.base_url, "served_model": self.model_id,
+                               "models_answer": self.models_answer}
+        if self.capabilities:
+            out["capabilities"] = self.capabilities
         return out
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:

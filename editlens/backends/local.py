@@ -7,7 +7,7 @@ import math
 import threading
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Self, Sequence
 
 import torch
 from PIL import Image
@@ -70,7 +70,7 @@ class TransformersBackend:
 
     @classmethod
     def from_loaded(cls, model: Any, processor: Any, *, model_type: str, model_id: str, revision: str | None,
-                    precision: Any, batch_size: int = 8, vision_tower: str | None = None) -> "TransformersBackend":
+                    precision: Any, batch_size: int = 8, vision_tower: str | None = None) -> Self:
         """A backend around a model loaded elsewhere (an adapter merged into its
         base, a 4-bit base): same batching, log-probabilities and tower wrapper.
         ``model_id``/``revision`` must name what was loaded (they key the cache)."""
@@ -214,14 +214,15 @@ class TransformersBackend:
             lp = torch.log_softmax(logits[j][row].float(), dim=-1)
             cands = {c: float(torch.logsumexp(lp[self._candidate_ids(c, candidates)], 0))
                      if self._candidate_ids(c, candidates) else None for c in candidates}
-            top = []
+            top: list[tuple[str, float | None]] = []
             if top_k:
                 vals, inds = lp.topk(top_k)
                 top = [(self.tokenizer.decode([int(i)]), float(v)) for v, i in zip(vals, inds)]
             lpv = float(lp[tok])
             vocab = lp.shape[-1]
-            ids = {int(t): float(lp[t]) for t in asked if 0 <= int(t) < vocab and math.isfinite(float(lp[t]))}
-            steps.append(TokenStep(self.tokenizer.decode([tok]), lpv if math.isfinite(lpv) else None, cands, top, ids))
+            asked_lp = {int(t): float(lp[t]) for t in asked if 0 <= int(t) < vocab and math.isfinite(float(lp[t]))}
+            steps.append(TokenStep(self.tokenizer.decode([tok]), lpv if math.isfinite(lpv) else None, cands, top,
+                                   asked_lp))
         return steps
 
 
@@ -259,7 +260,7 @@ def contiguous_lm_head(model: Any) -> None:
     head = get() if callable(get) else None
     if isinstance(head, torch.nn.Module) and not getattr(head, "_editlens_contiguous", False):
         head.register_forward_pre_hook(_contiguous_input)
-        head._editlens_contiguous = True
+        head._editlens_contiguous = True  # type: ignore[assignment]  # torch types Module attributes as Tensor | Module
 
 
 def _snapshot(repo_id: str) -> Path:

@@ -60,7 +60,7 @@ def timed_h11(read_timeout: float) -> type:
             if not self.transport.is_closing() and (self.cycle is None or self.cycle.response_complete):
                 self.transport.close()
 
-        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+        def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
             self._arm()
 

@@ -96,7 +96,7 @@ class ChatRequest:
 
     def cache_payload(self) -> dict[str, Any]:
         """The request with images replaced by content hashes (for cache keys)."""
-        out = {
+        out: dict[str, Any] = {
             "messages": [{"role": m.role, "parts": [p if isinstance(p, str) else {"image": image_hash(p)} for p in m.parts]}
                          for m in self.messages],
             "settings": settings_payload(self.settings),
@@ -127,7 +127,7 @@ class TokenStep:
     token: str
     logprob: float | None
     candidates: dict[str, float | None] = field(default_factory=dict)
-    top: list[tuple[str, float]] = field(default_factory=list)
+    top: list[tuple[str, float | None]] = field(default_factory=list)
     #: token id -> log-probability of the ids a request asked for (:attr:`ChatRequest.logprob_tokens`)
     ids: dict[int, float] = field(default_factory=dict)
 

@@ -129,8 +129,8 @@ def install(model: torch.nn.Module, path: str, device: str) -> TowerStats | None
     chunk = CPU_ROWS_PER_FORWARD if str(device).startswith("cpu") else 0
 
     @functools.wraps(original)
-    def forward(*args: Any, **kwargs: Any) -> Any:
-        args = list(args)
+    def forward(*given: Any, **kwargs: Any) -> Any:
+        args = list(given)
         pixels = kwargs.get("pixel_values") if "pixel_values" in kwargs else (args[0] if args else None)
         if not isinstance(pixels, torch.Tensor) or pixels.dim() < 2:
             return original(*args, **kwargs)

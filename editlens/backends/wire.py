@@ -86,7 +86,7 @@ def parse_response(data: Any, candidates: tuple[str, ...]) -> Generation:
     text = msg.get("content")
     if isinstance(text, list):  # some servers return content parts
         text = "".join(p.get("text", "") for p in text if isinstance(p, dict))
-    steps = None
+    steps: list[TokenStep] | None = None
     logprobs = first.get("logprobs")
     lp = logprobs.get("content") if isinstance(logprobs, dict) else None
     if isinstance(lp, list):

@@ -42,7 +42,8 @@ class GEditBench(Benchmark):
         protocols={"gedit": "per item SC=min(SC scores), PQ=min(PQ scores), O=sqrt(SC*PQ) on 0-10; mean per task "
                    "type; average = unweighted mean of the 11 task means; per language, full set and intersection"},
         table_layout={"sections": ["EN fullset", "EN intersection", "CN fullset", "CN intersection"],
-                      "rows": list(TASKS) + ["average"], "columns": ["SC", "PQ", "O"]},
+                      "rows": list(TASKS) + ["average"], "columns": ["SC", "PQ", "O"],
+                      "rank_by": {"section": "EN fullset", "figure": "O"}},
         outputs="DIR/<model>/fullset/<task_type>/<en|cn>/<key>.png (the release's layout) or DIR/<model>/<key>.png",
         split="train",
         dimensions={"SC": "semantic consistency: two scores 0-10 (instruction success, over-editing)",

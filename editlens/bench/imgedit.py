@@ -81,7 +81,8 @@ class ImgEditBench(Benchmark):
         categories=TYPES, languages=("en",),
         protocols={"imgedit": "per edit the mean of its three 1-5 scores (2 decimals), per type the mean "
                    "(2 decimals), overall the unweighted mean of the type means"},
-        table_layout={"sections": ["single-turn"], "rows": list(TYPES) + ["overall"], "columns": ["score"]},
+        table_layout={"sections": ["single-turn"], "rows": list(TYPES) + ["overall"], "columns": ["score"],
+                      "rank_by": {"figure": "score"}},
         outputs="DIR/<model>/<key>.png",
         dimensions={"score1": "1-5 (instruction adherence)", "score2": "1-5 (editing quality)",
                     "score3": "1-5 (detail preservation)"},
@@ -175,7 +176,7 @@ class ImgEditUGE(ImgEditBench):
         categories=("uge",), languages=("en",),
         protocols={"imgedit-uge": "per edit the mean of the scores its answer lists (2 decimals); overall the mean "
                    "over edits (2 decimals)"},
-        table_layout={"sections": ["UGE"], "rows": ["overall"], "columns": ["score"]},
+        table_layout={"sections": ["UGE"], "rows": ["overall"], "columns": ["score"], "rank_by": {"figure": "score"}},
         outputs="DIR/<model>/<key>.png",
         dimensions={"score": "1-5"},
         prompts_in_clone="Benchmark/UGE/UGE_bench.py (its module-level 'prompt' string, '<edit_prompt>' placeholder)",

@@ -137,7 +137,8 @@ class KrisBench(Benchmark):
         categories=CATEGORIES, languages=("en",),
         protocols={"kris": "mean of VC, VQ, IF (and KP in knowledge categories), each 1-5, scaled (mean-1)x25 to "
                    "0-100, per category, per knowledge type and overall; item overall = mean of its dimensions"},
-        table_layout={"sections": ["by category", "by knowledge type"], "columns": ["VC", "VQ", "IF", "KP", "overall"]},
+        table_layout={"sections": ["by category", "by knowledge type"], "columns": ["VC", "VQ", "IF", "KP", "overall"],
+                      "rank_by": {"figure": "overall"}},
         outputs="DIR/<model>/<category>/<id>.jpg or .png (the release's results/<model>/ layout)",
         dimensions={"VC": "visual consistency of what the instruction did not ask to change, 1-5",
                     "VQ": "visual quality of the edited image alone, 1-5",

@@ -73,7 +73,7 @@ class RiseBench(Benchmark):
         protocols={"rise": "accuracy = share of cases with full marks on every applicable dimension; weighted score "
                    "and 25x(score-1) beside it"},
         table_layout={"sections": ["RISEBench"], "rows": list(CATEGORIES) + ["overall"],
-                      "columns": ["accuracy", "score_100", "R", "AC", "VP"]},
+                      "columns": ["accuracy", "score_100", "R", "AC", "VP"], "rank_by": {"figure": "accuracy"}},
         outputs="DIR/<model>/images/<category>/<index>.png (the release's outputs/<model>/ layout) or .jpg",
         dimensions={"R": "instruction reasoning, 1-5 (logical: right/wrong)",
                     "AC": "appearance consistency, 1-5 (logical: right/wrong); not for consistency-free cases",

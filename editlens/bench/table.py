@@ -98,6 +98,57 @@ def counts(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return c
 
 
+def comparison(table: Mapping[str, Any], rank_by: Mapping[str, str] | None = None,
+               lower_is_better: Sequence[str] = ()) -> dict[str, Any]:
+    """The models side by side, as papers compare them: a row per model, a column per
+    (section, figure) of each section's overall row; with ``rank_by`` (``{"section",
+    "figure"}``, the paper's headline; first section when no section is named) the rows are
+    ranked by it, models without a value last. ``best`` names each column's best model
+    (the lowest for figures in ``lower_is_better``; none on a tie or with fewer than two values).
+
+    >>> def model(v):
+    ...     return {"sections": [{"name": "all", "figures": ["O"], "overall": {"cells": {"O": {"value": v, "n": 3}}}}]}
+    >>> t = {"models": {"a": model(5.0), "b": model(7.0), "c": model(None)}}
+    >>> c = comparison(t, {"figure": "O"})
+    >>> [r["model"] for r in c["rows"]], [r["rank"] for r in c["rows"]], c["best"]
+    (['b', 'a', 'c'], [1, 2, None], {'all / O': 'b'})
+    """
+    columns: list[dict[str, str]] = []
+    for m in table["models"].values():
+        for sec in m["sections"]:
+            for f in sec["figures"]:
+                col = {"section": sec["name"], "figure": f}
+                if col not in columns:
+                    columns.append(col)
+    rows = []
+    for model, m in table["models"].items():
+        by = {(sec["name"], f): sec["overall"]["cells"].get(f) for sec in m["sections"] for f in sec["figures"]}
+        rows.append({"model": model, "cells": [by.get((c["section"], c["figure"])) or {"value": None, "n": 0}
+                                               for c in columns]})
+    key = None
+    if rank_by and columns:
+        section_name = rank_by.get("section") or columns[0]["section"]
+        matches = [i for i, c in enumerate(columns) if c["section"] == section_name and c["figure"] == rank_by["figure"]]
+        key = matches[0] if matches else None
+    if key is not None:
+        sign = 1.0 if columns[key]["figure"] in lower_is_better else -1.0
+        rows.sort(key=lambda r: (r["cells"][key].get("value") is None, sign * (r["cells"][key].get("value") or 0.0)))
+        for i, r in enumerate(rows):
+            r["rank"] = i + 1 if r["cells"][key].get("value") is not None else None
+    best: dict[str, str] = {}
+    for i, c in enumerate(columns):
+        vals = [(r["cells"][i]["value"], r["model"]) for r in rows if r["cells"][i].get("value") is not None]
+        if len(vals) < 2:
+            continue
+        top = min(v for v, _ in vals) if c["figure"] in lower_is_better else max(v for v, _ in vals)
+        winners = [mdl for v, mdl in vals if v == top]
+        if len(winners) == 1:
+            best[f"{c['section']} / {c['figure']}"] = winners[0]
+    return {"columns": columns, "rows": rows, "best": best,
+            "ranked_by": {**columns[key], "order": "lower first" if columns[key]["figure"] in lower_is_better
+                          else "higher first"} if key is not None else None}
+
+
 # ------------------------------------------------------------------------------------------------ writers
 
 def _fmt(c: Mapping[str, Any] | None, digits: int = 3) -> str:
@@ -133,8 +184,35 @@ def to_csv(table: Mapping[str, Any]) -> str:
     return buf.getvalue()
 
 
+def _column_name(c: Mapping[str, str], one_section: bool) -> str:
+    return c["figure"] if one_section else f"{c['section']} {c['figure']}"
+
+
+def comparison_markdown(comp: Mapping[str, Any]) -> list[str]:
+    """The side-by-side table (best of each column in bold) and how it is ranked."""
+    cols = comp["columns"]
+    one = len({c["section"] for c in cols}) == 1
+    ranked = any("rank" in r for r in comp["rows"])
+    head = (["#"] if ranked else []) + ["model"] + [_column_name(c, one) for c in cols]
+    lines = ["## Models compared", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in comp["rows"]:
+        cells = []
+        for c, cell_ in zip(cols, r["cells"]):
+            text = "–" if cell_.get("value") is None else f"{cell_['value']:.3f}"
+            best = comp["best"].get(f"{c['section']} / {c['figure']}") == r["model"]
+            cells.append(f"**{text}**" if best else text)
+        lead = ([str(r.get("rank") or "–")] if ranked else [])
+        lines.append("| " + " | ".join(lead + [r["model"]] + cells) + " |")
+    rb = comp.get("ranked_by")
+    note = (f"Ranked by {rb['section']} {rb['figure']} ({rb['order']})" if rb else "Not ranked: the benchmark names "
+            "no headline figure") + "; each column's best in bold; overall rows of each section, CIs and n below."
+    return lines + ["", note, ""]
+
+
 def to_markdown(table: Mapping[str, Any]) -> str:
     lines = [f"# {table.get('title', table['benchmark'])}", "", f"Protocol: {table.get('protocol', '')}", ""]
+    if table.get("comparison") and len(table["models"]) > 1:
+        lines += comparison_markdown(table["comparison"])
     for model, m in table["models"].items():
         c = m.get("counts", {})
         lines.append(f"## {model}")
@@ -160,8 +238,28 @@ def _tex(s: str) -> str:
 
 
 def to_latex(table: Mapping[str, Any]) -> str:
-    """One tabular per model and section: value with the CI as a subscript-free ``\\pm`` half-width."""
+    """The models compared (best of each column in bold), then one tabular per model and
+    section: value with the CI as a subscript-free ``\\pm`` half-width."""
     out = []
+    comp = table.get("comparison")
+    if comp and len(table["models"]) > 1:
+        cols = comp["columns"]
+        one = len({c["section"] for c in cols}) == 1
+        out.append(f"% {_tex(table['benchmark'])} -- models compared")
+        out.append("\\begin{tabular}{l" + "c" * len(cols) + "}")
+        out.append("\\hline")
+        out.append(" & ".join(["Model"] + [_tex(_column_name(c, one)) for c in cols]) + " \\\\")
+        out.append("\\hline")
+        for r in comp["rows"]:
+            vals = []
+            for c, cell_ in zip(cols, r["cells"]):
+                v = "--" if cell_.get("value") is None else f"{cell_['value']:.3f}"
+                vals.append(f"\\textbf{{{v}}}" if comp["best"].get(f"{c['section']} / {c['figure']}") == r["model"]
+                            else v)
+            out.append(" & ".join([_tex(r["model"])] + vals) + " \\\\")
+        out.append("\\hline")
+        out.append("\\end{tabular}")
+        out.append("")
     for model, m in table["models"].items():
         for sec in m["sections"]:
             figs = sec["figures"]

@@ -21,6 +21,7 @@ from editlens.cli.options import (
     LevelStyle,
     LrDecay,
     Orders,
+    SampleWeights,
     TargetWeights,
 )
 from editlens.cli.training_options import QUANT_HELP, SAVE_EVERY_HELP, VAL_EVERY_HELP
@@ -99,6 +100,14 @@ def train_cmd(
     keep_checkpoints: int = typer.Option(2, "--keep-checkpoints", min=1, help="Checkpoints kept (the newest)."),
     image_side: int = typer.Option(512, "--image-side", help="Each image is resized to SIDE x SIDE, side by side."),
     max_samples: Optional[int] = typer.Option(None, "--max-samples", help="Use only the first N training samples."),
+    sample_weights: Optional[SampleWeights] = typer.Option(None, "--sample-weights", help="How training samples "
+                                                           "are drawn: uniform (each once per epoch; the default), "
+                                                           "balanced (each rounded 0-10 score about equally often) or "
+                                                           "table (from --sample-weight-table)."),
+    sample_weight_table: Optional[Path] = typer.Option(None, "--sample-weight-table", help="Score -> weight table: "
+                                                       "a JSON object {\"0\": w, ..., \"10\": w}, or a clone of "
+                                                       "the ADIEE release (its WEIGHT_DICT, parsed, never run). "
+                                                       "Implies --sample-weights table."),
     lora: bool = typer.Option(True, "--lora/--no-lora", help="Train LoRA adapters instead of the full weights."),
     lora_r: int = typer.Option(8, "--lora-rank", min=1, help="LoRA rank (as released: 8)."),
     lora_r_old: Optional[int] = typer.Option(None, "--lora-r", hidden=True, help="Earlier name of --lora-rank."),
@@ -132,7 +141,10 @@ def train_cmd(
                       grad_accum=grad_accum, steps=steps, warmup_steps=warmup, lr_decay=lr_decay, clip=clip,
                       score_weight=score_weight, ce_weight=ce_weight, val_every=val_every, val_max=val_max,
                       save_every=save_every, keep_checkpoints=keep_checkpoints,
-                      image_side=image_side, augment=augment, max_samples=max_samples, seed=seed, device=device,
+                      image_side=image_side, augment=augment, max_samples=max_samples,
+                      sample_weights=sample_weights or ("table" if sample_weight_table else "uniform"),
+                      sample_weight_table=str(sample_weight_table) if sample_weight_table else None, seed=seed,
+                      device=device,
                       dtype=dtype, gradient_checkpointing=gradient_checkpointing, layout=layout,
                       templates=parse_models(template))
     s = train(cfg, echo=typer.echo, progress=progress, restart=restart)
@@ -264,7 +276,7 @@ def pairwise_eval_cmd(human: Path = typer.Option(..., "--human", help="JSONL {id
     typer.echo(f"accuracy with tie calibration {rep['accuracy']:.4f} (threshold {rep['threshold']:.4g})")
 
 
-def _score_manifest(manifest: Path, metric: str, model, option, device: str, batch_size: int, dtype: str = "auto"):  # type: ignore[no-untyped-def]
+def _score_manifest(manifest: Path, metric: str, model, option, device: str, batch_size: int, dtype: str = "auto"):
     from editlens.data.manifest import read_manifest
     from editlens.runner.selection import parse_options, select_metrics
 
@@ -338,7 +350,7 @@ def best_of_n_cmd(
     Console().print(table)
 
 
-def _best_of_generated(manifest, metric, model, option, out, device, dtype, batch_size, json_out, editor,  # type: ignore[no-untyped-def]
+def _best_of_generated(manifest, metric, model, option, out, device, dtype, batch_size, json_out, editor,
                        samples, seed, editor_option, edits_out, vlm, orders):
     from editlens.cli.common import EXIT_FAILED
     from editlens.cli.edit_commands import editor_options, exit_for, run_generation
@@ -429,7 +441,7 @@ def relabel_cmd(
     typer.echo(f"{len(rows) - unscored} relabelled, {unscored} unscored -> {target}")
 
 
-def _reward(name: Optional[str], options: dict, models: dict, device: str, dtype: str, batch_size: int):  # type: ignore[no-untyped-def]
+def _reward(name: Optional[str], options: dict, models: dict, device: str, dtype: str, batch_size: int):
     """A RewardFunction of a registered evaluator, built as the runner builds it (model roles, options)."""
     if not name:
         return None
@@ -530,10 +542,9 @@ def tune_editor_cmd(
         raise typer.BadParameter("the editor's UNet trains unquantised; use --quantization none (or auto)")
     options = parse_options(option or [])
     models = parse_models(model)
-    if target_weights is None:
-        target_weights = "table" if target_weight_table else "balanced"
+    weights = target_weights.value if target_weights else ("table" if target_weight_table else "balanced")
     cfg = TuneConfig(base=base, data=str(data), out=str(out), score_metric=score_metric,
-                     source_as_candidate=source_as_candidate, target_weights=target_weights,
+                     source_as_candidate=source_as_candidate, target_weights=weights,
                      target_weight_table=str(target_weight_table) if target_weight_table else None,
                      reward_prompt=reward_prompt, suffix_template=str(suffix_template) if suffix_template else None,
                      suffix_from_clone=str(suffix_from_clone) if suffix_from_clone else None, binning=binning,

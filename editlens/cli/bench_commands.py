@@ -8,6 +8,7 @@ from typing import List, Optional
 import typer
 
 from editlens.cli.common import EXIT_FAILED, emit_json, guarded, parse_models
+from editlens.cli.edit_commands import editor_options
 from editlens.cli.options import (
     AllowFailuresOpt,
     CacheOpt,
@@ -110,6 +111,7 @@ def run_cmd(
     max_retries: Optional[int] = RetriesOpt,
     concurrency: Optional[int] = ConcurrencyOpt,
     no_report: bool = typer.Option(False, "--no-report", help="Skip report.html."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars (off with --json)."),
     allow_failures: bool = AllowFailuresOpt,
     json_out: bool = JsonOpt,
 ) -> None:
@@ -121,20 +123,13 @@ def run_cmd(
     from editlens.runner.bench import run_benchmark
 
     http_settings(timeout, max_retries, concurrency)
-    import json
-
-    def value(v: str):  # type: ignore[no-untyped-def]
-        try:
-            return json.loads(v)
-        except ValueError:
-            return v
-
-    opts = {k: value(v) for k, v in parse_models(editor_option, "--editor-option", "KEY=VALUE").items()}
+    # as `editlens edit` reads them (call.KEY too); the editor runs on --device / --dtype like the metrics
+    opts = editor_options(editor_option, device, dtype, False, False)
     res = run_benchmark(name, data, out, edits=edits, editors=editor or (), editor_options=opts,
                         models_only=model_name, vlm=vlm, vlm_model=vlm_model,
                         prompts_from=prompts_from, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
                         metric_models=parse_models(model), device=device, dtype=dtype, batch_size=batch_size,
-                        n_boot=n_boot, limit=limit, split=split, estimate_only=estimate, progress=not json_out,
+                        n_boot=n_boot, limit=limit, split=split, estimate_only=estimate, progress=progress and not json_out,
                         cache={"default": True, "none": False}.get(cache, cache), command=sys.argv)
     if estimate:
         if json_out:

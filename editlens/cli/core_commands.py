@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, Any, List, Optional
 
 import typer
 
@@ -45,6 +45,9 @@ from editlens.cli.options import (
     vlm_options,
 )
 from editlens.errors import EditlensError
+
+if TYPE_CHECKING:
+    from editlens.runner.scoring import EditReport
 
 app = typer.Typer()
 
@@ -117,7 +120,7 @@ def score_cmd(
     http_settings(timeout, max_retries, concurrency)
     from editlens.data.validation import parse_boxes
 
-    meta = {}
+    meta: dict[str, Any] = {}
     if boxes:
         from editlens.core.images import image_size
         from editlens.data.validation import check_boxes_in_image
@@ -153,7 +156,7 @@ def score_cmd(
         raise typer.Exit(EXIT_FAILED)
 
 
-def _print_scores(report) -> None:  # type: ignore[no-untyped-def]
+def _print_scores(report: EditReport) -> None:
     from editlens.cli.tables import print_table
 
     rows = []
@@ -393,6 +396,7 @@ def compare_cmd(
 
         if get_spec(metric).pairwise:  # a pairwise judge named as the metric: it is the judge path
             metric = None
+    decider: C.ScoreComparer | C.JudgeComparer
     if metric:
         decider = C.ScoreComparer(metric, parse_models(model), parse_options(option or []), device, dtype,
                                   vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
@@ -36,6 +36,9 @@ from editlens.cli.options import (
 )
 from editlens.cli.tables import print_rows
 from editlens.cli.training_options import SAVE_EVERY_HELP, VAL_EVERY_HELP
+
+if TYPE_CHECKING:
+    from editlens.dice.released import ReleasedDice
 
 
 class DiceConfidence(str, Enum):
@@ -98,8 +101,8 @@ def dice_cmd(
     whether each change was asked for. The subcommands rank runs, evaluate AP and build/train DICE models."""
     if ctx.invoked_subcommand is not None:
         return
-    missing = [f for f, v in (("--source", source), ("--edited", edited), ("--instruction", instruction)) if v is None]
-    if missing:
+    if source is None or edited is None or instruction is None:
+        missing = [f for f, v in (("--source", source), ("--edited", edited), ("--instruction", instruction)) if v is None]
         typer.echo(ctx.get_help())
         typer.echo(f"\nerror: scoring one edit needs {', '.join(missing)}", err=True)
         raise typer.Exit(2)
@@ -115,9 +118,10 @@ def dice_cmd(
     if dice_preset or dice_detector or dice_coherence:  # released-style base + adapter models
         from editlens.dice.released import build_released
 
-        pipe = build_released(dice_preset, dice_detector, dice_coherence, dice_prompts, dice_drawing, device,
-                              dice_quantization, dtype, dice_confidence.value if dice_confidence else None,
-                              coherence_inputs=dice_coherence_inputs.value if dice_coherence_inputs else None)
+        pipe: DicePipeline | ReleasedDice = build_released(
+            dice_preset, dice_detector, dice_coherence, dice_prompts, dice_drawing, device, dice_quantization, dtype,
+            dice_confidence.value if dice_confidence else None,
+            coherence_inputs=dice_coherence_inputs.value if dice_coherence_inputs else None)
         sample = sample.at_sizes("native")  # as released: each image at its own size
     else:
         pipe = DicePipeline(vlm, detector, boxes=boxes, **opts)

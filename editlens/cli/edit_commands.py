@@ -97,7 +97,8 @@ def exit_for(result: Any, out: Path, allow_failures: bool = False) -> None:
 @guarded
 def edit_cmd(
     manifest: Path = typer.Argument(..., help="Edits to make: a manifest with source and instruction (any format "
-                                    "`editlens run` reads; an edited column is not needed)."),
+                                    "`editlens run` reads; an edited column is not needed), or with --bench a "
+                                    "benchmark's folder as published."),
     editor: str = EditorOpt,
     out: Path = typer.Option(..., "--out", help="Output folder (created; rerun to resume): images/, manifest.jsonl, "
                              "editor.json, generations.jsonl."),
@@ -115,6 +116,12 @@ def edit_cmd(
     retry_failed: bool = typer.Option(True, "--retry-failed/--no-retry-failed", help="Rerun: generate images that "
                                       "failed before again."),
     wait: bool = typer.Option(False, "--wait", help="If another process holds --out, queue behind it."),
+    bench: Optional[str] = typer.Option(None, "--bench", help="MANIFEST is this benchmark's folder as published "
+                                        "(see `editlens bench list`): make its cases' edits (a case made from an "
+                                        "earlier case's edit waits for it). `editlens bench run NAME --editor SPEC "
+                                        "--out O` scores them without regenerating when --out is O/edits/<editor>."),
+    split: Optional[str] = typer.Option(None, "--split", help="With --bench: the split to use when the folder "
+                                        "holds several."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     allow_failures: bool = typer.Option(False, "--allow-failures", help="Exit 0 even when images failed."),
 ) -> None:
@@ -124,10 +131,48 @@ def edit_cmd(
     Exit status: 0 done; 3 done, but some images failed (a rerun generates them); 2 bad input or missing
     weights; 130/143 stopped by Ctrl-C/SIGTERM (finished images kept).
     """
-    result = run_generation(manifest, editor, out, samples, seed,
-                            editor_options(option, device, dtype, cpu_offload, attention_slicing), batch_size,
-                            progress, columns, retry_failed, wait)
-    exit_for(result, out, allow_failures)
+    options = editor_options(option, device, dtype, cpu_offload, attention_slicing)
+    if bench is None:
+        if split is not None:
+            raise typer.BadParameter("--split goes with --bench")
+        result = run_generation(manifest, editor, out, samples, seed, options, batch_size, progress, columns,
+                                retry_failed, wait)
+        exit_for(result, out, allow_failures)
+        return
+    if columns is not None:
+        raise typer.BadParameter("--columns does not go with --bench: the benchmark says how its files are read")
+    exit_for(_generate_benchmark(bench, manifest, split, editor, out, samples, seed, options, batch_size,
+                                 progress), out, allow_failures)
+
+
+def _generate_benchmark(name: str, data: Path, split: Optional[str], spec: str, out: Path, samples: int,
+                        seed: int, options: dict[str, Any], batch_size: Optional[int], progress: bool) -> Any:
+    """``edit --bench``: one editor over a benchmark's cases; the stages' results summed for the exit status."""
+    from editlens.editors import create_editor
+    from editlens.runner.bench import generate_cases, read_benchmark
+    from editlens.runner.edit import EditRunResult
+
+    bench, items = read_benchmark(name, data, split=split)
+    editor = create_editor(spec, **options)
+    try:
+        gen = generate_cases(items, editor, out, samples=samples, seed=seed, batch_size=batch_size,
+                             progress=progress, command=[_redacted(a) for a in sys.argv])
+    finally:
+        editor.close()
+    total = EditRunResult(out, out / "manifest.jsonl")
+    for res in gen.results:
+        total.generated, total.reused, total.failed = (total.generated + res.generated, total.reused + res.reused,
+                                                       total.failed + res.failed)
+        total.interrupted, total.stopped_by = total.interrupted or res.interrupted, res.stopped_by or total.stopped_by
+        total.failures += res.failures
+        typer.echo(f"{res.generated} images generated, {res.reused} kept, {res.failed} failed -> {res.manifest}",
+                   err=True)
+    missing = [k for k in gen.failures if k not in {f["edit_id"] for f in total.failures}]
+    for k in missing[:10]:
+        typer.echo(f"  not made {k}: {gen.failures[k]}", err=True)
+    total.failed += len(missing)
+    typer.echo(f"{bench.spec.title}: {len(gen.done)} of {len(items)} cases made", err=True)
+    return total
 
 
 @app.command("editors")
@@ -162,6 +207,7 @@ def make_tiny_editor_cmd(
                                "qwen-image-edit."),
     image_size: Optional[int] = typer.Option(None, "--image-size", min=8, help="Native resolution (default: the "
                                              "builder's, 32-64 px)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random weights (another seed, another editor)."),
 ) -> None:
     """Write a tiny random image-editing pipeline in the real diffusers layout (made offline, a few MB).
 
@@ -172,7 +218,7 @@ def make_tiny_editor_cmd(
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         typer.echo(f"error: {out} exists and is not an empty folder; give a new one", err=True)
         raise typer.Exit(2)
-    make_tiny_editor(out, family, **({"image_size": image_size} if image_size else {}))
+    make_tiny_editor(out, family, seed=seed, **({"image_size": image_size} if image_size else {}))
     typer.echo(f"wrote a tiny random {family} pipeline to {out}\n"
                f"try it: editlens edit MANIFEST --editor {out} --out edits --editor-option steps=2")
 

@@ -10,6 +10,7 @@ is imported inside each command.
 from __future__ import annotations
 
 import importlib
+import logging
 
 import typer
 
@@ -42,11 +43,39 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+#: (logger, part of the message) of dependency warnings that do not apply to editlens: bitsandbytes' optional
+#: CPU 4-bit kernel package (its fallback computes the same; editlens records the quantization it used), and
+#: transformers' fallback to the PIL image processors (editlens needs no torchvision)
+IRRELEVANT_WARNINGS = (
+    ("bitsandbytes.backends.cpu.ops", "Failed to load CPU gemm_4bit_forward from kernels-community"),
+    ("transformers.utils.import_utils", "requires torchvision (not installed); falling back to"),
+)
+
+
+class _DropIrrelevant(logging.Filter):
+    def __init__(self, part: str) -> None:
+        super().__init__()
+        self.part = part
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.part not in record.getMessage()
+
+
+def quiet_irrelevant_warnings() -> None:
+    """Drop the dependency warnings of :data:`IRRELEVANT_WARNINGS` (on their own loggers only: every other
+    message of those libraries still shows)."""
+    for name, part in IRRELEVANT_WARNINGS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _DropIrrelevant) for f in logger.filters):
+            logger.addFilter(_DropIrrelevant(part))
+
+
 def _root_options(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                  help="Print the version and exit."),
 ) -> None:
     """Judge instruction-guided image edits: what changed, where, and how well."""
+    quiet_irrelevant_warnings()
 
 
 def build_app() -> typer.Typer:

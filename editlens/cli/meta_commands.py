@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -17,7 +17,7 @@ JsonOpt = typer.Option(False, "--json", help="Machine-readable output.")
 ReportOpt = typer.Option(None, "--report", help="Also write a self-contained HTML report to this file.")
 
 
-def _write_report(path: Optional[Path], rep: dict, title: str, extra=None) -> None:  # type: ignore[no-untyped-def]
+def _write_report(path: Optional[Path], rep: dict, title: str, extra: Optional[dict] = None) -> None:
     if path is not None:
         from editlens.reporting.html import write_meta_report
 
@@ -26,7 +26,7 @@ def _write_report(path: Optional[Path], rep: dict, title: str, extra=None) -> No
         typer.echo(f"wrote {write_meta_report(rep, path, title, extra)}", err=True)
 
 
-def _evaluated(**kw) -> dict:  # type: ignore[no-untyped-def]
+def _evaluated(**kw: Any) -> dict:
     """Which evaluator the meta-evaluation measures and where its answers came from (file names)."""
     from editlens.reporting.meta_html import describe_evaluated
 
@@ -70,7 +70,7 @@ def imagenhub(
 NO_MATCH = "no item has both a prediction and a human score"
 
 
-def _ci(ci) -> str:  # type: ignore[no-untyped-def]
+def _ci(ci: Any) -> str:
     import math
 
     if not ci or any(v is None or not math.isfinite(v) for v in ci):
@@ -187,6 +187,7 @@ def pairwise(human: Path = typer.Option(..., "--human", help="JSONL {id, a, b, p
         return
     from editlens.meta.reports import pairwise_report
 
+    assert predictions is not None  # exactly one of --predictions, --verdicts (checked above)
     rep = pairwise_report(human, predictions, metric)
     rep["evaluated"] = _evaluated(predictions=predictions, metric=metric, human=human)
     if report is not None:
@@ -209,7 +210,7 @@ def _require(n: int, why: str) -> None:
         raise InputError(f"{not_measured(0, why)}; check that the ids match the benchmark's")
 
 
-def _f(x) -> str:  # type: ignore[no-untyped-def]
+def _f(x: Optional[float]) -> str:
     return "-" if x is None else f"{x:.4f}"
 
 

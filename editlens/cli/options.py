@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import Enum, StrEnum
+from typing import Any
 
 import typer
 
@@ -29,35 +31,30 @@ class Orders(str, Enum):
     reverse = "reverse"
 
 
-def choice(name: str, *values: str) -> type[StrEnum]:
-    """A fixed set of values as a typer Choice (``--help`` lists them, a typo is refused before any work).
-
-    Member names equal the values, so a member hashes, compares and formats as its plain string: the
-    commands pass it on to library code unchanged. tests/test_cli.py holds each set equal to the
-    library's own tuple of accepted values.
-    """
-    return StrEnum(name, [(v, v) for v in values])  # type: ignore[return-value]
-
-
-Binning = choice("Binning", "release", "linear")
-LevelStyle = choice("LevelStyle", "words", "digits")
-TargetWeights = choice("TargetWeights", "balanced", "uniform", "table")
-LrDecay = choice("LrDecay", "constant", "linear", "cosine")
-AdieeHead = choice("AdieeHead", "regression", "class3")
-AdieeLayout = choice("AdieeLayout", "ours", "released", "both")
-DiceCrop = choice("DiceCrop", "auto", "square", "none")
-BoxDrawing = choice("BoxDrawing", "released", "paper")
-BoxUnits = choice("BoxUnits", "fraction", "pixels")
-ReportImages = choice("ReportImages", "auto", "embed", "copy", "link", "none")
-CalibrationMethod = choice("CalibrationMethod", "isotonic", "platt")
-TwoFrameMode = choice("TwoFrameMode", "faithful", "order")
-TwoFrameObjective = choice("TwoFrameObjective", "auto", "video_to_text", "symmetric")
-TwoFrameSize = choice("TwoFrameSize", "tiny", "vit-b-16")
-MultiInput = choice("MultiInput", "skip", "first")
-ImagenHubProtocol = choice("ImagenHubProtocol", "official", "fisher", "mean")
-PointwiseProtocol = choice("PointwiseProtocol", "aurora", "aurora-per-model", "official", "fisher", "mean")
-TinyVlmFamily = choice("TinyVlmFamily", "idefics3", "qwen2_vl", "llava_next")
-TinyEditorFamily = choice("TinyEditorFamily", "instruct-pix2pix", "flux-kontext", "qwen-image-edit")
+# Fixed sets of values as typer Choices (``--help`` lists them, a typo is refused before any work), in
+# the functional form mypy reads as enum types. A StrEnum member's value is its name lowercased, so member
+# names equal the values: a member hashes, compares and formats as its plain string and the commands pass
+# it on to library code unchanged. tests/test_cli.py holds each set equal to the library's own tuple.
+Binning = StrEnum("Binning", "release linear")
+LevelStyle = StrEnum("LevelStyle", "words digits")
+TargetWeights = StrEnum("TargetWeights", "balanced uniform table")
+SampleWeights = StrEnum("SampleWeights", "uniform balanced table")
+LrDecay = StrEnum("LrDecay", "constant linear cosine")
+AdieeHead = StrEnum("AdieeHead", "regression class3")
+AdieeLayout = StrEnum("AdieeLayout", "ours released both")
+DiceCrop = StrEnum("DiceCrop", "auto square none")
+BoxDrawing = StrEnum("BoxDrawing", "released paper")
+BoxUnits = StrEnum("BoxUnits", "fraction pixels")
+ReportImages = StrEnum("ReportImages", "auto embed copy link none")
+CalibrationMethod = StrEnum("CalibrationMethod", "isotonic platt")
+TwoFrameMode = StrEnum("TwoFrameMode", "faithful order")
+TwoFrameObjective = StrEnum("TwoFrameObjective", "auto video_to_text symmetric")
+TwoFrameSize = StrEnum("TwoFrameSize", "tiny vit-b-16")
+MultiInput = StrEnum("MultiInput", "skip first")
+ImagenHubProtocol = StrEnum("ImagenHubProtocol", "official fisher mean")
+PointwiseProtocol = StrEnum("PointwiseProtocol", "aurora aurora-per-model official fisher mean")
+TinyVlmFamily = StrEnum("TinyVlmFamily", "idefics3 qwen2_vl llava_next")
+TinyEditorFamily = StrEnum("TinyEditorFamily", "instruct-pix2pix flux-kontext qwen-image-edit")
 
 ModelOpt = typer.Option(None, "--model", help="Model for a role, ROLE=HUB_ID_OR_DIR (e.g. clip=./clip). Repeatable.")
 OptionOpt = typer.Option(None, "--option", help="Evaluator option NAME.KEY=VALUE (e.g. l1.region=outside). Repeatable.")
@@ -85,16 +82,18 @@ CalibrationOpt = typer.Option(None, "--calibration", help="Calibration file (fro
                               "'calibrated', the probability that people rate the edit good, to each mapped score's details.")
 
 
-def http_settings(timeout, max_retries, concurrency):  # type: ignore[no-untyped-def]
+def http_settings(timeout: float | None, max_retries: int | None, concurrency: int | None) -> None:
     """Apply --timeout/--max-retries/--concurrency to the HTTP backends this command creates."""
     from editlens.backends.factory import HTTP_BUILTIN, set_http_defaults
 
-    given = {"timeout": timeout, "max_retries": max_retries, "concurrency": concurrency}
-    set_http_defaults(**{k: HTTP_BUILTIN[k] if v is None else v for k, v in given.items()})
+    set_http_defaults(timeout=HTTP_BUILTIN["timeout"] if timeout is None else timeout,
+                      max_retries=HTTP_BUILTIN["max_retries"] if max_retries is None else max_retries,
+                      concurrency=HTTP_BUILTIN["concurrency"] if concurrency is None else concurrency)
 
 
-def vlm_options(vlm, vlm_model, cache, template, device="auto", samples=1, temperature=0.0,  # type: ignore[no-untyped-def]
-                dtype="auto", min_samples=None):
+def vlm_options(vlm: str | None, vlm_model: str | None, cache: str, template: Sequence[str] | None,
+                device: str = "auto", samples: int = 1, temperature: float = 0.0, dtype: str = "auto",
+                min_samples: int | None = None) -> dict[str, Any] | None:
     from editlens.judges.ensemble import check_sampling
 
     check_sampling(samples, temperature, min_samples)  # a clear error before any model loads
@@ -104,8 +103,8 @@ def vlm_options(vlm, vlm_model, cache, template, device="auto", samples=1, tempe
     from editlens.runner.checks import check_templates
 
     check_templates(templates)  # before any model loads
-    opts = {"vlm": vlm, "vlm_model": vlm_model, "device": device, "dtype": dtype, "templates": templates,
-            "cache": {"default": True, "none": False}.get(cache, cache)}
+    opts: dict[str, Any] = {"vlm": vlm, "vlm_model": vlm_model, "device": device, "dtype": dtype,
+                            "templates": templates, "cache": {"default": True, "none": False}.get(cache, cache)}
     if samples > 1 or temperature > 0:  # only then, so settings (and cached rows) of greedy runs stay as they were
         opts.update(samples=samples, temperature=temperature)
         if min_samples is not None:
@@ -113,6 +112,6 @@ def vlm_options(vlm, vlm_model, cache, template, device="auto", samples=1, tempe
     return opts
 
 
-def extra_metrics(judge, captions=False, dice=False):  # type: ignore[no-untyped-def]
+def extra_metrics(judge: str | None, captions: bool = False, dice: bool = False) -> list[str]:
     """Metrics asked for by --judge, --captions and --dice, added to --metrics or the defaults."""
     return (["captions"] if captions else []) + (split_names(judge) or []) + (["dice"] if dice else [])

@@ -9,7 +9,7 @@ keep their full width and whose long text wraps instead of being cut to
 from __future__ import annotations
 
 import sys
-from typing import Sequence, TextIO
+from typing import Any, Sequence, TextIO
 
 import typer
 
@@ -38,7 +38,7 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]
     Console(file=stream).print(table)
 
 
-def print_rows(rows) -> None:  # type: ignore[no-untyped-def]
+def print_rows(rows: list[dict[str, Any]]) -> None:
     """A list of dicts as aligned columns; None is '-', floats one decimal."""
     if not rows:
         return

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 
@@ -181,7 +181,7 @@ CalReportOpt = typer.Option(None, "--report", help="Also write an HTML report wi
 MetricListOpt = typer.Option(None, "--metric", help="Score(s) to use from editlens results (comma-separated: one map each).")
 
 
-def _calibrate(labelled, method: str, folds: int, seed: int, bins: int, out: Path, json_out: bool,  # type: ignore[no-untyped-def]
+def _calibrate(labelled: Any, method: str, folds: int, seed: int, bins: int, out: Path, json_out: bool,
                report: Optional[Path], title: str) -> None:
     from editlens.meta.calibration import calibration_report, save_calibration
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from editlens.cli.common import emit_json, guarded
 from editlens.cli.options import DeviceOpt, DtypeOpt, LrDecay, TwoFrameMode, TwoFrameObjective, TwoFrameSize
+
+if TYPE_CHECKING:
+    from editlens.twoframe.model import TwoFrameModel
 
 twoframe_app = typer.Typer(no_args_is_help=True,
                            help="Edits as 2-frame videos in a video-text CLIP (ViFi-CLIP scoring, order-aware head).")
@@ -33,7 +36,8 @@ def _ks(value: str) -> tuple[int, ...]:
     return ks
 
 
-def _load(model: str, tokenizer, base, heads, preset, device, dtype="auto"):  # type: ignore[no-untyped-def]
+def _load(model: str, tokenizer: Optional[str], base: Optional[str], heads: Optional[int], preset: Optional[str],
+          device: str, dtype: str = "auto") -> TwoFrameModel:
     from editlens.twoframe.model import load_twoframe
 
     return load_twoframe(model, tokenizer=tokenizer, base=base, heads=heads, preset=preset, device=device, dtype=dtype)
@@ -200,7 +204,7 @@ def score_cmd(
     edt, _ = load_image(edited)
     scorer = TwoFrameScorer(_load(model, tokenizer, base, heads, preset, device, dtype))
     out = scorer.score([str(source)], [src], [str(edited)], [edt], [instruction.strip()], mode=mode)
-    result = {k: float(v[0]) for k, v in out.items()}
+    result: dict[str, float | str] = {k: float(v[0]) for k, v in out.items()}
     result["mode"] = mode or scorer.model.mode
     if json_out:
         emit_json(result)

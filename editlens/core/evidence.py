@@ -8,12 +8,16 @@ meta-eval, ``runs diff`` and every summary use these words.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal, overload
 
 #: the fewest items a figure may rest on before it is called "too few" to read
 MIN_N = 10
 
 
+@overload
+def shortfall(n: Literal[0], why: str, min_n: int = MIN_N) -> str: ...
+@overload
+def shortfall(n: int, why: str, min_n: int = MIN_N) -> str | None: ...
 def shortfall(n: int, why: str, min_n: int = MIN_N) -> str | None:
     """``None`` when ``n`` items are enough; otherwise the words that replace the verdict.
 
@@ -31,6 +35,10 @@ def shortfall(n: int, why: str, min_n: int = MIN_N) -> str | None:
     return None
 
 
+@overload
+def not_measured(n: Literal[0], why: str) -> str: ...
+@overload
+def not_measured(n: int, why: str) -> str | None: ...
 def not_measured(n: int, why: str) -> str | None:
     """The words for a figure over no items (``None`` when there is at least one)."""
     return shortfall(n, why, 1)
@@ -47,9 +55,9 @@ def figure(value: Any, n: int, why: str, fmt: str = "{:.4f}", min_n: int = MIN_N
     >>> figure(float("nan"), 40, "x"), figure(0.25, 40, "x")
     ('undefined', '0.2500')
     """
-    words = shortfall(n, why, min_n)
     if n <= 0:
-        return words  # type: ignore[return-value]
+        return shortfall(0, why)
+    words = shortfall(n, why, min_n)
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     text = fmt.format(value) if ok else "undefined"
     return text if words is None else f"{text} ({words})"

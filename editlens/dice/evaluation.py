@@ -138,7 +138,9 @@ def coco_ap(gt: list[dict[str, Any]], preds: dict[str, list[dict[str, Any]]], ca
     from pycocotools.coco import COCO
     from pycocotools.cocoeval import COCOeval
 
-    images, anns, dets = [], [], []
+    images: list[dict[str, Any]] = []
+    anns: list[dict[str, Any]] = []
+    dets: list[dict[str, Any]] = []
     cats: set[int] = set()
     missing_conf = 0
     for i, r in enumerate(gt, 1):
@@ -162,8 +164,9 @@ def coco_ap(gt: list[dict[str, Any]], preds: dict[str, list[dict[str, Any]]], ca
                 conf = 1.0
             dets.append({"image_id": i, "category_id": c, "bbox": _xywh(d["box"], w, h), "score": float(conf)})
     cats |= {d["category_id"] for d in dets}
-    empty = {"AP": 0.0, "AP50": 0.0, "AP75": 0.0, "APs": None, "APm": None, "APl": None, "per_category": {},
-             "n_gt": len(anns), "n_pred": len(dets), "n_without_confidence": missing_conf}
+    empty: dict[str, Any] = {"AP": 0.0, "AP50": 0.0, "AP75": 0.0, "APs": None, "APm": None, "APl": None,
+                             "per_category": {}, "n_gt": len(anns), "n_pred": len(dets),
+                             "n_without_confidence": missing_conf}
     if not anns:
         return {**empty, "AP": None, "AP50": None, "AP75": None}
     gt_coco = COCO()

@@ -15,7 +15,7 @@ no-change flag.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -31,6 +31,9 @@ from editlens.metrics.base import Metric
 from editlens.metrics.embedding import PATCH_FILL
 from editlens.metrics.masks import boxes_to_mask
 from editlens.metrics.model_options import EncoderModelOptions
+
+if TYPE_CHECKING:
+    from editlens.dice.released import ReleasedDice
 
 DETECTORS = ("auto", "mllm", "changemap")
 
@@ -123,7 +126,8 @@ class DiceEvaluator(Metric):
         from editlens.dice.released import RELEASED_OPTIONS, released_from_options
 
         if any(kw.get(k) for k in RELEASED_OPTIONS):  # --option dice.dice_preset=... : released-style models
-            self.pipeline = released_from_options({**kw, "device": device, "dtype": dtype})
+            self.pipeline: DicePipeline | ReleasedDice = released_from_options({**kw, "device": device,
+                                                                                "dtype": dtype})
             return
         for k in RELEASED_OPTIONS:
             kw.pop(k, None)
@@ -195,6 +199,7 @@ class _DiceMasked(EncoderModelOptions, Metric):
     DICE's differences in both images, then compute the CLIP metric."""
 
     kind = "clip"
+    spec_name: str  # the registered name, for the messages
     patch_coherent: bool
 
     def __init__(self, vlm: str | None = None, detector: str = "auto", model: str | None = None, device: str = "auto",

@@ -46,7 +46,7 @@ def release_square(image: np.ndarray) -> Image.Image:
         return pil
     s = min(w, h)
     cropped = pil.crop(((w - s) / 2, (h - s) / 2, (w + s) / 2, (h + s) / 2))
-    return cropped.resize((SQUARE_SIZE, SQUARE_SIZE), Image.LANCZOS)
+    return cropped.resize((SQUARE_SIZE, SQUARE_SIZE), Image.Resampling.LANCZOS)
 
 
 def render_figure(image: Image.Image, box_pixels: Sequence[float] | None = None, colour: str = "green") -> np.ndarray:

@@ -409,7 +409,7 @@ class ReleasedDice:
                     "list may be incomplete" + (f"; cut-off last item not read: {ans.tail[:80]!r}" if ans.tail else ""))
         if ans.differences is None:
             return DiceResult([], detector="released", raw=g.text, unparsable=True,
-                              problem=ans.problem + (f" ({cut_note})" if cut else ""), truncated=cut)
+                              problem=f"{ans.problem}" + (f" ({cut_note})" if cut else ""), truncated=cut)
         assign_command_confidence(ans.differences, g.offsets, g.step_ids, g.step_logits, g.variants)
         if self.preset.confidence == RELEASE_CONFIDENCE:
             for d in ans.differences:
@@ -570,7 +570,7 @@ def build_released(preset: str | None = None, detector: str | None = None, coher
     for role in ("detector", "coherence"):
         gen = trained_generation(getattr(p, role), role)
         if gen is not None:
-            p = replace(p, **{f"{role}_generation": gen})
+            p = replace(p, detector_generation=gen) if role == "detector" else replace(p, coherence_generation=gen)
             if role == "coherence":  # `dice train` renders coherence inputs the editlens way: run it as it learned
                 p = replace(p, coherence_inputs="editlens")
     if coherence_inputs:

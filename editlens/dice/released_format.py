@@ -97,7 +97,7 @@ def parse_released_answer(text: str | None) -> ReleasedAnswer:
             rejected.append(f"{m.group(0)!r}: empty box")
             continue
         offset = m.start("cmd") + (len(text) - len(body))
-        out.append(Difference(cmd, obj, box, flags=flags, char_offset=offset))  # type: ignore[arg-type]
+        out.append(Difference(cmd, obj, box, flags=flags, char_offset=offset))
     tail = body[end:].strip().strip("[]()'\", \n") if end else ""
     if out:
         return ReleasedAnswer(out, rejected=rejected, tail=tail)
@@ -153,7 +153,7 @@ def candidate_variants(tokenizer: Any, words: Sequence[str]) -> list[dict[str, i
     for prefix in ("", " "):
         ids = {w: (tokenizer.encode(prefix + w, add_special_tokens=False) or [None])[0] for w in words}
         if None not in ids.values() and len(set(ids.values())) == len(words) and ids not in out:
-            out.append(ids)  # type: ignore[arg-type]
+            out.append(ids)
     return out
 
 
@@ -219,6 +219,7 @@ def parse_decision(text: str | None) -> Decision:
     if not text or not text.strip():
         return Decision(None, None, None, "empty coherence answer")
     hits = list(_DECISION.finditer(text))
+    m: re.Match[str] | None
     if hits:
         m = hits[-1]
         later = text[m.end():]
@@ -339,7 +340,8 @@ def coherence_images(source: np.ndarray, edited: np.ndarray, diff: Difference, c
         images = {k: CentreCrop(v.shape[1], v.shape[0]).apply(v) for k, v in images.items()}
     pil = {k: Image.fromarray(np.ascontiguousarray(v)) for k, v in images.items()}
     if size:
-        pil = {k: v.resize((size, size), Image.LANCZOS) if v.size != (size, size) else v for k, v in pil.items()}
+        pil = {k: v.resize((size, size), Image.Resampling.LANCZOS) if v.size != (size, size) else v
+               for k, v in pil.items()}
     if box is not None:
         target = pil[CONVENTIONS[convention][diff.command]]
         ImageDraw.Draw(target).rectangle(box_to_pixels(box, *target.size), outline=COLOURS[diff.command],

@@ -192,7 +192,7 @@ class ExampleBuilder:
             answer = format_released_answer([(d["command"], d.get("object") or "object", d["box"]) for d in diffs])
             return detector_conversation(self.prompts, self.image_first), [src, edt], answer
         d = r["difference"]
-        diff = Difference(d["command"], d.get("object"), tuple(d["box"]))  # type: ignore[arg-type]
+        diff = Difference(d["command"], d.get("object"), tuple(d["box"]))
         a, b = coherence_images(src, edt, diff, self.drawing, crop=self.crop)
         conv = coherence_conversation(self.prompts, r["instruction"], d["command"], d.get("object"))
         return conv, [a, b], coherence_target(r.get("reasoning"), str(r["decision"]))
@@ -477,11 +477,12 @@ def export_adapter(out: Path, model: Any, processor: Any, cfg: TrainConfig, quan
     gen = GenerationPreset(cfg.eval_max_new_tokens, repetition_penalty_for(cfg.stage, cfg.repetition_penalty), True)
     # an adapter trained on a 4-bit base runs on a 4-bit base (QLoRA), else unquantised; it sees the images
     # at inference as it saw them in training (cropped or whole)
-    crops = {"detector_crop": cfg.square_crop} if cfg.stage == "detect" else {"coherence_crop": cfg.square_crop}
+    stage_fields: dict[str, Any] = ({"detector_crop": cfg.square_crop, "detector_generation": gen}
+                                    if cfg.stage == "detect" else
+                                    {"coherence_crop": cfg.square_crop, "coherence_generation": gen})
     preset = Preset(name=out.name, longest_edge=cfg.longest_edge, quantization="nf4" if quantized else "none",
                     drawing=cfg.drawing, image_first=cfg.image_first,
-                    prompts=str(Path(cfg.prompts).resolve()) if cfg.prompts else None, **crops,
-                    **{"detector_generation" if cfg.stage == "detect" else "coherence_generation": gen})
+                    prompts=str(Path(cfg.prompts).resolve()) if cfg.prompts else None, **stage_fields)
     d = preset.to_dict()
     d["detector" if cfg.stage == "detect" else "coherence"] = spec
     d.pop("detector" if cfg.stage == "coherence" else "coherence")

@@ -87,7 +87,7 @@ def build_instruct_pix2pix(out: Path | str, image_size: int = 64, seed: int = 0,
     pipe = StableDiffusionInstructPix2PixPipeline(vae=vae, text_encoder=text_encoder, tokenizer=tok, unet=unet,
                                                   scheduler=scheduler, safety_checker=None, feature_extractor=None,
                                                   requires_safety_checker=False)
-    pipe.save_pretrained(out)
+    pipe.save_pretrained(out)  # type: ignore[attr-defined]  # diffusers hides the DiffusionPipeline base from mypy
     return out
 
 
@@ -135,13 +135,13 @@ def build_flux_kontext(out: Path | str, image_size: int = 32, seed: int = 0) -> 
         max_position_embeddings=77, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id, projection_dim=32))
     text_encoder_2 = T5EncoderModel(T5Config(vocab_size=len(tok2), d_model=32, d_kv=8, d_ff=37, num_layers=2,
-                                             num_heads=4, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0))
+                                             num_heads=4, pad_token_id=0, eos_token_id=1))
     vae = AutoencoderKL(sample_size=image_size, in_channels=3, out_channels=3, block_out_channels=(4,),
                         layers_per_block=1, latent_channels=1, norm_num_groups=1, use_quant_conv=False,
                         use_post_quant_conv=False, shift_factor=0.0609, scaling_factor=1.5035)
     pipe = FluxKontextPipeline(scheduler=FlowMatchEulerDiscreteScheduler(), vae=vae, text_encoder=text_encoder,
                                tokenizer=tok, text_encoder_2=text_encoder_2, tokenizer_2=tok2, transformer=transformer)
-    pipe.save_pretrained(out)
+    pipe.save_pretrained(out)  # type: ignore[attr-defined]  # diffusers hides the DiffusionPipeline base from mypy
     return out
 
 
@@ -210,7 +210,7 @@ def build_qwen_image_edit(out: Path | str, image_size: int = 32, seed: int = 0) 
                                               guidance_embeds=False, axes_dims_rope=(8, 4, 4))
     pipe = QwenImageEditPipeline(scheduler=FlowMatchEulerDiscreteScheduler(), vae=vae, text_encoder=text_encoder,
                                  tokenizer=tok, processor=processor, transformer=transformer)
-    pipe.save_pretrained(out)
+    pipe.save_pretrained(out)  # type: ignore[attr-defined]  # diffusers hides the DiffusionPipeline base from mypy
     return out
 
 

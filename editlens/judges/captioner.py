@@ -16,7 +16,7 @@ answered that way (the raw text kept; a rerun would get the same answer).
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from editlens.backends.types import ChatRequest, Generation, GenerationSettings, Message, is_backend_failure
 from editlens.core.types import LoadedEdit, Score
@@ -64,10 +64,10 @@ class Captioner(VLMJudge):
                 failed[s.id]["source_caption"] = {"reason": why, "raw": g.text}
             else:
                 generated[s.id]["source_caption"] = cap
-        need_tgt = [s for s in batch if s.target_caption is None and s.source_caption]
+        need_tgt = [(s, s.source_caption) for s in batch if s.target_caption is None and s.source_caption]
         gens = self.backend.generate([ChatRequest([Message("user", self.templates["caption_target"].render(
-            {}, source_caption=s.source_caption, instruction=s.instruction))], settings) for s in need_tgt])
-        for s, g in zip(need_tgt, gens):
+            {}, source_caption=caption, instruction=s.instruction))], settings) for s, caption in need_tgt])
+        for (s, _), g in zip(need_tgt, gens):
             cap, why = caption_from(g)
             s.target_caption = cap
             if cap is None:
@@ -76,7 +76,7 @@ class Captioner(VLMJudge):
                 generated[s.id]["target_caption"] = cap
         out: list[float | Score] = []
         for s in batch:
-            details = {"source_caption": s.source_caption, "target_caption": s.target_caption,
+            details: dict[str, Any] = {"source_caption": s.source_caption, "target_caption": s.target_caption,
                        "generated": sorted(generated[s.id])}
             if failed[s.id]:
                 details["failed"] = failed[s.id]

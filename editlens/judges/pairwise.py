@@ -53,7 +53,7 @@ def flip(verdict: str | None) -> str | None:
 @dataclass
 class PairVerdict:
     verdict: str | None  # A>B, B>A, A=B=Good, A=B=Bad, A=B (tie by position bias); None = no verdict (raw kept)
-    raw: str | list[str | None] | None
+    raw: str | list[str | None] | dict[str, Any] | None  # a dict per order where both orders were asked
     reason: str | None = None
     ensemble: dict[str, Any] = field(default_factory=dict)  # samples, agreement, votes (when samples > 1)
     #: per order asked ("forward": A shown first; "reverse": B first, its verdict already mapped to A/B):
@@ -128,17 +128,17 @@ def combine_orders(forward: PairVerdict, reverse: PairVerdict) -> PairVerdict:
     orders = {name: {k: v for k, v in pv.to_dict().items() if v not in (None, {})} | {"verdict": pv.verdict}
               for name, pv in (("forward", forward), ("reverse", reverse))}
     raw = {"forward": forward.raw, "reverse": reverse.raw}
-    missing = [name for name, pv in (("forward", forward), ("reverse", reverse)) if pv.verdict is None]
     lost = next((f"{pv.reason} (in the {name} order)" for name, pv in (("forward", forward), ("reverse", reverse))
                  if pv.failed), None)
     if lost:  # the transport failed: the pair is failed, asked again on a rerun
         return PairVerdict(None, raw, lost, orders=orders, consistent=None)
-    if missing:
+    f, r = forward.verdict, reverse.verdict
+    if f is None or r is None:
+        missing = [name for name, pv in (("forward", forward), ("reverse", reverse)) if pv.verdict is None]
         why = "; ".join(f"{name}: {pv.reason}" for name, pv in (("forward", forward), ("reverse", reverse))
                         if pv.verdict is None)
         return PairVerdict(None, raw, f"no verdict in the {' and '.join(missing)} order ({why}); a verdict from "
                            "one order alone cannot be checked for position bias", orders=orders, consistent=None)
-    f, r = forward.verdict, reverse.verdict
     if f == r:
         return PairVerdict(f, raw, None, orders=orders, consistent=True)
     if _LABEL[f] == 0 and _LABEL[r] == 0:  # A=B=Good against A=B=Bad: a tie either way

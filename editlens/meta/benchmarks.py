@@ -264,8 +264,9 @@ def load_pairwise_human(path: str | Path) -> list[dict[str, Any]]:
             label = _PREF[key]
         else:
             raise InputError(f"{path}:{n}: needs 'preference' (A/B/tie) or 'human' (+1/-1/0)")
-        pair = {"id": str(row.get("id", n)), "a": str(row["a"]), "b": str(row["b"]), "label": label}
-        if keep_once(seen, pair["id"], (pair["a"], pair["b"], label), f"{path}:{n}", "pair id"):
+        pair_id, a, b = str(row.get("id", n)), str(row["a"]), str(row["b"])
+        pair = {"id": pair_id, "a": a, "b": b, "label": label}
+        if keep_once(seen, pair_id, (a, b, label), f"{path}:{n}", "pair id"):
             out.append(pair)
     return out
 

@@ -37,6 +37,9 @@ import numpy as np
 
 from editlens.errors import InputError
 
+#: scores or targets as a list or a numpy array (every function here reads them with np.asarray)
+Values = Sequence[float] | np.ndarray
+
 SCHEMA = "editlens.calibration/1"
 METHODS = ("isotonic", "platt")
 BINS = 10
@@ -61,7 +64,7 @@ class CalibrationMap:
     domain: list[float] = field(default_factory=list)
     quality: dict[str, Any] = field(default_factory=dict)
 
-    def predict(self, scores: Sequence[float] | np.ndarray) -> np.ndarray:
+    def predict(self, scores: Values) -> np.ndarray:
         s = np.asarray(scores, dtype=float)
         if self.method == "isotonic":
             return np.clip(np.interp(s, self.x, self.y), 0.0, 1.0)
@@ -104,7 +107,7 @@ class CalibrationMap:
         return m
 
 
-def fit_map(scores: Sequence[float], targets: Sequence[float], method: str = "isotonic",
+def fit_map(scores: Values, targets: Values, method: str = "isotonic",
             increasing: bool | None = True, evaluator: str = "") -> CalibrationMap:
     """Fit a map from ``scores`` to ``targets`` (probabilities in [0, 1], soft or 0/1).
 
@@ -143,7 +146,7 @@ def fit_map(scores: Sequence[float], targets: Sequence[float], method: str = "is
     return m
 
 
-def reliability(pred: Sequence[float], target: Sequence[float], bins: int = BINS) -> list[dict[str, Any]]:
+def reliability(pred: Values, target: Values, bins: int = BINS) -> list[dict[str, Any]]:
     """Equal-width bins of predicted probability: ``{"lo", "hi", "n", "mean_pred", "mean_target"}`` (empty bins left out).
 
     >>> reliability([0.05, 0.15, 0.95], [0, 1, 1], bins=2)[0]["n"]
@@ -161,7 +164,7 @@ def reliability(pred: Sequence[float], target: Sequence[float], bins: int = BINS
     return out
 
 
-def ece(pred: Sequence[float], target: Sequence[float], bins: int = BINS) -> float:
+def ece(pred: Values, target: Values, bins: int = BINS) -> float:
     """Expected calibration error over equal-width bins.
 
     >>> ece([0.2, 0.2, 0.8, 0.8], [0, 1, 1, 1], bins=10)  # bins: |0.2-0.5|, |0.8-1.0|, each half the items
@@ -174,7 +177,7 @@ def ece(pred: Sequence[float], target: Sequence[float], bins: int = BINS) -> flo
                        12))
 
 
-def brier(pred: Sequence[float], target: Sequence[float]) -> float:
+def brier(pred: Values, target: Values) -> float:
     p, t = np.asarray(pred, dtype=float), np.asarray(target, dtype=float)
     return float(np.mean((p - t) ** 2)) if p.size else float("nan")
 
@@ -189,7 +192,7 @@ def group_folds(groups: Sequence[Any], folds: int, seed: int = 0) -> np.ndarray:
     return np.array([fold_of[str(g)] for g in groups], dtype=int)
 
 
-def out_of_fold(scores: Sequence[float], targets: Sequence[float], groups: Sequence[Any], method: str = "isotonic",
+def out_of_fold(scores: Values, targets: Values, groups: Sequence[Any], method: str = "isotonic",
                 increasing: bool | None = True, folds: int = 5, seed: int = 0) -> np.ndarray:
     """Each item's probability from a map fitted on the other folds."""
     x, t = np.asarray(scores, dtype=float), np.asarray(targets, dtype=float)
@@ -201,7 +204,7 @@ def out_of_fold(scores: Sequence[float], targets: Sequence[float], groups: Seque
     return out
 
 
-def raw_probability(scores: Sequence[float], scale: tuple[float, float] | None, higher_is_better: bool | None,
+def raw_probability(scores: Values, scale: tuple[float, float] | None, higher_is_better: bool | None,
                     kind: str = "pointwise") -> np.ndarray:
     """The score read as a probability before calibration (see module docstring)."""
     s = np.asarray(scores, dtype=float)
@@ -233,7 +236,7 @@ def _ece_ci(pred: np.ndarray, target: np.ndarray, groups: Sequence[Any], bins: i
     return [float(np.quantile(vals, 0.025)), float(np.quantile(vals, 0.975))]
 
 
-def calibrate(scores: Sequence[float], targets: Sequence[float], groups: Sequence[Any] | None = None, *,
+def calibrate(scores: Values, targets: Values, groups: Sequence[Any] | None = None, *,
               evaluator: str, benchmark: str = "", target: str = "", method: str = "isotonic",
               higher_is_better: bool | None = True, scale: tuple[float, float] | None = None,
               kind: str = "pointwise", folds: int = 5, seed: int = 0, bins: int = BINS,

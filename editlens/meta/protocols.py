@@ -283,7 +283,7 @@ def accuracy_with_ties(human: Sequence[int], signal: Sequence[float]) -> dict[st
 
 # ---------------------------------------------------------------- retrieval
 
-def retrieval_metrics(ranks: Sequence[int], ks: Sequence[int] = (1, 5, 10)) -> dict[str, Any]:
+def retrieval_metrics(ranks: Sequence[int] | np.ndarray, ks: Sequence[int] = (1, 5, 10)) -> dict[str, Any]:
     """Recall@k and mean/median rank from 1-based ranks of the correct item.
 
     >>> retrieval_metrics([1, 2, 10], ks=(1, 5))

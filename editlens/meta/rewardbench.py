@@ -422,7 +422,7 @@ def read_mmrb2(path: str | Path, multi_input: str = "skip") -> Benchmark:
     base = p.parent
     edits: dict[str, Edit] = {}
     pairs: list[Pair] = []
-    skipped = Counter()
+    skipped: Counter[str] = Counter()
     for n, pr in enumerate(data["pairs"]):
         where = f"{p} pairs[{n}]"
         if not isinstance(pr, dict) or not pr.get("id"):
@@ -500,9 +500,9 @@ def mmrb2_report(bench: Benchmark, *, scores: dict[str, float] | None = None,
             d = scores[pr.a] - scores[pr.b]
             j = "A" if d > 0 else "B" if d < 0 else None
             ties += j is None
-            for acc in (fwd, rev):
-                acc[1] += 1
-                acc[0] += j == pr.meta["chosen"]
+            for tally in (fwd, rev):
+                tally[1] += 1
+                tally[0] += j == pr.meta["chosen"]
             checked += 1
             agree += 1
             combined[1] += 1
@@ -514,7 +514,7 @@ def mmrb2_report(bench: Benchmark, *, scores: dict[str, float] | None = None,
             continue
         orders = v.get("orders") or {}
         js = {}
-        for name, acc in (("forward", fwd), ("reverse", rev)):
+        for name, tally in (("forward", fwd), ("reverse", rev)):
             o = orders.get(name)
             verdict = (o or {}).get("verdict")
             if verdict is None:
@@ -522,8 +522,8 @@ def mmrb2_report(bench: Benchmark, *, scores: dict[str, float] | None = None,
             j = {"A>B": "A", "B>A": "B"}.get(verdict)
             ties += j is None
             js[name] = j
-            acc[1] += 1
-            acc[0] += j == pr.meta["chosen"]
+            tally[1] += 1
+            tally[0] += j == pr.meta["chosen"]
         if len(js) == 2:
             checked += 1
             agree += js["forward"] == js["reverse"]
@@ -722,11 +722,11 @@ def verdicts_report(human_path: str | Path, verdicts_path: str | Path) -> dict[s
             continue
         orders = v.get("orders") or {"forward": {"verdict": v.get("verdict")}}
         got = {}
-        for name, acc in per.items():
+        for name, tally in per.items():
             verdict = (orders.get(name) or {}).get("verdict")
             if verdict in labels:
-                acc[1] += 1
-                acc[0] += labels[verdict] == h
+                tally[1] += 1
+                tally[0] += labels[verdict] == h
                 got[name] = labels[verdict]
         if len(got) == 2:
             checked += 1

@@ -111,7 +111,7 @@ class Metric:
             return Score(self.name, 100.0 if v > 0 else -100.0, "scored", "infinite (identical images), capped at 100 dB")
         return Score(self.name, v)
 
-    def compute(self, batch: Sequence[LoadedEdit]) -> list[float | Score]:
+    def compute(self, batch: Sequence[LoadedEdit]) -> Sequence[float | Score]:
         raise NotImplementedError
 
     def describe(self) -> dict[str, Any]:

@@ -4,6 +4,7 @@ judge's identity and prompts (official, or editlens' marked fallback)."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -27,6 +28,22 @@ def render_bench_report(table: Mapping[str, Any]) -> str:
     header = (f"<h1>editlens bench · {esc(title)}</h1><div class=\"sub\">protocol: {esc(table.get('protocol', ''))}"
               f"</div>{warn}")
     sections = []
+    comp = table.get("comparison")
+    if comp and len(table["models"]) > 1:
+        one = len({c["section"] for c in comp["columns"]}) == 1
+        names = [c["figure"] if one else f"{c['section']} {c['figure']}" for c in comp["columns"]]
+        rows = []
+        for r in comp["rows"]:
+            row = {"#": str(r.get("rank") or "–")} if comp.get("ranked_by") else {}
+            row["model"] = r["model"]
+            for c, name, cell in zip(comp["columns"], names, r["cells"]):
+                best = comp["best"].get(f"{c['section']} / {c['figure']}") == r["model"]
+                row[name] = ("★ " if best else "") + _cell(cell)
+            rows.append(row)
+        rb = comp.get("ranked_by")
+        note = (f"ranked by {rb['section']} {rb['figure']} ({rb['order']})" if rb else "not ranked: the benchmark "
+                "names no headline figure") + "; ★ each column's best"
+        sections.append(section("compared", "Models compared", generic_table(rows) + f'<p class="hint">{esc(note)}</p>'))
     for model, m in table["models"].items():
         c = m.get("counts", {})
         body = (f"<p>{c.get('items', 0)} items: {c.get('scored', 0)} scored, <b>{c.get('unscored', 0)} unscored</b> "
@@ -38,7 +55,8 @@ def render_bench_report(table: Mapping[str, Any]) -> str:
             body += f"<h3>{esc(sec['name'])}</h3>" + generic_table(rows) + f"<p class=\"hint\">overall: {esc(sec['overall_rule'])}</p>"
         if c.get("skipped_paths"):
             body += f"<details><summary>skipped edits</summary><ul>{text_items(c['skipped_paths'])}</ul></details>"
-        sections.append(section(f"model-{abs(hash(model)) % 10**8}", f"model {model}", body))
+        anchor = hashlib.sha256(model.encode()).hexdigest()[:8]  # stable across runs, unlike hash()
+        sections.append(section(f"model-{anchor}", f"model {model}", body))
     ident = {"judge": table.get("judge"), "prompts": prompts or None, "metrics": table.get("metrics"),
              "bootstrap": table.get("bootstrap")}
     sections.append(section("identity", "Judge, prompts and settings",

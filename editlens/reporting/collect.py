@@ -219,7 +219,8 @@ def verdict_tags(scores: Mapping[str, Mapping[str, Any]], specs: Mapping[str, An
             elif items is not None and sc.get("status") in ("scored", "info"):
                 tags.add("no change")
             continue
-        tags.update(_verdict(it, layer)[1] for it in items)
+        # a layer with a verdict tags every item (never None): the filter only tells mypy so
+        tags.update(tag for it in items if (tag := _verdict(it, layer)[1]) is not None)
     order = ["correct", "unwanted", "no change", "unscored", "not judged"]
     return sorted(tags, key=lambda t: (order.index(t) if t in order else len(order), t))
 
@@ -507,13 +508,13 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
     # sources in the whole manifest, per scope: a partial run's tables say how many of them they cover
     planned: dict[str, set] = {}
     for src in samples_in.values():
-        key = (str(src.source), src.instruction)
-        planned.setdefault("all", set()).add(key)
+        source_key = (str(src.source), src.instruction)
+        planned.setdefault("all", set()).add(source_key)
         cat = src.metadata.get(by or CATEGORY_COLUMN) if by != "model" else src.model
         if cat is not None and str(cat).strip():
-            planned.setdefault(f"type:{group_label(cat)}", set()).add(key)
+            planned.setdefault(f"type:{group_label(cat)}", set()).add(source_key)
         elif by is not None:
-            planned.setdefault("type:(none)", set()).add(key)
+            planned.setdefault("type:(none)", set()).add(source_key)
     source_totals = {k: len(v) for k, v in planned.items()}
     board = leaderboards(samples, evaluators, measures, {e: _hib(specs[e]) for e in evaluators}, models,
                          seed=seed, n_boot=n_boot, source_totals=source_totals, memo=cache.stats)
@@ -605,7 +606,7 @@ def _per_model(samples: list[SampleRecord], evaluators: Iterable[str], models: l
             key = (ev, s["model"])
             c = counts.setdefault(key, {"scored": 0, "skipped": 0, "unscored": 0, "failed": 0, "info": 0})
             c[sc["status"]] = c.get(sc["status"], 0) + 1
-            if sc["status"] == "scored":
+            if sc["status"] == "scored" and sc["value"] is not None:
                 values.setdefault(key, []).append((s["id"], sc["value"]))
     out = []
     for ev in evaluators:
@@ -636,8 +637,9 @@ def _human_agreement(samples: list[SampleRecord], evaluators: list[str], seed: i
 
     out: dict[str, Any] = {"overall": [], "per_model": [], "points": {}}
     for ev in evaluators:
-        pts = [(s["scores"][ev]["value"], s["human"], s["model"]) for s in samples
-               if "human" in s and s["scores"].get(ev, {}).get("status") == "scored"]
+        pts = [(sc["value"], s["human"], s["model"]) for s in samples
+               if "human" in s and (sc := s["scores"].get(ev)) is not None and sc["status"] == "scored"
+               and sc["value"] is not None]
         if len(pts) < 2:
             continue
         out["points"][ev] = pts

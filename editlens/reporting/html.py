@@ -27,6 +27,7 @@ from urllib.parse import quote
 
 from editlens.core.embedded import parse_ref
 from editlens.core.io import atomic_write
+from editlens.core.json_safe import json_safe
 from editlens.errors import InputError
 from editlens.reporting import plots
 from editlens.reporting.leaderboard import direction_words
@@ -35,7 +36,6 @@ from editlens.reporting.markup import (
     data_table,
     data_uri,
     esc,
-    finite,
     generic_table,
     num,
     plot_img,
@@ -82,7 +82,7 @@ def default_link(out_dir: Path | None) -> Callable[[str], str | None]:
     return link
 
 
-def _copy_link(out_dir: Path, folder: str) -> Callable[[str], str]:
+def _copy_link(out_dir: Path, folder: str) -> Callable[[str], str | None]:
     """The ``copy`` image mode: each image is hard-linked (else copied) into
     ``out_dir/folder/`` under a name unique to its path; links are relative to the report."""
     target = out_dir / folder
@@ -179,7 +179,7 @@ def _sample_json(s: Mapping[str, Any], images: Mapping[str, Any], layers: Mappin
 
 
 def render_run_report(data: RunData, out_dir: str | Path | None = None,
-                      link: Callable[[str], str] | None = None, thumb_size: int | None = None, *,
+                      link: Callable[[str], str | None] | None = None, thumb_size: int | None = None, *,
                       images: str = "auto", images_folder: str = "report_images",
                       thumb_url: Callable[[Mapping[str, Any]], str] | None = None,
                       cache: ReportCache | None = None) -> str:
@@ -208,7 +208,8 @@ def render_run_report(data: RunData, out_dir: str | Path | None = None,
     mode = "served" if link is not None else _image_mode(images, all_paths, outp)
     if link is None:
         if mode == "copy":
-            link = _copy_link(outp, images_folder)  # type: ignore[arg-type]
+            assert outp is not None  # _image_mode picks "copy" only with a folder to copy into
+            link = _copy_link(outp, images_folder)
         elif mode == "link":
             link = default_link(outp)
     keys: dict[str, str] = {}
@@ -247,7 +248,7 @@ def render_run_report(data: RunData, out_dir: str | Path | None = None,
     fragments = [_sample_json(s, imgs, layers, layers_key, used, cache.fragments)
                  for s, imgs in zip(samples, per_sample_images)]
     cache.fragments = used  # keep this build's: the next one of a growing run reuses them
-    page_json = PagePayload.from_run(data, thumb_css=css, image_mode=mode).to_json(fragments)
+    page_json = PagePayload.from_run(data).to_json(fragments)
     return render_page(f"editlens report: {data['title']}", _run_header(data), _run_sections(data, mode), page_json,
                  thumbs, full)
 
@@ -882,7 +883,7 @@ def meta_sections(rep: Mapping[str, Any], extra: Mapping[str, Any] | None = None
 
     sections += meta_trust_sections(rep, prefix)  # calibration (reliability diagram, ECE) and edit types
     sections.append(section(f"{prefix}raw", "Full result", "<details><summary>JSON</summary><pre>"
-                             f"{esc(json.dumps(finite(dict(rep)), indent=1, default=str))}</pre></details>"))
+                             f"{esc(json.dumps(json_safe(dict(rep)), indent=1))}</pre></details>"))
     return sections
 
 

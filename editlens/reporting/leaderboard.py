@@ -92,7 +92,7 @@ def leaderboards(samples: Sequence[Mapping[str, Any]], evaluators: Sequence[str]
                     vals.setdefault(s["model"], []).append((s["id"], float(sc["value"]), s.get("group", -1)))
             if not vals:
                 continue
-            rows = []
+            rows: list[dict[str, Any]] = []
             # coverage: the sources (compare groups) of this scope each editor was scored on
             total = max((source_totals or {}).get(scope["key"], 0), len({s.get("group", s["id"]) for s in subset}))
             for m, v in vals.items():
@@ -208,8 +208,9 @@ def why_nothing_ranks(evaluators: Sequence[str], measures: Mapping[str, str | No
             why.append(f"{ev} ({MEASURES[m]}) scored no edit ({counts or 'no result'})"
                        + (f"; most common reason: {reasons[ev]}" if reasons.get(ev) else ""))
     for ev, reason in not_run.items():
-        if measures.get(ev) in RANKED_MEASURES:
-            why.append(f"{ev} ({MEASURES[measures[ev]]}) did not run: {reason}")
+        m = measures.get(ev)
+        if m in RANKED_MEASURES:
+            why.append(f"{ev} ({MEASURES[m]}) did not run: {reason}")
     similar = [ev for ev in evaluators if measures.get(ev) == "similarity"]
     if similar:
         why.append(f"{', '.join(similar)} measure{'s' if len(similar) == 1 else ''} similarity to the source, where an "

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import quote
 
+from editlens.core.json_safe import json_safe
+
 #: the page's icon (an inline SVG: a page that asks the server for /favicon.ico logs a 404)
 FAVICON = ("data:image/svg+xml," + quote(
     '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#1d2330"/>'
@@ -78,17 +80,6 @@ def ci_span(ci: Sequence[Any] | None, fmt: Callable[[Any], str] = num) -> str:
     return f'<span class="ci">95% CI [{fmt(ci[0])}, {fmt(ci[1])}]</span>'
 
 
-def finite(obj: Any) -> Any:
-    """``obj`` with every NaN or infinity replaced by ``None`` (JSON has neither)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {str(k): finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [finite(v) for v in obj]
-    return obj
-
-
 def script_json(obj: Any) -> str:
     """JSON safe inside a <script> element (no '</script>' or '<!--' can appear).
 
@@ -98,7 +89,7 @@ def script_json(obj: Any) -> str:
     try:  # the data is normally finite already: skip the slow walk
         text = json.dumps(obj, separators=(",", ":"), allow_nan=False)
     except ValueError:
-        text = json.dumps(finite(obj), separators=(",", ":"), allow_nan=False)
+        text = json.dumps(json_safe(obj), separators=(",", ":"), allow_nan=False)
     return text.replace("<", "\\u003c")
 
 

@@ -154,12 +154,9 @@ class PagePayload:
     layers: dict[str, dict[str, Any]]
     descriptions: dict[str, str]
     models: list[str]
-    categories: list[str]
     groups: list[dict[str, Any]]  # source file name and instruction of each compare row
     leaderboard: dict[str, Any]  # its tables, scopes and no-op flags
     human: dict[str, Any] | None
-    thumb_css: int  # the thumbnails' longest side in CSS pixels
-    image_mode: str  # how full-size images reach the page (embed, copy, link, none, served)
     samples: list[PageSample] = field(default_factory=list)
 
     @classmethod
@@ -172,18 +169,17 @@ class PagePayload:
         return [_json_name(f.name) for f in fields(cls)]
 
     @classmethod
-    def from_run(cls, data: RunData | Mapping[str, Any], thumb_css: int, image_mode: str) -> PagePayload:
+    def from_run(cls, data: RunData | Mapping[str, Any]) -> PagePayload:
         """The payload of a collected run, without its samples (the HTML writer adds them)."""
         return cls(
             evaluators=data["evaluators"], scored=data["scored_evaluators"], measures=data.get("measures", {}),
             measure_labels=data.get("measure_labels", {}), hib=data["higher_is_better"],
             layers=data.get("layers") or {}, descriptions=data.get("descriptions", {}), models=data["models"],
-            categories=data.get("categories", []),
             # file names only: the page holds no local path
             groups=[{"source": Path(g["source"]).name if g.get("source") else None, "instruction": g.get("instruction")}
                     for g in data.get("groups", [])],
             leaderboard={k: v for k, v in (data.get("leaderboard") or {}).items() if k in ("tables", "scopes", "noop")},
-            human=data.get("human"), thumb_css=thumb_css, image_mode=image_mode)
+            human=data.get("human"))
 
     @classmethod
     def from_json(cls, text: str) -> PagePayload:

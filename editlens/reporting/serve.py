@@ -24,7 +24,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from editlens.reporting.memo import ReportCache
 
@@ -86,11 +86,11 @@ class ReportServer:
                         return self._send(404, "text/plain", f"not found: {exc}".encode())
                     return self._send(200, ctype, body)
                 if path.startswith("/thumb/"):
-                    body = server._thumbs.get(path[len("/thumb/"):])
-                    if body is None:
+                    thumb = server._thumbs.get(path[len("/thumb/"):])
+                    if thumb is None:
                         return self._send(404, "text/plain", b"not found")
                     # the key names the content: it never changes
-                    return self._send(200, "image/jpeg", body, "public, max-age=31536000, immutable")
+                    return self._send(200, "image/jpeg", thumb, "public, max-age=31536000, immutable")
                 if path == "/favicon.ico":  # the page has an inline icon; answer browsers that ask anyway
                     return self._send(204, "image/x-icon", b"")
                 return self._send(404, "text/plain", b"not found")
@@ -172,7 +172,7 @@ class ReportServer:
     def _watched_state(self) -> tuple:
         files = [self.run_dir / n for n in self.WATCHED]
         files += [Path(p) for p in (self.options.get("manifest"), self.options.get("human")) if p]
-        out = []
+        out: list[tuple[str, int | None, int | None]] = []
         for f in files:
             try:
                 st = f.stat()
@@ -189,7 +189,7 @@ class ReportServer:
 
     def _build_page(self) -> None:
         from editlens.reporting.collect import collect_run
-        from editlens.reporting.html import LARGE_RUN, THUMB_SIZE, THUMB_SIZE_LARGE_RUN, render_run_report
+        from editlens.reporting.html import render_run_report
         from editlens.runner.store import recorded_images, resolved_image
 
         t0 = time.perf_counter()
@@ -213,14 +213,14 @@ class ReportServer:
             if p not in self._index:
                 self._index[p] = len(self.images)
                 self.images.append(p)
-        css = self.options.get("thumb_size") or (THUMB_SIZE if len(data["samples"]) <= LARGE_RUN else THUMB_SIZE_LARGE_RUN)
 
-        def thumb_url(t: dict[str, Any]) -> str:  # thumbnails are cached: only new images are decoded
+        def thumb_url(t: Mapping[str, Any]) -> str:  # thumbnails are cached: only new images are decoded
             self._thumbs[t["key"]] = t["jpeg"]
             return f"/thumb/{t['key']}"
 
-        page = render_run_report(data, link=lambda p: f"/image/{self._index[p]}", thumb_size=css, thumb_url=thumb_url,
-                                 cache=self.cache)
+        # the report's own thumbnail size unless --thumb-size asked for one
+        page = render_run_report(data, link=lambda p: f"/image/{self._index[p]}",
+                                 thumb_size=self.options.get("thumb_size"), thumb_url=thumb_url, cache=self.cache)
         self.page, self._state = page.encode("utf-8"), state
         self.builds += 1
         self.last_build_s = time.perf_counter() - t0

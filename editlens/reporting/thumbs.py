@@ -76,17 +76,17 @@ def thumbnail(path: str | Path, max_side: int = 512, quality: int = QUALITY, mem
         with Image.open(open_image_source(str(path))) as im:
             full = im.size
             im.draft("RGB", (max_side, max_side))  # fast JPEG decode at reduced size
-            im = im.convert("RGB")
-            im.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
+            rgb = im.convert("RGB")
+            rgb.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
             buf = io.BytesIO()
-            im.save(buf, "JPEG", quality=quality, optimize=True, progressive=False)
+            rgb.save(buf, "JPEG", quality=quality, optimize=True, progressive=False)
     except (OSError, ValueError, Image.DecompressionBombError, InputError) as exc:
         return {"error": f"{path}: cannot be read ({exc})"}
     import hashlib
 
     name = hashlib.blake2b(repr(key).encode(), digest_size=8).hexdigest()
-    return _remember(memo, key, {"jpeg": buf.getvalue(), "w": full[0], "h": full[1], "tw": im.size[0], "th": im.size[1],
-                           "key": name})
+    return _remember(memo, key, {"jpeg": buf.getvalue(), "w": full[0], "h": full[1], "tw": rgb.size[0],
+                                 "th": rgb.size[1], "key": name})
 
 
 def thumbnails(paths: Iterable[str], max_side: int = 512, workers: int = 4,

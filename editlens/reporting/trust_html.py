@@ -65,7 +65,8 @@ def probe_section(doc: Mapping[str, Any]) -> str:
     """The "Sanity probes" section of a run report."""
     if doc.get("error"):
         return section("probe", "Sanity probes", f"<p>{esc(doc['error'])}</p>")
-    controls = list(doc.get("controls") or next(iter(doc["evaluators"].values()), {}).get("controls", {}))
+    first: Mapping[str, Any] = next(iter(doc["evaluators"].values()), {})
+    controls = list(doc.get("controls") or first.get("controls", {}))
     min_pass = float((doc.get("settings") or {}).get("min_pass", 0.75))
     details = {ev: d.get("controls", {}) for ev, d in (doc.get("details") or {}).items()}
     cols, rows = _probe_table(doc["evaluators"], details, controls, min_pass)
@@ -146,7 +147,7 @@ def calibration_section(cal: Mapping[str, Any], prefix: str = "") -> str:
         uri = reliability_plot(ev, q)
         if uri:
             plots.append(f'<img class="plot" alt="reliability diagram of {esc(ev)}" src="{uri}">')
-    first = next(iter(evs.values()), {})
+    first: Mapping[str, Any] = next(iter(evs.values()), {})
     hint = (f"Target: {esc(cal.get('target'))}. ECE: expected calibration error over {first.get('bins', 10)} equal-width "
             f"bins. After: each item predicted by a map ({esc(cal.get('method', 'isotonic'))}) fitted without it "
             f"({first.get('folds', 5)}-fold cross-validation grouped by {first.get('grouped_by', 'item')}); the CI resamples "

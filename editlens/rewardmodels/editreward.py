@@ -233,9 +233,11 @@ def _config_and_processor(ckpt_dir: Path | None, base: str | None) -> tuple[Any,
     model_type = str(config.model_type)
     if model_type not in FAMILIES:
         raise ModelUnavailableError(f"EditReward: a {model_type!r} model; the released heads sit on {' or '.join(FAMILIES)}")
-    has_tok = ckpt_dir is not None and any((ckpt_dir / n).is_file() for n in ("tokenizer.json", "tokenizer_config.json"))
-    proc_dir = ckpt_dir if has_tok and (ckpt_dir / "preprocessor_config.json").is_file() else base_path or ckpt_dir
-    processor = load_processor(proc_dir, model_type)  # type: ignore[arg-type]
+    own = ckpt_dir is not None and (ckpt_dir / "preprocessor_config.json").is_file() and \
+        any((ckpt_dir / n).is_file() for n in ("tokenizer.json", "tokenizer_config.json"))
+    proc_dir = ckpt_dir if own else base_path or ckpt_dir
+    assert proc_dir is not None  # a checkpoint folder or a base model (checked above)
+    processor = load_processor(proc_dir, model_type)
     return config, processor, model_type, str(base_path) if base_path else None
 
 
@@ -278,7 +280,9 @@ def load_editreward(ref: Any, precision: Any, quantization: str, models: dict[st
     vlm_shapes = {normalise_key(k): v for k, v in shapes.items() if k not in heads_shapes}
     raw_name = {normalise_key(k): k for k in shapes if k not in heads_shapes}
     family = family_for(model_type)
-    cls = getattr(transformers, family.model_class)  # type: ignore[union-attr]
+    if family is None:
+        raise ModelUnavailableError(f"EditReward: no model family {model_type!r} among the presets")
+    cls = getattr(transformers, family.model_class)
     embed = next((v for k, v in vlm_shapes.items() if k.endswith("embed_tokens.weight")), None)
     if embed is None:
         raise ModelUnavailableError(f"EditReward checkpoint {weights}: no token embedding (embed_tokens.weight)")
@@ -512,7 +516,7 @@ class EditRewardEvaluator(Metric):
                 "dtype": loaded.precision.dtype, "prompts": self.prompts.describe(), "release": self.release(loaded),
                 "settings": {k: v for k, v in self.settings().items() if k not in ("checkpoint", "device")}}
 
-    def compute(self, batch: Sequence[LoadedEdit]) -> list[float | Score]:
+    def compute(self, batch: Sequence[LoadedEdit]) -> Sequence[float | Score]:
         return self.score_many(batch)
 
     def score_many(self, batch: Sequence[LoadedEdit]) -> list[Score]:
@@ -577,6 +581,9 @@ class EditRewardEvaluator(Metric):
             module.requires_grad_(False)  # gradients go to the images, never into the reward model
         pixels, factor = self.pixels(loaded)
         proc = loaded.processor
+        # each image at the size the processor would give it: its own bounds where pixels is None (Qwen3-VL)
+        size = proc.image_processor.size
+        lo, hi = (int(size["shortest_edge"]), int(size["longest_edge"])) if pixels is None else (pixels, pixels)
         as_u8 = lambda t: (t.detach().float().clamp(0, 1).permute(1, 2, 0).cpu().numpy() * 255).round().astype(np.uint8)  # noqa: E731
         texts, images, tensors = [], [], []
         for b in range(edited.shape[0]):
@@ -589,7 +596,7 @@ class EditRewardEvaluator(Metric):
                         continue
                     content.append({"type": "image"})
                     is_edited = p is s.edited
-                    imgs.append(common.resize_to_pixels(p, factor, pixels, pixels))
+                    imgs.append(common.resize_to_pixels(p, factor, lo, hi))
                     tensors.append(edited[b] if is_edited else sources[b])
                 texts.append(proc.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
                                                       add_generation_prompt=True))
@@ -599,7 +606,7 @@ class EditRewardEvaluator(Metric):
                       **common.processor_images_kwargs(flat))
         dev = loaded.device
         parts = [qwen_pixel_values(t.to(dev).float(), proc.image_processor,
-                                   common.smart_resize(int(t.shape[-2]), int(t.shape[-1]), factor, pixels, pixels))
+                                   common.smart_resize(int(t.shape[-2]), int(t.shape[-1]), factor, lo, hi))
                  for t in tensors]
         grids = torch.tensor([g for _, g in parts])
         if not torch.equal(grids, inputs["image_grid_thw"]):

@@ -68,7 +68,7 @@ PROMPT_NAMES = {"context": "_context_no_delimit_reasoning_first", "sc_rule": "_p
 #: the delimiter VIEScore-style answers may put around their JSON
 DELIMITER = "||V^=^V||"
 #: the release's generation settings
-RELEASE_SAMPLING = {"temperature": 0.7, "top_p": 0.9, "top_k": 20, "max_new_tokens": 512, "seed": 42}
+RELEASE_SAMPLING: dict[str, Any] = {"temperature": 0.7, "top_p": 0.9, "top_k": 20, "max_new_tokens": 512, "seed": 42}
 #: how the passes are seeded: one request of ``samples`` draws, or one request per pass seeded 42 + i (the release)
 SEEDINGS = ("batched", "release")
 #: Qwen's default system turn, which the release's hand-built Qwen2.5 prompt carries
@@ -258,6 +258,8 @@ class EditScoreBackend(TransformersBackend):
 
     name = "editscore"
     label_images = False
+    #: what ran (``describe_precision`` of the loaded model), set by the loader
+    weights: dict[str, Any] | None = None
 
     def _prompt(self, req: ChatRequest) -> tuple[str, list[Any]]:
         if not self.label_images:
@@ -507,7 +509,8 @@ class EditScoreEvaluator(Metric):
         if self._loaded is None:
             from editlens.models.loader import load_model
 
-            opts = {"batch_size": 2 * self.batch_size}  # requests per generate call: SC and PQ of each edit
+            # requests per generate call: SC and PQ of each edit
+            opts: dict[str, Any] = {"batch_size": 2 * self.batch_size}
             if self.base:
                 opts["base"] = self.base
             self._loaded = load_model(self.model_ref, kind="editscore", device=self.device, dtype=self.dtype,
@@ -518,7 +521,7 @@ class EditScoreEvaluator(Metric):
     def backend(self) -> Any:
         """The (cached) backend that answers SC/PQ requests."""
         if self._backend is None and self.engine:
-            self._backend = self._engine_backend()
+            self._backend = self._engine_backend(self.engine)
         if self._backend is None:
             loaded = self._load()
             # top-p/top-k are not in the requests: set for every call (the loaded model may be shared) and
@@ -532,18 +535,18 @@ class EditScoreEvaluator(Metric):
             self._backend = be
         return self._backend
 
-    def _engine_backend(self) -> Any:
+    def _engine_backend(self, engine: str) -> Any:
         from editlens.backends.engine import EngineNeeds
         from editlens.backends.factory import create_backend
         from editlens.backends.families import family_from_name
 
         images = 2  # SC: source and edited
-        be = create_backend(self.engine, cache=self._cache_opt, http_model=self.served_model,
+        be = create_backend(engine, cache=self._cache_opt, http_model=self.served_model,
                             model_option="--option editscore.served_model",
                             needs=EngineNeeds(images, False, self.max_new_tokens), who="editscore",
                             engine_option="--option editscore.engine")
         raw = getattr(be, "backend", be)
-        entry = next((m for m in raw.models_answer if m.get("id") == raw.model_id), {})
+        entry: dict[str, Any] = next((m for m in raw.models_answer if m.get("id") == raw.model_id), {})
         family = self.family
         for name in (raw.model_id, entry.get("root"), entry.get("parent")):
             family = family or family_from_name(name)
@@ -667,11 +670,12 @@ class EditScoreEvaluator(Metric):
         for g in (sc, pq):
             if is_backend_failure(g.problem):
                 return Score(self.name, None, "failed", g.problem)
-        sc_answers = sc.samples or [sc.text]
-        pq_answers = pq.samples or [pq.text]
-        passes, parsed = [], []
+        sc_answers: Sequence[str | None] = sc.samples or [sc.text]
+        pq_answers: Sequence[str | None] = pq.samples or [pq.text]
+        passes: list[dict[str, Any]] = []
+        parsed: list[dict[str, Any]] = []
         for k, (a, b) in enumerate(zip(sc_answers, pq_answers)):
-            one = {"pass": k + 1}
+            one: dict[str, Any] = {"pass": k + 1}
             problems = []
             sc_scores = pq_scores = None
             why: dict[str, str | None] = {}

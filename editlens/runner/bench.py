@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from editlens.bench.base import BenchItem, Benchmark
+from editlens.bench.table import comparison
 from editlens.core.io import atomic_write
 from editlens.core.types import EditSample
 from editlens.errors import InputError
@@ -78,56 +79,84 @@ def locate(bench: Benchmark, items: Sequence[BenchItem], edits: Path, only: Sequ
     return out
 
 
+@dataclass
+class CaseGeneration:
+    """What one editor made of a benchmark's cases (:func:`generate_cases`)."""
+
+    done: dict[str, Path] = field(default_factory=dict)  # case id -> its image (sample 0)
+    failures: dict[str, str | None] = field(default_factory=dict)  # case id -> why it was not made
+    results: list[Any] = field(default_factory=list)  # one EditRunResult per stage
+    record: dict[str, Any] = field(default_factory=dict)  # editor.json of the last stage
+
+
+def generate_cases(items: Sequence[BenchItem], editor: Any, folder: Path, *, samples: int = 1, seed: int = 0,
+                   batch_size: int | None = None, progress: bool = True,
+                   command: Sequence[str] | None = None) -> CaseGeneration:
+    """Make every case's edit with ``editor`` (``editlens edit``'s resumable generation,
+    :func:`editlens.runner.edit.generate_edits`) into ``folder``: a case whose input is an
+    earlier case's edit (``after``) is made from that edit (sample 0), stage by stage, each
+    stage in ``folder/stepN/`` when there are several."""
+    import json as _json
+
+    from editlens.runner.edit import edits_manifest_rows, generate_edits
+
+    gen = CaseGeneration()
+    stages = _stages(items)
+    for k, stage in enumerate(stages):
+        where = folder / (f"step{k + 1}" if len(stages) > 1 else "")
+        inputs = []
+        for it in stage:
+            if it.after is not None and it.after not in gen.done:  # its input was never made
+                gen.failures[it.id] = f"its input (the edit of {it.after}) was not generated"
+                continue
+            src = gen.done[it.after] if it.after is not None else it.source
+            inputs.append(EditSample(it.id, src, src, it.instruction, reference=it.reference,
+                                     source_caption=it.source_caption, target_caption=it.target_caption,
+                                     metadata={**it.extra, "category": it.category, "language": it.language}))
+        if not inputs:
+            continue
+        res = generate_edits(inputs, editor, where, samples=samples, seed=seed, batch_size=batch_size,
+                             progress=progress, command=command)
+        gen.results.append(res)
+        gen.record = _json.loads((where / "editor.json").read_text(encoding="utf-8"))
+        gen.done.update({row["edit_id"]: where / row["edited"] for row in edits_manifest_rows(where)
+                         if int(row.get("sample") or 0) == 0})
+        gen.failures.update({f["edit_id"]: f.get("error") for f in res.failures})
+        if res.interrupted:
+            break
+    return gen
+
+
 def generate(items: Sequence[BenchItem], editors: Sequence[str], root: Path, *, seed: int = 0,
              editor_options: dict[str, Any] | None = None, progress: bool = True,
              command: Sequence[str] | None = None) -> tuple[Located, dict[str, Any]]:
-    """Make every case's edit with each ``--editor`` (``editlens edit``'s resumable
-    generation, :func:`editlens.runner.edit.generate_edits`, into ``root/edits/<editor>/``),
+    """Make every case's edit with each ``--editor`` (:func:`generate_cases` into
+    ``root/edits/<editor>/``, the folder ``editlens edit --bench`` can fill beforehand),
     and the samples to judge; a failed generation is a *failed* case (retried on rerun)."""
-    import json as _json
-
     from editlens.editors import create_editor
-    from editlens.runner.edit import edits_manifest_rows, generate_edits
 
     out = Located([], {})
     records: dict[str, Any] = {}
-    stages = _stages(items)
     for spec in editors:
         editor = create_editor(spec, **(editor_options or {}))
         name = editor.name
         while name in records:  # two editors of one name: keep both apart
             name += "+"
-        done: dict[str, Path] = {}
-        failures: dict[str, str | None] = {}
         try:
-            for k, stage in enumerate(stages):
-                folder = root / "edits" / name / (f"step{k + 1}" if len(stages) > 1 else "")
-                inputs = []
-                for it in stage:
-                    if it.after is not None and it.after not in done:  # its input was never made
-                        failures[it.id] = f"its input (the edit of {it.after}) was not generated"
-                        continue
-                    src = done[it.after] if it.after is not None else it.source
-                    inputs.append(EditSample(it.id, src, src, it.instruction, reference=it.reference,
-                                             source_caption=it.source_caption, target_caption=it.target_caption,
-                                             metadata={**it.extra, "category": it.category, "language": it.language}))
-                if not inputs:
-                    continue
-                res = generate_edits(inputs, editor, folder, seed=seed, progress=progress, command=command)
-                records[name] = _json.loads((folder / "editor.json").read_text(encoding="utf-8"))
-                done.update({row["edit_id"]: folder / row["edited"] for row in edits_manifest_rows(folder)})
-                failures.update({f["edit_id"]: f.get("error") for f in res.failures})
+            gen = generate_cases(items, editor, root / "edits" / name, seed=seed, progress=progress,
+                                 command=command)
         finally:
             editor.close()
+        records[name] = gen.record
         out.models.append(name)
         for it in items:
             sid = f"{name}/{it.id}"
-            if it.id not in done:
-                why = failures.get(it.id)
+            if it.id not in gen.done:
+                why = gen.failures.get(it.id)
                 out.skipped.append({"id": sid, "model": name, "item": it.id, "status": "failed",
                                     "reason": f"generation failed: {why}" if why else "not generated (stopped)"})
                 continue
-            out.samples.append(EditSample(sid, it.source, str(done[it.id]), it.instruction, reference=it.reference,
+            out.samples.append(EditSample(sid, it.source, str(gen.done[it.id]), it.instruction, reference=it.reference,
                                           model=name, source_caption=it.source_caption,
                                           target_caption=it.target_caption,
                                           metadata={**it.extra, "category": it.category, "language": it.language,
@@ -192,22 +221,10 @@ def protocol_rows(bench: Benchmark, located: Located, items_by_id: dict[str, Ben
     return rows
 
 
-def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | Path | None = None,
-                  editors: Sequence[str] = (), editor_options: dict[str, Any] | None = None,
-                  models_only: Sequence[str] | None = None, vlm: str | None = None, vlm_model: str | None = None,
-                  prompts_from: str | Path | None = None, temperature: float = 0.0, seed: int = 0,
-                  max_new_tokens: int = 512, metric_models: dict[str, str] | None = None, device: str = "auto",
-                  dtype: str = "auto", batch_size: int = 8, n_boot: int = 1000, limit: int | None = None,
-                  split: str | None = None,
-                  estimate_only: bool = False, progress: bool = True, cache: bool | str = True,
-                  command: list[str] | None = None) -> dict[str, Any]:
-    """Score the outputs under ``edits`` (or made by ``editors``, ``--editor`` specs) on
-    benchmark ``name`` (files at ``data``) into ``out``.
-
-    Returns the table (``table.json``'s content) with ``"exit"``: 0 when every
-    found output was scored or unscored, 1 when some failed (rerun to retry),
-    and ``"files"``; with ``estimate_only`` the judge-call estimate and nothing run.
-    """
+def read_benchmark(name: str, data: str | Path, *, split: str | None = None,
+                   limit: int | None = None) -> tuple[Any, list[BenchItem]]:
+    """The benchmark ``name`` and its cases read from ``data`` (as published), checked:
+    a folder that is not there says how to download it; two cases under one id are refused."""
     from editlens.bench.registry import get
 
     bench = get(name, split=split)
@@ -226,6 +243,26 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
             raise InputError(f"{data}: case {it.id!r} appears twice ({seen[it.id].extra or seen[it.id].instruction!r} "
                              f"and {it.extra or it.instruction!r}); every case needs its own id")
         seen[it.id] = it
+    return bench, items
+
+
+def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | Path | None = None,
+                  editors: Sequence[str] = (), editor_options: dict[str, Any] | None = None,
+                  models_only: Sequence[str] | None = None, vlm: str | None = None, vlm_model: str | None = None,
+                  prompts_from: str | Path | None = None, temperature: float = 0.0, seed: int = 0,
+                  max_new_tokens: int = 512, metric_models: dict[str, str] | None = None, device: str = "auto",
+                  dtype: str = "auto", batch_size: int = 8, n_boot: int = 1000, limit: int | None = None,
+                  split: str | None = None,
+                  estimate_only: bool = False, progress: bool = True, cache: bool | str = True,
+                  command: list[str] | None = None) -> dict[str, Any]:
+    """Score the outputs under ``edits`` (or made by ``editors``, ``--editor`` specs) on
+    benchmark ``name`` (files at ``data``) into ``out``.
+
+    Returns the table (``table.json``'s content) with ``"exit"``: 0 when every
+    found output was scored or unscored, 1 when some failed (rerun to retry),
+    and ``"files"``; with ``estimate_only`` the judge-call estimate and nothing run.
+    """
+    bench, items = read_benchmark(name, data, split=split, limit=limit)
     if (edits is None) == (not editors):
         raise InputError("give --edits DIR (outputs made already, DIR/<model>/...) or --editor SPEC (make them now)")
     items_by_id = {it.id: it for it in items}
@@ -296,6 +333,7 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
         store.close()
     rows = protocol_rows(bench, located, items_by_id, stored)
     table = bench.table(rows, n_boot=n_boot, seed=seed)
+    table["comparison"] = comparison(table, bench.spec.table_layout.get("rank_by"), _lower_is_better(bench))
     judge = [e for e in manifest.get("evaluators", []) if e.get("name") in names]
     table.update({"judge": judge[0] if judge and prompts else None,
                   "prompts": prompts.describe() if prompts else None,
@@ -308,6 +346,21 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
     table["files"] = {k: str(v) for k, v in files.items()}
     table["exit"] = 1 if failed or res.interrupted else 0
     return table
+
+
+def _lower_is_better(bench: Benchmark) -> list[str]:
+    """The table columns of a metric suite whose metric is better lower (L1, L2, ...); judged
+    dimensions are all better higher."""
+    from editlens.metrics.registry import get_spec
+
+    out = []
+    for metric, column in bench.spec.metrics.items():
+        try:
+            if not get_spec(metric).higher_is_better:
+                out.append(column)
+        except KeyError:  # a metric a plugin registers elsewhere: no direction known, so no "best"
+            continue
+    return out
 
 
 def write_tables(table: dict[str, Any], rows: Sequence[dict[str, Any]], root: Path) -> dict[str, Path]:

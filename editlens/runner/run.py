@@ -36,7 +36,8 @@ from editlens.runner.store import ResultsStore, config_hash, wide_records
 class Evaluator(Protocol):
     """Anything that scores batches: metrics, judges, DICE."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def score_batch(self, batch: Sequence[LoadedEdit]) -> list[Score]: ...
 

@@ -35,6 +35,7 @@ import numpy as np
 from fastapi import APIRouter, HTTPException, Request
 from PIL import Image, UnidentifiedImageError
 
+from editlens.core.json_safe import json_safe
 from editlens.core.types import LoadedEdit
 
 
@@ -171,25 +172,10 @@ def score_router(metrics: Mapping[str, Any], max_items: int = 64, max_image_byte
         for s, task in zip(scores, tasks):
             stats.add(name, task, s.value if s.status == "scored" else None)
         return {"metric": name, "scores": [{"value": s.value, "status": s.status, "reason": s.reason, **how,
-                                            **({"details": _json_safe(s.details)} if details else {})}
+                                            **({"details": json_safe(s.details)} if details else {})}
                                            for s in scores]}
 
     return router
-
-
-def _json_safe(value: Any) -> Any:
-    """Details as strict JSON: non-finite numbers become null (JSON has no NaN)."""
-    import math
-
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, (str, int, bool)) or value is None:
-        return value
-    return str(value)
 
 
 def score_app(metrics: Mapping[str, Any], api_key: str | None = None, max_image_bytes: int = 20 * 1024 * 1024) -> Any:

@@ -74,7 +74,7 @@ def make_synthetic_run(root: str | Path, n: int = 30, size: int = 96, seed: int 
             src_name, edit_name = "s0000_src.png", "s0000_edit.png"
         l1 = float(rng.uniform(0, 0.2))
         g = i - i % per_source
-        line = {"id": sid, "source": f"images/{src_name}", "edited": f"images/{edit_name}",
+        line: dict[str, Any] = {"id": sid, "source": f"images/{src_name}", "edited": f"images/{edit_name}",
                 "instruction": f"{COMMANDS[g % 3].lower()} a red block ({g})", "model": model}
         if i % 5 == 0:  # a reference edit (here: the edited image itself) on every 5th sample
             line["reference"] = f"images/{edit_name}"

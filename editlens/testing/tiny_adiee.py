@@ -46,7 +46,7 @@ def build_tiny_dino(out: Path, seed: int = 0) -> Path:
     from transformers import BitImageProcessorPil, Dinov2Config, Dinov2Model
 
     torch.manual_seed(seed)
-    cfg = Dinov2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+    cfg = Dinov2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                        image_size=32, patch_size=8)
     Dinov2Model(cfg).save_pretrained(out)
     BitImageProcessorPil(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32},

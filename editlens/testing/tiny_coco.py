@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -42,7 +42,8 @@ def make_coco(out: Path, n_images: int = 6, size: tuple[int, int] = (96, 128), s
     rng = np.random.default_rng(seed)
     h, w = size
     (out / "images").mkdir(parents=True, exist_ok=True)
-    images, anns = [], []
+    images: list[dict[str, Any]] = []
+    anns: list[dict[str, Any]] = []
     layout: list[tuple[str, int, int, int, tuple[int, int, int]]] = []
     for i in range(n_images):
         if backgrounds:

@@ -55,5 +55,5 @@ def build_sd_inpaint(out: Path | str, image_size: int = 64, seed: int = 0, token
     pipe = StableDiffusionInpaintPipeline(vae=vae, text_encoder=text_encoder, tokenizer=tok, unet=unet,
                                           scheduler=scheduler, safety_checker=None, feature_extractor=None,
                                           requires_safety_checker=False)
-    pipe.save_pretrained(out)
+    pipe.save_pretrained(out)  # type: ignore[attr-defined]  # diffusers hides the DiffusionPipeline base from mypy
     return out

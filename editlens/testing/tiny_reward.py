@@ -61,33 +61,32 @@ def build_qwen_vl(out: Path, family: str = "qwen2_5_vl", size: str = "tiny", see
                   vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
                   tie_word_embeddings=False)
     rope = {"rope_type": "default", "mrope_section": mrope, "rope_theta": 10000.0}
+    torch.manual_seed(seed)
+    model: transformers.PreTrainedModel
     if family == "qwen2_5_vl":
-        cfg = transformers.Qwen2_5_VLConfig(
+        model = transformers.Qwen2_5_VLForConditionalGeneration(transformers.Qwen2_5_VLConfig(
             text_config={**text, "rope_parameters": rope},
             vision_config=dict(depth=vdepth, hidden_size=hid, intermediate_size=vint, num_heads=vheads,
                                patch_size=patch, spatial_merge_size=2, temporal_patch_size=2, in_channels=3,
                                out_hidden_size=text["hidden_size"], window_size=patch * 8,
-                               fullatt_block_indexes=[vdepth - 1]), **common)
-        cls = transformers.Qwen2_5_VLForConditionalGeneration
+                               fullatt_block_indexes=[vdepth - 1]), **common))
         mean = std = None
     elif family == "qwen3_vl":
         head_dim = text["hidden_size"] // text["num_attention_heads"]
-        cfg = transformers.Qwen3VLConfig(
+        model = transformers.Qwen3VLForConditionalGeneration(transformers.Qwen3VLConfig(
             text_config={**text, "head_dim": head_dim, "rope_parameters": {**rope, "mrope_interleaved": True}},
             vision_config=dict(depth=vdepth, hidden_size=hid, intermediate_size=vint, num_heads=vheads,
                                patch_size=patch, spatial_merge_size=2, temporal_patch_size=2,
                                out_hidden_size=text["hidden_size"], num_position_embeddings=256,
-                               deepstack_visual_indexes=[0]), **common)
-        cls = transformers.Qwen3VLForConditionalGeneration
+                               deepstack_visual_indexes=[0]), **common))
         mean = std = [0.5, 0.5, 0.5]
     else:
         raise ValueError(f"unknown family {family!r}")
-    torch.manual_seed(seed)
-    cls(cfg).save_pretrained(out)
+    model.save_pretrained(out)
     tok.chat_template = QWEN_TEMPLATE
     tok.save_pretrained(out)
     factor = patch * 2
-    kw = {"image_mean": mean, "image_std": std} if mean else {}
+    kw: dict[str, Any] = {"image_mean": mean, "image_std": std} if mean else {}
     Qwen2VLImageProcessorPil(patch_size=patch, merge_size=2, temporal_patch_size=2, min_pixels=4 * factor * factor,
                              max_pixels=1024 * factor * factor, **kw).save_pretrained(out)
     (out / "chat_template.jinja").write_text(QWEN_TEMPLATE)
@@ -166,7 +165,7 @@ def build_editscore(root: Path, family: str = "qwen2_5_vl", answer: Sequence[str
                 if answer is None or not any(x in name for x in ("o_proj", "down_proj")):
                     p.normal_(0, 0.02)
     adapter = root / "adapter"
-    peft_model.save_pretrained(adapter)
+    peft_model.save_pretrained(str(adapter))
     if old_key_names:
         from safetensors.torch import load_file, save_file
 

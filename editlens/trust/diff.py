@@ -169,7 +169,7 @@ def compare_evaluator(rows_a: Iterable[Mapping[str, Any]], rows_b: Iterable[Mapp
     means_b = {m: float(np.mean(v)) for m, v in by_b.items()}
     ra, rb = _ranks(means_a, higher_is_better), _ranks(means_b, higher_is_better)
     editors = [{"model": m, "rank_a": ra[m], "rank_b": rb[m], "mean_a": means_a[m], "mean_b": means_b[m]}
-               for m in sorted(ra, key=ra.get)]
+               for m in sorted(ra, key=lambda m: ra[m])]
     d = vb - va
     return {
         "n_a": len(a), "n_b": len(b), "n_common": len(common), "n_scored_both": len(both),

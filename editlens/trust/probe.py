@@ -141,7 +141,7 @@ def evidence_verdicts(controls: Mapping[str, Mapping[str, Any]]) -> list[str]:
     from editlens.core.evidence import shortfall
 
     if controls and all(not (s.get("n") or 0) for s in controls.values()):
-        return [shortfall(0, NO_PAIR)]  # type: ignore[list-item]
+        return [shortfall(0, NO_PAIR)]
     return [f"{c}: {w}" for c in CONTROLS if c in controls
             and (w := shortfall(controls[c].get("n") or 0, NO_PAIR)) is not None]
 
@@ -247,7 +247,7 @@ def run_probe(samples: Sequence[Any], evaluators: Sequence[Any], out_dir: str | 
     for ev, vals in _scored(ctrl_rows).items():
         ctrl[ev] = {built.of[cid]: v for cid, v in vals.items()}
     control_names = tuple(c for c in CONTROLS if c in controls)
-    kw = {"n_boot": n_boot, "seed": seed, "min_pass": min_pass, "tolerance": tolerance}
+    kw: dict[str, Any] = {"n_boot": n_boot, "seed": seed, "min_pass": min_pass, "tolerance": tolerance}
     overall = summarize(real, ctrl, directions, control_names, **kw)
     by_type: dict[str, Any] = {}
     for t in sorted(set(types.values())):

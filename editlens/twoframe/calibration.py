@@ -13,14 +13,14 @@ True
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from editlens.meta.calibration import CalibrationMap, fit_map
+from editlens.meta.calibration import CalibrationMap, Values, fit_map
 
 
-def fit_platt(scores: Sequence[float], labels: Sequence[float]) -> dict[str, Any]:
+def fit_platt(scores: Values, labels: Values) -> dict[str, Any]:
     """``{"method": "platt", "a", "b", "n", "bce"}`` for the model's metadata."""
     fitted = fit_map(scores, labels, "platt", evaluator="twoframe")
     p = np.clip(fitted.predict(scores), 1e-12, 1 - 1e-12)
@@ -29,5 +29,5 @@ def fit_platt(scores: Sequence[float], labels: Sequence[float]) -> dict[str, Any
     return {"method": "platt", "a": fitted.a, "b": fitted.b, "n": fitted.n, "bce": bce}
 
 
-def apply_platt(cal: dict[str, Any], scores: Sequence[float]) -> np.ndarray:
+def apply_platt(cal: dict[str, Any], scores: Values) -> np.ndarray:
     return CalibrationMap("twoframe", "platt", a=float(cal["a"]), b=float(cal["b"])).predict(scores)

@@ -35,7 +35,7 @@ def resolve(model: str | None, models: dict[str, str] | None) -> str:
 
 def check_available(options: dict[str, Any], models: dict[str, str]) -> tuple[bool, str | None]:
     """The registry's availability hook (``MetricSpec.availability``)."""
-    return availability(resolve(options.get("model"), models), options)  # type: ignore[arg-type]
+    return availability(resolve(options.get("model"), models), options)
 
 
 def availability(ref: str, options: dict[str, Any]) -> tuple[bool, str | None]:
@@ -92,8 +92,8 @@ class TwoFrameEvaluator(Metric):
         self.mode, self.output = mode, output
         self.ref = resolve(model, models)
         # prompt: raw, vifi or a file with $instruction (default: the model's own; vifi for ViFi .pth weights)
-        self.load_options = dict(tokenizer=tokenizer, base=base, heads=heads, preset=preset, device=device, dtype=dtype,
-                                 prompt=prompt)
+        self.load_options: dict[str, Any] = dict(tokenizer=tokenizer, base=base, heads=heads, preset=preset,
+                                                 device=device, dtype=dtype, prompt=prompt)
         self._scorer: Any = None
         if mode == "order" and not _has_head(self.ref):
             raise ModelUnavailableError(f"{self.ref}: has no order-aware head (twoframe_order needs a model trained "
@@ -120,7 +120,7 @@ class TwoFrameEvaluator(Metric):
         scores: list[float | Score] = []
         release = self.release()
         for i in range(len(batch)):
-            details = {k: float(v[i]) for k, v in out.items()}
+            details: dict[str, Any] = {k: float(v[i]) for k, v in out.items()}
             details["mode"] = self.mode
             details["prompt"] = self.scorer.model.prompt  # how the instruction was put to the text tower
             details.update(release)

@@ -89,7 +89,8 @@ def prompt_template(prompt: str) -> Any:
     from editlens.judges.templates import Template, load_template
 
     if prompt in PROMPTS:
-        return load_template(PROMPTS[prompt]) if PROMPTS[prompt] else None
+        name = PROMPTS[prompt]
+        return load_template(name) if name else None
     p = Path(prompt).expanduser()
     if not p.is_file():
         raise InputError(f"two-frame prompt {prompt!r}: neither raw, vifi nor a file (with $instruction)")

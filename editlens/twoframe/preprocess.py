@@ -38,7 +38,7 @@ CLIP_STD_255 = tuple(round(v * 255, 6) for v in (0.26862954, 0.26130258, 0.27577
 #: ViFi-CLIP keeps the centre 224 of a 256 short side.
 RESIZE_RATIO = 256 / 224
 
-_INTERP = {"bilinear": Image.BILINEAR, "bicubic": Image.BICUBIC}
+_INTERP = {"bilinear": Image.Resampling.BILINEAR, "bicubic": Image.Resampling.BICUBIC}
 #: resizers by name: Pillow's (antialiased when shrinking) and OpenCV's bilinear without antialiasing, which
 #: ViFi-CLIP's test pipeline uses (mmcv.imresize, 'bilinear' = cv2.INTER_LINEAR)
 INTERPOLATIONS = ("bilinear", "bicubic", "bilinear-cv2")
@@ -85,10 +85,11 @@ class FramePreprocess:
             raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
         mean, std = PRESETS[preset]
         resize = int(round(crop_size * RESIZE_RATIO)) if preset == "vifi" else crop_size
-        base = dict(resize=resize, crop_size=crop_size, mean=mean, std=std,
+        base: dict[str, Any] = dict(resize=resize, crop_size=crop_size, mean=mean, std=std,
                     interpolation="bilinear-cv2" if preset == "vifi" else "bicubic")
         base.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**{k: tuple(v) if k in ("mean", "std") else v for k, v in base.items()})
+        fields: dict[str, Any] = {k: tuple(v) if k in ("mean", "std") else v for k, v in base.items()}
+        return cls(**fields)
 
     def crop(self, image: np.ndarray) -> np.ndarray:
         """Resize the short side to :attr:`resize` (aspect kept) and cut the
@@ -129,4 +130,5 @@ class FramePreprocess:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "FramePreprocess":
-        return cls(**{k: tuple(v) if k in ("mean", "std") else v for k, v in data.items()})
+        fields: dict[str, Any] = {k: tuple(v) if k in ("mean", "std") else v for k, v in data.items()}
+        return cls(**fields)

@@ -188,8 +188,8 @@ def make_edits(cfg: EditConfig, progress: bool = True) -> dict[str, Any]:
                                          "inpainter": inpainter.describe()})
     ops = {c: 0 for c in COMMANDS}
     for r in store.records:
-        for d in r["differences"]:
-            ops[d["command"]] += 1
+        for done in r["differences"]:
+            ops[done["command"]] += 1
     ids = sorted(coco.images)[: cfg.max_images]
     # donors for substitution: annotations large enough to be visible when pasted
     donors = [(i, a) for i in ids for a in coco.anns[i]
