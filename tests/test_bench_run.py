@@ -393,3 +393,29 @@ def test_a_metric_suite_compares_models_lower_first_where_the_metric_is_better_l
     assert [r["model"] for r in comp["rows"]][2] == "a"  # b and c tie on L1, a is worst
     assert comp["best"] == {"turns / CLIP-I": "c"}  # the L1 tie names no best
     assert comparison({"models": {"a": model(0.1, 0.8)}})["ranked_by"] is None
+
+
+def interrupting_edit(image, instruction, *, seed):  # type: ignore[no-untyped-def]
+    """An editor during whose first image the user presses Ctrl-C."""
+    import os
+    import signal
+
+    if not getattr(interrupting_edit, "pressed", False):
+        interrupting_edit.pressed = True  # type: ignore[attr-defined]
+        os.kill(os.getpid(), signal.SIGINT)
+    return image
+
+
+def test_ctrl_c_while_making_the_edits_keeps_them_judges_nothing_and_exits_130(tmp_path):
+    data = F.gedit(tmp_path / "gedit", instructions=INSTRUCTIONS)
+    out = tmp_path / "out"
+    args = ["bench", "run", "gedit", "--data", str(data), "--editor", "callable:test_bench_run:interrupting_edit",
+            "--editor", "callable:editlens.editors.callable_editor:identity_edit", "--out", str(out),
+            "--vlm", "http://127.0.0.1:9/v1", "--no-report", "--no-progress"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 130, res.output
+    assert "stopped while making the edits (1 made and kept; nothing judged yet)" in res.output
+    made = out / "edits" / "interrupting_edit" / "generations.jsonl"
+    assert made.is_file() and len(made.read_text().splitlines()) == 1  # the image in flight was finished
+    assert not (out / "edits" / "identity_edit").exists()  # the second editor never started
+    assert not (out / "run").exists() and not (out / "table.json").exists()

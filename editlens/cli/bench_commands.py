@@ -145,6 +145,12 @@ def run_cmd(
                    f"(~{res['image_tokens_per_image_assumed']} per image) and at most "
                    f"{res['completion_tokens_max']:,} answer tokens; prompts: {res['prompts']['source']}")
         return
+    if res.get("generation_stopped"):
+        from editlens.cli.common import EXIT_SIGNAL_BASE
+
+        typer.echo(f"stopped while making the edits ({res['made']} made and kept; nothing judged yet): rerun the "
+                   "same command to go on", err=True)
+        raise typer.Exit(EXIT_SIGNAL_BASE + int(res["stopped_by"]))
     if not no_report:
         from editlens.reporting.bench_html import write_bench_report
 

@@ -32,6 +32,7 @@ class Located:
     items: dict[str, BenchItem]  # sample id -> item
     skipped: list[dict[str, Any]] = field(default_factory=list)
     models: list[str] = field(default_factory=list)
+    stopped_by: int | None = None  # a signal stopped the generation (Ctrl-C / SIGTERM)
 
 
 def model_dirs(edits: Path, only: Sequence[str] | None = None,
@@ -149,6 +150,7 @@ def generate(items: Sequence[BenchItem], editors: Sequence[str], root: Path, *, 
             editor.close()
         records[name] = gen.record
         out.models.append(name)
+        stopped = next((r.stopped_by or 2 for r in gen.results if r.interrupted), None)  # 2: SIGINT
         for it in items:
             sid = f"{name}/{it.id}"
             if it.id not in gen.done:
@@ -162,6 +164,9 @@ def generate(items: Sequence[BenchItem], editors: Sequence[str], root: Path, *, 
                                           metadata={**it.extra, "category": it.category, "language": it.language,
                                                     "bench_item": it.id}))
             out.items[sid] = it
+        if stopped is not None:  # the next editor would only be stopped too: what is made is kept
+            out.stopped_by = stopped
+            break
     return out, records
 
 
@@ -279,6 +284,9 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
     elif editors:
         located, editor_records = generate(items, editors, Path(out), seed=seed, editor_options=editor_options,
                                            progress=progress, command=command)
+        if located.stopped_by is not None:  # nothing is judged: a rerun makes the rest, then judges all
+            return {"benchmark": name, "generation_stopped": True, "stopped_by": located.stopped_by,
+                    "made": len(located.samples), "editors": editor_records, "exit": 1, "files": {}}
     else:
         located = locate(bench, items, Path(edits), models_only)  # type: ignore[arg-type]
     if estimate_only:
