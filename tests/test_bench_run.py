@@ -419,3 +419,20 @@ def test_ctrl_c_while_making_the_edits_keeps_them_judges_nothing_and_exits_130(t
     assert made.is_file() and len(made.read_text().splitlines()) == 1  # the image in flight was finished
     assert not (out / "edits" / "identity_edit").exists()  # the second editor never started
     assert not (out / "run").exists() and not (out / "table.json").exists()
+
+
+def test_an_editor_given_one_of_several_inputs_is_said_and_recorded(tmp_path):
+    """KRIS-Bench's composition and temporal cases have several inputs; an editor takes one: the generation
+    says so and each such row records how many it was given."""
+    data = F.kris(tmp_path)
+    out = tmp_path / "edits"
+    res = runner.invoke(app, ["edit", str(data), "--bench", "kris", "--editor",
+                              "callable:editlens.editors.callable_editor:identity_edit", "--out", str(out),
+                              "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert ("note: 2 case(s) have several input images (multi-element_composition, temporal_prediction); the "
+            "editor was given the first of each") in res.output
+    rows = [json.loads(x) for x in (out / "manifest.jsonl").read_text().splitlines()]
+    several = {r["edit_id"]: (r["inputs_given"], r["inputs"]) for r in rows if "inputs_given" in r}
+    assert sorted(k.split("/")[0] for k in several) == ["multi-element_composition", "temporal_prediction"]
+    assert all(given == 1 and inputs >= 2 for given, inputs in several.values())

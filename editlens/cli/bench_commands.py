@@ -161,6 +161,8 @@ def run_cmd(
         from editlens.bench.table import to_text
 
         typer.echo(to_text(res))
+        for note in res.get("notes") or ():
+            typer.echo(f"note: {note}", err=True)
         if res.get("prompts") and not res["prompts"]["from_clone"]:
             typer.echo("note: judge prompts are editlens' fallback wording (give --prompts-from CLONE for the "
                        "official ones); numbers are not comparable to the paper's", err=True)

@@ -172,6 +172,8 @@ def _generate_benchmark(name: str, data: Path, split: Optional[str], spec: str, 
         typer.echo(f"  not made {k}: {gen.failures[k]}", err=True)
     total.failed += len(missing)
     typer.echo(f"{bench.spec.title}: {len(gen.done)} of {len(items)} cases made", err=True)
+    for note in gen.notes:
+        typer.echo(f"note: {note}", err=True)
     return total
 
 

@@ -33,6 +33,7 @@ class Located:
     skipped: list[dict[str, Any]] = field(default_factory=list)
     models: list[str] = field(default_factory=list)
     stopped_by: int | None = None  # a signal stopped the generation (Ctrl-C / SIGTERM)
+    notes: list[str] = field(default_factory=list)
 
 
 def model_dirs(edits: Path, only: Sequence[str] | None = None,
@@ -88,6 +89,7 @@ class CaseGeneration:
     failures: dict[str, str | None] = field(default_factory=dict)  # case id -> why it was not made
     results: list[Any] = field(default_factory=list)  # one EditRunResult per stage
     record: dict[str, Any] = field(default_factory=dict)  # editor.json of the last stage
+    notes: list[str] = field(default_factory=list)  # what the user must know about these edits
 
 
 def generate_cases(items: Sequence[BenchItem], editor: Any, folder: Path, *, samples: int = 1, seed: int = 0,
@@ -102,6 +104,11 @@ def generate_cases(items: Sequence[BenchItem], editor: Any, folder: Path, *, sam
     from editlens.runner.edit import edits_manifest_rows, generate_edits
 
     gen = CaseGeneration()
+    several = [it for it in items if len(it.all_sources()) > 1]
+    if several:  # an editor takes one image: say so rather than let a composition look judged fairly
+        cats = ", ".join(sorted({it.category for it in several if it.category}))
+        gen.notes.append(f"{len(several)} case(s) have several input images ({cats or 'no category'}); the editor "
+                         "was given the first of each (editlens gives an editor one input image), the judge sees all")
     stages = _stages(items)
     for k, stage in enumerate(stages):
         where = folder / (f"step{k + 1}" if len(stages) > 1 else "")
@@ -111,9 +118,11 @@ def generate_cases(items: Sequence[BenchItem], editor: Any, folder: Path, *, sam
                 gen.failures[it.id] = f"its input (the edit of {it.after}) was not generated"
                 continue
             src = gen.done[it.after] if it.after is not None else it.source
+            given = {"inputs_given": 1, "inputs": len(it.all_sources())} if len(it.all_sources()) > 1 else {}
             inputs.append(EditSample(it.id, src, src, it.instruction, reference=it.reference,
                                      source_caption=it.source_caption, target_caption=it.target_caption,
-                                     metadata={**it.extra, "category": it.category, "language": it.language}))
+                                     metadata={**it.extra, "category": it.category, "language": it.language,
+                                               **given}))
         if not inputs:
             continue
         res = generate_edits(inputs, editor, where, samples=samples, seed=seed, batch_size=batch_size,
@@ -150,6 +159,7 @@ def generate(items: Sequence[BenchItem], editors: Sequence[str], root: Path, *, 
             editor.close()
         records[name] = gen.record
         out.models.append(name)
+        out.notes += [f"{name}: {n}" for n in gen.notes]
         stopped = next((r.stopped_by or 2 for r in gen.results if r.interrupted), None)  # 2: SIGINT
         for it in items:
             sid = f"{name}/{it.id}"
@@ -348,7 +358,8 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
                   "metrics": dict(bench.spec.metrics) or None,
                   "editors": editor_records or None,
                   "bootstrap": {"n": n_boot, "seed": seed, "level": 0.95},
-                  "run_dir": str(run_dir), "interrupted": res.interrupted, "stopped_by": res.stopped_by})
+                  "run_dir": str(run_dir), "interrupted": res.interrupted, "stopped_by": res.stopped_by,
+                  "notes": located.notes or None})
     files = write_tables(table, rows, root)
     failed = sum(1 for r in rows if r["status"] == "failed")
     table["files"] = {k: str(v) for k, v in files.items()}
