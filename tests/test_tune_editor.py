@@ -359,6 +359,11 @@ def test_cli_records_the_weight_table_it_trained_with(tiny_base, relabelled, tmp
                  "--target-weight-table", str(clone), *common)
     assert mixed.exit_code == 2 and "goes with --target-weights table" in mixed.output
     assert not (tmp_path / "mixed").exists()  # refused before anything is written
+    partial = tmp_path / "partial.json"
+    partial.write_text(json.dumps({"0": 1, "10": 1}))  # green's rounded 2 has no weight
+    bad = _cli(str(relabelled), "--out", str(tmp_path / "bad"), "--target-weight-table", str(partial), *common)
+    assert bad.exit_code == 2 and "no weight for rounded score(s) 2" in bad.output
+    assert not (tmp_path / "bad").exists()
 
 
 def test_sources_in_a_benchmark_table_train_like_files(tiny_base, relabelled, tmp_path):

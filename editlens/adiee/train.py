@@ -314,7 +314,6 @@ def train(cfg: TrainConfig, echo: Callable[[str], None] = print, progress: bool 
     cfg.validate()
     data_dir, out = Path(cfg.data), Path(cfg.out)
     precision = decide(cfg.dtype, cfg.device, "training")
-    prepare_run_dir(out, cfg.identity(), asdict(cfg), restart=restart)  # refuse a mismatch before loading
     rows = read_dataset(data_dir)
     train_idx = [i for i, r in enumerate(rows) if r.get("split", "train") == "train"]
     val_idx = [i for i, r in enumerate(rows) if r.get("split") == "val"][: cfg.val_max]
@@ -324,6 +323,8 @@ def train(cfg: TrainConfig, echo: Callable[[str], None] = print, progress: bool 
         raise InputError(f"{data_dir}: no training samples (split 'train')")
     weights, weighting = sample_weights([10.0 * float(rows[i]["score"]) for i in train_idx], cfg.sample_weights,
                                         cfg.sample_weight_table)
+    # the data and its weights are checked before the run folder is written; a mismatch before loading
+    prepare_run_dir(out, cfg.identity(), asdict(cfg), restart=restart)
     prompts = load_prompts(cfg.templates)
     torch.manual_seed(cfg.seed)
     scorer = scorer_from_base(cfg.base, cfg.head, precision.device, precision.dtype, cfg.seed, cfg.qlora)

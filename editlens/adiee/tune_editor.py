@@ -426,11 +426,12 @@ def tune_editor(cfg: TuneConfig, val_reward: Any = None, refl_reward: Any = None
             raise InputError(f"ReFL needs a differentiable reward; {refl_reward.describe().get('name')} has no "
                              "differentiable path (it scores decoded images only)")
     precision = decide(cfg.dtype, cfg.device, "training")
-    prepare_run_dir(cfg.out, cfg.identity(), asdict(cfg), restart=restart)
+    # the prompt, the data and the target weights are checked before the run folder is written
     prompt = load_quality_prompt(cfg.suffix_template, cfg.suffix_from_clone, cfg.binning, cfg.levels)
     groups, desc = read_tuning_data(cfg.data, cfg.score_metric, cfg.source_as_candidate)
     train_groups, val_groups = split_groups(groups, cfg.val_count, cfg.seed)
     weights = target_weighting(train_groups, prompt.level, cfg.target_weights, cfg.target_weight_table)
+    prepare_run_dir(cfg.out, cfg.identity(), asdict(cfg), restart=restart)
     torch.manual_seed(cfg.seed)
     editor = Editor(cfg.base, precision, cfg.lora_rank, cfg.lora_alpha, cfg.seed, cfg.gradient_checkpointing)
     task = TuneEditorTask(cfg, editor, train_groups, val_groups, prompt, weights, val_reward, refl_reward, desc,
