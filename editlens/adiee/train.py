@@ -43,7 +43,7 @@ import torch
 from editlens.adiee.checkpoint import save_ours, save_released, scorer_from_base
 from editlens.adiee.model import AdieeScorer, constant_score_loss
 from editlens.adiee.prompts import Prompts, collate, inference_inputs, load_prompts, side_by_side, training_example
-from editlens.adiee.tune_data import sample_weights
+from editlens.adiee.tune_data import check_table_choice, sample_weights
 from editlens.core.images import load_image
 from editlens.data.jsonl import iter_jsonl
 from editlens.errors import InputError
@@ -101,10 +101,7 @@ class TrainConfig:
         for name in ("batch_size", "grad_accum", "steps"):
             if getattr(self, name) < 1:
                 raise InputError(f"{name} must be >= 1")
-        if (self.sample_weights == "table") != (self.sample_weight_table is not None):
-            raise InputError("--sample-weights table needs --sample-weight-table (and a table goes with "
-                             f"--sample-weights table), got {self.sample_weights!r} with "
-                             f"{'a' if self.sample_weight_table else 'no'} table")
+        check_table_choice(self.sample_weights, self.sample_weight_table, "--sample-weights")
 
     def identity(self) -> dict[str, Any]:
         """Settings a resumed run must share with the run it continues (the model it builds and the

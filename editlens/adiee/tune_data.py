@@ -165,14 +165,43 @@ def level_weights(groups: list[Group], level: Callable[[float], int], how: str) 
     ``uniform``: every candidate alike."""
     if how not in ("balanced", "uniform"):
         raise InputError(f"level weights must be balanced or uniform, got {how!r}")
+    levels = [level(c.score10) for g in groups for c in g.candidates]
+    return {lv: 1.0 for lv in sorted(set(levels))} if how == "uniform" else inverse_frequency(levels)
+
+
+def inverse_frequency(keys: list[int]) -> dict[int, float]:
+    """Key -> the inverse of its share of ``keys`` (normalised: each key drawn about equally often).
+
+    >>> inverse_frequency([1, 1, 1, 5])
+    {1: 0.6666666666666666, 5: 2.0}
+    """
     counts: dict[int, int] = {}
-    for g in groups:
-        for c in g.candidates:
-            counts[level(c.score10)] = counts.get(level(c.score10), 0) + 1
-    if how == "uniform":
-        return {lv: 1.0 for lv in counts}
-    total = sum(counts.values())
-    return {lv: total / (len(counts) * n) for lv, n in sorted(counts.items())}
+    for k in keys:
+        counts[k] = counts.get(k, 0) + 1
+    return {k: len(keys) / (len(counts) * n) for k, n in sorted(counts.items())}
+
+
+def rounded_score(score10: float) -> int:
+    """A 0-10 score as a weight table's key: clipped, then Python's rounding (half to even, as the
+    release's binning rounds)."""
+    return round(min(10.0, max(0.0, float(score10))))
+
+
+def check_table_choice(how: str, table: Any, option: str) -> None:
+    """``how == "table"`` exactly when a table is given (``option``: the CLI's name, e.g. ``--target-weights``)."""
+    if (how == "table") != (table is not None):
+        raise InputError(f"{option} table needs {option[:-1]}-table (and a table goes with {option} table), got "
+                         f"{how!r} with {'a' if table else 'no'} table")
+
+
+def table_covering(keys: set[int], table: str | Path, option: str) -> tuple[dict[int, float], dict[str, Any]]:
+    """The weight table at ``table``, refused when a key the data has is not in it."""
+    values, origin = read_weight_table(table, option)
+    missing = sorted(keys - set(values))
+    if missing:
+        raise InputError(f"{option} {origin['path']}: no weight for rounded score(s) {', '.join(map(str, missing))} "
+                         "that the training data has")
+    return values, origin
 
 
 def _table_key(key: Any, where: str) -> int:
@@ -264,7 +293,7 @@ class TargetWeighting:
 
     def key(self, score10: float) -> int:
         # Python's rounding (half to even), as the release's binning rounds
-        return round(min(10.0, max(0.0, score10))) if self.how == "table" else self.level(score10)
+        return rounded_score(score10) if self.how == "table" else self.level(score10)
 
     def of(self, score10: float) -> float:
         return self.weights[self.key(score10)]
@@ -286,18 +315,13 @@ def target_weighting(groups: list[Group], level: Callable[[float], int], how: st
     rounded score must be in a table, and every source must have a candidate of weight > 0."""
     if how not in TARGET_WEIGHTS:
         raise InputError(f"target weights must be one of {', '.join(TARGET_WEIGHTS)}, got {how!r}")
-    if (how == "table") != (table is not None):
-        raise InputError("--target-weights table needs --target-weight-table (and a table goes with "
-                         f"--target-weights table), got {how!r} with {'a' if table else 'no'} table")
+    check_table_choice(how, table, "--target-weights")
     if table is None:
         w = TargetWeighting(how, level_weights(groups, level, how), level)
     else:
-        values, origin = read_weight_table(table)
+        keys = {rounded_score(c.score10) for g in groups for c in g.candidates}
+        values, origin = table_covering(keys, table, "--target-weight-table")
         w = TargetWeighting(how, values, level, origin)
-        missing = sorted({w.key(c.score10) for g in groups for c in g.candidates} - set(values))
-        if missing:
-            raise InputError(f"--target-weight-table {origin['path']}: no weight for rounded score(s) "
-                             f"{', '.join(map(str, missing))} that the training data has")
     for g in groups:
         if not any(w.of(c.score10) > 0 for c in g.candidates):
             raise InputError(f"every candidate of source {g.source} ({g.instruction!r}) has weight 0: it can never "
@@ -326,25 +350,15 @@ def sample_weights(scores10: list[float], how: str, table: str | Path | None = N
     """
     if how not in SAMPLE_WEIGHTS:
         raise InputError(f"sample weights must be one of {', '.join(SAMPLE_WEIGHTS)}, got {how!r}")
-    if (how == "table") != (table is not None):
-        raise InputError("--sample-weights table needs --sample-weight-table (and a table goes with "
-                         f"--sample-weights table), got {how!r} with {'a' if table else 'no'} table")
+    check_table_choice(how, table, "--sample-weights")
     if how == "uniform":
         return None, {"how": "uniform"}
-    keys = [round(min(10.0, max(0.0, float(s)))) for s in scores10]
+    keys = [rounded_score(s) for s in scores10]
     desc: dict[str, Any] = {"how": how, "by": "rounded 0-10 score"}
     if table is None:
-        counts: dict[int, int] = {}
-        for k in keys:
-            counts[k] = counts.get(k, 0) + 1
-        per = {k: len(keys) / (len(counts) * n) for k, n in sorted(counts.items())}
+        per = inverse_frequency(keys)
     else:
-        per, origin = read_weight_table(table, "--sample-weight-table")
-        desc["table"] = origin
-        missing = sorted(set(keys) - set(per))
-        if missing:
-            raise InputError(f"--sample-weight-table {origin['path']}: no weight for rounded score(s) "
-                             f"{', '.join(map(str, missing))} that the training data has")
+        per, desc["table"] = table_covering(set(keys), table, "--sample-weight-table")
     weights = [per[k] for k in keys]
     if not any(weights):
         raise InputError("every training sample has weight 0")

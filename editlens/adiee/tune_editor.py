@@ -38,7 +38,14 @@ import torch
 
 from editlens.adiee.editor_prompt import QualityPrompt, load_quality_prompt
 from editlens.adiee.train import _flip_rot, sample_order
-from editlens.adiee.tune_data import Group, TargetWeighting, draw_target, read_tuning_data, target_weighting
+from editlens.adiee.tune_data import (
+    Group,
+    TargetWeighting,
+    check_table_choice,
+    draw_target,
+    read_tuning_data,
+    target_weighting,
+)
 from editlens.core.embedded import parse_ref
 from editlens.core.images import load_image, resize_to
 from editlens.errors import InputError
@@ -104,10 +111,7 @@ class TuneConfig:
             raise InputError(f"resolution must be a multiple of 8, got {self.resolution}")
         if not 0 <= self.conditioning_dropout < 1:
             raise InputError(f"conditioning_dropout must be in [0, 1), got {self.conditioning_dropout}")
-        if (self.target_weights == "table") != (self.target_weight_table is not None):
-            raise InputError("--target-weights table needs --target-weight-table (and a table goes with "
-                             f"--target-weights table), got {self.target_weights!r} with "
-                             f"{'a' if self.target_weight_table else 'no'} table")
+        check_table_choice(self.target_weights, self.target_weight_table, "--target-weights")
         if self.refl_weight < 0:
             raise InputError(f"refl_weight must be 0 or more, got {self.refl_weight}")
         if self.refl_weight > 0 and not 0 <= self.refl_min_step < self.refl_steps:
