@@ -144,9 +144,15 @@ def comparison(table: Mapping[str, Any], rank_by: Mapping[str, str] | None = Non
         winners = [mdl for v, mdl in vals if v == top]
         if len(winners) == 1:
             best[f"{c['section']} / {c['figure']}"] = winners[0]
+    one_section = len({c["section"] for c in columns}) == 1
+    for c in columns:  # what a writer heads the column with
+        c["name"] = c["figure"] if one_section else f"{c['section']} {c['figure']}"
+    for r in rows:  # whether each cell is its column's best, for the writers to mark
+        r["best"] = [best.get(f"{c['section']} / {c['figure']}") == r["model"] for c in columns]
     return {"columns": columns, "rows": rows, "best": best,
-            "ranked_by": {**columns[key], "order": "lower first" if columns[key]["figure"] in lower_is_better
-                          else "higher first"} if key is not None else None}
+            "ranked_by": {"section": columns[key]["section"], "figure": columns[key]["figure"],
+                          "order": "lower first" if columns[key]["figure"] in lower_is_better else "higher first"}
+            if key is not None else None}
 
 
 # ------------------------------------------------------------------------------------------------ writers
@@ -184,22 +190,15 @@ def to_csv(table: Mapping[str, Any]) -> str:
     return buf.getvalue()
 
 
-def _column_name(c: Mapping[str, str], one_section: bool) -> str:
-    return c["figure"] if one_section else f"{c['section']} {c['figure']}"
-
-
 def comparison_markdown(comp: Mapping[str, Any]) -> list[str]:
     """The side-by-side table (best of each column in bold) and how it is ranked."""
-    cols = comp["columns"]
-    one = len({c["section"] for c in cols}) == 1
     ranked = any("rank" in r for r in comp["rows"])
-    head = (["#"] if ranked else []) + ["model"] + [_column_name(c, one) for c in cols]
+    head = (["#"] if ranked else []) + ["model"] + [c["name"] for c in comp["columns"]]
     lines = ["## Models compared", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in comp["rows"]:
         cells = []
-        for c, cell_ in zip(cols, r["cells"]):
+        for cell_, best in zip(r["cells"], r["best"]):
             text = "–" if cell_.get("value") is None else f"{cell_['value']:.3f}"
-            best = comp["best"].get(f"{c['section']} / {c['figure']}") == r["model"]
             cells.append(f"**{text}**" if best else text)
         lead = ([str(r.get("rank") or "–")] if ranked else [])
         lines.append("| " + " | ".join(lead + [r["model"]] + cells) + " |")
@@ -244,18 +243,16 @@ def to_latex(table: Mapping[str, Any]) -> str:
     comp = table.get("comparison")
     if comp and len(table["models"]) > 1:
         cols = comp["columns"]
-        one = len({c["section"] for c in cols}) == 1
         out.append(f"% {_tex(table['benchmark'])} -- models compared")
         out.append("\\begin{tabular}{l" + "c" * len(cols) + "}")
         out.append("\\hline")
-        out.append(" & ".join(["Model"] + [_tex(_column_name(c, one)) for c in cols]) + " \\\\")
+        out.append(" & ".join(["Model"] + [_tex(c["name"]) for c in cols]) + " \\\\")
         out.append("\\hline")
         for r in comp["rows"]:
             vals = []
-            for c, cell_ in zip(cols, r["cells"]):
+            for cell_, best in zip(r["cells"], r["best"]):
                 v = "--" if cell_.get("value") is None else f"{cell_['value']:.3f}"
-                vals.append(f"\\textbf{{{v}}}" if comp["best"].get(f"{c['section']} / {c['figure']}") == r["model"]
-                            else v)
+                vals.append(f"\\textbf{{{v}}}" if best else v)
             out.append(" & ".join([_tex(r["model"])] + vals) + " \\\\")
         out.append("\\hline")
         out.append("\\end{tabular}")

@@ -30,15 +30,12 @@ def render_bench_report(table: Mapping[str, Any]) -> str:
     sections = []
     comp = table.get("comparison")
     if comp and len(table["models"]) > 1:
-        one = len({c["section"] for c in comp["columns"]}) == 1
-        names = [c["figure"] if one else f"{c['section']} {c['figure']}" for c in comp["columns"]]
         rows = []
         for r in comp["rows"]:
             row = {"#": str(r.get("rank") or "–")} if comp.get("ranked_by") else {}
             row["model"] = r["model"]
-            for c, name, cell in zip(comp["columns"], names, r["cells"]):
-                best = comp["best"].get(f"{c['section']} / {c['figure']}") == r["model"]
-                row[name] = ("★ " if best else "") + _cell(cell)
+            for c, cell, best in zip(comp["columns"], r["cells"], r["best"]):
+                row[c["name"]] = ("★ " if best else "") + _cell(cell)
             rows.append(row)
         rb = comp.get("ranked_by")
         note = (f"ranked by {rb['section']} {rb['figure']} ({rb['order']})" if rb else "not ranked: the benchmark "
