@@ -144,12 +144,19 @@ def comparison(table: Mapping[str, Any], rank_by: Mapping[str, str] | None = Non
         winners = [mdl for v, mdl in vals if v == top]
         if len(winners) == 1:
             best[f"{c['section']} / {c['figure']}"] = winners[0]
+    if key is None:
+        ranking = "not ranked: the benchmark names no headline figure"
+    elif not any(r.get("rank") for r in rows):
+        ranking = f"not ranked: no model has a {columns[key]['section']} {columns[key]['figure']} value"
+    else:
+        ranking = (f"ranked by {columns[key]['section']} {columns[key]['figure']} "
+                   f"({'lower' if columns[key]['figure'] in lower_is_better else 'higher'} first)")
     one_section = len({c["section"] for c in columns}) == 1
     for c in columns:  # what a writer heads the column with
         c["name"] = c["figure"] if one_section else f"{c['section']} {c['figure']}"
     for r in rows:  # whether each cell is its column's best, for the writers to mark
         r["best"] = [best.get(f"{c['section']} / {c['figure']}") == r["model"] for c in columns]
-    return {"columns": columns, "rows": rows, "best": best,
+    return {"columns": columns, "rows": rows, "best": best, "ranking": ranking,
             "ranked_by": {"section": columns[key]["section"], "figure": columns[key]["figure"],
                           "order": "lower first" if columns[key]["figure"] in lower_is_better else "higher first"}
             if key is not None else None}
@@ -202,9 +209,8 @@ def comparison_markdown(comp: Mapping[str, Any]) -> list[str]:
             cells.append(f"**{text}**" if best else text)
         lead = ([str(r.get("rank") or "–")] if ranked else [])
         lines.append("| " + " | ".join(lead + [r["model"]] + cells) + " |")
-    rb = comp.get("ranked_by")
-    note = (f"Ranked by {rb['section']} {rb['figure']} ({rb['order']})" if rb else "Not ranked: the benchmark names "
-            "no headline figure") + "; each column's best in bold; overall rows of each section, CIs and n below."
+    note = (comp["ranking"][:1].upper() + comp["ranking"][1:] + "; each column's best in bold; overall rows of each "
+            "section, CIs and n below.")
     return lines + ["", note, ""]
 
 

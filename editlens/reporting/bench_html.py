@@ -37,9 +37,7 @@ def render_bench_report(table: Mapping[str, Any]) -> str:
             for c, cell, best in zip(comp["columns"], r["cells"], r["best"]):
                 row[c["name"]] = ("★ " if best else "") + _cell(cell)
             rows.append(row)
-        rb = comp.get("ranked_by")
-        note = (f"ranked by {rb['section']} {rb['figure']} ({rb['order']})" if rb else "not ranked: the benchmark "
-                "names no headline figure") + "; ★ each column's best"
+        note = comp["ranking"] + "; ★ each column's best"
         sections.append(section("compared", "Models compared", generic_table(rows) + f'<p class="hint">{esc(note)}</p>'))
     for model, m in table["models"].items():
         c = m.get("counts", {})
