@@ -394,11 +394,11 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
                   "images": ({"as": images, **(bench.spec.release_images.describe() if images == "release" else
                                                 {"encoding": "png", "sizes": bench.spec.judge_image_sizes})}
                              if prompts else None),
-                  "release": bench.release_version(),
                   "editors": editor_records or None,
                   "bootstrap": {"n": n_boot, "seed": seed, "level": 0.95},
                   "run_dir": str(run_dir), "interrupted": res.interrupted, "stopped_by": res.stopped_by,
                   "notes": located.notes or None})
+    table.setdefault("release", bench.release_version())  # RISE names its own (commit and what it computes)
     files = write_tables(table, rows, root)
     failed = sum(1 for r in rows if r["status"] == "failed")
     table["files"] = {k: str(v) for k, v in files.items()}
