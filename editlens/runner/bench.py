@@ -238,7 +238,9 @@ def protocol_rows(bench: Benchmark, located: Located, items_by_id: dict[str, Ben
                 extra_fields = {"answers": {p: {"status": v["status"], "figures": v["figures"],
                                                 "readings": v["readings"], "invented": v.get("invented", 0)}
                                             for p, v in both.items()},
-                                "read_differently": read_differently(both)}
+                                "read_differently": read_differently(both),
+                                # the judge's answers as given (what an export to the owner's files writes)
+                                "raw_answers": ((judged or {}).get("details") or {}).get("raw")}
                 rows.append({**_row(s.id, s.model or "", item, status, scores, reason), **extra_fields})
                 continue
         rows.append(_row(s.id, s.model or "", item, status, scores, reason))
