@@ -268,3 +268,48 @@ def test_the_start_up_probe_is_counted_in_the_estimate_and_skipped_with_no_probe
                       probe=False)
     probes = [b for b in fake.bodies if "YES or NO" in _text(b)]
     assert probes == [] and len(fake.bodies) == 2  # SC and PQ of the one output, nothing else
+
+
+def test_gedit_with_the_clones_prompts_counts_what_the_release_would_guess_and_names_the_policy(tmp_path):
+    clone = tmp_path / "Step1X-Edit"
+    names = ("_context_no_delimit", "_prompts_0shot_two_image_edit_rule", "_prompts_0shot_tie_rule_SC",
+             "_prompts_0shot_rule_PQ")
+    F.save(clone / "GEdit-Bench" / "viescore" / "vie_prompts.py",
+           "".join(f'{n} = "{n} <instruction>"\n' for n in names).encode())
+    data = F.gedit(tmp_path / "gedit", instructions={"k1": "edit k1 fenced", "k2": "edit k2 prose"})
+    edits = tmp_path / "edits"
+    F.gedit_outputs(edits, "m", ["k1", "k2"])
+    fake = Answers({"fenced": '```json\n{"score": [6, 9], "reasoning": "ok"}\n```',
+                    "prose": "I think the edit is quite good overall."}, '||V^=^V||{"score": [8, 7]}||V^=^V||')
+    with fake.running() as url:
+        t = run_benchmark("gedit", data, tmp_path / "out", edits=edits, vlm=url, prompts_from=clone, cache=False,
+                          n_boot=20, progress=False)
+    a = t["answers"]
+    assert a["policy"] == "release" and a["release_would_invent"] == 1 and a["read_differently"] == 0
+    assert t["models"]["m"]["counts"]["unscored"] == 1  # the prose answer: never a guessed score
+    md = (tmp_path / "out" / "table.md").read_text()
+    assert "Answers read: release" in md and "replaced with a random score" in md
+    assert "Images sent: as=release, encoding=jpeg" in md
+    assert "Answers read: release" in (tmp_path / "out" / "table.tex").read_text()
+    items = [json.loads(x) for x in (tmp_path / "out" / "items.jsonl").read_text().splitlines()]
+    k2 = next(r for r in items if r["item"].endswith("k2"))
+    assert k2["answers"]["release"]["invented"] == 1 and "prose" not in k2["raw_answers"]["SC"]
+
+
+def test_rise_weighted_score_follows_the_releases_nan_quirk_and_an_unknown_release_is_refused(tmp_path):
+    from editlens.errors import InputError
+
+    b = get("rise")
+    items = {it.id: it for it in b.read(F.rise(tmp_path / "rise"))}
+    temporal, causal, logic = (items[k] for k in ("temporal_reasoning/temporal_1", "causal_reasoning/causal_2",
+                                                  "logical_reasoning/logic_3"))
+    # the data has a consistency_free column (causal_2), so the release scores temporal_1 (no value: NaN, true)
+    # as consistency-free too: 0.2 VP + 0.8 R, not 0.3 AC + 0.5 R + 0.2 VP
+    assert temporal.extra["consistency_free"] is False and temporal.extra["scored_as_consistency_free"] is True
+    got = b.item_scores(temporal, {"AC": 1.0, "R": 4.0, "VP": 5.0})
+    assert got["score"] == pytest.approx(0.2 * 5 + 0.8 * 4) and got["accuracy"] == 0.0
+    assert b.item_scores(causal, {"R": 5.0, "VP": 5.0})["accuracy"] == 1.0
+    assert b.item_scores(logic, {"AC": 5.0, "R": 1.0})["score"] == pytest.approx(max((0.3 * 5 + 0.7) / 2, 1))
+    data = tmp_path / "rise"
+    with pytest.raises(InputError, match="no release 'abc1234'"):
+        run_benchmark("rise", data, tmp_path / "out", edits=tmp_path, vlm="http://127.0.0.1:9/v1", release="abc1234")
