@@ -96,8 +96,10 @@ def test_kris_release_fallbacks_and_the_knowledge_scripts_own_reader():
     # the knowledge script's JSON with one key null: that key is not looked for further
     got = b.read_answer(dual, '{"instruction_score": 4, "knowledge_score": null}', True, "release")
     assert got.values == {"IF": 4.0}
-    # temporal: no '<name> score' pattern, so 'N/5' wins over it
+    # temporal (and multi-element): no '<name> score' pattern, so 'N/5' wins over it
     t = Question("VC", "x", ("edited",), ("VC",), reader="temporal")
+    m = Question("VC", "x", ("edited",), ("VC",), reader="multi")
+    assert b.read_answer(m, "consistency score: 2, overall 5/5", True, "release").values == {"VC": 5.0}
     c = Question("VC", "x", ("edited",), ("VC",), reader="common")
     text = "consistency score: 2, overall 5/5"
     assert b.read_answer(t, text, True, "release").values == {"VC": 5.0}
@@ -313,3 +315,30 @@ def test_rise_weighted_score_follows_the_releases_nan_quirk_and_an_unknown_relea
     data = tmp_path / "rise"
     with pytest.raises(InputError, match="no release 'abc1234'"):
         run_benchmark("rise", data, tmp_path / "out", edits=tmp_path, vlm="http://127.0.0.1:9/v1", release="abc1234")
+
+
+def test_the_cli_takes_metrics_answers_images_release_and_no_probe(tmp_path):
+    from typer.testing import CliRunner
+
+    from editlens.cli.main import app
+
+    runner = CliRunner()
+    data = F.magicbrush_test(tmp_path)
+    edits = tmp_path / "edits"
+    F.save(edits / "ed" / "242679_1.png", F.png(50))
+    res = runner.invoke(app, ["bench", "run", "magicbrush", "--data", str(data), "--edits", str(edits), "--out",
+                              str(tmp_path / "out"), "--metrics", "L1,L2", "--n-boot", "20", "--json", "--no-report"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["models"]["ed"]["sections"][0]["figures"] == ["L1", "L2"]
+    gdata = F.gedit(tmp_path / "gedit")
+    gedits = tmp_path / "gedits"
+    F.gedit_outputs(gedits, "m", ["k1"])
+    args = ["bench", "run", "gedit", "--data", str(gdata), "--edits", str(gedits), "--out", str(tmp_path / "g"),
+            "--vlm", "http://127.0.0.1:9/v1", "--estimate"]
+    est = runner.invoke(app, args)
+    assert est.exit_code == 0 and "+ 1 start-up probe request (--no-probe skips it)" in est.output
+    assert "probe" not in runner.invoke(app, args + ["--no-probe"]).output
+    bad = runner.invoke(app, args + ["--answers", "lenient"])
+    assert bad.exit_code != 0 and "--answers must be one of release, strict" in bad.output
+    bad = runner.invoke(app, args + ["--images", "webp"])
+    assert bad.exit_code != 0 and "--images must be one of release, editlens" in bad.output
