@@ -251,3 +251,4 @@ def test_bench_run_kris_with_a_local_tiny_judge_takes_every_image(tmp_path):
     assert rows["biology"]["status"] == "scored" and "IF_KP" in rows["biology"]["reason"]
     assert rows["biology"]["scores"] == {"VC": 75.0, "VQ": 75.0, "overall": 75.0}
     assert t["models"]["m"]["counts"]["scored"] == 5
+    assert t["models"]["m"]["counts"]["scored_without"] == {"IF": 1, "KP": 1}  # biology's, counted

@@ -357,7 +357,12 @@ class KrisBench(Benchmark):
         for model in sorted({r["model"] for r in rows}):
             mine = [r for r in rows if r["model"] == model]
             ok = mine  # unscored/skipped rows carry no values: rows stay, means use scored items only
-            models[model] = {"counts": counts(mine), "sections": [
+            c = counts(mine)
+            # items scored on the dimensions that were read, one or more answers being unreadable
+            lacking = {d: sum(1 for r in mine if r.get("status") == "scored" and d not in r["scores"]
+                              and (d != "KP" or r["category"] in WITH_KNOWLEDGE)) for d in DIMS}
+            c["scored_without"] = {d: n for d, n in lacking.items() if n}
+            models[model] = {"counts": c, "sections": [
                 section("by category", ok, figs, CATEGORIES, lambda r: r["category"], n_boot=n_boot, seed=seed),
                 section("by knowledge type", ok, figs, tuple(KNOWLEDGE_TYPES), lambda r: TYPE_OF[r["category"]],
                         n_boot=n_boot, seed=seed)]}
