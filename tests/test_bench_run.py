@@ -66,6 +66,7 @@ def test_bench_run_gedit_end_to_end(tmp_path):
         est = runner.invoke(app, args + ["--estimate"])
         assert est.exit_code == 0, est.output
         assert "16 judge calls for 4 cases x 2 model(s)" in est.output and "(10 for the 5 outputs found" in est.output
+        assert "+ 1 start-up probe request" in est.output  # the engine check's probe is counted too
         assert fake.requests == []  # an estimate asks nothing
         res = runner.invoke(app, args + ["--json"])
         assert res.exit_code == 0, res.output
@@ -100,6 +101,9 @@ def test_bench_run_gedit_end_to_end(tmp_path):
     # every published column is kept; the full-size input as its reference into the table file
     assert all("intersection" in r and "#row=" in r["input_image_raw"] for r in items)
     assert "fallback wording" in (out / "report.html").read_text()
+    # every table names how answers were read (editlens' own prompts: strictly) and counts differing readings
+    assert "Answers read: strict (asked for release" in md and "0 item(s) read differently" in md
+    assert "Answers read: strict" in (out / "report.html").read_text() and t["answers"]["read_differently"] == 0
     assert "\\begin{tabular}" in (out / "table.tex").read_text()
     # the models side by side, ranked by the paper's headline (EN fullset O): good 6.83 (its color_alter has no
     # score, so its average is background_change's), lazy sqrt(32) from k1 alone
