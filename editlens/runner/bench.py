@@ -393,7 +393,8 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
                   "prompts": prompts.describe() if prompts else None,
                   "metrics": dict(suite) or None,
                   "answers": answers_summary(bench, rows, answers) if prompts else None,
-                  "images": ({"as": images, **(bench.spec.release_images.describe() if images == "release" else
+                  "images": ({"as": images, **(bench.spec.release_images.describe()
+                                                if images == "release" and bench.spec.release_images else
                                                 {"encoding": "png", "sizes": bench.spec.judge_image_sizes})}
                              if prompts else None),
                   "editors": editor_records or None,
