@@ -254,6 +254,12 @@ def test_metrics_runs_the_model_free_part_of_a_suite_without_clip_or_dino(tmp_pa
 
     with pytest.raises(InputError, match="computes"):
         run_benchmark("magicbrush", data, tmp_path / "o2", edits=edits, metrics=["FID"], progress=False)
+    from editlens.errors import ModelUnavailableError
+
+    # without --metrics, the missing CLIP weights stop the run with the way out named
+    with pytest.raises(ModelUnavailableError, match="--metrics L1,L2"):
+        run_benchmark("magicbrush", data, tmp_path / "o3", edits=edits, progress=False, device="cpu",
+                      metric_models={"clip": str(tmp_path / "no-clip"), "dino": str(tmp_path / "no-dino")})
 
 
 def test_the_start_up_probe_is_counted_in_the_estimate_and_skipped_with_no_probe(tmp_path):
