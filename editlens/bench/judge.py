@@ -223,6 +223,9 @@ class BenchJudge(VLMJudge):
                                                    r.problem or "answer not readable"))
                 continue
             dims.update(r.values)
+            lacking = [d for d in q.dimensions if d not in r.values]
+            if lacking and self.bench.spec.keep_readable_dimensions:  # one answer, some of its scores read
+                problems.append(f"{q.name}: {', '.join(lacking)} not read")
         out: dict[str, Any] = {"readings": readings, "dimensions": dims, "invented": invented, "refused": refused}
         keep = self.bench.spec.keep_readable_dimensions and dims
         if problems and not keep:
