@@ -1,0 +1,119 @@
+"""``editlens annotate``: people's votes on edits (a labelling page), their agreement, their export."""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from typer.core import TyperGroup
+
+from editlens.cli.common import emit_json, guarded
+
+
+class _ServeByDefault(TyperGroup):
+    """``editlens annotate RUN --task ... --out DIR`` is ``editlens annotate serve RUN ...``: the first word
+    is a subcommand's name or the start of ``serve``'s arguments."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["serve", *args]
+        return super().parse_args(ctx, args)
+
+
+annotate_app = typer.Typer(cls=_ServeByDefault, no_args_is_help=True,
+                           help="People's votes on edits: a labelling page (pairwise or point-wise, several "
+                                "annotators), agreement statistics, and export to meta-eval, calibrate and the arena.")
+
+
+class TaskKind(str, enum.Enum):
+    pairwise = "pairwise"
+    pointwise = "pointwise"
+
+
+class Preset(str, enum.Enum):
+    imagenhub = "imagenhub"
+    gedit = "gedit"
+    likert = "likert"
+
+
+DirArg = typer.Argument(..., help="The annotation folder (--out of `editlens annotate`).")
+
+
+@annotate_app.command("serve")
+@guarded
+def serve_cmd(
+    run_or_manifest: Optional[Path] = typer.Argument(None, help="A run directory or a manifest (with the 'model' "
+                                                     "column for pairs). Leave out to serve the task OUT holds."),
+    out: Path = typer.Option(..., "--out", help="Annotation folder: votes.sqlite, plan.json, links.txt."),
+    task: Optional[TaskKind] = typer.Option(None, "--task", help="pairwise (two edits of one source: A / B / tie / "
+                                            "both bad) or pointwise (one edit on a preset's scales)."),
+    preset: Preset = typer.Option(Preset.imagenhub, "--preset", help="Point-wise scales: imagenhub (SC and PQ, 0 / "
+                                  "0.5 / 1), gedit (SC and PQ, 0-10), likert (overall, 1-5)."),
+    annotators: str = typer.Option("1", "--annotators", help="Names (alice,bob) or a count (3 = annotator1..3); "
+                                   "each gets a link with their own token."),
+    overlap: int = typer.Option(1, "--overlap", min=1, help="k: each item is seen by k annotators."),
+    repeats: int = typer.Option(0, "--repeats", min=0, help="Hidden repeats per annotator (pairs come back with "
+                                "the sides swapped): self-consistency."),
+    gold: Optional[Path] = typer.Option(None, "--gold", help="JSONL of known answers (attention checks) shown to "
+                                        "every annotator: pairwise {a, b, preference: A|B|tie|both_bad}, point-wise "
+                                        "{id, scores: {criterion: value}}."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the plan (recorded)."),
+    adaptive: Optional[int] = typer.Option(None, "--adaptive", min=1, help="Pairwise: N pairs per annotator, each "
+                                           "picked when reached by the arena's scheduler (the most uncertain "
+                                           "neighbours), instead of a fixed plan."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (default: this machine only)."),
+    port: int = typer.Option(0, "--port", min=0, max=65535, help="Port (0: any free port)."),
+    plan_only: bool = typer.Option(False, "--plan-only", help="Make the task and print the links, do not serve."),
+) -> None:
+    """Serve a labelling page for a run's or a manifest's edits (resumes the task OUT holds).
+
+    Every vote is committed to OUT/votes.sqlite before the page moves on (WAL; a killed server loses
+    nothing); run the same command again to resume. Links: one per annotator, also in OUT/links.txt."""
+    from editlens.annotate.server import AnnotateServer
+    from editlens.annotate.store import DB_NAME
+    from editlens.annotate.task import Task, annotator_names
+    from editlens.core.io import atomic_write
+    from editlens.errors import InputError
+
+    exists = (out / DB_NAME).is_file()
+    if run_or_manifest is not None and not exists:
+        if task is None:
+            raise typer.BadParameter("give --task pairwise or --task pointwise")
+        Task.create(out, run_or_manifest, task.value, annotators=annotator_names(annotators), overlap=overlap,
+                    seed=seed, repeats=repeats, gold=gold, preset=preset.value, adaptive=adaptive).close()
+        typer.echo(f"made the task in {out}: plan in {out / 'plan.json'}", err=True)
+    elif not exists:
+        raise InputError(f"{out}: holds no task yet; give RUN_OR_MANIFEST and --task")
+    else:
+        typer.echo(f"resuming the task in {out} (its recorded plan; other task options are ignored)", err=True)
+    server = AnnotateServer(out, host=host, port=port)
+    links = server.links()
+    atomic_write(out / "links.txt", lambda fh: fh.writelines(f"{n}\t{u}\n" for n, u in links.items()))
+    for name, p in server.task.store.progress().items():
+        if name in links:
+            typer.echo(f"{name}: {p['voted']}/{p['planned']} done  {links[name]}")
+    if plan_only:
+        server.close()
+        return
+    typer.echo(f"serving on {server.base} (Ctrl-C to stop; votes are saved as they come)", err=True)
+    try:
+        server.serve_forever()
+    finally:
+        server.task.close()
+
+
+@annotate_app.command("status")
+@guarded
+def status_cmd(folder: Path = DirArg, json_out: bool = typer.Option(False, "--json")) -> None:
+    """Progress per annotator."""
+    from editlens.annotate.store import VoteStore
+
+    with VoteStore(folder) as store:
+        prog = store.progress()
+    if json_out:
+        emit_json(prog)
+        return
+    for name, p in prog.items():
+        typer.echo(f"{name:<20} {p['voted']:>5} of {p['planned']:>5} positions answered")

@@ -1,0 +1,45 @@
+"""Small edit sets for the labelling tests, the load benchmark and the docs' screenshots: coloured
+pictures (a source, and each editor's version of it: a shape of the editor's colour drawn on it) in a
+manifest with the ``model`` column, and optionally sessions of several turns."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+COLOURS = ((214, 69, 65), (52, 152, 219), (46, 160, 67), (243, 156, 18), (142, 68, 173), (26, 188, 156),
+           (127, 140, 141), (230, 126, 34))
+
+
+def make_edit_set(folder: str | Path, sources: int = 2, editors: int = 5, turns: int = 0, size: int = 96) -> Path:
+    """Write ``folder/manifest.jsonl`` and its images; returns the manifest. ``turns`` > 0: each source is a
+    session of that many turns (columns ``session`` and ``turn``), every editor editing its own last output."""
+    from PIL import Image, ImageDraw
+
+    out = Path(folder)
+    (out / "img").mkdir(parents=True, exist_ok=True)
+    rows = []
+    for s in range(sources):
+        src = out / "img" / f"src{s}.png"
+        im = Image.new("RGB", (size, size), (235 - 20 * (s % 5), 230, 220 - 15 * (s % 4)))
+        ImageDraw.Draw(im).ellipse((size // 4, size // 4, 3 * size // 4, 3 * size // 4), fill=(90, 90, 90))
+        im.save(src)
+        for e in range(editors):
+            prev = src
+            for t in range(max(turns, 1)):
+                base = Image.open(prev).convert("RGB")
+                d = ImageDraw.Draw(base)
+                x = 6 + (e * 7 + t * 11) % (size // 2)
+                d.rectangle((x, 6 + 10 * t, x + size // 3, 6 + 10 * t + size // 4), fill=COLOURS[e % len(COLOURS)])
+                dst = out / "img" / f"src{s}_ed{e}_t{t}.png"
+                base.save(dst)
+                row = {"id": f"s{s}/e{e}" + (f"/t{t + 1}" if turns else ""), "source": str(prev.relative_to(out)),
+                       "edited": str(dst.relative_to(out)), "model": f"editor{e}",
+                       "instruction": (f"turn {t + 1}: add a coloured box" if turns else f"add a coloured box to picture {s}")}
+                if turns:
+                    row.update({"session": f"s{s}", "turn": t + 1})
+                rows.append(row)
+                prev = dst
+    manifest = out / "manifest.jsonl"
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return manifest
