@@ -117,3 +117,31 @@ def status_cmd(folder: Path = DirArg, json_out: bool = typer.Option(False, "--js
         return
     for name, p in prog.items():
         typer.echo(f"{name:<20} {p['voted']:>5} of {p['planned']:>5} positions answered")
+
+
+@annotate_app.command("stats")
+@guarded
+def stats_cmd(
+    folder: Path = DirArg,
+    n_boot: int = typer.Option(500, "--n-boot", min=10, help="Bootstrap resamples of the items for each CI."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
+    gold_at: float = typer.Option(0.7, "--gold-at", help="Flag an annotator whose gold accuracy is below this."),
+    repeat_at: float = typer.Option(0.7, "--repeat-at", help="Flag an annotator who answers fewer repeats than "
+                                    "this the same way as the first time."),
+    kappa_at: Optional[float] = typer.Option(None, "--kappa-at", help="Also flag an annotator whose mean Cohen's "
+                                             "kappa with the others is below this."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Agreement: Krippendorff's alpha, Cohen's and Fleiss' kappa per criterion (bootstrap CIs over items);
+    per annotator their kappa with the others, self-consistency on hidden repeats, gold accuracy; flagged
+    annotators."""
+    from editlens.annotate.stats import agreement, stats_lines
+
+    rep = agreement(folder, n_boot=n_boot, seed=seed, gold_at=gold_at, repeat_at=repeat_at, kappa_at=kappa_at)
+    if json_out:
+        emit_json(rep)
+    else:
+        for line in stats_lines(rep):
+            typer.echo(line)
+    if rep["flagged"]:
+        typer.echo(f"flagged: {', '.join(rep['flagged'])}", err=True)

@@ -43,3 +43,29 @@ def make_edit_set(folder: str | Path, sources: int = 2, editors: int = 5, turns:
     manifest = out / "manifest.jsonl"
     manifest.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return manifest
+
+
+def answer_as_shown(item: dict, left: str | None, truth: dict) -> dict:
+    """A canonical answer (pairwise ``{"choice": A|B|tie|both_bad}``, point-wise ``{"scores"}``) as the page
+    sends it: pairs by the side the chosen edit was shown on."""
+    if item["task"] != "pairwise":
+        return dict(truth)
+    c = truth["choice"]
+    if c in ("A", "B"):
+        chosen = item["a"]["id"] if c == "A" else item["b"]["id"]
+        return {"choice": "left" if chosen == left else "right"}
+    return {"choice": c}
+
+
+def synthetic_annotator(task, name: str, truth, accuracy: float, rng, domain) -> int:  # type: ignore[no-untyped-def]
+    """Answer every position of ``name``'s list through :meth:`Task.vote`: the true answer (``truth(item_id)``)
+    with probability ``accuracy``, else an answer drawn uniformly from ``domain(item_id)``. Returns votes."""
+    n = 0
+    while True:
+        row = task.current(name)
+        if row is None:
+            return n
+        true = truth(row["item"])
+        given = true if rng.random() < accuracy else domain(row["item"])[rng.randrange(len(domain(row["item"])))]
+        task.vote(name, row["position"], answer_as_shown(task.items[row["item"]], row["left"], given))
+        n += 1
