@@ -2,8 +2,8 @@
 
 *Items*: point-wise, one per edit of the run or manifest; pairwise, one per
 pair of edits of the same source by two editors (the arena's contests: the
-same source image and instruction), in a fixed orientation (a, b) by editor
-name. Where the manifest has sessions (columns ``session`` and ``turn``, or
+same source image and instruction), in a fixed orientation (a, b) drawn
+from a hash of the pair. Where the manifest has sessions (columns ``session`` and ``turn``, or
 MagicBrush's ``img_id`` and ``turn_index``), an item of turn t carries the
 session's earlier turns, shown turn by turn above it, and pairs are formed
 per (session, turn): each editor's output of that turn.
@@ -81,7 +81,8 @@ def pointwise_items(edits: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def pairwise_items(edits: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Pairs of edits of the same source (or session turn) by two editors, oriented (a, b) by editor name."""
+    """Pairs of edits of the same source (or session turn) by two editors, in an orientation (a, b) drawn
+    from a hash of the pair."""
     groups: dict[tuple, dict[str, Mapping[str, Any]]] = {}
     for e in edits:
         if e["model"] is None:
@@ -98,12 +99,15 @@ def pairwise_items(edits: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         for x in range(len(names)):
             for y in range(x + 1, len(names)):
                 a, b = by_editor[names[x]], by_editor[names[y]]
+                # which edit is A: fixed by the pair (a hash), not by the names, so A is no proxy for an editor
+                if hashlib.blake2b(f"{group}\0{names[x]}\0{names[y]}".encode(), digest_size=1).digest()[0] & 1:
+                    a, b = b, a
                 ha, hb = _history(edits, a), _history(edits, b)
                 items.append({
-                    "id": f"{group}|{names[x]}|{names[y]}", "task": "pairwise", "group": group,
+                    "id": f"{group}|{a['model']}|{b['model']}", "task": "pairwise", "group": group,
                     "source": a["source"], "instruction": a["instruction"], "session": a["session"], "turn": a["turn"],
-                    "a": {"id": a["id"], "editor": names[x], "edited": a["edited"], "source": a["source"]},
-                    "b": {"id": b["id"], "editor": names[y], "edited": b["edited"], "source": b["source"]},
+                    "a": {"id": a["id"], "editor": a["model"], "edited": a["edited"], "source": a["source"]},
+                    "b": {"id": b["id"], "editor": b["model"], "edited": b["edited"], "source": b["source"]},
                     "history": [{"turn": p["turn"], "instruction": p["instruction"], "a": p["edited"], "b": q["edited"]}
                                 for p, q in zip(ha, hb) if p["turn"] == q["turn"]]})
     if not items:

@@ -145,3 +145,46 @@ def stats_cmd(
             typer.echo(line)
     if rep["flagged"]:
         typer.echo(f"flagged: {', '.join(rep['flagged'])}", err=True)
+
+
+class ExportFormat(str, enum.Enum):
+    pointwise = "pointwise"
+    pairwise = "pairwise"
+    genai_bench = "genai-bench"
+    arena = "arena"
+
+
+@annotate_app.command("export")
+@guarded
+def export_cmd(
+    folder: Path = DirArg,
+    fmt: ExportFormat = typer.Option(..., "--format", help="pointwise (human.jsonl: meta-eval pointwise, calibrate "
+                                     "pointwise), pairwise (pairs.jsonl: meta-eval pairwise, calibrate pairwise, "
+                                     "compare --pairs), genai-bench (genai_bench.json: meta-eval genai-bench), arena "
+                                     "(arena.json and human_ranking.json: arena / meta-eval arena --human-ranking)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Folder to write (default DIR/export)."),
+    criterion: Optional[str] = typer.Option(None, "--criterion", help="pointwise: export this criterion's mean "
+                                            "instead of the overall value (e.g. SC)."),
+    verdicts: Optional[Path] = typer.Option(None, "--verdicts", help="genai-bench: a pairwise judge's verdicts on "
+                                            "the exported pairs (editlens compare --pairs pairs.jsonl --out FILE)."),
+    predictions: Optional[Path] = typer.Option(None, "--predictions", help="genai-bench: an evaluator's scores "
+                                               "(results.jsonl or {id, score}); the higher-scored edit is its answer."),
+    metric: Optional[str] = typer.Option(None, "--metric", help="genai-bench with --predictions: the evaluator."),
+    seed: int = typer.Option(0, "--seed", help="arena: seed of the bootstrap."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable summary."),
+) -> None:
+    """Write the people's labels as the files meta-eval, calibrate and the arena read (first answer of each
+    annotator per item; repeats and gold items left out)."""
+    from editlens.annotate.export import export
+
+    summary = export(folder, fmt.value, out, criterion=criterion, verdicts=verdicts, predictions=predictions,
+                     metric=metric, seed=seed)
+    if json_out:
+        emit_json(summary)
+        return
+    extra = ""
+    if summary.get("left_out_no_majority"):
+        extra += f"; {summary['left_out_no_majority']} items without a majority left out"
+    if summary.get("without_response"):
+        extra += f"; {summary['without_response']} without a judged answer"
+    typer.echo(f"{summary['rows']} rows{extra} -> {', '.join(summary['files'])}")
