@@ -144,25 +144,26 @@ class Task:
         row = next((r for r in self.store.assignments(annotator) if r["position"] == position), None)
         if row is None or row["item"] is None:
             raise InputError(f"position {position} is not on {annotator}'s list (or not reached yet)")
-        it = self.items[row["item"]]
-        answer: dict[str, Any]
-        if it["task"] == "pairwise":
-            choice = body.get("choice")
-            if choice not in ("left", "right", "tie", "both_bad"):
-                raise InputError(f"choice {choice!r}: give left, right, tie or both_bad")
-            if choice in ("left", "right"):
-                shown_a_left = row["left"] == it["a"]["id"]
-                canon = "A" if (choice == "left") == shown_a_left else "B"
-            else:
-                canon = choice
-            answer = {"choice": canon, "screen": choice}
-        else:
-            answer = {"scores": check_scores(self.preset, body.get("scores"))}
+        answer = self.answer_of(row["item"], row["left"], body)
         reason = body.get("reason")
         if reason is not None and not isinstance(reason, str):
             raise InputError("reason must be text")
         return self.store.add_vote(annotator, position, row["item"], row["kind"], answer,
                                    (reason or "").strip()[:2000] or None, row["left"], shown_ms, origin)
+
+    def answer_of(self, item_id: str, left: str | None, body: Mapping[str, Any]) -> dict[str, Any]:
+        """The stored answer of an answer as given: a pair's side (left / right, as shown) turned into the
+        pair's own A / B; point-wise scores checked against the preset."""
+        it = self.items[item_id]
+        if it["task"] == "pairwise":
+            choice = body.get("choice")
+            if choice not in ("left", "right", "tie", "both_bad"):
+                raise InputError(f"choice {choice!r}: give left, right, tie or both_bad")
+            if choice in ("left", "right"):
+                shown_a_left = left == it["a"]["id"]
+                return {"choice": "A" if (choice == "left") == shown_a_left else "B", "screen": choice}
+            return {"choice": choice, "screen": choice}
+        return {"scores": check_scores(self.preset, body.get("scores"))}
 
     def page_item(self, row: Mapping[str, Any], image_url: Any) -> dict[str, Any]:
         """What the page shows for a position (no editor name, no kind: repeats and gold look like any item)."""

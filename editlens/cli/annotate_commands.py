@@ -188,3 +188,35 @@ def export_cmd(
     if summary.get("without_response"):
         extra += f"; {summary['without_response']} without a judged answer"
     typer.echo(f"{summary['rows']} rows{extra} -> {', '.join(summary['files'])}")
+
+
+@annotate_app.command("labelstudio-export")
+@guarded
+def labelstudio_export_cmd(
+    folder: Path = DirArg,
+    out: Path = typer.Option(..., "--out", help="Folder for config.xml (the labelling config) and tasks.json."),
+    url_prefix: str = typer.Option("/data/local-files/?d=", "--url-prefix", help="What image URLs start with "
+                                   "(default: Label Studio's local files)."),
+    image_root: Path = typer.Option(Path("/"), "--image-root", help="Image paths are written relative to this "
+                                    "(Label Studio's LOCAL_FILES_DOCUMENT_ROOT)."),
+) -> None:
+    """The task as a Label Studio project: its labelling config (XML) and tasks (JSON)."""
+    from editlens.annotate.interop import write_labelstudio
+
+    files = write_labelstudio(folder, out, url_prefix, image_root)
+    typer.echo(f"wrote {', '.join(map(str, files))}: create a project with the config, import the tasks")
+
+
+@annotate_app.command("labelstudio-import")
+@guarded
+def labelstudio_import_cmd(
+    folder: Path = DirArg,
+    export_file: Path = typer.Argument(..., help="Label Studio's export (Export -> JSON) of the tasks of "
+                                       "`annotate labelstudio-export`."),
+) -> None:
+    """Add Label Studio's annotations to the votes store (annotators ls-<id>; importing twice adds nothing)."""
+    from editlens.annotate.interop import import_labelstudio
+
+    c = import_labelstudio(folder, export_file)
+    typer.echo(f"{c['imported']} votes imported, {c['already_there']} already there, {c['cancelled']} cancelled "
+               "annotations skipped")
