@@ -25,6 +25,7 @@ def edits(tmp_path_factory):
     return make_edit_set(tmp_path_factory.mktemp("edits"), sources=14, editors=5, size=24)
 
 
+@pytest.mark.slow
 def test_alpha_of_known_noise_is_within_its_ci(edits, tmp_path):
     """Each annotator gives the true outcome with probability p, else one of the four at random (truth
     uniform over the four): the population alpha is p^2 (observed disagreement (1 - p^2)(1 - 1/4), expected
@@ -47,6 +48,7 @@ def test_alpha_of_known_noise_is_within_its_ci(edits, tmp_path):
     assert rep["flagged"] == []
 
 
+@pytest.mark.slow
 def test_gold_and_repeats_flag_a_random_clicker(edits, tmp_path):
     probe = Task.create(tmp_path / "probe", edits, "pairwise", annotators=["x"], seed=0)
     items = probe.items
