@@ -183,3 +183,16 @@ def test_two_annotators_label_by_keyboard(edits, tmp_path, width):
         assert 10.0 in {s["answer"]["scores"]["SC"] for s in votes}  # the 't' key gave 10
     finally:
         server.close()
+
+
+def test_load_script_runs_briefly(tmp_path, capsys):
+    """benchmarks/annotate_load.py for a few seconds (the full minute is a benchmark): no vote the server
+    confirmed is missing after a SIGKILL, no 5xx."""
+    import json
+
+    from benchmarks.annotate_load import main
+
+    assert main(["--annotators", "20", "--duration", "3", "--items", "60", "--kill", "--out", str(tmp_path)]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["votes_confirmed"] > 0 and res["lost_votes"] == 0 and res["http_5xx"] == 0
+    assert res["votes_stored"] == res["votes_confirmed"] + res["stored_not_confirmed"]
