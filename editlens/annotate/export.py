@@ -65,9 +65,9 @@ def pointwise_rows(task: Any, by_item: Mapping[str, list[dict[str, Any]]], crite
     rows = []
     for iid, votes in by_item.items():
         it = task.items[iid]
-        per_rater = [(v["answer"]["scores"][criterion] if criterion else overall(task.preset, v["answer"]["scores"]))
-                     for v in votes]
-        per_rater = [x for x in per_rater if x is not None]
+        given = [(v["answer"]["scores"][criterion] if criterion else overall(task.preset, v["answer"]["scores"]))
+                 for v in votes]
+        per_rater = [float(x) for x in given if x is not None]
         if not per_rater:
             continue
         rows.append({"id": iid, "model": it["model"] or "all", "human": statistics.fmean(per_rater),
@@ -140,7 +140,7 @@ def _responses(verdicts: Path | None, predictions: Path | None, metric: str | No
 
 def genai_rows(task: Any, by_item: Mapping[str, list[dict[str, Any]]], response: Any) -> tuple[list[dict], int]:
     rows, ambiguous = [], 0
-    for k, (iid, votes) in enumerate(by_item.items()):
+    for iid, votes in by_item.items():
         counts = Counter(v["answer"]["choice"] for v in votes)
         top = counts.most_common()
         if len(top) > 1 and top[0][1] == top[1][1]:

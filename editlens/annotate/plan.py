@@ -31,7 +31,7 @@ import random
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from editlens.annotate.presets import PAIR_OUTCOMES, check_scores, pointwise_preset
+from editlens.annotate.presets import PAIR_OUTCOMES, check_scores
 from editlens.errors import InputError
 
 SESSION_COLUMNS = (("session", "turn"), ("img_id", "turn_index"))
@@ -105,7 +105,8 @@ def pairwise_items(edits: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 ha, hb = _history(edits, a), _history(edits, b)
                 items.append({
                     "id": f"{group}|{a['model']}|{b['model']}", "task": "pairwise", "group": group,
-                    "source": a["source"], "instruction": a["instruction"], "session": a["session"], "turn": a["turn"],
+                    # a later turn: each editor edited its own last output; the session's first source is shown
+                    "source": ha[0]["source"] if ha else a["source"], "instruction": a["instruction"], "session": a["session"], "turn": a["turn"],
                     "a": {"id": a["id"], "editor": a["model"], "edited": a["edited"], "source": a["source"]},
                     "b": {"id": b["id"], "editor": b["model"], "edited": b["edited"], "source": b["source"]},
                     "history": [{"turn": p["turn"], "instruction": p["instruction"], "a": p["edited"], "b": q["edited"]}
@@ -188,8 +189,9 @@ def make_plan(items: Sequence[Mapping[str, Any]], annotators: Sequence[str], *, 
         for g in gold:
             seq.insert(rng.randint(0, len(seq)), (g, "gold"))
         firsts = [k for k, (_, kind) in enumerate(seq) if kind == "item"]
-        chosen = sorted(rng.sample(firsts, min(repeats, len(firsts))))
         # a repeat comes back at least 4 positions after its first showing (when the list is long enough)
+        early = [k for k in firsts if k + 4 <= len(seq)] or firsts
+        chosen = sorted(rng.sample(early, min(repeats, len(early))))
         buckets: dict[int, list[int]] = {}
         for c in chosen:
             buckets.setdefault(rng.randint(min(c + 4, len(seq)), len(seq)), []).append(c)
@@ -285,5 +287,13 @@ def next_adaptive_pair(items: Mapping[str, Mapping[str, Any]], votes: Sequence[M
         return choices[rng.randrange(len(choices))]
 
     picked: list[str] = []
-    allot_round(cands, 1, lambda i, j: picked.append(x) or 0 if (x := take(i, j)) is not None else None)
+
+    def pick(i: int, j: int) -> int | None:
+        found = take(i, j)
+        if found is None:
+            return None
+        picked.append(found)
+        return len(picked) - 1
+
+    allot_round(cands, 1, pick)
     return picked[0] if picked else None

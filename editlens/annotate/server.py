@@ -49,11 +49,15 @@ class AnnotateServer:
     def __init__(self, folder: str | Path, host: str = "127.0.0.1", port: int = 0) -> None:
         from editlens.backends.serving import bind
 
-        self.task = Task(folder)
+        self.sock = bind(host, port)  # first: a port in use is one clear error, before anything is opened
+        try:
+            self.task = Task(folder)
+        except BaseException:
+            self.sock.close()
+            raise
         self.images = self.task.image_paths()
         self._index = {p: i for i, p in enumerate(self.images)}
         self._image_cache: dict[int, tuple[str, bytes]] = {}
-        self.sock = bind(host, port)
         self.host, self.port = host, self.sock.getsockname()[1]
         shown = f"[{host}]" if ":" in host else host
         self.base = f"http://{shown}:{self.port}/"

@@ -166,7 +166,7 @@ def agreement(folder: str | Path, n_boot: int = 500, seed: int = 0, gold_at: flo
             if x is not None:
                 m[ai[a], ii[it]] = float(x)
         alpha = _alpha(m, c["level"], c["domain"])
-        ci = _boot(lambda cols: _alpha(m[:, cols], c["level"], c["domain"]), m.shape[1], n_boot, seed) \
+        ci = _boot(lambda cols, m=m, c=c: _alpha(m[:, cols], c["level"], c["domain"]), m.shape[1], n_boot, seed) \
             if alpha is not None else None
         w = weights[c["level"]] if c["domain"] is not None else None
         cohen: dict[str, float | None] = {}
@@ -179,7 +179,7 @@ def agreement(folder: str | Path, n_boot: int = 500, seed: int = 0, gold_at: flo
                     pair_kappas[annotators[y]].setdefault("k", []).append(k)
         known = [k for k in cohen.values() if k is not None]
         fk = fleiss_kappa(m) if c["level"] == "nominal" or c["domain"] is not None else None
-        fk_ci = _boot(lambda cols: fleiss_kappa(m[:, cols]), m.shape[1], n_boot, seed) if fk is not None else None
+        fk_ci = _boot(lambda cols, m=m: fleiss_kappa(m[:, cols]), m.shape[1], n_boot, seed) if fk is not None else None
         rated = int(np.sum(np.sum(~np.isnan(m), axis=0) >= 2))
         out_crit[c["name"]] = {
             "level": c["level"], "items_rated_twice_or_more": rated, "ratings": int(np.sum(~np.isnan(m))),
@@ -204,7 +204,7 @@ def agreement(folder: str | Path, n_boot: int = 500, seed: int = 0, gold_at: flo
                 g = gold[v["item"]]
                 gold_flags.append(float(all(c["value"](v["answer"]) == c["value"](g) for c in head)))
         ks = pair_kappas[a].get("k", [])
-        entry = {
+        entry: dict[str, Any] = {
             "votes": sum(1 for (who, _) in by_pos if who == a),
             "items": sum(1 for (who, _) in first if who == a),
             "cohen_kappa_with_others": float(np.mean(ks)) if ks else None,

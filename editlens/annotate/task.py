@@ -22,10 +22,10 @@ _NAME = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
 def annotator_names(spec: str | int | Sequence[str]) -> list[str]:
     """``"alice,bob"`` or a count (``3`` -> annotator1..annotator3)."""
     if isinstance(spec, int) or (isinstance(spec, str) and spec.strip().isdigit()):
-        n = int(spec)
-        if n < 1:
+        count = int(spec)
+        if count < 1:
             raise InputError("--annotators: at least one")
-        return [f"annotator{k + 1}" for k in range(n)]
+        return [f"annotator{k + 1}" for k in range(count)]
     names = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
     for n in names:
         if not _NAME.match(n):
@@ -109,9 +109,7 @@ class Task:
                 return None
             row = rows[0]
             if row["item"] is None:
-                row = self._fill(annotator, row)
-                if row is None:
-                    return None
+                return self._fill(annotator, row)
             return row
 
     def _fill(self, annotator: str, row: dict[str, Any]) -> dict[str, Any] | None:

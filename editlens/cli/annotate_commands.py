@@ -88,7 +88,21 @@ def serve_cmd(
         raise InputError(f"{out}: holds no task yet; give RUN_OR_MANIFEST and --task")
     else:
         typer.echo(f"resuming the task in {out} (its recorded plan; other task options are ignored)", err=True)
-    server = AnnotateServer(out, host=host, port=port)
+    server = None
+    if port == 0:  # the port served before, so the links people have keep working (any free port if taken)
+        from editlens.annotate.store import VoteStore
+        from editlens.errors import EditlensError
+
+        with VoteStore(out) as store:
+            before = store.get_meta("port")
+        if before:
+            try:
+                server = AnnotateServer(out, host=host, port=int(before))
+            except EditlensError:
+                server = None
+    if server is None:
+        server = AnnotateServer(out, host=host, port=port)
+    server.task.store.set_meta("port", server.port)
     links = server.links()
     atomic_write(out / "links.txt", lambda fh: fh.writelines(f"{n}\t{u}\n" for n, u in links.items()))
     for name, p in server.task.store.progress().items():

@@ -18,7 +18,7 @@ def make_edit_set(folder: str | Path, sources: int = 2, editors: int = 5, turns:
 
     out = Path(folder)
     (out / "img").mkdir(parents=True, exist_ok=True)
-    rows = []
+    rows: list[dict[str, object]] = []
     for s in range(sources):
         src = out / "img" / f"src{s}.png"
         im = Image.new("RGB", (size, size), (235 - 20 * (s % 5), 230, 220 - 15 * (s % 4)))
@@ -33,7 +33,7 @@ def make_edit_set(folder: str | Path, sources: int = 2, editors: int = 5, turns:
                 d.rectangle((x, 6 + 10 * t, x + size // 3, 6 + 10 * t + size // 4), fill=COLOURS[e % len(COLOURS)])
                 dst = out / "img" / f"src{s}_ed{e}_t{t}.png"
                 base.save(dst)
-                row = {"id": f"s{s}/e{e}" + (f"/t{t + 1}" if turns else ""), "source": str(prev.relative_to(out)),
+                row: dict[str, object] = {"id": f"s{s}/e{e}" + (f"/t{t + 1}" if turns else ""), "source": str(prev.relative_to(out)),
                        "edited": str(dst.relative_to(out)), "model": f"editor{e}",
                        "instruction": (f"turn {t + 1}: add a coloured box" if turns else f"add a coloured box to picture {s}")}
                 if turns:
@@ -57,7 +57,7 @@ def answer_as_shown(item: dict, left: str | None, truth: dict) -> dict:
     return {"choice": c}
 
 
-def synthetic_annotator(task, name: str, truth, accuracy: float, rng, domain) -> int:  # type: ignore[no-untyped-def]
+def synthetic_annotator(task, name: str, truth, accuracy: float, rng, domain) -> int:
     """Answer every position of ``name``'s list through :meth:`Task.vote`: the true answer (``truth(item_id)``)
     with probability ``accuracy``, else an answer drawn uniformly from ``domain(item_id)``. Returns votes."""
     n = 0
