@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from editlens.annotate.server import AnnotateServer
+from editlens.annotate.server import COOKIE, AnnotateServer
 from editlens.annotate.task import Task
 from editlens.testing.annotate_data import make_edit_set
 from editlens.testing.browser import chromium_page
@@ -196,3 +196,28 @@ def test_load_script_runs_briefly(tmp_path, capsys):
     res = json.loads(capsys.readouterr().out)
     assert res["votes_confirmed"] > 0 and res["lost_votes"] == 0 and res["http_5xx"] == 0
     assert res["votes_stored"] == res["votes_confirmed"] + res["stored_not_confirmed"]
+
+
+def test_two_links_in_one_browser_keep_their_annotators(edits, tmp_path):
+    """Alice's page stays Alice's when Bob's link is opened later in the same browser (the cookie is Bob's)."""
+    Task.create(tmp_path / "t", edits, "pairwise", annotators=["alice", "bob"], overlap=2, seed=0).close()
+    server = AnnotateServer(tmp_path / "t").start()
+    try:
+        links = server.links()
+        with chromium_page(width=1000, height=800, allow=(server.base,)) as (page, errors):
+            page.goto(links["alice"])
+            page.wait_for_selector("body[data-ready]", state="attached")
+            # Bob's link opened in another tab of this browser: his token is in the cookie now
+            page.context.add_cookies([{"name": COOKIE, "value": links["bob"].split("token=")[1], "url": server.base}])
+            pos = page.get_attribute("body", "data-position")
+            page.keyboard.press("3")
+            page.keyboard.press("Enter")
+            page.wait_for_selector(f"body[data-ready]:not([data-position='{pos}'])", state="attached")
+            for _ in range(50):
+                if server.task.store.votes():
+                    break
+                time.sleep(0.1)
+            assert errors == [], errors
+        assert [v["annotator"] for v in server.task.store.votes()] == ["alice"]
+    finally:
+        server.close()

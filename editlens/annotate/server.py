@@ -80,12 +80,14 @@ class AnnotateServer:
                     "(a page on another site cannot reach it)")
         return None
 
-    def page(self, annotator: str) -> bytes:
+    def page(self, annotator: str, token: str) -> bytes:
         from editlens import __version__
 
         settings = self.task.settings
         title = ("Which edit is better?" if settings["task"] == "pairwise" else "Rate the edit")
-        data = {"annotator": annotator, "task": settings["task"], "preset": self.task.preset}
+        # the page sends its own annotator's token with every call: another annotator's link opened later in
+        # the same browser (whose cookie then wins) cannot turn this page's votes into theirs
+        data = {"annotator": annotator, "token": token, "task": settings["task"], "preset": self.task.preset}
         tpl, css, js = self._page_parts
         out = (tpl.replace("__TITLE__", html.escape(title)).replace("__VERSION__", __version__)
                .replace("__CSS__", css).replace("__JS__", js)
@@ -143,6 +145,7 @@ class AnnotateServer:
                 return JSONResponse({"error": refused}, status_code=403)
             if request.url.path == "/favicon.ico":
                 return Response(status_code=204)
+            # the page's own token (query, header) before the cookie, which the last link opened set
             token = ((parse_qs(request.url.query).get("token") or [""])[0] or request.headers.get("x-editlens-token")
                      or request.cookies.get(COOKIE) or "")
             who = server.task.annotator_of(token) if token else None
@@ -159,7 +162,7 @@ class AnnotateServer:
 
         @app.get("/")
         def index(request: Request) -> Any:
-            resp = Response(server.page(request.state.annotator), media_type="text/html; charset=utf-8",
+            resp = Response(server.page(request.state.annotator, request.state.token), media_type="text/html; charset=utf-8",
                             headers={"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
                                      "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
                                      "style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'"})

@@ -16,9 +16,11 @@ class _ServeByDefault(TyperGroup):
     """``editlens annotate RUN --task ... --out DIR`` is ``editlens annotate serve RUN ...``: the first word
     is a subcommand's name or the start of ``serve``'s arguments."""
 
+    default_command = "serve"
+
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
-            args = ["serve", *args]
+            args = [self.default_command, *args]
         return super().parse_args(ctx, args)
 
 

@@ -35,7 +35,8 @@ def make_edit_set(folder: str | Path, sources: int = 2, editors: int = 5, turns:
                 base.save(dst)
                 row: dict[str, object] = {"id": f"s{s}/e{e}" + (f"/t{t + 1}" if turns else ""), "source": str(prev.relative_to(out)),
                        "edited": str(dst.relative_to(out)), "model": f"editor{e}",
-                       "instruction": (f"turn {t + 1}: add a coloured box" if turns else f"add a coloured box to picture {s}")}
+                       "instruction": (("add a coloured box" if t == 0 else "add another box below the last one") if turns
+                                       else f"add a coloured box to picture {s}")}
                 if turns:
                     row.update({"session": f"s{s}", "turn": t + 1})
                 rows.append(row)

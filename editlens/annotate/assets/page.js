@@ -120,7 +120,8 @@
 
   function call(method, url, body) {
     return fetch(url, { method: method, credentials: "same-origin", cache: "no-store",
-                        headers: body ? { "Content-Type": "application/json" } : {},
+                        headers: body ? { "Content-Type": "application/json", "X-Editlens-Token": D.token }
+                                      : { "X-Editlens-Token": D.token },
                         body: body ? JSON.stringify(body) : undefined })
       .then(function (r) { return r.json().then(function (j) { if (!r.ok) throw new Error(j.error || ("HTTP " + r.status)); return j; }); });
   }
