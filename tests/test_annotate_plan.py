@@ -137,3 +137,15 @@ def test_cli_plan_resume_and_status(edits, tmp_path):
     assert r.exit_code == 2 and "--task" in r.output
     r = CliRunner().invoke(app, ["annotate", "serve", "--out", str(tmp_path / "none")])
     assert r.exit_code == 2 and "holds no task" in r.output
+
+
+def test_a_run_directory_is_read_through_its_manifest(tmp_path):
+    m = make_edit_set(tmp_path / "e", sources=2, editors=3, size=16)
+    r = CliRunner().invoke(app, ["run", str(m), "--out", str(tmp_path / "run"), "--metrics", "l1"])
+    assert r.exit_code == 0, r.output
+    t = Task.create(tmp_path / "t", tmp_path / "run", "pointwise", annotators=["a"], preset="likert")
+    try:
+        assert t.settings["run"] == str(tmp_path / "run") and t.settings["manifest"] == str(m)
+        assert sorted(t.items) == sorted(f"s{s}/e{e}" for s in range(2) for e in range(3))
+    finally:
+        t.close()

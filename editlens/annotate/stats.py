@@ -233,9 +233,13 @@ def stats_lines(rep: Mapping[str, Any]) -> list[str]:
     """How the agreement report reads on a terminal."""
     f = lambda x: "undefined" if x is None else f"{x:.3f}"  # noqa: E731
     ci = lambda c: "" if not c else f" [{c[0]:.3f}, {c[1]:.3f}]"  # noqa: E731
+    from editlens.core.evidence import figure
+
     lines = [f"{rep['task']} task: {rep['votes']} votes by {rep['annotators']} annotators on {rep['items']} items"]
     for name, c in rep["criteria"].items():
-        lines.append(f"  {name:<8} Krippendorff's alpha ({c['level']}) {f(c['krippendorff_alpha'])}{ci(c['alpha_ci95'])}; "
+        alpha = figure(c["krippendorff_alpha"], c["items_rated_twice_or_more"], "no item rated by two annotators",
+                       fmt="{:.3f}")
+        lines.append(f"  {name:<8} Krippendorff's alpha ({c['level']}) {alpha}{ci(c['alpha_ci95'])}; "
                      f"Cohen's kappa (mean of pairs) {f(c['cohen_kappa_mean'])}; Fleiss' kappa {f(c['fleiss_kappa'])}"
                      f"{ci(c['fleiss_ci95'])}; {c['items_rated_twice_or_more']} items rated by two or more")
     for a, e in rep["per_annotator"].items():

@@ -26,7 +26,8 @@ class _ServeByDefault(TyperGroup):
 
 annotate_app = typer.Typer(cls=_ServeByDefault, no_args_is_help=True,
                            help="People's votes on edits: a labelling page (pairwise or point-wise, several "
-                                "annotators), agreement statistics, and export to meta-eval, calibrate and the arena.")
+                                "annotators), agreement statistics, and export to meta-eval, calibrate and the arena. "
+                                "`editlens annotate RUN_OR_MANIFEST --task pairwise --out DIR` is `annotate serve ...`.")
 
 
 class TaskKind(str, enum.Enum):
