@@ -76,6 +76,9 @@ def test_gold_and_repeats_flag_a_random_clicker(edits, tmp_path):
     assert per["clicker"]["gold_accuracy"] < 0.5 and per["clicker"]["self_consistency"] < 0.6
     assert any("gold accuracy" in w for w in per["clicker"]["flagged"])
     assert per["good1"]["gold_accuracy"] >= 0.8 and per["good1"]["self_consistency"] >= 0.8
+    # the group agrees more without the clicker than with them, and less without a careful annotator
+    whole = rep["criteria"]["outcome"]["krippendorff_alpha"]
+    assert per["clicker"]["alpha_without"] > whole + 0.2 and per["good1"]["alpha_without"] < whole
     lo, hi = per["clicker"]["gold_accuracy_ci95"]
     assert lo <= per["clicker"]["gold_accuracy"] <= hi
 

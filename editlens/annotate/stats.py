@@ -159,8 +159,10 @@ def agreement(folder: str | Path, n_boot: int = 500, seed: int = 0, gold_at: flo
     out_crit: dict[str, Any] = {}
     weights = {"nominal": None, "ordinal": "linear", "interval": "quadratic"}
     pair_kappas: dict[str, dict[str, list[float]]] = {a: {} for a in annotators}
+    mats: dict[str, np.ndarray] = {}
     for c in crits:
         m = np.full((len(annotators), len(items)), np.nan)
+        mats[c["name"]] = m
         for (a, it), v in first.items():
             x = c["value"](v["answer"])
             if x is not None:
@@ -204,7 +206,11 @@ def agreement(folder: str | Path, n_boot: int = 500, seed: int = 0, gold_at: flo
                 g = gold[v["item"]]
                 gold_flags.append(float(all(c["value"](v["answer"]) == c["value"](g) for c in head)))
         ks = pair_kappas[a].get("k", [])
+        m0 = mats[crits[0]["name"]]
+        others = m0[[k for k in range(len(annotators)) if k != ai[a]]]
         entry: dict[str, Any] = {
+            # the first criterion's alpha without this annotator: above the whole group's when they lower it
+            "alpha_without": _alpha(others, crits[0]["level"], crits[0]["domain"]) if len(others) >= 2 else None,
             "votes": sum(1 for (who, _) in by_pos if who == a),
             "items": sum(1 for (who, _) in first if who == a),
             "cohen_kappa_with_others": float(np.mean(ks)) if ks else None,
@@ -244,6 +250,7 @@ def stats_lines(rep: Mapping[str, Any]) -> list[str]:
                      f"{ci(c['fleiss_ci95'])}; {c['items_rated_twice_or_more']} items rated by two or more")
     for a, e in rep["per_annotator"].items():
         lines.append(f"  {a:<14} {e['votes']:>4} votes; kappa with others {f(e['cohen_kappa_with_others'])}; "
+                     f"alpha without them {f(e['alpha_without'])}; "
                      f"self-consistency {f(e['self_consistency'])}{ci(e['self_consistency_ci95'])} ({e['repeats']} repeats); "
                      f"gold {f(e['gold_accuracy'])}{ci(e['gold_accuracy_ci95'])} ({e['gold']} items)"
                      + (f"  FLAGGED: {'; '.join(e['flagged'])}" if e["flagged"] else ""))

@@ -123,7 +123,8 @@ def serve_cmd(
 
 @annotate_app.command("status")
 @guarded
-def status_cmd(folder: Path = DirArg, json_out: bool = typer.Option(False, "--json")) -> None:
+def status_cmd(folder: Path = DirArg,
+               json_out: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """Progress per annotator."""
     from editlens.annotate.store import VoteStore
 
