@@ -221,3 +221,28 @@ def test_two_links_in_one_browser_keep_their_annotators(edits, tmp_path):
         assert [v["annotator"] for v in server.task.store.votes()] == ["alice"]
     finally:
         server.close()
+
+
+def test_a_session_is_shown_turn_by_turn(tmp_path):
+    m = make_edit_set(tmp_path / "e", sources=1, editors=2, turns=3, size=32)
+    Task.create(tmp_path / "t", m, "pairwise", annotators=["ann"], seed=0).close()
+    server = AnnotateServer(tmp_path / "t").start()
+    try:
+        turns_seen = {}
+        with chromium_page(width=390, height=900, allow=(server.base,)) as (page, errors):
+            page.goto(server.links()["ann"])
+            page.wait_for_selector("body[data-ready]", state="attached")
+            while page.get_attribute("body", "data-done") is None:
+                pos = page.get_attribute("body", "data-position")
+                label = page.inner_text("#turnlabel")
+                turns_seen[label] = (page.locator(".hist").count(), page.locator(".hist img").count(),
+                                     page.locator("#imgs img").count())
+                page.keyboard.press("3")
+                page.keyboard.press("Enter")
+                page.wait_for_selector(f"body[data-ready]:not([data-position='{pos}']), body[data-done]",
+                                       state="attached")
+            assert errors == [], errors
+        # turn t: the t-1 earlier turns above it, both editors' outputs each; then source, left, right
+        assert turns_seen == {"Turn 1 · ": (0, 0, 3), "Turn 2 · ": (1, 2, 3), "Turn 3 · ": (2, 4, 3)}
+    finally:
+        server.close()

@@ -83,8 +83,12 @@ class Task:
                 store.add_annotator(a, secrets.token_urlsafe(18))
             store.put_assignments(rows)
             store.set_meta("settings", settings)  # last: a folder without it was never planned
-        finally:
+        except BaseException:
             store.close()
+            for suffix in ("", "-wal", "-shm"):  # nothing half made is left to be taken for a task
+                (folder / f"votes.sqlite{suffix}").unlink(missing_ok=True)
+            raise
+        store.close()
         P.write_plan_file(folder, P.plan_record(items, rows, settings))
         return cls(folder)
 
