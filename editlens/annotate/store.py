@@ -161,6 +161,19 @@ class VoteStore:
         except sqlite3.IntegrityError:
             raise DuplicateVote(f"{annotator}: position {position} already has a vote (the first is kept)") from None
 
+    def assignment(self, annotator: str, position: int) -> dict[str, Any] | None:
+        rows = self._read("SELECT item_id, kind, left_id, repeat_of FROM assignments WHERE annotator = ? AND position = ?",
+                          (annotator, position))
+        if not rows:
+            return None
+        r = rows[0]
+        return {"annotator": annotator, "position": position, "item": r[0], "kind": r[1], "left": r[2], "repeat_of": r[3]}
+
+    def progress_of(self, annotator: str) -> dict[str, int]:
+        planned = self._read("SELECT COUNT(*) FROM assignments WHERE annotator = ?", (annotator,))[0][0]
+        voted = self._read("SELECT COUNT(*) FROM votes WHERE annotator = ?", (annotator,))[0][0]
+        return {"planned": int(planned), "voted": int(voted)}
+
     def votes(self, annotator: str | None = None) -> list[dict[str, Any]]:
         sql = ("SELECT vote_id, annotator, position, item_id, kind, answer, reason, left_id, at, shown_ms, origin, "
                "external_id FROM votes")

@@ -99,10 +99,16 @@ class Task:
     def annotator_of(self, token: str) -> str | None:
         import hmac
 
-        for name, a in self.store.annotators().items():
+        for name, a in self._tokens().items():
             if a["token"] and hmac.compare_digest(a["token"].encode(), token.encode()):
                 return name
         return None
+
+    def _tokens(self) -> dict[str, dict[str, Any]]:
+        # the annotators with a token are made with the task: read once (imported ones have none)
+        if getattr(self, "_token_cache", None) is None:
+            self._token_cache = {n: a for n, a in self.store.annotators().items() if a["token"]}
+        return self._token_cache
 
     def current(self, annotator: str) -> dict[str, Any] | None:
         """The annotator's next unanswered position (an adaptive one filled now), or ``None`` when done."""
@@ -143,7 +149,7 @@ class Task:
              origin: str = "web") -> int:
         """Check an answer against the position it answers and write it (one committed transaction).
         Pairwise ``{"choice": left|right|tie|both_bad}`` (sides as shown); point-wise ``{"scores": {...}}``."""
-        row = next((r for r in self.store.assignments(annotator) if r["position"] == position), None)
+        row = self.store.assignment(annotator, position)
         if row is None or row["item"] is None:
             raise InputError(f"position {position} is not on {annotator}'s list (or not reached yet)")
         answer = self.answer_of(row["item"], row["left"], body)
@@ -201,7 +207,7 @@ class Task:
         return sorted(paths)
 
     def progress(self, annotator: str) -> dict[str, int]:
-        p = self.store.progress().get(annotator, {"planned": 0, "voted": 0})
+        p = self.store.progress_of(annotator)
         return {"done": p["voted"], "total": p["planned"]}
 
 
