@@ -55,6 +55,17 @@ def test_plan_overlap_repeats_gold(edits):
             assert first[2] == r[2] and first[3] == "item" and r[1] - first[1] >= 4
 
 
+def test_every_pair_of_annotators_shares_items(edits):
+    """Cohen's kappa needs shared items for every pair of people: with 4 annotators and k = 2, none is disjoint."""
+    from itertools import combinations
+
+    items = P.pairwise_items(P.read_edits(edits)[0])
+    rows = P.make_plan(items, ["a", "b", "c", "d"], overlap=2, seed=0)
+    mine = {a: {r[2] for r in rows if r[0] == a} for a in "abcd"}
+    assert all(mine[x] & mine[y] for x, y in combinations("abcd", 2))
+    assert sorted(len(v) for v in mine.values()) == [12, 12, 12, 12]
+
+
 def test_repeated_pairs_come_back_swapped(edits):
     items = P.pairwise_items(P.read_edits(edits)[0])
     by_id = {it["id"]: it for it in items}

@@ -9,7 +9,7 @@ session's earlier turns, shown turn by turn above it, and pairs are formed
 per (session, turn): each editor's output of that turn.
 
 *Plan*: each item is given to ``overlap`` (k) annotators, balanced
-(annotators take items in turn from a seeded shuffle), each annotator's list
+(each item goes to the k least loaded annotators, ties drawn), each annotator's list
 shuffled; ``repeats`` of an annotator's items come back later in their list
 (pairs with left and right swapped); every ``gold`` item (an answer known in
 advance) is put in every list. Left and right of each pair are drawn per
@@ -175,9 +175,11 @@ def make_plan(items: Sequence[Mapping[str, Any]], annotators: Sequence[str], *, 
     if adaptive is None:
         order = list(regular)
         rng.shuffle(order)
-        for k, it in enumerate(order):
-            for j in range(overlap):
-                lists[annotators[(k * overlap + j) % len(annotators)]].append(it["id"])
+        load = {a: 0 for a in annotators}
+        for it in order:  # the k least loaded annotators, ties drawn: balanced, and every pair of people overlaps
+            for a in sorted(annotators, key=lambda x: (load[x], rng.random()))[:overlap]:
+                lists[a].append(it["id"])
+                load[a] += 1
     else:
         for a in annotators:
             lists[a] = [None] * adaptive

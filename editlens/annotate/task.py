@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from editlens.annotate import plan as P
-from editlens.annotate.presets import PAIR_OUTCOMES, check_scores, pairwise_preset, pointwise_preset
+from editlens.annotate.presets import check_scores, pairwise_preset, pointwise_preset
 from editlens.annotate.store import VoteStore
 from editlens.errors import InputError
 
@@ -210,6 +210,3 @@ class Task:
         p = self.store.progress_of(annotator)
         return {"done": p["voted"], "total": p["planned"]}
 
-
-def outcome_names() -> tuple[str, ...]:
-    return PAIR_OUTCOMES
