@@ -8,7 +8,7 @@ over, for ``--duration`` seconds. Then the server is stopped and ``votes.sqlite`
 * 5xx answers (target 0); other failed requests (time-outs, refused connections) are counted apart;
 * votes per second and the latency of a vote (p50, p95).
 
-    python -m benchmarks.annotate_load [--annotators 20] [--duration 60] [--items 300] [--kill]
+    python -m benchmarks.annotate_load [--annotators 20] [--duration 60] [--items 1000] [--kill]
 
 ``--kill`` stops the server with SIGKILL instead of SIGTERM: a confirmed vote must survive it. Prints JSON;
 exits 1 when a vote was lost or a 5xx was answered.
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--annotators", type=int, default=20)
     ap.add_argument("--duration", type=float, default=60.0, help="Seconds of voting.")
-    ap.add_argument("--items", type=int, default=300, help="Edits in the task (every annotator sees all of them).")
+    ap.add_argument("--items", type=int, default=1000, help="Edits in the task (every annotator sees all of them).")
     ap.add_argument("--kill", action="store_true", help="Stop the server with SIGKILL (default SIGTERM).")
     ap.add_argument("--out", type=Path, default=None, help="Folder to keep the task in (default: a temp folder).")
     args = ap.parse_args(argv)
