@@ -91,6 +91,10 @@ def test_people_arena_and_meta_eval_arena(pair_task, tmp_path):
     cli("annotate", "export", folder, "--format", "arena", "--out", tmp_path / "exp")
     ranking = json.load(open(tmp_path / "exp" / "human_ranking.json"))
     assert sorted(ranking, key=lambda m: -ranking[m]) == [f"editor{e}" for e in range(5)]
+    # arena --human-ranking reads the exported ranking as it reads any
+    doc = json.loads(cli("arena", "--human-votes", folder, "--human-ranking", tmp_path / "exp" / "human_ranking.json",
+                         "--json", "--n-boot", "20", "--out", tmp_path / "again"))
+    assert doc["human"]["n"] == 5 and doc["human"]["kendall"] == pytest.approx(1.0)
     # the people's ranking read by meta-eval arena, against another arena (here: the people's own)
     rep = json.loads(cli("meta-eval", "arena", tmp_path / "exp", "--human-ranking", tmp_path / "exp" / "human_ranking.json",
                          "--json"))
@@ -141,3 +145,25 @@ def test_pointwise_export_into_meta_eval_and_calibrate(edits, tmp_path):
     assert all(r["human"] == r["scores"]["SC"] for r in sc.values())
     r = CliRunner().invoke(app, ["annotate", "export", str(folder), "--format", "pairwise"])
     assert r.exit_code == 2 and "point" in r.output
+
+
+def test_a_judge_arena_against_the_peoples(pair_task, edits, tmp_path):
+    """`editlens arena RUN --metric l1_ref` (a model-free evaluator: closeness to a reference edit) is a
+    judge's arena; `meta-eval arena` compares its ranking with the people's, read from their votes."""
+    folder, _ = pair_task
+    rows = [json.loads(line) for line in open(edits)]
+    ref = {r["source"]: r["edited"] for r in rows if r["model"] == "editor1"}
+    with_ref = edits.parent / "with_reference.jsonl"
+    with_ref.write_text("".join(json.dumps({**r, "reference": ref[r["source"]]}) + "\n" for r in rows))
+    # scored by a run first: the arena reuses the run's stored scores
+    cli("run", with_ref, "--metrics", "l1_ref", "--out", tmp_path / "run")
+    cli("arena", tmp_path / "run", "--metric", "l1_ref", "--out", tmp_path / "judge", "--n-boot", "20")
+    judge = json.load(open(tmp_path / "judge" / "arena.json"))
+    assert judge["editors"][0]["editor"] == "editor1"  # the reference's own editor wins every pair
+    rep = json.loads(cli("meta-eval", "arena", tmp_path / "judge", "--human-votes", folder, "--json"))
+    from editlens.meta.arena import rank_agreement
+
+    people = json.load(open(folder / "arena" / "arena.json"))
+    want = rank_agreement({r["editor"]: r["rating"] for r in judge["editors"]},
+                          {r["editor"]: r["rating"] for r in people["editors"]})
+    assert rep["n"] == 5 and rep["value"] == pytest.approx(want["kendall"]) and rep["value"] < 1
