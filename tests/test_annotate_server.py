@@ -48,6 +48,9 @@ def test_token_and_host_are_checked(edits, tmp_path):
             pos = state["item"]["position"]
             assert c.post(server.base + "api/vote", json={"position": pos, "choice": "sideways"}).status_code == 400
             assert c.post(server.base + "api/vote", content=b"not json").status_code == 400
+            assert c.post(server.base + "api/vote", json={"position": True, "choice": "left"}).status_code == 400
+            assert c.post(server.base + "api/vote", json={"position": pos, "choice": "left",
+                                                          "reason": "x" * 70_000}).status_code == 413
             assert c.post(server.base + "api/vote", json={"position": 999, "choice": "left"}).status_code == 400
             nxt = c.post(server.base + "api/vote", json={"position": pos, "choice": "left", "reason": "sharper"})
             assert nxt.status_code == 200 and nxt.json()["progress"]["done"] == 1

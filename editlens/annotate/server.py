@@ -28,6 +28,8 @@ from editlens.annotate.task import Task
 from editlens.errors import EditlensError
 
 COOKIE = "editlens_annotate_token"
+#: the largest answer accepted (a reason of 2,000 characters fits many times)
+MAX_BODY = 64 * 1024
 
 
 def _asset(name: str) -> str:
@@ -175,11 +177,15 @@ class AnnotateServer:
 
         @app.post("/api/vote")
         async def post_vote(request: Request) -> Any:
+            raw = await request.body()
+            if len(raw) > MAX_BODY:
+                return JSONResponse({"error": f"an answer is at most {MAX_BODY} bytes"}, status_code=413)
             try:
-                body = json.loads(await request.body() or b"{}")
+                body = json.loads(raw or b"{}")
             except ValueError:
                 return JSONResponse({"error": "the body must be JSON"}, status_code=400)
-            if not isinstance(body, dict) or not isinstance(body.get("position"), int):
+            position = body.get("position") if isinstance(body, dict) else None
+            if not isinstance(position, int) or isinstance(position, bool):
                 return JSONResponse({"error": "give {position, choice | scores, reason}"}, status_code=400)
             shown = body.get("shown_ms")
             shown = int(shown) if isinstance(shown, (int, float)) and shown >= 0 else None
