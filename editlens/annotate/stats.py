@@ -68,7 +68,7 @@ def fleiss_kappa(matrix: np.ndarray) -> float | None:
 
     >>> m = np.array([[0, 1, 0, 1], [0, 1, 0, 1], [0, 1, 1, np.nan]], dtype=float)
     >>> round(fleiss_kappa(m), 3)
-    0.571
+    0.664
     """
     cats = np.unique(matrix[~np.isnan(matrix)])
     per_item = []
