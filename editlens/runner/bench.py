@@ -58,15 +58,23 @@ def locate(bench: Benchmark, items: Sequence[BenchItem], edits: Path, only: Sequ
     """Samples for every (model, item) whose output exists; the rest skipped with the paths looked at."""
     out = Located([], {})
 
+    from editlens.core.safepath import is_inside, problem
+
     def one_models_folder(folder: Path) -> bool:  # e.g. --edits results/my-model for GEdit's fullset/ layout
-        return any((folder / c).is_file() for it in items[:50] for c in bench.output_candidates(it))
+        return any(is_inside(folder, c) and (folder / c).is_file() for it in items[:50] for c in bench.output_candidates(it))
 
     for model, folder in model_dirs(edits, only, one_models_folder).items():
         out.models.append(model)
         for it in items:
             cands = bench.output_candidates(it)
-            found = next((folder / c for c in cands if (folder / c).is_file()), None)
             sid = f"{model}/{it.id}"
+            unsafe = next((why for c in cands if (why := problem(folder, c)) is not None), None)
+            if unsafe is not None:  # a case id shaped like a path: never read outside the model's folder
+                out.skipped.append({"id": sid, "model": model, "item": it.id, "status": "skipped",
+                                    "reason": f"case id {it.id!r} names no file inside {folder}: its output path "
+                                              f"{cands[0]!r} {unsafe}"})
+                continue
+            found = next((folder / c for c in cands if (folder / c).is_file()), None)
             if found is None:
                 out.skipped.append({"id": sid, "model": model, "item": it.id, "status": "skipped",
                                     "reason": f"no output: looked for {folder / cands[0]}"
@@ -101,6 +109,7 @@ def generate_cases(items: Sequence[BenchItem], editor: Any, folder: Path, *, sam
     stage in ``folder/stepN/`` when there are several."""
     import json as _json
 
+    from editlens.core.safepath import inside
     from editlens.runner.edit import edits_manifest_rows, generate_edits
 
     gen = CaseGeneration()
@@ -129,7 +138,8 @@ def generate_cases(items: Sequence[BenchItem], editor: Any, folder: Path, *, sam
                              progress=progress, command=command)
         gen.results.append(res)
         gen.record = _json.loads((where / "editor.json").read_text(encoding="utf-8"))
-        gen.done.update({row["edit_id"]: where / row["edited"] for row in edits_manifest_rows(where)
+        gen.done.update({row["edit_id"]: inside(where, row["edited"], what=f"{where / 'manifest.jsonl'}: edited")
+                         for row in edits_manifest_rows(where)
                          if int(row.get("sample") or 0) == 0})
         gen.failures.update({f["edit_id"]: f.get("error") for f in res.failures})
         if res.interrupted:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from editlens.core.io import write_bytes, write_json
+from editlens.core.safepath import inside, is_inside
 from editlens.core.types import EditSample
 from editlens.editors.base import Editor, EditOutput, EditRequest
 from editlens.errors import InputError
@@ -276,7 +277,8 @@ def generate_edits(
         for s in edits:
             for k in range(samples):
                 rec = state.get((s.id, k))
-                if rec and rec.get("status") == "done" and _file_sha256(out / rec["edited"]) == rec.get("sha256"):
+                if rec and rec.get("status") == "done" and is_inside(out, str(rec.get("edited") or "")) \
+                        and _file_sha256(out / rec["edited"]) == rec.get("sha256"):  # a log naming a file elsewhere: remade
                     reused += 1
                 elif rec and rec.get("status") == "failed" and not retry_failed:
                     kept_failed += 1
@@ -370,7 +372,7 @@ def write_pairs(folder_a: str | os.PathLike, folder_b: str | os.PathLike, out: s
     def done(folder: Path) -> dict[tuple[str, int], dict[str, Any]]:
         rows = {}
         for _, row in iter_jsonl(folder / "manifest.jsonl", missing_hint=" (is it an `editlens edit` folder?)"):
-            row["edited"] = str((folder / row["edited"]).resolve())
+            row["edited"] = str(inside(folder, str(row["edited"]), what=f"{folder / 'manifest.jsonl'}: edited").resolve())
             rows[(str(row.get("edit_id", row["id"])), int(row.get("sample", 0)))] = row
         return rows
 
