@@ -323,7 +323,14 @@ def generate_edits(
                         _append(log, rec)
                         state[(rec["edit_id"], rec["sample"])] = rec
                     t0 = time.perf_counter()
-                    outputs = list(editor.edit_batch(requests)) if requests else []
+                    try:
+                        outputs = list(editor.edit_batch(requests)) if requests else []
+                    except SystemExit as exc:  # an editor that ends the process: its images fail, named
+                        if stop.set:  # a second Ctrl-C / SIGTERM: stop now
+                            raise
+                        from editlens.editors.callable_editor import exited
+
+                        outputs = [EditOutput(error=exited(editor.name, exc)) for _ in requests]
                     if len(outputs) != len(requests):  # a broken editor: no image may go to the wrong edit
                         why = f"the editor returned {len(outputs)} outputs for {len(requests)} requests"
                         outputs = [EditOutput(error=why) for _ in requests]
