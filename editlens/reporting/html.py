@@ -486,7 +486,9 @@ def arena_section(doc: Mapping[str, Any]) -> str:
     rows = []
     for r in doc["editors"]:
         n = nxt.get(r["editor"])
-        vs = "" if n is None else (f'<span class="{"sig" if n["significant"] else "nsig"}">'
+        vs = "" if n is None else (f'<span class="nsig">? {esc(n["worse"])} (too few sources to say)</span>'
+                                   if n["p_better"] is None else
+                                   f'<span class="{"sig" if n["significant"] else "nsig"}">'
                                    f'{"≫" if n["significant"] else "≈"} {esc(n["worse"])} (better in '
                                    f'{n["p_better"]:.0%} of resamples)</span>')
         rank_ci = "–" if r["rank_ci"] is None else f'{r["rank_ci"][0]}–{r["rank_ci"][1]}'
@@ -495,8 +497,12 @@ def arena_section(doc: Mapping[str, Any]) -> str:
         rows.append([f'<td class="num rank">{"–" if r["rank"] is None else r["rank"]}</td>',
                      f'<td class="editor" data-model="{esc(r["editor"])}"><b>{esc(r["editor"])}</b>{flag}'
                      f'<span class="vs">{vs}</span></td>',
-                     f'<td class="num" data-rating="{r["rating"]}">{r["rating"]:+.3f}{ci_span(r["ci"])}</td>',
-                     f'<td class="num">{r["elo"]:.0f}<span class="ci">[{r["elo_ci"][0]:.0f}, {r["elo_ci"][1]:.0f}]</span></td>',
+                     (f'<td class="num" data-rating="{r["rating"]}">{r["rating"]:+.3f}{ci_span(r["ci"])}</td>'
+                      if r.get("rating") is not None else
+                      f'<td class="num" data-rating="">{esc(r.get("rating_note") or "–")}</td>'),
+                     (f'<td class="num">{r["elo"]:.0f}' + (f'<span class="ci">[{r["elo_ci"][0]:.0f}, '
+                                                          f'{r["elo_ci"][1]:.0f}]</span>' if r.get("elo_ci") else "")
+                      + '</td>' if r.get("elo") is not None else '<td class="num">–</td>'),
                      f'<td class="num nowrap">{rank_ci}</td>',
                      f'<td class="num nowrap">{r["wins"]}–{r["losses"]}–{r["ties"]}</td>'])
     body = [f'<p class="desc">Judged by <code>{esc(doc.get("judge", "?"))}</code> on {doc["sources"]} sources: '
