@@ -191,7 +191,7 @@ def arena_lines(doc: dict, scale: str = "bt") -> list[str]:
         value = (fmt.format(r[key]) if r.get(key) is not None else
                  "separated" if note and "separation" in note else "–")
         ci = ("[" + ", ".join(fmt.format(x) for x in r[ci_key]) + "]" if r.get(ci_key) else
-              "too few sources" if note and note.startswith("too few") else "–")
+              "too few sources" if note and "too few" in note else "–")
         rows.append(["–" if r["rank"] is None else str(r["rank"]),
                      r["editor"] + (f" [no-op: {r['noop']}]" if r.get("noop") and r["rank"] is None else "")]
                     + ([str(r.get("group") or "–")] if several else [])

@@ -124,7 +124,7 @@ def _arena_value(r: Mapping[str, Any], fmt: str, key: str) -> str:
 def _arena_ci(r: Mapping[str, Any]) -> str:
     if r.get("ci"):
         return _ci(r["ci"], 3)
-    return "too few sources" if (r.get("rating_note") or "").startswith("too few") else "–"
+    return "too few sources" if "too few" in (r.get("rating_note") or "") else "–"
 
 
 def _arena_rows(a: Mapping[str, Any]) -> list[list[str]]:

@@ -448,8 +448,8 @@ def ratings_document(editors: Sequence[str], contests: Sequence[Contest], judged
         why = (None if estimable else
                "no verdict" if not rated or not ident["sources"][i] else
                "not identifiable: separation (see the notes)")
-        if why is None and boot["too_few"][i]:
-            why = f"too few sources ({ident['sources'][i]}) for a CI"
+        if boot["too_few"][i] and ident["sources"][i]:
+            why = ((why + "; ") if why else "") + f"too few sources ({ident['sources'][i]}) for a CI"
         ci = boot["ci"][i] if estimable else None
         rows.append({"editor": m, "rank": int(rank[i]) if rank[i] else None,
                      "rank_ci": boot["rank_ci"][i] if rank[i] else None,
