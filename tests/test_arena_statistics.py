@@ -262,6 +262,8 @@ def test_a_pair_judged_on_every_source_is_settled_through_third_editors(tmp_path
     ab = sum(1 for c in judged if {c["a"], c["b"]} == {"a", "b"})
     via = sum(1 for c in judged if {c["a"], c["b"]} & {"a", "b"} and {c["a"], c["b"]} & {"c", "d"})
     assert ab <= 3 and via > 6  # the (a, b) pool ran out: more comparisons went through c and d
+    order = [r["editor"] for r in doc["editors"]]
+    assert doc["schedule"]["stopped"] != "settled" or order.index("a") < order.index("b")
 
 
 # ------------------------------------------------------------------------------------------------ budget
