@@ -26,6 +26,10 @@ from editlens.core.types import EditSample
 from editlens.errors import InputError
 
 
+#: what an editor's output file may be (a file with another suffix is not taken for an output)
+OUTPUT_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
+
+
 @dataclass
 class Located:
     samples: list[EditSample]
@@ -65,6 +69,7 @@ def locate(bench: Benchmark, items: Sequence[BenchItem], edits: Path, only: Sequ
 
     for model, folder in model_dirs(edits, only, one_models_folder).items():
         out.models.append(model)
+        used: set[Path] = set()
         for it in items:
             cands = bench.output_candidates(it)
             sid = f"{model}/{it.id}"
@@ -86,6 +91,15 @@ def locate(bench: Benchmark, items: Sequence[BenchItem], edits: Path, only: Sequ
                                           model=model, source_caption=it.source_caption,
                                           target_caption=it.target_caption, metadata=meta))
             out.items[sid] = it
+            used.add(found.resolve())
+        stray = sorted(p for p in folder.rglob("*") if p.suffix.lower() in OUTPUT_SUFFIXES and p.is_file()
+                       and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+                       and p.resolve() not in used)
+        if stray:  # an output under a name no case has (a typo, another layout): said, never silently dropped
+            shown = ", ".join(str(p.relative_to(folder)) for p in stray[:3])
+            out.notes.append(f"{model}: {len(stray)} image(s) in {folder} match none of the {len(items)} cases read "
+                             f"and are not scored ({shown}{' ...' if len(stray) > 3 else ''}); the outputs are looked "
+                             f"for as {bench.spec.outputs or bench.output_candidates(items[0])[0]}")
     return out
 
 
@@ -265,8 +279,12 @@ def read_benchmark(name: str, data: str | Path, *, split: str | None = None,
     seen: dict[str, BenchItem] = {}
     for it in items:  # two cases under one id would share one result row: refuse, naming both
         if it.id in seen:
-            raise InputError(f"{data}: case {it.id!r} appears twice ({seen[it.id].extra or seen[it.id].instruction!r} "
-                             f"and {it.extra or it.instruction!r}); every case needs its own id")
+            def said(case: BenchItem) -> str:  # a short description, never a dump of the row
+                text = " ".join(str(case.instruction).split())
+                return repr(text[:60] + ("..." if len(text) > 60 else ""))
+
+            raise InputError(f"{data}: case {it.id!r} appears twice (instructions {said(seen[it.id])} and "
+                             f"{said(it)}); every case needs its own id")
         seen[it.id] = it
     return bench, items
 
@@ -284,8 +302,10 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
     benchmark ``name`` (files at ``data``) into ``out``.
 
     Returns the table (``table.json``'s content) with ``"exit"``: 0 when every
-    found output was scored or unscored, 1 when some failed (rerun to retry),
-    and ``"files"``; with ``estimate_only`` the judge-call estimate and nothing run.
+    found output was scored or unscored, 1 when some failed (rerun to retry), 2 when
+    the only failures are outputs that cannot be read as images (``"unreadable"``
+    lists them: a rerun cannot fix those), and ``"files"``; with ``estimate_only``
+    the judge-call estimate and nothing run.
     """
     bench, items = read_benchmark(name, data, split=split, limit=limit)
     if (edits is None) == (not editors):
@@ -370,10 +390,14 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
                   "bootstrap": {"n": n_boot, "seed": seed, "level": 0.95},
                   "run_dir": str(run_dir), "interrupted": res.interrupted, "stopped_by": res.stopped_by,
                   "notes": located.notes or None})
+    # an output that cannot be decoded (corrupt, not an image, over the pixel limit) is not a lost request
+    unreadable = sorted({r["sample_id"] for r in stored if r["status"] == "failed"
+                         and (r.get("details") or {}).get("input_unreadable")})
+    table["unreadable"] = unreadable or None
     files = write_tables(table, rows, root)
-    failed = sum(1 for r in rows if r["status"] == "failed")
+    failed = sum(1 for r in rows if r["status"] == "failed" and r["id"] not in set(unreadable))
     table["files"] = {k: str(v) for k, v in files.items()}
-    table["exit"] = 1 if failed or res.interrupted else 0
+    table["exit"] = 1 if failed or res.interrupted else 2 if unreadable else 0
     return table
 
 
