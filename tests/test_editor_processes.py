@@ -128,3 +128,22 @@ def test_wrote_no_image_names_the_path_and_the_command(tmp_path):
     out = editor.edit_batch([EditRequest("e", 0, Image.new("RGB", (4, 4)), "x", 1, {})])[0]
     assert out.image is None and "{out}" not in (out.error or "")
     assert "the command noop-cmd exited 0 but wrote no image to " in out.error and "out-0.png: oops" in out.error
+
+
+def squashing_editor(image, instruction, *, seed):  # type: ignore[no-untyped-def]
+    return image.resize((13, 500))
+
+
+def test_outputs_of_another_size_or_aspect_are_noted(tmp_path):
+    from editlens.runner.edit import generate_edits
+
+    manifest = write_inputs(tmp_path)  # 16 x 12 sources
+    res = CliRunner().invoke(app, ["edit", str(manifest), "--editor", f"{__name__}:squashing_editor",
+                                   "--out", str(tmp_path / "out"), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert ("note: 2 image(s) came back at another aspect ratio than their source (e.g. e0: 13x500 from 16x12)"
+            in res.output)
+    logged = [json.loads(x) for x in (tmp_path / "out" / "generations.jsonl").read_text().splitlines()]
+    assert all(r["shape_note"] == "aspect ratio 0.026 from 1.333 (13x500 from a 16x12 source)" for r in logged)
+    same = generate_edits(manifest, "editlens.editors.callable_editor:identity_edit", tmp_path / "id", progress=False)
+    assert same.notes == [] and same.reshaped == []

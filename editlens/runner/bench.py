@@ -25,7 +25,6 @@ from editlens.core.io import atomic_write
 from editlens.core.types import EditSample
 from editlens.errors import InputError
 
-
 #: what an editor's output file may be (a file with another suffix is not taken for an output)
 OUTPUT_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
 
@@ -151,6 +150,7 @@ def generate_cases(items: Sequence[BenchItem], editor: Any, folder: Path, *, sam
         res = generate_edits(inputs, editor, where, samples=samples, seed=seed, batch_size=batch_size,
                              progress=progress, command=command)
         gen.results.append(res)
+        gen.notes += [f"{getattr(editor, 'name', 'the editor')}: {n}" for n in res.notes]
         gen.record = _json.loads((where / "editor.json").read_text(encoding="utf-8"))
         gen.done.update({row["edit_id"]: inside(where, row["edited"], what=f"{where / 'manifest.jsonl'}: edited")
                          for row in edits_manifest_rows(where)
