@@ -118,3 +118,16 @@ def test_an_edit_folders_manifest_naming_a_file_elsewhere_is_refused(tmp_path):
     (tmp_path / "b" / "manifest.jsonl").write_text(json.dumps(bad) + "\n")
     with pytest.raises(UnsafePathError, match=r"manifest.jsonl: edited '\.\./\.\./etc/passwd' has a '\.\.' component"):
         write_pairs(tmp_path / "a", tmp_path / "b", tmp_path / "pairs.jsonl")
+
+
+def test_an_adiee_dataset_naming_images_outside_its_folder_is_refused(tmp_path):
+    from editlens.adiee.train import read_dataset
+
+    F.save(tmp_path / "ds" / "images" / "a.png", F.png(0))
+    row = {"source": "images/a.png", "edited": "images/a.png", "instruction": "x", "score": 0.5}
+    (tmp_path / "ds" / "samples.jsonl").write_text(json.dumps(row) + "\n")
+    assert len(read_dataset(tmp_path / "ds")) == 1
+    for bad in ("../../etc/passwd", "/etc/passwd", "images/\0a.png"):
+        (tmp_path / "ds" / "samples.jsonl").write_text(json.dumps({**row, "edited": bad}) + "\n")
+        with pytest.raises(UnsafePathError, match=r"samples.jsonl:1: edited"):
+            read_dataset(tmp_path / "ds")
