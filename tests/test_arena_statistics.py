@@ -117,7 +117,18 @@ def test_perfectly_consistent_verdicts_are_an_order_without_ratings(tmp_path):
     doc = run_arena(contests(8, "abc"), Judge(table=table), tmp_path, n_boot=30)
     assert [r["editor"] for r in doc["editors"]] == ["a", "b", "c"] and [r["rank"] for r in doc["editors"]] == [1, 2, 3]
     assert all(r["rating"] is None and r["elo"] is None for r in doc["editors"])
-    assert any(n.startswith("separation: {a} > {b} > {c}") for n in doc["notes"])
+    assert any(n.startswith("separation: {a} > {b} > {c}: each group won every comparison with the next")
+               for n in doc["notes"])
+
+
+def test_separation_without_a_chain_is_not_called_one():
+    from editlens.runner.arena import _Judged, ratings_document
+
+    # a beat b and c on every source; b and c were never compared: no order between b and c
+    judged = [_Judged(g, 0, j, {"label": 1}) for g in range(6) for j in (1, 2)]
+    doc = ratings_document(["a", "b", "c"], [None] * 6, judged, ties="half", n_boot=20, seed=0)  # type: ignore[list-item]
+    note = next(n for n in doc["notes"] if n.startswith("separation"))
+    assert " > " not in note.split(":")[1] and "every verdict went the same way" in note
 
 
 # ------------------------------------------------------------------------------------------------ 11. one source

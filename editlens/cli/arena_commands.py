@@ -202,7 +202,7 @@ def arena_lines(doc: dict, scale: str = "bt") -> list[str]:
     for note in doc.get("notes") or []:
         lines.append(f"note: {note}")
     s_un = s.get("unsettled") or []
-    if s["stopped"] != "settled" and s_un and s_un[0].get("better"):
+    if s["stopped"] != "settled" and s_un:
         lines.append("not settled: " + "; ".join(f"{u['better']} above {u['worse']} (wrong-order probability "
                                                  f"{u['p_wrong']:.2f})" for u in s_un)
                      + f", over the --stop-at {s['stop_at']:g}")

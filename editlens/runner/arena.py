@@ -366,12 +366,12 @@ def run_arena(contests: Sequence[Contest], comparer: Any, out_dir: str | Path, *
         theta = fit(final, n, ties)["theta"]
         still = [{"better": editors[i], "worse": editors[j], "p_wrong": round(p, 4)}
                  for p, i, j in unsettled_neighbours(theta, order_uncertainty(w, t, theta), stop_at)]
-    else:
-        still = [{"better": None, "worse": None, "p_wrong": None}]
+    else:  # nothing judged with a verdict: no order to be settled
+        still = []
     doc.update({
         "judge": getattr(comparer, "name", type(comparer).__name__), "judge_identity": ident,
         "input": dict(info or {}),
-        "schedule": {"rounds": rounds, "stopped": stopped, "settled": not still, "unsettled": still,
+        "schedule": {"rounds": rounds, "stopped": stopped, "settled": bool(final) and not still, "unsettled": still,
                      "stop_at": stop_at, "budget": budget, "round_size": size,
                      "seed": seed, "comparisons": len(judged), "all_pairs": len(judged) + sum(len(v) for v in remaining.values()),
                      "asked": stats["asked"], "cached": stats["cached"]},
@@ -487,13 +487,19 @@ def ratings_document(editors: Sequence[str], contests: Sequence[Contest], judged
         notes.append(f"the comparisons fall into unconnected groups ({named}): no verdict links the groups, directly "
                      "or through other editors, so editors are ranked within their group only and ratings of "
                      "different groups are not comparable")
+    index_of = {tuple(g): b for b, g in enumerate(ident["blocks"])}
     for blocks in ident["separated"]:
         blocks = sorted(blocks, key=lambda g: -float(np.mean(theta[g])))
-        chain = " > ".join("{" + _names(editors, g) + "}" for g in blocks)
-        notes.append(f"separation: {chain}: each group won or tied every comparison with the groups after it (never "
-                     "lost to them), so the gaps between them are not estimable (the maximum-likelihood ratings are "
-                     "infinite; any finite number would be the prior's): no rating, CI or Elo is given for "
-                     f"{_names(editors, sorted(i for g in blocks for i in g))}; their order is the verdicts'")
+        ids = [index_of[tuple(g)] for g in blocks]
+        chain = all(low in ident["above"][up] for up, low in zip(ids, ids[1:]))  # each one directly above the next
+        shown = (" > " if chain else ", ").join("{" + _names(editors, g) + "}" for g in blocks)
+        how = ("each group won every comparison with the next (never lost to it, nor tied)" if chain else
+               "highest rated first; between any two of these groups that were compared, every verdict went "
+               "the same way")
+        notes.append(f"separation: {shown}: {how}, so the gaps between the groups are not estimable (the "
+                     "maximum-likelihood ratings are infinite; any finite number would be the prior's): no rating, "
+                     f"CI or Elo is given for {_names(editors, sorted(i for g in blocks for i in g))}; their order "
+                     "is the verdicts'")
     few = [i for i in range(n) if boot["too_few"][i] and ident["sources"][i]]
     if few:
         notes.append("too few sources: " + ", ".join(f"{editors[i]} ({ident['sources'][i]})" for i in few)
