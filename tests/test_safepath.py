@@ -131,3 +131,41 @@ def test_an_adiee_dataset_naming_images_outside_its_folder_is_refused(tmp_path):
         (tmp_path / "ds" / "samples.jsonl").write_text(json.dumps({**row, "edited": bad}) + "\n")
         with pytest.raises(UnsafePathError, match=r"samples.jsonl:1: edited"):
             read_dataset(tmp_path / "ds")
+
+
+def test_bench_run_cli_with_path_shaped_case_ids_reads_nothing_outside(tmp_path, monkeypatch):
+    """End to end: a GEdit table whose keys are shaped like paths; the files they would reach are
+    there, and bench run skips those cases naming why, scoring only the case inside the folder."""
+    from fake_openai import FakeServer
+    from typer.testing import CliRunner
+
+    from editlens.cli.main import app
+
+    keys = ["k1", "../../../../../escape", "/etc/passwd"]
+    rows = [{"key": k, "task_type": "background_change", "instruction": "edit", "instruction_language": "en",
+             "input_image": F._image_struct(F.png(i), "x.png"), "input_image_raw": F._image_struct(F.png(i), "y.png"),
+             "Intersection_exist": True} for i, k in enumerate(keys)]
+    data = tmp_path / "gedit"
+    F.write_table(rows, data / "data" / "train-00000-of-00001.parquet", ("input_image", "input_image_raw"))
+    edits = tmp_path / "edits"
+    F.save(edits / "m" / "fullset" / "background_change" / "en" / "k1.png", F.png(9))
+    F.save(tmp_path / "escape.png", F.png(8))  # where m/fullset/background_change/en/../../../../../escape.png leads
+    opened = []
+    real_open = open
+
+    def spy(file, *a, **k):  # type: ignore[no-untyped-def]
+        opened.append(str(file))
+        return real_open(file, *a, **k)
+
+    monkeypatch.setattr("builtins.open", spy)
+    with FakeServer().running() as url:
+        res = CliRunner().invoke(app, ["bench", "run", "gedit", "--data", str(data), "--edits", str(edits), "--out",
+                                       str(tmp_path / "out"), "--vlm", url, "--cache", "none", "--n-boot", "10",
+                                       "--json", "--no-report"])
+    assert res.exit_code == 0, res.output
+    assert not any("escape" in f or f == "/etc/passwd" for f in opened)
+    items = [json.loads(x) for x in (tmp_path / "out" / "items.jsonl").read_text().splitlines()]
+    skipped = [r for r in items if r["status"] == "skipped"]
+    assert len(skipped) == 2 and all("names no file inside" in r["reason"] for r in skipped)
+    assert any("'..' component" in r["reason"] for r in skipped) and any("absolute path" in r["reason"] for r in skipped)
+    assert [r["id"] for r in items if r["status"] != "skipped"] == ["m/background_change/en/k1"]
