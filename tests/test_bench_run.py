@@ -478,3 +478,16 @@ def test_unreadable_outputs_exit_2_saying_a_rerun_cannot_fix_them(tmp_path):
     assert res.exit_code == 2, res.output
     assert "1 output(s) cannot be read as images" in res.output and "m/background_change/en/k2" in res.output
     assert "A rerun cannot fix them" in res.output and "lost judge requests" not in res.output
+
+
+def test_outputs_of_another_aspect_are_noted(tmp_path):
+    from editlens.bench.registry import get
+    from editlens.runner.bench import locate, shape_notes
+
+    b = get("gedit")
+    items = b.read(F.gedit(tmp_path / "gedit"))  # 32 x 24 inputs
+    F.gedit_outputs(tmp_path / "edits", "m", ["k1", "k2"])
+    F.save(next((tmp_path / "edits" / "m").rglob("k2.png")), F.png(3, (13, 500)))
+    (note,) = shape_notes(locate(b, items, tmp_path / "edits"))
+    assert note.startswith("m: 1 output(s) have another aspect ratio than their source (e.g. background_change/en/k2: "
+                           "aspect ratio 0.026 from 1.333 (13x500 from a 32x24 source))")

@@ -102,6 +102,41 @@ def locate(bench: Benchmark, items: Sequence[BenchItem], edits: Path, only: Sequ
     return out
 
 
+def shape_notes(located: Located) -> list[str]:
+    """Per model, the outputs whose aspect ratio is another than their case's source (read from the
+    headers; an unreadable one is left to the run, which says so): never passed without a note."""
+    import os
+
+    from PIL import Image
+
+    from editlens.core.embedded import TableImage
+    from editlens.core.images import image_size
+    from editlens.runner.edit import reshaped
+
+    changed: dict[str, list[str]] = {}
+    sizes: dict[str, tuple[int, int]] = {}  # a case's source, read once for all models
+    for s in located.samples:
+        case = located.items[s.id].id
+        try:
+            if case not in sizes:
+                if isinstance(s.source, Image.Image):
+                    sizes[case] = (int(s.source.size[0]), int(s.source.size[1]))
+                elif isinstance(s.source, (str, os.PathLike, TableImage)):
+                    sizes[case] = image_size(s.source)
+                else:  # an array: no header to read
+                    continue
+            if not isinstance(s.edited, (str, os.PathLike)):
+                continue
+            out = image_size(s.edited)
+        except (InputError, OSError, ValueError):
+            continue
+        shape = reshaped(sizes[case], out)
+        if shape is not None and shape.startswith("aspect"):
+            changed.setdefault(s.model or "", []).append(f"{case}: {shape}")
+    return [f"{m}: {len(v)} output(s) have another aspect ratio than their source (e.g. {v[0]}): the editor "
+            "crops, pads or distorts, and the judge sees them resized" for m, v in changed.items()]
+
+
 @dataclass
 class CaseGeneration:
     """What one editor made of a benchmark's cases (:func:`generate_cases`)."""
@@ -329,6 +364,8 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
                     "made": len(located.samples), "editors": editor_records, "exit": 1, "files": {}}
     else:
         located = locate(bench, items, Path(edits), models_only)  # type: ignore[arg-type]
+        if not estimate_only:
+            located.notes += shape_notes(located)
     if estimate_only:
         if prompts is None:
             return {"benchmark": name, "judge_calls": 0, "metrics": list(bench.spec.metrics),
