@@ -147,3 +147,14 @@ def test_outputs_of_another_size_or_aspect_are_noted(tmp_path):
     assert all(r["shape_note"] == "aspect ratio 0.026 from 1.333 (13x500 from a 16x12 source)" for r in logged)
     same = generate_edits(manifest, "editlens.editors.callable_editor:identity_edit", tmp_path / "id", progress=False)
     assert same.notes == [] and same.reshaped == []
+
+
+def test_edit_bench_with_an_exiting_editor_names_it(tmp_path):
+    import bench_files as F
+
+    data = F.gedit(tmp_path / "gedit")
+    res = CliRunner().invoke(app, ["edit", str(data), "--bench", "gedit", "--editor", f"{__name__}:exiting_editor",
+                                   "--out", str(tmp_path / "out"), "--no-progress"])
+    assert res.exit_code == 3, res.output
+    assert "0 of 4 cases made" in res.output
+    assert f"the editor {__name__}:exiting_editor called sys.exit(0)" in res.output

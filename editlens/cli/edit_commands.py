@@ -170,6 +170,8 @@ def _generate_benchmark(name: str, data: Path, split: Optional[str], spec: str, 
         total.reshaped += res.reshaped
         typer.echo(f"{res.generated} images generated, {res.reused} kept, {res.failed} failed -> {res.manifest}",
                    err=True)
+    for rec in total.failures[:10]:  # why, naming the editor where it is at fault
+        typer.echo(f"  failed {rec['edit_id']} sample {rec['sample']}: {str(rec.get('error'))[:300]}", err=True)
     missing = [k for k in gen.failures if k not in {f["edit_id"] for f in total.failures}]
     for k in missing[:10]:
         typer.echo(f"  not made {k}: {gen.failures[k]}", err=True)
