@@ -327,6 +327,7 @@ def test_nu_is_given_only_when_fitted(tmp_path):
     assert 0 < bootstrap_ratings(mixed, 2, n_boot=10)["nu"] < 5
     doc = run_arena(contests(10, "ab"), Judge({"a": 1, "b": 0}, seed=0, nu=0.0), tmp_path, n_boot=10)
     assert doc["tie_parameter"] is None and "nu = " not in "\n".join(arena_lines(doc))
+    assert "nu fitted (here not fitted: see the notes)" in "\n".join(arena_lines(doc))
     assert any("nu is not fitted: no verdict was a tie" in n for n in doc["notes"])
 
 

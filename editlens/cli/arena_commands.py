@@ -175,7 +175,9 @@ def arena_lines(doc: dict, scale: str = "bt") -> list[str]:
              f"{s['cached']} from the cache)",
              f"verdicts: {v['decided']} decided, {v['ties']} ties ({v['position_bias']} from position bias), "
              f"{v['no_verdict']} without a verdict ({v['failed']} failed)",
-             f"Bradley-Terry, {doc['ties_model']}" + (f"; nu = {doc['tie_parameter']:.3f}" if doc.get("tie_parameter") else ""),
+             f"Bradley-Terry, {doc['ties_model']}" + (f"; nu = {doc['tie_parameter']:.3f}" if doc.get("tie_parameter")
+                                                      else " (here not fitted: see the notes)"
+                                                      if doc.get("ties") == "davidson" else ""),
              f"{'rating' if scale == 'bt' else 'Elo'} with {doc['ci']}", ""]
     several = len(doc.get("groups") or []) > 1
     rows = [["#", "editor"] + (["group"] if several else []) + ["rating" if scale == "bt" else "Elo", "95% CI",
