@@ -161,6 +161,8 @@ def test_editors_never_compared_are_ranked_within_their_group_only(tmp_path):
     note = next(n for n in doc["notes"] if n.startswith("the comparisons fall into unconnected groups"))
     assert "group 1: a, b; group 2: c, d" in note
     assert doc["schedule"]["stopped"] != "settled" and not doc["schedule"]["settled"]  # the groups' order is unknown
+    assert any(u.get("unlinked") for u in doc["schedule"]["unsettled"])
+    assert "(unconnected groups: no order)" in "\n".join(arena_lines(doc))
     boot = bootstrap_ratings([(g, 0, 1, 1) for g in range(6)] + [(g + 6, 2, 3, 1 if g % 3 else -1) for g in range(6)], 4,
                              n_boot=20)
     assert boot["p_better"][0][2] is None and boot["p_better"][1][3] is None

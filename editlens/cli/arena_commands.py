@@ -205,7 +205,9 @@ def arena_lines(doc: dict, scale: str = "bt") -> list[str]:
         lines.append(f"note: {note}")
     s_un = s.get("unsettled") or []
     if s["stopped"] != "settled" and s_un:
-        lines.append("not settled: " + "; ".join(f"{u['better']} above {u['worse']} (wrong-order probability "
+        lines.append("not settled: " + "; ".join(f"{u['better']} and {u['worse']} (unconnected groups: no order)"
+                                                 if u.get("unlinked") else
+                                                 f"{u['better']} above {u['worse']} (wrong-order probability "
                                                  f"{u['p_wrong']:.2f})" for u in s_un)
                      + f", over the --stop-at {s['stop_at']:g}")
     h = doc.get("human")

@@ -237,7 +237,15 @@ def run_arena(contests: Sequence[Contest], comparer: Any, out_dir: str | Path, *
     ``out_dir/comparisons.jsonl`` (atomically). Returns the arena document (see
     :func:`editlens.runner.arena` module docstring and :func:`ratings_document`)."""
     from editlens.core.cache import SqliteCache, key_of
-    from editlens.meta.arena import TIES, fit, order_uncertainty, pair_counts, settling_pairs, unsettled_neighbours
+    from editlens.meta.arena import (
+        TIES,
+        fit,
+        identifiability,
+        order_uncertainty,
+        pair_counts,
+        settling_pairs,
+        unsettled_neighbours,
+    )
     from editlens.runner.compare import PairItem
 
     if ties not in TIES:
@@ -364,7 +372,9 @@ def run_arena(contests: Sequence[Contest], comparer: Any, out_dir: str | Path, *
     if final:
         w, t = pair_counts(final, n)
         theta = fit(final, n, ties)["theta"]
-        still = [{"better": editors[i], "worse": editors[j], "p_wrong": round(p, 4)}
+        comp = identifiability(final, n)["component_of"]
+        still = [{"better": editors[i], "worse": editors[j], "p_wrong": round(p, 4),
+                  **({"unlinked": True} if comp[i] != comp[j] else {})}  # no verdict links them: no order at all
                  for p, i, j in unsettled_neighbours(theta, order_uncertainty(w, t, theta), stop_at)]
     else:  # nothing judged with a verdict: no order to be settled
         still = []
