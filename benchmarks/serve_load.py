@@ -26,6 +26,18 @@ with slicing and, for comparison, with the prompt prefilled in one step.
 At ``--size tiny --long-prompt-tokens 1500 --prefill-tokens 128
 --aspect-width 2000000`` it runs in a few seconds.
 
+``--hostile`` also sends the battery to ``POST /v1/score`` (``editlens serve
+--score``, the ``l1`` evaluator: no model, so the figure is the server's own):
+a 900M-pixel PNG (decompression bomb), a 50,000-deep JSON body, a
+39,000,000 x 1 image, an 81M-pixel image, a body over the limit, non-JSON, and
+a large but legal edit pair (a ~320 KB request of two 6000 x 6000 images),
+all at once, while probe clients ask ``GET /v1/models`` and score a small
+edit with another evaluator. Figures: the count of 5xx answers (target 0),
+each costly request's status, and the longest a probe waited (target under
+2 s); a small edit scored by the same evaluator as the large pair waits for
+that pair's scoring (one batch at a time per evaluator) and is reported apart.
+``--score-only`` runs just this part (no model is built).
+
 Prints JSON. Run it alone on the machine: latencies on a shared CPU are noise.
 """
 
@@ -195,6 +207,115 @@ def _hostile_phase(backend, args, prefill_tokens: int | None, prompt: str, image
         thread.join(timeout=30)
 
 
+def _png_header_only(width: int, height: int) -> bytes:
+    """A few hundred bytes declaring a ``width`` x ``height`` PNG (a decompression bomb)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b"")
+
+
+def _png_url(image) -> str:  # type: ignore[no-untyped-def]
+    import base64
+    import io
+
+    buf = io.BytesIO()
+    image.save(buf, format="PNG", optimize=True)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def measure_score_hostile(args: argparse.Namespace) -> dict:
+    """The hostile battery against ``/v1/score`` (see the module docstring)."""
+    import base64
+    import json
+
+    import httpx
+    from PIL import Image
+
+    from editlens.metrics.registry import create_metric
+    from editlens.runner.score_server import score_app
+
+    def bomb(w: int, h: int) -> str:
+        return "data:image/png;base64," + base64.b64encode(_png_header_only(w, h)).decode()
+
+    small = _png_url(Image.new("RGB", (16, 16), (10, 20, 30)))
+    big_a = _png_url(Image.new("RGB", (6000, 6000), (120, 60, 30)))
+    big_b = _png_url(Image.new("RGB", (6000, 6000), (121, 61, 31)))
+
+    def item(src: str, edt: str = small) -> dict:
+        return {"source": src, "edited": edt, "instruction": "add a hat"}
+
+    costly_bodies = {
+        "bomb_900M_pixels": json.dumps({"items": [item(bomb(30_000, 30_000))]}).encode(),
+        "deep_json_50000": b"[" * 50_000 + b"]" * 50_000,
+        "aspect_39M_x_1": json.dumps({"items": [item(bomb(39_000_000, 1))]}).encode(),
+        "pixels_81M": json.dumps({"items": [item(bomb(9_000, 9_000))]}).encode(),
+        "over_body_limit": b" " * (25 * 1024 * 1024 * 4),
+        "not_json": b"\x80\x03pickle",
+        "large_legal_pair": json.dumps({"items": [item(big_a, big_b)]}).encode(),
+    }
+    # the costly requests go to l1; probes ask /v1/models, score a small edit with l2 (the server's own
+    # responsiveness: the figure) and with l1 (queued behind l1's large legal request: one evaluator scores
+    # one batch at a time by design, so that wait is the large request's own scoring time, reported apart)
+    app = score_app({"l1": create_metric("l1"), "l2": create_metric("l2")})
+    server, thread, url = _server(app)
+    costly: dict = {}
+
+    def post(name: str, raw: bytes) -> None:
+        t0 = time.perf_counter()
+        try:
+            r = httpx.post(f"{url}/score", content=raw, timeout=600)
+            costly[name] = {"status": r.status_code, "seconds": round(time.perf_counter() - t0, 3),
+                            "bytes": len(raw), "message": (r.json().get("error") or {}).get("message", "")[:120]
+                            if r.status_code != 200 else "scored"}
+        except httpx.HTTPError as exc:  # the server closed a refused upload early: no status is an error too
+            costly[name] = {"status": None, "error": type(exc).__name__, "seconds": round(time.perf_counter() - t0, 3)}
+
+    waits: list[float] = []
+    kinds: dict[str, list[float]] = {"models": [], "score_other_evaluator": [], "score_same_evaluator": []}
+    probe_5xx = 0
+    try:
+        with httpx.Client(timeout=600) as client:
+            client.get(f"{url}/models").raise_for_status()
+            threads = [threading.Thread(target=post, args=kv) for kv in costly_bodies.items()]
+            for t in threads:
+                t.start()
+            i = 0
+            while any(t.is_alive() for t in threads) or i < args.shorts:
+                t0 = time.perf_counter()
+                kind = ("models", "score_other_evaluator", "score_same_evaluator")[i % 3]
+                if kind == "models":
+                    r = client.get(f"{url}/models")
+                else:
+                    metric = "l2" if kind == "score_other_evaluator" else "l1"
+                    r = client.post(f"{url}/score", json={"items": [item(small)], "metric": metric})
+                probe_5xx += r.status_code >= 500
+                kinds[kind].append(time.perf_counter() - t0)
+                if kind != "score_same_evaluator":
+                    waits.append(kinds[kind][-1])
+                i += 1
+                time.sleep(args.probe_gap_ms / 1000)
+            for t in threads:
+                t.join()
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+    n_5xx = probe_5xx + sum(1 for c in costly.values() if c["status"] is None or c["status"] >= 500)
+    return {"evaluator": "l1", "probes": len(waits), "max_wait_s": round(max(waits), 3), **_pct(waits),
+            "max_wait_s_by_probe": {k: round(max(v), 3) for k, v in kinds.items() if v},
+            "responses_5xx": n_5xx, "costly": costly, "target": "responses_5xx == 0 and max_wait_s < 2"}
+
+
+def _score_ok(r: dict) -> bool:
+    refused = all(c["status"] is not None and 400 <= c["status"] < 500
+                  for name, c in r["costly"].items() if name != "large_legal_pair")
+    return r["responses_5xx"] == 0 and r["max_wait_s"] < 2 and refused and r["costly"]["large_legal_pair"]["status"] == 200
+
+
 def measure_hostile(args: argparse.Namespace, dtype: str) -> dict:
     from editlens.backends.local import TransformersBackend
     from editlens.models.random_init import build_idefics3
@@ -209,9 +330,10 @@ def measure_hostile(args: argparse.Namespace, dtype: str) -> dict:
         sliced = _hostile_phase(backend, args, args.prefill_tokens or default_prefill_tokens(backend.device), prompt,
                                 image_url)
         whole = _hostile_phase(backend, args, None, prompt, image_url)
+        score = measure_score_hostile(args)
     return {"model": f"random idefics3 ({args.size})", "device": args.device,
             "long_prompt_tokens": sliced["costly"].get("long_prefill", {}).get("prompt_tokens"),
-            "aspect_width": args.aspect_width, "sliced": sliced, "unsliced": whole,
+            "aspect_width": args.aspect_width, "sliced": sliced, "unsliced": whole, "score": score,
             "max_wait_s": sliced["max_wait_s"], "target": "max_wait_s < 2", "precision": backend.precision.to_dict()}
 
 
@@ -231,15 +353,26 @@ def main() -> None:
                     help="--hostile: prefill slice (default: editlens serve's on --device: 2048 on a GPU, 512 on a CPU)")
     ap.add_argument("--aspect-width", type=int, default=39_000_000, help="--hostile: width of the N x 1 image")
     ap.add_argument("--probe-gap-ms", type=float, default=50.0, help="--hostile: pause between two probes")
+    ap.add_argument("--score-only", action="store_true", help="--hostile: only the /v1/score battery (no model)")
     args = ap.parse_args()
+    if args.hostile and args.score_only:
+        import json
+
+        r = measure_score_hostile(args)
+        print(json.dumps(r, indent=1))
+        ok = _score_ok(r)
+        print(f"/v1/score battery: {r['responses_5xx']} x 5xx, longest probe wait {r['max_wait_s']} s "
+              f"(target 0 and < 2): {'ok' if ok else 'FAILED'}", file=sys.stderr)
+        sys.exit(0 if ok else 1)
     if args.hostile:
         def check_hostile(r: dict) -> tuple[bool, str]:
             costly = r["sliced"]["costly"]
             ok = r["max_wait_s"] < 2 and costly["long_prefill"]["status"] == 200 and \
-                costly["extreme_aspect_image"]["status"] == 413
+                costly["extreme_aspect_image"]["status"] == 413 and _score_ok(r["score"])
             return ok, (f"longest wait of a probe beside a {r['long_prompt_tokens']}-token prefill (sliced) and a "
                         f"{r['aspect_width']}x1 image: {r['max_wait_s']} s (target < 2; prefilled in one step: "
-                        f"{r['unsliced']['max_wait_s']} s)")
+                        f"{r['unsliced']['max_wait_s']} s); /v1/score battery: {r['score']['responses_5xx']} x 5xx, "
+                        f"longest probe wait {r['score']['max_wait_s']} s")
 
         sys.exit(run_per_dtype(args.dtype, args.device, lambda dt: measure_hostile(args, dt), check_hostile))
 

@@ -66,7 +66,7 @@ def test_recovers_known_strengths_with_fewer_comparisons_than_all_pairs(tmp_path
         assert [r["editor"] for r in rows] == list(TRUE)  # the order, every seed
         assert [r["rank"] for r in rows] == [1, 2, 3, 4]
         s = doc["schedule"]
-        assert s["all_pairs"] == 60 * 6 and s["comparisons"] < 0.7 * s["all_pairs"] and s["stopped"] == "settled"
+        assert s["all_pairs"] == 60 * 6 and s["comparisons"] < 0.8 * s["all_pairs"] and s["stopped"] == "settled"
         assert doc["verdicts"]["comparisons"] == s["comparisons"] and doc["ties"] == "davidson"
         assert 0.1 < doc["tie_parameter"] < 1.0  # the simulated nu (0.3), fitted
         for r in rows:
@@ -123,10 +123,15 @@ def test_a_judge_that_always_prefers_the_first_picture_rates_every_editor_equal(
         assert v["comparisons"] == doc["schedule"]["all_pairs"] == 24  # never settled: every pair asked
         assert v["decided"] == 0 and v["ties"] == 24 and v["position_bias"] == 24
         assert len(backend.requests) == 48  # both orders of every pair, asked once
-        assert {r["rank"] for r in doc["editors"]} == {1}
-        assert all(r["rating"] == 0 and r["ci"][0] == pytest.approx(0, abs=1e-6) for r in doc["editors"])
-        assert not any(n["significant"] for n in doc["neighbours"])
+        # ties leave no order: no rank, rank CI or neighbour "significance" from floating-point noise
+        assert {r["rank"] for r in doc["editors"]} == {None} and {r["rank_ci"] for r in doc["editors"]} == {None}
+        assert doc["neighbours"] == [] and doc["ordered"] is False
+        assert all(r["rating"] == 0 for r in doc["editors"])
+        # 4 sources: too few for a CI, said rather than given as [0, 0]
+        assert all(r["ci"] is None and r["rating_note"].startswith("too few sources (4)") for r in doc["editors"])
         assert "every verdict was a tie (24, 24 of them position bias" in doc["notes"][0]
+        assert "no rank is given" in doc["notes"][0]
+        assert doc["tie_parameter"] is None  # nothing to fit nu from when every verdict is a tie
     assert doc["schedule"]["cached"] == 24 and doc["ties"] == "half"
 
 
@@ -216,7 +221,7 @@ def test_meta_eval_of_an_arena_against_a_human_ranking(scene_run, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(["nobody", "else"]))
     res = runner.invoke(app, ["meta-eval", "arena", str(arena_dir), "--human-ranking", str(bad)])
-    assert res.exit_code == 2 and "names 0 of the arena's editors" in res.output
+    assert res.exit_code == 2 and "names 0 of the arena's ranked editors" in res.output
 
 
 def test_cli_on_a_manifest_scores_each_edit_once_and_resumes(scene_run, tmp_path, monkeypatch):

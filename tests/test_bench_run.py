@@ -110,11 +110,15 @@ def test_bench_run_gedit_end_to_end(tmp_path):
     comp = t["comparison"]
     assert comp["ranked_by"] == {"section": "EN fullset", "figure": "O", "order": "higher first"}
     assert [(r["model"], r["rank"]) for r in comp["rows"]] == [("good", 1), ("lazy", 2)]
-    assert comp["best"]["EN fullset / O"] == "good" and "CN fullset / O" not in comp["best"]  # lazy has no CN score
-    assert "## Models compared" in md and "| 1 | good | **6.000** | 8.000 | **6.828** | 4.000 |" in md
+    # good's EN fullset figures rest on 2 items, lazy's on 1: no best is marked between them, and it is said
+    assert comp["best"] == {} and comp["uneven"]["EN fullset / O"] == {"good": 2, "lazy": 1}
+    assert "rest on different numbers of items (EN fullset / O: good: n = 2, lazy: n = 1" in comp["ranking"]
+    assert "not like for like" in comp["ranking"]
+    assert "## Models compared" in md and "| 1 | good | 6.000 | 8.000 | 6.828 | 4.000 |" in md
+    assert "different numbers of items" in md
     assert "models compared" in (out / "table.tex").read_text()
     page = (out / "report.html").read_text()
-    assert "Models compared" in page and "ranked by EN fullset O (higher first)" in page and "★ 6.828" in page
+    assert "Models compared" in page and "ranked by EN fullset O (higher first)" in page and "★ 6.828" not in page
 
 
 def test_bench_run_from_python_with_a_failed_request_exits_nonzero(tmp_path):
@@ -293,8 +297,12 @@ def test_a_case_listed_twice_is_refused(tmp_path):
     t = pq.read_table(f)
     pq.write_table(pa.concat_tables([t, t.slice(0, 1)]), f)
     (tmp_path / "edits" / "m").mkdir(parents=True)
-    with pytest.raises(InputError, match=r"case 'background_change/en/k1' appears twice"):
+    with pytest.raises(InputError, match=r"case 'background_change/en/k1' appears twice") as err:
         run_benchmark("gedit", data, tmp_path / "out", edits=tmp_path / "edits", vlm="http://127.0.0.1:9/v1")
+    # the two cases said in a line, not as ~600 characters of Python reprs
+    msg = str(err.value).split(": ", 1)[1]
+    assert msg == ("case 'background_change/en/k1' appears twice (instructions 'edit k1' and 'edit k1'); every "
+                   "case needs its own id")
 
 
 def test_bench_run_makes_the_edits_with_an_editor_then_judges_them(tmp_path):
@@ -452,3 +460,47 @@ def test_an_editor_given_one_of_several_inputs_is_said_and_recorded(tmp_path):
     several = {r["edit_id"]: (r["inputs_given"], r["inputs"]) for r in rows if "inputs_given" in r}
     assert sorted(k.split("/")[0] for k in several) == ["multi-element_composition", "temporal_prediction"]
     assert all(given == 1 and inputs >= 2 for given, inputs in several.values())
+
+
+def test_an_output_matching_no_case_is_said_not_dropped_silently(tmp_path):
+    from editlens.bench.registry import get
+    from editlens.runner.bench import locate
+
+    b = get("gedit")
+    items = b.read(F.gedit(tmp_path / "gedit"))
+    F.gedit_outputs(tmp_path / "edits", "m", ["k1", "k2"])
+    F.save(tmp_path / "edits" / "m" / "fullset" / "background_change" / "en" / "k1_typo.png", F.png(5))
+    F.save(tmp_path / "edits" / "m" / "notes.txt", b"not an output")
+    got = locate(b, items, tmp_path / "edits")
+    assert len(got.samples) == 2
+    (note,) = got.notes
+    assert note.startswith("m: 1 image(s) in ") and "match none of the 4 cases read and are not scored" in note
+    assert "fullset/background_change/en/k1_typo.png" in note and "notes.txt" not in note
+
+
+def test_unreadable_outputs_exit_2_saying_a_rerun_cannot_fix_them(tmp_path):
+    data = F.gedit(tmp_path / "gedit", instructions=INSTRUCTIONS)
+    edits = tmp_path / "edits"
+    F.gedit_outputs(edits, "m", ["k1", "k2"])
+    bad = next((edits / "m").rglob("k2.png"))
+    bad.write_bytes(b"\x89PNG\r\n\x1a\n but not really")  # corrupt: no request can fix it
+    with ScoringServer().running() as url:
+        res = runner.invoke(app, ["bench", "run", "gedit", "--data", str(data), "--edits", str(edits), "--out",
+                                  str(tmp_path / "out"), "--vlm", url, "--cache", "none", "--n-boot", "20",
+                                  "--no-report"])
+    assert res.exit_code == 2, res.output
+    assert "1 output(s) cannot be read as images" in res.output and "m/background_change/en/k2" in res.output
+    assert "A rerun cannot fix them" in res.output and "lost judge requests" not in res.output
+
+
+def test_outputs_of_another_aspect_are_noted(tmp_path):
+    from editlens.bench.registry import get
+    from editlens.runner.bench import locate, shape_notes
+
+    b = get("gedit")
+    items = b.read(F.gedit(tmp_path / "gedit"))  # 32 x 24 inputs
+    F.gedit_outputs(tmp_path / "edits", "m", ["k1", "k2"])
+    F.save(next((tmp_path / "edits" / "m").rglob("k2.png")), F.png(3, (13, 500)))
+    (note,) = shape_notes(locate(b, items, tmp_path / "edits"))
+    assert note.startswith("m: 1 output(s) have another aspect ratio than their source (e.g. background_change/en/k2: "
+                           "aspect ratio 0.026 from 1.333 (13x500 from a 32x24 source))")

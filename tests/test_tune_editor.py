@@ -224,6 +224,14 @@ def test_tuning_data_errors_name_the_line_and_the_fix(tmp_path, relabelled):
     one.write_text(json.dumps(rows[0]) + "\n")
     with pytest.raises(InputError, match="single candidate"):
         read_tuning_data(one, include_source=False)
+    # the same candidate twice with rewards 3 and 5: refused, naming both rows, not trained on
+    good = [json.loads(x) for x in relabelled.read_text().splitlines()]
+    twice = relabelled.parent / "twice.jsonl"
+    dup = [{**good[0], "reward": 3}] + good[1:] + [{**good[0], "id": "again", "reward": 5}]
+    twice.write_text("".join(json.dumps(r) + "\n" for r in dup))
+    with pytest.raises(InputError, match=r"twice.jsonl: the candidate .* appears twice, as .* \(score 5 of 10\) "
+                                         r"and as again \(score 10 of 10\)"):
+        read_tuning_data(twice)
 
 
 def test_balanced_weights_draw_each_level_about_equally_often(relabelled):

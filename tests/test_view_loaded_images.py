@@ -9,6 +9,7 @@ import sqlite3
 import urllib.error
 import urllib.request
 
+import pytest
 from helpers import EXAMPLES
 from typer.testing import CliRunner
 
@@ -51,7 +52,9 @@ def _statuses(run, manifest, paths):  # type: ignore[no-untyped-def]
     server = ReportServer(run, manifest=manifest)
     server.serve_in_background()
     try:
-        return {p: _get(f"{server.url}image/{server.images.index(p)}") for p in paths}, server.fallback_note
+        # an image the page never links to (left out of its row) is a 404 too
+        return ({p: _get(f"{server.url}image/{server.images.index(p)}") if p in server.images else 404 for p in paths},
+                server.fallback_note)
     finally:
         server.close()
 
@@ -113,10 +116,42 @@ def test_report_embeds_and_copies_only_the_files_the_run_read(tmp_path):
                                        "--images", mode])
         assert res.exit_code == 0, res.output
         page = out.read_text()
-        assert "never read by this run" in page and secret not in page
+        assert "not the ones this run read for those rows" in page and secret not in page
         copied = tmp_path / f"report_{mode}_images"
         names = sorted(p.name for p in copied.iterdir()) if copied.is_dir() else []
         assert "never_read.png" not in names and all(other.read_bytes() != p.read_bytes()
                                                      for p in copied.glob("*") if p.is_file())
         if mode == "copy":
             assert names  # the images the run did read were copied
+            # real copies, never hard links: editing the report's image leaves the original alone
+            assert all(p.stat().st_nlink == 1 for p in copied.glob("*") if p.is_file())
+
+
+def test_a_row_shows_only_the_image_the_run_scored_for_that_row(tmp_path):
+    """A manifest changed after the run so that row 0 names row 1's edit (a file the run did read, for
+    another row): the report and view leave it out of row 0 rather than show it beside row 0's scores."""
+    from editlens.reporting.collect import collect_run
+    from editlens.reporting.html import _only_images_the_run_read
+    from editlens.reporting.serve import ReportServer
+
+    run, rows, _, _ = _run(tmp_path)
+    swapped = tmp_path / "swapped.jsonl"
+    swapped.write_text("".join(json.dumps({**r, "edited": rows[1]["edited"]} if i == 0 else r) + "\n"
+                               for i, r in enumerate(rows)))
+    data = collect_run(run, manifest=swapped, n_boot=10)
+    assert _only_images_the_run_read(run, data)
+    by_id = {s["id"]: s["images"] for s in data["samples"]}
+    assert "edited" not in by_id[rows[0]["id"]] and by_id[rows[0]["id"]]["source"] == rows[0]["source"]
+    assert by_id[rows[1]["id"]]["edited"] == rows[1]["edited"]
+    assert any("not the ones this run read for those rows" in n for n in data["notes"])
+    server = ReportServer(run, manifest=swapped)
+    server.serve_in_background()
+    try:  # /image/-1 is no image (not the last one), and no error body names a path or an exception
+        assert _get(f"{server.url}image/-1") == 404 and _get(f"{server.url}image/99999") == 404
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(f"{server.url}image/-1", timeout=10)
+        assert err.value.read() == b"not found"
+        page = server.current_page().decode()
+        assert page.count(f"/image/{server.images.index(rows[1]['edited'])}") >= 1
+    finally:
+        server.close()

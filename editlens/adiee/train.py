@@ -45,6 +45,7 @@ from editlens.adiee.model import AdieeScorer, constant_score_loss
 from editlens.adiee.prompts import Prompts, collate, inference_inputs, load_prompts, side_by_side, training_example
 from editlens.adiee.tune_data import check_table_choice, sample_weights
 from editlens.core.images import load_image
+from editlens.core.safepath import inside
 from editlens.data.jsonl import iter_jsonl
 from editlens.errors import InputError
 from editlens.models.quant import describe_precision, floating_dtype
@@ -122,6 +123,10 @@ def read_dataset(data_dir: Path) -> list[dict[str, Any]]:
         for k in ("source", "edited", "instruction", "score"):
             if k not in row:
                 raise InputError(f"{f}:{n}: missing {k!r}")
+        for k in ("source", "edited"):  # the dataset's images lie in its folder (editlens.core.safepath)
+            if not isinstance(row[k], str):
+                raise InputError(f"{f}:{n}: {k!r} must be a path inside {data_dir}, got {type(row[k]).__name__}")
+            inside(data_dir, row[k], what=f"{f}:{n}: {k}")
         rows.append(row)
     if not rows:
         raise InputError(f"{f}: no samples")

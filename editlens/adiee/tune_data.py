@@ -148,6 +148,15 @@ def read_tuning_data(path: str | Path, metric: str | None = None, include_source
         raise InputError(f"{p}: no such file or run directory")
     if not groups:
         raise InputError(f"{p}: no scored candidates to train on")
+    for g in groups.values():  # one edit, one score: the same candidate twice would train on both
+        seen: dict[str, Candidate] = {}
+        for c in g.candidates:
+            where = str(Path(c.edited).resolve()) if "#" not in c.edited else c.edited
+            first = seen.setdefault(where, c)
+            if first is not c:
+                raise InputError(f"{p}: the candidate {c.edited} of source {g.source} (instruction {g.instruction!r}) "
+                                 f"appears twice, as {first.id} (score {first.score10:g} of 10) and as {c.id} "
+                                 f"(score {c.score10:g} of 10); one edit has one score: keep one row")
     ordered = [groups[k] for k in sorted(groups)]
     if include_source:
         for g in ordered:

@@ -271,12 +271,13 @@ def next_adaptive_pair(items: Mapping[str, Mapping[str, Any]], votes: Sequence[M
     pool: dict[tuple[int, int], list[str]] = {}
     for iid, it in items.items():
         if it["task"] == "pairwise" and iid not in seen:
-            pool.setdefault((idx[it["a"]["editor"]], idx[it["b"]["editor"]]), []).append(iid)
+            i, j = sorted((idx[it["a"]["editor"]], idx[it["b"]["editor"]]))
+            pool.setdefault((i, j), []).append(iid)
     if not pool:
         return None
     counts = dict(shown or {})
     comps = comparisons_of(items, votes, editors)
-    cands = uncertain_pairs(comps, len(editors), ties, sorted(pool), stop_at)
+    cands = uncertain_pairs(comps, len(editors), ties, pool, stop_at)
     if not cands:
         return None
 

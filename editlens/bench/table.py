@@ -104,7 +104,9 @@ def comparison(table: Mapping[str, Any], rank_by: Mapping[str, str] | None = Non
     (section, figure) of each section's overall row; with ``rank_by`` (``{"section",
     "figure"}``, the paper's headline; first section when no section is named) the rows are
     ranked by it, models without a value last. ``best`` names each column's best model
-    (the lowest for figures in ``lower_is_better``; none on a tie or with fewer than two values).
+    (the lowest for figures in ``lower_is_better``; none on a tie, with fewer than two values, or
+    when the values rest on different numbers of items: ``uneven`` lists those columns' n per
+    model and ``ranking`` says so).
 
     >>> def model(v):
     ...     return {"sections": [{"name": "all", "figures": ["O"], "overall": {"cells": {"O": {"value": v, "n": 3}}}}]}
@@ -112,6 +114,11 @@ def comparison(table: Mapping[str, Any], rank_by: Mapping[str, str] | None = Non
     >>> c = comparison(t, {"figure": "O"})
     >>> [r["model"] for r in c["rows"]], [r["rank"] for r in c["rows"]], c["best"]
     (['b', 'a', 'c'], [1, 2, None], {'all / O': 'b'})
+    >>> def model_n(v, n):
+    ...     return {"sections": [{"name": "all", "figures": ["O"], "overall": {"cells": {"O": {"value": v, "n": n}}}}]}
+    >>> c = comparison({"models": {"a": model_n(5.0, 5), "b": model_n(7.0, 6)}}, {"figure": "O"})
+    >>> c["best"], c["uneven"], "different numbers of items (all / O: b: n = 6, a: n = 5)" in c["ranking"]
+    ({}, {'all / O': {'b': 6, 'a': 5}}, True)
     """
     columns: list[dict[str, str]] = []
     for m in table["models"].values():
@@ -136,9 +143,14 @@ def comparison(table: Mapping[str, Any], rank_by: Mapping[str, str] | None = Non
         for i, r in enumerate(rows):
             r["rank"] = i + 1 if r["cells"][key].get("value") is not None else None
     best: dict[str, str] = {}
+    uneven: dict[str, dict[str, Any]] = {}
     for i, c in enumerate(columns):
         vals = [(r["cells"][i]["value"], r["model"]) for r in rows if r["cells"][i].get("value") is not None]
         if len(vals) < 2:
+            continue
+        ns = {r["model"]: r["cells"][i].get("n") for r in rows if r["cells"][i].get("value") is not None}
+        if len(set(ns.values())) > 1:  # values over different item sets: no best is named between them
+            uneven[f"{c['section']} / {c['figure']}"] = ns
             continue
         top = min(v for v, _ in vals) if c["figure"] in lower_is_better else max(v for v, _ in vals)
         winners = [mdl for v, mdl in vals if v == top]
@@ -151,12 +163,20 @@ def comparison(table: Mapping[str, Any], rank_by: Mapping[str, str] | None = Non
     else:
         ranking = (f"ranked by {columns[key]['section']} {columns[key]['figure']} "
                    f"({'lower' if columns[key]['figure'] in lower_is_better else 'higher'} first)")
+    if uneven:
+        head = f"{columns[key]['section']} / {columns[key]['figure']}" if key is not None else None
+        name, ns = (head, uneven[head]) if head in uneven else next(iter(uneven.items()))
+        ranking += (f"; the models' values rest on different numbers of items ({name}: "
+                    + ", ".join(f"{m}: n = {n}" for m, n in ns.items())
+                    + (f"; {len(uneven) - 1} more column(s) alike" if len(uneven) > 1 else "")
+                    + "), so no best is marked where they differ"
+                    + (" and the ranking is not like for like" if head in uneven else ""))
     one_section = len({c["section"] for c in columns}) == 1
     for c in columns:  # what a writer heads the column with
         c["name"] = c["figure"] if one_section else f"{c['section']} {c['figure']}"
     for r in rows:  # whether each cell is its column's best, for the writers to mark
         r["best"] = [best.get(f"{c['section']} / {c['figure']}") == r["model"] for c in columns]
-    return {"columns": columns, "rows": rows, "best": best, "ranking": ranking,
+    return {"columns": columns, "rows": rows, "best": best, "ranking": ranking, "uneven": uneven,
             "ranked_by": {"section": columns[key]["section"], "figure": columns[key]["figure"],
                           "order": "lower first" if columns[key]["figure"] in lower_is_better else "higher first"}
             if key is not None else None}

@@ -100,7 +100,8 @@ def arena_cmd(
     ratings (ties kept) with bootstrap CIs over sources, pairs chosen adaptively (uncertain neighbours
     first). Resumable: a rerun with the same settings reuses every verdict already made.
 
-    Exit status: 0 done; 2 bad input; 3 some comparisons were lost to the backend (rerun to ask them again).
+    Exit status: 0 done; 2 bad input; 3 some comparisons were lost to the backend (rerun to ask them again),
+    or no comparison gave a verdict (nothing is rated).
     """
     from editlens.errors import InputError
     from editlens.metrics.registry import get_spec
@@ -178,6 +179,10 @@ def arena_cmd(
         typer.echo(f"-> {out / 'arena.json'}", err=True)
     if doc["verdicts"]["failed"]:
         raise typer.Exit(EXIT_FAILED)
+    if not doc["verdicts"]["decided"] and not doc["verdicts"]["ties"]:  # nothing rated: never a success
+        typer.echo("error: no comparison gave a verdict (every answer unparsable or missing; see "
+                   f"{out / 'comparisons.jsonl'}): nothing is rated", err=True)
+        raise typer.Exit(EXIT_FAILED)
 
 
 def arena_lines(doc: dict, scale: str = "bt") -> list[str]:
@@ -190,26 +195,46 @@ def arena_lines(doc: dict, scale: str = "bt") -> list[str]:
              f"{s['cached']} from the cache)",
              f"verdicts: {v['decided']} decided, {v['ties']} ties ({v['position_bias']} from position bias), "
              f"{v['no_verdict']} without a verdict ({v['failed']} failed)",
-             f"Bradley-Terry, {doc['ties_model']}" + (f"; nu = {doc['tie_parameter']:.3f}" if doc.get("tie_parameter") else ""),
+             f"Bradley-Terry, {doc['ties_model']}" + (f"; nu = {doc['tie_parameter']:.3f}" if doc.get("tie_parameter")
+                                                      else " (here not fitted: see the notes)"
+                                                      if doc.get("ties") == "davidson" else ""),
              f"{'rating' if scale == 'bt' else 'Elo'} with {doc['ci']}", ""]
-    rows = [["#", "editor", "rating" if scale == "bt" else "Elo", "95% CI", "rank CI", "W-L-T", "vs next"]]
+    several = len(doc.get("groups") or []) > 1
+    rows = [["#", "editor"] + (["group"] if several else []) + ["rating" if scale == "bt" else "Elo", "95% CI",
+                                                              "rank CI", "W-L-T", "vs next"]]
     nxt = {n["better"]: n for n in doc["neighbours"]}
     for r in doc["editors"]:
         n = nxt.get(r["editor"])
-        vs = "" if n is None else (f"{'>' if n['significant'] else '≈'} {n['worse']} "
+        vs = "" if n is None else (f"? {n['worse']} (too few sources to say)" if n["p_better"] is None else
+                                  f"{'>' if n['significant'] else '≈'} {n['worse']} "
                                   f"(better in {n['p_better']:.0%} of resamples)")
-        rows.append(["–" if r["rank"] is None else str(r["rank"]), r["editor"] + (f" [no-op: {r['noop']}]" if r.get("noop") and r["rank"] is None else ""),
-                     fmt.format(r[key]),
-                     "[" + ", ".join(fmt.format(x) for x in r[ci_key]) + "]",
-                     "–" if r["rank_ci"] is None else f"{r['rank_ci'][0]}-{r['rank_ci'][1]}",
-                     f"{r['wins']}-{r['losses']}-{r['ties']}", vs])
+        note = r.get("rating_note")
+        # what the verdicts cannot support is said, not given a number
+        value = (fmt.format(r[key]) if r.get(key) is not None else
+                 "separated" if note and "separation" in note else "–")
+        ci = ("[" + ", ".join(fmt.format(x) for x in r[ci_key]) + "]" if r.get(ci_key) else
+              "too few sources" if note and "too few" in note else "–")
+        rows.append(["–" if r["rank"] is None else str(r["rank"]),
+                     r["editor"] + (f" [no-op: {r['noop']}]" if r.get("noop") and r["rank"] is None else "")]
+                    + ([str(r.get("group") or "–")] if several else [])
+                    + [value, ci, "–" if r["rank_ci"] is None else f"{r['rank_ci'][0]}-{r['rank_ci'][1]}",
+                       f"{r['wins']}-{r['losses']}-{r['ties']}", vs])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
     for note in doc.get("notes") or []:
         lines.append(f"note: {note}")
+    s_un = s.get("unsettled") or []
+    if s["stopped"] != "settled" and s_un:
+        lines.append("not settled: " + "; ".join(f"{u['better']} and {u['worse']} (unconnected groups: no order)"
+                                                 if u.get("unlinked") else
+                                                 f"{u['better']} above {u['worse']} (wrong-order probability "
+                                                 f"{u['p_wrong']:.2f})" for u in s_un)
+                     + f", over the --stop-at {s['stop_at']:g}")
     h = doc.get("human")
     if h:
         f = lambda x: "undefined" if x is None else f"{x:.3f}"  # noqa: E731
         lines.append(f"agreement with the human ranking over {h['n']} editors: Kendall τ {f(h['kendall'])}, "
-                     f"Spearman ρ {f(h['spearman'])}")
+                     f"Spearman ρ {f(h['spearman'])}" + (f" ({h['why']})" if h.get("why") else ""))
+        if h.get("not_in_arena"):
+            lines.append(f"the human ranking names editors not in the arena (left out): {', '.join(h['not_in_arena'])}")
     return lines

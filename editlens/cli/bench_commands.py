@@ -135,7 +135,10 @@ def run_cmd(
     json_out: bool = JsonOpt,
 ) -> None:
     """Score editors' outputs on a benchmark with its official protocol; prints the paper's table (per
-    category, per language, overall) with bootstrap CIs and n. Resumable: rerun the same command."""
+    category, per language, overall) with bootstrap CIs and n. Resumable: rerun the same command.
+
+    Exit status: 0 done; 3 some judge requests were lost (rerun to retry them); 2 bad input, including
+    outputs that cannot be read as images (a rerun cannot fix those: replace the files)."""
     import sys
 
     from editlens.cli.options import http_settings
@@ -195,6 +198,13 @@ def run_cmd(
 
         typer.echo("stopped: rerun the same command to go on", err=True)
         raise typer.Exit(EXIT_SIGNAL_BASE + int(res["stopped_by"]))
-    if res["exit"] and not allow_failures:
+    bad = res.get("unreadable") or []
+    if bad:
+        typer.echo(f"{len(bad)} output(s) cannot be read as images (corrupt, not an image, or over the pixel "
+                   f"limit): {', '.join(bad[:5])}{' ...' if len(bad) > 5 else ''}. A rerun cannot fix them: replace "
+                   "the files (each one's reason is in items.jsonl)", err=True)
+    if res["exit"] == 1 and not allow_failures:
         typer.echo("some edits failed (lost judge requests): rerun the same command to retry them", err=True)
         raise typer.Exit(EXIT_FAILED)
+    if res["exit"] == 2 and not allow_failures:
+        raise typer.Exit(2)

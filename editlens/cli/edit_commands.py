@@ -75,6 +75,8 @@ def run_generation(manifest: Path, editor: str, out: Path, samples: int, seed: i
                f"-> {result.manifest}", err=True)
     for rec in result.failures[:10]:
         typer.echo(f"  failed {rec['edit_id']} sample {rec['sample']}: {str(rec.get('error'))[:300]}", err=True)
+    for note in result.notes:
+        typer.echo(f"note: {note} (each image's shape_note is in {out / 'generations.jsonl'})", err=True)
     return result
 
 
@@ -165,14 +167,17 @@ def _generate_benchmark(name: str, data: Path, split: Optional[str], spec: str, 
                                                        total.failed + res.failed)
         total.interrupted, total.stopped_by = total.interrupted or res.interrupted, res.stopped_by or total.stopped_by
         total.failures += res.failures
+        total.reshaped += res.reshaped
         typer.echo(f"{res.generated} images generated, {res.reused} kept, {res.failed} failed -> {res.manifest}",
                    err=True)
+    for rec in total.failures[:10]:  # why, naming the editor where it is at fault
+        typer.echo(f"  failed {rec['edit_id']} sample {rec['sample']}: {str(rec.get('error'))[:300]}", err=True)
     missing = [k for k in gen.failures if k not in {f["edit_id"] for f in total.failures}]
     for k in missing[:10]:
         typer.echo(f"  not made {k}: {gen.failures[k]}", err=True)
     total.failed += len(missing)
     typer.echo(f"{bench.spec.title}: {len(gen.done)} of {len(items)} cases made", err=True)
-    for note in gen.notes:
+    for note in gen.notes:  # the stages' shape notes among them
         typer.echo(f"note: {note}", err=True)
     return total
 

@@ -342,11 +342,20 @@ def arena_agreement(arena: Path = typer.Argument(..., help="An arena's arena.jso
         assert human_ranking is not None
         human = read_human_ranking(human_ranking)
     # the arena's ranking: its ranked editors (a no-op is rated but never ranked)
-    ratings = {r["editor"]: r["rating"] for r in doc["editors"] if r.get("rank") is not None}
+    ranked = [r for r in doc["editors"] if r.get("rank") is not None]
+    if len(doc.get("groups") or []) > 1:
+        raise InputError(f"{arena}: the arena's editors fall into unconnected groups "
+                         f"({'; '.join(', '.join(g) for g in doc['groups'])}): no verdict orders one group against "
+                         "another, so there is no one ranking to compare with the human one")
+    if not ranked:
+        raise InputError(f"{arena}: the arena ranks no editor ({'; '.join(doc.get('notes') or []) or 'no verdict'})")
+    # the order: ratings where every ranked editor has one, else the ranks (a separated editor has no rating)
+    ratings = ({r["editor"]: r["rating"] for r in ranked} if all(r.get("rating") is not None for r in ranked)
+               else {r["editor"]: -float(r["rank"]) for r in ranked})
     agree = rank_agreement(ratings, human)
-    if agree["n"] < 2:
-        raise InputError(f"{human_ranking}: names {agree['n']} of the arena's editors ({', '.join(ratings)}); "
-                         "a ranking needs at least two in both")
+    if agree["kendall"] is None and agree["n"] < 3:
+        raise InputError(f"{human_ranking}: names {agree['n']} of the arena's ranked editors ({', '.join(ratings)}); "
+                         "a rank correlation needs at least three in both")
     models = agree["editors"]
     rep = {"benchmark": "editor ranking", "protocol": "arena ranking vs human ranking",
            "statistic": "Kendall τ (τ-b) between the two rankings", "value": agree["kendall"],

@@ -119,7 +119,7 @@ def serve_cmd(
         served = {m.name: m for m in sel.metrics}
         for m in sel.metrics:  # load now: the first request must not wait for a model to load
             getattr(m, "describe", lambda: None)()
-        routers.append(score_router(served, max_image_bytes=limits.max_image_bytes))
+        routers.append(score_router(served, limits=limits))
     if vlm and not engine:
         from editlens.models.loader import load_model
 
@@ -149,7 +149,7 @@ def serve_cmd(
     else:
         from editlens.runner.score_server import score_app
 
-        app_ = score_app(served, api_key=key, max_image_bytes=limits.max_image_bytes)
+        app_ = score_app(served, api_key=key, limits=limits)
         what = f"/v1/score ({', '.join(served)})"
     serve_app(app_, host, port, banner=lambda url: f"serving {what} at {url}"
               + (" (API key required)" if key else ""), access_log=access_log)

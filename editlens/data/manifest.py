@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from editlens.core import safepath
 from editlens.core.embedded import TableImage, parse_ref
 from editlens.core.types import EditSample
 from editlens.errors import InputError, ManifestError
@@ -344,6 +345,11 @@ def _join_edits(rows: list[tuple], edits: Path, pattern: str, unit: str) -> tupl
             except (KeyError, ValueError, IndexError) as exc:
                 raise InputError(f"--edits-pattern {pattern!r}: {exc} is not a column of {where} "
                                  f"(columns: {', '.join(sorted(fields))})") from None
+            unsafe = next((why for n in names if (why := safepath.problem(folder, n)) is not None), None)
+            if unsafe is not None:  # an id (or a column of the pattern) shaped like a path: read nothing outside
+                out.append((lineno, None, f"id {rid!r}: its output path {names[0]!r} under {folder} {unsafe} "
+                            "(an --edits output must lie inside its editor's folder)", base, where))
+                break
             paths = [folder / n for n in names]
             found = next((p for p in paths if p.is_file()), None)
             if found is None:

@@ -7,7 +7,8 @@ The function is called once per image::
 It may return a PIL image, an ``HxWx3`` uint8 array or a path of an image
 file. Keyword arguments it declares among ``edit_id``, ``sample`` and
 ``extra`` (the edit's other manifest fields) are passed too. An exception
-fails that image (redone on rerun).
+fails that image (redone on rerun); so does ``sys.exit()`` (named in the
+failure: it never ends editlens as a success).
 """
 
 from __future__ import annotations
@@ -29,6 +30,12 @@ from editlens.errors import InputError
 def identity_edit(image: Image.Image, instruction: str, *, seed: int) -> Image.Image:
     """The do-nothing editor (returns the source): a baseline, and the callable kind's example."""
     return image.copy()
+
+
+def exited(editor: str, exc: SystemExit) -> str:
+    """The failure of an image whose editor called ``sys.exit()`` (``SystemExit``)."""
+    return (f"the editor {editor} called sys.exit({exc.code!r}) instead of returning an image; "
+            "an editor must return an image or raise an exception")
 
 
 def as_image(value: Any) -> Image.Image:
@@ -99,4 +106,6 @@ class CallableEditor(Editor):
                 out.append(EditOutput(image=as_image(self.fn(r.source.copy(), r.instruction, **kw))))
             except Exception as exc:  # noqa: BLE001  (a user's function: any error fails this image only)
                 out.append(EditOutput(error=f"{type(exc).__name__}: {exc}"))
+            except SystemExit as exc:  # sys.exit() in the function must not end editlens as a success
+                out.append(EditOutput(error=exited(self.ref, exc)))
         return out

@@ -13,13 +13,21 @@ replaced:
 ``{out}`` is required. Exit status 0 and a readable image at ``{out}``: the
 image is kept; anything else fails that image (its stderr's tail is
 recorded; a rerun redoes it). ``timeout`` (seconds, default 600) bounds each run.
+
+Each run is its own process group (a new session): on a time-out (or Ctrl-C)
+the whole group is killed, children included, and whatever the program left
+running in its group when it exited is ended too, so no editor process
+outlives its image. Only the program's own exit is waited for: a background
+child that keeps its stderr open does not hold the image back.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import shlex
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -31,6 +39,19 @@ from editlens.editors.callable_editor import as_image
 from editlens.errors import InputError
 
 PLACEHOLDERS = ("source", "instruction", "seed", "out", "id", "sample")
+_POSIX = hasattr(os, "killpg")
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """End ``proc`` and every process of its group (it leads its own session), then reap it."""
+    if _POSIX:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass  # the group is gone already
+    elif proc.poll() is None:
+        proc.kill()
+    proc.wait()
 
 
 class CommandEditor(Editor):
@@ -75,17 +96,32 @@ class CommandEditor(Editor):
         values = {"source": str(src), "instruction": r.instruction, "seed": str(r.seed), "out": str(out),
                   "id": r.id, "sample": str(r.sample)}
         argv = [a.format(**values) for a in self.argv]
-        try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout, check=False)
-        except subprocess.TimeoutExpired:
-            return EditOutput(error=f"the command ran past {self.timeout:g} s")
-        except OSError as exc:
-            return EditOutput(error=f"the command could not start: {exc}")
-        tail = (proc.stderr or "").strip()[-500:]
-        if proc.returncode != 0:
-            return EditOutput(error=f"the command exited with status {proc.returncode}" + (f": {tail}" if tail else ""))
+        err_path = tmp / f"stderr-{r.sample}.txt"
+        with open(err_path, "w+b") as err:
+            try:
+                # its own process group (session): a time-out ends the program and everything it started
+                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                        start_new_session=_POSIX)
+            except OSError as exc:
+                return EditOutput(error=f"the command {self.name} could not start: {exc}")
+            try:
+                # the program itself is waited for, not its pipes: a background child it leaves behind
+                # (holding stderr open) neither holds the image back nor turns it into a time-out
+                code: int | None = proc.wait(timeout=self.timeout)
+            except subprocess.TimeoutExpired:
+                code = None
+            finally:
+                _kill_group(proc)  # on time-out, Ctrl-C, or leftovers after it exited: the whole group
+            err.seek(0)
+            tail = err.read().decode("utf-8", "replace").strip()[-500:]
+        if code is None:
+            return EditOutput(error=f"the command {self.name} ran past {self.timeout:g} s (its process group was "
+                                    "killed)" + (f": {tail}" if tail else ""))
+        if code != 0:
+            return EditOutput(error=f"the command {self.name} exited with status {code}" + (f": {tail}" if tail else ""))
         if not out.is_file():
-            return EditOutput(error="the command exited 0 but wrote no image to {out}" + (f": {tail}" if tail else ""))
+            return EditOutput(error=f"the command {self.name} exited 0 but wrote no image to {out}"
+                                    + (f": {tail}" if tail else ""))
         try:
             return EditOutput(image=as_image(out))
         except Exception as exc:  # noqa: BLE001  (whatever the program wrote, it is not an image)

@@ -162,23 +162,117 @@ def fit(comparisons: Sequence[Comparison], n: int, ties: str = "davidson", prior
     return fit_bradley_terry(w, t, ties=ties, prior=prior)
 
 
+#: fewer sources than this behind an editor's verdicts: no CI, no rank CI, no "better in x%" (say "too few")
+MIN_SOURCES = 5
+#: two log-strengths closer than this are equal (a fit of equal data differs only by floating-point noise)
+EQUAL = 1e-6
+
+
+def identifiability(comparisons: Sequence[Comparison], n: int) -> dict[str, Any]:
+    """What the comparisons can and cannot tell apart.
+
+    * ``components``: groups of editors linked by comparisons (directly or
+      through others; ties count). Editors of different components were never
+      compared, even indirectly: their ratings are on unrelated scales and
+      they have no order.
+    * ``blocks``: within a component, the groups that each beat or tied the
+      others at least once (strongly connected components of "i was not worse
+      than j once"). A component of several blocks is *separated*: an upper
+      block won every comparison against a lower one, so the maximum-likelihood
+      gap between them is infinite and any finite rating is the prior's.
+      ``above[b]``: the blocks block ``b`` won every comparison against (directly).
+    * ``sources``: per editor, the number of sources with a verdict on it.
+
+    >>> r = identifiability([(0, 0, 1, 1), (1, 0, 1, 1), (2, 2, 3, -1), (3, 2, 3, 1)], 4)
+    >>> r["components"], r["blocks"], r["separated"]
+    ([[0, 1], [2, 3]], [[0], [1], [2, 3]], [[[0], [1]]])
+    """
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    wins, ties = pair_counts(comparisons, n)
+    linked = (wins + wins.T + ties) > 0
+    k, label = connected_components(csr_matrix(linked), directed=False)
+    components = sorted(([i for i in range(n) if label[i] == c] for c in range(k)), key=lambda g: g[0])
+    not_worse = (wins + ties) > 0  # i -> j: i beat or tied j at least once
+    kb, blabel = connected_components(csr_matrix(not_worse), directed=True, connection="strong")
+    blocks = sorted(([i for i in range(n) if blabel[i] == b] for b in range(kb)), key=lambda g: g[0])
+    block_of = {i: bi for bi, g in enumerate(blocks) for i in g}
+    above: dict[int, set[int]] = {bi: set() for bi in range(len(blocks))}
+    for i in range(n):
+        for j in range(n):
+            if linked[i, j] and block_of[i] != block_of[j] and not_worse[i, j]:
+                above[block_of[i]].add(block_of[j])
+    separated = []
+    for comp in components:
+        bs = sorted({block_of[i] for i in comp})
+        if len(bs) > 1:
+            separated.append([blocks[b] for b in bs])
+    sources: dict[int, set[Any]] = {i: set() for i in range(n)}
+    for g, a, b, _ in comparisons:
+        sources[a].add(g)
+        sources[b].add(g)
+    return {"components": components, "component_of": [int(label[i]) for i in range(n)], "blocks": blocks,
+            "block_of": [block_of[i] for i in range(n)], "above": {b: sorted(v) for b, v in above.items()},
+            "separated": separated, "sources": [len(sources[i]) for i in range(n)],
+            "decided": int(sum(1 for c in comparisons if c[3] != 0)), "ties": int(sum(1 for c in comparisons if c[3] == 0))}
+
+
+def _component_ids(ident: Mapping[str, Any], n: int) -> np.ndarray:
+    comp = np.zeros(n, dtype=int)
+    for ci, g in enumerate(ident["components"]):
+        comp[g] = ci
+    return comp
+
+
 def bootstrap_ratings(comparisons: Sequence[Comparison], n: int, ties: str = "davidson", n_boot: int = 200,
                       level: float = 0.95, seed: int = 0, prior: float = 0.01,
-                      ranked: Sequence[bool] | None = None) -> dict[str, Any]:
+                      ranked: Sequence[bool] | None = None, min_sources: int = MIN_SOURCES) -> dict[str, Any]:
     """Ratings with percentile bootstrap CIs, **resampling sources** (all
-    comparisons of a source stay together, as they share its image).
+    comparisons of a source stay together, as they share its image), and what
+    the data cannot support (:func:`identifiability`).
 
     Returns ``{"theta", "nu", "ties", "ci" (n x 2), "rank_ci" (n x 2, 1 =
-    best), "p_better" (n x n: share of resamples where i's rating beats j's)}``.
+    best), "p_better" (n x n: share of resamples where i's rating beats j's,
+    equal ratings counting half), "identifiability", "estimable", "notes"}``.
     ``ranked``: which editors take part in the ranking (default all); the
     others are rated but their ``rank_ci`` is ``None`` and they take no rank.
+
+    What the data cannot support is ``None``, never a number: ``p_better`` of
+    editors in different components (never compared, even through others);
+    ``ci``, ``rank_ci`` and ``p_better`` of an editor with verdicts on fewer
+    than ``min_sources`` sources ("too few"); ``rank_ci`` and ``p_better``
+    when no verdict was decided (all ties: no order); ``ci`` of every editor of
+    a separated component (its finite ratings are the prior's), with
+    ``estimable[i]`` False. Ranks (``rank_ci``) count only the editors of the
+    same component. ``nu`` is ``None`` unless Davidson's tie parameter was
+    fitted from both ties and decided verdicts.
 
     >>> comps = [(g, 0, 1, 1 if g % 4 else -1) for g in range(40)]
     >>> r = bootstrap_ratings(comps, 2, ties="half", n_boot=100)
     >>> bool(r["ci"][0][0] < r["theta"][0] < r["ci"][0][1]), r["rank_ci"][0], float(r["p_better"][0][1]) > 0.95
     (True, [1, 1], True)
+    >>> one = bootstrap_ratings([("s", 0, 1, 1)], 2, ties="half", n_boot=20)
+    >>> one["ci"], one["rank_ci"], one["p_better"][0][1], one["notes"][0][:40]
+    ([None, None], [None, None], None, 'too few sources: 0, 1 have verdicts on 1')
     """
+    ident = identifiability(comparisons, n)
     point = fit(comparisons, n, ties, prior)
+    mask = np.ones(n, dtype=bool) if ranked is None else np.asarray(ranked, dtype=bool)
+    notes: list[str] = []
+    few = np.array([s < min_sources for s in ident["sources"]])
+    separated = np.zeros(n, dtype=bool)
+    for blocks in ident["separated"]:
+        for g in blocks:
+            separated[g] = True
+    comp = _component_ids(ident, n)
+    no_order = ident["decided"] == 0
+    nu = point["nu"] if ties == "davidson" and ident["decided"] and ident["ties"] else None
+    if not comparisons:
+        return {"theta": np.full(n, np.nan), "nu": None, "ties": ties, "ci": [None] * n, "rank_ci": [None] * n,
+                "p_better": [[None] * n for _ in range(n)], "n_boot": n_boot, "level": level,
+                "identifiability": ident, "estimable": [False] * n, "too_few": [True] * n,
+                "notes": ["no comparison gave a verdict: nothing to rate"], "min_sources": min_sources}
     groups: dict[Any, list[Comparison]] = {}
     for c in comparisons:
         groups.setdefault(c[0], []).append(c)
@@ -198,15 +292,27 @@ def bootstrap_ratings(comparisons: Sequence[Comparison], n: int, ties: str = "da
         thetas[b] = fit_bradley_terry(w, t, ties=ties, prior=prior, start=point["_x"])["theta"]
     alpha = (1 - level) / 2
     lo, hi = np.quantile(thetas, [alpha, 1 - alpha], axis=0)
-    mask = np.ones(n, dtype=bool) if ranked is None else np.asarray(ranked, dtype=bool)
-    # an editor's rank in a resample: 1 + the ranked editors rated above it (ties share a rank)
-    ranks = 1 + (thetas[:, None, :] > thetas[:, :, None])[:, :, mask].sum(axis=2)
+    # an editor's rank in a resample: 1 + the ranked editors of its component rated above it (equal share a rank)
+    above = thetas[:, None, :] > thetas[:, :, None] + EQUAL  # [b, i, j]: j above i
+    same = (comp[:, None] == comp[None, :]) & mask[None, :]
+    ranks = 1 + (above & same[None]).sum(axis=2)
     rlo, rhi = np.quantile(ranks, [alpha, 1 - alpha], axis=0)
-    p_better = (thetas[:, :, None] > thetas[:, None, :]).mean(axis=0)
-    return {"theta": point["theta"], "nu": point["nu"], "ties": ties,
-            "ci": [[float(a), float(b)] for a, b in zip(lo, hi)],
-            "rank_ci": [[int(round(a)), int(round(b))] if mask[i] else None for i, (a, b) in enumerate(zip(rlo, rhi))],
-            "p_better": p_better, "n_boot": n_boot, "level": level}
+    diff = thetas[:, :, None] - thetas[:, None, :]
+    p = ((diff > EQUAL).mean(axis=0) + 0.5 * (np.abs(diff) <= EQUAL).mean(axis=0))
+    p_better: list[list[float | None]] = [[None if (i == j or comp[i] != comp[j] or few[i] or few[j] or no_order)
+                                           else float(p[i, j]) for j in range(n)] for i in range(n)]
+    ci: list[list[float] | None] = [None if (few[i] or separated[i]) else [float(lo[i]), float(hi[i])]
+                                    for i in range(n)]
+    rank_ci = [[int(round(a)), int(round(b))] if mask[i] and not few[i] and not no_order else None
+               for i, (a, b) in enumerate(zip(rlo, rhi))]
+    if few.any():
+        who = [i for i in range(n) if few[i]]
+        notes.append(f"too few sources: {', '.join(map(str, who))} have verdicts on "
+                     f"{', '.join(str(ident['sources'][i]) for i in who)} source(s), under {min_sources}: no CI, "
+                     "no rank CI and no share of resamples for them")
+    return {"theta": point["theta"], "nu": nu, "ties": ties, "ci": ci, "rank_ci": rank_ci, "p_better": p_better,
+            "n_boot": n_boot, "level": level, "identifiability": ident, "estimable": [not bool(x) for x in separated],
+            "too_few": [bool(x) for x in few], "notes": notes, "min_sources": min_sources}
 
 
 def elo_scale(theta: Sequence[float] | np.ndarray) -> np.ndarray:
@@ -244,23 +350,69 @@ def order_uncertainty(wins: np.ndarray, ties: np.ndarray, theta: np.ndarray, pri
     return p
 
 
+def unsettled_neighbours(theta: np.ndarray, p_wrong: np.ndarray, stop_at: float) -> list[tuple[float, int, int]]:
+    """``(p, upper, lower)`` of each pair of neighbours in the order of ``theta`` whose
+    probability of the wrong order ``p_wrong[upper, lower]`` is ``stop_at`` or more, most
+    doubtful first. Empty: the order is settled (every neighbour below ``stop_at``;
+    the order of non-neighbours follows).
+
+    >>> p = np.array([[0, 0.001, 0.0], [0.001, 0, 0.2], [0.0, 0.2, 0]])
+    >>> unsettled_neighbours(np.array([1.0, 0.0, -0.5]), p, 0.01)
+    [(0.2, 1, 2)]
+    """
+    order = [int(i) for i in np.argsort(-np.asarray(theta), kind="stable")]
+    out = [(float(p_wrong[a, b]), a, b) for a, b in zip(order, order[1:]) if p_wrong[a, b] >= stop_at]
+    return sorted(out, key=lambda x: -x[0])
+
+
+def settling_pairs(i: int, j: int, theta: np.ndarray, remaining: Mapping[tuple[int, int], Sequence[Any]]) -> list[tuple[int, int]]:
+    """The editor pairs whose comparisons settle the order of ``i`` and ``j``, in order
+    of use: ``(i, j)`` itself while it has sources left, then through third editors
+    ``k`` (``(i, k)`` and ``(k, j)``, those rated nearest the two first, as they tell
+    most). ``remaining[(a, b)]`` (``a < b``): what is left to compare of that pair.
+
+    >>> settling_pairs(0, 2, np.array([1.0, 0.5, 0.0, -3.0]), {(0, 2): [], (0, 1): [7], (1, 2): [7], (2, 3): [1]})
+    [(0, 1), (1, 2), (2, 3)]
+    """
+    def key(a: int, b: int) -> tuple[int, int]:
+        return (a, b) if a < b else (b, a)
+
+    out = [key(i, j)] if remaining.get(key(i, j)) else []
+    mid = 0.5 * (float(theta[i]) + float(theta[j]))
+    for k in sorted((k for k in range(len(theta)) if k not in (i, j)), key=lambda k: abs(float(theta[k]) - mid)):
+        out += [p for p in (key(i, k), key(k, j)) if remaining.get(p)]
+    return out
+
+
+#: editors both rankings must share for a rank correlation (over two, Kendall's tau is +-1 whatever the data)
+MIN_AGREEMENT_EDITORS = 3
+
+
 def rank_agreement(ratings: Mapping[str, float], reference: Mapping[str, float]) -> dict[str, Any]:
     """Kendall τ (τ-b, ties handled) and Spearman ρ between two rankings of the
-    same editors (higher = better in both), over the editors both rank.
+    same editors (higher = better in both), over the editors both rank. Fewer
+    than three shared editors, or a ranking that puts them all level: both
+    ``None`` with ``why``.
 
     >>> r = rank_agreement({"a": 3, "b": 2, "c": 1}, {"a": 10, "b": 5, "c": 7})
     >>> r["n"], round(r["kendall"], 3), round(r["spearman"], 3)
     (3, 0.333, 0.5)
+    >>> rank_agreement({"a": 2, "b": 1}, {"a": 1, "b": 2})["why"]
+    'too few editors in both rankings (2): a rank correlation needs at least 3'
     """
     from scipy.stats import kendalltau, spearmanr
 
     common = [k for k in ratings if k in reference]
     out: dict[str, Any] = {"n": len(common), "editors": common, "kendall": None, "spearman": None}
-    if len(common) < 2:
+    if len(common) < MIN_AGREEMENT_EDITORS:
+        out["why"] = (f"too few editors in both rankings ({len(common)}): a rank correlation needs at least "
+                      f"{MIN_AGREEMENT_EDITORS}")
         return out
     x = [float(ratings[k]) for k in common]
     y = [float(reference[k]) for k in common]
     if len(set(x)) > 1 and len(set(y)) > 1:
         out["kendall"] = float(kendalltau(x, y).statistic)
         out["spearman"] = float(spearmanr(x, y).statistic)
+    else:
+        out["why"] = ("the arena" if len(set(x)) == 1 else "the reference") + " ranks every shared editor level"
     return out

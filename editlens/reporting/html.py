@@ -83,8 +83,9 @@ def default_link(out_dir: Path | None) -> Callable[[str], str | None]:
 
 
 def _copy_link(out_dir: Path, folder: str) -> Callable[[str], str | None]:
-    """The ``copy`` image mode: each image is hard-linked (else copied) into
-    ``out_dir/folder/`` under a name unique to its path; links are relative to the report."""
+    """The ``copy`` image mode: each image is copied (never hard-linked: the copy is the
+    report's own) into ``out_dir/folder/`` under a name unique to its path; links are
+    relative to the report."""
     target = out_dir / folder
 
     def link(path: str) -> str | None:
@@ -107,10 +108,8 @@ def _copy_link(out_dir: Path, folder: str) -> Callable[[str], str | None]:
             target.mkdir(parents=True, exist_ok=True)
             tmp = dst.with_name(dst.name + ".tmp")
             tmp.unlink(missing_ok=True)
-            try:
-                os.link(src, tmp)
-            except OSError:  # another filesystem, or links not allowed
-                shutil.copyfile(src, tmp)
+            # a copy, never a hard link: editing the report's image must not edit the original
+            shutil.copyfile(src, tmp)
             os.replace(tmp, dst)
         return quote(f"{folder}/{name}")
 
@@ -486,7 +485,9 @@ def arena_section(doc: Mapping[str, Any]) -> str:
     rows = []
     for r in doc["editors"]:
         n = nxt.get(r["editor"])
-        vs = "" if n is None else (f'<span class="{"sig" if n["significant"] else "nsig"}">'
+        vs = "" if n is None else (f'<span class="nsig">? {esc(n["worse"])} (too few sources to say)</span>'
+                                   if n["p_better"] is None else
+                                   f'<span class="{"sig" if n["significant"] else "nsig"}">'
                                    f'{"≫" if n["significant"] else "≈"} {esc(n["worse"])} (better in '
                                    f'{n["p_better"]:.0%} of resamples)</span>')
         rank_ci = "–" if r["rank_ci"] is None else f'{r["rank_ci"][0]}–{r["rank_ci"][1]}'
@@ -495,8 +496,12 @@ def arena_section(doc: Mapping[str, Any]) -> str:
         rows.append([f'<td class="num rank">{"–" if r["rank"] is None else r["rank"]}</td>',
                      f'<td class="editor" data-model="{esc(r["editor"])}"><b>{esc(r["editor"])}</b>{flag}'
                      f'<span class="vs">{vs}</span></td>',
-                     f'<td class="num" data-rating="{r["rating"]}">{r["rating"]:+.3f}{ci_span(r["ci"])}</td>',
-                     f'<td class="num">{r["elo"]:.0f}<span class="ci">[{r["elo_ci"][0]:.0f}, {r["elo_ci"][1]:.0f}]</span></td>',
+                     (f'<td class="num" data-rating="{r["rating"]}">{r["rating"]:+.3f}{ci_span(r["ci"])}</td>'
+                      if r.get("rating") is not None else
+                      f'<td class="num" data-rating="">{esc(r.get("rating_note") or "–")}</td>'),
+                     (f'<td class="num">{r["elo"]:.0f}' + (f'<span class="ci">[{r["elo_ci"][0]:.0f}, '
+                                                          f'{r["elo_ci"][1]:.0f}]</span>' if r.get("elo_ci") else "")
+                      + '</td>' if r.get("elo") is not None else '<td class="num">–</td>'),
                      f'<td class="num nowrap">{rank_ci}</td>',
                      f'<td class="num nowrap">{r["wins"]}–{r["losses"]}–{r["ties"]}</td>'])
     body = [f'<p class="desc">Judged by <code>{esc(doc.get("judge", "?"))}</code> on {doc["sources"]} sources: '
@@ -714,34 +719,37 @@ def write_run_report(run_dir: str | Path, out: str | Path | None = None, *, mani
     return write_page(target, page)
 
 
-def _only_images_the_run_read(run_dir: str | Path, data: RunData) -> None:
+def _only_images_the_run_read(run_dir: str | Path, data: RunData) -> bool:
     """Keep in the report (thumbnails, embedded or copied full-size images) only the files the run
-    itself decoded, by the run store's record: a manifest edited after the run, or a hostile one,
-    cannot put another file of this machine into a report that is then shared. Runs made before the
-    record, and runs moved with their images (no image where the run read it), keep every image the
-    manifest names, with a note saying so."""
-    from editlens.runner.store import recorded_images, resolved_image
+    itself decoded **for that row**, by the run store's per-sample record: a manifest edited after
+    the run, or a hostile one, can neither put another file of this machine into a report that is
+    then shared, nor put another row's image beside a row's scores. Runs made before the record, and
+    runs moved with their images (no image where the run read it), keep every image the manifest
+    names, with a note saying so. Returns whether the record was applied."""
+    from editlens.runner.store import recorded_image_map, resolved_image
 
-    recorded = recorded_images(run_dir)
+    recorded = recorded_image_map(run_dir)
     if recorded is None:
         if any(s["images"] for s in data["samples"]):
             data["notes"].append("this run has no record of the images it read (made before editlens kept one): "
                                  "the report shows the files its manifest names now")
-        return
+        return False
+    read_anywhere = set(recorded.values())
     named = {p for s in data["samples"] for p in s["images"].values()}
-    read = {p for p in named if resolved_image(p) in recorded}
-    if named and not read:  # the run and its images were moved (or copied) since it ran: nothing to match
+    if named and not any(resolved_image(p) in read_anywhere for p in named):
+        # the run and its images were moved (or copied) since it ran: nothing to match
         data["notes"].append("none of the images the manifest names is where this run read its images (moved "
                              "since?): the report shows the files its manifest names now")
-        return
+        return False
     dropped = 0
     for s in data["samples"]:
-        kept = {role: p for role, p in s["images"].items() if p in read}
+        kept = {role: p for role, p in s["images"].items() if recorded.get((s["id"], role)) == resolved_image(p)}
         dropped += len(s["images"]) - len(kept)
         s["images"] = kept
     if dropped:
-        data["notes"].append(f"{dropped} image(s) the manifest names were never read by this run (changed or "
-                             "added after it): left out of the report")
+        data["notes"].append(f"{dropped} image(s) the manifest names are not the ones this run read for those rows "
+                             "(changed or added after it): left out of the report")
+    return True
 
 
 # ----------------------------------------------------------------------------------------------- meta-evaluation

@@ -114,10 +114,23 @@ def _arena_head(a: Mapping[str, Any]) -> str:
     return f"pairwise arena judged by {a['judge']} (Bradley-Terry, {a['ties_model']}; {a['ci']})"
 
 
+def _arena_value(r: Mapping[str, Any], fmt: str, key: str) -> str:
+    """An arena rating, or what stands in its place (a separated editor has none)."""
+    if r.get(key) is not None:
+        return fmt.format(r[key])
+    return "separated" if "separation" in (r.get("rating_note") or "") else "–"
+
+
+def _arena_ci(r: Mapping[str, Any]) -> str:
+    if r.get("ci"):
+        return _ci(r["ci"], 3)
+    return "too few sources" if "too few" in (r.get("rating_note") or "") else "–"
+
+
 def _arena_rows(a: Mapping[str, Any]) -> list[list[str]]:
     return [["–" if r["rank"] is None else str(r["rank"]),
              r["editor"] + (f" [no-op: {r['noop']}, not ranked]" if r.get("noop") and r["rank"] is None else ""),
-             f"{r['rating']:+.3f}", _ci(r["ci"], 3), f"{r['elo']:.0f}",
+             _arena_value(r, "{:+.3f}", "rating"), _arena_ci(r), _arena_value(r, "{:.0f}", "elo"),
              "–" if r["rank_ci"] is None else f"{r['rank_ci'][0]}-{r['rank_ci'][1]}",
              f"{r['wins']}-{r['losses']}-{r['ties']}"] for r in a["editors"]]
 
@@ -235,7 +248,8 @@ def _csv(doc: Mapping[str, Any]) -> str:
         a = doc["arena"]
         for r in a["editors"]:
             w.writerow(["all", f"arena: {a['judge']}", "pairwise (Bradley-Terry rating)", "higher is better",
-                        r["rank"] or "", r["editor"], r["rating"], *r["ci"], r["comparisons"], "", "", "", "", "",
+                        r["rank"] or "", r["editor"], "" if r["rating"] is None else r["rating"],
+                        *(r["ci"] or ["", ""]), r["comparisons"], "", "", "", "", "",
                         f"{r['noop']}" if r.get("noop") else ""])
     for s in doc["similarity"]:
         for r in s["rows"]:

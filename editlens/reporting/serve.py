@@ -80,10 +80,14 @@ class ReportServer:
                 if path in ("/", "/index.html", "/report.html"):
                     return self._send(200, "text/html; charset=utf-8", server.current_page(), cookie=cookie)
                 if path.startswith("/image/"):
+                    number = path[len("/image/"):]
+                    if not (number.isascii() and number.isdigit()):  # /image/-1 is no image, not the last one
+                        return self._send(404, "text/plain", b"not found")
                     try:  # only an image the run loaded: a file, or an image inside a parquet/arrow file
-                        ctype, body = server.image(int(path.split("/")[2]))
-                    except (ValueError, IndexError, OSError) as exc:
-                        return self._send(404, "text/plain", f"not found: {exc}".encode())
+                        ctype, body = server.image(int(number))
+                    except (ValueError, IndexError, OSError):
+                        # the reason stays on the server: an error body names no path and no exception
+                        return self._send(404, "text/plain", b"not found")
                     return self._send(200, ctype, body)
                 if path.startswith("/thumb/"):
                     thumb = server._thumbs.get(path[len("/thumb/"):])
@@ -145,6 +149,8 @@ class ReportServer:
         from editlens.reporting.thumbs import image_bytes
         from editlens.runner.store import resolved_image
 
+        if not 0 <= n < len(self.images):
+            raise IndexError(n)
         path = self.images[n]
         if path not in self._loaded:
             raise OSError("the run did not load this image")
@@ -189,16 +195,18 @@ class ReportServer:
 
     def _build_page(self) -> None:
         from editlens.reporting.collect import collect_run
-        from editlens.reporting.html import render_run_report
+        from editlens.reporting.html import _only_images_the_run_read, render_run_report
         from editlens.runner.store import recorded_images, resolved_image
 
         t0 = time.perf_counter()
         state = self._watched_state()
         data = collect_run(self.run_dir, manifest=self.options.get("manifest"), human=self.options.get("human"),
                            by=self.options.get("by"), cache=self.cache)
-        paths = sorted({p for s in data["samples"] for p in s["images"].values()})
         self._recorded = recorded_images(self.run_dir)
-        if self._recorded is not None:  # the run's own record of the files it decoded
+        if self._recorded is not None:  # the run's own record of the files it decoded, row by row
+            _only_images_the_run_read(self.run_dir, data)
+        paths = sorted({p for s in data["samples"] for p in s["images"].values()})
+        if self._recorded is not None:
             recorded = self._recorded
             self._loaded = {p for p in paths if resolved_image(p) in recorded}
         else:  # a run from before that record: a sample with a result other than failed had its images read

@@ -118,8 +118,10 @@ def contests_from(path: str | Path, editors: Sequence[str] | None = None) -> tup
             raise InputError(f"{p}: no source edited by {', '.join(unknown)} and another editor "
                              f"(editors with shared sources: {', '.join(found) or 'none'})")
     if len(found) < 2:
+        present = sorted({m for c in by.values() for m in c.edits})
         raise InputError(f"{p}: an arena needs sources edited by at least two editors (the 'model' column); "
-                         f"found {len(found)} editor(s) on {len(by)} source(s)")
+                         f"the manifest has {len(present)} editor(s) ({', '.join(present) or 'no model column'}) on "
+                         f"{len(by)} source(s), and no source edited by two of them")
     noop = noop_flags(run, contests) if run else {}
     return contests, {"manifest": str(p), "run": str(run) if run else None, "editors": found, "notes": notes,
                       "noop": noop}
@@ -236,34 +238,40 @@ class _Judged:
 
 
 def uncertain_pairs(comparisons: Sequence[tuple[Any, int, int, int]], n: int, ties: str,
-                    open_pairs: Sequence[tuple[int, int]], stop_at: float) -> list[tuple[float, int, int]]:
-    """The arena's choice of what to compare next: ``(P(order wrong), i, j)`` of the ``open_pairs`` (editor
-    pairs with a source left to compare them on) whose order the ``comparisons`` so far leave uncertain (at
-    least ``stop_at``), most uncertain first. Empty: every open pair is settled."""
-    from editlens.meta.arena import fit, order_uncertainty, pair_counts
+                    remaining: Mapping[tuple[int, int], Sequence[Any]],
+                    stop_at: float) -> list[tuple[float, int, int, list[tuple[int, int]]]]:
+    """The arena's choice of what to compare next: ``(P(order wrong), upper, lower, settling)`` for each pair
+    of neighbours in the current order whose order the ``comparisons`` leave uncertain (at least
+    ``stop_at``), most uncertain first; ``settling`` lists the editor pairs ``(a, b)`` (``a < b``) with
+    something left in ``remaining`` that settle it: the pair itself, then through third editors. Empty:
+    every neighbour's order is settled."""
+    from editlens.meta.arena import fit, order_uncertainty, pair_counts, settling_pairs, unsettled_neighbours
 
     w, t = pair_counts(comparisons, n)
     theta = fit(comparisons, n, ties)["theta"]
-    p_wrong = order_uncertainty(w, t, theta)
-    return sorted(((float(p_wrong[i, j]), i, j) for (i, j) in open_pairs if p_wrong[i, j] >= stop_at), reverse=True)
+    return [(p, i, j, settling_pairs(i, j, theta, remaining))
+            for p, i, j in unsettled_neighbours(theta, order_uncertainty(w, t, theta), stop_at)]
 
 
-def allot_round(cands: Sequence[tuple[float, int, int]], allot: int,
-                take: Callable[[int, int], int | None]) -> list[tuple[int, int, int]]:
-    """Spend ``allot`` comparisons over the candidate pairs in proportion to their uncertainty (at least one
-    each, most uncertain first); ``take(i, j)`` picks the source for pair (i, j) (``None``: none left).
-    Returns ``[(source, i, j)]``."""
-    total = sum(p for p, _, _ in cands)
-    plan: list[tuple[int, int, int]] = []
-    for p, i, j in cands:
+def allot_round(cands: Sequence[tuple[float, int, int, Sequence[tuple[int, int]]]], allot: int,
+                take: Callable[[int, int], Any | None]) -> list[tuple[Any, int, int]]:
+    """Spend ``allot`` comparisons over the uncertain neighbours in proportion to their doubt (at least one
+    each, most uncertain first), each through its settling pairs in order; ``take(a, b)`` picks the source
+    for pair (a, b) (``None``: none left). Returns ``[(source, a, b)]``; empty when nothing left settles
+    any of them."""
+    total = sum(c[0] for c in cands) or 1.0
+    plan: list[tuple[Any, int, int]] = []
+    for p, _, _, settling in cands:
         want = max(1, round(allot * p / total))
-        for _ in range(want):
-            if len(plan) >= allot:
+        for x, y in settling:
+            while want > 0 and len(plan) < allot:
+                picked = take(x, y)
+                if picked is None:
+                    break
+                plan.append((picked, x, y))
+                want -= 1
+            if want <= 0 or len(plan) >= allot:
                 break
-            picked = take(i, j)
-            if picked is None:
-                break
-            plan.append((picked, i, j))
         if len(plan) >= allot:
             break
     return plan
@@ -278,7 +286,7 @@ def run_arena(contests: Sequence[Contest], comparer: Any, out_dir: str | Path, *
     ``out_dir/comparisons.jsonl`` (atomically). Returns the arena document (see
     :func:`editlens.runner.arena` module docstring and :func:`ratings_document`)."""
     from editlens.core.cache import SqliteCache, key_of
-    from editlens.meta.arena import TIES
+    from editlens.meta.arena import TIES, fit, identifiability, order_uncertainty, pair_counts, unsettled_neighbours
     from editlens.runner.compare import PairItem
 
     if ties not in TIES:
@@ -355,8 +363,8 @@ def run_arena(contests: Sequence[Contest], comparer: Any, out_dir: str | Path, *
             for x in range(0, len(order) - 1, 2):
                 i, j = sorted((order[x], order[x + 1]))
                 plan.append((ci, i, j))
-        if budget is not None:
-            plan = plan[:budget]
+        if budget is not None and budget < len(plan):  # a random sample of the first round, by the seed
+            plan = [plan[k] for k in sorted(rng.choice(len(plan), size=budget, replace=False))]
         for ci, i, j in plan:
             remaining[(i, j)].remove(ci)
         judge(plan)
@@ -366,24 +374,39 @@ def run_arena(contests: Sequence[Contest], comparer: Any, out_dir: str | Path, *
             if budget is not None and len(judged) >= budget:
                 stopped = "budget"
                 break
-            cands = uncertain_pairs(comparisons(), n, ties, [ij for ij, pool in remaining.items() if pool], stop_at)
+            cands = uncertain_pairs(comparisons(), n, ties, remaining, stop_at)
             if not cands:
-                stopped = "settled" if any(remaining.values()) else "all pairs judged"
+                stopped = "settled"
                 break
             allot = size if budget is None else min(size, budget - len(judged))
             plan = allot_round(cands, allot, take)
+            if not plan:  # the open pairs cannot be compared any more, directly or through a third editor
+                stopped = "exhausted"
+                break
             judge(plan)
             rounds += 1
             if progress:
-                progress(f"round {rounds}: {len(judged)} comparisons ({stats['asked']} asked, {stats['cached']} cached)")
+                progress(f"round {rounds}: {len(judged)} comparisons ({stats['asked']} asked, {stats['cached']} "
+                         f"cached); {len(cands)} neighbour pair(s) not settled yet")
     finally:
         cache.close()  # every verdict is already written: closing loses nothing
     doc = ratings_document(editors, contests, judged, ties=ties, n_boot=n_boot, seed=seed, human=human,
                            noop=(info or {}).get("noop"))
+    final = comparisons()
+    if final:
+        w, t = pair_counts(final, n)
+        theta = fit(final, n, ties)["theta"]
+        comp = identifiability(final, n)["component_of"]
+        still = [{"better": editors[i], "worse": editors[j], "p_wrong": round(p, 4),
+                  **({"unlinked": True} if comp[i] != comp[j] else {})}  # no verdict links them: no order at all
+                 for p, i, j in unsettled_neighbours(theta, order_uncertainty(w, t, theta), stop_at)]
+    else:  # nothing judged with a verdict: no order to be settled
+        still = []
     doc.update({
         "judge": getattr(comparer, "name", type(comparer).__name__), "judge_identity": ident,
         "input": dict(info or {}),
-        "schedule": {"rounds": rounds, "stopped": stopped, "stop_at": stop_at, "budget": budget, "round_size": size,
+        "schedule": {"rounds": rounds, "stopped": stopped, "settled": bool(final) and not still, "unsettled": still,
+                     "stop_at": stop_at, "budget": budget, "round_size": size,
                      "seed": seed, "comparisons": len(judged), "all_pairs": len(judged) + sum(len(v) for v in remaining.values()),
                      "asked": stats["asked"], "cached": stats["cached"]},
     })
@@ -392,13 +415,24 @@ def run_arena(contests: Sequence[Contest], comparer: Any, out_dir: str | Path, *
     return doc
 
 
+def _names(editors: Sequence[str], idx: Sequence[int]) -> str:
+    return ", ".join(editors[i] for i in idx)
+
+
 def ratings_document(editors: Sequence[str], contests: Sequence[Contest], judged: Sequence[_Judged], *, ties: str,
                      n_boot: int, seed: int, human: Mapping[str, float] | None = None,
                      noop: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """The ratings of ``judged`` comparisons: per editor rating (log-strength) with
     bootstrap CI over sources, Elo display, rank and its CI, wins/losses/ties;
-    neighbours' probability of being better; the tie and position-bias counts, and
-    a note when the verdicts cannot order the editors."""
+    neighbours' probability of being better; the tie and position-bias counts.
+
+    What the verdicts cannot support is a statement, never a number (see
+    :func:`editlens.meta.arena.bootstrap_ratings`): editors of unconnected groups
+    are ranked within their group only (``group``; the groups are named in the
+    notes); a separated editor (its group won or lost every comparison with
+    another) has no rating, CI or Elo (``rating_note`` says why); an editor with
+    verdicts on too few sources has no CI, rank CI or share of resamples; when every
+    verdict is a tie nothing is ranked; with no verdict nothing is rated."""
     from scipy.stats import rankdata
 
     from editlens.meta.arena import TIES, bootstrap_ratings, elo_scale, rank_agreement
@@ -408,10 +442,19 @@ def ratings_document(editors: Sequence[str], contests: Sequence[Contest], judged
     noop = noop or {}
     is_noop = np.array([bool((noop.get(m) or {}).get("noop")) for m in editors])
     boot = bootstrap_ratings(comps, n, ties=ties, n_boot=n_boot, seed=seed, ranked=list(~is_noop))
-    theta = np.round(boot["theta"], 6) + 0.0
+    ident = boot["identifiability"]
+    groups = ident["components"]
+    several = len([g for g in groups if any(ident["sources"][i] for i in g)]) > 1
+    group_of = {i: gi + 1 for gi, g in enumerate(groups) for i in g}
+    rated = bool(comps)
+    order_known = rated and ident["decided"] > 0
+    theta = np.round(np.nan_to_num(boot["theta"]), 6) + 0.0
     rank = np.zeros(n, dtype=int)
-    if (~is_noop).any():  # an editor that changed nothing is rated, flagged and never ranked
-        rank[~is_noop] = rankdata(-theta[~is_noop], method="min").astype(int)
+    if order_known:  # ranks within each group of linked editors; an editor that changed nothing is never ranked
+        for g in groups:
+            members = [i for i in g if not is_noop[i] and ident["sources"][i]]
+            if members:
+                rank[members] = rankdata(-theta[members], method="min").astype(int)
     record = {m: {"wins": 0, "losses": 0, "ties": 0, "no_verdict": 0} for m in editors}
     position_bias = failed = no_verdict = 0
     for j in judged:
@@ -430,35 +473,75 @@ def ratings_document(editors: Sequence[str], contests: Sequence[Contest], judged
             win, lose = (a, b) if o > 0 else (b, a)
             record[win]["wins"] += 1
             record[lose]["losses"] += 1
-    elo = elo_scale(theta)
-    elo_ci = [elo_scale(ci).tolist() for ci in boot["ci"]]
+    separated = {i for blocks in ident["separated"] for g in blocks for i in g}
     rows = []
-    for i in sorted(range(n), key=lambda k: (bool(is_noop[k]), -theta[k])):
+    for i in sorted(range(n), key=lambda k: (group_of[k] if several else 0, bool(is_noop[k]) or not rank[k], -theta[k])):
         m = editors[i]
         f = noop.get(m) or {}
-        rows.append({"editor": m, "rank": int(rank[i]) if not is_noop[i] else None, "rank_ci": boot["rank_ci"][i],
-                     "rating": float(theta[i]),
+        estimable = rated and ident["sources"][i] > 0 and i not in separated
+        why = (None if estimable else
+               "no verdict" if not rated or not ident["sources"][i] else
+               "not identifiable: separation (see the notes)")
+        if boot["too_few"][i] and ident["sources"][i]:
+            why = ((why + "; ") if why else "") + f"too few sources ({ident['sources'][i]}) for a CI"
+        ci = boot["ci"][i] if estimable else None
+        rows.append({"editor": m, "rank": int(rank[i]) if rank[i] else None,
+                     "rank_ci": boot["rank_ci"][i] if rank[i] else None,
+                     "group": group_of[i] if several else None,
+                     "rating": float(theta[i]) if estimable else None, "rating_note": why,
                      "noop": f"{f['unchanged']}/{f['checked']} edits unchanged" if f.get("unchanged") else None,
-                     "ci": boot["ci"][i], "elo": float(elo[i]), "elo_ci": elo_ci[i], **record[m],
+                     "ci": ci, "elo": float(elo_scale([theta[i]])[0]) if estimable else None,
+                     "elo_ci": elo_scale(ci).tolist() if ci else None, "sources": ident["sources"][i], **record[m],
                      "comparisons": record[m]["wins"] + record[m]["losses"] + record[m]["ties"]})
     neighbours = []
     ranked = [r for r in rows if r["rank"] is not None]
     for up, down in zip(ranked, ranked[1:]):
-        pb = float(boot["p_better"][editors.index(up["editor"]), editors.index(down["editor"])])
+        if up["group"] != down["group"]:
+            continue  # editors of different groups have no order
+        pb = boot["p_better"][editors.index(up["editor"])][editors.index(down["editor"])]
         neighbours.append({"better": up["editor"], "worse": down["editor"], "p_better": pb,
-                           "significant": pb >= 0.975})
+                           "significant": pb is not None and pb >= 0.975,
+                           **({"why": "too few sources"} if pb is None else {})})
     decided = sum(1 for c in comps if c[3] != 0)
     n_ties = len(comps) - decided
     notes = []
     if comps and decided == 0:
         notes.append(f"every verdict was a tie ({n_ties}, {position_bias} of them position bias: the judge's "
                      "preference followed the order of the pictures, not the pictures): the ratings are equal and "
-                     "do not order the editors")
+                     "do not order the editors; no rank is given")
     elif not comps:
-        notes.append("no comparison gave a verdict: nothing to rate")
+        notes.append("no comparison gave a verdict: nothing to rate" + (f" ({failed} lost to the backend)" if failed
+                                                                        else ""))
     elif position_bias:
         notes.append(f"{position_bias} of {len(comps)} verdicts were ties because the two presentation orders "
                      "disagreed (position bias)")
+    if rated and several:
+        named = "; ".join(f"group {gi + 1}: {_names(editors, g)}" for gi, g in enumerate(groups)
+                          if any(ident["sources"][i] for i in g))
+        notes.append(f"the comparisons fall into unconnected groups ({named}): no verdict links the groups, directly "
+                     "or through other editors, so editors are ranked within their group only and ratings of "
+                     "different groups are not comparable")
+    index_of = {tuple(g): b for b, g in enumerate(ident["blocks"])}
+    for blocks in ident["separated"]:
+        blocks = sorted(blocks, key=lambda g: -float(np.mean(theta[g])))
+        ids = [index_of[tuple(g)] for g in blocks]
+        chain = all(low in ident["above"][up] for up, low in zip(ids, ids[1:]))  # each one directly above the next
+        shown = (" > " if chain else ", ").join("{" + _names(editors, g) + "}" for g in blocks)
+        how = ("each group won every comparison with the next (never lost to it, nor tied)" if chain else
+               "highest rated first; between any two of these groups that were compared, every verdict went "
+               "the same way")
+        notes.append(f"separation: {shown}: {how}, so the gaps between the groups are not estimable (the "
+                     "maximum-likelihood ratings are infinite; any finite number would be the prior's): no rating, "
+                     f"CI or Elo is given for {_names(editors, sorted(i for g in blocks for i in g))}; their order "
+                     "is the verdicts'")
+    few = [i for i in range(n) if boot["too_few"][i] and ident["sources"][i]]
+    if few:
+        notes.append("too few sources: " + ", ".join(f"{editors[i]} ({ident['sources'][i]})" for i in few)
+                     + f" had verdicts on fewer than {boot['min_sources']} sources: no CI, rank CI or share of "
+                     "resamples is given for them")
+    if ties == "davidson" and boot["nu"] is None and comps:
+        notes.append("Davidson's tie parameter nu is not fitted: " + ("every verdict was a tie" if not decided
+                                                                      else "no verdict was a tie"))
     for m, f in noop.items():
         if f.get("noop"):
             notes.append(f"{m}: all {f['checked']} checked edits unchanged (by {', '.join(f['by'])}): a no-op, rated "
@@ -469,13 +552,21 @@ def ratings_document(editors: Sequence[str], contests: Sequence[Contest], judged
                                                "elo": "Elo display: 1000 + 400 * rating / ln 10"},
         "ci": f"{int(boot['level'] * 100)}% percentile bootstrap over sources ({n_boot} resamples, seed {seed})",
         "editors": rows, "neighbours": neighbours,
+        "groups": [[editors[i] for i in g] for g in groups if any(ident["sources"][i] for i in g)],
+        "ordered": order_known,
         "verdicts": {"comparisons": len(judged), "decided": decided, "ties": n_ties, "position_bias": position_bias,
                      "no_verdict": no_verdict, "failed": failed},
         "sources": len(contests), "notes": notes,
     }
     if human:
-        agree = rank_agreement({r["editor"]: r["rating"] for r in rows if r["rank"] is not None}, human)
-        doc["human"] = {**agree, "reference": dict(human)}
+        ranked_rows = [r for r in rows if r["rank"] is not None]
+        agree = rank_agreement({r["editor"]: -float(r["rank"]) for r in ranked_rows}, human)
+        unknown = sorted(set(human) - set(editors))
+        if several and agree["kendall"] is not None:
+            agree = {**agree, "kendall": None, "spearman": None,
+                     "why": "the arena's editors fall into unconnected groups: there is no one ranking to compare"}
+        doc["human"] = {**agree, "reference": dict(human), "not_in_arena": unknown,
+                        "not_in_human": sorted(r["editor"] for r in ranked_rows if r["editor"] not in human)}
     return doc
 
 
@@ -494,23 +585,46 @@ def write_outputs(doc: Mapping[str, Any], judged: Sequence[_Judged], contests: S
 
 
 def read_human_ranking(path: str | Path) -> dict[str, float]:
-    """A human ranking of editors: JSON ``{editor: score}`` (higher = better) or a JSON
-    list of editors, best first."""
+    """A human ranking of editors: JSON ``{editor: score}`` (higher = better, finite
+    numbers) or a JSON list of editors, best first. An editor named twice, a score
+    that is not a finite number, or fewer than two editors is refused, naming the file."""
+    import math
+
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{p}: human ranking not found")
+
+    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen = [k for k, _ in pairs]
+        twice = sorted({k for k in seen if seen.count(k) > 1})
+        if twice:
+            raise InputError(f"{p}: editor {', '.join(twice)} named twice in the human ranking")
+        return dict(pairs)
+
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
+        doc = json.loads(p.read_text(encoding="utf-8"), object_pairs_hook=no_duplicates,
+                         parse_constant=lambda c: c)  # NaN / Infinity kept as text: refused below, by name
     except ValueError as exc:
+        if isinstance(exc, InputError):
+            raise
         raise InputError(f"{p}: not JSON ({exc}); give {{editor: score}} or a list of editors, best first") from exc
     if isinstance(doc, list) and all(isinstance(x, str) for x in doc):
-        return {m: float(len(doc) - k) for k, m in enumerate(doc)}
-    if isinstance(doc, dict):
-        try:
-            return {str(k): float(v) for k, v in doc.items()}
-        except (TypeError, ValueError) as exc:
-            raise InputError(f"{p}: every score of the human ranking must be a number ({exc})") from exc
-    raise InputError(f"{p}: give {{editor: score}} (higher = better) or a list of editors, best first")
+        twice = sorted({m for m in doc if doc.count(m) > 1})
+        if twice:
+            raise InputError(f"{p}: editor {', '.join(twice)} listed twice in the human ranking")
+        out = {m: float(len(doc) - k) for k, m in enumerate(doc)}
+    elif isinstance(doc, dict):
+        out = {}
+        for k, v in doc.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise InputError(f"{p}: the human score of {k!r} is {v!r}; every score must be a finite number "
+                                 "(higher = better)")
+            out[str(k)] = float(v)
+    else:
+        raise InputError(f"{p}: give {{editor: score}} (higher = better) or a list of editors, best first")
+    if len(out) < 2:
+        raise InputError(f"{p}: a human ranking needs at least two editors, found {len(out)}")
+    return out
 
 
 def load_arena(path: str | Path) -> dict[str, Any] | None:

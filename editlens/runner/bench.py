@@ -25,6 +25,9 @@ from editlens.core.io import atomic_write
 from editlens.core.types import EditSample
 from editlens.errors import InputError
 
+#: what an editor's output file may be (a file with another suffix is not taken for an output)
+OUTPUT_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
+
 
 @dataclass
 class Located:
@@ -58,15 +61,24 @@ def locate(bench: Benchmark, items: Sequence[BenchItem], edits: Path, only: Sequ
     """Samples for every (model, item) whose output exists; the rest skipped with the paths looked at."""
     out = Located([], {})
 
+    from editlens.core.safepath import is_inside, problem
+
     def one_models_folder(folder: Path) -> bool:  # e.g. --edits results/my-model for GEdit's fullset/ layout
-        return any((folder / c).is_file() for it in items[:50] for c in bench.output_candidates(it))
+        return any(is_inside(folder, c) and (folder / c).is_file() for it in items[:50] for c in bench.output_candidates(it))
 
     for model, folder in model_dirs(edits, only, one_models_folder).items():
         out.models.append(model)
+        used: set[Path] = set()
         for it in items:
             cands = bench.output_candidates(it)
-            found = next((folder / c for c in cands if (folder / c).is_file()), None)
             sid = f"{model}/{it.id}"
+            unsafe = next((why for c in cands if (why := problem(folder, c)) is not None), None)
+            if unsafe is not None:  # a case id shaped like a path: never read outside the model's folder
+                out.skipped.append({"id": sid, "model": model, "item": it.id, "status": "skipped",
+                                    "reason": f"case id {it.id!r} names no file inside {folder}: its output path "
+                                              f"{cands[0]!r} {unsafe}"})
+                continue
+            found = next((folder / c for c in cands if (folder / c).is_file()), None)
             if found is None:
                 out.skipped.append({"id": sid, "model": model, "item": it.id, "status": "skipped",
                                     "reason": f"no output: looked for {folder / cands[0]}"
@@ -78,7 +90,51 @@ def locate(bench: Benchmark, items: Sequence[BenchItem], edits: Path, only: Sequ
                                           model=model, source_caption=it.source_caption,
                                           target_caption=it.target_caption, metadata=meta))
             out.items[sid] = it
+            used.add(found.resolve())
+        stray = sorted(p for p in folder.rglob("*") if p.suffix.lower() in OUTPUT_SUFFIXES and p.is_file()
+                       and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+                       and p.resolve() not in used)
+        if stray:  # an output under a name no case has (a typo, another layout): said, never silently dropped
+            shown = ", ".join(str(p.relative_to(folder)) for p in stray[:3])
+            out.notes.append(f"{model}: {len(stray)} image(s) in {folder} match none of the {len(items)} cases read "
+                             f"and are not scored ({shown}{' ...' if len(stray) > 3 else ''}); the outputs are looked "
+                             f"for as {bench.spec.outputs or bench.output_candidates(items[0])[0]}")
     return out
+
+
+def shape_notes(located: Located) -> list[str]:
+    """Per model, the outputs whose aspect ratio is another than their case's source (read from the
+    headers; an unreadable one is left to the run, which says so): never passed without a note."""
+    import os
+
+    from PIL import Image
+
+    from editlens.core.embedded import TableImage
+    from editlens.core.images import image_size
+    from editlens.runner.edit import reshaped
+
+    changed: dict[str, list[str]] = {}
+    sizes: dict[str, tuple[int, int]] = {}  # a case's source, read once for all models
+    for s in located.samples:
+        case = located.items[s.id].id
+        try:
+            if case not in sizes:
+                if isinstance(s.source, Image.Image):
+                    sizes[case] = (int(s.source.size[0]), int(s.source.size[1]))
+                elif isinstance(s.source, (str, os.PathLike, TableImage)):
+                    sizes[case] = image_size(s.source)
+                else:  # an array: no header to read
+                    continue
+            if not isinstance(s.edited, (str, os.PathLike)):
+                continue
+            out = image_size(s.edited)
+        except (InputError, OSError, ValueError):
+            continue
+        shape = reshaped(sizes[case], out)
+        if shape is not None and shape.startswith("aspect"):
+            changed.setdefault(s.model or "", []).append(f"{case}: {shape}")
+    return [f"{m}: {len(v)} output(s) have another aspect ratio than their source (e.g. {v[0]}): the editor "
+            "crops, pads or distorts, and the judge sees them resized" for m, v in changed.items()]
 
 
 @dataclass
@@ -101,6 +157,7 @@ def generate_cases(items: Sequence[BenchItem], editor: Any, folder: Path, *, sam
     stage in ``folder/stepN/`` when there are several."""
     import json as _json
 
+    from editlens.core.safepath import inside
     from editlens.runner.edit import edits_manifest_rows, generate_edits
 
     gen = CaseGeneration()
@@ -128,8 +185,10 @@ def generate_cases(items: Sequence[BenchItem], editor: Any, folder: Path, *, sam
         res = generate_edits(inputs, editor, where, samples=samples, seed=seed, batch_size=batch_size,
                              progress=progress, command=command)
         gen.results.append(res)
+        gen.notes += [f"{getattr(editor, 'name', 'the editor')}: {n}" for n in res.notes]
         gen.record = _json.loads((where / "editor.json").read_text(encoding="utf-8"))
-        gen.done.update({row["edit_id"]: where / row["edited"] for row in edits_manifest_rows(where)
+        gen.done.update({row["edit_id"]: inside(where, row["edited"], what=f"{where / 'manifest.jsonl'}: edited")
+                         for row in edits_manifest_rows(where)
                          if int(row.get("sample") or 0) == 0})
         gen.failures.update({f["edit_id"]: f.get("error") for f in res.failures})
         if res.interrupted:
@@ -269,8 +328,12 @@ def read_benchmark(name: str, data: str | Path, *, split: str | None = None,
     seen: dict[str, BenchItem] = {}
     for it in items:  # two cases under one id would share one result row: refuse, naming both
         if it.id in seen:
-            raise InputError(f"{data}: case {it.id!r} appears twice ({seen[it.id].extra or seen[it.id].instruction!r} "
-                             f"and {it.extra or it.instruction!r}); every case needs its own id")
+            def said(case: BenchItem) -> str:  # a short description, never a dump of the row
+                text = " ".join(str(case.instruction).split())
+                return repr(text[:60] + ("..." if len(text) > 60 else ""))
+
+            raise InputError(f"{data}: case {it.id!r} appears twice (instructions {said(seen[it.id])} and "
+                             f"{said(it)}); every case needs its own id")
         seen[it.id] = it
     return bench, items
 
@@ -295,8 +358,10 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
     columns), ``probe=False`` skips the judge engine's start-up capability probe.
 
     Returns the table (``table.json``'s content) with ``"exit"``: 0 when every
-    found output was scored or unscored, 1 when some failed (rerun to retry),
-    and ``"files"``; with ``estimate_only`` the judge-call estimate and nothing run.
+    found output was scored or unscored, 1 when some failed (rerun to retry), 2 when
+    the only failures are outputs that cannot be read as images (``"unreadable"``
+    lists them: a rerun cannot fix those), and ``"files"``; with ``estimate_only``
+    the judge-call estimate and nothing run.
     """
     from editlens.bench.base import ANSWER_POLICIES, IMAGE_POLICIES
 
@@ -331,6 +396,8 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
                     "made": len(located.samples), "editors": editor_records, "exit": 1, "files": {}}
     else:
         located = locate(bench, items, Path(edits), models_only)  # type: ignore[arg-type]
+        if not estimate_only:
+            located.notes += shape_notes(located)
     if estimate_only:
         if prompts is None:
             return {"benchmark": name, "judge_calls": 0, "metrics": list(suite),
@@ -411,10 +478,14 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
                   "run_dir": str(run_dir), "interrupted": res.interrupted, "stopped_by": res.stopped_by,
                   "notes": located.notes or None})
     table.setdefault("release", bench.release_version())  # RISE names its own (commit and what it computes)
+    # an output that cannot be decoded (corrupt, not an image, over the pixel limit) is not a lost request
+    unreadable = sorted({r["sample_id"] for r in stored if r["status"] == "failed"
+                         and (r.get("details") or {}).get("input_unreadable")})
+    table["unreadable"] = unreadable or None
     files = write_tables(table, rows, root)
-    failed = sum(1 for r in rows if r["status"] == "failed")
+    failed = sum(1 for r in rows if r["status"] == "failed" and r["id"] not in set(unreadable))
     table["files"] = {k: str(v) for k, v in files.items()}
-    table["exit"] = 1 if failed or res.interrupted else 0
+    table["exit"] = 1 if failed or res.interrupted else 2 if unreadable else 0
     return table
 
 

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from editlens.core.io import write_bytes, write_json
+from editlens.core.safepath import inside, is_inside
 from editlens.core.types import EditSample
 from editlens.editors.base import Editor, EditOutput, EditRequest
 from editlens.errors import InputError
@@ -55,6 +56,26 @@ def derive_seed(base_seed: int, edit_id: str, sample: int) -> int:
     """
     digest = hashlib.sha256(f"{int(base_seed)}\0{edit_id}\0{int(sample)}".encode()).digest()
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+#: relative change of width / height beyond which an output's aspect ratio is another than its source's
+ASPECT_TOLERANCE = 0.02
+
+
+def reshaped(source: tuple[int, int], output: tuple[int, int]) -> str | None:
+    """How an editor's output differs in shape from its source (``None``: same size).
+
+    >>> reshaped((64, 48), (64, 48)) is None, reshaped((64, 48), (128, 96))
+    (True, 'size 128x96 from a 64x48 source')
+    >>> reshaped((64, 48), (13, 500))
+    'aspect ratio 0.026 from 1.333 (13x500 from a 64x48 source)'
+    """
+    if tuple(source) == tuple(output):
+        return None
+    a_src, a_out = source[0] / max(1, source[1]), output[0] / max(1, output[1])
+    if abs(a_out / a_src - 1) > ASPECT_TOLERANCE:
+        return f"aspect ratio {a_out:.3f} from {a_src:.3f} ({output[0]}x{output[1]} from a {source[0]}x{source[1]} source)"
+    return f"size {output[0]}x{output[1]} from a {source[0]}x{source[1]} source"
 
 
 def output_id(edit_id: str, sample: int, samples: int) -> str:
@@ -95,6 +116,27 @@ class EditRunResult:
     interrupted: bool = False
     stopped_by: int | None = None
     failures: list[dict[str, Any]] = field(default_factory=list)
+    #: images that came back at another shape than their source: ``{edit_id, sample, source, output}`` (w, h)
+    reshaped: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def notes(self) -> list[str]:
+        """What the user must know about the images made (not failures)."""
+        if not self.reshaped:
+            return []
+        aspect = [r for r in self.reshaped if r["aspect_changed"]]
+        out = []
+        if aspect:
+            e = aspect[0]
+            out.append(f"{len(aspect)} image(s) came back at another aspect ratio than their source (e.g. "
+                       f"{e['edit_id']}: {e['output'][0]}x{e['output'][1]} from {e['source'][0]}x{e['source'][1]}): "
+                       "the editor crops, pads or distorts; evaluators compare them resized to the source")
+        sized = [r for r in self.reshaped if not r["aspect_changed"]]
+        if sized:
+            e = sized[0]
+            out.append(f"{len(sized)} image(s) came back at another size than their source, same aspect (e.g. "
+                       f"{e['edit_id']}: {e['output'][0]}x{e['output'][1]} from {e['source'][0]}x{e['source'][1]})")
+        return out
 
     @property
     def total(self) -> int:
@@ -276,7 +318,8 @@ def generate_edits(
         for s in edits:
             for k in range(samples):
                 rec = state.get((s.id, k))
-                if rec and rec.get("status") == "done" and _file_sha256(out / rec["edited"]) == rec.get("sha256"):
+                if rec and rec.get("status") == "done" and is_inside(out, str(rec.get("edited") or "")) \
+                        and _file_sha256(out / rec["edited"]) == rec.get("sha256"):  # a log naming a file elsewhere: remade
                     reused += 1
                 elif rec and rec.get("status") == "failed" and not retry_failed:
                     kept_failed += 1
@@ -321,7 +364,14 @@ def generate_edits(
                         _append(log, rec)
                         state[(rec["edit_id"], rec["sample"])] = rec
                     t0 = time.perf_counter()
-                    outputs = list(editor.edit_batch(requests)) if requests else []
+                    try:
+                        outputs = list(editor.edit_batch(requests)) if requests else []
+                    except SystemExit as exc:  # an editor that ends the process: its images fail, named
+                        if stop.set:  # a second Ctrl-C / SIGTERM: stop now
+                            raise
+                        from editlens.editors.callable_editor import exited
+
+                        outputs = [EditOutput(error=exited(editor.name, exc)) for _ in requests]
                     if len(outputs) != len(requests):  # a broken editor: no image may go to the wrong edit
                         why = f"the editor returned {len(outputs)} outputs for {len(requests)} requests"
                         outputs = [EditOutput(error=why) for _ in requests]
@@ -336,6 +386,12 @@ def generate_edits(
                             rec.update(status="done", edited=rel, sha256=hashlib.sha256(buf.getvalue()).hexdigest(),
                                        size=list(o.image.size), prompt=o.prompt, **({"details": o.details} if o.details else {}))
                             result.generated += 1
+                            shape = reshaped(r.source.size, o.image.size)
+                            if shape is not None:  # said, per image and in the summary: never passed silently
+                                rec["shape_note"] = shape
+                                result.reshaped.append({"edit_id": r.id, "sample": r.sample, "source": list(r.source.size),
+                                                        "output": list(o.image.size),
+                                                        "aspect_changed": shape.startswith("aspect")})
                         else:
                             rec.update(status="failed", error=o.error or "no image")
                             result.failed += 1
@@ -370,7 +426,7 @@ def write_pairs(folder_a: str | os.PathLike, folder_b: str | os.PathLike, out: s
     def done(folder: Path) -> dict[tuple[str, int], dict[str, Any]]:
         rows = {}
         for _, row in iter_jsonl(folder / "manifest.jsonl", missing_hint=" (is it an `editlens edit` folder?)"):
-            row["edited"] = str((folder / row["edited"]).resolve())
+            row["edited"] = str(inside(folder, str(row["edited"]), what=f"{folder / 'manifest.jsonl'}: edited").resolve())
             rows[(str(row.get("edit_id", row["id"])), int(row.get("sample", 0)))] = row
         return rows
 

@@ -51,7 +51,9 @@ def score_batch(batch: Sequence[EditSample], loaded: Sequence[LoadedEdit | str],
         ok = [(s, ld) for s, ld in need if isinstance(ld, LoadedEdit)]
         for s, ld in need:
             if isinstance(ld, str):
-                rows.append((s.id, ev.name, hashes[ev.name], s.model, Score(ev.name, None, "failed", ld)))
+                # flagged: an input that cannot be decoded is not a lost request (a rerun of the same file fails again)
+                rows.append((s.id, ev.name, hashes[ev.name], s.model,
+                             Score(ev.name, None, "failed", ld, {"input_unreadable": True})))
         if not ok:
             continue
         # one bad sample fails alone; a missing model stops the run with its fix

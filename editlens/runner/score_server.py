@@ -26,33 +26,29 @@ stuck at 0 or constant (a reward that teaches nothing).
 from __future__ import annotations
 
 import asyncio
-import base64
-import io
 import threading
 from typing import Any, Mapping
 
 import numpy as np
-from fastapi import APIRouter, HTTPException, Request
-from PIL import Image, UnidentifiedImageError
+from fastapi import APIRouter, Request, Response
+from PIL import Image
 
 from editlens.core.json_safe import json_safe
 from editlens.core.types import LoadedEdit
 
 
-def _image(value: Any, where: str, max_bytes: int) -> np.ndarray:
+def _image(value: Any, where: str, limits: Any) -> np.ndarray:
+    """A request image, through the chat server's decoder and limits (bytes, pixels from the
+    header, aspect ratio, decompression bombs); :class:`BadRequest` naming ``where``."""
+    from editlens.backends.server import BadRequest, _decode_image
+
     if not isinstance(value, str) or not value:
-        raise HTTPException(400, f"{where}: expected a base64 image or data URL")
-    data = value.split(",", 1)[1] if value.startswith("data:") else value
+        raise BadRequest(400, f"{where}: expected a base64 image or data URL")
+    url = value if value.startswith("data:") else "data:;base64," + value
     try:
-        raw = base64.b64decode(data, validate=True)
-    except ValueError:  # binascii.Error is a ValueError
-        raise HTTPException(400, f"{where}: not valid base64") from None
-    if len(raw) > max_bytes:
-        raise HTTPException(413, f"{where}: image larger than {max_bytes} bytes")
-    try:
-        return np.asarray(Image.open(io.BytesIO(raw)).convert("RGB"), dtype=np.uint8)
-    except (UnidentifiedImageError, OSError):
-        raise HTTPException(400, f"{where}: not a readable image") from None
+        return _decode_image(url, limits.max_image_bytes, limits.max_image_pixels, limits.max_aspect_ratio)
+    except BadRequest as exc:
+        raise BadRequest(exc.status, f"{where}: {exc.message}") from None
 
 
 def decoding(metric: Any) -> dict[str, Any]:
@@ -116,9 +112,66 @@ class RewardStats:
         return {"min_for_flags": MIN_FOR_FLAGS, "metrics": out}
 
 
-def score_router(metrics: Mapping[str, Any], max_items: int = 64, max_image_bytes: int = 20 * 1024 * 1024) -> Any:
+def _parse(raw: bytes, metrics: Mapping[str, Any], default: str, max_items: int, limits: Any) -> tuple[Any, ...]:
+    """The body's evaluator, edits, tasks and details flag; :class:`BadRequest` (400/413) naming
+    the field. Runs off the event loop: JSON parsing and image decoding are the costly part."""
+    from editlens.backends.server import BadRequest, _load_json
+
+    try:
+        body = _load_json(raw)
+    except RecursionError:
+        raise BadRequest(400, "request body is nested too deeply") from None
+    except ValueError as exc:
+        raise BadRequest(400, f"body is not JSON ({str(exc)[:200]})") from None
+    if not isinstance(body, dict) or not isinstance(body.get("items"), list) or not body["items"]:
+        raise BadRequest(400, "body needs a non-empty 'items' list")
+    if len(body["items"]) > max_items:
+        raise BadRequest(413, f"at most {max_items} items per request")
+    metric = body.get("metric")
+    if metric is not None and not isinstance(metric, str):
+        raise BadRequest(400, "'metric' must be the name of a served evaluator")
+    name = metric or default
+    if name not in metrics:
+        raise BadRequest(400, f"metric {name[:200]!r} is not served here; served: {sorted(metrics)}")
+    samples, tasks = [], []
+    for n, it in enumerate(body["items"]):
+        where = f"items[{n}]"
+        if not isinstance(it, dict):
+            raise BadRequest(400, f"{where}: expected an object")
+        task = it.get("task", "")
+        if not isinstance(task, str) or len(task) > 200:
+            raise BadRequest(400, f"{where}.task: expected a short string")
+        tasks.append(task or "(no task)")
+        instr = it.get("instruction")
+        if not isinstance(instr, str) or not instr.strip():
+            raise BadRequest(400, f"{where}: empty instruction")
+        src = _image(it.get("source"), f"{where}.source", limits)
+        edt = _image(it.get("edited"), f"{where}.edited", limits)
+        if edt.shape[:2] != src.shape[:2]:
+            edt = np.asarray(Image.fromarray(edt).resize((src.shape[1], src.shape[0]), Image.Resampling.BICUBIC))
+        samples.append(LoadedEdit(id=str(n), source=src, edited=edt, instruction=instr.strip()))
+    return name, samples, tasks, body.get("details") is True
+
+
+def score_router(metrics: Mapping[str, Any], max_items: int = 64, max_image_bytes: int = 20 * 1024 * 1024,
+                 limits: Any = None) -> Any:
     """A FastAPI router serving ``POST /v1/score`` with the given evaluators
-    (and ``GET /v1/score/stats``, the per-task report of what was served)."""
+    (and ``GET /v1/score/stats``, the per-task report of what was served).
+
+    ``limits``: the chat server's :class:`~editlens.backends.server.ServeLimits` (body
+    read time and size, image bytes, pixels and aspect ratio; default: its defaults with
+    ``max_image_bytes``). As on ``/v1/chat/completions``, the body is parsed and its images
+    decoded off the event loop, and every refusal is ``{"error": {"message", "type", "code"}}``.
+    """
+    from fastapi.responses import JSONResponse
+    from starlette.concurrency import run_in_threadpool
+    from starlette.requests import ClientDisconnect
+
+    from editlens.backends.server import BadRequest, ServeLimits, _json_error, _read_body
+    from editlens.errors import InputError
+
+    limits = limits or ServeLimits(max_image_bytes=max_image_bytes)
+    body_limit = limits.max_image_bytes * 4 + 1024 * 1024  # the chat server's
     router = APIRouter()
     # one model call at a time per evaluator: two evaluators served together (a reward model and a judge)
     # score concurrently, neither waiting behind the other's long batch. Evaluators that share a pooled model
@@ -127,47 +180,37 @@ def score_router(metrics: Mapping[str, Any], max_items: int = 64, max_image_byte
     default = next(iter(metrics))
     stats = RewardStats()
 
+    def error(status: int, message: str, close: bool = False) -> Any:
+        return JSONResponse(_json_error(status, message), status_code=status,
+                            headers={"Connection": "close"} if close else None)
+
     @router.get("/v1/score/stats")
     async def score_stats() -> dict[str, Any]:
         return stats.report()
 
     @router.post("/v1/score")
-    async def score(request: Request) -> dict[str, Any]:
+    async def score(request: Request) -> Any:
         try:
-            body = await request.json()
-        except ValueError:
-            raise HTTPException(400, "body is not JSON") from None
-        if not isinstance(body, dict) or not isinstance(body.get("items"), list) or not body["items"]:
-            raise HTTPException(400, "body needs a non-empty 'items' list")
-        if len(body["items"]) > max_items:
-            raise HTTPException(413, f"at most {max_items} items per request")
-        name = str(body.get("metric") or default)
-        if name not in metrics:
-            raise HTTPException(400, f"metric {name!r} is not served here; served: {sorted(metrics)}")
-        samples, tasks = [], []
-        for n, it in enumerate(body["items"]):
-            where = f"items[{n}]"
-            if not isinstance(it, dict):
-                raise HTTPException(400, f"{where}: expected an object")
-            task = it.get("task", "")
-            if not isinstance(task, str) or len(task) > 200:
-                raise HTTPException(400, f"{where}.task: expected a short string")
-            tasks.append(task or "(no task)")
-            instr = it.get("instruction")
-            if not isinstance(instr, str) or not instr.strip():
-                raise HTTPException(400, f"{where}: empty instruction")
-            src = _image(it.get("source"), f"{where}.source", max_image_bytes)
-            edt = _image(it.get("edited"), f"{where}.edited", max_image_bytes)
-            if edt.shape[:2] != src.shape[:2]:
-                edt = np.asarray(Image.fromarray(edt).resize((src.shape[1], src.shape[0]), Image.Resampling.BICUBIC))
-            samples.append(LoadedEdit(id=str(n), source=src, edited=edt, instruction=instr.strip()))
+            raw = await _read_body(request, body_limit, limits.read_timeout)
+        except BadRequest as exc:
+            return error(exc.status, exc.message, close=True)
+        except ClientDisconnect:
+            return Response(status_code=499)
+        try:
+            name, samples, tasks, details = await run_in_threadpool(_parse, raw, metrics, default, max_items, limits)
+        except BadRequest as exc:
+            return error(exc.status, exc.message)
+        except RecursionError:
+            return error(400, "request body is nested too deeply")
 
         def run() -> list[Any]:
             with locks[name]:
                 return metrics[name].score_batch(samples)
 
-        scores = await asyncio.get_running_loop().run_in_executor(None, run)
-        details = body.get("details") is True
+        try:
+            scores = await asyncio.get_running_loop().run_in_executor(None, run)
+        except InputError as exc:  # the evaluator refuses these edits (e.g. an image it cannot take)
+            return error(400, f"{name}: {exc}")
         how = decoding(metrics[name])
         for s, task in zip(scores, tasks):
             stats.add(name, task, s.value if s.status == "scored" else None)
@@ -178,7 +221,8 @@ def score_router(metrics: Mapping[str, Any], max_items: int = 64, max_image_byte
     return router
 
 
-def score_app(metrics: Mapping[str, Any], api_key: str | None = None, max_image_bytes: int = 20 * 1024 * 1024) -> Any:
+def score_app(metrics: Mapping[str, Any], api_key: str | None = None, max_image_bytes: int = 20 * 1024 * 1024,
+              limits: Any = None) -> Any:
     """A FastAPI app serving only ``POST /v1/score`` (and ``GET /v1/models``
     listing the evaluators), with the same API-key check as ``editlens serve``."""
     import secrets
@@ -200,5 +244,5 @@ def score_app(metrics: Mapping[str, Any], api_key: str | None = None, max_image_
     async def models() -> dict[str, Any]:
         return {"object": "list", "data": [{"id": n, "object": "evaluator", "owned_by": "editlens"} for n in metrics]}
 
-    app.include_router(score_router(metrics, max_image_bytes=max_image_bytes))
+    app.include_router(score_router(metrics, max_image_bytes=max_image_bytes, limits=limits))
     return app

@@ -93,6 +93,26 @@ def recorded_images(run_dir: str | os.PathLike) -> set[str] | None:
 
 
 
+def recorded_image_map(run_dir: str | os.PathLike) -> dict[tuple[str, str], str] | None:
+    """Per ``(sample id, role)``, the resolved image the run decoded for that row
+    (:func:`resolved_image`); ``None`` as :func:`recorded_images`. A report shows a
+    row's image only when it is the one the run scored for that row."""
+    path = Path(run_dir) / "results.sqlite"
+    if not path.is_file():
+        return None
+    try:
+        conn = sqlite3.connect(path, timeout=10)
+        try:
+            flag = conn.execute("SELECT value FROM meta WHERE key=?", (IMAGES_RECORDED,)).fetchone()
+            if not flag or not json.loads(flag[0]):
+                return None
+            return {(r[0], r[1]): r[2] for r in conn.execute("SELECT sample_id, role, resolved FROM loaded_images")}
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        return None
+
+
 def config_hash(config: dict[str, Any]) -> str:
     """Stable short hash of an evaluator's settings."""
     blob = json.dumps(config, sort_keys=True, default=str).encode()
