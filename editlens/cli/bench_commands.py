@@ -10,13 +10,19 @@ import typer
 from editlens.cli.common import EXIT_FAILED, emit_json, guarded, parse_models
 from editlens.cli.edit_commands import editor_options
 from editlens.cli.options import (
+    AddressOpt,
     AllowFailuresOpt,
     CacheOpt,
     ConcurrencyOpt,
     DeviceOpt,
     DtypeOpt,
+    Executor,
+    ExecutorOpt,
+    GpusPerWorkerOpt,
     ModelOpt,
+    RayWorkersOpt,
     RetriesOpt,
+    ShardOpt,
     TemperatureOpt,
     TimeoutOpt,
     VlmModelOpt,
@@ -114,6 +120,11 @@ def run_cmd(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars (off with --json)."),
     allow_failures: bool = AllowFailuresOpt,
     json_out: bool = JsonOpt,
+    executor: Executor = ExecutorOpt,
+    address: Optional[str] = AddressOpt,
+    workers: Optional[int] = RayWorkersOpt,
+    gpus_per_worker: float = GpusPerWorkerOpt,
+    shard: Optional[str] = ShardOpt,
 ) -> None:
     """Score editors' outputs on a benchmark with its official protocol; prints the paper's table (per
     category, per language, overall) with bootstrap CIs and n. Resumable: rerun the same command."""
@@ -125,12 +136,17 @@ def run_cmd(
     http_settings(timeout, max_retries, concurrency)
     # as `editlens edit` reads them (call.KEY too); the editor runs on --device / --dtype like the metrics
     opts = editor_options(editor_option, device, dtype, False, False)
+    from editlens.cli.edit_commands import spread
+    from editlens.runner.shards import parse_shard
+
+    part = parse_shard(shard)
     res = run_benchmark(name, data, out, edits=edits, editors=editor or (), editor_options=opts,
                         models_only=model_name, vlm=vlm, vlm_model=vlm_model,
                         prompts_from=prompts_from, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
                         metric_models=parse_models(model), device=device, dtype=dtype, batch_size=batch_size,
                         n_boot=n_boot, limit=limit, split=split, estimate_only=estimate, progress=progress and not json_out,
-                        cache={"default": True, "none": False}.get(cache, cache), command=sys.argv)
+                        cache={"default": True, "none": False}.get(cache, cache), command=sys.argv,
+                        shard=part, where=spread(executor, address, workers, gpus_per_worker))
     if estimate:
         if json_out:
             emit_json(res)

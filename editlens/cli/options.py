@@ -75,6 +75,15 @@ TemperatureOpt = typer.Option(0.0, "--temperature", min=0.0, help="Sampling temp
 TimeoutOpt = typer.Option(None, "--timeout", help="Seconds an HTTP judge request may take before it is retried (default 120).")
 RetriesOpt = typer.Option(None, "--max-retries", help="Retries of an HTTP judge request after 429/5xx/time-outs (default 5).")
 ConcurrencyOpt = typer.Option(None, "--concurrency", help="HTTP judge requests in flight at once (default 8).")
+ExecutorOpt = typer.Option(Executor.local, "--executor", help="local, or ray: the editor on Ray workers (one "
+                           "pipeline each; per GPU with --gpus-per-worker 1), same images as one process.")
+AddressOpt = typer.Option(None, "--address", help="With --executor ray: the Ray cluster's address (default: a local Ray).")
+RayWorkersOpt = typer.Option(None, "--workers", min=1, help="With --executor ray: workers (default: one per GPU "
+                             "with --gpus-per-worker, else one per CPU).")
+GpusPerWorkerOpt = typer.Option(0.0, "--gpus-per-worker", min=0.0, help="With --executor ray: GPUs each worker holds "
+                                "(1: one pipeline per GPU; 0: CPU workers).")
+ShardOpt = typer.Option(None, "--shard", help="Job arrays: do only shard I of N (I/N, from 0; split by a hash of the "
+                        "id); `editlens runs merge OUT SHARD_DIR...` joins the shards' folders.")
 DeviceOpt = typer.Option("auto", "--device", help="auto ($EDITLENS_DEVICE, else cuda, mps, cpu), cpu, cuda, cuda:1, mps.")
 DtypeOpt = typer.Option("auto", "--dtype", help="auto ($EDITLENS_DTYPE, else bf16 where the GPU or CPU computes it "
                         "natively, float32 on other CPUs), float32, bfloat16, float16 (GPU).")

@@ -1,0 +1,293 @@
+"""``editlens runs merge OUT SHARD_DIR...``: join the folders that ``--shard I/N``
+runs wrote (``edit``, ``run``, ``bench run``) into the one folder a single process
+would have written: the same images, the same manifest and log rows in the same
+order, the same results and, for a benchmark, the table computed over every case.
+
+Shards are refused when they cannot come from one job: another kind of folder,
+another number of shards, a shard missing or given twice, other data (the whole
+input's fingerprint, :func:`editlens.runner.shards.ids_digest`), another editor,
+its settings, weights or seed, other evaluators or judge, other table settings.
+The message names what differs and in which folder.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from editlens.core.io import atomic_write, write_json, write_jsonl
+from editlens.errors import InputError
+
+#: what decides an edit folder's images (editor.json keys compared between shards)
+EDITOR_KEYS = ("editor", "spec", "settings", "seed", "seed_rule", "samples")
+
+
+def _load(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: missing (is {path.parent} a shard folder of `editlens edit/run/bench run "
+                         "--shard`?)") from None
+    except ValueError as exc:
+        raise InputError(f"{path}: not valid JSON ({exc})") from None
+
+
+def kind_of(folder: Path) -> str:
+    """``edit``, ``bench`` or ``run``: what kind of output ``folder`` is."""
+    if (folder / "editor.json").is_file():
+        return "edit"
+    if (folder / "table.json").is_file() and (folder / "run").is_dir():
+        return "bench"
+    if (folder / "results.sqlite").is_file():
+        return "run"
+    raise InputError(f"{folder}: not an `editlens edit`, `run` or `bench run` output folder")
+
+
+def _differences(a: Any, b: Any, where: str = "") -> list[str]:
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        out = []
+        for k in sorted(set(a) | set(b), key=str):
+            out += _differences(a.get(k), b.get(k), f"{where}.{k}" if where else str(k))
+        return out
+    return [] if a == b else [f"{where or 'value'} {a!r} vs {b!r}"]
+
+
+def _same(docs: Sequence[tuple[Path, Any]], what: str) -> None:
+    """Refuse when any folder's ``what`` differs from the first's, naming the field and the folders."""
+    (first, ref), *rest = docs
+    for folder, doc in rest:
+        diffs = _differences(ref, doc)
+        if diffs:
+            shown = "; ".join(diffs[:5]) + (f" (and {len(diffs) - 5} more)" if len(diffs) > 5 else "")
+            raise InputError(f"{folder} was made with other {what} than {first}: {shown}. Shards of one job share "
+                             "them; rerun that shard with the job's settings")
+
+
+def _shards(folders: Sequence[Path]) -> list[dict[str, Any]]:
+    """Every folder's ``shard.json``, checked: one job, every shard once."""
+    docs = [_load(f / "shard.json") for f in folders]
+    _same([(f, {"count": d.get("count"), "inputs_sha256": d.get("inputs_sha256")}) for f, d in zip(folders, docs)],
+          "shard count or input data (inputs_sha256: the whole input's fingerprint)")
+    count = int(docs[0]["count"])
+    seen: dict[int, Path] = {}
+    for f, d in zip(folders, docs):
+        if int(d["index"]) in seen:
+            raise InputError(f"shard {d['shard']} given twice: {seen[int(d['index'])]} and {f}")
+        seen[int(d["index"])] = f
+    missing = sorted(set(range(count)) - set(seen))
+    if missing:
+        raise InputError(f"shard(s) {', '.join(f'{i}/{count}' for i in missing)} missing: give all {count} "
+                         "shard folders (a merge of part of a job would look complete)")
+    return docs
+
+
+def _fresh(out: Path, folders: Sequence[Path]) -> None:
+    if any(out.resolve() == f.resolve() for f in folders):
+        raise InputError(f"{out} is one of the shard folders; merge into a new folder")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise InputError(f"{out} exists and is not empty; merge into a new folder")
+    out.mkdir(parents=True, exist_ok=True)
+
+
+# --- edit folders ---------------------------------------------------------------------------------------------
+
+
+def merge_edits(out: Path, folders: Sequence[Path], order: Sequence[str] | None = None) -> dict[str, Any]:
+    """Join ``editlens edit`` shard folders: images, ``generations.jsonl`` (the last record per image),
+    ``manifest.jsonl`` and ``editor.json``, in the input's order (``order``: the edit ids; default
+    the shards' ``shard.json``)."""
+    from editlens.runner.edit import _read_log
+
+    records = [(f, _load(f / "editor.json")) for f in folders]
+    ident = [(f, {**{k: r.get(k) for k in EDITOR_KEYS}, "weights.sha256": (r.get("weights") or {}).get("sha256")})
+             for f, r in records]
+    _same(ident, "editor settings, weights or seed")
+    if order is None:
+        order = _shards(folders)[0]["ids"]
+    pos = {eid: i for i, eid in enumerate(order)}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "images").mkdir(exist_ok=True)
+    state: dict[tuple[str, int], dict[str, Any]] = {}
+    rows: list[dict[str, Any]] = []
+    for f in folders:
+        for key, rec in _read_log(f / "generations.jsonl").items():
+            if key in state:
+                raise InputError(f"edit {key[0]!r} sample {key[1]} is in two shards ({f} and another): the "
+                                 "shards overlap")
+            if key[0] not in pos:
+                raise InputError(f"{f}: edit {key[0]!r} is not in the job's input")
+            state[key] = rec
+            if rec.get("status") == "done":
+                shutil.copy2(f / rec["edited"], out / rec["edited"])
+        if (f / "manifest.jsonl").is_file():
+            rows += [json.loads(line) for line in (f / "manifest.jsonl").read_text(encoding="utf-8").splitlines()
+                     if line.strip()]
+    keys = sorted(state, key=lambda k: (pos[k[0]], k[1]))
+    write_jsonl(out / "generations.jsonl", [state[k] for k in keys], ensure_ascii=False, default=str)
+    rows.sort(key=lambda r: (pos[str(r["edit_id"])], int(r.get("sample") or 0)))
+    write_jsonl(out / "manifest.jsonl", rows, ensure_ascii=False, default=str)
+    record = {k: v for k, v in records[0][1].items() if k != "shard"}
+    write_json(out / "editor.json", {**record, "merged_from": [str(f) for f in folders]}, default=str)
+    done = sum(1 for r in state.values() if r.get("status") == "done")
+    return {"kind": "edit", "out": str(out), "images": done, "failed": len(state) - done, "shards": len(folders)}
+
+
+# --- run folders ----------------------------------------------------------------------------------------------
+
+
+def _evaluators(folder: Path) -> list[dict[str, Any]]:
+    from editlens.runner.store import ResultsStore
+
+    store = ResultsStore(folder)
+    try:
+        manifest = store.get_meta("manifest") or {}
+    finally:
+        store.close()
+    return [{"name": e.get("name"), "config_hash": e.get("config_hash")} for e in manifest.get("evaluators", [])]
+
+
+def _merge_store(out: Path, folders: Sequence[Path], order: Sequence[str]) -> dict[str, Any]:
+    """The shards' result stores in one (``OUT/results.sqlite``), with ``results.jsonl``,
+    ``summary.json`` and ``manifest.json`` as a single run writes them."""
+    from editlens.runner.run import summarize
+    from editlens.runner.store import ResultsStore
+
+    _same([(f, _evaluators(f)) for f in folders], "evaluators (names and settings)")
+    store = ResultsStore(out)
+    store.close()
+    conn = sqlite3.connect(out / "results.sqlite")
+    try:
+        for i, f in enumerate(folders):
+            conn.execute("ATTACH DATABASE ? AS shard", (str(f / "results.sqlite"),))
+            conn.execute("INSERT OR REPLACE INTO results SELECT * FROM shard.results")
+            conn.execute("INSERT OR REPLACE INTO loaded_images SELECT * FROM shard.loaded_images")
+            if i == 0:
+                conn.execute("INSERT OR REPLACE INTO meta SELECT * FROM shard.meta")
+            conn.commit()
+            conn.execute("DETACH DATABASE shard")
+    finally:
+        conn.close()
+    pos = {sid: i for i, sid in enumerate(order)}
+    records: list[dict[str, Any]] = []
+    for f in folders:
+        if (f / "results.jsonl").is_file():
+            records += [json.loads(line) for line in (f / "results.jsonl").read_text(encoding="utf-8").splitlines()
+                        if line.strip()]
+    records.sort(key=lambda r: pos.get(r["id"], len(pos)))
+    store = ResultsStore(out)
+    try:
+        current = store.current_configs()
+        ids = {r["id"] for r in records}
+        rows = [r for r in store.rows(current) if r["sample_id"] in ids]
+        manifest = dict(store.get_meta("manifest") or {})
+        names = [e["name"] for e in manifest.get("evaluators", [])]
+        names += sorted(set(current) - set(names))
+        summary = summarize(rows, names)
+        parts = [_load(f / "summary.json") for f in folders if (f / "summary.json").is_file()]
+        summary.update({"samples": len(records), "computed": sum(p.get("computed", 0) for p in parts),
+                        "reused": sum(p.get("reused", 0) for p in parts),
+                        "interrupted": any(p.get("interrupted") for p in parts),
+                        "seconds": round(sum(p.get("seconds", 0) for p in parts), 3)})
+        manifest.pop("shard", None)
+        manifest.update({"counts": summary["counts"], "merged_from": [str(f) for f in folders],
+                         "interrupted": summary["interrupted"]})
+        store.set_meta("manifest", manifest)
+        store.set_meta("summary", summary)
+    finally:
+        store.close()
+    atomic_write(out / "results.jsonl", lambda fh: fh.writelines(json.dumps(r, default=str) + "\n" for r in records))
+    atomic_write(out / "summary.json", lambda fh: json.dump(summary, fh, indent=2, default=str))
+    atomic_write(out / "manifest.json", lambda fh: json.dump(manifest, fh, indent=2, default=str))
+    return summary
+
+
+def merge_runs(out: Path, folders: Sequence[Path]) -> dict[str, Any]:
+    """Join ``editlens run --shard`` folders into one run folder."""
+    docs = _shards(folders)
+    summary = _merge_store(out, folders, docs[0]["ids"])
+    return {"kind": "run", "out": str(out), "samples": summary["samples"], "counts": summary["counts"],
+            "shards": len(folders)}
+
+
+# --- benchmark folders ----------------------------------------------------------------------------------------
+
+
+def merge_bench(out: Path, folders: Sequence[Path]) -> dict[str, Any]:
+    """Join ``editlens bench run --shard`` folders: the editors' edits, the run store, then the
+    table of every case, computed as one process computes it (same rows, same order, same bootstrap)."""
+    from editlens.bench.registry import get
+    from editlens.bench.table import comparison
+    from editlens.runner.bench import _lower_is_better, write_tables
+
+    docs = _shards(folders)
+    settings = ("benchmark", "split", "limit", "n_boot", "seed", "models")
+    _same([(f, {k: d.get(k) for k in settings}) for f, d in zip(folders, docs)], "benchmark settings")
+    tables = [(f, _load(f / "table.json")) for f in folders]
+    _same([(f, {"judge": {k: v for k, v in (t.get("judge") or {}).items() if k != "provenance"},
+                "prompts": t.get("prompts"), "metrics": t.get("metrics")}) for f, t in tables], "judge or metrics")
+    doc = docs[0]
+    item_pos = {iid: i for i, iid in enumerate(doc["ids"])}
+    model_pos = {m: i for i, m in enumerate(doc["models"])}
+
+    def key(sid: str) -> tuple[int, int]:
+        model, _, item = sid.partition("/")
+        return model_pos.get(model, len(model_pos)), item_pos.get(item, len(item_pos))
+
+    # the editors' edits (each editor's folder, stage by stage), in the benchmark's order
+    editors: dict[str, Any] = {}
+    for name in doc["models"]:
+        parts = [f / "edits" / name for f in folders if (f / "edits" / name).is_dir()]
+        if not parts:
+            continue
+        stages = sorted({p.relative_to(part).parent.as_posix() for part in parts for p in part.rglob("editor.json")})
+        for stage in stages:
+            merge_edits(out / "edits" / name / stage, [part / stage for part in parts
+                                                      if (part / stage / "editor.json").is_file()],
+                        order=doc["ids"])
+        editors[name] = _load(out / "edits" / name / stages[-1] / "editor.json") if stages else None
+    samples = sorted((sid for d in docs for sid in d["samples"]), key=key)
+    skipped = {sid for d in docs for sid in d["skipped"]}
+    _merge_store(out / "run", [f / "run" for f in folders], samples)
+    rows: list[dict[str, Any]] = []
+    for f in folders:
+        rows += [json.loads(line) for line in (f / "items.jsonl").read_text(encoding="utf-8").splitlines()
+                 if line.strip()]
+    rows.sort(key=lambda r: (r["id"] in skipped, *key(r["id"])))
+    bench = get(doc["benchmark"], split=doc.get("split"))
+    table = bench.table(rows, n_boot=int(doc["n_boot"]), seed=int(doc["seed"]))
+    table["comparison"] = comparison(table, bench.spec.table_layout.get("rank_by"), _lower_is_better(bench))
+    first = tables[0][1]
+    table.update({k: first.get(k) for k in ("judge", "prompts", "metrics", "bootstrap", "notes")})
+    table.update({"editors": ({k: v for k, v in editors.items() if v} or None) if first.get("editors") else None,
+                  "run_dir": str(out / "run"), "interrupted": any(t.get("interrupted") for _, t in tables),
+                  "stopped_by": None, "merged_from": [str(f) for f in folders]})
+    files = write_tables(table, rows, out)
+    from editlens.reporting.bench_html import write_bench_report
+
+    failed = sum(1 for r in rows if r["status"] == "failed")
+    table["files"] = {k: str(v) for k, v in files.items()}
+    table["exit"] = 1 if failed or table["interrupted"] else 0
+    table["files"]["html"] = str(write_bench_report(table, out / "report.html"))
+    return {"kind": "bench", "out": str(out), "rows": len(rows), "shards": len(folders), "table": table}
+
+
+def merge_shards(out: str | Path, folders: Sequence[str | Path]) -> dict[str, Any]:
+    """Join the shard folders ``folders`` (all of one job: ``edit``, ``run`` or ``bench run``
+    with ``--shard I/N``) into ``out`` (new or empty). Returns what was merged."""
+    out, paths = Path(out), [Path(f) for f in folders]
+    if not paths:
+        raise InputError("give the shard folders to merge")
+    for f in paths:
+        if not f.is_dir():
+            raise InputError(f"{f}: no such folder")
+    kinds = {f: kind_of(f) for f in paths}
+    if len(set(kinds.values())) > 1:
+        raise InputError("the folders are of different kinds: " + ", ".join(f"{f} ({k})" for f, k in kinds.items()))
+    kind = kinds[paths[0]]
+    _shards(paths)  # one job, every shard once: checked before anything is written
+    _fresh(out, paths)
+    return {"edit": merge_edits, "run": merge_runs, "bench": merge_bench}[kind](out, paths)
