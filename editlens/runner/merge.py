@@ -96,16 +96,21 @@ def _fresh(out: Path, folders: Sequence[Path]) -> None:
 # --- edit folders ---------------------------------------------------------------------------------------------
 
 
+def _check_editors(folders: Sequence[Path]) -> list[tuple[Path, Any]]:
+    records = [(f, _load(f / "editor.json")) for f in folders]
+    ident = [(f, {**{k: r.get(k) for k in EDITOR_KEYS}, "weights.sha256": (r.get("weights") or {}).get("sha256")})
+             for f, r in records]
+    _same(ident, "editor settings, weights or seed")
+    return records
+
+
 def merge_edits(out: Path, folders: Sequence[Path], order: Sequence[str] | None = None) -> dict[str, Any]:
     """Join ``editlens edit`` shard folders: images, ``generations.jsonl`` (the last record per image),
     ``manifest.jsonl`` and ``editor.json``, in the input's order (``order``: the edit ids; default
     the shards' ``shard.json``)."""
     from editlens.runner.edit import _read_log
 
-    records = [(f, _load(f / "editor.json")) for f in folders]
-    ident = [(f, {**{k: r.get(k) for k in EDITOR_KEYS}, "weights.sha256": (r.get("weights") or {}).get("sha256")})
-             for f, r in records]
-    _same(ident, "editor settings, weights or seed")
+    records = _check_editors(folders)
     if order is None:
         order = _shards(folders)[0]["ids"]
     pos = {eid: i for i, eid in enumerate(order)}
@@ -216,6 +221,21 @@ def merge_runs(out: Path, folders: Sequence[Path]) -> dict[str, Any]:
 # --- benchmark folders ----------------------------------------------------------------------------------------
 
 
+def _check_bench(folders: Sequence[Path]) -> tuple[list[dict[str, Any]], list[tuple[Path, Any]]]:
+    docs = _shards(folders)
+    settings = ("benchmark", "split", "limit", "n_boot", "seed", "models")
+    _same([(f, {k: d.get(k) for k in settings}) for f, d in zip(folders, docs)], "benchmark settings")
+    tables = [(f, _load(f / "table.json")) for f in folders]
+    _same([(f, {"judge": {k: v for k, v in (t.get("judge") or {}).items() if k != "provenance"},
+                "prompts": t.get("prompts"), "metrics": t.get("metrics")}) for f, t in tables], "judge or metrics")
+    for name in docs[0]["models"]:  # each editor's settings, weights and seed, stage by stage
+        parts = [f / "edits" / name for f in folders if (f / "edits" / name).is_dir()]
+        for stage in {p.relative_to(part).parent for part in parts for p in part.rglob("editor.json")}:
+            _check_editors([part / stage for part in parts if (part / stage / "editor.json").is_file()])
+    _same([(f, _evaluators(f / "run")) for f in folders], "evaluators (names and settings)")
+    return docs, tables
+
+
 def merge_bench(out: Path, folders: Sequence[Path]) -> dict[str, Any]:
     """Join ``editlens bench run --shard`` folders: the editors' edits, the run store, then the
     table of every case, computed as one process computes it (same rows, same order, same bootstrap)."""
@@ -223,12 +243,7 @@ def merge_bench(out: Path, folders: Sequence[Path]) -> dict[str, Any]:
     from editlens.bench.table import comparison
     from editlens.runner.bench import _lower_is_better, write_tables
 
-    docs = _shards(folders)
-    settings = ("benchmark", "split", "limit", "n_boot", "seed", "models")
-    _same([(f, {k: d.get(k) for k in settings}) for f, d in zip(folders, docs)], "benchmark settings")
-    tables = [(f, _load(f / "table.json")) for f in folders]
-    _same([(f, {"judge": {k: v for k, v in (t.get("judge") or {}).items() if k != "provenance"},
-                "prompts": t.get("prompts"), "metrics": t.get("metrics")}) for f, t in tables], "judge or metrics")
+    docs, tables = _check_bench(folders)
     doc = docs[0]
     item_pos = {iid: i for i, iid in enumerate(doc["ids"])}
     model_pos = {m: i for i, m in enumerate(doc["models"])}
@@ -288,6 +303,8 @@ def merge_shards(out: str | Path, folders: Sequence[str | Path]) -> dict[str, An
     if len(set(kinds.values())) > 1:
         raise InputError("the folders are of different kinds: " + ", ".join(f"{f} ({k})" for f, k in kinds.items()))
     kind = kinds[paths[0]]
-    _shards(paths)  # one job, every shard once: checked before anything is written
+    _shards(paths)  # one job, every shard once, same settings: checked before anything is written
+    {"edit": _check_editors, "run": lambda fs: _same([(f, _evaluators(f)) for f in fs], "evaluators"),
+     "bench": _check_bench}[kind](paths)
     _fresh(out, paths)
     return {"edit": merge_edits, "run": merge_runs, "bench": merge_bench}[kind](out, paths)
