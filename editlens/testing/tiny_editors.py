@@ -37,3 +37,18 @@ def scripted_editor(image: Any, instruction: str, *, seed: int, edit_id: str = "
     colour = np.random.default_rng(seed).integers(0, 256, 3)
     arr = (np.asarray(image.convert("RGB"), dtype=np.float32) * 0.5 + colour * 0.5).astype(np.uint8)
     return Image.fromarray(arr)
+
+
+def crash_once_editor(image: Any, instruction: str, *, seed: int, edit_id: str = "", kill_at: str = "",
+                      marker: str = "") -> Any:
+    """:func:`scripted_editor` (the same images) whose process SIGKILLs itself the first time it reaches
+    edit ``kill_at``, writing its process id to the file ``marker`` first (later calls, in any process,
+    go on): a worker that dies mid-batch, for the Ray executor's tests."""
+    import os
+    import signal
+    from pathlib import Path
+
+    if edit_id == kill_at and marker and not Path(marker).exists():
+        Path(marker).write_text(str(os.getpid()))
+        os.kill(os.getpid(), signal.SIGKILL)
+    return scripted_editor(image, instruction, seed=seed, edit_id=edit_id)

@@ -1,0 +1,88 @@
+"""Generation on Ray (`edit --executor ray`): two local CPU workers make the same image bytes and manifest
+rows as one process; a worker killed mid-batch has its batch redone by another; resume as today.
+Ray is started once for the module, with 2 CPUs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from test_editors import FAST, SCRIPTED, cli, digests, rows, write_inputs  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def tiny_ip2p(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from editlens.testing.tiny_editors import make_tiny_editor
+
+    return make_tiny_editor(tmp_path_factory.mktemp("editor") / "ip2p", "instruct-pix2pix", image_size=32)
+
+
+def _log(out: Path) -> list[dict]:
+    return sorted(({k: v for k, v in r.items() if k != "seconds"} for r in rows(out / "generations.jsonl")),
+                  key=lambda r: (r["edit_id"], r["sample"]))
+
+
+def test_edit_on_two_ray_workers_matches_one_process(tiny_ip2p, tmp_path, local_ray):
+    manifest = write_inputs(tmp_path, 4)
+    one, spread = tmp_path / "one", tmp_path / "ray"
+    assert cli("edit", manifest, "--editor", tiny_ip2p, "--out", one, "--samples", "2", *FAST).exit_code == 0
+    r = cli("edit", manifest, "--editor", tiny_ip2p, "--out", spread, "--samples", "2", "--batch-size", "2",
+            "--executor", "ray", "--workers", "2", *FAST)
+    assert r.exit_code == 0, r.output
+    assert digests(spread) == digests(one)  # byte-identical images
+    assert rows(spread / "manifest.jsonl") == rows(one / "manifest.jsonl")  # same rows, same order
+    assert _log(spread) == _log(one)
+    a, b = (json.loads((d / "editor.json").read_text()) for d in (spread, one))
+    assert (a["settings"], a["weights"], a["seed"]) == (b["settings"], b["weights"], b["seed"])
+    assert a["runtime"]["executor"] == "ray" and a["runtime"]["workers"] == 2
+    # resume as today: a rerun on Ray keeps every image; other settings are refused
+    r = cli("edit", manifest, "--editor", tiny_ip2p, "--out", spread, "--samples", "2", "--executor", "ray",
+            "--workers", "1", *FAST)
+    assert r.exit_code == 0 and "0 images generated, 8 kept" in r.output
+    r = cli("edit", manifest, "--editor", tiny_ip2p, "--out", spread, "--samples", "2", "--executor", "ray",
+            "--workers", "1", "--editor-option", "steps=3", "--editor-option", "resolution=32", "--no-progress")
+    assert r.exit_code == 2 and "other settings" in r.output
+
+
+def test_a_killed_worker_has_its_batch_redone_elsewhere(tmp_path, local_ray):
+    """The scripted editor SIGKILLs the worker process that reaches edit e2 the first time (a marker file
+    says it happened); the driver gives that batch to another worker, and every image is made once."""
+    from editlens.runner.edit import generate_edits
+    from editlens.runner.executors import RayEditors
+
+    manifest = write_inputs(tmp_path, 6)
+    one = tmp_path / "one"
+    assert cli("edit", manifest, "--editor", SCRIPTED, "--out", one, "--no-progress").exit_code == 0
+    marker = tmp_path / "killed"
+    editors = RayEditors("editlens.testing.tiny_editors:crash_once_editor", {"kill_at": "e2", "marker": str(marker)},
+                         num_workers=2)
+    try:
+        pids = set(editors.worker_pids())
+        res = generate_edits(manifest, editors, tmp_path / "ray", batch_size=1, progress=False)
+        assert editors.deaths == 1 and marker.read_text() in {str(p) for p in pids}  # a worker really died
+        assert set(editors.worker_pids()) != pids  # and was replaced
+    finally:
+        editors.close()
+    assert (res.generated, res.failed) == (6, 0)
+    assert digests(tmp_path / "ray") == digests(one)
+    assert [r["edit_id"] for r in rows(tmp_path / "ray" / "generations.jsonl")].count("e2") == 1
+
+
+def test_a_bad_editor_on_ray_says_why(tmp_path, local_ray):
+    manifest = write_inputs(tmp_path, 1)
+    r = cli("edit", manifest, "--editor", "editlens.testing.tiny_editors:no_such_editor", "--out", tmp_path / "o",
+            "--executor", "ray", "--workers", "1", "--no-progress")
+    assert r.exit_code == 2 and "no_such_editor" in r.output
+    r = cli("edit", manifest, "--editor", SCRIPTED, "--out", tmp_path / "o", "--workers", "2", "--no-progress")
+    assert r.exit_code == 2 and "--executor ray" in r.output
