@@ -23,8 +23,9 @@ from editlens.cli.options import (
     TemplateOpt,
     TimeoutOpt,
     VlmModelOpt,
-    VlmOpt,
+    VlmsOpt,
     http_settings,
+    join_vlms,
     vlm_options,
 )
 
@@ -80,7 +81,7 @@ def arena_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print the arena document (also written to OUT/arena.json)."),
     model: Optional[List[str]] = ModelOpt,
     option: Optional[List[str]] = OptionOpt,
-    vlm: Optional[str] = VlmOpt,
+    vlm_urls: Optional[List[str]] = VlmsOpt,
     vlm_model: Optional[str] = VlmModelOpt,
     cache: str = CacheOpt,
     template: Optional[List[str]] = TemplateOpt,
@@ -110,6 +111,7 @@ def arena_cmd(
         raise typer.BadParameter("give one of --judge NAME (a pairwise judge, with --vlm) or --metric NAME "
                                  "(pairs decided by a point-wise evaluator's scores)")
     http_settings(timeout, max_retries, concurrency)
+    vlm = join_vlms(vlm_urls)
     contests, info = A.contests_from(run_or_manifest, split_names(editors))
     human = A.read_human_ranking(human_ranking) if human_ranking else None
     opts = parse_options(option or [])

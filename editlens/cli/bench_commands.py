@@ -26,7 +26,8 @@ from editlens.cli.options import (
     TemperatureOpt,
     TimeoutOpt,
     VlmModelOpt,
-    VlmOpt,
+    VlmsOpt,
+    join_vlms,
 )
 
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks: list them, see how each is published and scored, "
@@ -96,7 +97,7 @@ def run_cmd(
     out: Path = typer.Option(..., "--out", help="Folder for run/ (resumable store), table.{json,csv,md,tex}, "
                              "items.jsonl and report.html."),
     model_name: Optional[List[str]] = typer.Option(None, "--only", help="Score only this model's folder. Repeatable."),
-    vlm: Optional[str] = VlmOpt,
+    vlm_urls: Optional[List[str]] = VlmsOpt,
     vlm_model: Optional[str] = VlmModelOpt,
     prompts_from: Optional[Path] = typer.Option(None, "--prompts-from", help="Your clone of the benchmark's "
                                                 "repository (or its prompt file): the official judge prompts. "
@@ -134,6 +135,7 @@ def run_cmd(
     from editlens.runner.bench import run_benchmark
 
     http_settings(timeout, max_retries, concurrency)
+    vlm = join_vlms(vlm_urls)
     # as `editlens edit` reads them (call.KEY too); the editor runs on --device / --dtype like the metrics
     opts = editor_options(editor_option, device, dtype, False, False)
     from editlens.cli.edit_commands import spread

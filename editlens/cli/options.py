@@ -60,6 +60,20 @@ ModelOpt = typer.Option(None, "--model", help="Model for a role, ROLE=HUB_ID_OR_
 OptionOpt = typer.Option(None, "--option", help="Evaluator option NAME.KEY=VALUE (e.g. l1.region=outside). Repeatable.")
 JudgeOpt = typer.Option(None, "--judge", help="Comma-separated judges: viescore, yes_no (need --vlm).")
 VlmOpt = typer.Option(None, "--vlm", help="Vision-language model: hub id, local dir, or http(s)://HOST/v1 of an OpenAI-compatible server.")
+VlmsOpt = typer.Option(None, "--vlm", help="Vision-language model: hub id, local dir, or http(s)://HOST/v1 of an "
+                       "OpenAI-compatible server. Repeatable with URLs: several engines serving one model share "
+                       "the requests (round robin; an engine that gives up is left out for a while).")
+
+
+def join_vlms(vlm: Sequence[str] | None) -> str | None:
+    """``--vlm`` given once or several times (engine URLs) as the one reference the backends take."""
+    if not vlm:
+        return None
+    if len(vlm) > 1 and not all(v.startswith(("http://", "https://")) for v in vlm):
+        raise typer.BadParameter("several --vlm must all be http(s):// URLs of engines serving one model")
+    return " ".join(vlm)
+
+
 VlmModelOpt = typer.Option(None, "--vlm-model", help="Model name on the server (default: the first it lists).")
 CacheOpt = typer.Option("default", "--cache", help="Response cache: 'default' (user cache dir), a file path, or 'none'.")
 CaptionsOpt = typer.Option(False, "--captions", help="Write missing captions with the VLM (for CLIP-T/CLIP-D).")
