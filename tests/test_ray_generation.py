@@ -5,6 +5,7 @@ Ray is started once for the module, with 2 CPUs."""
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,20 @@ def tiny_ip2p(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_tiny_editor(tmp_path_factory.mktemp("editor") / "ip2p", "instruct-pix2pix", image_size=32)
 
 
+@contextmanager
+def threads(n: int):
+    """torch's CPU threads in this process: a CPU sum split over other threads rounds its last bit
+    otherwise, so the one-process reference computes with the one thread each Ray CPU worker has."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _log(out: Path) -> list[dict]:
     return sorted(({k: v for k, v in r.items() if k != "seconds"} for r in rows(out / "generations.jsonl")),
                   key=lambda r: (r["edit_id"], r["sample"]))
@@ -36,7 +51,9 @@ def _log(out: Path) -> list[dict]:
 def test_edit_on_two_ray_workers_matches_one_process(tiny_ip2p, tmp_path, local_ray):
     manifest = write_inputs(tmp_path, 4)
     one, spread = tmp_path / "one", tmp_path / "ray"
-    assert cli("edit", manifest, "--editor", tiny_ip2p, "--out", one, "--samples", "2", *FAST).exit_code == 0
+    with threads(1):
+        r = cli("edit", manifest, "--editor", tiny_ip2p, "--out", one, "--samples", "2", "--batch-size", "2", *FAST)
+    assert r.exit_code == 0, r.output
     r = cli("edit", manifest, "--editor", tiny_ip2p, "--out", spread, "--samples", "2", "--batch-size", "2",
             "--executor", "ray", "--workers", "2", *FAST)
     assert r.exit_code == 0, r.output

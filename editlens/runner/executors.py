@@ -242,7 +242,9 @@ class RayEditors:
     name, settings, weights and runtime are the first worker's, so ``editor.json`` and the
     refusal of a resume with other settings are as with one process. The driver keeps the log,
     writes the images and the manifest; a batch's images are the same bytes as in one process
-    (the same requests, the same per-(edit, sample) seeds, the same batches). A worker that dies
+    computing the same way (the same requests, per-(edit, sample) seeds and batches; on a CPU the
+    same threads per process: a worker computes with ``cpus_per_worker`` threads, and a sum split
+    over other threads may round its last bit apart). A worker that dies
     (killed, out of memory, a lost node) is replaced and its batch is given to another worker;
     after ``max_tries`` deaths on one batch its images are *failed* (redone on rerun).
     """
