@@ -142,3 +142,57 @@ def test_bench_run_shards_merge_to_the_same_table(tmp_path):
     assert rows(merged / "items.jsonl") == rows(tmp_path / "one" / "items.jsonl")
     assert digests(merged / "edits" / "scripted_editor") == digests(tmp_path / "one" / "edits" / "scripted_editor")
     assert (merged / "report.html").is_file()
+    # the merged results name the merged folder's images, not the shards'
+    text = (merged / "run" / "results.jsonl").read_text()
+    assert str(tmp_path / "s0") not in text and str(merged / "edits") in text
+
+
+def test_run_with_editor_sharded_merges_edits_and_results(tmp_path):
+    manifest = write_inputs(tmp_path, 5)
+    base = [manifest, "--editor", SCRIPTED, "--edit-samples", "2", "--metrics", "l1,psnr", "--no-progress"]
+    assert cli("run", *base, "--out", tmp_path / "one").exit_code == 0
+    for i in range(2):
+        r = cli("run", *base, "--out", tmp_path / f"s{i}", "--shard", f"{i}/2")
+        assert r.exit_code == 0, r.output
+    r = cli("runs", "merge", tmp_path / "m", tmp_path / "s0", tmp_path / "s1")
+    assert r.exit_code == 0, r.output
+    assert digests(tmp_path / "m" / "edits") == digests(tmp_path / "one" / "edits")
+
+    def values(d: Path) -> list:
+        return [(x["id"], x["scores"]) for x in rows(d / "results.jsonl")]
+
+    assert values(tmp_path / "m") == values(tmp_path / "one")
+    assert str(tmp_path / "s0") not in (tmp_path / "m" / "results.jsonl").read_text()
+
+
+def test_edit_bench_multiturn_shards_keep_chains_whole_and_merge(tmp_path):
+    """`edit --bench` of a multi-turn benchmark: a chain of turns (each made from the editor's own earlier turn)
+    stays in one shard; the merged step folders equal one process's."""
+    import bench_files as F
+
+    from editlens.bench.registry import get
+    from editlens.runner.bench import shard_items
+
+    data = F.magicbrush_test(tmp_path)
+    items = get("magicbrush-multiturn").read(data)
+    for i in range(2):  # every case goes with its chain's first turn
+        part = shard_items(items, f"{i}/2")
+        assert all(it.after is None or it.after in {p.id for p in part} for it in part)
+
+    def make(out: Path, *extra: str) -> None:
+        r = cli("edit", data, "--bench", "magicbrush-multiturn", "--editor", SCRIPTED, "--out", out, "--no-progress",
+                *extra)
+        assert r.exit_code == 0, r.output
+
+    make(tmp_path / "one")
+    make(tmp_path / "s0", "--shard", "0/2")
+    make(tmp_path / "s1", "--shard", "1/2")
+    r = cli("runs", "merge", tmp_path / "m", tmp_path / "s1", tmp_path / "s0")
+    assert r.exit_code == 0, r.output
+    stages = sorted(p.parent.name for p in (tmp_path / "one").glob("step*/editor.json"))
+    assert len(stages) >= 2
+    for st in stages:
+        assert digests(tmp_path / "m" / st) == digests(tmp_path / "one" / st)
+        assert rows(tmp_path / "m" / st / "manifest.jsonl") == [
+            {**r, "source": r["source"].replace(str(tmp_path / "one"), str(tmp_path / "m"))}
+            for r in rows(tmp_path / "one" / st / "manifest.jsonl")]

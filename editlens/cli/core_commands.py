@@ -353,9 +353,9 @@ def _shard_samples(samples: list, shard: Optional[str], generated: Optional[Path
 
         gen = json.loads((generated / "shard.json").read_text(encoding="utf-8"))
         ids = [output_id(e, k, int(gen["samples"])) for e in gen["ids"] for k in range(int(gen["samples"]))]
-        return samples, shard_record(part, ids, gen["inputs_sha256"])
+        return samples, shard_record(part, ids, gen["inputs_sha256"], "run")
     doc = shard_record(part, [s.id for s in samples],
-                       ids_digest([(s.id, s.source, s.edited, s.instruction) for s in samples]))
+                       ids_digest([(s.id, s.source, s.edited, s.instruction) for s in samples]), "run")
     return part.select(samples, lambda s: s.id), doc
 
 

@@ -186,6 +186,16 @@ def _generate_benchmark(name: str, data: Path, split: Optional[str], spec: str, 
     from editlens.runner.edit import EditRunResult, open_editor
 
     bench, items = read_benchmark(name, data, split=split)
+    if shard:  # which cases, and the whole benchmark's order, for `runs merge`
+        from editlens.core.io import write_json
+        from editlens.runner.shards import ids_digest, parse_shard, shard_record
+
+        part = parse_shard(shard)
+        assert part is not None
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / "shard.json", shard_record(part, [it.id for it in items], ids_digest(
+            [(it.id, it.source, it.instruction) for it in items]), "edit", benchmark=name, split=split, samples=samples),
+            default=str)
     items = shard_items(items, shard)
     editor = open_editor(spec, options, **(where or {}))
     try:

@@ -401,6 +401,7 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
 
         write_json(root / "shard.json", shard_record(
             part, [it.id for it in all_items], ids_digest([(it.id, it.source, it.instruction) for it in all_items]),
+            "bench",
             benchmark=name, split=split, limit=limit, n_boot=n_boot, seed=seed, models=located.models,
             samples=[x.id for x in located.samples], skipped=[x["id"] for x in located.skipped]), default=str)
         table["shard"] = str(part)

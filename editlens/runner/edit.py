@@ -286,7 +286,8 @@ def generate_edits(
     shard_doc = None
     if part is not None:
         shard_doc = shard_record(part, [s.id for s in edits],
-                                 ids_digest([(s.id, s.source, s.instruction) for s in edits]), samples=samples)
+                                 ids_digest([(s.id, s.source, s.instruction) for s in edits]), "edit",
+                                 samples=samples)
         edits = part.select(edits, lambda s: s.id)
     if isinstance(editor, str):
         from editlens.editors import create_editor

@@ -36,9 +36,43 @@ def _load(path: Path) -> Any:
         raise InputError(f"{path}: not valid JSON ({exc})") from None
 
 
+def _stages(folder: Path) -> list[str]:
+    """The generation folders of one editor: ``.``, or ``step1``, ``step2``... (``edit --bench`` of a
+    multi-turn benchmark), as paths relative to ``folder``."""
+    return sorted({p.relative_to(folder).parent.as_posix() for p in folder.rglob("editor.json")})
+
+
+def _prefixes(folder: Path, out: Path) -> list[tuple[str, str]]:
+    """How a path inside the shard ``folder`` is written, and the same path in ``out``."""
+    pairs = [(str(folder.resolve()), str(out.resolve())), (str(folder), str(out))]
+    return [(a.rstrip("/") + "/", b.rstrip("/") + "/") for a, b in dict(pairs).items()]
+
+
+def _relocate(value: Any, pairs: Sequence[tuple[str, str]]) -> Any:
+    """``value`` (JSON) with every path that points into a shard folder pointed at the merged one
+    (a later turn's source is an earlier turn's image; a result names the image it was scored on)."""
+    if isinstance(value, str):
+        for a, b in pairs:
+            if value.startswith(a):
+                return b + value[len(a):]
+        return value
+    if isinstance(value, list):
+        return [_relocate(v, pairs) for v in value]
+    if isinstance(value, dict):
+        return {k: _relocate(v, pairs) for k, v in value.items()}
+    return value
+
+
 def kind_of(folder: Path) -> str:
-    """``edit``, ``bench`` or ``run``: what kind of output ``folder`` is."""
-    if (folder / "editor.json").is_file():
+    """``edit``, ``bench`` or ``run``: what kind of output ``folder`` is (a shard says so in its
+    ``shard.json``, even one that holds no work)."""
+    try:
+        kind = json.loads((folder / "shard.json").read_text(encoding="utf-8")).get("kind")
+    except (OSError, ValueError):
+        kind = None
+    if kind in ("edit", "run", "bench"):
+        return str(kind)
+    if (folder / "editor.json").is_file() or (not (folder / "run").is_dir() and any(folder.glob("step*/editor.json"))):
         return "edit"
     if (folder / "table.json").is_file() and (folder / "run").is_dir():
         return "bench"
@@ -104,7 +138,8 @@ def _check_editors(folders: Sequence[Path]) -> list[tuple[Path, Any]]:
     return records
 
 
-def merge_edits(out: Path, folders: Sequence[Path], order: Sequence[str] | None = None) -> dict[str, Any]:
+def merge_edits(out: Path, folders: Sequence[Path], order: Sequence[str] | None = None,
+                moves: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
     """Join ``editlens edit`` shard folders: images, ``generations.jsonl`` (the last record per image),
     ``manifest.jsonl`` and ``editor.json``, in the input's order (``order``: the edit ids; default
     the shards' ``shard.json``)."""
@@ -129,8 +164,8 @@ def merge_edits(out: Path, folders: Sequence[Path], order: Sequence[str] | None 
             if rec.get("status") == "done":
                 shutil.copy2(f / rec["edited"], out / rec["edited"])
         if (f / "manifest.jsonl").is_file():
-            rows += [json.loads(line) for line in (f / "manifest.jsonl").read_text(encoding="utf-8").splitlines()
-                     if line.strip()]
+            rows += [_relocate(json.loads(line), moves)
+                     for line in (f / "manifest.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
     keys = sorted(state, key=lambda k: (pos[k[0]], k[1]))
     write_jsonl(out / "generations.jsonl", [state[k] for k in keys], ensure_ascii=False, default=str)
     rows.sort(key=lambda r: (pos[str(r["edit_id"])], int(r.get("sample") or 0)))
@@ -139,6 +174,28 @@ def merge_edits(out: Path, folders: Sequence[Path], order: Sequence[str] | None 
     write_json(out / "editor.json", {**record, "merged_from": [str(f) for f in folders]}, default=str)
     done = sum(1 for r in state.values() if r.get("status") == "done")
     return {"kind": "edit", "out": str(out), "images": done, "failed": len(state) - done, "shards": len(folders)}
+
+
+def merge_staged_edits(out: Path, folders: Sequence[Path], order: Sequence[str] | None = None,
+                       moves: Sequence[tuple[str, str]] | None = None) -> dict[str, Any]:
+    """Join one editor's shard folders stage by stage (``edit --bench`` writes ``stepN/`` folders
+    for cases made from earlier cases' edits)."""
+    if order is None:
+        order = _shards(folders)[0]["ids"]
+    if moves is None:
+        moves = [pair for f in folders for pair in _prefixes(f, out)]
+    totals: dict[str, Any] = {"kind": "edit", "out": str(out), "images": 0, "failed": 0, "shards": len(folders)}
+    for stage in sorted({st for f in folders for st in _stages(f)}):
+        parts = [f / stage for f in folders if (f / stage / "editor.json").is_file()]
+        res = merge_edits(out / stage, parts, order=order, moves=moves)
+        totals["images"] += res["images"]
+        totals["failed"] += res["failed"]
+    return totals
+
+
+def _check_staged(folders: Sequence[Path]) -> None:
+    for stage in sorted({st for f in folders for st in _stages(f)}):
+        _check_editors([f / stage for f in folders if (f / stage / "editor.json").is_file()])
 
 
 # --- run folders ----------------------------------------------------------------------------------------------
@@ -155,7 +212,8 @@ def _evaluators(folder: Path) -> list[dict[str, Any]]:
     return [{"name": e.get("name"), "config_hash": e.get("config_hash")} for e in manifest.get("evaluators", [])]
 
 
-def _merge_store(out: Path, folders: Sequence[Path], order: Sequence[str]) -> dict[str, Any]:
+def _merge_store(out: Path, folders: Sequence[Path], order: Sequence[str],
+                 moves: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
     """The shards' result stores in one (``OUT/results.sqlite``), with ``results.jsonl``,
     ``summary.json`` and ``manifest.json`` as a single run writes them."""
     from editlens.runner.run import summarize
@@ -170,6 +228,10 @@ def _merge_store(out: Path, folders: Sequence[Path], order: Sequence[str]) -> di
             conn.execute("ATTACH DATABASE ? AS shard", (str(f / "results.sqlite"),))
             conn.execute("INSERT OR REPLACE INTO results SELECT * FROM shard.results")
             conn.execute("INSERT OR REPLACE INTO loaded_images SELECT * FROM shard.loaded_images")
+            for a, b in moves:  # images of the shard's own folder (its edits) are the merged folder's
+                for col in ("ref", "resolved"):
+                    conn.execute(f"UPDATE loaded_images SET {col} = ? || substr({col}, ?) WHERE substr({col}, 1, ?) = ?",
+                                 (b, len(a) + 1, len(a), a))
             if i == 0:
                 conn.execute("INSERT OR REPLACE INTO meta SELECT * FROM shard.meta")
             conn.commit()
@@ -180,8 +242,8 @@ def _merge_store(out: Path, folders: Sequence[Path], order: Sequence[str]) -> di
     records: list[dict[str, Any]] = []
     for f in folders:
         if (f / "results.jsonl").is_file():
-            records += [json.loads(line) for line in (f / "results.jsonl").read_text(encoding="utf-8").splitlines()
-                        if line.strip()]
+            records += [_relocate(json.loads(line), moves)
+                        for line in (f / "results.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
     records.sort(key=lambda r: pos.get(r["id"], len(pos)))
     store = ResultsStore(out)
     try:
@@ -213,7 +275,11 @@ def _merge_store(out: Path, folders: Sequence[Path], order: Sequence[str]) -> di
 def merge_runs(out: Path, folders: Sequence[Path]) -> dict[str, Any]:
     """Join ``editlens run --shard`` folders into one run folder."""
     docs = _shards(folders)
-    summary = _merge_store(out, folders, docs[0]["ids"])
+    moves = [pair for f in folders for pair in _prefixes(f, out)]
+    gens = [f / "edits" for f in folders if (f / "edits" / "shard.json").is_file()]
+    if gens:  # `run --editor --shard`: the edits it made (OUT/edits) are joined too
+        merge_staged_edits(out / "edits", gens, moves=moves)
+    summary = _merge_store(out, folders, docs[0]["ids"], moves)
     return {"kind": "run", "out": str(out), "samples": summary["samples"], "counts": summary["counts"],
             "shards": len(folders)}
 
@@ -229,9 +295,7 @@ def _check_bench(folders: Sequence[Path]) -> tuple[list[dict[str, Any]], list[tu
     _same([(f, {"judge": {k: v for k, v in (t.get("judge") or {}).items() if k != "provenance"},
                 "prompts": t.get("prompts"), "metrics": t.get("metrics")}) for f, t in tables], "judge or metrics")
     for name in docs[0]["models"]:  # each editor's settings, weights and seed, stage by stage
-        parts = [f / "edits" / name for f in folders if (f / "edits" / name).is_dir()]
-        for stage in {p.relative_to(part).parent for part in parts for p in part.rglob("editor.json")}:
-            _check_editors([part / stage for part in parts if (part / stage / "editor.json").is_file()])
+        _check_staged([f / "edits" / name for f in folders if (f / "edits" / name).is_dir()])
     _same([(f, _evaluators(f / "run")) for f in folders], "evaluators (names and settings)")
     return docs, tables
 
@@ -245,6 +309,7 @@ def merge_bench(out: Path, folders: Sequence[Path]) -> dict[str, Any]:
 
     docs, tables = _check_bench(folders)
     doc = docs[0]
+    moves = [pair for f in folders for pair in _prefixes(f, out)]
     item_pos = {iid: i for i, iid in enumerate(doc["ids"])}
     model_pos = {m: i for i, m in enumerate(doc["models"])}
 
@@ -258,15 +323,12 @@ def merge_bench(out: Path, folders: Sequence[Path]) -> dict[str, Any]:
         parts = [f / "edits" / name for f in folders if (f / "edits" / name).is_dir()]
         if not parts:
             continue
-        stages = sorted({p.relative_to(part).parent.as_posix() for part in parts for p in part.rglob("editor.json")})
-        for stage in stages:
-            merge_edits(out / "edits" / name / stage, [part / stage for part in parts
-                                                      if (part / stage / "editor.json").is_file()],
-                        order=doc["ids"])
+        merge_staged_edits(out / "edits" / name, parts, order=doc["ids"], moves=moves)
+        stages = _stages(out / "edits" / name)
         editors[name] = _load(out / "edits" / name / stages[-1] / "editor.json") if stages else None
     samples = sorted((sid for d in docs for sid in d["samples"]), key=key)
     skipped = {sid for d in docs for sid in d["skipped"]}
-    _merge_store(out / "run", [f / "run" for f in folders], samples)
+    _merge_store(out / "run", [f / "run" for f in folders], samples, moves)
     rows: list[dict[str, Any]] = []
     for f in folders:
         rows += [json.loads(line) for line in (f / "items.jsonl").read_text(encoding="utf-8").splitlines()
@@ -304,7 +366,7 @@ def merge_shards(out: str | Path, folders: Sequence[str | Path]) -> dict[str, An
         raise InputError("the folders are of different kinds: " + ", ".join(f"{f} ({k})" for f, k in kinds.items()))
     kind = kinds[paths[0]]
     _shards(paths)  # one job, every shard once, same settings: checked before anything is written
-    {"edit": _check_editors, "run": lambda fs: _same([(f, _evaluators(f)) for f in fs], "evaluators"),
+    {"edit": _check_staged, "run": lambda fs: _same([(f, _evaluators(f)) for f in fs], "evaluators"),
      "bench": _check_bench}[kind](paths)
     _fresh(out, paths)
-    return {"edit": merge_edits, "run": merge_runs, "bench": merge_bench}[kind](out, paths)
+    return {"edit": merge_staged_edits, "run": merge_runs, "bench": merge_bench}[kind](out, paths)

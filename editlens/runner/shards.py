@@ -73,8 +73,8 @@ def ids_digest(rows: Sequence[Sequence[Any]]) -> str:
     return h.hexdigest()
 
 
-def shard_record(shard: Shard, ids: Sequence[str], fingerprint: str, **extra: Any) -> dict[str, Any]:
-    """What a shard folder's ``shard.json`` holds: the shard, the whole input's ids in order
+def shard_record(shard: Shard, ids: Sequence[str], fingerprint: str, kind: str, **extra: Any) -> dict[str, Any]:
+    """What a shard folder's ``shard.json`` holds: its ``kind`` (``edit``, ``run``, ``bench``), the shard, the whole input's ids in order
     (the merged folder keeps the single run's order) and its fingerprint."""
-    return {"schema": "editlens.shard/1", "shard": str(shard), "index": shard.index, "count": shard.count,
+    return {"schema": "editlens.shard/1", "kind": kind, "shard": str(shard), "index": shard.index, "count": shard.count,
             "inputs_sha256": fingerprint, "ids": list(ids), **extra}
