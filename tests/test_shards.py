@@ -196,3 +196,40 @@ def test_edit_bench_multiturn_shards_keep_chains_whole_and_merge(tmp_path):
         assert rows(tmp_path / "m" / st / "manifest.jsonl") == [
             {**r, "source": r["source"].replace(str(tmp_path / "one"), str(tmp_path / "m"))}
             for r in rows(tmp_path / "one" / st / "manifest.jsonl")]
+
+
+def test_arena_shards_merge_every_verdict_and_a_rerun_replays_them(tmp_path):
+    from test_arena import EXAMPLES, build_scenario, register_detail_kept, unregister_detail_kept
+
+    register_detail_kept()
+    try:
+        made = build_scenario(tmp_path, mirror=False, examples=EXAMPLES)
+        run = tmp_path / "run"
+        assert cli("run", made["manifest"], "--out", run, "--metrics", "change_map,detail_kept",
+                   "--no-progress").exit_code == 0
+        base = ["arena", run, "--metric", "detail_kept", "--n-boot", "50", "--json"]
+        docs = []
+        for i in range(2):
+            r = cli(*base, "--out", tmp_path / f"a{i}", "--shard", f"{i}/2")
+            assert r.exit_code == 0, r.output
+            docs.append(json.loads((tmp_path / f"a{i}" / "arena.json").read_text()))
+        assert all(d["sources"] < 4 for d in docs)  # each shard judged its own sources
+        r = cli("runs", "merge", tmp_path / "m", tmp_path / "a0", tmp_path / "a1")
+        assert r.exit_code == 0, r.output
+        doc = json.loads((tmp_path / "m" / "arena.json").read_text())
+        assert doc["sources"] == 4 and doc["verdicts"]["comparisons"] == sum(d["verdicts"]["comparisons"] for d in docs)
+        assert len(rows(tmp_path / "m" / "comparisons.jsonl")) == doc["verdicts"]["comparisons"]
+        ranked = {x["editor"]: x["rank"] for x in doc["editors"]}
+        assert ranked["no_op"] is None and ranked["blur"] == 3  # as the one-process arena ranks them
+        # the ratings are fitted over every verdict; a rerun without --shard replays the merged cache
+        r = cli(*base, "--out", tmp_path / "m")
+        assert r.exit_code == 0, r.output
+        again = json.loads((tmp_path / "m" / "arena.json").read_text())
+        assert again["schedule"]["cached"] > 0 and again["sources"] == 4
+        # shards of an arena with other settings are refused, naming the setting
+        r = cli(*base, "--out", tmp_path / "b1", "--shard", "1/2", "--ties", "half")
+        assert r.exit_code == 0, r.output
+        r = cli("runs", "merge", tmp_path / "m2", tmp_path / "a0", tmp_path / "b1")
+        assert r.exit_code == 2 and "ties 'davidson' vs 'half'" in r.output
+    finally:
+        unregister_detail_kept()

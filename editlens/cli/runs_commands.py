@@ -224,14 +224,20 @@ def runs_merge(
 
     res = merge_shards(out, shards)
     if json_out:
-        emit_json({k: v for k, v in res.items() if k != "table"})
+        emit_json({k: v for k, v in res.items() if k not in ("table", "arena")})
         return
     kind = res["kind"]
     what = {"edit": lambda: f"{res['images']} images ({res['failed']} failed)",
             "run": lambda: f"{res['samples']} samples",
-            "bench": lambda: f"{res['rows']} table rows"}[kind]()
+            "bench": lambda: f"{res['rows']} table rows",
+            "arena": lambda: f"{res['comparisons']} comparisons"}[kind]()
     typer.echo(f"merged {res['shards']} {kind} shards: {what} -> {out}")
     if kind == "bench":
         from editlens.bench.table import to_text
 
         typer.echo(to_text(res["table"]))
+    if kind == "arena":
+        from editlens.cli.arena_commands import arena_lines
+
+        for line in arena_lines(res["arena"]):
+            typer.echo(line)

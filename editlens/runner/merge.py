@@ -1,5 +1,5 @@
 """``editlens runs merge OUT SHARD_DIR...``: join the folders that ``--shard I/N``
-runs wrote (``edit``, ``run``, ``bench run``) into the one folder a single process
+runs wrote (``edit``, ``run``, ``bench run``, ``arena``) into the one folder a single process
 would have written: the same images, the same manifest and log rows in the same
 order, the same results and, for a benchmark, the table computed over every case.
 
@@ -70,7 +70,7 @@ def kind_of(folder: Path) -> str:
         kind = json.loads((folder / "shard.json").read_text(encoding="utf-8")).get("kind")
     except (OSError, ValueError):
         kind = None
-    if kind in ("edit", "run", "bench"):
+    if kind in ("edit", "run", "bench", "arena"):
         return str(kind)
     if (folder / "editor.json").is_file() or (not (folder / "run").is_dir() and any(folder.glob("step*/editor.json"))):
         return "edit"
@@ -352,6 +352,80 @@ def merge_bench(out: Path, folders: Sequence[Path]) -> dict[str, Any]:
     return {"kind": "bench", "out": str(out), "rows": len(rows), "shards": len(folders), "table": table}
 
 
+# --- arenas ---------------------------------------------------------------------------------------------------
+
+
+def _arena_settings(doc: Mapping[str, Any]) -> dict[str, Any]:
+    sched = doc.get("schedule") or {}
+    return {"judge_identity": doc.get("judge_identity"), "ties": doc.get("ties"),
+            **{k: sched.get(k) for k in ("stop_at", "budget", "round_size", "seed")}}
+
+
+def _check_arena(folders: Sequence[Path]) -> list[tuple[Path, Any]]:
+    docs = [(f, _load(f / "arena.json")) for f in folders]
+    _same([(f, {**_arena_settings(d), "n_boot": _load(f / "shard.json").get("n_boot")}) for f, d in docs],
+          "judge or arena settings")
+    return docs
+
+
+def merge_arena(out: Path, folders: Sequence[Path]) -> dict[str, Any]:
+    """Join ``editlens arena --shard`` folders: every shard's verdicts (``comparisons.jsonl`` and the
+    verdict cache) and the ratings fitted over all of them. Each shard chose its pairs adaptively
+    among its own sources, so the verdicts are not the ones a single process would have asked for;
+    a rerun of ``arena`` without ``--shard`` into the merged folder replays every cached verdict
+    and asks only what the whole-arena schedule still wants."""
+    from editlens.runner.arena import Contest, _Judged, ratings_document
+
+    shards = _shards(folders)
+    docs = _check_arena(folders)
+    keys = shards[0]["ids"]
+    pos = {k: i for i, k in enumerate(keys)}
+    editors = list(shards[0]["editors"])
+    idx = {m: i for i, m in enumerate(editors)}
+    lines: list[dict[str, Any]] = []
+    for f in folders:
+        lines += [json.loads(line) for line in (f / "comparisons.jsonl").read_text(encoding="utf-8").splitlines()
+                  if line.strip()]
+    lines.sort(key=lambda v: pos.get(v["source"], len(pos)))  # stable: each shard's own order within a source
+    judged = [_Judged(pos[v["source"]], idx[v["a"]], idx[v["b"]],
+                      {k: val for k, val in v.items() if k not in ("source", "a", "b", "id_a", "id_b")})
+              for v in lines]
+    first = docs[0][1]
+    sched = first.get("schedule") or {}
+    human = (first.get("human") or {}).get("reference")
+    doc = ratings_document(editors, [Contest(k, "", "") for k in keys], judged, ties=first["ties"],
+                           n_boot=int(shards[0]["n_boot"]), seed=int(sched.get("seed") or 0),
+                           human=human, noop=(first.get("input") or {}).get("noop"))
+    doc.update({"judge": first.get("judge"), "judge_identity": first.get("judge_identity"),
+                "input": first.get("input"), "merged_from": [str(f) for f in folders],
+                "schedule": {**{k: sched.get(k) for k in ("stop_at", "budget", "round_size", "seed")},
+                             "shards": len(folders), "comparisons": len(judged),
+                             "all_pairs": sum((d.get("schedule") or {}).get("all_pairs", 0) for _, d in docs),
+                             "rounds": max((d.get("schedule") or {}).get("rounds", 0) for _, d in docs),
+                             "stopped": "; ".join(f"shard {sh['shard']}: {(d.get('schedule') or {}).get('stopped')}"
+                                                  for sh, (_, d) in zip(shards, docs)),
+                             "asked": sum((d.get("schedule") or {}).get("asked", 0) for _, d in docs),
+                             "cached": sum((d.get("schedule") or {}).get("cached", 0) for _, d in docs)}})
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write(out / "comparisons.jsonl", lambda fh: fh.writelines(json.dumps(v, default=str) + "\n" for v in lines))
+    atomic_write(out / "arena.json", lambda fh: json.dump(doc, fh, indent=1, default=str))
+    caches = [f / "verdicts.sqlite" for f in folders if (f / "verdicts.sqlite").is_file()]
+    if caches:  # the verdicts, so a rerun into the merged folder asks none of them again
+        shutil.copy2(caches[0], out / "verdicts.sqlite")
+        conn = sqlite3.connect(out / "verdicts.sqlite")
+        try:
+            tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+            for c in caches[1:]:
+                conn.execute("ATTACH DATABASE ? AS shard", (str(c),))
+                for t in tables:
+                    conn.execute(f"INSERT OR IGNORE INTO main.{t} SELECT * FROM shard.{t}")
+                conn.commit()
+                conn.execute("DETACH DATABASE shard")
+        finally:
+            conn.close()
+    return {"kind": "arena", "out": str(out), "comparisons": len(judged), "shards": len(folders), "arena": doc}
+
+
 def merge_shards(out: str | Path, folders: Sequence[str | Path]) -> dict[str, Any]:
     """Join the shard folders ``folders`` (all of one job: ``edit``, ``run`` or ``bench run``
     with ``--shard I/N``) into ``out`` (new or empty). Returns what was merged."""
@@ -367,6 +441,6 @@ def merge_shards(out: str | Path, folders: Sequence[str | Path]) -> dict[str, An
     kind = kinds[paths[0]]
     _shards(paths)  # one job, every shard once, same settings: checked before anything is written
     {"edit": _check_staged, "run": lambda fs: _same([(f, _evaluators(f)) for f in fs], "evaluators"),
-     "bench": _check_bench}[kind](paths)
+     "bench": _check_bench, "arena": _check_arena}[kind](paths)
     _fresh(out, paths)
-    return {"edit": merge_staged_edits, "run": merge_runs, "bench": merge_bench}[kind](out, paths)
+    return {"edit": merge_staged_edits, "run": merge_runs, "bench": merge_bench, "arena": merge_arena}[kind](out, paths)
