@@ -103,3 +103,20 @@ def test_a_bad_editor_on_ray_says_why(tmp_path, local_ray):
     assert r.exit_code == 2 and "no_such_editor" in r.output
     r = cli("edit", manifest, "--editor", SCRIPTED, "--out", tmp_path / "o", "--workers", "2", "--no-progress")
     assert r.exit_code == 2 and "--executor ray" in r.output
+
+
+def test_best_of_n_and_run_generate_on_ray_as_in_one_process(tmp_path, local_ray):
+    manifest = write_inputs(tmp_path, 3)
+    picks = []
+    for name, extra in (("one", []), ("ray", ["--executor", "ray", "--workers", "2"])):
+        r = cli("best-of-n", manifest, "--editor", SCRIPTED, "--samples", "2", "--metric", "psnr", "--edits-out",
+                tmp_path / f"bon-{name}", "--json", *extra)
+        assert r.exit_code == 0, r.output
+        picks.append(json.loads(r.stdout[r.stdout.index("{"):])["picks"])
+    assert [p["best_value"] for p in picks[0]] == [p["best_value"] for p in picks[1]]
+    assert digests(tmp_path / "bon-ray") == digests(tmp_path / "bon-one")
+    r = cli("run", manifest, "--editor", SCRIPTED, "--edit-samples", "2", "--metrics", "psnr", "--out",
+            tmp_path / "run-ray", "--executor", "ray", "--ray-workers", "2", "--no-progress")
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "run-ray" / "edits" / "editor.json").read_text())["runtime"]["executor"] == "ray"
+    assert digests(tmp_path / "run-ray" / "edits") == digests(tmp_path / "bon-one")

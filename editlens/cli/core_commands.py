@@ -195,7 +195,8 @@ def run_cmd(
     executor: Executor = typer.Option(Executor.local, "--executor",
                                       help="local, or ray (batches spread over a Ray cluster)."),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: start a local Ray)."),
-    ray_workers: Optional[int] = typer.Option(None, "--ray-workers", help="Ray actors (default: one per CPU, or per GPU)."),
+    ray_workers: Optional[int] = typer.Option(None, "--ray-workers", help="Ray actors (default: one per CPU, or per GPU); "
+                                              "with --editor, the editor's workers too."),
     gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="GPUs each Ray actor holds (e.g. 1)."),
     judge: Optional[str] = JudgeOpt,
     vlm: Optional[str] = VlmOpt,
@@ -261,7 +262,10 @@ def run_cmd(
         made = run_generation(manifest, editor, edits_out or out / "edits", edit_samples, seed,
                               editor_options(editor_option, device, dtype, False, False), None, progress, columns,
                               manifest_options={"encoding": encoding, "delimiter": delimiter, "split": split,
-                                                "image_root": image_root}, shard=shard)
+                                                "image_root": image_root}, shard=shard,
+                              # --executor ray: the editor on the Ray workers too (one pipeline each)
+                              where={"executor": executor.value, "address": address, "workers": ray_workers,
+                                     "gpus_per_worker": gpus_per_worker})
         if made.interrupted:
             exit_for(made, edits_out or out / "edits")
         # the generated manifest is plain JSON Lines beside its images
