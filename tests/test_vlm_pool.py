@@ -60,3 +60,21 @@ def test_bench_run_over_two_engines_gives_the_one_engine_table(tmp_path):
         one = bench(tmp_path / "one", url)
         two = bench(tmp_path / "two", bad, url)
     assert down.requests and two["models"] == one["models"]
+
+
+def test_every_engine_of_a_pool_is_probed_and_a_sick_one_is_named():
+    from editlens.backends.engine import EngineNeeds, check_engine
+    from editlens.errors import ModelUnavailableError
+
+    a, b, down = FakeServer(), FakeServer(), DownServer()
+    with a.running() as ua, b.running() as ub, down.running() as ud:
+        caps = check_engine(PooledBackend([ua, ub], max_retries=0), EngineNeeds(images=2), "the judge", "--vlm")
+        assert caps["images_per_prompt"] == "at least 2" and len(a.requests) == len(b.requests) == 1
+        import pytest
+
+        sick = PooledBackend([ud, ua], max_retries=0, backoff=0.0)  # a sick engine at start is left out
+        check_engine(sick, EngineNeeds(images=3), "the judge", "--vlm")
+        assert sick.health() == {ud: False, ua: True}
+        with pytest.raises(ModelUnavailableError, match="no engine of --vlm answers"):
+            check_engine(PooledBackend([ud, ud + "/"], max_retries=0, backoff=0.0), EngineNeeds(images=4),
+                         "the judge", "--vlm")

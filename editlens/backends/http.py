@@ -230,6 +230,10 @@ class PooledBackend:
             out["capabilities"] = self.capabilities
         return out
 
+    def leave_out(self, member: OpenAIBackend) -> None:
+        """Send ``member`` nothing for ``cooldown`` seconds (it gave up on a request)."""
+        self._down_until[id(member)] = self._clock() + self.cooldown
+
     def health(self) -> dict[str, bool]:
         """``{url: healthy}`` now."""
         now = self._clock()
@@ -275,6 +279,6 @@ class PooledBackend:
                     results[i] = gen
                     tried[i].add(id(m))
                     if gen.error is not None and gen.error.startswith("gave up after"):
-                        self._down_until[id(m)] = self._clock() + self.cooldown
+                        self.leave_out(m)
                         pending.append(i)
         return [g if g is not None else Generation(None, error="no engine left to ask") for g in results]
