@@ -120,3 +120,42 @@ def test_best_of_n_and_run_generate_on_ray_as_in_one_process(tmp_path, local_ray
     assert r.exit_code == 0, r.output
     assert json.loads((tmp_path / "run-ray" / "edits" / "editor.json").read_text())["runtime"]["executor"] == "ray"
     assert digests(tmp_path / "run-ray" / "edits") == digests(tmp_path / "bon-one")
+
+
+def test_a_sigkilled_ray_driver_loses_only_images_in_flight_and_a_rerun_resumes(tmp_path, local_ray):
+    """The driver (`editlens edit --executor ray` on this module's Ray) is SIGKILLed half-way: every image it
+    logged is kept, none is listed twice, and a rerun makes the rest; the folder equals one process's."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    manifest = write_inputs(tmp_path, 8)
+    one = tmp_path / "one"
+    assert cli("edit", manifest, "--editor", SCRIPTED, "--out", one, "--no-progress").exit_code == 0
+    out = tmp_path / "ray"
+    args = ["edit", str(manifest), "--editor", "editlens.testing.tiny_editors:slow_editor", "--out", str(out),
+            "--editor-option", "seconds=1.0", "--batch-size", "1", "--executor", "ray", "--workers", "2",
+            "--address", ray.get_runtime_context().gcs_address, "--no-progress"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(Path.cwd()), os.environ.get("PYTHONPATH"))
+                                                       if p)}
+    proc = subprocess.Popen([sys.executable, "-m", "editlens.cli.main", *args], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    log = out / "generations.jsonl"
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+        if log.is_file() and len(log.read_text().splitlines()) >= 2:
+            break
+        time.sleep(0.1)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    kept = rows(log)
+    assert 2 <= len(kept) < 8 and len({(r["edit_id"], r["sample"]) for r in kept}) == len(kept)
+    r = cli(*args)
+    assert r.exit_code == 0, r.output
+    assert f"{8 - len(kept)} images generated, {len(kept)} kept" in r.output
+    assert digests(out) == digests(one)
+    assert ([{k: v for k, v in x.items() if k != "model"} for x in rows(out / "manifest.jsonl")]
+            == [{k: v for k, v in x.items() if k != "model"} for x in rows(one / "manifest.jsonl")])  # its name aside

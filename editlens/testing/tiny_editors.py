@@ -52,3 +52,12 @@ def crash_once_editor(image: Any, instruction: str, *, seed: int, edit_id: str =
         Path(marker).write_text(str(os.getpid()))
         os.kill(os.getpid(), signal.SIGKILL)
     return scripted_editor(image, instruction, seed=seed, edit_id=edit_id)
+
+
+def slow_editor(image: Any, instruction: str, *, seed: int, edit_id: str = "", seconds: float = 0.5) -> Any:
+    """:func:`scripted_editor` (the same images) taking ``seconds`` per image: a run long enough to be
+    killed half-way, for resume tests."""
+    import time
+
+    time.sleep(float(seconds))
+    return scripted_editor(image, instruction, seed=seed, edit_id=edit_id)
