@@ -12,6 +12,13 @@ the same edits into fresh folders; the images of the two passes are compared
         [--image-side 256] [--dtype auto|float32|bfloat16|both] [--device cpu|cuda]
         [--channels-last] [--tf32] [--vae-slicing/--no-vae-slicing] [--breakdown/--no-breakdown] [--profile]
 
+``--compare raw``: ``editlens edit`` (``generate_edits``: seeds, PNG writes, the fsynced log,
+the manifest) against the raw diffusers pipeline call on the same loaded pipeline, the same
+inputs and batches (target: editlens >= 0.95 of the raw rate, in each precision).
+``--compare ray``: the same edits on ``--workers`` Ray CPU workers (one pipeline each, one
+thread each) against one process (all threads); target >= 1.6x on 2 workers when the machine
+has the cores (``os.cpu_count()`` is reported). Run either with nothing else on the machine.
+
 Target: batched >= 1.5x one at a time. Peak memory is reported (CUDA: the
 allocator's peak; CPU: the process's peak resident set). ``--size tiny`` is
 a smoke test of the script (timings meaningless).
@@ -128,6 +135,10 @@ def main() -> None:
     ap.add_argument("--breakdown", action=argparse.BooleanOptionalAction, default=None,
                     help="seconds per image by pipeline component (default: on a CPU only)")
     ap.add_argument("--profile", action="store_true", help="torch.profiler's top operators at 1 and --batch images")
+    ap.add_argument("--compare", default="batching", choices=["batching", "raw", "ray"],
+                    help="batching (batched vs one at a time), raw (editlens edit vs the raw pipeline call) or "
+                         "ray (Ray CPU workers vs one process)")
+    ap.add_argument("--workers", type=int, default=2, help="--compare ray: Ray workers")
     args = ap.parse_args()
     side = args.image_side or {"tiny": 32, "realistic": 256, "full": 512}[args.size]
     steps = 2 if args.size == "tiny" else args.steps
@@ -214,7 +225,121 @@ def main() -> None:
                 return True, msg + " [tiny: smoke test, not gated]"
             return res["speedup"] >= 1.5 and res["unet_parameters"] >= 100e6, msg + " (target >= 1.5x)"
 
+        if args.compare == "raw":
+            sys.exit(run_per_dtype(args.dtype, args.device,
+                                   lambda dtype: _raw(args, root, editor_dir, rows, steps, side, dtype), _check_raw))
+        if args.compare == "ray":
+            sys.exit(run_per_dtype(args.dtype, args.device,
+                                   lambda dtype: _ray(args, root, editor_dir, steps, side, dtype), _check_ray))
         sys.exit(run_per_dtype(args.dtype, args.device, measure, check))
+
+
+def _raw(args: Any, root: Path, editor_dir: Path, rows: list, steps: int, side: int, dtype: str) -> dict:
+    """editlens edit vs the pipeline called directly, on one loaded pipeline, the same inputs and batches."""
+    import torch
+
+    from editlens.editors import create_editor
+    from editlens.editors.diffusers_editor import fit_size
+    from editlens.runner.edit import derive_seed, generate_edits
+
+    editor = create_editor(str(editor_dir), steps=steps, resolution=side, dtype=dtype, device=args.device)
+    pipe = editor.load()
+    device = editor.runtime()["precision"]["device"]
+    sources = [Image.open(root / r["source"]).convert("RGB") for r in rows]
+    w, h = fit_size(*sources[0].size, side, 8)
+    values = editor.settings()
+
+    def raw() -> int:
+        made = 0
+        for start in range(0, len(rows), args.batch):
+            idx = range(start, min(len(rows), start + args.batch))
+            out = pipe(prompt=[rows[i]["instruction"] for i in idx],
+                       image=[sources[i].resize((w, h), Image.Resampling.BICUBIC) for i in idx],
+                       num_inference_steps=steps, guidance_scale=values["guidance"],
+                       image_guidance_scale=values["image_guidance"],
+                       generator=[torch.Generator("cpu").manual_seed(derive_seed(0, rows[i]["id"], 0)) for i in idx])
+            made += len(out.images)
+        return made
+
+    def sync() -> None:
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    generate_edits(root / "in.jsonl", editor, root / f"rawwarm-{dtype}", batch_size=args.batch, progress=False)
+    times: dict[str, float] = {}
+    for rep in range(2):  # alternate, so a drift of the machine's speed hits both
+        for name in ("raw_pipeline", "editlens_edit"):
+            sync()
+            t0 = time.perf_counter()
+            if name == "raw_pipeline":
+                n = raw()
+            else:
+                n = generate_edits(root / "in.jsonl", editor, root / f"edit-{dtype}-{rep}", batch_size=args.batch,
+                                   progress=False).generated
+            sync()
+            times[name] = times.get(name, 0.0) + (time.perf_counter() - t0) / max(1, n)
+    ratio = times["raw_pipeline"] / times["editlens_edit"]
+    return {"edits": len(rows), "batch": args.batch, "steps": steps, "side": side, "size": args.size,
+            "seconds_per_image": {k: round(v / 2, 4) for k, v in times.items()},
+            "editlens_rate_vs_raw": round(ratio, 3), "precision": editor.runtime()["precision"]}
+
+
+def _check_raw(res: dict) -> tuple[bool, str]:
+    msg = (f"editlens edit runs at {res['editlens_rate_vs_raw']:.3f} of the raw pipeline call's rate "
+           f"({res['edits']} edits, batch {res['batch']}, {res['steps']} steps, {res['side']} px)")
+    if res["size"] == "tiny":
+        return True, msg + " [tiny: smoke test, not gated]"
+    return res["editlens_rate_vs_raw"] >= 0.95, msg + " (target >= 0.95)"
+
+
+def _ray(args: Any, root: Path, editor_dir: Path, steps: int, side: int, dtype: str) -> dict:
+    """The same edits on Ray CPU workers (one pipeline, one thread each) vs one process (all threads)."""
+    import os
+
+    import ray
+
+    from editlens.editors import create_editor
+    from editlens.runner.edit import generate_edits
+    from editlens.runner.executors import RayEditors
+
+    options = {"steps": steps, "resolution": side, "dtype": dtype, "device": "cpu"}
+    editor = create_editor(str(editor_dir), **options)
+    generate_edits(root / "in.jsonl", editor, root / f"raywarm-{dtype}", batch_size=args.batch, progress=False)
+    t0 = time.perf_counter()
+    one = generate_edits(root / "in.jsonl", editor, root / f"one-{dtype}", batch_size=args.batch, progress=False)
+    t_one = time.perf_counter() - t0
+    editor.close()
+    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
+    try:
+        spread = RayEditors(str(editor_dir), options, num_workers=args.workers)
+        try:  # warm-up on every worker (loading and first calls belong to neither pass)
+            generate_edits(root / "in.jsonl", spread, root / f"raywarm2-{dtype}", batch_size=args.batch, progress=False)
+            t0 = time.perf_counter()
+            res = generate_edits(root / "in.jsonl", spread, root / f"ray-{dtype}", batch_size=args.batch,
+                                 progress=False)
+            t_ray = time.perf_counter() - t0
+        finally:
+            spread.close()
+    finally:
+        ray.shutdown()
+    diff = 0  # one process sums over all its threads, a worker over its one: the last bits may round apart
+    for p in (root / f"ray-{dtype}" / "images").iterdir():
+        a = np.asarray(Image.open(p), np.int16)
+        b = np.asarray(Image.open(root / f"one-{dtype}" / "images" / p.name), np.int16)
+        diff = max(diff, int(np.abs(a - b).max()))
+    return {"cpu_count": os.cpu_count(), "workers": args.workers, "edits": args.edits, "batch": args.batch,
+            "steps": steps, "side": side, "size": args.size, "one_process_s": round(t_one, 3),
+            "ray_s": round(t_ray, 3), "speedup": round(t_one / t_ray, 3), "max_pixel_difference_vs_one_process": diff,
+            "generated": (one.generated, res.generated)}
+
+
+def _check_ray(res: dict) -> tuple[bool, str]:
+    msg = (f"{res['workers']} Ray workers {res['speedup']:.2f}x one process on {res['cpu_count']} cores "
+           f"({res['edits']} edits, batch {res['batch']}; images differ by at most "
+           f"{res['max_pixel_difference_vs_one_process']} levels: 1 vs all threads per process)")
+    if res["size"] == "tiny" or (res["cpu_count"] or 1) < res["workers"]:
+        return True, msg + " [not gated: tiny, or fewer cores than workers]"
+    return res["speedup"] >= 1.6, msg + " (target >= 1.6x)"
 
 
 if __name__ == "__main__":

@@ -42,3 +42,9 @@ class UnknownMetricError(EditlensError, KeyError):
 
     def __str__(self) -> str:  # KeyError quotes its message; keep it readable
         return str(self.args[0]) if self.args else "unknown metric"
+
+
+class StopNow(SystemExit):
+    """A second SIGTERM while a run stops after its batch in flight: stop at once (exit 128 + signal).
+    Its own type, so that code which fails an editor's images when the editor calls ``sys.exit()``
+    lets this one through."""

@@ -62,6 +62,21 @@ def check_engine(backend: Any, needs: EngineNeeds, who: str, option: str) -> dic
     pointed at the engine) and the engine's own setting when it falls short.
     Returns the capabilities found (also kept on the backend)."""
     be = _raw(backend)
+    members = getattr(be, "members", None)
+    if members:  # several engines of one model (--vlm URL --vlm URL): each is probed
+        found, sick = [], []
+        for m in members:
+            try:
+                found.append(check_engine(m, needs, who, option))
+            except ModelUnavailableError as exc:
+                if "gave up after" not in str(exc):  # the engine answers, and refuses: a setting to fix
+                    raise
+                sick.append(str(exc))  # lost on the way (time-outs, 5xx): left out for now, as at run time
+                be.leave_out(m)
+        if not found:
+            raise ModelUnavailableError(f"{who}: no engine of {option} answers: " + "; ".join(sick))
+        be.capabilities = found[0]
+        return found[0]
     if not hasattr(be, "base_url"):
         return {}
     url, model = be.base_url, be.model_id
@@ -116,6 +131,7 @@ def engine_tokens(backend: Any, words: Sequence[str]) -> list[dict[str, tuple[in
     import httpx
 
     be = _raw(backend)
+    be = (getattr(be, "members", None) or [be])[0]  # engines of one model share a tokenizer
     root = be.base_url[:-3] if be.base_url.endswith("/v1") else be.base_url
     headers = be._headers() if hasattr(be, "_headers") else {}
     out: list[dict[str, tuple[int, str]]] = []

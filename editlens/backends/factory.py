@@ -61,9 +61,12 @@ def create_backend(ref: str, *, device: str = "auto", dtype: str = "auto", batch
 
     def load() -> Any:
         if not local:
-            from editlens.backends.http import OpenAIBackend
+            from editlens.backends.http import OpenAIBackend, PooledBackend
 
-            backend: Any = OpenAIBackend(ref, model=http_model, api_key_env=api_key_env, option=model_option, **http)
+            urls = ref.split()  # --vlm URL --vlm URL: several engines of one model, round robin
+            backend: Any = (PooledBackend(urls, model=http_model, api_key_env=api_key_env, option=model_option, **http)
+                            if len(urls) > 1 else
+                            OpenAIBackend(ref, model=http_model, api_key_env=api_key_env, option=model_option, **http))
         else:
             from editlens.models.loader import load_model
 

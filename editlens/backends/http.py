@@ -167,3 +167,118 @@ class OpenAIBackend:
                     # exponential backoff with jitter, so many clients do not retry in lockstep
                     await asyncio.sleep(self.backoff * (2**attempt) * (0.5 + random.random()))
         return Generation(None, error=f"gave up after {self.max_retries + 1} attempts: {last}")
+
+
+class PooledBackend:
+    """Several OpenAI-compatible engines serving one model (``--vlm URL --vlm URL``): requests go
+    round robin over the healthy ones; a request an engine gave up on (time-outs, 5xx after its
+    retries) is sent to another, and that engine is left out for ``cooldown`` seconds. A request
+    every engine gave up on is *failed* (redone on rerun). An engine unreachable at start is left
+    out with a warning; none reachable, or engines serving different models, is an error."""
+
+    name = "openai-http"
+    capabilities: dict[str, Any] | None = None
+
+    def __init__(self, urls: Sequence[str], cooldown: float = 30.0, **options: Any) -> None:
+        import time
+        import warnings
+
+        self.members: list[OpenAIBackend] = []
+        down: list[str] = []
+        for url in urls:
+            try:
+                self.members.append(OpenAIBackend(url, **options))
+            except ModelUnavailableError as exc:
+                if "cannot reach" not in str(exc):
+                    raise
+                down.append(f"{url} ({exc})")
+        if not self.members:
+            raise ModelUnavailableError("no engine of --vlm answers: " + "; ".join(down))
+        for url in down:
+            warnings.warn(f"engine left out (unreachable at start): {url}", stacklevel=2)
+        first = self.members[0]
+        for m in self.members[1:]:
+            if (m.model_id, m.revision) != (first.model_id, first.revision):
+                raise ModelUnavailableError(f"{m.base_url} serves {m.model_id!r} ({m.revision}) but {first.base_url} "
+                                            f"serves {first.model_id!r} ({first.revision}): the engines of one judge "
+                                            "must serve the same model")
+        self.model_id, self.revision, self.extensions = first.model_id, first.revision, first.extensions
+        self.models_answer = first.models_answer
+        self.cooldown = float(cooldown)
+        self._down_until = {id(m): 0.0 for m in self.members}
+        self._next = 0
+        self._clock = time.monotonic
+        self.unreachable = down
+
+    @property
+    def calls(self) -> int:
+        return sum(m.calls for m in self.members)
+
+    @property
+    def base_url(self) -> str:
+        return " ".join(m.base_url for m in self.members)
+
+    def describe(self) -> dict[str, Any]:
+        # which engines answered does not change the answers: the model and its revision key results
+        return {"backend": self.name, "url": "pool", "model": self.model_id, "served": self.revision}
+
+    def provenance(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"backend": self.name, "urls": [m.base_url for m in self.members],
+                               "unreachable_at_start": self.unreachable, "served_model": self.model_id,
+                               "models_answer": self.models_answer}
+        if self.capabilities:
+            out["capabilities"] = self.capabilities
+        return out
+
+    def leave_out(self, member: OpenAIBackend) -> None:
+        """Send ``member`` nothing for ``cooldown`` seconds (it gave up on a request)."""
+        self._down_until[id(member)] = self._clock() + self.cooldown
+
+    def health(self) -> dict[str, bool]:
+        """``{url: healthy}`` now."""
+        now = self._clock()
+        return {m.base_url: self._down_until[id(m)] <= now for m in self.members}
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
+        if not requests:
+            return []
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self._generate_all(requests))
+        box: list[Any] = []
+        t = threading.Thread(target=lambda: box.append(asyncio.run(self._generate_all(requests))))
+        t.start()
+        t.join()
+        return box[0]
+
+    async def _generate_all(self, requests: Sequence[ChatRequest]) -> list[Generation]:
+        results: list[Generation | None] = [None] * len(requests)
+        pending = list(range(len(requests)))
+        tried: dict[int, set[int]] = {i: set() for i in pending}
+        while pending:
+            now = self._clock()
+            healthy = [m for m in self.members if self._down_until[id(m)] <= now] or list(self.members)
+            plan: dict[int, list[int]] = {}
+            for i in pending:  # round robin over the healthy engines this request has not tried
+                options = [m for m in healthy if id(m) not in tried[i]] or \
+                          [m for m in self.members if id(m) not in tried[i]]
+                if not options:
+                    continue
+                m = options[self._next % len(options)]
+                self._next += 1
+                plan.setdefault(self.members.index(m), []).append(i)
+            if not plan:
+                break
+            answers = await asyncio.gather(*(self.members[k]._generate_all([requests[i] for i in idx])
+                                             for k, idx in plan.items()))
+            pending = []
+            for (k, idx), gens in zip(plan.items(), answers):
+                m = self.members[k]
+                for i, gen in zip(idx, gens):
+                    results[i] = gen
+                    tried[i].add(id(m))
+                    if gen.error is not None and gen.error.startswith("gave up after"):
+                        self.leave_out(m)
+                        pending.append(i)
+        return [g if g is not None else Generation(None, error="no engine left to ask") for g in results]

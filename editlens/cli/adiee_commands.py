@@ -13,14 +13,19 @@ import typer
 
 from editlens.cli.common import emit_json, guarded, parse_models
 from editlens.cli.options import (
+    AddressOpt,
     AdieeHead,
     AdieeLayout,
     Binning,
     DeviceOpt,
     DtypeOpt,
+    Executor,
+    ExecutorOpt,
+    GpusPerWorkerOpt,
     LevelStyle,
     LrDecay,
     Orders,
+    RayWorkersOpt,
     SampleWeights,
     TargetWeights,
 )
@@ -312,6 +317,10 @@ def best_of_n_cmd(
                                              "candidates (resumable; default MANIFEST's folder/STEM.best-of-N)."),
     vlm: Optional[str] = typer.Option(None, "--vlm", help="VLM of a judge evaluator (pairwise: a knockout per edit)."),
     orders: Orders = typer.Option(Orders.both, "--orders", help="Pairwise judge: both, forward or reverse."),
+    executor: Executor = ExecutorOpt,
+    address: Optional[str] = AddressOpt,
+    workers: Optional[int] = RayWorkersOpt,
+    gpus_per_worker: float = GpusPerWorkerOpt,
 ) -> None:
     """Pick the best of N candidate edits per source by a registered evaluator; with --editor, generate the
     N candidates first (a pairwise judge as --metric runs a knockout per edit, both orders by default).
@@ -323,9 +332,14 @@ def best_of_n_cmd(
     from editlens.adiee.reward import best_of_n
 
     if editor:
+        from editlens.cli.edit_commands import spread
+
         _best_of_generated(manifest, metric, model, option, out, device, dtype, batch_size, json_out, editor,
-                           samples, seed, editor_option, edits_out, vlm, orders.value)
+                           samples, seed, editor_option, edits_out, vlm, orders.value,
+                           spread(executor, address, workers, gpus_per_worker))
         return
+    if executor is not Executor.local:
+        raise typer.BadParameter("--executor ray spreads the generation: it goes with --editor")
     samples_, scores, m = _score_manifest(manifest, metric, model, option, device, batch_size, dtype)
     picks = best_of_n(samples_, scores, m.spec.higher_is_better)
     doc = {"metric": metric, "higher_is_better": m.spec.higher_is_better, "picks": [asdict(p) for p in picks]}
@@ -351,7 +365,7 @@ def best_of_n_cmd(
 
 
 def _best_of_generated(manifest, metric, model, option, out, device, dtype, batch_size, json_out, editor,
-                       samples, seed, editor_option, edits_out, vlm, orders):
+                       samples, seed, editor_option, edits_out, vlm, orders, where=None):
     from editlens.cli.common import EXIT_FAILED
     from editlens.cli.edit_commands import editor_options, exit_for, run_generation
     from editlens.runner.best_of_n import best_of_generated
@@ -359,7 +373,8 @@ def _best_of_generated(manifest, metric, model, option, out, device, dtype, batc
 
     folder = edits_out or manifest.parent / f"{manifest.stem}.best-of-{samples}"
     result = run_generation(manifest, editor, folder, samples, seed,
-                            editor_options(editor_option, device, dtype, False, False), None, True, None)
+                            editor_options(editor_option, device, dtype, False, False), None, True, None,
+                            where=where)
     if result.interrupted:
         exit_for(result, folder)
     from editlens.cli.options import vlm_options

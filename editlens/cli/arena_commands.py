@@ -19,12 +19,14 @@ from editlens.cli.options import (
     OptionOpt,
     RetriesOpt,
     SamplesOpt,
+    ShardOpt,
     TemperatureOpt,
     TemplateOpt,
     TimeoutOpt,
     VlmModelOpt,
-    VlmOpt,
+    VlmsOpt,
     http_settings,
+    join_vlms,
     vlm_options,
 )
 
@@ -83,7 +85,7 @@ def arena_cmd(
                                                "DIR/arena): the same Bradley-Terry fit and CIs, no judge."),
     model: Optional[List[str]] = ModelOpt,
     option: Optional[List[str]] = OptionOpt,
-    vlm: Optional[str] = VlmOpt,
+    vlm_urls: Optional[List[str]] = VlmsOpt,
     vlm_model: Optional[str] = VlmModelOpt,
     cache: str = CacheOpt,
     template: Optional[List[str]] = TemplateOpt,
@@ -95,6 +97,7 @@ def arena_cmd(
     concurrency: Optional[int] = ConcurrencyOpt,
     device: str = DeviceOpt,
     dtype: str = DtypeOpt,
+    shard: Optional[str] = ShardOpt,
 ) -> None:
     """Rank the editors of a run by pairwise comparisons on the sources they all edited: Bradley-Terry
     ratings (ties kept) with bootstrap CIs over sources, pairs chosen adaptively (uncertain neighbours
@@ -131,7 +134,16 @@ def arena_cmd(
         raise typer.BadParameter("give one of --judge NAME (a pairwise judge, with --vlm) or --metric NAME "
                                  "(pairs decided by a point-wise evaluator's scores)")
     http_settings(timeout, max_retries, concurrency)
+    vlm = join_vlms(vlm_urls)
     contests, info = A.contests_from(run_or_manifest, split_names(editors))
+    from editlens.runner.shards import parse_shard
+
+    part = parse_shard(shard)
+    every = contests
+    if part is not None:  # this shard's sources; `runs merge` fits the ratings over every shard's verdicts
+        contests = part.select(contests, lambda c: c.key)
+        if not contests:
+            raise InputError(f"--shard {shard}: none of the {len(every)} sources falls in this shard; use fewer shards")
     human = A.read_human_ranking(human_ranking) if human_ranking else None
     opts = parse_options(option or [])
     comparer: Any
@@ -171,6 +183,13 @@ def arena_cmd(
                       info={"manifest": Path(info["manifest"]).name, "run": Path(info["run"]).name if info["run"] else None,
                             "notes": info["notes"], "noop": info["noop"]},
                       progress=lambda line: typer.echo(line, err=True))
+    if part is not None:
+        from editlens.core.io import write_json
+        from editlens.runner.shards import ids_digest, shard_record
+
+        write_json(out / "shard.json", shard_record(
+            part, [c.key for c in every], ids_digest([(c.key, *sorted(c.edits.items())) for c in every]), "arena",
+            editors=sorted({m for c in every for m in c.edits}), n_boot=n_boot), default=str)
     if json_out:
         emit_json(doc)
     else:

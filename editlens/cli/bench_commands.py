@@ -10,17 +10,24 @@ import typer
 from editlens.cli.common import EXIT_FAILED, emit_json, guarded, parse_models
 from editlens.cli.edit_commands import editor_options
 from editlens.cli.options import (
+    AddressOpt,
     AllowFailuresOpt,
     CacheOpt,
     ConcurrencyOpt,
     DeviceOpt,
     DtypeOpt,
+    Executor,
+    ExecutorOpt,
+    GpusPerWorkerOpt,
     ModelOpt,
+    RayWorkersOpt,
     RetriesOpt,
+    ShardOpt,
     TemperatureOpt,
     TimeoutOpt,
     VlmModelOpt,
-    VlmOpt,
+    VlmsOpt,
+    join_vlms,
 )
 
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks: list them, see how each is published and scored, "
@@ -93,7 +100,7 @@ def run_cmd(
     out: Path = typer.Option(..., "--out", help="Folder for run/ (resumable store), table.{json,csv,md,tex}, "
                              "items.jsonl and report.html."),
     model_name: Optional[List[str]] = typer.Option(None, "--only", help="Score only this model's folder. Repeatable."),
-    vlm: Optional[str] = VlmOpt,
+    vlm_urls: Optional[List[str]] = VlmsOpt,
     vlm_model: Optional[str] = VlmModelOpt,
     prompts_from: Optional[Path] = typer.Option(None, "--prompts-from", help="Your clone of the benchmark's "
                                                 "repository (or its prompt file): the official judge prompts. "
@@ -133,6 +140,11 @@ def run_cmd(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars (off with --json)."),
     allow_failures: bool = AllowFailuresOpt,
     json_out: bool = JsonOpt,
+    executor: Executor = ExecutorOpt,
+    address: Optional[str] = AddressOpt,
+    workers: Optional[int] = RayWorkersOpt,
+    gpus_per_worker: float = GpusPerWorkerOpt,
+    shard: Optional[str] = ShardOpt,
 ) -> None:
     """Score editors' outputs on a benchmark with its official protocol; prints the paper's table (per
     category, per language, overall) with bootstrap CIs and n. Resumable: rerun the same command.
@@ -145,8 +157,13 @@ def run_cmd(
     from editlens.runner.bench import run_benchmark
 
     http_settings(timeout, max_retries, concurrency)
+    vlm = join_vlms(vlm_urls)
     # as `editlens edit` reads them (call.KEY too); the editor runs on --device / --dtype like the metrics
     opts = editor_options(editor_option, device, dtype, False, False)
+    from editlens.cli.edit_commands import spread
+    from editlens.runner.shards import parse_shard
+
+    part = parse_shard(shard)
     res = run_benchmark(name, data, out, edits=edits, editors=editor or (), editor_options=opts,
                         models_only=model_name, vlm=vlm, vlm_model=vlm_model,
                         prompts_from=prompts_from, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
@@ -154,7 +171,8 @@ def run_cmd(
                         n_boot=n_boot, limit=limit, split=split, estimate_only=estimate, progress=progress and not json_out,
                         cache={"default": True, "none": False}.get(cache, cache), command=sys.argv,
                         answers=answers, images=images, release=release, probe=probe,
-                        metrics=[m.strip() for m in metrics.split(",") if m.strip()] if metrics else None)
+                        metrics=[m.strip() for m in metrics.split(",") if m.strip()] if metrics else None,
+                        shard=part, where=spread(executor, address, workers, gpus_per_worker))
     if estimate:
         if json_out:
             emit_json(res)

@@ -34,6 +34,7 @@ from editlens.cli.options import (
     Orders,
     RetriesOpt,
     SamplesOpt,
+    ShardOpt,
     SizePolicy,
     TemperatureOpt,
     TemplateOpt,
@@ -194,7 +195,8 @@ def run_cmd(
     executor: Executor = typer.Option(Executor.local, "--executor",
                                       help="local, or ray (batches spread over a Ray cluster)."),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: start a local Ray)."),
-    ray_workers: Optional[int] = typer.Option(None, "--ray-workers", help="Ray actors (default: one per CPU, or per GPU)."),
+    ray_workers: Optional[int] = typer.Option(None, "--ray-workers", help="Ray actors (default: one per CPU, or per GPU); "
+                                              "with --editor, the editor's workers too."),
     gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="GPUs each Ray actor holds (e.g. 1)."),
     judge: Optional[str] = JudgeOpt,
     vlm: Optional[str] = VlmOpt,
@@ -235,6 +237,7 @@ def run_cmd(
     seed: int = typer.Option(0, "--seed", help="With --editor: base seed of the derived per-image seeds."),
     edits_out: Optional[Path] = typer.Option(None, "--edits-out", help="With --editor: folder of the generated "
                                              "edits (default OUT/edits)."),
+    shard: Optional[str] = ShardOpt,
 ) -> None:
     """Score every edit of a manifest into a resumable run directory (with --editor: generate the edits first).
 
@@ -259,7 +262,10 @@ def run_cmd(
         made = run_generation(manifest, editor, edits_out or out / "edits", edit_samples, seed,
                               editor_options(editor_option, device, dtype, False, False), None, progress, columns,
                               manifest_options={"encoding": encoding, "delimiter": delimiter, "split": split,
-                                                "image_root": image_root})
+                                                "image_root": image_root}, shard=shard,
+                              # --executor ray: the editor on the Ray workers too (one pipeline each)
+                              where={"executor": executor.value, "address": address, "workers": ray_workers,
+                                     "gpus_per_worker": gpus_per_worker})
         if made.interrupted:
             exit_for(made, edits_out or out / "edits")
         # the generated manifest is plain JSON Lines beside its images
@@ -270,6 +276,7 @@ def run_cmd(
                                 delimiter=delimiter, clip_boxes=clip_boxes, split=split, edits=edits,
                                 edits_pattern=edits_pattern, image_root=image_root)
     require_samples(report, manifest)
+    run_samples, shard_doc = _shard_samples(report.samples, shard, (edits_out or out / "edits") if editor else None)
     sel = select_metrics(split_names(metrics), extra=extra_metrics(judge, captions, dice), models=parse_models(model),
                          options=parse_options(option or []), device=device, dtype=dtype,
                          with_reference=any(s.reference is not None for s in report.samples),
@@ -288,12 +295,16 @@ def run_cmd(
         runner_executor = RayExecutor(sel.metrics, image_options, address=address, num_workers=ray_workers,
                                       gpus_per_worker=gpus_per_worker)
     result = run_evaluation(
-        report.samples, sel.metrics, out, batch_size=batch_size, workers=workers, progress=progress,
+        run_samples, sel.metrics, out, batch_size=batch_size, workers=workers, progress=progress,
         image_options=image_options, executor=runner_executor,
         retry_failed=retry_failed, retry_unscored=retry_unscored, wait=wait, calibration=calibration,
         command=sys.argv, device=device, dtype=dtype,
-        extra_manifest={**inputs, "skipped_metrics": dict(sel.skipped)},
+        extra_manifest={**inputs, "skipped_metrics": dict(sel.skipped), **({"shard": shard} if shard else {})},
     )
+    if shard_doc is not None:
+        from editlens.core.io import write_json
+
+        write_json(out / "shard.json", shard_doc)
     if export:
         store = ResultsStore(out)
         rows = [r for r in store.rows() if r["evaluator"] in {m.name for m in sel.metrics}]
@@ -329,6 +340,27 @@ def run_cmd(
                    f"({'--allow-failures given: 0' if allow_failures else '--allow-failures: 0'}).", err=True)
         if not allow_failures:
             raise typer.Exit(EXIT_FAILED)
+
+
+def _shard_samples(samples: list, shard: Optional[str], generated: Optional[Path]) -> tuple[list, Optional[dict]]:
+    """``run --shard I/N``: this shard's samples and its ``shard.json`` (every sample id in order, the
+    input's fingerprint). With --editor the generation was sharded already (by edit id): its samples are kept."""
+    from editlens.runner.shards import ids_digest, parse_shard, shard_record
+
+    part = parse_shard(shard)
+    if part is None:
+        return samples, None
+    if generated is not None:
+        import json
+
+        from editlens.runner.edit import output_id
+
+        gen = json.loads((generated / "shard.json").read_text(encoding="utf-8"))
+        ids = [output_id(e, k, int(gen["samples"])) for e in gen["ids"] for k in range(int(gen["samples"]))]
+        return samples, shard_record(part, ids, gen["inputs_sha256"], "run")
+    doc = shard_record(part, [s.id for s in samples],
+                       ids_digest([(s.id, s.source, s.edited, s.instruction) for s in samples]), "run")
+    return part.select(samples, lambda s: s.id), doc
 
 
 @app.command("compare")

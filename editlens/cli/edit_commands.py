@@ -12,7 +12,17 @@ from typing import Any, List, Optional
 import typer
 
 from editlens.cli.common import EXIT_FAILED, EXIT_SIGNAL_BASE, emit_json, guarded
-from editlens.cli.options import DeviceOpt, DtypeOpt, TinyEditorFamily
+from editlens.cli.options import (
+    AddressOpt,
+    DeviceOpt,
+    DtypeOpt,
+    Executor,
+    ExecutorOpt,
+    GpusPerWorkerOpt,
+    RayWorkersOpt,
+    ShardOpt,
+    TinyEditorFamily,
+)
 
 app = typer.Typer()
 
@@ -62,15 +72,32 @@ def _redacted(arg: str) -> str:
     return "api_key=***" if arg.startswith("api_key=") else arg
 
 
+def spread(executor: Executor, address: Optional[str], workers: Optional[int],
+           gpus_per_worker: float) -> dict[str, Any]:
+    """Where the editor runs (:func:`editlens.runner.edit.open_editor`'s keywords)."""
+    if executor is not Executor.ray and (address or workers or gpus_per_worker):
+        raise typer.BadParameter("--address, --workers and --gpus-per-worker go with --executor ray")
+    return {"executor": executor.value, "address": address, "workers": workers, "gpus_per_worker": gpus_per_worker}
+
+
 def run_generation(manifest: Path, editor: str, out: Path, samples: int, seed: int, options: dict[str, Any],
                    batch_size: Optional[int], progress: bool, columns: Optional[str], retry_failed: bool = True,
-                   wait: bool = False, manifest_options: Optional[dict[str, Any]] = None) -> Any:
-    """Generate, print what happened; returns the :class:`~editlens.runner.edit.EditRunResult`."""
-    from editlens.runner.edit import generate_edits
+                   wait: bool = False, manifest_options: Optional[dict[str, Any]] = None,
+                   where: Optional[dict[str, Any]] = None, shard: Optional[str] = None) -> Any:
+    """Generate, print what happened; returns the :class:`~editlens.runner.edit.EditRunResult`.
+    ``where``: :func:`spread`'s keywords (default: this process)."""
+    from editlens.runner.edit import generate_edits, open_editor
+    from editlens.runner.shards import parse_shard
 
-    result = generate_edits(manifest, editor, out, samples=samples, seed=seed, batch_size=batch_size,
-                            editor_options=options, progress=progress, columns=columns, retry_failed=retry_failed,
-                            wait=wait, command=[_redacted(a) for a in sys.argv], manifest_options=manifest_options)
+    part = parse_shard(shard)
+    made = open_editor(editor, options, **(where or {}))
+    try:
+        result = generate_edits(manifest, made, out, samples=samples, seed=seed, batch_size=batch_size,
+                                progress=progress, columns=columns, retry_failed=retry_failed,
+                                wait=wait, command=[_redacted(a) for a in sys.argv], manifest_options=manifest_options,
+                                shard=part)
+    finally:
+        made.close()
     typer.echo(f"{result.generated} images generated, {result.reused} kept, {result.failed} failed "
                f"-> {result.manifest}", err=True)
     for rec in result.failures[:10]:
@@ -126,6 +153,11 @@ def edit_cmd(
                                         "holds several."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     allow_failures: bool = typer.Option(False, "--allow-failures", help="Exit 0 even when images failed."),
+    executor: Executor = ExecutorOpt,
+    address: Optional[str] = AddressOpt,
+    workers: Optional[int] = RayWorkersOpt,
+    gpus_per_worker: float = GpusPerWorkerOpt,
+    shard: Optional[str] = ShardOpt,
 ) -> None:
     """Generate edited images with an editor into a resumable folder whose manifest.jsonl `run`, `report`
     and `best-of-n` take as is (`edit-pairs` pairs two editors' folders for `compare`).
@@ -134,28 +166,40 @@ def edit_cmd(
     weights; 130/143 stopped by Ctrl-C/SIGTERM (finished images kept).
     """
     options = editor_options(option, device, dtype, cpu_offload, attention_slicing)
+    where = spread(executor, address, workers, gpus_per_worker)
     if bench is None:
         if split is not None:
             raise typer.BadParameter("--split goes with --bench")
         result = run_generation(manifest, editor, out, samples, seed, options, batch_size, progress, columns,
-                                retry_failed, wait)
+                                retry_failed, wait, where=where, shard=shard)
         exit_for(result, out, allow_failures)
         return
     if columns is not None:
         raise typer.BadParameter("--columns does not go with --bench: the benchmark says how its files are read")
     exit_for(_generate_benchmark(bench, manifest, split, editor, out, samples, seed, options, batch_size,
-                                 progress), out, allow_failures)
+                                 progress, where, shard), out, allow_failures)
 
 
 def _generate_benchmark(name: str, data: Path, split: Optional[str], spec: str, out: Path, samples: int,
-                        seed: int, options: dict[str, Any], batch_size: Optional[int], progress: bool) -> Any:
+                        seed: int, options: dict[str, Any], batch_size: Optional[int], progress: bool,
+                        where: Optional[dict[str, Any]] = None, shard: Optional[str] = None) -> Any:
     """``edit --bench``: one editor over a benchmark's cases; the stages' results summed for the exit status."""
-    from editlens.editors import create_editor
-    from editlens.runner.bench import generate_cases, read_benchmark
-    from editlens.runner.edit import EditRunResult
+    from editlens.runner.bench import generate_cases, read_benchmark, shard_items
+    from editlens.runner.edit import EditRunResult, open_editor
 
     bench, items = read_benchmark(name, data, split=split)
-    editor = create_editor(spec, **options)
+    if shard:  # which cases, and the whole benchmark's order, for `runs merge`
+        from editlens.core.io import write_json
+        from editlens.runner.shards import ids_digest, parse_shard, shard_record
+
+        part = parse_shard(shard)
+        assert part is not None
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / "shard.json", shard_record(part, [it.id for it in items], ids_digest(
+            [(it.id, it.source, it.instruction) for it in items]), "edit", benchmark=name, split=split, samples=samples),
+            default=str)
+    items = shard_items(items, shard)
+    editor = open_editor(spec, options, **(where or {}))
     try:
         gen = generate_cases(items, editor, out, samples=samples, seed=seed, batch_size=batch_size,
                              progress=progress, command=[_redacted(a) for a in sys.argv])

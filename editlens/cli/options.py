@@ -60,6 +60,20 @@ ModelOpt = typer.Option(None, "--model", help="Model for a role, ROLE=HUB_ID_OR_
 OptionOpt = typer.Option(None, "--option", help="Evaluator option NAME.KEY=VALUE (e.g. l1.region=outside). Repeatable.")
 JudgeOpt = typer.Option(None, "--judge", help="Comma-separated judges: viescore, yes_no (need --vlm).")
 VlmOpt = typer.Option(None, "--vlm", help="Vision-language model: hub id, local dir, or http(s)://HOST/v1 of an OpenAI-compatible server.")
+VlmsOpt = typer.Option(None, "--vlm", help="Vision-language model: hub id, local dir, or http(s)://HOST/v1 of an "
+                       "OpenAI-compatible server. Repeatable with URLs: several engines serving one model share "
+                       "the requests (round robin; an engine that gives up is left out for a while).")
+
+
+def join_vlms(vlm: Sequence[str] | None) -> str | None:
+    """``--vlm`` given once or several times (engine URLs) as the one reference the backends take."""
+    if not vlm:
+        return None
+    if len(vlm) > 1 and not all(v.startswith(("http://", "https://")) for v in vlm):
+        raise typer.BadParameter("several --vlm must all be http(s):// URLs of engines serving one model")
+    return " ".join(vlm)
+
+
 VlmModelOpt = typer.Option(None, "--vlm-model", help="Model name on the server (default: the first it lists).")
 CacheOpt = typer.Option("default", "--cache", help="Response cache: 'default' (user cache dir), a file path, or 'none'.")
 CaptionsOpt = typer.Option(False, "--captions", help="Write missing captions with the VLM (for CLIP-T/CLIP-D).")
@@ -75,6 +89,15 @@ TemperatureOpt = typer.Option(0.0, "--temperature", min=0.0, help="Sampling temp
 TimeoutOpt = typer.Option(None, "--timeout", help="Seconds an HTTP judge request may take before it is retried (default 120).")
 RetriesOpt = typer.Option(None, "--max-retries", help="Retries of an HTTP judge request after 429/5xx/time-outs (default 5).")
 ConcurrencyOpt = typer.Option(None, "--concurrency", help="HTTP judge requests in flight at once (default 8).")
+ExecutorOpt = typer.Option(Executor.local, "--executor", help="local, or ray: the editor on Ray workers (one "
+                           "pipeline each; per GPU with --gpus-per-worker 1), same images as one process.")
+AddressOpt = typer.Option(None, "--address", help="With --executor ray: the Ray cluster's address (default: a local Ray).")
+RayWorkersOpt = typer.Option(None, "--workers", min=1, help="With --executor ray: workers (default: one per GPU "
+                             "with --gpus-per-worker, else one per CPU).")
+GpusPerWorkerOpt = typer.Option(0.0, "--gpus-per-worker", min=0.0, help="With --executor ray: GPUs each worker holds "
+                                "(1: one pipeline per GPU; 0: CPU workers).")
+ShardOpt = typer.Option(None, "--shard", help="Job arrays: do only shard I of N (I/N, from 0; split by a hash of the "
+                        "id); `editlens runs merge OUT SHARD_DIR...` joins the shards' folders.")
 DeviceOpt = typer.Option("auto", "--device", help="auto ($EDITLENS_DEVICE, else cuda, mps, cpu), cpu, cuda, cuda:1, mps.")
 DtypeOpt = typer.Option("auto", "--dtype", help="auto ($EDITLENS_DTYPE, else bf16 where the GPU or CPU computes it "
                         "natively, float32 on other CPUs), float32, bfloat16, float16 (GPU).")

@@ -208,3 +208,36 @@ def _print_diff(doc: dict, top: int) -> None:
         more = max(0, r["n_changed"] - top) + max(0, r["n_flipped"] - top)
         if more:
             typer.echo(f"  ... {more} more (--top N, or --json for all)")
+
+
+@app.command("merge")
+@guarded
+def runs_merge(
+    out: Path = typer.Argument(..., help="The merged folder to write (new or empty)."),
+    shards: List[Path] = typer.Argument(..., help="Every shard folder of one job (`edit`, `run` or `bench run` with "
+                                        "--shard I/N), in any order."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable output (JSON)."),
+) -> None:
+    """Join the folders of a job's shards (--shard I/N) into the one folder a single process would have
+    written; shards made with other settings, weights or data are refused, naming what differs."""
+    from editlens.runner.merge import merge_shards
+
+    res = merge_shards(out, shards)
+    if json_out:
+        emit_json({k: v for k, v in res.items() if k not in ("table", "arena")})
+        return
+    kind = res["kind"]
+    what = {"edit": lambda: f"{res['images']} images ({res['failed']} failed)",
+            "run": lambda: f"{res['samples']} samples",
+            "bench": lambda: f"{res['rows']} table rows",
+            "arena": lambda: f"{res['comparisons']} comparisons"}[kind]()
+    typer.echo(f"merged {res['shards']} {kind} shards: {what} -> {out}")
+    if kind == "bench":
+        from editlens.bench.table import to_text
+
+        typer.echo(to_text(res["table"]))
+    if kind == "arena":
+        from editlens.cli.arena_commands import arena_lines
+
+        for line in arena_lines(res["arena"]):
+            typer.echo(line)

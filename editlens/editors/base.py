@@ -8,7 +8,8 @@ with a hash), which ``editlens edit`` writes to its manifest.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +61,25 @@ class Editor:
 
     def edit_batch(self, requests: Sequence[EditRequest]) -> list[EditOutput]:
         raise NotImplementedError
+
+    def edit_batches(self, batches: Iterable[list[EditRequest]]
+                     ) -> Iterator[tuple[list[EditRequest], list[EditOutput], float]]:
+        """``(requests, outputs, seconds)`` for each batch, in order: :meth:`edit_batch` one after
+        the other. An editor spread over workers (:class:`~editlens.runner.executors.RayEditors`)
+        runs several at once and yields them as they finish."""
+        from editlens.errors import StopNow
+
+        for requests in batches:
+            t0 = time.perf_counter()
+            try:
+                outputs = list(self.edit_batch(requests))
+            except StopNow:  # a second Ctrl-C / SIGTERM: stop now
+                raise
+            except SystemExit as exc:  # an editor that ends the process: its images fail, named
+                from editlens.editors.callable_editor import exited
+
+                outputs = [EditOutput(error=exited(self.name, exc)) for _ in requests]
+            yield requests, outputs, time.perf_counter() - t0
 
     def settings(self) -> dict[str, Any]:
         """Every setting that decides the outputs (recorded; a resume with other settings is refused)."""

@@ -196,18 +196,41 @@ def generate_cases(items: Sequence[BenchItem], editor: Any, folder: Path, *, sam
     return gen
 
 
+def shard_items(items: Sequence[BenchItem], shard: Any) -> list[BenchItem]:
+    """The cases of ``shard`` (``"I/N"`` or a :class:`~editlens.runner.shards.Shard`; ``None``: all).
+    A case made from an earlier case's edit goes with the first case of its chain, so a
+    multi-turn chain is never split between shards."""
+    from editlens.runner.shards import Shard, parse_shard
+
+    part = shard if isinstance(shard, Shard) or shard is None else parse_shard(str(shard))
+    if part is None:
+        return list(items)
+    by_id = {it.id: it for it in items}
+
+    def root(it: BenchItem) -> str:
+        seen = set()
+        while it.after is not None and it.after in by_id and it.id not in seen:
+            seen.add(it.id)
+            it = by_id[it.after]
+        return it.id
+
+    return part.select(items, root)
+
+
 def generate(items: Sequence[BenchItem], editors: Sequence[str], root: Path, *, seed: int = 0,
              editor_options: dict[str, Any] | None = None, progress: bool = True,
-             command: Sequence[str] | None = None) -> tuple[Located, dict[str, Any]]:
+             command: Sequence[str] | None = None,
+             where: dict[str, Any] | None = None) -> tuple[Located, dict[str, Any]]:
     """Make every case's edit with each ``--editor`` (:func:`generate_cases` into
     ``root/edits/<editor>/``, the folder ``editlens edit --bench`` can fill beforehand),
-    and the samples to judge; a failed generation is a *failed* case (retried on rerun)."""
-    from editlens.editors import create_editor
+    and the samples to judge; a failed generation is a *failed* case (retried on rerun).
+    ``where``: :func:`editlens.runner.edit.open_editor`'s keywords (Ray workers)."""
+    from editlens.runner.edit import open_editor
 
     out = Located([], {})
     records: dict[str, Any] = {}
     for spec in editors:
-        editor = create_editor(spec, **(editor_options or {}))
+        editor = open_editor(spec, editor_options, **(where or {}))
         name = editor.name
         while name in records:  # two editors of one name: keep both apart
             name += "+"
@@ -348,7 +371,8 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
                   estimate_only: bool = False, progress: bool = True, cache: bool | str = True,
                   command: list[str] | None = None, answers: str = "release", images: str = "release",
                   release: str | None = None, metrics: Sequence[str] | None = None,
-                  probe: bool = True) -> dict[str, Any]:
+                  probe: bool = True, shard: Any = None,
+                  where: dict[str, Any] | None = None) -> dict[str, Any]:
     """Score the outputs under ``edits`` (or made by ``editors``, ``--editor`` specs) on
     benchmark ``name`` (files at ``data``) into ``out``.
 
@@ -362,6 +386,10 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
     the only failures are outputs that cannot be read as images (``"unreadable"``
     lists them: a rerun cannot fix those), and ``"files"``; with ``estimate_only``
     the judge-call estimate and nothing run.
+
+    ``shard`` (``"I/N"``): only the cases of that shard (:func:`shard_items`); ``OUT/shard.json``
+    says which, and ``editlens runs merge`` joins the shards' folders and writes the table of all.
+    ``where``: the editors on Ray workers (:func:`editlens.runner.edit.open_editor`'s keywords).
     """
     from editlens.bench.base import ANSWER_POLICIES, IMAGE_POLICIES
 
@@ -373,6 +401,10 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
     bench.answers, bench.release = answers, release
     bench.release_version()  # an unknown --release is refused before anything runs
     suite = bench.metrics = metric_suite(bench, metrics)  # the table shows the columns computed
+    all_items = items
+    items = shard_items(items, shard)
+    if not items:
+        raise InputError(f"--shard {shard}: none of the {len(all_items)} cases falls in this shard; use fewer shards")
     if (edits is None) == (not editors):
         raise InputError("give --edits DIR (outputs made already, DIR/<model>/...) or --editor SPEC (make them now)")
     items_by_id = {it.id: it for it in items}
@@ -390,7 +422,7 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
                            for it in items]
     elif editors:
         located, editor_records = generate(items, editors, Path(out), seed=seed, editor_options=editor_options,
-                                           progress=progress, command=command)
+                                           progress=progress, command=command, where=where)
         if located.stopped_by is not None:  # nothing is judged: a rerun makes the rest, then judges all
             return {"benchmark": name, "generation_stopped": True, "stopped_by": located.stopped_by,
                     "made": len(located.samples), "editors": editor_records, "exit": 1, "files": {}}
@@ -482,6 +514,19 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
     unreadable = sorted({r["sample_id"] for r in stored if r["status"] == "failed"
                          and (r.get("details") or {}).get("input_unreadable")})
     table["unreadable"] = unreadable or None
+    if shard is not None:  # what `runs merge` needs to put the shards' rows in one run's order
+        from editlens.runner.shards import ids_digest, parse_shard, shard_record
+
+        part = parse_shard(str(shard))
+        assert part is not None
+        from editlens.core.io import write_json
+
+        write_json(root / "shard.json", shard_record(
+            part, [it.id for it in all_items], ids_digest([(it.id, it.source, it.instruction) for it in all_items]),
+            "bench",
+            benchmark=name, split=split, limit=limit, n_boot=n_boot, seed=seed, models=located.models,
+            samples=[x.id for x in located.samples], skipped=[x["id"] for x in located.skipped]), default=str)
+        table["shard"] = str(part)
     files = write_tables(table, rows, root)
     failed = sum(1 for r in rows if r["status"] == "failed" and r["id"] not in set(unreadable))
     table["files"] = {k: str(v) for k, v in files.items()}

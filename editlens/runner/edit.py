@@ -22,14 +22,14 @@ refused: the folder would mix two editors.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
 import os
 import re
 import sys
-import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -196,7 +196,7 @@ def _check_same_editor(path: Path, record: Mapping[str, Any]) -> None:
     except (OSError, ValueError):
         return  # unreadable: rewritten below
     diffs = []
-    for key in ("editor", "seed"):
+    for key in ("editor", "seed", "shard"):
         if old.get(key) != record.get(key):
             diffs.append(f"{key} {old.get(key)!r} -> {record.get(key)!r}")
     for key in sorted(set(old.get("settings", {})) | set(record["settings"])):
@@ -244,6 +244,23 @@ def _source_image(s: EditSample) -> Any:
     return image if isinstance(image, Image.Image) else Image.fromarray(image)
 
 
+def open_editor(spec: str, options: Mapping[str, Any] | None = None, *, executor: str = "local",
+                address: str | None = None, workers: int | None = None, gpus_per_worker: float = 0.0) -> Any:
+    """The editor ``spec`` with ``options``: in this process (``executor="local"``), or one copy per
+    Ray worker (``"ray"``: ``workers`` of them, each with ``gpus_per_worker`` GPUs, on the cluster at
+    ``address`` or a local Ray) as a :class:`~editlens.runner.executors.RayEditors`. Close it after use."""
+    if executor == "local":
+        from editlens.editors import create_editor
+
+        return create_editor(spec, **dict(options or {}))
+    if executor != "ray":
+        raise InputError(f"--executor {executor!r}: local or ray")
+    from editlens.runner.executors import RayEditors
+
+    return RayEditors(spec, dict(options or {}), address=address, num_workers=workers,
+                      gpus_per_worker=gpus_per_worker)
+
+
 def generate_edits(
     inputs: str | os.PathLike | Sequence[EditSample],
     editor: str | Editor,
@@ -259,6 +276,7 @@ def generate_edits(
     columns: str | Mapping[str, str] | None = None,
     command: Sequence[str] | None = None,
     manifest_options: Mapping[str, Any] | None = None,
+    shard: Any = None,
 ) -> EditRunResult:
     """Generate ``samples`` edited images per edit of ``inputs`` with ``editor`` into ``out``.
 
@@ -277,6 +295,12 @@ def generate_edits(
         command: the command line, recorded.
         manifest_options: more options of the manifest reader for a path
             (``encoding``, ``delimiter``, ``split``, ``image_root``...).
+        shard: a :class:`~editlens.runner.shards.Shard` (or ``"I/N"``): make only the
+            edits whose id falls in it (``OUT/shard.json`` records it; ``editlens runs
+            merge`` joins the shards' folders).
+
+    ``editor`` may be spread over Ray workers (:class:`~editlens.runner.executors.RayEditors`):
+    the driver keeps the log, images and manifest exactly as with one process.
 
     Returns an :class:`EditRunResult`; ``OUT/manifest.jsonl`` lists the images made so far.
     """
@@ -298,6 +322,15 @@ def generate_edits(
         if s.id in seen:
             raise InputError(f"edit id {s.id!r} appears twice; ids key the generated images")
         seen.add(s.id)
+    from editlens.runner.shards import Shard, ids_digest, parse_shard, shard_record
+
+    part = shard if isinstance(shard, Shard) or shard is None else parse_shard(str(shard))
+    shard_doc = None
+    if part is not None:
+        shard_doc = shard_record(part, [s.id for s in edits],
+                                 ids_digest([(s.id, s.source, s.instruction) for s in edits]), "edit",
+                                 samples=samples)
+        edits = part.select(edits, lambda s: s.id)
     if isinstance(editor, str):
         from editlens.editors import create_editor
 
@@ -309,7 +342,7 @@ def generate_edits(
     with RunLock(out, wait=wait):
         record = {"schema": SCHEMA, "editor": editor.name, "spec": editor.spec.to_dict() if getattr(editor, "spec", None) else None,
                   "settings": editor.settings(), "weights": editor.weights(), "seed": int(seed),
-                  "seed_rule": SEED_RULE}
+                  "seed_rule": SEED_RULE, **({"shard": str(part)} if part else {})}
         _check_same_editor(out / "editor.json", record)
         state = _read_log(log)
         _end_torn_line(log)
@@ -330,6 +363,8 @@ def generate_edits(
         write_json(out / "editor.json", {**record, "runtime": runtime, "samples": samples, "input": input_path,
                                          "command": list(command) if command else None,
                                          "python": sys.version.split()[0]}, default=str)
+        if shard_doc is not None:
+            write_json(out / "shard.json", shard_doc)
         size = max(1, int(batch_size or editor.batch_size or 1))
         # per image: a resume on other hardware may change the dtype, and the log says which image used which
         made_with = {k: (runtime.get("precision") or {}).get(k) for k in ("device", "dtype")
@@ -339,43 +374,39 @@ def generate_edits(
             from tqdm.auto import tqdm
 
             bar = tqdm(total=len(todo), unit="image", desc=f"editing ({editor.name})", dynamic_ncols=True)
-        try:
-            with _StopFlag() as stop:
-                for start in range(0, len(todo), size):
-                    if stop.set:
-                        result.interrupted, result.stopped_by = True, stop.signum
-                        break
-                    chunk = todo[start : start + size]
-                    requests: list[EditRequest] = []
-                    unreadable: list[tuple[dict[str, Any], str]] = []
-                    for s, k in chunk:
-                        try:
-                            image = _source_image(s)
-                        except InputError as exc:  # this edit fails; the others go on
-                            unreadable.append(({"edit_id": s.id, "sample": k, "seed": derive_seed(seed, s.id, k)},
-                                               str(exc)))
-                            continue
-                        requests.append(EditRequest(s.id, k, image, s.instruction, derive_seed(seed, s.id, k),
-                                                    dict(s.metadata)))
-                    for rec, why in unreadable:
-                        rec.update(status="failed", error=why)
+        def batches(stop: Any) -> Iterator[list[EditRequest]]:
+            """The requests, one batch at a time, read as the editor asks for them (a source that
+            cannot be read fails its images here); none after a stop signal."""
+            for start in range(0, len(todo), size):
+                if stop.set:
+                    result.interrupted, result.stopped_by = True, stop.signum
+                    return
+                requests: list[EditRequest] = []
+                for s, k in todo[start : start + size]:
+                    try:
+                        image = _source_image(s)
+                    except InputError as exc:  # this edit fails; the others go on
+                        rec = {"edit_id": s.id, "sample": k, "seed": derive_seed(seed, s.id, k), "status": "failed",
+                               "error": str(exc)}
                         result.failed += 1
                         result.failures.append(rec)
                         _append(log, rec)
-                        state[(rec["edit_id"], rec["sample"])] = rec
-                    t0 = time.perf_counter()
-                    try:
-                        outputs = list(editor.edit_batch(requests)) if requests else []
-                    except SystemExit as exc:  # an editor that ends the process: its images fail, named
-                        if stop.set:  # a second Ctrl-C / SIGTERM: stop now
-                            raise
-                        from editlens.editors.callable_editor import exited
+                        state[(s.id, k)] = rec
+                        bar.update(1)
+                        continue
+                    requests.append(EditRequest(s.id, k, image, s.instruction, derive_seed(seed, s.id, k),
+                                                dict(s.metadata)))
+                if requests:
+                    yield requests
 
-                        outputs = [EditOutput(error=exited(editor.name, exc)) for _ in requests]
+        try:
+            with _StopFlag() as stop:
+                run_batches = getattr(editor, "edit_batches", None) or functools.partial(Editor.edit_batches, editor)
+                for requests, outputs, elapsed in run_batches(batches(stop)):
                     if len(outputs) != len(requests):  # a broken editor: no image may go to the wrong edit
                         why = f"the editor returned {len(outputs)} outputs for {len(requests)} requests"
                         outputs = [EditOutput(error=why) for _ in requests]
-                    seconds = round((time.perf_counter() - t0) / max(1, len(chunk)), 4)
+                    seconds = round(elapsed / max(1, len(requests)), 4)
                     for r, o in zip(requests, outputs, strict=True):
                         rec = {"edit_id": r.id, "sample": r.sample, "seed": r.seed, "seconds": seconds, **made_with}
                         if o.image is not None:
@@ -399,7 +430,7 @@ def generate_edits(
                         _append(log, rec)
                         state[(r.id, r.sample)] = rec
                     write_output_manifest(out, edits, samples, editor.name, state)
-                    bar.update(len(chunk))
+                    bar.update(len(requests))
         finally:
             bar.close()
             write_output_manifest(out, edits, samples, editor.name, state)

@@ -87,7 +87,9 @@ class _StopFlag:
         if self.set:
             if signum == signal.SIGINT:
                 raise KeyboardInterrupt
-            raise SystemExit(128 + signum)
+            from editlens.errors import StopNow
+
+            raise StopNow(128 + signum)
         self.set = True
         self.signum = signum
         _say(f"{signal.Signals(signum).name}: stopping after the batch in flight; finished batches are kept "

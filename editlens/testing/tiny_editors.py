@@ -37,3 +37,27 @@ def scripted_editor(image: Any, instruction: str, *, seed: int, edit_id: str = "
     colour = np.random.default_rng(seed).integers(0, 256, 3)
     arr = (np.asarray(image.convert("RGB"), dtype=np.float32) * 0.5 + colour * 0.5).astype(np.uint8)
     return Image.fromarray(arr)
+
+
+def crash_once_editor(image: Any, instruction: str, *, seed: int, edit_id: str = "", kill_at: str = "",
+                      marker: str = "") -> Any:
+    """:func:`scripted_editor` (the same images) whose process SIGKILLs itself the first time it reaches
+    edit ``kill_at``, writing its process id to the file ``marker`` first (later calls, in any process,
+    go on): a worker that dies mid-batch, for the Ray executor's tests."""
+    import os
+    import signal
+    from pathlib import Path
+
+    if edit_id == kill_at and marker and not Path(marker).exists():
+        Path(marker).write_text(str(os.getpid()))
+        os.kill(os.getpid(), signal.SIGKILL)
+    return scripted_editor(image, instruction, seed=seed, edit_id=edit_id)
+
+
+def slow_editor(image: Any, instruction: str, *, seed: int, edit_id: str = "", seconds: float = 0.5) -> Any:
+    """:func:`scripted_editor` (the same images) taking ``seconds`` per image: a run long enough to be
+    killed half-way, for resume tests."""
+    import time
+
+    time.sleep(float(seconds))
+    return scripted_editor(image, instruction, seed=seed, edit_id=edit_id)
