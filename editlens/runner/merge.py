@@ -347,7 +347,7 @@ def merge_bench(out: Path, folders: Sequence[Path]) -> dict[str, Any]:
     table = bench.table(rows, n_boot=int(doc["n_boot"]), seed=int(doc["seed"]))
     table["comparison"] = comparison(table, bench.spec.table_layout.get("rank_by"), _lower_is_better(bench))
     table.update({k: first.get(k) for k in ("judge", "prompts", "metrics", "bootstrap", "notes", "images")})
-    table["answers"] = answers_summary(bench, rows, (first.get("answers") or {}).get("requested") or policy) \
+    table["answers"] = answers_summary(bench, rows, str((first.get("answers") or {}).get("requested") or policy)) \
         if first.get("answers") else None
     table.setdefault("release", bench.release_version())
     unreadable = sorted({u for _, t in tables for u in (t.get("unreadable") or [])})
