@@ -59,19 +59,20 @@ def local_rank() -> int:
         return 0
 
 
-def local_device(device: str | None) -> str:
+def local_device(device: str) -> str:
     """``device`` for this process: under a launcher with several processes, ``auto`` / ``cuda``
-    become ``cuda:LOCAL_RANK`` (one GPU per process); an explicit ``cuda:N`` or ``cpu`` is kept.
+    become ``cuda:LOCAL_RANK`` (one GPU per process); an explicit ``cuda:N`` or ``cpu`` is kept, and
+    so is anything in one process.
 
-    >>> local_device("cpu")
-    'cpu'
+    >>> local_device("auto") if launched_world() == 1 else "auto"
+    'auto'
     """
+    if launched_world() <= 1:
+        return device
     from editlens.models.precision import resolve_device
 
     resolved = resolve_device(device)
-    if launched_world() > 1 and resolved == "cuda":
-        return f"cuda:{local_rank()}"
-    return resolved
+    return f"cuda:{local_rank()}" if resolved == "cuda" else resolved
 
 
 @dataclass
@@ -274,6 +275,26 @@ def check_divides(count: int, what: str, processes: Processes | None = None, why
         raise InputError(f"{what} {count} does not split among {procs.world} processes "
                          f"({why or 'each takes an equal share'}); use a multiple of {procs.world}, "
                          "or launch a number of processes that divides it")
+
+
+def choose_share(batch_size: int, grad_accum: int, processes: Processes | None = None) -> str:
+    """How the processes share a step of ``grad_accum`` micro-batches of ``batch_size`` examples:
+    ``"micro-batches"`` (whole ones, when the process count divides ``grad_accum``: every micro-batch
+    computes exactly as in one process) or ``"examples"`` (an equal share of each micro-batch, when it
+    divides ``batch_size``); else a clear error.
+
+    >>> choose_share(4, 2, Processes(0, 2)), choose_share(4, 1, Processes(0, 2))
+    ('micro-batches', 'examples')
+    """
+    procs = processes or current()
+    if grad_accum % procs.world == 0:
+        return "micro-batches"
+    if batch_size % procs.world == 0:
+        return "examples"
+    raise InputError(f"--batch-size {batch_size} x --grad-accum {grad_accum} does not split among {procs.world} "
+                     f"processes: they take whole micro-batches when --grad-accum is a multiple of {procs.world}, "
+                     f"or equal shares of each when --batch-size is; change one, or launch a number of processes "
+                     "that divides one")
 
 
 def main_only(log: Callable[[str], None], processes: Processes | None = None) -> Callable[[str], None]:
