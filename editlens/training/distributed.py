@@ -143,7 +143,7 @@ class Processes:
             raise InputError(message)
         if kind == "error":
             raise RuntimeError(f"the main process failed: {message}")
-        return value  # type: ignore[no-any-return]
+        return value  # type: ignore[return-value]
 
     def average_gradients(self, params: list[Any]) -> None:
         """Average the gradients of ``params`` over the processes (sum, then divide by the world size).
