@@ -61,8 +61,8 @@ def local_rank() -> int:
 
 def local_device(device: str) -> str:
     """``device`` for this process: under a launcher with several processes, ``auto`` / ``cuda``
-    become ``cuda:LOCAL_RANK`` (one GPU per process); an explicit ``cuda:N`` or ``cpu`` is kept, and
-    so is anything in one process.
+    become accelerate's device of this process, ``cuda:LOCAL_RANK`` (one GPU per process; the process
+    group is joined here); an explicit ``cuda:N`` or ``cpu`` is kept, and so is anything in one process.
 
     >>> local_device("auto") if launched_world() == 1 else "auto"
     'auto'
@@ -72,7 +72,10 @@ def local_device(device: str) -> str:
     from editlens.models.precision import resolve_device
 
     resolved = resolve_device(device)
-    return f"cuda:{local_rank()}" if resolved == "cuda" else resolved
+    if resolved != "cuda":
+        return resolved
+    procs = start(resolved)  # joins the process group (NCCL); accelerate assigns the GPU
+    return str(procs.state.device) if procs.state is not None else f"cuda:{local_rank()}"
 
 
 @dataclass
