@@ -85,7 +85,9 @@ class TrainingTask:
         return torch.optim.AdamW(params, lr=self.lr)
 
     def batch(self, step: int, micro: int) -> Any:
-        """Micro-batch ``micro`` of optimiser step ``step`` (0-based); must depend only on them and the seed."""
+        """Micro-batch ``micro`` of optimiser step ``step`` (0-based); must depend only on them and the seed.
+        With several processes and ``LoopSettings.share="examples"``, this process's share of it
+        (``editlens.training.distributed.current().share(n)``)."""
         raise NotImplementedError
 
     def loss(self, batch: Any) -> tuple[Any, dict[str, float]]:
