@@ -246,14 +246,20 @@ class AdieeTask(TrainingTask):
         p = describe_precision(scorer.vlm)  # before the loop makes the trained parameters float32
         self.described = {"base_weights": p["weights"], "compute_dtype": p["compute_dtype"], "optimizer": "AdamW"}
         self.outputs: dict[str, Any] = {}
+        self.share = "micro-batches"  # how several processes share a step (distributed.choose_share)
 
     def batch(self, step: int, micro: int) -> dict[str, torch.Tensor]:
+        from editlens.training.distributed import current
+
         base_pos = step * self.per_step + micro * self.cfg.batch_size
         if base_pos + self.cfg.batch_size > len(self.order):  # a run extended beyond its first --steps
             self.order = sample_order(len(self.train_idx), base_pos + self.cfg.batch_size, self.cfg.seed,
                                       self.weights)
-        batch = collate([self.ex.example(self.train_idx[self.order[p]], p)
-                         for p in range(base_pos, base_pos + self.cfg.batch_size)], self.pad)
+        # several processes: whole micro-batches each, or each its share of every micro-batch
+        mine = range(base_pos, base_pos + self.cfg.batch_size)
+        if self.share == "examples":
+            mine = mine[current().share(self.cfg.batch_size)]
+        batch = collate([self.ex.example(self.train_idx[self.order[p]], p) for p in mine], self.pad)
         dev = self.model.device
         batch = {k: v.to(dev) for k, v in batch.items()}
         if "pixel_values" in batch:
@@ -312,10 +318,14 @@ def train(cfg: TrainConfig, echo: Callable[[str], None] = print, progress: bool 
     (``interrupted`` and ``exit_code`` say whether Ctrl-C/SIGTERM stopped it)."""
     from editlens.models.precision import decide
     from editlens.training import LoopSettings, PlotSpec, prepare_run_dir, run
+    from editlens.training.distributed import choose_share, local_device, main_only, start
 
     cfg.validate()
     data_dir, out = Path(cfg.data), Path(cfg.out)
-    precision = decide(cfg.dtype, cfg.device, "training")
+    precision = decide(cfg.dtype, local_device(cfg.device), "training")
+    procs = start(precision.device)  # several processes under accelerate launch / torchrun
+    echo = main_only(echo, procs)
+    share = choose_share(cfg.batch_size, cfg.grad_accum, procs)
     rows = read_dataset(data_dir)
     train_idx = [i for i, r in enumerate(rows) if r.get("split", "train") == "train"]
     val_idx = [i for i, r in enumerate(rows) if r.get("split") == "val"][: cfg.val_max]
@@ -339,6 +349,7 @@ def train(cfg: TrainConfig, echo: Callable[[str], None] = print, progress: bool 
     # the yardstick for the score loss: a model that ignores its inputs gets this far, no further
     baseline = constant_score_loss([float(rows[i]["score"]) for i in train_idx], cfg.head)
     task = AdieeTask(cfg, scorer, ex, train_idx, val_idx, baseline, precision, weights, weighting)
+    task.share = share
     n_params = sum(p.numel() for p in scorer.parameters() if p.requires_grad)
     echo(f"training {type(scorer.vlm).__name__} on {precision.device} ({task.described['base_weights']} base, "
          f"computing in {precision.dtype}: {precision.reason}); "
@@ -351,7 +362,7 @@ def train(cfg: TrainConfig, echo: Callable[[str], None] = print, progress: bool 
         out=out, steps=cfg.steps, precision=precision, identity=cfg.identity(), config=asdict(cfg), seed=cfg.seed,
         grad_accum=cfg.grad_accum, warmup_steps=cfg.warmup_steps, decay=cfg.lr_decay, max_grad_norm=cfg.clip,
         save_every=cfg.save_every, keep=cfg.keep_checkpoints, eval_every=cfg.val_every, progress=progress,
-        desc="adiee train", log=echo,
+        share=share, desc="adiee train", log=echo,
         plot=PlotSpec(title="ADIEE scorer training", ylabel="training loss", series=("loss", "score_loss", "ce_loss"),
                       references=((baseline, "score loss of best constant"),), val_metric="spearman",
                       val_label="val Spearman", logy=True)))

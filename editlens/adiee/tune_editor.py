@@ -201,6 +201,7 @@ class TuneEditorTask(TrainingTask):
         self.per_step = cfg.batch_size * cfg.grad_accum
         self.order = sample_order(len(groups), cfg.steps * self.per_step, cfg.seed)
         self.step_now = 0
+        self.share = "micro-batches"  # how several processes share a step (distributed.choose_share)
         self.best = self._reward_best(refl_reward)
 
     @staticmethod
@@ -222,11 +223,16 @@ class TuneEditorTask(TrainingTask):
         return self.prompt.prompt(instruction, score10) if score10 is not None else instruction + self.prompt.top_suffix
 
     def batch(self, step: int, micro: int) -> dict[str, Any]:
+        from editlens.training.distributed import current
+
         start = step * self.per_step + micro * self.cfg.batch_size
         if start + self.cfg.batch_size > len(self.order):  # a run extended beyond its first --steps
             self.order = sample_order(len(self.groups), start + self.cfg.batch_size, self.cfg.seed)
         src, tgt, prompts, plain, levels = [], [], [], [], []
-        for pos in range(start, start + self.cfg.batch_size):
+        # several processes: whole micro-batches each, or each its share of every micro-batch's positions
+        mine = range(start, start + self.cfg.batch_size)
+        positions = list(mine[current().share(self.cfg.batch_size)] if self.share == "examples" else mine)
+        for pos in positions:
             g = self.groups[self.order[pos]]
             rng = np.random.default_rng([self.cfg.seed, pos])
             c = draw_target(g, self.weights, rng)
@@ -240,30 +246,39 @@ class TuneEditorTask(TrainingTask):
             levels.append(self.prompt.level(c.score10))
         dev = self.editor.device
         return {"source": torch.stack(src).to(dev), "target": torch.stack(tgt).to(dev), "prompts": prompts,
-                "instructions": plain, "levels": levels}
+                "instructions": plain, "levels": levels, "positions": positions}
+
+    def generators(self, positions: list[int]) -> list[torch.Generator]:
+        """One generator per sample, seeded by (seed, sample position): a sample's noise, timestep and
+        dropout draws are the same whichever process computes it, and in whichever micro-batch share."""
+        return [torch.Generator().manual_seed(int(np.random.default_rng([self.cfg.seed, pos, 3]).integers(2**62)))
+                for pos in positions]
 
     # -- losses ---------------------------------------------------------------------------------
     def loss(self, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
         import torch.nn.functional as F
 
         ed, unet = self.editor, self.editor.unet
+        gens = self.generators(batch["positions"])
         vdtype = next(ed.vae.parameters()).dtype
         with torch.no_grad():
-            latents = ed.vae.encode(batch["target"].to(vdtype)).latent_dist.sample() * ed.scaling
+            posterior = ed.vae.encode(batch["target"].to(vdtype)).latent_dist
+            latents = (posterior.mean + posterior.std * _randn(posterior.mean, gens)) * ed.scaling
             source_latents = ed.vae.encode(batch["source"].to(vdtype)).latent_dist.mode()
             text = ed.encode_text(batch["prompts"])
         b = latents.shape[0]
         if self.cfg.conditioning_dropout > 0:  # InstructPix2Pix's classifier-free guidance training
             p = self.cfg.conditioning_dropout
-            u = torch.rand(b, device=latents.device)
+            u = torch.cat([torch.rand(1, generator=g) for g in gens]).to(latents.device)
             with torch.no_grad():
                 empty = ed.encode_text([""]).expand_as(text)
             text = torch.where((u < 2 * p).view(b, 1, 1), empty, text)
             keep_image = ~((u >= p) & (u < 3 * p))
             source_latents = source_latents * keep_image.view(b, 1, 1, 1).to(source_latents.dtype)
-        noise = torch.randn_like(latents)
+        noise = _randn(latents, gens)
         sched = ed.noise_scheduler
-        t = torch.randint(0, sched.config.num_train_timesteps, (b,), device=latents.device).long()
+        t = torch.cat([torch.randint(0, sched.config.num_train_timesteps, (1,), generator=g) for g in gens])
+        t = t.to(latents.device).long()
         noisy = sched.add_noise(latents, noise, t)
         if sched.config.prediction_type == "v_prediction":
             target = sched.get_velocity(latents, noise, t)
@@ -274,7 +289,7 @@ class TuneEditorTask(TrainingTask):
         figures = {"mse": float(mse.detach()), "mean_level": float(np.mean(batch["levels"]))}
         if self.cfg.refl_weight <= 0:
             return mse, figures
-        reward = self.refl(batch, source_latents.detach())
+        reward = self.refl(batch, source_latents.detach(), gens)
         scored = torch.isfinite(reward.detach())  # an unscored edit (e.g. no [SCORE] emitted) adds nothing
         if not bool(scored.any()):
             figures.update({"refl_scored": 0.0})
@@ -285,8 +300,11 @@ class TuneEditorTask(TrainingTask):
                         "refl_scored": float(scored.float().mean())})
         return mse + self.cfg.refl_weight * refl, figures
 
-    def refl(self, batch: dict[str, Any], source_latents: torch.Tensor) -> torch.Tensor:
-        """The reward of the clean image predicted at a random late step (gradients through that step only)."""
+    def refl(self, batch: dict[str, Any], source_latents: torch.Tensor,
+             gens: list[torch.Generator] | None = None) -> torch.Tensor:
+        """The reward of the clean image predicted at a random late step (gradients through that step only).
+        The step is one per micro-batch (torch's RNG, seeded alike in every process), the starting noise
+        one per sample (``gens``)."""
         from diffusers import DDIMScheduler
 
         ed, cfg = self.editor, self.cfg
@@ -295,7 +313,8 @@ class TuneEditorTask(TrainingTask):
         last = int(torch.randint(cfg.refl_min_step, cfg.refl_steps, (1,)).item())
         with torch.no_grad():  # the top-quality prompt: the reward should go up where the editor is asked for it
             text = ed.encode_text([self.instruction_for(i, None) for i in batch["instructions"]])
-        latents = torch.randn_like(source_latents) * sched.init_noise_sigma
+        start = _randn(source_latents, gens) if gens is not None else torch.randn_like(source_latents)
+        latents = start * sched.init_noise_sigma
         with torch.no_grad():
             for t in sched.timesteps[:last]:
                 eps = ed.unet(torch.cat([latents, source_latents], dim=1), t, text).sample
@@ -401,6 +420,13 @@ class TuneEditorTask(TrainingTask):
         return {"editor": str(target)}
 
 
+def _randn(like: torch.Tensor, gens: list[torch.Generator]) -> torch.Tensor:
+    """Standard normal noise shaped like ``like``, row i drawn from ``gens[i]`` (on the CPU, in float32,
+    then moved: the same numbers on every device)."""
+    rows = [torch.randn((1, *like.shape[1:]), generator=g) for g in gens]
+    return torch.cat(rows).to(like.device, like.dtype)
+
+
 def split_groups(groups: list[Group], val_count: int, seed: int) -> tuple[list[Group], list[Group]]:
     """Hold out ``val_count`` groups (a seeded choice) for validation."""
     if val_count <= 0:
@@ -421,6 +447,7 @@ def tune_editor(cfg: TuneConfig, val_reward: Any = None, refl_reward: Any = None
     """
     from editlens.models.precision import decide
     from editlens.training import LoopSettings, PlotSpec, prepare_run_dir, run
+    from editlens.training.distributed import choose_share, local_device, main_only, start
 
     cfg.validate()
     if cfg.refl_weight > 0:
@@ -429,7 +456,10 @@ def tune_editor(cfg: TuneConfig, val_reward: Any = None, refl_reward: Any = None
         if not getattr(refl_reward, "differentiable", False):
             raise InputError(f"ReFL needs a differentiable reward; {refl_reward.describe().get('name')} has no "
                              "differentiable path (it scores decoded images only)")
-    precision = decide(cfg.dtype, cfg.device, "training")
+    precision = decide(cfg.dtype, local_device(cfg.device), "training")
+    procs = start(precision.device)  # several processes under accelerate launch / torchrun
+    echo = main_only(echo, procs)
+    share = choose_share(cfg.batch_size, cfg.grad_accum, procs)
     # the prompt, the data and the target weights are checked before the run folder is written
     prompt = load_quality_prompt(cfg.suffix_template, cfg.suffix_from_clone, cfg.binning, cfg.levels)
     groups, desc = read_tuning_data(cfg.data, cfg.score_metric, cfg.source_as_candidate)
@@ -440,6 +470,7 @@ def tune_editor(cfg: TuneConfig, val_reward: Any = None, refl_reward: Any = None
     editor = Editor(cfg.base, precision, cfg.lora_rank, cfg.lora_alpha, cfg.seed, cfg.gradient_checkpointing)
     task = TuneEditorTask(cfg, editor, train_groups, val_groups, prompt, weights, val_reward, refl_reward, desc,
                           precision, echo)
+    task.share = share
     n = sum(p.numel() for p in editor.unet.parameters() if p.requires_grad)
     echo(f"tuning {cfg.base} on {precision.device} (computing in {precision.dtype}: {precision.reason}); "
          f"{len(train_groups)} train / {len(val_groups)} validation sources, {desc['candidates']} candidates; "
@@ -452,7 +483,7 @@ def tune_editor(cfg: TuneConfig, val_reward: Any = None, refl_reward: Any = None
         out=cfg.out, steps=cfg.steps, precision=precision, identity=cfg.identity(), config=asdict(cfg), seed=cfg.seed,
         grad_accum=cfg.grad_accum, warmup_steps=cfg.warmup_steps, decay=cfg.lr_decay, max_grad_norm=cfg.clip,
         save_every=cfg.save_every, keep=cfg.keep_checkpoints, eval_every=cfg.val_every,
-        eval_at_start=cfg.val_at_start, progress=progress, desc="tune-editor", log=echo,
+        eval_at_start=cfg.val_at_start, progress=progress, share=share, desc="tune-editor", log=echo,
         plot=PlotSpec(title="editor fine-tuning", ylabel="training loss", series=series, val_metric="reward",
                       val_label="validation reward", logy=cfg.refl_weight == 0)))
     return {**res.summary, "exit_code": res.exit_code}

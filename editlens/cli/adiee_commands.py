@@ -153,6 +153,10 @@ def train_cmd(
                       dtype=dtype, gradient_checkpointing=gradient_checkpointing, layout=layout,
                       templates=parse_models(template))
     s = train(cfg, echo=typer.echo, progress=progress, restart=restart)
+    from editlens.training.distributed import current
+
+    if not current().main:  # several processes: the main one reports
+        raise typer.Exit(s["exit_code"])
     if s["interrupted"]:
         raise typer.Exit(s["exit_code"])
     typer.echo(f"loss {s['first_loss']:.4f} (first fifth of steps) -> {s['last_loss']:.4f} (last fifth); score loss "
@@ -573,11 +577,18 @@ def tune_editor_cmd(
                      device=device, dtype=dtype, gradient_checkpointing=gradient_checkpointing,
                      metric_options=options)
     cfg.validate()
+    from editlens.training.distributed import local_device
+
+    device = local_device(device)  # under accelerate launch / torchrun: this process's GPU
     val_reward = _reward(val_metric, options, models, device, dtype, reward_batch)
     refl_reward = val_reward if cfg.refl_metric == val_metric else _reward(cfg.refl_metric, options, models, device,
                                                                           dtype, reward_batch)
     s = tune_editor(cfg, val_reward, refl_reward, echo=_echo if json_out else typer.echo, progress=progress,
                     restart=restart)
+    from editlens.training.distributed import current
+
+    if not current().main:  # several processes: the main one reports
+        raise typer.Exit(s["exit_code"])
     if json_out:
         emit_json(s)
     if s["interrupted"]:

@@ -323,6 +323,10 @@ def train_cmd(
                       quantization=quantization, longest_edge=longest_edge, prompts=str(prompts) if prompts else None,
                       drawing=drawing, crop=crop)
     res = train(cfg, progress=progress, log=lambda m: typer.echo(m, err=True), restart=restart)
+    from editlens.training.distributed import current
+
+    if not current().main:  # several processes: the main one reports
+        raise typer.Exit(res.exit_code)
     doc = {"out": str(res.out), "steps_done": res.steps_done, "resumed_from": res.resumed_from,
            "first_loss": res.first_loss, "last_loss": res.last_loss, "evals": res.evals,
            "adapter": str(res.adapter) if res.adapter else None, "preset": str(res.preset) if res.preset else None,

@@ -116,10 +116,15 @@ def train_cmd(
     train_set = read_edits(manifest)
     val_set = read_edits(val) if val is not None else None
     # float32 weights: the trained model is exported whole; --dtype is the compute dtype under autocast
-    model = load_twoframe(base_model, tokenizer=tokenizer, base=base, heads=heads, preset=preset, device=device,
-                          dtype="float32")
+    from editlens.training.distributed import current, local_device
+
+    # under accelerate launch / torchrun each process trains on its own GPU (cuda:LOCAL_RANK)
+    model = load_twoframe(base_model, tokenizer=tokenizer, base=base, heads=heads, preset=preset,
+                          device=local_device(device), dtype="float32")
     log = (lambda m: typer.echo(m, err=True)) if json_out else typer.echo
     history = train(model, train_set, out, cfg, val_set, progress=progress, restart=restart, log=log)
+    if not current().main:  # several processes: the main one reports
+        raise typer.Exit(history["exit_code"])
     if history["interrupted"]:
         raise typer.Exit(history["exit_code"])
     last = history["epochs"][-1] if history["epochs"] else {}

@@ -80,7 +80,7 @@ class TrainConfig:
     init_adapter: str | None = None  # continue from an adapter (e.g. stage 1 -> stage 2)
     steps: int = 1000
     lr: float = 1e-4
-    batch_size: int = 1  # examples per optimizer step (accumulated one by one)
+    batch_size: int = 1  # examples per optimizer step (accumulated one by one; shared among processes)
     warmup_steps: int = 0
     lr_decay: str = "constant"  # constant | linear | cosine
     rank: int = 64
@@ -426,9 +426,14 @@ def train(cfg: TrainConfig, progress: bool = True, log: Callable[[str], None] = 
 
     from editlens.models.precision import decide
     from editlens.training import LoopSettings, PlotSpec, prepare_run_dir, run
+    from editlens.training.distributed import check_divides, local_device, main_only, start
 
     _check(cfg)
-    precision = decide(cfg.dtype, cfg.device, "training")
+    precision = decide(cfg.dtype, local_device(cfg.device), "training")
+    procs = start(precision.device)  # several processes under accelerate launch / torchrun
+    log = main_only(log, procs)
+    check_divides(cfg.batch_size, "--batch-size", procs, "each process accumulates an equal share of a step's "
+                  "examples")
     prepare_run_dir(cfg.out, cfg.identity(), asdict(cfg), restart=restart)  # refuse a mismatch before loading
     rows = load_records(cfg.data, cfg.stage)
     eval_rows = load_records(cfg.eval_data, cfg.stage)[: cfg.max_eval] if cfg.eval_data else []
@@ -446,7 +451,7 @@ def train(cfg: TrainConfig, progress: bool = True, log: Callable[[str], None] = 
         out=cfg.out, steps=cfg.steps, precision=precision, identity=cfg.identity(), config=asdict(cfg), seed=cfg.seed,
         grad_accum=cfg.batch_size, warmup_steps=cfg.warmup_steps, decay=cfg.lr_decay, max_grad_norm=cfg.max_grad_norm,
         save_every=cfg.save_every, keep=cfg.keep_checkpoints, eval_every=eval_every, progress=progress,
-        desc=f"dice train {cfg.stage}", plot=PlotSpec(title=f"DICE {cfg.stage}: {Path(cfg.out).name}",
+        share="micro-batches", desc=f"dice train {cfg.stage}", plot=PlotSpec(title=f"DICE {cfg.stage}: {Path(cfg.out).name}",
                                                       ylabel="loss (answer tokens)", val_metric="AP"
                                                       if cfg.stage == "detect" else "accuracy"), log=log))
     summary = res.summary

@@ -27,6 +27,13 @@ batch, a ``validate`` and an ``export`` — and :func:`run` does the rest:
 * **validation** every ``eval_every`` steps and after the last step
   (optionally before the first), under ``torch.no_grad`` and the model's
   eval mode.
+* **several processes** (``accelerate launch`` / ``torchrun``; see
+  :mod:`editlens.training.distributed` and docs/training-distributed.md):
+  data parallel over the same global batch, gradients averaged once per
+  optimiser step, the logged figures averaged over the processes; only the
+  main process writes the run folder, validates, exports and prints.
+  Every micro-batch reseeds torch's RNG from (seed, step, micro-batch), so a
+  micro-batch computes the same wherever it runs.
 * **optimisation**: gradient accumulation over ``grad_accum`` micro-batches,
   linear warm-up then constant / linear / cosine decay, gradient-norm
   clipping, and mixed precision from the policy
@@ -51,9 +58,11 @@ from typing import Any, Callable, Iterator
 
 from editlens.core.io import atomic_directory, write_json, write_jsonl
 from editlens.errors import InputError
+from editlens.training.distributed import current, main_only, start
 from editlens.training.plot import PlotSpec, plot_training
 
 DECAYS = ("constant", "linear", "cosine")
+SHARES = ("examples", "micro-batches")
 CONFIG_FILE = "train_config.json"
 LOG_FILE = "log.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -76,7 +85,9 @@ class TrainingTask:
         return torch.optim.AdamW(params, lr=self.lr)
 
     def batch(self, step: int, micro: int) -> Any:
-        """Micro-batch ``micro`` of optimiser step ``step`` (0-based); must depend only on them and the seed."""
+        """Micro-batch ``micro`` of optimiser step ``step`` (0-based); must depend only on them and the seed.
+        With several processes and ``LoopSettings.share="examples"``, this process's share of it
+        (``editlens.training.distributed.current().share(n)``)."""
         raise NotImplementedError
 
     def loss(self, batch: Any) -> tuple[Any, dict[str, float]]:
@@ -148,6 +159,11 @@ class LoopSettings:
     plot: PlotSpec | None = field(default_factory=PlotSpec)
     plot_interval_s: float = 60.0  # the curve is redrawn at a checkpoint at most this often (and at the end)
     log: Callable[[str], None] = print
+    # how several processes share a step's ``grad_accum`` micro-batches: "micro-batches": each process
+    # computes grad_accum / world whole ones (``batch(step, micro)`` is called with the global micro
+    # index); "examples": every process computes every micro-batch index and the task's ``batch`` takes
+    # this process's share of its examples (:func:`editlens.training.distributed.current`)
+    share: str = "examples"
 
     def check(self) -> None:
         for name in ("steps", "grad_accum", "keep"):
@@ -158,6 +174,8 @@ class LoopSettings:
                 raise InputError(f"{name} must be 0 or more, got {getattr(self, name)}")
         if self.decay not in DECAYS:
             raise InputError(f"decay must be one of {', '.join(DECAYS)}, got {self.decay!r}")
+        if self.share not in SHARES:
+            raise ValueError(f"share must be one of {', '.join(SHARES)}, got {self.share!r}")
 
 
 @dataclass
@@ -217,8 +235,15 @@ def prepare_run_dir(out: str | Path, identity: dict[str, Any], config: dict[str,
     Call it before loading models so that a mismatch is refused at once;
     :func:`run` checks again against the checkpoint (whose identity may hold
     settings known only once the model is built). ``restart`` removes an
-    earlier run's checkpoints, log and summary.
+    earlier run's checkpoints, log and summary. With several processes the
+    main one does it and a refusal stops them all.
     """
+    current().on_main(lambda: _prepare_run_dir(out, identity, config, restart))
+    return Path(out)
+
+
+def _prepare_run_dir(out: str | Path, identity: dict[str, Any], config: dict[str, Any] | None,
+                     restart: bool) -> Path:
     import shutil
 
     out = Path(out)
@@ -326,10 +351,13 @@ def lr_factor(step: int, total: int, warmup: int, decay: str) -> float:
     return 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-def _seed_step(seed: int, step: int) -> None:
+def _seed_step(seed: int, step: int, micro: int = 0) -> None:
+    """Torch's RNG for micro-batch ``micro`` of step ``step``: the same in whichever process computes it
+    (micro-batch 0 is seeded as before micro-batches had seeds of their own)."""
     import torch
 
-    torch.manual_seed((int(seed) * 1_000_003 + int(step)) % (2**63))
+    base = int(seed) * 1_000_003 + int(step)
+    torch.manual_seed((base if not micro else base * 65_537 + int(micro)) % (2**63))
 
 
 # -- checkpoints ----------------------------------------------------------------------------------
@@ -490,13 +518,21 @@ class _Run:
         import torch
 
         s.check()
-        self.task, self.s, self.log, self.out = task, s, s.log, Path(s.out)
+        self.procs = procs = start(s.precision.device)
+        self.task, self.s, self.log, self.out = task, s, main_only(s.log, procs), Path(s.out)
         self.steps, self.warmup, self.decay = int(s.steps), int(s.warmup_steps), s.decay
+        if s.share == "micro-batches" and s.grad_accum % procs.world:
+            raise InputError(f"{s.grad_accum} micro-batches per step do not split among {procs.world} processes; "
+                             f"use a multiple of {procs.world}")
+        # micro-batches this process computes per step, and the (global) index of its first
+        self.local_micro = s.grad_accum // procs.world if s.share == "micro-batches" else s.grad_accum
+        self.first_micro = procs.rank * self.local_micro if s.share == "micro-batches" else 0
         prepare_run_dir(self.out, s.identity, s.config, restart=s.restart)
         self.model = task.model
         self.params = master_weights_fp32(self.model)
         if not self.params:
             raise InputError("nothing to train: every parameter is frozen")
+        procs.broadcast_parameters(self.params)  # every process starts from the main one's weights
         self.optimizer = task.optimizer(self.params)
         self.base_lrs = [g["lr"] for g in self.optimizer.param_groups]  # this run's: a resumed state must not win
         steps, warmup, decay = self.steps, self.warmup, self.decay
@@ -515,24 +551,34 @@ class _Run:
     def plot(self, force: bool = True) -> None:
         # drawing takes about a second: during training at most every plot_interval_s
         s = self.s
-        if s.plot is not None and (force or time.time() - self.last_plot >= s.plot_interval_s):
+        if s.plot is not None and self.procs.main and (force or time.time() - self.last_plot >= s.plot_interval_s):
             plot_training(self.result.rows, self.out / s.plot.filename, s.plot)
             self.last_plot = time.time()
 
     def checkpoint(self, step: int) -> None:
+        # the main process writes (the others hold the same weights); no waiting on one another here,
+        # which also holds when a second Ctrl-C stopped the processes at different points
         ck = self.result.checkpoint
-        if step == 0 or (ck is not None and ck.name == f"step-{step:07d}" and ck.is_dir()):
+        if step == 0 or (ck is not None and ck.name == f"step-{step:07d}" and (ck.is_dir() or not self.procs.main)):
             return  # nothing trained yet, or saved already
+        if not self.procs.main:
+            self.result.checkpoint = self.out / "checkpoints" / f"step-{step:07d}"
+            return
         self.result.checkpoint = save_checkpoint(self.out, step, self.model, self.optimizer, self.scheduler,
                                                  self.scaler, self.meta, self.s.keep, self.task.save_extra)
 
     def validate(self) -> dict[str, Any]:
-        with _eval_mode(self.model), self.autocast():
-            return self.task.validate()
+        """The task's validation, on the main process (the others wait for its figures)."""
+        def main() -> dict[str, Any]:
+            with _eval_mode(self.model), self.autocast():
+                return self.task.validate()
+
+        return self.procs.on_main(main)
 
     def write(self, rec: dict[str, Any]) -> None:
-        self.logf.write(json.dumps(rec, default=str) + "\n")
-        self.logf.flush()
+        if self.logf is not None:
+            self.logf.write(json.dumps(rec, default=str) + "\n")
+            self.logf.flush()
         self.result.rows.append(rec)
 
     def resume(self) -> int:
@@ -543,7 +589,9 @@ class _Run:
             for group, base in zip(self.optimizer.param_groups, self.base_lrs):
                 group["initial_lr"], group["lr"] = base, base * lr_factor(start, self.steps, self.warmup, self.decay)
         rows = read_log(self.out, upto=start)
-        write_jsonl(self.out / LOG_FILE, rows)  # lines past the checkpoint are redone
+        self.procs.barrier()  # every process has read the log before the main one rewrites it
+        if self.procs.main:
+            write_jsonl(self.out / LOG_FILE, rows)  # lines past the checkpoint are redone
         self.result = LoopResult(self.out, start, start, rows=rows, checkpoint=ck)
         if start:
             self.log(f"resumed from {ck}: step {start} of {self.steps} done")
@@ -567,14 +615,15 @@ class _Run:
         start = self.resume()
         if self.already_done(start):
             return self.result
-        self.logf = open(self.out / LOG_FILE, "a", encoding="utf-8")
+        self.logf = open(self.out / LOG_FILE, "a", encoding="utf-8") if self.procs.main else None
         try:
             step, phase, pending = self.steps_from(start)
             if self.result.interrupted:
                 return self.stopped(step, phase, pending)
             return self.finish(step)
         finally:
-            self.logf.close()
+            if self.logf is not None:
+                self.logf.close()
 
     def steps_from(self, start: int) -> tuple[int, str, dict[str, Any] | None]:
         """Train from step ``start``; returns (step reached, phase when it stopped, an unwritten record)."""
@@ -584,11 +633,13 @@ class _Run:
         report_every = s.report_every or max(1, self.steps // 10)
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=self.steps, initial=min(start, self.steps), desc=s.desc, unit="step", disable=not s.progress,
-                   dynamic_ncols=True)
+        procs = self.procs
+        bar = tqdm(total=self.steps, initial=min(start, self.steps), desc=s.desc, unit="step",
+                   disable=not (s.progress and procs.main), dynamic_ncols=True)
         step = start
         phase = "clean"  # "step": gradients being computed (the weights are still step's); "update": changing
         pending: dict[str, Any] | None = None
+        halt: str | None = None  # with several processes: a stop any of them was asked for, agreed after a step
         t0 = time.time()
         try:
             with _StopRequests(self.log) as stop:
@@ -597,23 +648,28 @@ class _Run:
                     self.write({"step": 0, "val": val})
                     self.log(f"before training: {task.describe_validation(val)}")
                 self.model.train()
-                while step < self.steps and stop.signal is None:
+                while step < self.steps and (halt if procs.several else stop.signal) is None:
                     phase = "step"
-                    _seed_step(s.seed, step)
                     self.optimizer.zero_grad(set_to_none=True)
                     agg: dict[str, float] = {}
-                    for micro in range(s.grad_accum):
+                    for micro in range(self.first_micro, self.first_micro + self.local_micro):
+                        _seed_step(s.seed, step, micro)
                         batch = task.batch(step, micro)
                         with self.autocast():
                             loss, figures = task.loss(batch)
                         value = float(loss.detach())
-                        if not math.isfinite(value):
-                            raise InputError(f"loss became {value} at step {step + 1}; lower the learning rate "
-                                             "(--lr) or check the data")
-                        self.scaler.scale(loss / s.grad_accum).backward()
+                        self.scaler.scale(loss / self.local_micro).backward()
                         for k, v in {"loss": value, **figures}.items():
                             v = float(v.detach()) if hasattr(v, "detach") else float(v)
-                            agg[k] = agg.get(k, 0.0) + v / s.grad_accum
+                            agg[k] = agg.get(k, 0.0) + v / self.local_micro
+                    if procs.several:
+                        procs.average_gradients(self.params)
+                        shared = procs.gather((agg, stop.signal))
+                        agg = _mean_figures([a for a, _ in shared])
+                        halt = next((sig for _, sig in shared if sig), None)
+                    if not math.isfinite(agg["loss"]):
+                        raise InputError(f"loss became {agg['loss']} at step {step + 1}; lower the learning rate "
+                                         "(--lr) or check the data")
                     phase = "update"
                     if s.max_grad_norm > 0:
                         self.scaler.unscale_(self.optimizer)
@@ -638,8 +694,9 @@ class _Run:
                     if s.save_every and step % s.save_every == 0 and step < self.steps:
                         self.checkpoint(step)
                         self.plot(force=False)
-                if stop.signal is not None and step < self.steps:
-                    result.interrupted, result.signal = True, stop.signal
+                signalled = halt if procs.several else stop.signal
+                if signalled is not None and step < self.steps:
+                    result.interrupted, result.signal = True, signalled
         except KeyboardInterrupt as exc:
             result.interrupted, result.signal = True, (str(exc) if str(exc) in EXIT_CODES else "SIGINT")
         finally:
@@ -673,8 +730,12 @@ class _Run:
             self.write({"step": step, "val": self.validate()})  # a rerun of a run stopped before its end
         self.checkpoint(step)
         self.plot()
-        with self.autocast():
-            self.result.outputs = self.task.export(self.result) or {}
+
+        def export() -> dict[str, Any]:
+            with self.autocast():
+                return self.task.export(self.result) or {}
+
+        self.result.outputs = self.procs.on_main(export)  # the main process exports; the others learn where
         self.result.finished = True
         self.summarise()
         return self.result
@@ -687,9 +748,20 @@ class _Run:
                    "checkpoint": str(result.checkpoint) if result.checkpoint else None,
                    "log": str(self.out / LOG_FILE),
                    "loss_curve": str(self.out / s.plot.filename) if s.plot is not None else None,
-                   "outputs": result.outputs, **self.task.summary_extra(result.rows)}
+                   "outputs": result.outputs, **self.task.summary_extra(result.rows), **self.procs.describe()}
         result.summary = _jsonable(summary)
-        write_json(self.out / SUMMARY_FILE, result.summary)
+        if self.procs.main:
+            write_json(self.out / SUMMARY_FILE, result.summary)
+
+
+def _mean_figures(per_process: list[dict[str, float]]) -> dict[str, float]:
+    """Each figure's mean over the processes that have it (every process has the loss).
+
+    >>> _mean_figures([{"loss": 1.0, "x": 2.0}, {"loss": 3.0}])
+    {'loss': 2.0, 'x': 2.0}
+    """
+    keys = list(dict.fromkeys(k for d in per_process for k in d))
+    return {k: float(sum(d[k] for d in per_process if k in d) / sum(1 for d in per_process if k in d)) for k in keys}
 
 
 def _report(log: Callable[[str], None], rows: list[dict[str, Any]], step: int, steps: int, every: int,

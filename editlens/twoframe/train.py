@@ -208,6 +208,8 @@ class Features:
     def frames(self, keys: list[str], grad: bool) -> torch.Tensor:
         """Features of ``keys`` (in order), each unique frame encoded once per call
         (once per run when the towers are frozen)."""
+        if not keys:  # a process whose share of a small batch is empty
+            return self._none()
         uniq = list(dict.fromkeys(keys))
         if self.frozen:
             missing = [k for k in uniq if k not in self.bank]
@@ -222,7 +224,12 @@ class Features:
         pos = {k: i for i, k in enumerate(uniq)}
         return feats[[pos[k] for k in keys]]
 
+    def _none(self) -> torch.Tensor:
+        return torch.zeros((0, int(self.model.clip.config.projection_dim)), device=self.model.device)
+
     def texts(self, texts: list[str], grad: bool) -> torch.Tensor:
+        if not texts:
+            return self._none()
         uniq = list(dict.fromkeys(texts))
         if self.frozen:
             missing = [t for t in uniq if t not in self.text_bank]
@@ -343,11 +350,17 @@ class TwoFrameTask(TrainingTask):
         return self.order(epoch)[b * self.cfg.batch_size : (b + 1) * self.cfg.batch_size]
 
     def loss(self, idx: np.ndarray) -> tuple[torch.Tensor, dict[str, float]]:
+        """The batch's InfoNCE. With several processes each encodes its share of the batch and the
+        features are gathered (differentiably), so every process computes the whole batch's loss."""
+        from editlens.training.distributed import current
+
+        procs = current()
         ts, dev = self.train_set, self.model.device
         instr = [ts.instructions[i] for i in idx]
-        fs = self.feats.frames([ts.source_keys[i] for i in idx], grad=True).to(dev)
-        fe = self.feats.frames([ts.edited_keys[i] for i in idx], grad=True).to(dev)
-        text = self.feats.texts(instr, grad=True).to(dev)
+        mine = idx[procs.share(len(idx))]
+        fs = procs.gather_rows(self.feats.frames([ts.source_keys[i] for i in mine], grad=True).to(dev))
+        fe = procs.gather_rows(self.feats.frames([ts.edited_keys[i] for i in mine], grad=True).to(dev))
+        text = procs.gather_rows(self.feats.texts([ts.instructions[i] for i in mine], grad=True).to(dev))
         return info_nce(self.model, fs, fe, text, instr, self.cfg.negatives, self.cfg.loss_objective), {}
 
     def step_info(self, step: int) -> dict[str, Any]:
@@ -415,6 +428,7 @@ def train(model: TwoFrameModel, train_set: EditSet, out_dir: str | os.PathLike, 
     from editlens.core.io import write_json
     from editlens.models.precision import decide
     from editlens.training import LoopSettings, PlotSpec, prepare_run_dir, run
+    from editlens.training.distributed import check_divides, main_only, start
     from editlens.training.loop import autocast_context
 
     out = Path(out_dir)
@@ -423,6 +437,9 @@ def train(model: TwoFrameModel, train_set: EditSet, out_dir: str | os.PathLike, 
     if val_set is None and cfg.val_fraction > 0:
         train_set, val_set = train_set.split_by_source(cfg.val_fraction, cfg.seed)
     precision = decide(cfg.dtype, str(model.device), "training")
+    procs = start(precision.device)  # several processes under accelerate launch / torchrun
+    log = main_only(log, procs)
+    check_divides(cfg.batch_size, "--batch-size", procs, "each process encodes an equal share of every batch")
     identity = {**cfg.identity(), "start": model.provenance.get("checkpoint")}
     prepare_run_dir(out, identity, asdict(cfg), restart=restart)
     if any(p.is_floating_point() and p.dtype != torch.float32 for p in model.parameters()):
@@ -456,7 +473,8 @@ def train(model: TwoFrameModel, train_set: EditSet, out_dir: str | os.PathLike, 
     history = {**history_of(res.rows, cfg), "device": precision.device, "precision": res.summary.get("precision"),
                "train_size": len(train_set), "val_size": len(val_set) if val_set else 0,
                "objective": cfg.loss_objective, "negatives": list(cfg.negatives)}
-    write_json(out / "history.json", history, default=str)
+    if procs.main:
+        write_json(out / "history.json", history, default=str)
     return {**history, "interrupted": res.interrupted, "exit_code": res.exit_code, "summary": res.summary,
             "model": res.outputs.get("model")}
 
