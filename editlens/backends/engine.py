@@ -160,3 +160,34 @@ def engine_tokens(backend: Any, words: Sequence[str]) -> list[dict[str, tuple[in
             if len(found) == len(words) and len({v[0] for v in found.values()}) == len(words) and found not in out:
                 out.append(found)
     return out
+
+
+def engine_detokenize(backend: Any, tokens: Sequence[int]) -> str:
+    """The engine's text of ``tokens`` (its ``/detokenize``; vLLM answers
+    ``{"prompt"}``, SGLang ``{"text"}``), special tokens written as the
+    tokenizer writes them. Raises :class:`ModelUnavailableError` when it has none."""
+    import httpx
+
+    be = _raw(backend)
+    root = be.base_url[:-3] if be.base_url.endswith("/v1") else be.base_url
+    headers = be._headers() if hasattr(be, "_headers") else {}
+    status, said, answer = 0, "", None
+    with httpx.Client(timeout=min(getattr(be, "timeout", 30.0), 30.0), headers=headers) as client:
+        for base in (root, root + "/v1"):
+            try:
+                r = client.post(base + "/detokenize", json={"model": be.model_id, "tokens": list(tokens)})
+            except httpx.HTTPError as exc:
+                raise ModelUnavailableError(f"the engine at {be.base_url}: /detokenize failed ({exc})") from None
+            status, said = r.status_code, r.text[:200]
+            if status not in (404, 405):
+                break
+        if status < 400:
+            try:
+                answer = r.json()
+            except ValueError:
+                answer = None
+    text = answer.get("prompt", answer.get("text")) if isinstance(answer, dict) else None
+    if not isinstance(text, str):
+        raise ModelUnavailableError(f"the engine at {be.base_url} has no usable /detokenize (HTTP {status}: {said}); "
+                                    "token offsets are computed through it")
+    return text

@@ -61,6 +61,10 @@ class OpenAIBackend:
         self.model_id = str(model)
         entry = next((m for m in info if m.get("id") == model), {})
         self.extensions = entry.get("owned_by") == "editlens"
+        #: the server's dialect (editlens, vllm, sglang; None: another OpenAI-compatible server), from owned_by
+        owner = entry.get("owned_by") or next((m.get("owned_by") for m in info  # SGLang's BASE:ADAPTER, unlisted
+                                               if str(model).startswith(f"{m.get('id')}:")), None)
+        self.dialect = owner if owner in ("editlens", "vllm", "sglang") else None
         # What the server says it serves goes into cache keys: a new checkpoint
         # behind the same name must not be answered from old cache rows.
         served = {k: entry[k] for k in ("root", "parent", "revision", "owned_by") if entry.get(k) is not None}
@@ -133,7 +137,7 @@ class OpenAIBackend:
             return list(await asyncio.gather(*(self._one(client, sem, r) for r in requests)))
 
     async def _one(self, client: httpx.AsyncClient, sem: asyncio.Semaphore, req: ChatRequest) -> Generation:
-        body = request_body(req, self.model_id, self.extensions)
+        body = request_body(req, self.model_id, self.dialect)
         last = "no attempt"
         async with sem:
             for attempt in range(self.max_retries + 1):

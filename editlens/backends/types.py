@@ -130,6 +130,10 @@ class TokenStep:
     top: list[tuple[str, float | None]] = field(default_factory=list)
     #: token id -> log-probability of the ids a request asked for (:attr:`ChatRequest.logprob_tokens`)
     ids: dict[int, float] = field(default_factory=dict)
+    #: the generated token's id, where the backend or engine says it (``None``: only its text is known)
+    token_id: int | None = None
+    #: the ids of :attr:`top`, in its order, where known
+    top_ids: list[int] = field(default_factory=list)
 
 
 @dataclass

@@ -134,7 +134,14 @@ def softmax(values: Sequence[float]) -> list[float]:
 
 def step_for_offset(offsets: Sequence[int], offset: int) -> int | None:
     """Index of the generated token whose text span contains character ``offset``
-    (``offsets[j]`` is where token ``j`` starts in the decoded answer)."""
+    (``offsets[j]`` is where token ``j`` starts in the decoded answer). Offsets
+    that are not a list (an engine's, computed on demand from token ids) are
+    searched by bisection: each costs a request."""
+    if not isinstance(offsets, list):
+        import bisect
+
+        k = bisect.bisect_right(offsets, offset)  # type: ignore[type-var]
+        return k - 1 if k > 0 else None
     j = None
     for i, start in enumerate(offsets):
         if start <= offset:
@@ -169,8 +176,30 @@ def word_probability(word: str, emitted: int, logits: dict[int, float], variants
     return None
 
 
+def missing_candidates(word: str, emitted: int, logits: dict[int, float], variants: Sequence[dict[str, int]]
+                       ) -> list[str] | None:
+    """The candidate words whose value is missing at a step that emitted
+    ``word``'s token (an engine returned only its top log-probabilities);
+    ``None`` when the step did not emit ``word``'s token at all."""
+    for v in variants:
+        if v.get(word) == emitted:
+            return [w for w, i in v.items() if i not in logits]
+    return None
+
+
+def unavailable_reason(word: str, emitted: int, logits: dict[int, float], variants: Sequence[dict[str, int]],
+                       source: str | None) -> str:
+    """Why no probability of ``word`` could be read at its step."""
+    missing = missing_candidates(word, emitted, logits, variants)
+    if missing:
+        return (f"unavailable: {', '.join(missing)} not among the log-probabilities the engine returned at the "
+                f"step ({source or 'engine top log-probabilities'})")
+    return f"unavailable: {word} was not emitted as its own token at the step it starts"
+
+
 def assign_command_confidence(diffs: list[Difference], offsets: Sequence[int], step_ids: Sequence[int],
-                              step_logits: Sequence[dict[int, float]], variants: Sequence[dict[str, int]]) -> None:
+                              step_logits: Sequence[dict[int, float]], variants: Sequence[dict[str, int]],
+                              source: str | None = None) -> None:
     """Confidence of each difference = softmax over the ADD/EDIT/REMOVE logits
     at the step that emitted its command token.
 
@@ -188,9 +217,14 @@ def assign_command_confidence(diffs: list[Difference], offsets: Sequence[int], s
         p = None if j is None or j >= len(step_ids) else word_probability(d.command, step_ids[j], step_logits[j],
                                                                              variants)
         if p is None:
-            d.confidence, d.confidence_source = None, "unavailable: the command was not emitted as a command token"
+            if j is None or j >= len(step_ids):
+                d.confidence_source = "unavailable: the command's place in the answer was not found among the tokens"
+            else:
+                d.confidence_source = unavailable_reason(d.command, step_ids[j], step_logits[j], variants, source)
+            d.confidence = None
             continue
-        d.confidence, d.confidence_source = p, "softmax over ADD/EDIT/REMOVE logits"
+        d.confidence, d.confidence_source = p, "softmax over ADD/EDIT/REMOVE logits" + (f" ({source})" if source
+                                                                                          else "")
 
 
 # -- coherence answer ---------------------------------------------------------------
