@@ -20,14 +20,24 @@ def _edit(seed=1, shape=(40, 56)):
     return LoadedEdit(id=f"e{seed}", source=img(), edited=img(), instruction="add a red hat")
 
 
-def _serve(base, adapters, merge=False, max_images=None, name="tiny-base"):
+#: every engine-path test runs against plain `editlens serve` and its imitations of vLLM and SGLang
+ENGINES = [None, "vllm", "sglang"]
+
+
+def _imitation(imitate, **kw):
+    from editlens.backends.imitation import imitation
+
+    return None if imitate is None else imitation(imitate, **kw)
+
+
+def _serve(base, adapters, merge=False, max_images=None, name="tiny-base", imitate=None, **kw):
     from editlens.backends.engine_api import load_adapter
     from editlens.backends.local import TransformersBackend
     from editlens.backends.server import build_app
 
     backend = TransformersBackend(str(base))
     served = {n: load_adapter(TransformersBackend(str(base)), d, n, merge=merge) for n, d in adapters.items()}
-    return build_app(backend, name, adapters=served, max_images=max_images)
+    return build_app(backend, name, adapters=served, max_images=max_images, imitate=_imitation(imitate, **kw))
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +51,11 @@ def dice_layout(tmp_path_factory):
               "coherence_generation": {"max_new_tokens": 10, "add_generation_prompt": False}}
     path = root / "preset.json"
     path.write_text(json.dumps(preset))
+    # what SGLang can match: no repetition penalty (it penalises generated tokens only) and the generation
+    # prompt added (it drops add_generation_prompt: false)
+    matched = {**preset, "detector_generation": {"max_new_tokens": 10, "repetition_penalty": 1.0},
+               "coherence_generation": {"max_new_tokens": 10, "add_generation_prompt": True}}
+    (root / "preset-sglang.json").write_text(json.dumps(matched))
     return layout, path
 
 
@@ -50,7 +65,21 @@ def _softmax(values):
     return [e / sum(ex) for e in ex]
 
 
-def test_released_dice_on_an_engine_answers_as_in_process(dice_layout):
+def _same_where_returned(la, lb, tol):
+    """The candidates' softmax equal at every step where the engine returned all of them."""
+    compared = 0
+    for da, db in zip(la, lb):
+        ids = sorted(da)
+        if sorted(db) != ids:
+            assert set(db) < set(ids)  # only ever fewer (outside the engine's top-k), never others
+            continue
+        assert np.allclose(_softmax([da[i] for i in ids]), _softmax([db[i] for i in ids]), atol=tol)
+        compared += 1
+    return compared
+
+
+@pytest.mark.parametrize("imitate", ENGINES)
+def test_released_dice_on_an_engine_answers_as_in_process(dice_layout, imitate):
     import torch
 
     from editlens.dice.released import (
@@ -63,10 +92,13 @@ def test_released_dice_on_an_engine_answers_as_in_process(dice_layout):
     from editlens.dice.types import COMMANDS, DiceResult, Difference
 
     layout, preset_file = dice_layout
+    if imitate == "sglang":  # the settings SGLang can match (the others: test_sglang_differences_are_said_...)
+        preset_file = preset_file.parent / "preset-sglang.json"
     local = build_released(str(preset_file))
     base = layout["detector"][0]  # the tiny bases of both stages are the same random model
     sample = _edit()
-    app = _serve(base, {"dice-detector": layout["detector"][1], "dice-coherence": layout["coherence"][1]})
+    app = _serve(base, {"dice-detector": layout["detector"][1], "dice-coherence": layout["coherence"][1]},
+                 imitate=imitate)
     with running(app) as url:
         remote = ReleasedDice(load_preset(str(preset_file)), engine=url)
         # the detector's raw generation: same answer, same ADD/EDIT/REMOVE probabilities at every step
@@ -76,27 +108,41 @@ def test_released_dice_on_an_engine_answers_as_in_process(dice_layout):
         b = remote.detector.generate(conv, [sample.source, sample.edited], gen, COMMANDS)
         assert a.text == b.text and len(a.step_ids) == len(b.step_ids) > 0
         assert b.variants == a.variants  # first tokens from the engine's /tokenize = the local tokenizer's
+        assert b.step_ids == a.step_ids and list(b.offsets) == a.offsets  # offsets from token ids, as in-process
         fp32 = next(local.detector.model.parameters()).dtype == torch.float32
         tol = 1e-4 if fp32 else 3e-2
-        for la, lb in zip(a.step_logits, b.step_logits):
-            ids = sorted(la)
-            assert sorted(lb) == ids
-            assert np.allclose(_softmax([la[i] for i in ids]), _softmax([lb[i] for i in ids]), atol=tol)
+        compared = _same_where_returned(a.step_logits, b.step_logits, tol)
+        if imitate == "sglang":  # its top-20 only: the share of steps it could not give is recorded
+            assert "top-20" in b.source and "after the engine's penalties" in b.source
+        else:  # exact ids (editlens' extension, vLLM's logprob_token_ids): every step, equal
+            assert compared == len(a.step_logits) and "engine ids (exact" in b.source
         # whole runs: same results; the engine is in the provenance
         ra, rb = local.run([sample])[0], remote.run([sample])[0]
         assert (ra.raw, ra.unparsable, ra.problem) == (rb.raw, rb.unparsable, rb.problem)
+        assert rb.probability_source["detector"]["source"] == b.source
+        for da, db in zip(ra.differences, rb.differences):  # equal where the engine gave the candidates
+            if db.confidence is not None:
+                assert db.confidence == pytest.approx(da.confidence, abs=tol)
+            elif da.confidence is not None:
+                assert "not among the log-probabilities the engine returned" in db.confidence_source
         # coherence (no generation prompt, its own adapter): same answer and P(YES) inputs
         res_a, res_b = (DiceResult([Difference("ADD", "a red hat", (0.3, 0.3, 0.6, 0.6))]) for _ in range(2))
         local.judge(sample, res_a)
         remote.judge(sample, res_b)
         assert [v.raw for v in res_a.verdicts] == [v.raw for v in res_b.verdicts]
         assert [v.coherent for v in res_a.verdicts] == [v.coherent for v in res_b.verdicts]
+        for va, vb in zip(res_a.verdicts, res_b.verdicts):
+            if vb.p_yes is not None or imitate != "sglang":
+                assert (vb.p_yes is None) == (va.p_yes is None)
+                if va.p_yes is not None:
+                    assert vb.p_yes == pytest.approx(va.p_yes, abs=tol)
         conv = coherence_conversation(local.prompts, sample.instruction, "ADD", "a red hat")
         ca = local.coherence.generate(conv, [sample.source, sample.edited], local.preset.coherence_generation,
                                       ("YES", "NO"))
         cb = remote.coherence.generate(conv, [sample.source, sample.edited], local.preset.coherence_generation,
                                        ("YES", "NO"))
-        assert ca.text == cb.text
+        assert ca.text == cb.text and cb.step_ids == ca.step_ids
+        _same_where_returned(ca.step_logits, cb.step_logits, tol)
         desc = remote.describe()
         engine = desc["detector"]["engine"]
         assert engine["url"] == url and engine["served_model"] == "dice-detector"
@@ -104,6 +150,70 @@ def test_released_dice_on_an_engine_answers_as_in_process(dice_layout):
         assert engine["capabilities"]["adapter_of"] == "tiny-base"
         assert desc["identical_to_release"] is False
         assert any("inference engine" in n for n in desc["differences_from_release"])
+        if imitate is not None:  # an imitation lists no editlens-only fields
+            assert {m["owned_by"] for m in engine["models_answer"]} == {imitate}
+
+
+def test_sglang_differences_are_said_and_recorded_per_result(dice_layout, caplog):
+    """With the release's settings (penalty 1.5 on the detector, no generation prompt for coherence) SGLang
+    cannot match: said at start, recorded in every result, the probability source says 'after penalties'."""
+    from editlens.dice.released import ReleasedDice, load_preset
+
+    layout, preset_file = dice_layout
+    app = _serve(layout["detector"][0], {"dice-detector": layout["detector"][1],
+                                         "dice-coherence": layout["coherence"][1]}, imitate="sglang")
+    with running(app) as url, caplog.at_level("WARNING", logger="editlens.dice"):
+        remote = ReleasedDice(load_preset(str(preset_file)), engine=url)
+        said = caplog.text
+        res = remote.run([_edit(4)])[0]
+    assert "no add_generation_prompt request field" in said and "counts generated tokens only" in said
+    notes = res.differences_from_release
+    assert any("add_generation_prompt" in n for n in notes) and any("penalty 1.5" in n for n in notes)
+    assert "after the engine's penalties" in res.probability_source["detector"]["source"]
+    share = res.probability_source["detector"]["missing_share"]
+    assert share is None or 0.0 <= share <= 1.0
+    assert res.to_dict()["probability_source"] == res.probability_source
+
+
+def test_vllm_top20_without_candidate_ids_reports_missing_candidates(dice_layout):
+    """The old case: a vLLM that returns only its top 20 log-probabilities (before logprob_token_ids). The tiny
+    model's vocabulary is larger than 20, so candidates fall outside them: each such confidence is None with the
+    reason, and the share of candidate steps that lacked one is recorded; with logprob_token_ids every confidence
+    equals in-process."""
+    from dataclasses import replace
+
+    from editlens.backends.imitation import imitation
+    from editlens.backends.server import build_app
+    from editlens.dice.released import ReleasedDice, build_released, load_preset
+    from editlens.dice.types import COMMANDS
+
+    layout, preset_file = dice_layout
+    local = build_released(str(preset_file))
+    old_vllm = replace(imitation("vllm"), logprob_token_ids=False, tokens_as_ids=False)
+    from editlens.backends.engine_api import load_adapter
+    from editlens.backends.local import TransformersBackend
+
+    base, det = layout["detector"]
+    app = build_app(TransformersBackend(str(base)), "tiny-base", imitate=old_vllm,
+                    adapters={"dice-detector": load_adapter(TransformersBackend(str(base)), det, "dice-detector")})
+    conv_of = __import__("editlens.dice.released", fromlist=["detector_conversation"]).detector_conversation
+    missing_seen = 0
+    with running(app) as url:
+        remote = ReleasedDice(load_preset(str(preset_file)), engine=url, served={"coherence": "none"})
+        assert len(local.detector.generate(conv_of(local.prompts), [_edit().source, _edit().edited],
+                                           local.preset.detector_generation, COMMANDS).text) > 0
+        for seed in range(1, 6):
+            sample = _edit(seed)
+            conv = conv_of(local.prompts)
+            a = local.detector.generate(conv, [sample.source, sample.edited], local.preset.detector_generation,
+                                        COMMANDS)
+            b = remote.detector.generate(conv, [sample.source, sample.edited], local.preset.detector_generation,
+                                         COMMANDS)
+            assert a.text == b.text and b.step_ids == a.step_ids  # ids from choice.token_ids
+            assert "top-20" in b.source
+            _same_where_returned(a.step_logits, b.step_logits, 1e-3)
+            missing_seen += sum(1 for da, db in zip(a.step_logits, b.step_logits) if set(db) < set(da))
+    assert missing_seen > 0  # the old case happens on this model: some candidate outside the top 20
 
 
 def test_engine_shortfalls_stop_at_start_naming_the_option(dice_layout):

@@ -191,3 +191,26 @@ def engine_detokenize(backend: Any, tokens: Sequence[int]) -> str:
         raise ModelUnavailableError(f"the engine at {be.base_url} has no usable /detokenize (HTTP {status}: {said}); "
                                     "token offsets are computed through it")
     return text
+
+
+def engine_honours_seed(backend: Any) -> bool | None:
+    """Whether the engine uses a request's ``seed``: vLLM and editlens serve do;
+    SGLang only when started with ``--enable-deterministic-inference``, which
+    its ``/get_server_info`` tells (``None``: the engine does not say)."""
+    import httpx
+
+    be = _raw(backend)
+    dialect = getattr(be, "dialect", None)
+    if dialect in ("vllm", "editlens"):
+        return True
+    if dialect != "sglang":
+        return None
+    root = be.base_url[:-3] if be.base_url.endswith("/v1") else be.base_url
+    try:
+        r = httpx.get(root + "/get_server_info", headers=be._headers() if hasattr(be, "_headers") else {},
+                      timeout=min(getattr(be, "timeout", 30.0), 30.0))
+        info = r.json() if r.status_code < 400 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+    flag = info.get("enable_deterministic_inference") if isinstance(info, dict) else None
+    return flag if isinstance(flag, bool) else None

@@ -438,8 +438,10 @@ class ReleasedDice:
         cut_note = (f"the answer was cut off at {self.preset.detector_generation.max_new_tokens} new tokens, so the "
                     "list may be incomplete" + (f"; cut-off last item not read: {ans.tail[:80]!r}" if ans.tail else ""))
         if ans.differences is None:
-            return DiceResult([], detector="released", raw=g.text, unparsable=True,
-                              problem=f"{ans.problem}" + (f" ({cut_note})" if cut else ""), truncated=cut)
+            bad = DiceResult([], detector="released", raw=g.text, unparsable=True,
+                             problem=f"{ans.problem}" + (f" ({cut_note})" if cut else ""), truncated=cut)
+            record_probability_source(bad, "detector", g)
+            return bad
         assign_command_confidence(ans.differences, g.offsets, g.step_ids, g.step_logits, g.variants, g.source)
         if self.preset.confidence == RELEASE_CONFIDENCE:
             for d in ans.differences:

@@ -555,6 +555,18 @@ class EditScoreEvaluator(Metric):
                 f"editscore: cannot tell the family of {raw.model_id!r} at {self.engine} from its name "
                 f"({entry.get('root')!r}); pass --option editscore.family=qwen2_5_vl (EditScore-7B/72B) or qwen3_vl")
         self.family = family
+        self._engine_notes = []
+        if getattr(raw, "dialect", None) == "sglang":
+            from editlens.backends.engine import engine_honours_seed
+
+            if self.temperature > 0 and engine_honours_seed(raw) is not True:
+                self._engine_notes.append(
+                    "seeds: SGLang uses a request's seed only when started with --enable-deterministic-inference "
+                    "(its /get_server_info does not say so): the sampled passes are not reproducible")
+            for note in self._engine_notes:  # said at start, recorded with every result
+                import logging
+
+                logging.getLogger("editlens.editscore").warning("editscore on %s: %s", self.engine, note)
         return _EngineFormat(be, family == "qwen2_5_vl", self.top_p, self.top_k)
 
     def _engine_describe(self) -> dict[str, Any]:
@@ -587,6 +599,7 @@ class EditScoreEvaluator(Metric):
                                      f"{self.seed}..{self.seed + self.samples - 1} (seeding=release)"
                                      if self.samples > 1 and self.seeding != "release" else ""),
                  "unreadable answers are unscored (the release retries twice, then scores a random integer)"]
+        notes += list(getattr(self, "_engine_notes", None) or [])
         return {"prompts_identical": self.prompts.official, "format_identical": not [d for d in diffs
                                                                                        if not d.startswith("prompt")],
                 "identical_to_release": False, "differences": diffs + notes, "notes": notes}
