@@ -248,8 +248,9 @@ def test_engine_shortfalls_stop_at_start_naming_the_option(dice_layout):
             ReleasedDice(preset, engine=url, served={"coherence": "none"})
 
 
+@pytest.mark.parametrize("imitate", ENGINES)
 @pytest.mark.parametrize("programmed", [True, False])
-def test_editscore_on_an_engine_scores_as_in_process(tmp_path, editscore_dirs, programmed):
+def test_editscore_on_an_engine_scores_as_in_process(tmp_path, editscore_dirs, programmed, imitate):
     from editlens.metrics.registry import create_metric
     from editlens.testing import tiny_reward as TR
 
@@ -262,7 +263,7 @@ def test_editscore_on_an_engine_scores_as_in_process(tmp_path, editscore_dirs, p
     local = create_metric("editscore", model=str(adapter), base=str(base), temperature=0.0, cache=False,
                           max_new_tokens=tokens)
     want = local.score_batch(batch)
-    with running(_serve(base, {"editscore": adapter}, merge=True, name="Qwen2.5-VL-tiny")) as url:
+    with running(_serve(base, {"editscore": adapter}, merge=True, name="Qwen2.5-VL-tiny", imitate=imitate)) as url:
         remote = create_metric("editscore", engine=url, temperature=0.0, cache=False, max_new_tokens=tokens)
         got = remote.score_batch(batch)
         for a, b in zip(want, got):
@@ -275,18 +276,85 @@ def test_editscore_on_an_engine_scores_as_in_process(tmp_path, editscore_dirs, p
         assert got[0].details["release"]["served_model"] == "editscore"
 
 
-def test_editscore_sampled_with_seeds_equals_in_process(editscore_dirs):
-    """Sampled passes with the same seed: equal where the engine honours seeds (editlens serve does)."""
+@pytest.mark.parametrize("imitate", ENGINES)
+def test_editscore_sampled_with_seeds_equals_in_process(editscore_dirs, imitate):
+    """Sampled passes with the same seed: equal where the engine honours seeds (editlens serve and vLLM do,
+    SGLang with --enable-deterministic-inference; without it the result says the passes are not reproducible)."""
     from editlens.metrics.registry import create_metric
 
     base, adapter = editscore_dirs["q3"]
     batch = [_edit(3)]
     opts = dict(samples=2, temperature=0.7, seed=5, cache=False, max_new_tokens=24)
     want = create_metric("editscore", model=str(adapter), base=str(base), **opts).score_batch(batch)
-    with running(_serve(base, {"editscore": adapter}, merge=True, name="qwen3-vl-tiny")) as url:
+    kw = {"deterministic": True} if imitate == "sglang" else {}
+    with running(_serve(base, {"editscore": adapter}, merge=True, name="qwen3-vl-tiny", imitate=imitate,
+                        **kw)) as url:
         got = create_metric("editscore", engine=url, **opts).score_batch(batch)
     assert [p.get("SC") for p in want[0].details["passes"]] == [p.get("SC") for p in got[0].details["passes"]]
     assert want[0].value == got[0].value
+    assert not any("seeds" in n for n in got[0].details["release"]["differences_from_release"])
+    if imitate == "sglang":  # the same engine without the flag: said at start and recorded
+        with running(_serve(base, {"editscore": adapter}, merge=True, name="qwen3-vl-tiny", imitate=imitate)) as url:
+            got = create_metric("editscore", engine=url, **opts).score_batch(batch)
+        assert any("--enable-deterministic-inference" in n for n in got[0].details["release"]["differences_from_release"])
+
+
+@pytest.mark.parametrize("imitate", ["vllm", "sglang"])
+def test_omitted_sampling_fields_take_the_models_generation_config(tmp_path, imitate):
+    """Both engines fill an omitted sampling field from generation_config.json (here a repetition penalty of
+    3): an omitted field answers as the model's value, not as neutral; editlens sends every field, so its
+    answer is the neutral one, equal to plain editlens serve's."""
+    import httpx
+
+    from editlens.backends.http import OpenAIBackend
+    from editlens.backends.types import ChatRequest, GenerationSettings, Message
+    from editlens.testing import tiny_reward as TR
+
+    model = TR.build_qwen_vl(tmp_path / "m", "qwen2_5_vl")
+    path = model / "generation_config.json"
+    config = json.loads(path.read_text()) if path.exists() else {}
+    config.update(repetition_penalty=3.0)
+    path.write_text(json.dumps(config))
+    text = "Describe the picture in detail, then again."
+    req = ChatRequest([Message("user", [text])], GenerationSettings(max_new_tokens=20, top_logprobs=2))
+
+    def ask(url, **fields):
+        body = {"model": "tiny", "messages": [{"role": "user", "content": text}], "max_tokens": 20,
+                "temperature": 0.0, "logprobs": True, "top_logprobs": 2, **fields}
+        choice = httpx.post(f"{url}/chat/completions", json=body, timeout=60).json()["choices"][0]
+        return choice["message"]["content"], [c["logprob"] for c in choice["logprobs"]["content"]]
+
+    with running(_serve(model, {}, name="tiny", imitate=imitate)) as url:
+        be = OpenAIBackend(url)
+        assert be.dialect == imitate
+        (explicit,) = be.generate([req])  # every field sent: greedy, no penalty
+        omitted, penalised, neutral = ask(url), ask(url, repetition_penalty=3.0), ask(url, repetition_penalty=1.0)
+    with running(_serve(model, {}, name="tiny")) as url:  # plain editlens serve: no penalty when omitted
+        (plain,) = OpenAIBackend(url).generate([req])
+    assert omitted == penalised and omitted != neutral  # the model's 3.0 was applied to the omitted field
+    assert explicit.text == plain.text == neutral[0]  # editlens' request: the neutral answer, as in-process
+
+
+def test_vllm_imitation_caps_top_logprobs_and_answers_token_ids(editscore_dirs):
+    import httpx
+
+    base, _ = editscore_dirs["q3"]
+    msg = [{"role": "user", "content": "Say something."}]
+    with running(_serve(base, {}, name="tiny", imitate="vllm")) as url:
+        over = httpx.post(f"{url}/chat/completions", json={"model": "tiny", "messages": msg, "max_tokens": 3,
+                                                            "logprobs": True, "top_logprobs": 21})
+        assert over.status_code == 400 and "greater than max allowed: 20" in over.text
+        ok = httpx.post(f"{url}/chat/completions", json={
+            "model": "tiny", "messages": msg, "max_tokens": 3, "temperature": 0, "logprobs": True,
+            "logprob_token_ids": [5, 7], "return_tokens_as_token_ids": True, "return_token_ids": True,
+            "candidates": ["YES"], "logprob_tokens": [5]}).json()
+    choice = ok["choices"][0]
+    steps = choice["logprobs"]["content"]
+    assert len(choice["token_ids"]) == len(steps) > 0
+    for tid, step in zip(choice["token_ids"], steps):
+        assert step["token"] == f"token_id:{tid}" and "candidates" not in step and "token_logprobs" not in step
+        named = {t["token"] for t in step["top_logprobs"]}
+        assert {"token_id:5", "token_id:7", f"token_id:{tid}"} == named | {f"token_id:{tid}"} and len(named) <= 3
 
 
 def test_box_convention_of_an_engine_comes_from_the_served_family():
