@@ -551,3 +551,26 @@ def test_engine_tokens_without_tokenizer_endpoints_names_the_cause():
     with running(FastAPI()) as url:
         with pytest.raises(ModelUnavailableError, match=r"no usable /tokenize \(HTTP 404"):
             engine_tokens(SimpleNamespace(base_url=url, model_id="m"), ["YES", "NO"])
+
+
+@pytest.mark.parametrize("imitate", ENGINES)
+def test_context_check_of_an_adapter_name_falls_back_to_its_base(editscore_dirs, imitate):
+    """vLLM lists no max_model_len for LoRA adapter names: the context check reads the base model's entry."""
+    import httpx
+
+    from editlens.backends.engine_api import load_adapter
+    from editlens.backends.local import TransformersBackend
+    from editlens.backends.server import ServeLimits, build_app
+    from editlens.errors import ModelUnavailableError
+    from editlens.metrics.registry import create_metric
+
+    base, adapter = editscore_dirs["q3"]
+    app = build_app(TransformersBackend(str(base)), "qwen3-vl-tiny", limits=ServeLimits(max_prompt_tokens=100,
+                                                                                           max_tokens=50),
+                    adapters={"editscore": load_adapter(TransformersBackend(str(base)), adapter, "editscore")},
+                    imitate=_imitation(imitate))
+    with running(app) as url:
+        listed = {m["id"]: m for m in httpx.get(f"{url}/models").json()["data"]}
+        assert ("max_model_len" in listed["editscore"]) == (imitate != "vllm")
+        with pytest.raises(ModelUnavailableError, match=r"context of 150 tokens.*--max-model-len"):
+            create_metric("editscore", engine=url, cache=False, max_new_tokens=400).describe()

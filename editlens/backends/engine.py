@@ -67,9 +67,13 @@ def check_engine(backend: Any, needs: EngineNeeds, who: str, option: str) -> dic
         be.capabilities = memo["caps"]
         return memo["caps"]
     entry: dict[str, Any] = next((m for m in be.models_answer if m.get("id") == model), {})
-    caps: dict[str, Any] = {"served_model": model, "max_model_len": entry.get("max_model_len"),
-                            "adapter_of": entry.get("parent")}
-    limit = entry.get("max_model_len")
+    # vLLM lists no max_model_len for a LoRA adapter's name (nor SGLang for BASE:ADAPTER): the base's holds
+    base_name = entry.get("parent") or (str(model).split(":")[0] if ":" in str(model) else None)
+    base_entry: dict[str, Any] = next((m for m in be.models_answer if m.get("id") == base_name), {})
+    limit = entry.get("max_model_len", base_entry.get("max_model_len"))
+    caps: dict[str, Any] = {"served_model": model, "max_model_len": limit, "adapter_of": entry.get("parent")}
+    if entry.get("max_model_len") is None and limit is not None:
+        caps["max_model_len_from"] = f"the base model {base_name!r} (none listed for {model!r})"
     if isinstance(limit, int) and needs.max_new_tokens >= limit:
         raise ModelUnavailableError(
             f"{who}: the engine at {url} serves {model!r} with a context of {limit} tokens, less than the "
