@@ -106,6 +106,19 @@ def test_hidden_state_choice_scripted():
         scorer.predict(inputs, hidden="middle")
 
 
+def test_several_score_tokens_read_at_the_last_as_the_release_or_the_first():
+    """ADIEE's get_score reads the last [SCORE] of an answer emitting several; score_token=first the first."""
+    new = [[SCORE, 7, SCORE, EOS]]  # [SCORE] at steps 0 and 2
+    scorer, _ = _scripted_scorer(new)
+    ids = torch.tensor([[3, 4]])
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    assert scorer.predict(inputs, hidden="emitting-step")[0].score == 30.0  # default: the last (step 2)
+    assert scorer.predict(inputs, hidden="emitting-step", score_token="first")[0].score == 10.0
+    assert scorer.predict(inputs, hidden="score-token", score_token="last")[0].score == 40.0  # fed back at step 3
+    with pytest.raises(ValueError, match="score_token"):
+        scorer.predict(inputs, score_token="middle")
+
+
 # -- real tiny models -----------------------------------------------------------------------
 def _pairs(n=3, seed=0):
     rng = np.random.default_rng(seed)
