@@ -252,6 +252,9 @@ def pairwise_eval_cmd(human: Path = typer.Option(..., "--human", help="JSONL {id
                           "adiee-3way: round(score/5) types, equal types tie (ADIEE's AURORA rule); adiee-genai-4way: "
                           "ADIEE's GenAI-Bench rule, equal types tie only when both scores >= 9, else both bad, "
                           "exact 4-way match over all pairs.")),
+                      denominator: str = typer.Option("scored", "--denominator", help="adiee-3way: divide by "
+                                                      "the pairs with both scores (scored) or by all pairs, a pair "
+                                                      "without both counted wrong (all: as the release)."),
                       json_out: bool = typer.Option(False, "--json", help="Machine-readable output (JSON) instead of the table.")) -> None:
     """Pairwise accuracy of ADIEE's released rule (round(score/5)) beside accuracy-with-ties calibration; with
     --rule adiee-genai-4way, ADIEE's GenAI-Bench rule. Every figure names its rule."""
@@ -266,13 +269,17 @@ def pairwise_eval_cmd(human: Path = typer.Option(..., "--human", help="JSONL {id
         typer.echo(f"ADIEE GenAI-Bench rule (4-way) accuracy {res['accuracy']:.4f} over {res['n']} pairs "
                    f"({res['unscored']} without both scores, counted wrong)")
         return
-    out = get("aurora").run_protocol("adiee-released-rule", human=human, predictions=predictions, metric=metric)
+    if denominator not in ("scored", "all"):
+        raise typer.BadParameter(f"must be scored or all, got {denominator!r}", param_hint="--denominator")
+    out = get("aurora").run_protocol("adiee-released-rule", human=human, predictions=predictions, metric=metric,
+                                     denominator=denominator)
     out.update({"rule": rule.value, "rule_text": PAIRWISE_RULES[rule.value]})
     rep = out["accuracy_with_ties"]
     if json_out:
         emit_json(out)
         return
-    typer.echo(f"released rule (type = round(score/5)) accuracy {out['released_rule_accuracy']:.4f} over {out['n']} pairs")
+    typer.echo(f"released rule (type = round(score/5)) accuracy {out['released_rule_accuracy']:.4f} over {out['n']} "
+               f"pairs ({'all pairs, ' + str(out['unscored_pairs']) + ' without both scores counted wrong' if denominator == 'all' else 'with both scores'})")
     typer.echo(f"accuracy with tie calibration {rep['accuracy']:.4f} (threshold {rep['threshold']:.4g})")
 
 
