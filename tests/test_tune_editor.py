@@ -208,6 +208,59 @@ def test_suffix_from_a_clone_and_a_bad_template(tmp_path):
         load_quality_prompt(clone=tmp_path / "nothing-here")
 
 
+# the release's own lines (the ADIEE dataset module's MagicBrushDataset and its editor test script), as the audit
+# quotes them: a two-field f-string whose second field is a list element, then a ".." -> "." replace
+_RELEASE_DATASET = """
+import torch_that_is_not_installed
+
+class MagicBrushDataset:
+    def __init__(self, args, tokenizer):
+        self.score_list = ["one", "two", "three", "four", "five"]
+
+    def __getitem__(self, idx):
+        instruction_text = self.data[idx]["instruction"]
+        score = self.score_list[self.level(idx)]
+        reward_instruction = f". The image quality is {score} out of {self.score_list[-1]}."
+        instruction_text = (instruction_text + reward_instruction).replace("..", ".")
+        return instruction_text
+"""
+_RELEASE_TEST_SCRIPT = """
+def prompt_of(instruction, add_reward_prompt):
+    if add_reward_prompt:
+        instruction = instruction + ". The image quality is five out of five"
+    return instruction
+"""
+
+
+def test_suffix_from_the_releases_own_text(tmp_path):
+    """--suffix-from-clone on the release's real dataset module: two fields, "five" read from the literal list,
+    the ".." -> "." replace applied as the release applies it, and the test script's suffix (no final period)
+    exported for prompting the tuned editor."""
+    from editlens.adiee.editor_prompt import load_quality_prompt, read_clone_suffix
+
+    clone = tmp_path / "ADIEE"
+    clone.mkdir()
+    (clone / "dataset.py").write_text(_RELEASE_DATASET)
+    (clone / "test_editor.py").write_text(_RELEASE_TEST_SCRIPT)
+    read = read_clone_suffix(clone)
+    assert read.template == ". The image quality is {quality} out of five."
+    assert read.collapse_double_period and read.inference_suffix == ". The image quality is five out of five"
+    p = load_quality_prompt(clone=clone)
+    assert p.prompt("Make it red.", 10.0) == "Make it red. The image quality is five out of five."  # one period
+    assert p.prompt("make it red", 3.0) == "make it red. The image quality is two out of five."
+    assert p.prompt("make it red", 0.0) == "make it red. The image quality is one out of five."
+    assert p.top_prompt("Add a hat.") == "Add a hat. The image quality is five out of five."  # validation
+    assert p.editor_suffix == ". The image quality is five out of five"
+    assert p.describe()["join"] == "(instruction + suffix).replace('..', '.')"
+    # without the test script beside it: the tuned editor is prompted with the top training suffix
+    (clone / "test_editor.py").unlink()
+    assert load_quality_prompt(clone=clone).editor_suffix == ". The image quality is five out of five."
+    # a second field that is not a literal list's element cannot be read: said, never guessed
+    (clone / "dataset.py").write_text(_RELEASE_DATASET.replace("{self.score_list[-1]}", "{self.top()}"))
+    with pytest.raises(InputError, match="1 with fields not read"):
+        read_clone_suffix(clone)
+
+
 def test_tuning_data_errors_name_the_line_and_the_fix(tmp_path, relabelled):
     from editlens.adiee.tune_data import read_tuning_data
 

@@ -219,7 +219,7 @@ class TuneEditorTask(TrainingTask):
     def instruction_for(self, instruction: str, score10: float | None) -> str:
         if not self.cfg.reward_prompt:
             return instruction
-        return self.prompt.prompt(instruction, score10) if score10 is not None else instruction + self.prompt.top_suffix
+        return self.prompt.prompt(instruction, score10) if score10 is not None else self.prompt.top_prompt(instruction)
 
     def batch(self, step: int, micro: int) -> dict[str, Any]:
         start = step * self.per_step + micro * self.cfg.batch_size
@@ -361,7 +361,7 @@ class TuneEditorTask(TrainingTask):
         cfg = self.cfg
         return {
             "family": FAMILY,
-            "prompt_suffix": self.prompt.top_suffix if cfg.reward_prompt else "",
+            "prompt_suffix": self.prompt.editor_suffix if cfg.reward_prompt else "",
             "source": {"base": cfg.base, "data": self.data_desc, "trained_steps": steps_done,
                        "trained": "lora-merged" if cfg.lora_rank else "unet",
                        "lora_rank": cfg.lora_rank or None, "recipe": self.recipe()},
