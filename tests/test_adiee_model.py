@@ -355,6 +355,40 @@ def test_cli_trains_in_bfloat16_with_float32_trained_weights(tiny_vlm_dirs, tmp_
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-0000002", "step-0000004"]
 
 
+def test_weighted_draw_is_per_source_as_the_release(tmp_path):
+    """The release (ADIEEDataset.get_syn_item) draws, for every source of its shuffled epoch, one of that
+    source's candidates by WEIGHT_DICT[round(score)] (unnormalised weights, here the release's own table read from
+    a clone): each source once per epoch, the within-source shares as the weights say, whatever the other
+    sources hold."""
+    from editlens.adiee.train import sample_order, source_groups
+    from editlens.adiee.tune_data import sample_weights
+
+    clone = tmp_path / "ADIEE"
+    clone.mkdir()
+    (clone / "dataset.py").write_text(
+        "WEIGHT_DICT = {0: 4.11415770609319, 1: 6.060774064100533, 2: 9.254615818753527, 3: 12.355758880516685, "
+        "8: 14.027251619210558, 7: 14.299862962501557, 6: 14.62788326749076, 4: 14.981075437222657, "
+        "5: 16.24239422668742, 9: 16.41661899313501, 10: 241.65263157894736}\n")
+    # two sources: A with a source copy (0) and edits scored 1.0 and 0.5; B with one edit scored 10 and its copy
+    rows = [{"source": "a.png", "instruction": "x", "score": s} for s in (0.0, 1.0, 0.5)] + \
+           [{"source": "b.png", "instruction": "y", "score": s} for s in (1.0, 0.0)]
+    idx = list(range(5))
+    weights, desc = sample_weights([10 * r["score"] for r in rows], "table", clone)
+    groups = source_groups(rows, idx)
+    assert groups == [[0, 1, 2], [3, 4]]
+    order = sample_order(5, 2 * 4000, 3, weights, groups)
+    for epoch in range(4000):  # every source exactly once per epoch
+        pair = order[2 * epoch: 2 * epoch + 2]
+        assert sorted(g for g, members in enumerate(groups) for p in pair if p in members) == [0, 1]
+    a = [p for p in order if p in groups[0]]
+    total = 4.11415770609319 + 241.65263157894736 + 16.24239422668742
+    assert abs(a.count(1) / len(a) - 241.65263157894736 / total) < 0.02  # within source A, by its weights
+    assert abs(a.count(0) / len(a) - 4.11415770609319 / total) < 0.01
+    b = [p for p in order if p in groups[1]]
+    assert abs(b.count(3) / len(b) - 241.65263157894736 / (241.65263157894736 + 4.11415770609319)) < 0.01
+    assert sample_order(5, 100, 3, weights, groups) == order[:100]  # resumable: the same draws again
+
+
 def test_weighted_sample_order_draws_by_weight_and_extends_as_it_began():
     from editlens.adiee.train import sample_order
     from editlens.adiee.tune_data import sample_weights
