@@ -442,3 +442,41 @@ def test_sources_in_a_benchmark_table_train_like_files(tiny_base, relabelled, tm
                                  resolution=16, device="cpu"), progress=False, echo=lambda m: None)
     assert res["exit_code"] == 0 and res["steps_done"] == 2
     assert json.loads((out / "editor" / "editlens_editor.json").read_text())["source"]["trained_steps"] == 2
+
+
+def test_refl_only_with_a_ground_truth_trains_towards_it_alone(tiny_base, relabelled, tmp_path, monkeypatch):
+    """The release's RL data mode: no reward suffix and the MSE target is the ground-truth edit only
+    (--no-reward-prompt --ground-truth ID), never a weighted draw that includes the source or failed edits."""
+    from types import SimpleNamespace
+
+    import editlens.training as training
+    from editlens.adiee.tune_data import read_tuning_data
+    from editlens.adiee.tune_editor import TuneConfig, ground_truth_targets, to_tensor, tune_editor
+
+    groups, _ = read_tuning_data(relabelled)
+    truth = ground_truth_targets(groups, "red")
+    assert {c.id for c in truth.values()} == {f"s{i}_red" for i in range(6)}
+    with pytest.raises(InputError, match=r"6 source\(s\) without a candidate of that id"):
+        ground_truth_targets(groups, "target")
+    seen = {}
+
+    def fake_run(task, settings):  # the loop itself is tested elsewhere: here, what a step trains towards
+        seen["batches"] = [task.batch(step, 0) for step in range(3)]
+        seen["recipe"] = task.recipe()
+        return SimpleNamespace(summary={}, exit_code=0)
+
+    monkeypatch.setattr(training, "run", fake_run)
+    cfg = TuneConfig(base=str(tiny_base), data=str(relabelled), out=str(tmp_path / "run"), reward_prompt=False,
+                     ground_truth="red", steps=3, batch_size=2, resolution=16, device="cpu", augment=False,
+                     val_count=0)
+    tune_editor(cfg, echo=lambda _: None, progress=False)
+    from PIL import Image
+
+    reds = [to_tensor(np.asarray(Image.open(relabelled.parent / "images" / f"s{i}_red.png").convert("RGB")))
+            for i in range(6)]
+    for b in seen["batches"]:
+        assert b["prompts"] == ["make it red"] * 2  # no suffix
+        assert all(any(torch.equal(target.cpu(), r) for r in reds) for target in b["target"])
+    assert seen["recipe"]["mse_target"] == "each source's ground truth ('red') only"
+    with pytest.raises(InputError, match="give it with --no-reward-prompt"):
+        TuneConfig(base="b", data="d", out="o", ground_truth="red").validate()

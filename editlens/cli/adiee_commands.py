@@ -490,6 +490,9 @@ def tune_editor_cmd(
                                       "[this, --refl-steps)."),
     reward_prompt: bool = typer.Option(True, "--reward-prompt/--no-reward-prompt", help="Append the quality suffix "
                                        "to each instruction (reward conditioning)."),
+    ground_truth: Optional[str] = typer.Option(None, "--ground-truth", help="With --no-reward-prompt: the candidate "
+                                               "id of each source's ground-truth edit (e.g. target); the MSE "
+                                               "target is that edit only, as the ADIEE release's RL data mode."),
     suffix_template: Optional[Path] = typer.Option(None, "--suffix-template", help="Own suffix wording: a text file "
                                                    "with {quality}."),
     suffix_from_clone: Optional[Path] = typer.Option(None, "--suffix-from-clone", help="Read the suffix from a clone "
@@ -553,7 +556,8 @@ def tune_editor_cmd(
     cfg = TuneConfig(base=base, data=str(data), out=str(out), score_metric=score_metric,
                      source_as_candidate=source_as_candidate, target_weights=weights,
                      target_weight_table=str(target_weight_table) if target_weight_table else None,
-                     reward_prompt=reward_prompt, suffix_template=str(suffix_template) if suffix_template else None,
+                     reward_prompt=reward_prompt, ground_truth=ground_truth,
+                     suffix_template=str(suffix_template) if suffix_template else None,
                      suffix_from_clone=str(suffix_from_clone) if suffix_from_clone else None, binning=binning,
                      levels=levels, lora_rank=lora_rank, lr=lr, batch_size=batch_size, grad_accum=grad_accum,
                      steps=steps, warmup_steps=warmup, lr_decay=lr_decay, clip=clip, resolution=resolution,
