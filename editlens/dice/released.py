@@ -364,6 +364,9 @@ def coherence_conversation(prompts: PromptSet, instruction: str, command: str, o
 
 
 #: a per-sample difference: the release's box mapping on non-square images is a bug editlens does not reproduce
+SIZES_NOTE = ("original and edit of different sizes: as the release, the original's size decides whether both "
+              "images are cropped to 512x512 and gives the box its pixel scale on either image (on the edit of "
+              "another size the release's box is not where the detector put it)")
 NON_SQUARE_NOTE = ("non-square image: boxes mapped exactly into the centre crop (the released code de-normalises them "
                    "with the crop's size without shifting, which misplaces them)")
 
@@ -463,14 +466,19 @@ class ReleasedDice:
             return
         verdicts = []
         for d in res.differences:
-            h, w = sample.edited.shape[:2]
             release_inputs = self.preset.coherence_inputs == "release"
+            # the release decides the crop (and scales the box) by the original's size; editlens' own rendering
+            # by the edited image's
+            h, w = (sample.source if release_inputs else sample.edited).shape[:2]
             if (self.preset.coherence_crop or release_inputs) and CentreCrop(w, h).to_crop(d.box) is None:
                 verdicts.append(Verdict(None, problem="the box lies outside the centre crop the coherence "
                                                       "estimator sees; not judged"))
                 continue
             if h != w and NON_SQUARE_NOTE not in res.differences_from_release:
                 res.differences_from_release.append(NON_SQUARE_NOTE)
+            if release_inputs and sample.source.shape[:2] != sample.edited.shape[:2] \
+                    and SIZES_NOTE not in res.differences_from_release:
+                res.differences_from_release.append(SIZES_NOTE)
             src, edt = coherence_images(sample.source, sample.edited, d, self.preset.drawing,
                                         self.preset.coherence_crop, self.preset.coherence_size,
                                         self.preset.line_width, self.preset.coherence_inputs)

@@ -362,9 +362,10 @@ def coherence_images(source: np.ndarray, edited: np.ndarray, diff: Difference, c
     if rendering == "release":
         from editlens.dice.release_rendering import release_coherence_images
 
-        h, w = edited.shape[:2]
-        return release_coherence_images(source, edited, diff.command, CentreCrop(w, h).to_crop(diff.box),
-                                        CONVENTIONS[convention][diff.command])
+        # as the release: the original's size decides the crop and scales the box, for both images
+        h, w = source.shape[:2]
+        box = CentreCrop(w, h).to_crop(diff.box) if w != h else tuple(diff.box)
+        return release_coherence_images(source, edited, diff.command, box, CONVENTIONS[convention][diff.command])
     images = {"source": source, "edited": edited}
     box: Sequence[float] | None = diff.box
     if crop:
