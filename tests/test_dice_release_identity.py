@@ -169,3 +169,15 @@ def test_released_run_feeds_release_inputs_and_records_the_release_output(layout
     assert seen[-1][1][0].shape == (512, 512, 3) and ": ADD: cat\n" in seen[-1][0][1]["content"][0]["text"]
     notes = " ".join(ours.describe()["differences_from_release"])
     assert "coherence images drawn by editlens" in notes and "constant-one" in notes
+
+
+def test_items_the_release_drops_are_kept_and_flagged():
+    """DICE's parser keeps an item only when its coordinates are floats in [0, 1]; editlens keeps integer and
+    slightly-out-of-range ones (clamped) and flags each as dropped by the release."""
+    from editlens.dice.released_format import RELEASE_DROPS_FLAG, parse_released_answer
+
+    a = parse_released_answer("['ADD: cat, (0.1, 0.2, 0.3, 0.4)', 'EDIT: dog, (0, 0.2, 1, 0.9)', "
+                              "'REMOVE: cup, (0.5, 0.5, 0.9, 1.03)']")
+    flagged = [RELEASE_DROPS_FLAG in d.flags for d in a.differences]
+    assert flagged == [False, True, True]
+    assert a.differences[2].box[3] == 1.0

@@ -39,6 +39,8 @@ _NOCHANGE = re.compile(r"\bno[\s_-]?changes?\b", re.I)
 _EMPTY_LIST = re.compile(r"^\s*[\[\(]\s*[\]\)]\s*$")
 #: values this far outside [0, 1] are clamped (rounding of the model); beyond, the item is rejected
 CLAMP_TOLERANCE = 0.05
+#: the flag of an item editlens keeps and the release's parser drops (an integer coordinate, or one outside [0, 1])
+RELEASE_DROPS_FLAG = "the release drops this item (a coordinate that is an integer or outside [0, 1])"
 
 
 @dataclass
@@ -92,6 +94,9 @@ def parse_released_answer(text: str | None) -> ReleasedAnswer:
         if any(not math.isfinite(v) or v < -CLAMP_TOLERANCE or v > 1 + CLAMP_TOLERANCE for v in vals):
             rejected.append(f"{m.group(0)!r}: coordinates outside [0, 1] (the format is normalised)")
             continue
+        if any(not re.search(r"[.eE]", m.group(k)) for k in "abcd") or any(not 0 <= v <= 1 for v in vals):
+            # DICE's TunedIdefics.py keeps an item only when its four coordinates are Python floats in [0, 1]
+            flags.append(RELEASE_DROPS_FLAG)
         box = tidy_box(vals, flags)
         if box[2] <= box[0] or box[3] <= box[1]:
             rejected.append(f"{m.group(0)!r}: empty box")
