@@ -366,7 +366,7 @@ class AdieeEvaluator(Metric):
             raise InputError(f"adiee: torch pixel values {tuple(pixels.shape)} differ in shape from the processor's "
                              f"{tuple(inputs['pixel_values'].shape)}")
         scores, emitted = scorer.score_with_grad(inputs, pixels.to(inputs["pixel_values"].dtype), hidden=self.hidden,
-                                                 max_new_tokens=self.max_new_tokens)
+                                                 max_new_tokens=self.max_new_tokens, score_token=self.score_token)
         if self.require_token:
             scores = torch.where(torch.tensor(emitted, device=scores.device), scores, torch.full_like(scores, math.nan))
         return scores

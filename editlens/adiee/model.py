@@ -243,7 +243,8 @@ class AdieeScorer(nn.Module):
                 for s, a, e, o in zip(scores.tolist(), answers, emitted_flags, out.float().tolist())]
 
     def score_with_grad(self, inputs: dict[str, torch.Tensor], pixel_values: torch.Tensor,
-                        hidden: str = "emitting-step", max_new_tokens: int = 8) -> tuple[torch.Tensor, list[bool]]:
+                        hidden: str = "emitting-step", max_new_tokens: int = 8,
+                        score_token: str = "last") -> tuple[torch.Tensor, list[bool]]:
         """Scores differentiable with respect to ``pixel_values`` (shaped as ``inputs["pixel_values"]``):
         the answer is generated greedily without gradients, as :meth:`predict` does; then each row's prompt
         plus the answer up to the state :meth:`predict` reads is run once more, with ``pixel_values``.

@@ -137,7 +137,9 @@ class TuneConfig:
 def ground_truth_targets(groups: list[Any], name: str) -> dict[str, Any]:
     """Each group's ground-truth candidate: the one whose id is ``name`` or ends in ``/name``, ``:name``,
     ``_name`` or ``-name``; a group with none or several is refused, naming it."""
-    out, none, several = {}, [], []
+    out: dict[str, Any] = {}
+    none: list[str] = []
+    several: list[str] = []
     for g in groups:
         hits = [c for c in g.candidates if c.id == name or c.id.endswith((f"/{name}", f":{name}", f"_{name}",
                                                                             f"-{name}"))]

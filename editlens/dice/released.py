@@ -416,7 +416,8 @@ class ReleasedDice:
 
         from editlens.dice.released_engine import engine_notes
 
-        for role, model in (("detector", self.detector), ("coherence", self.coherence)):
+        stages: list[tuple[str, Any]] = [("detector", self.detector), ("coherence", self.coherence)]
+        for role, model in stages:
             if model is not None:  # what the engine cannot match: said now, recorded with every result
                 model.notes += engine_notes(model.dialect, role, getattr(preset, f"{role}_generation"))
                 for note in model.notes:

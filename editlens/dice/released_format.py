@@ -145,7 +145,7 @@ def step_for_offset(offsets: Sequence[int], offset: int) -> int | None:
     if not isinstance(offsets, list):
         import bisect
 
-        k = bisect.bisect_right(offsets, offset)  # type: ignore[type-var]
+        k = bisect.bisect_right(offsets, offset)
         return k - 1 if k > 0 else None
     j = None
     for i, start in enumerate(offsets):
@@ -369,8 +369,8 @@ def coherence_images(source: np.ndarray, edited: np.ndarray, diff: Difference, c
 
         # as the release: the original's size decides the crop and scales the box, for both images
         h, w = source.shape[:2]
-        box = CentreCrop(w, h).to_crop(diff.box) if w != h else tuple(diff.box)
-        return release_coherence_images(source, edited, diff.command, box, CONVENTIONS[convention][diff.command])
+        scaled = CentreCrop(w, h).to_crop(diff.box) if w != h else tuple(diff.box)
+        return release_coherence_images(source, edited, diff.command, scaled, CONVENTIONS[convention][diff.command])
     images = {"source": source, "edited": edited}
     box: Sequence[float] | None = diff.box
     if crop:
