@@ -574,3 +574,31 @@ def test_context_check_of_an_adapter_name_falls_back_to_its_base(editscore_dirs,
         assert ("max_model_len" in listed["editscore"]) == (imitate != "vllm")
         with pytest.raises(ModelUnavailableError, match=r"context of 150 tokens.*--max-model-len"):
             create_metric("editscore", engine=url, cache=False, max_new_tokens=400).describe()
+
+
+@pytest.mark.parametrize("imitate", ENGINES)
+def test_yes_no_p_yes_on_an_engine_as_in_process_where_the_engine_returns_both_words(tmp_path, imitate):
+    """A model programmed to answer YES: in-process P(YES) from exact logits; on vLLM the YES/NO first tokens are
+    asked by id (logprob_token_ids) and P(YES) is equal; SGLang returns its top 20 only, where NO (at a logit
+    tied with most of the vocabulary) may be missing: then the result says so, never a made-up number."""
+    from editlens.metrics.registry import create_metric
+    from editlens.testing import tiny_reward as TR
+
+    base = TR.build_qwen_vl(tmp_path / "yes", "qwen2_5_vl")
+    TR.program_answer(base, ["YES"])
+    sample = _edit(5)
+    local = create_metric("yes_no", vlm=str(base), cache=False, device="cpu").score_batch([sample])[0]
+    assert local.value is not None and local.details["p_yes_from"] == "logprobs"
+    with running(_serve(base, {}, name="Qwen2.5-VL-yes", imitate=imitate)) as url:
+        remote = create_metric("yes_no", vlm=url, cache=False).score_batch([sample])[0]
+    source = remote.details["probability_source"]
+    if imitate == "sglang":
+        assert "top-20" in source and "after the engine's penalties" in source
+        if remote.details["p_yes_from"] == "logprobs":
+            assert remote.value == pytest.approx(local.value, abs=1e-4)
+        else:
+            assert "not among the log-probabilities the engine returned" in remote.details["logprobs_unavailable"]
+    else:
+        assert remote.details["p_yes_from"] == "logprobs"
+        assert remote.value == pytest.approx(local.value, abs=1e-4)
+        assert ("vLLM logprob_token_ids" in source) if imitate == "vllm" else source.startswith("exact")

@@ -218,3 +218,33 @@ def engine_honours_seed(backend: Any) -> bool | None:
         return None
     flag = info.get("enable_deterministic_inference") if isinstance(info, dict) else None
     return flag if isinstance(flag, bool) else None
+
+
+def engine_tokenize(backend: Any, text: str) -> list[int]:
+    """The engine's token ids of ``text`` without special tokens (its ``/tokenize``, at the root or under
+    ``/v1``). Raises :class:`ModelUnavailableError` when it has none."""
+    import httpx
+
+    be = _raw(backend)
+    root = be.base_url[:-3] if be.base_url.endswith("/v1") else be.base_url
+    headers = be._headers() if hasattr(be, "_headers") else {}
+    status, said, answer = 0, "", None
+    with httpx.Client(timeout=min(getattr(be, "timeout", 30.0), 30.0), headers=headers) as client:
+        for base in (root, root + "/v1"):
+            try:
+                r = client.post(base + "/tokenize", json={"model": be.model_id, "prompt": text,
+                                                          "add_special_tokens": False})
+            except httpx.HTTPError as exc:
+                raise ModelUnavailableError(f"the engine at {be.base_url}: /tokenize failed ({exc})") from None
+            status, said = r.status_code, r.text[:200]
+            if status not in (404, 405):
+                break
+        if status < 400:
+            try:
+                answer = r.json()
+            except ValueError:
+                answer = None
+    ids = answer.get("tokens") if isinstance(answer, dict) else None
+    if not isinstance(ids, list) or not all(isinstance(t, int) for t in ids):
+        raise ModelUnavailableError(f"the engine at {be.base_url} has no usable /tokenize (HTTP {status}: {said})")
+    return [int(t) for t in ids]

@@ -151,6 +151,9 @@ class Generation:
     #: token counts (``prompt_tokens``, ``completion_tokens``) where the backend knows them;
     #: transport information, not part of the answer (never cached)
     usage: dict[str, int] | None = None
+    #: where the candidates' log-probabilities came from on an engine ("exact ...", "engine top-20 ...",
+    #: "... after the engine's penalties"); ``None``: in-process (exact logits)
+    logprob_source: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -203,7 +206,7 @@ class Generation:
                                                         {int(k): v for k, v in (s.get("ids") or {}).items()})
                                               for s in steps],
             finish_reason=d.get("finish_reason"), refusal=d.get("refusal"), error=d.get("error"),
-            samples=list(d.get("samples") or []),
+            samples=list(d.get("samples") or []), logprob_source=d.get("logprob_source"),
         )
 
 
