@@ -602,3 +602,61 @@ def test_yes_no_p_yes_on_an_engine_as_in_process_where_the_engine_returns_both_w
         assert remote.details["p_yes_from"] == "logprobs"
         assert remote.value == pytest.approx(local.value, abs=1e-4)
         assert ("vLLM logprob_token_ids" in source) if imitate == "vllm" else source.startswith("exact")
+
+
+@pytest.fixture(scope="module")
+def programmed_dice(tmp_path_factory):
+    """Tiny DICE models that answer a real difference and a real decision, each with a near-tie rival (EDIT beside
+    ADD, NO beside YES), so confidences and P(YES) are not trivially 1."""
+    from editlens.testing.tiny_dice import build_programmed_layout
+
+    root = tmp_path_factory.mktemp("programmed")
+    layout = build_programmed_layout(root, ["['", "ADD", ": a hat, (0.1, 0.2, 0.6, 0.7)", "']"],
+                                     ["Reasoning: the hat is there.\n", "Decision: ", "YES"],
+                                     {"ADD": {"EDIT": 0.9}, "YES": {"NO": 0.92}})
+    preset = {"detector": "{}+{}".format(*layout["detector"]), "coherence": "{}+{}".format(*layout["coherence"]),
+              "longest_edge": None, "detector_generation": {"max_new_tokens": 10, "repetition_penalty": 1.5},
+              "coherence_generation": {"max_new_tokens": 12, "add_generation_prompt": False}}
+    path = root / "preset.json"
+    path.write_text(json.dumps(preset))
+    return layout, path
+
+
+@pytest.mark.parametrize("imitate", ENGINES)
+def test_programmed_dice_verdicts_and_confidences_through_each_engine(programmed_dice, imitate):
+    """Both stages on plain serve, vLLM and SGLang imitations, with the release's settings: the same difference
+    and verdict as in-process; the confidence and P(YES) equal wherever the engine returned every candidate
+    (exact ids: always; SGLang's top 20: REMOVE, at a logit tied with the vocabulary, is missing and the
+    confidence says so); each result records where its probabilities came from."""
+    import torch
+
+    from editlens.dice.released import ReleasedDice, build_released, load_preset
+
+    layout, preset_file = programmed_dice
+    local = build_released(str(preset_file))
+    sample = _edit(7)
+    want = local.run([sample])[0]
+    (d_want,) = want.differences
+    assert (d_want.command, d_want.object) == ("ADD", "a hat") and 0.5 < d_want.confidence < 0.99
+    assert want.verdicts[0].coherent is True and 0.5 < want.verdicts[0].p_yes < 0.99
+    fp32 = next(local.detector.model.parameters()).dtype == torch.float32
+    tol = 1e-4 if fp32 else 3e-2
+    app = _serve(layout["detector"][0], {"dice-detector": layout["detector"][1]}, imitate=imitate)
+    coh = _serve(layout["coherence"][0], {"dice-coherence": layout["coherence"][1]}, imitate=imitate)
+    with running(app) as url, running(coh) as url2:
+        remote = ReleasedDice(load_preset(str(preset_file)), engine=url,
+                              served={"coherence": f"dice-coherence@{url2}"})
+        got = remote.run([sample])[0]
+    (d_got,) = got.differences
+    assert (d_got.command, d_got.object, d_got.box) == (d_want.command, d_want.object, d_want.box)
+    assert got.verdicts[0].coherent is want.verdicts[0].coherent
+    assert got.verdicts[0].p_yes == pytest.approx(want.verdicts[0].p_yes, abs=tol)  # YES and NO both returned
+    detector = got.probability_source["detector"]
+    if imitate == "sglang":
+        assert d_got.confidence is None and "REMOVE not among the log-probabilities" in d_got.confidence_source
+        assert detector["missing_share"] == 1.0 and "after the engine's penalties" in detector["source"]
+        assert any("add_generation_prompt" in n for n in got.differences_from_release)
+    else:
+        assert d_got.confidence == pytest.approx(d_want.confidence, abs=tol)
+        assert detector["missing_share"] == 0.0 and "engine ids (exact" in detector["source"]
+    assert got.probability_source["coherence"]["candidate_steps"] >= 1
