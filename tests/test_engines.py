@@ -660,3 +660,33 @@ def test_programmed_dice_verdicts_and_confidences_through_each_engine(programmed
         assert d_got.confidence == pytest.approx(d_want.confidence, abs=tol)
         assert detector["missing_share"] == 0.0 and "engine ids (exact" in detector["source"]
     assert got.probability_source["coherence"]["candidate_steps"] >= 1
+
+
+def test_serve_cli_imitates_an_engine(dice_layout, monkeypatch):
+    """`editlens serve --imitate sglang` answers as SGLang: its owned_by, no editlens field, its
+    /get_server_info; --imitate with another name is refused."""
+    import httpx
+    from typer.testing import CliRunner
+
+    from editlens.backends import serving
+    from editlens.cli.main import app
+
+    layout, _ = dice_layout
+    base, det = layout["detector"]
+    apps = []
+    monkeypatch.setattr(serving, "serve_app", lambda app_, *a, **k: apps.append(app_))
+    res = CliRunner().invoke(app, ["serve", "--vlm", str(base), "--name", "tiny", "--imitate", "sglang",
+                                   "--enable-deterministic-inference", "--port", "0"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    bad = CliRunner().invoke(app, ["serve", "--vlm", str(base), "--imitate", "tgi", "--port", "0"])
+    assert bad.exit_code == 2 and "vllm or sglang" in bad.output
+    with running(apps[0]) as url:
+        assert {m["owned_by"] for m in httpx.get(f"{url}/models").json()["data"]} == {"sglang"}
+        assert httpx.get(f"{url[:-3]}/get_server_info").json()["enable_deterministic_inference"] is True
+        msg = {"role": "user", "content": "hi"}
+        out = httpx.post(f"{url}/chat/completions", json={"model": "tiny", "messages": [msg], "max_tokens": 2,
+                                                          "temperature": 0, "logprobs": True, "top_logprobs": 30,
+                                                          "candidates": ["YES"], "logprob_tokens": [3]}).json()
+        step = out["choices"][0]["logprobs"]["content"][0]
+        assert len(step["top_logprobs"]) == 30  # no cap of 20 in SGLang's protocol
+        assert "candidates" not in step and "token_logprobs" not in step
