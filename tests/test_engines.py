@@ -690,3 +690,21 @@ def test_serve_cli_imitates_an_engine(dice_layout, monkeypatch):
         step = out["choices"][0]["logprobs"]["content"][0]
         assert len(step["top_logprobs"]) == 30  # no cap of 20 in SGLang's protocol
         assert "candidates" not in step and "token_logprobs" not in step
+
+
+def test_every_sampling_field_goes_to_an_engine_and_only_openais_to_other_servers():
+    from editlens.backends.types import ChatRequest, GenerationSettings, Message
+    from editlens.backends.wire import request_body
+
+    req = ChatRequest([Message("user", ["hi"])], GenerationSettings(max_new_tokens=4, seed=7), ("YES", "NO"),
+                      logprob_tokens=(5, 9))
+    for dialect in ("editlens", "vllm", "sglang"):
+        body = request_body(req, "m", dialect)
+        assert (body["temperature"], body["top_p"], body["top_k"], body["repetition_penalty"], body["seed"]) == \
+            (0.0, 1.0, -1, 1.0, 7)
+        assert body["return_token_ids"] is True
+        assert ("logprob_token_ids" in body) == (dialect == "vllm") and ("logprob_tokens" in body) == \
+            (dialect == "editlens") and ("candidates" in body) == (dialect == "editlens")
+    other = request_body(req, "m", None)
+    assert not {"top_k", "top_p", "repetition_penalty", "logprob_token_ids", "candidates"} & set(other)
+    assert request_body(req, "m", True) == request_body(req, "m", "editlens")  # the old boolean still works
