@@ -708,3 +708,15 @@ def test_every_sampling_field_goes_to_an_engine_and_only_openais_to_other_server
     other = request_body(req, "m", None)
     assert not {"top_k", "top_p", "repetition_penalty", "logprob_token_ids", "candidates"} & set(other)
     assert request_body(req, "m", True) == request_body(req, "m", "editlens")  # the old boolean still works
+
+
+def test_sampled_judges_on_sglang_say_their_seeds_are_not_used(editscore_dirs, caplog):
+    from editlens.metrics.registry import create_metric
+
+    base, _ = editscore_dirs["q3"]
+    for deterministic, said in ((False, True), (True, False)):
+        with running(_serve(base, {}, name="qwen3-vl-tiny", imitate="sglang", deterministic=deterministic)) as url:
+            judge = create_metric("yes_no", vlm=url, samples=2, temperature=0.7, cache=False)
+            with caplog.at_level("WARNING", logger="editlens.judges"):
+                notes = judge.describe().get("engine_notes", [])
+        assert bool(notes) is said and (("--enable-deterministic-inference" in caplog.text) is said or not said)

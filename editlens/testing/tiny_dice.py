@@ -114,7 +114,8 @@ def program_idefics3(model_dir: Path, starts: Sequence[int], chunks: Sequence[st
     model = Idefics3ForConditionalGeneration.from_pretrained(str(model_dir))
     model.resize_token_embeddings(len(tok), mean_resizing=False)
     model.config.tie_word_embeddings = False
-    model.config.text_config.tie_word_embeddings = False
+    text_config: Any = model.config.text_config
+    text_config.tie_word_embeddings = False
     end = tok.convert_tokens_to_ids("<end_of_utterance>")
     chain = [tok.convert_tokens_to_ids(c) for c in chunks] + [end]
     if len(set(chain)) != len(chain) or set(chain) & set(starts):
