@@ -720,3 +720,32 @@ def test_sampled_judges_on_sglang_say_their_seeds_are_not_used(editscore_dirs, c
             with caplog.at_level("WARNING", logger="editlens.judges"):
                 notes = judge.describe().get("engine_notes", [])
         assert bool(notes) is said and (("--enable-deterministic-inference" in caplog.text) is said or not said)
+
+
+def test_token_offsets_from_ids_count_special_tokens_and_split_characters_as_in_process(dice_layout):
+    """The old drift: per-token string lengths count a special token's text and each half of a split character
+    (`[..5,18,19..]` where in-process has `[..5,5,5,6..]`). Offsets from the ids through the engine's
+    /detokenize equal in-process's decoded-prefix lengths."""
+    from transformers import AutoTokenizer
+
+    from editlens.backends.engine import engine_detokenize
+    from editlens.backends.http import OpenAIBackend
+    from editlens.dice.released_engine import TokenOffsets
+
+    layout, _ = dice_layout
+    base = layout["detector"][0]
+    tok = AutoTokenizer.from_pretrained(str(base))
+    special = tok.convert_tokens_to_ids("<fake_token_around_image>")
+    ids = tok.encode("ADD: a hat ", add_special_tokens=False) + [special] + \
+        tok.encode("été, (0.1, 0.2, 0.3, 0.4) 日本", add_special_tokens=False)
+    text = tok.decode(ids, skip_special_tokens=True)
+    want = [len(tok.decode(ids[:j], skip_special_tokens=True)) for j in range(len(ids))]
+    naive, at = [], 0
+    for t in ids:
+        naive.append(at)
+        at += len(tok.decode([t]))
+    assert naive != want  # string lengths drift here
+    with running(_serve(base, {}, name="tiny-base")) as url:
+        be = OpenAIBackend(url)
+        offsets = TokenOffsets(ids, text, lambda t: engine_detokenize(be, t))
+        assert list(offsets) == want
