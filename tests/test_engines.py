@@ -216,7 +216,8 @@ def test_vllm_top20_without_candidate_ids_reports_missing_candidates(dice_layout
     assert missing_seen > 0  # the old case happens on this model: some candidate outside the top 20
 
 
-def test_engine_shortfalls_stop_at_start_naming_the_option(dice_layout):
+@pytest.mark.parametrize("imitate", ENGINES)
+def test_engine_shortfalls_stop_at_start_naming_the_option(dice_layout, imitate):
     from editlens.backends.local import TransformersBackend
     from editlens.backends.server import build_app
     from editlens.dice.released import ReleasedDice, load_preset
@@ -225,7 +226,7 @@ def test_engine_shortfalls_stop_at_start_naming_the_option(dice_layout):
     layout, preset_file = dice_layout
     base, det = layout["detector"]
     preset = load_preset(str(preset_file))
-    with running(_serve(base, {"dice-detector": det}, max_images=1)) as url:
+    with running(_serve(base, {"dice-detector": det}, max_images=1, imitate=imitate)) as url:
         # a served name the engine does not have
         with pytest.raises(ModelUnavailableError, match=r"does not serve a model named 'dice-coherence'.*"
                                                         r"--option dice.engine_detector"):
@@ -243,7 +244,7 @@ def test_engine_shortfalls_stop_at_start_naming_the_option(dice_layout):
             return out
 
     be = NoLogprobs(str(base))
-    with running(build_app(be, "dice-detector")) as url:
+    with running(build_app(be, "dice-detector", imitate=_imitation(imitate))) as url:
         with pytest.raises(ModelUnavailableError, match=r"without logprobs.*--option dice.engine"):
             ReleasedDice(preset, engine=url, served={"coherence": "none"})
 

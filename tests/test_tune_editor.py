@@ -213,6 +213,9 @@ def test_suffix_from_a_clone_and_a_bad_template(tmp_path):
 _RELEASE_DATASET = """
 import torch_that_is_not_installed
 
+# evaluation score weights for balanced score sampling
+WEIGHT_DICT = {0: 4.11415770609319, 1: 6.060774064100533, 2: 9.254615818753527, 3: 12.355758880516685, 8: 14.027251619210558, 7: 14.299862962501557, 6: 14.62788326749076, 4: 14.981075437222657, 5: 16.24239422668742, 9: 16.41661899313501, 10: 241.65263157894736}
+
 class MagicBrushDataset:
     def __init__(self, args, tokenizer):
         self.score_list = ["one", "two", "three", "four", "five"]
@@ -244,6 +247,10 @@ def test_suffix_from_the_releases_own_text(tmp_path):
     (clone / "test_editor.py").write_text(_RELEASE_TEST_SCRIPT)
     read = read_clone_suffix(clone)
     assert read.template == ". The image quality is {quality} out of five."
+    from editlens.adiee.tune_data import read_weight_table
+
+    table, _ = read_weight_table(clone)  # --target-weight-table on the same file: the release's table, exact
+    assert table[10] == 241.65263157894736 and table[0] == 4.11415770609319 and sorted(table) == list(range(11))
     assert read.collapse_double_period and read.inference_suffix == ". The image quality is five out of five"
     p = load_quality_prompt(clone=clone)
     assert p.prompt("Make it red.", 10.0) == "Make it red. The image quality is five out of five."  # one period
