@@ -106,6 +106,19 @@ def test_hidden_state_choice_scripted():
         scorer.predict(inputs, hidden="middle")
 
 
+def test_several_score_tokens_read_at_the_last_as_the_release_or_the_first():
+    """ADIEE's get_score reads the last [SCORE] of an answer emitting several; score_token=first the first."""
+    new = [[SCORE, 7, SCORE, EOS]]  # [SCORE] at steps 0 and 2
+    scorer, _ = _scripted_scorer(new)
+    ids = torch.tensor([[3, 4]])
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    assert scorer.predict(inputs, hidden="emitting-step")[0].score == 30.0  # default: the last (step 2)
+    assert scorer.predict(inputs, hidden="emitting-step", score_token="first")[0].score == 10.0
+    assert scorer.predict(inputs, hidden="score-token", score_token="last")[0].score == 40.0  # fed back at step 3
+    with pytest.raises(ValueError, match="score_token"):
+        scorer.predict(inputs, score_token="middle")
+
+
 # -- real tiny models -----------------------------------------------------------------------
 def _pairs(n=3, seed=0):
     rng = np.random.default_rng(seed)
@@ -340,6 +353,40 @@ def test_cli_trains_in_bfloat16_with_float32_trained_weights(tiny_vlm_dirs, tmp_
     assert {v.dtype for v in load_file(str(out / "scorer" / "adapter_model.safetensors")).values()} == {torch.float32}
     assert summary["sampling"]["how"] == "balanced" and meta["sampling"] == summary["sampling"]
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-0000002", "step-0000004"]
+
+
+def test_weighted_draw_is_per_source_as_the_release(tmp_path):
+    """The release (ADIEEDataset.get_syn_item) draws, for every source of its shuffled epoch, one of that
+    source's candidates by WEIGHT_DICT[round(score)] (unnormalised weights, here the release's own table read from
+    a clone): each source once per epoch, the within-source shares as the weights say, whatever the other
+    sources hold."""
+    from editlens.adiee.train import sample_order, source_groups
+    from editlens.adiee.tune_data import sample_weights
+
+    clone = tmp_path / "ADIEE"
+    clone.mkdir()
+    (clone / "dataset.py").write_text(
+        "WEIGHT_DICT = {0: 4.11415770609319, 1: 6.060774064100533, 2: 9.254615818753527, 3: 12.355758880516685, "
+        "8: 14.027251619210558, 7: 14.299862962501557, 6: 14.62788326749076, 4: 14.981075437222657, "
+        "5: 16.24239422668742, 9: 16.41661899313501, 10: 241.65263157894736}\n")
+    # two sources: A with a source copy (0) and edits scored 1.0 and 0.5; B with one edit scored 10 and its copy
+    rows = [{"source": "a.png", "instruction": "x", "score": s} for s in (0.0, 1.0, 0.5)] + \
+           [{"source": "b.png", "instruction": "y", "score": s} for s in (1.0, 0.0)]
+    idx = list(range(5))
+    weights, desc = sample_weights([10 * r["score"] for r in rows], "table", clone)
+    groups = source_groups(rows, idx)
+    assert groups == [[0, 1, 2], [3, 4]]
+    order = sample_order(5, 2 * 4000, 3, weights, groups)
+    for epoch in range(4000):  # every source exactly once per epoch
+        pair = order[2 * epoch: 2 * epoch + 2]
+        assert sorted(g for g, members in enumerate(groups) for p in pair if p in members) == [0, 1]
+    a = [p for p in order if p in groups[0]]
+    total = 4.11415770609319 + 241.65263157894736 + 16.24239422668742
+    assert abs(a.count(1) / len(a) - 241.65263157894736 / total) < 0.02  # within source A, by its weights
+    assert abs(a.count(0) / len(a) - 4.11415770609319 / total) < 0.01
+    b = [p for p in order if p in groups[1]]
+    assert abs(b.count(3) / len(b) - 241.65263157894736 / (241.65263157894736 + 4.11415770609319)) < 0.01
+    assert sample_order(5, 100, 3, weights, groups) == order[:100]  # resumable: the same draws again
 
 
 def test_weighted_sample_order_draws_by_weight_and_extends_as_it_began():

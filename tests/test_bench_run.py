@@ -198,6 +198,19 @@ def test_human_label_adapters_give_the_meta_eval_commands_numbers(tmp_path):
     assert rule["accuracy_with_ties"]["accuracy"] == pairwise_report(pairs, pred)["accuracy"]
     out = runner.invoke(app, ["adiee", "pairwise-eval", "--human", str(pairs), "--predictions", str(pred), "--json"])
     assert out.exit_code == 0 and json.loads(out.output)["released_rule_accuracy"] == pytest.approx(1 / 3)
+    # a pair whose edit has no score: the release divides by all pairs (counted wrong), the default by scored pairs
+    more = tmp_path / "pairs4.jsonl"
+    more.write_text(pairs.read_text() + json.dumps({"id": "p4", "a": "e2", "b": "missing", "preference": "tie"}) + "\n")
+    scored = aurora.run_protocol("adiee-released-rule", human=more, predictions=pred)
+    every = aurora.run_protocol("adiee-released-rule", human=more, predictions=pred, denominator="all")
+    assert (scored["released_rule_accuracy"], scored["n"]) == (pytest.approx(1 / 3), 3)
+    assert (every["released_rule_accuracy"], every["n"], every["unscored_pairs"]) == (pytest.approx(1 / 4), 4, 1)
+    out = runner.invoke(app, ["adiee", "pairwise-eval", "--human", str(more), "--predictions", str(pred),
+                              "--denominator", "all"])
+    assert out.exit_code == 0 and "0.2500 over 4 pairs (all pairs, 1 without both scores counted wrong)" in out.output
+    bad = runner.invoke(app, ["adiee", "pairwise-eval", "--human", str(more), "--predictions", str(pred),
+                              "--denominator", "some"])
+    assert bad.exit_code == 2 and "scored or all" in bad.output
 
 
 class LinesServer(FakeServer):

@@ -68,6 +68,25 @@ def test_square_images_keep_their_size_non_square_are_cropped_to_512():
     assert src.shape == (480, 640, 3) and abs(int(src[240, 90, 0]) - 128) <= 3
 
 
+def test_original_and_edit_of_different_sizes_follow_the_originals_size_as_the_release():
+    """DICE's coherence_on_prediction_dataset.py decides the crop by the original's size and de-normalises the box
+    with it, for both images: a square original leaves a non-square edit as it is and draws the box at the
+    original's pixel scale; a non-square original crops and resizes both, the square edit too."""
+    from editlens.dice.release_rendering import release_pair
+
+    square, wide = np.full((64, 64, 3), 128, np.uint8), np.full((96, 128, 3), 128, np.uint8)
+    a, b = release_pair(square, wide)
+    assert a.size == (64, 64) and b.size == (128, 96)  # neither squared
+    a, b = release_pair(np.full((60, 100, 3), 128, np.uint8), square)
+    assert a.size == b.size == (512, 512)  # both squared, the square edit resized too
+    _, edt = coherence_images(square, wide, Difference("ADD", "x", (0.5, 0.5, 0.9, 0.9)), "released",
+                              rendering="release")
+    red = (edt[..., 0].astype(int) - edt[..., 1:].max(-1)) > 100
+    ys, xs = np.nonzero(red)
+    # the 128x96 edit fills the 640x480 canvas (x5); the box at the original's scale: x 32..58 px -> 160..288
+    assert xs.max() < 320 and ys.max() < 320 and xs.min() > 140  # not at the edit's own 0.5..0.9 (320..576)
+
+
 def test_editlens_rendering_is_kept_as_an_option():
     grey = np.full((60, 100, 3), 128, np.uint8)
     src, edt = coherence_images(grey, grey.copy(), Difference("EDIT", "x", (0.3, 0.25, 0.7, 0.75)), "released",
@@ -150,3 +169,15 @@ def test_released_run_feeds_release_inputs_and_records_the_release_output(layout
     assert seen[-1][1][0].shape == (512, 512, 3) and ": ADD: cat\n" in seen[-1][0][1]["content"][0]["text"]
     notes = " ".join(ours.describe()["differences_from_release"])
     assert "coherence images drawn by editlens" in notes and "constant-one" in notes
+
+
+def test_items_the_release_drops_are_kept_and_flagged():
+    """DICE's parser keeps an item only when its coordinates are floats in [0, 1]; editlens keeps integer and
+    slightly-out-of-range ones (clamped) and flags each as dropped by the release."""
+    from editlens.dice.released_format import RELEASE_DROPS_FLAG, parse_released_answer
+
+    a = parse_released_answer("['ADD: cat, (0.1, 0.2, 0.3, 0.4)', 'EDIT: dog, (0, 0.2, 1, 0.9)', "
+                              "'REMOVE: cup, (0.5, 0.5, 0.9, 1.03)']")
+    flagged = [RELEASE_DROPS_FLAG in d.flags for d in a.differences]
+    assert flagged == [False, True, True]
+    assert a.differences[2].box[3] == 1.0

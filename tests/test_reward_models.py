@@ -339,3 +339,39 @@ def test_top_k_one_sampling_is_the_greedy_answer(tiny_vlm_dirs):
     assert any(s != greedy for s in free)
     be.sampling = {"top_k": 1, "top_p": 0.9}
     assert be.generate([ask(5.0)])[0].samples == [greedy] * 3
+
+
+def test_editscore_release_reading_scores_what_the_release_scores_and_invents_nothing():
+    """--option editscore.answer_reading=release: the answers the strict reading leaves unscored and the
+    release scores (EditScore editscore/utils.py mllm_output_to_dict, editscore/__init__.py evaluate) are scored
+    as the release scores them; where the release would invent a random integer or fail, still unscored."""
+    from editlens.rewardmodels.editscore import read_answer
+
+    cases = {
+        '{"reasoning": "fine", "score": [20, 25, 5]}': [20.0, 25.0, 5.0],  # three scores: min() reads them all
+        '{"reasoning": "great", "score": [30, 25]}': [30.0, 25.0],  # out of range: no check in the release
+        "[0, 25]": [0.0, 25.0],  # the scale echo matches ^\[\d+, ?\d+\]$ and is scored
+        "I'm sorry, I cannot rate this. {\"score\": [3, 4]}": [3.0, 4.0],  # refusal phrases are read as text
+        "7": [7.0],  # a bare whole number 0-10
+    }
+    for text, want in cases.items():
+        assert read_answer(text, 25)[0] is None  # the strict reading refuses every one
+        assert read_answer(text, 25, reading="release", least=1)[0] == want
+    # SC needs two (the release reads score[1] and fails on one); PQ one
+    assert read_answer('{"score": [12]}', 25, reading="release", least=2)[0] is None
+    assert read_answer('{"score": 12}', 25, reading="release", least=1)[0] == [12.0]
+    # what the release guesses at random stays unscored, with the reason
+    for text in ("I'm sorry, but I can't assist with that request.", "no numbers here", ""):
+        scores, _, why = read_answer(text, 25, reading="release", least=1)
+        assert scores is None and "unscored here" in why
+    assert read_answer('{"score": [-1, 4]}', 25, reading="release")[0] is None
+
+
+def test_editscore_answer_reading_option_is_checked_and_recorded():
+    from editlens.rewardmodels.editscore import EditScoreEvaluator as EditScore
+
+    with pytest.raises(ValueError, match="answer_reading must be one of strict, release"):
+        EditScore(engine=None, answer_reading="lenient")
+    strict = EditScore(answer_reading="strict").release()
+    assert any("answer_reading=release" in n for n in strict["differences"])
+    assert not any("answer_reading=release" in n for n in EditScore(answer_reading="release").release()["differences"])

@@ -208,6 +208,66 @@ def test_suffix_from_a_clone_and_a_bad_template(tmp_path):
         load_quality_prompt(clone=tmp_path / "nothing-here")
 
 
+# the release's own lines (the ADIEE dataset module's MagicBrushDataset and its editor test script), as the audit
+# quotes them: a two-field f-string whose second field is a list element, then a ".." -> "." replace
+_RELEASE_DATASET = """
+import torch_that_is_not_installed
+
+# evaluation score weights for balanced score sampling
+WEIGHT_DICT = {0: 4.11415770609319, 1: 6.060774064100533, 2: 9.254615818753527, 3: 12.355758880516685, 8: 14.027251619210558, 7: 14.299862962501557, 6: 14.62788326749076, 4: 14.981075437222657, 5: 16.24239422668742, 9: 16.41661899313501, 10: 241.65263157894736}
+
+class MagicBrushDataset:
+    def __init__(self, args, tokenizer):
+        self.score_list = ["one", "two", "three", "four", "five"]
+
+    def __getitem__(self, idx):
+        instruction_text = self.data[idx]["instruction"]
+        score = self.score_list[self.level(idx)]
+        reward_instruction = f". The image quality is {score} out of {self.score_list[-1]}."
+        instruction_text = (instruction_text + reward_instruction).replace("..", ".")
+        return instruction_text
+"""
+_RELEASE_TEST_SCRIPT = """
+def prompt_of(instruction, add_reward_prompt):
+    if add_reward_prompt:
+        instruction = instruction + ". The image quality is five out of five"
+    return instruction
+"""
+
+
+def test_suffix_from_the_releases_own_text(tmp_path):
+    """--suffix-from-clone on the release's real dataset module: two fields, "five" read from the literal list,
+    the ".." -> "." replace applied as the release applies it, and the test script's suffix (no final period)
+    exported for prompting the tuned editor."""
+    from editlens.adiee.editor_prompt import load_quality_prompt, read_clone_suffix
+
+    clone = tmp_path / "ADIEE"
+    clone.mkdir()
+    (clone / "dataset.py").write_text(_RELEASE_DATASET)
+    (clone / "test_editor.py").write_text(_RELEASE_TEST_SCRIPT)
+    read = read_clone_suffix(clone)
+    assert read.template == ". The image quality is {quality} out of five."
+    from editlens.adiee.tune_data import read_weight_table
+
+    table, _ = read_weight_table(clone)  # --target-weight-table on the same file: the release's table, exact
+    assert table[10] == 241.65263157894736 and table[0] == 4.11415770609319 and sorted(table) == list(range(11))
+    assert read.collapse_double_period and read.inference_suffix == ". The image quality is five out of five"
+    p = load_quality_prompt(clone=clone)
+    assert p.prompt("Make it red.", 10.0) == "Make it red. The image quality is five out of five."  # one period
+    assert p.prompt("make it red", 3.0) == "make it red. The image quality is two out of five."
+    assert p.prompt("make it red", 0.0) == "make it red. The image quality is one out of five."
+    assert p.top_prompt("Add a hat.") == "Add a hat. The image quality is five out of five."  # validation
+    assert p.editor_suffix == ". The image quality is five out of five"
+    assert p.describe()["join"] == "(instruction + suffix).replace('..', '.')"
+    # without the test script beside it: the tuned editor is prompted with the top training suffix
+    (clone / "test_editor.py").unlink()
+    assert load_quality_prompt(clone=clone).editor_suffix == ". The image quality is five out of five."
+    # a second field that is not a literal list's element cannot be read: said, never guessed
+    (clone / "dataset.py").write_text(_RELEASE_DATASET.replace("{self.score_list[-1]}", "{self.top()}"))
+    with pytest.raises(InputError, match="1 with fields not read"):
+        read_clone_suffix(clone)
+
+
 def test_tuning_data_errors_name_the_line_and_the_fix(tmp_path, relabelled):
     from editlens.adiee.tune_data import read_tuning_data
 
@@ -397,3 +457,41 @@ def test_sources_in_a_benchmark_table_train_like_files(tiny_base, relabelled, tm
                                  resolution=16, device="cpu"), progress=False, echo=lambda m: None)
     assert res["exit_code"] == 0 and res["steps_done"] == 2
     assert json.loads((out / "editor" / "editlens_editor.json").read_text())["source"]["trained_steps"] == 2
+
+
+def test_refl_only_with_a_ground_truth_trains_towards_it_alone(tiny_base, relabelled, tmp_path, monkeypatch):
+    """The release's RL data mode: no reward suffix and the MSE target is the ground-truth edit only
+    (--no-reward-prompt --ground-truth ID), never a weighted draw that includes the source or failed edits."""
+    from types import SimpleNamespace
+
+    import editlens.training as training
+    from editlens.adiee.tune_data import read_tuning_data
+    from editlens.adiee.tune_editor import TuneConfig, ground_truth_targets, to_tensor, tune_editor
+
+    groups, _ = read_tuning_data(relabelled)
+    truth = ground_truth_targets(groups, "red")
+    assert {c.id for c in truth.values()} == {f"s{i}_red" for i in range(6)}
+    with pytest.raises(InputError, match=r"6 source\(s\) without a candidate of that id"):
+        ground_truth_targets(groups, "target")
+    seen = {}
+
+    def fake_run(task, settings):  # the loop itself is tested elsewhere: here, what a step trains towards
+        seen["batches"] = [task.batch(step, 0) for step in range(3)]
+        seen["recipe"] = task.recipe()
+        return SimpleNamespace(summary={}, exit_code=0)
+
+    monkeypatch.setattr(training, "run", fake_run)
+    cfg = TuneConfig(base=str(tiny_base), data=str(relabelled), out=str(tmp_path / "run"), reward_prompt=False,
+                     ground_truth="red", steps=3, batch_size=2, resolution=16, device="cpu", augment=False,
+                     val_count=0)
+    tune_editor(cfg, echo=lambda _: None, progress=False)
+    from PIL import Image
+
+    reds = [to_tensor(np.asarray(Image.open(relabelled.parent / "images" / f"s{i}_red.png").convert("RGB")))
+            for i in range(6)]
+    for b in seen["batches"]:
+        assert b["prompts"] == ["make it red"] * 2  # no suffix
+        assert all(any(torch.equal(target.cpu(), r) for r in reds) for target in b["target"])
+    assert seen["recipe"]["mse_target"] == "each source's ground truth ('red') only"
+    with pytest.raises(InputError, match="give it with --no-reward-prompt"):
+        TuneConfig(base="b", data="d", out="o", ground_truth="red").validate()

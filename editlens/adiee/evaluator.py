@@ -89,7 +89,7 @@ class AdieeEvaluator(Metric):
                  base: str | None = None, batch_size: int = 8, max_new_tokens: int = 8, image_side: int = 512,
                  device: str = "auto", dtype: str = "auto", cache: bool | str = True, require_token: bool = True,
                  models: dict[str, str] | None = None, quantization: str = "auto", question_choice: str = "auto",
-                 question_seed: int = 0, score_dtype: str = "auto") -> None:
+                 question_seed: int = 0, score_dtype: str = "auto", score_token: str = "last") -> None:
         from editlens.adiee.model import HIDDEN_CHOICES
         from editlens.adiee.prompts import load_prompts
         from editlens.models.quant import normalise_choice
@@ -111,6 +111,11 @@ class AdieeEvaluator(Metric):
         if score_dtype not in ("auto", *SCORE_DTYPES):
             raise ValueError(f"adiee: score_dtype must be auto or one of {SCORE_DTYPES}, got {score_dtype!r}")
         self.score_dtype_option = score_dtype
+        from editlens.adiee.model import SCORE_TOKEN_CHOICES
+
+        if score_token not in SCORE_TOKEN_CHOICES:
+            raise ValueError(f"adiee: score_token must be one of {SCORE_TOKEN_CHOICES}, got {score_token!r}")
+        self.score_token = score_token
         self._cache_opt = cache
         self.require_token = bool(require_token)
         self._cache: SqliteCache | None = None
@@ -160,6 +165,8 @@ class AdieeEvaluator(Metric):
         return {"checkpoint": fingerprint(self.mref).get("weights"), "hidden": self.hidden,
                 "question": self.prompts.questions[0], "image_side": self.image_side,
                 "max_new_tokens": self.max_new_tokens, "dtype": self._decided_dtype(),
+                # which [SCORE] of several: part of the key only when not the release's last
+                **({"score_token": self.score_token} if self.score_token != "last" else {}),
                 # 4-bit weights give other scores: part of the cache key (absent when unquantised)
                 **({"quantization": "nf4"} if self._loads_4bit() else {})}
 
@@ -255,7 +262,8 @@ class AdieeEvaluator(Metric):
                     inputs = inference_inputs(scorer.processor, imgs, qs, scorer.device, dtype)
                     self.calls += 1
                     preds = prediction_dicts(scorer.predict(inputs, hidden=self.hidden,
-                                                            max_new_tokens=self.max_new_tokens))
+                                                            max_new_tokens=self.max_new_tokens,
+                                                            score_token=self.score_token))
                 except (RuntimeError, ValueError, torch.cuda.OutOfMemoryError) as exc:
                     for i in chunk:
                         new[keys[i]] = {"error": f"{type(exc).__name__}: {exc}"}
@@ -358,7 +366,7 @@ class AdieeEvaluator(Metric):
             raise InputError(f"adiee: torch pixel values {tuple(pixels.shape)} differ in shape from the processor's "
                              f"{tuple(inputs['pixel_values'].shape)}")
         scores, emitted = scorer.score_with_grad(inputs, pixels.to(inputs["pixel_values"].dtype), hidden=self.hidden,
-                                                 max_new_tokens=self.max_new_tokens)
+                                                 max_new_tokens=self.max_new_tokens, score_token=self.score_token)
         if self.require_token:
             scores = torch.where(torch.tensor(emitted, device=scores.device), scores, torch.full_like(scores, math.nan))
         return scores

@@ -33,6 +33,8 @@ from torch import nn
 SCORE_TOKEN = "[SCORE]"
 HEADS = {"regression": 1, "class3": 3}
 HIDDEN_CHOICES = ("emitting-step", "score-token")
+#: which [SCORE] token of an answer emitting several is read: the release's ``get_score`` takes the last
+SCORE_TOKEN_CHOICES = ("last", "first")
 #: score (0-1) of each class of the 3-class head
 CLASS_SCORES = (0.0, 0.5, 1.0)
 
@@ -198,10 +200,14 @@ class AdieeScorer(nn.Module):
     # -- inference -----------------------------------------------------------------
     @torch.inference_mode()
     def predict(self, inputs: dict[str, torch.Tensor], hidden: str = "emitting-step",
-                max_new_tokens: int = 8) -> list[Prediction]:
-        """Greedy generation on a left-padded batch, then one score per row."""
+                max_new_tokens: int = 8, score_token: str = "last") -> list[Prediction]:
+        """Greedy generation on a left-padded batch, then one score per row.
+        ``score_token``: which ``[SCORE]`` an answer emitting several is read
+        at, ``last`` as the release's ``get_score`` or ``first``."""
         if hidden not in HIDDEN_CHOICES:
             raise ValueError(f"hidden must be one of {HIDDEN_CHOICES}, got {hidden!r}")
+        if score_token not in SCORE_TOKEN_CHOICES:
+            raise ValueError(f"score_token must be one of {SCORE_TOKEN_CHOICES}, got {score_token!r}")
         tok = self.processor.tokenizer
         gen = self.vlm.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, temperature=None,
                                 top_p=None, top_k=None, output_hidden_states=True, return_dict_in_generate=True,
@@ -215,7 +221,8 @@ class AdieeScorer(nn.Module):
         for b in range(new.shape[0]):
             ids = new[b].tolist()
             end = next((j for j, t in enumerate(ids) if t in eos), len(ids))
-            t_score = next((j for j, t in enumerate(ids[:end]) if t == self.score_token_id), None)
+            hits = [j for j, t in enumerate(ids[:end]) if t == self.score_token_id]
+            t_score = (hits[-1] if score_token == "last" else hits[0]) if hits else None
             emitted = t_score is not None
             answers.append(tok.decode(ids[:end], skip_special_tokens=False))
             emitted_flags.append(emitted)
@@ -236,7 +243,8 @@ class AdieeScorer(nn.Module):
                 for s, a, e, o in zip(scores.tolist(), answers, emitted_flags, out.float().tolist())]
 
     def score_with_grad(self, inputs: dict[str, torch.Tensor], pixel_values: torch.Tensor,
-                        hidden: str = "emitting-step", max_new_tokens: int = 8) -> tuple[torch.Tensor, list[bool]]:
+                        hidden: str = "emitting-step", max_new_tokens: int = 8,
+                        score_token: str = "last") -> tuple[torch.Tensor, list[bool]]:
         """Scores differentiable with respect to ``pixel_values`` (shaped as ``inputs["pixel_values"]``):
         the answer is generated greedily without gradients, as :meth:`predict` does; then each row's prompt
         plus the answer up to the state :meth:`predict` reads is run once more, with ``pixel_values``.
@@ -256,7 +264,8 @@ class AdieeScorer(nn.Module):
         for b in range(new.shape[0]):
             ids = new[b].tolist()
             end = next((j for j, t in enumerate(ids) if t in eos), len(ids))
-            t_score = next((j for j, t in enumerate(ids[:end]) if t == self.score_token_id), None)
+            hits = [j for j, t in enumerate(ids[:end]) if t == self.score_token_id]
+            t_score = (hits[-1] if score_token == "last" else hits[0]) if hits else None
             emitted_flags.append(t_score is not None)
             if hidden == "emitting-step":  # the state whose next token is [SCORE] (else the end of the answer)
                 suffix = ids[: t_score if t_score is not None else min(end, steps - 1)]

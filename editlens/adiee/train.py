@@ -169,17 +169,41 @@ class Examples:
         return ex
 
 
-def sample_order(n: int, total: int, seed: int, weights: Sequence[float] | None = None) -> list[int]:
+def sample_order(n: int, total: int, seed: int, weights: Sequence[float] | None = None,
+                 groups: Sequence[Sequence[int]] | None = None) -> list[int]:
     """Dataset indices for ``total`` sample positions: one seeded permutation per epoch, or with
-    ``weights`` n seeded draws per epoch (with replacement, in proportion to the weights)."""
+    ``weights`` n seeded draws per epoch (with replacement, in proportion to the weights); with
+    ``weights`` and ``groups`` (the candidates of each source), as the ADIEE release draws
+    (``get_syn_item``): every source once per epoch in a seeded order, each time one of its
+    candidates drawn in proportion to their weights within the source (a source whose
+    candidates all weigh 0 is never drawn)."""
     order: list[int] = []
     epoch = 0
     p = None if weights is None else np.asarray(weights, dtype=float) / float(np.sum(weights))
+    w = None if weights is None else np.asarray(weights, dtype=float)
+    drawable = [list(g) for g in groups or [] if w is not None and float(w[list(g)].sum()) > 0]
+    if groups is not None and weights is not None and not drawable:
+        raise InputError("every source's candidates weigh 0: nothing can be drawn")
     while len(order) < total:
         rng = np.random.default_rng([seed, 10_000 + epoch])
-        order.extend((rng.permutation(n) if p is None else rng.choice(n, size=n, p=p)).tolist())
+        if groups is not None and w is not None:
+            for k in rng.permutation(len(drawable)).tolist():
+                g = drawable[k]
+                q = w[g] / float(w[g].sum())
+                order.append(int(g[int(rng.choice(len(g), p=q))]))
+        else:
+            order.extend((rng.permutation(n) if p is None else rng.choice(n, size=n, p=p)).tolist())
         epoch += 1
     return order[:total]
+
+
+def source_groups(rows: Sequence[dict[str, Any]], idx: Sequence[int]) -> list[list[int]]:
+    """Positions in ``idx`` grouped by source (the same source image and instruction): the candidates the
+    release draws one of per source."""
+    by: dict[tuple[str, str], list[int]] = {}
+    for pos, i in enumerate(idx):
+        by.setdefault((str(rows[i]["source"]), str(rows[i]["instruction"])), []).append(pos)
+    return list(by.values())
 
 
 def apply_lora(scorer: AdieeScorer, cfg: TrainConfig) -> None:
@@ -236,12 +260,12 @@ class AdieeTask(TrainingTask):
 
     def __init__(self, cfg: TrainConfig, scorer: AdieeScorer, ex: Examples, train_idx: list[int],
                  val_idx: list[int], baseline: float, policy: Any, weights: Sequence[float] | None = None,
-                 weighting: dict[str, Any] | None = None) -> None:
+                 weighting: dict[str, Any] | None = None, groups: Sequence[Sequence[int]] | None = None) -> None:
         self.cfg, self.model, self.ex, self.train_idx, self.val_idx = cfg, scorer, ex, train_idx, val_idx
         self.lr, self.baseline, self.policy = cfg.lr, baseline, policy
         self.per_step = cfg.batch_size * cfg.grad_accum
-        self.weights, self.weighting = weights, weighting or {"how": "uniform"}
-        self.order = sample_order(len(train_idx), cfg.steps * self.per_step, cfg.seed, weights)
+        self.weights, self.weighting, self.groups = weights, weighting or {"how": "uniform"}, groups
+        self.order = sample_order(len(train_idx), cfg.steps * self.per_step, cfg.seed, weights, groups)
         self.pad = scorer.processor.tokenizer.pad_token_id
         p = describe_precision(scorer.vlm)  # before the loop makes the trained parameters float32
         self.described = {"base_weights": p["weights"], "compute_dtype": p["compute_dtype"], "optimizer": "AdamW"}
@@ -254,7 +278,7 @@ class AdieeTask(TrainingTask):
         base_pos = step * self.per_step + micro * self.cfg.batch_size
         if base_pos + self.cfg.batch_size > len(self.order):  # a run extended beyond its first --steps
             self.order = sample_order(len(self.train_idx), base_pos + self.cfg.batch_size, self.cfg.seed,
-                                      self.weights)
+                                      self.weights, self.groups)
         # several processes: whole micro-batches each, or each its share of every micro-batch
         mine = range(base_pos, base_pos + self.cfg.batch_size)
         if self.share == "examples":
@@ -335,6 +359,12 @@ def train(cfg: TrainConfig, echo: Callable[[str], None] = print, progress: bool 
         raise InputError(f"{data_dir}: no training samples (split 'train')")
     weights, weighting = sample_weights([10.0 * float(rows[i]["score"]) for i in train_idx], cfg.sample_weights,
                                         cfg.sample_weight_table)
+    groups = None
+    if weights is not None:  # as the release: per source, one of its candidates by weight
+        groups = source_groups(rows, train_idx)
+        weighting["draw"] = (f"every source once per epoch ({len(groups)} sources), one of its candidates "
+                             "drawn by weight within the source")
+        sample_order(len(train_idx), 1, cfg.seed, weights, groups)  # a source-less table refused before the run
     # the data and its weights are checked before the run folder is written; a mismatch before loading
     prepare_run_dir(out, cfg.identity(), asdict(cfg), restart=restart)
     prompts = load_prompts(cfg.templates)
@@ -348,7 +378,7 @@ def train(cfg: TrainConfig, echo: Callable[[str], None] = print, progress: bool 
     ex = Examples(rows, data_dir, scorer, prompts, cfg)
     # the yardstick for the score loss: a model that ignores its inputs gets this far, no further
     baseline = constant_score_loss([float(rows[i]["score"]) for i in train_idx], cfg.head)
-    task = AdieeTask(cfg, scorer, ex, train_idx, val_idx, baseline, precision, weights, weighting)
+    task = AdieeTask(cfg, scorer, ex, train_idx, val_idx, baseline, precision, weights, weighting, groups)
     task.share = share
     n_params = sum(p.numel() for p in scorer.parameters() if p.requires_grad)
     echo(f"training {type(scorer.vlm).__name__} on {precision.device} ({task.described['base_weights']} base, "

@@ -133,8 +133,11 @@ def read_run(run_dir: Path, metric: str | None, spec_of: Callable[[str], Any]) -
 
 
 def read_tuning_data(path: str | Path, metric: str | None = None, include_source: bool = True,
-                     spec_of: Callable[[str], Any] | None = None) -> tuple[list[Group], dict[str, Any]]:
-    """The groups (in a stable order) and a description of where they came from."""
+                     spec_of: Callable[[str], Any] | None = None, several: bool = True
+                     ) -> tuple[list[Group], dict[str, Any]]:
+    """The groups (in a stable order) and a description of where they came from. ``several``: refuse
+    data where every source has one candidate (reward conditioning needs several; training towards a
+    ground truth does not)."""
     p = Path(path)
     if p.is_dir():
         if spec_of is None:
@@ -161,7 +164,7 @@ def read_tuning_data(path: str | Path, metric: str | None = None, include_source
     if include_source:
         for g in ordered:
             g.candidates.insert(0, Candidate(g.source, 0.0, "(source)"))
-    if not any(len(g.candidates) > 1 for g in ordered):
+    if several and not any(len(g.candidates) > 1 for g in ordered):
         raise InputError(f"{p}: every source has a single candidate; reward conditioning needs several "
                          "(score several editors' outputs per source, or keep the source as a candidate)")
     return ordered, {**desc, "groups": len(ordered), "candidates": sum(len(g.candidates) for g in ordered),

@@ -66,6 +66,9 @@ class TuneConfig:
     target_weights: str = "balanced"  # balanced | uniform (by quality level) | table (by rounded score)
     target_weight_table: str | None = None  # JSON {score: weight} or a clone of the release (its WEIGHT_DICT)
     reward_prompt: bool = True  # append the quality suffix (off: plain instructions, e.g. ReFL alone)
+    #: the candidate id naming each source's ground-truth edit (e.g. ``target``); with ``reward_prompt`` off the
+    #: MSE target is that edit only, as the release's RL data mode (``None``: a weighted draw among candidates)
+    ground_truth: str | None = None
     suffix_template: str | None = None
     suffix_from_clone: str | None = None
     binning: str = "release"
@@ -114,17 +117,41 @@ class TuneConfig:
         check_table_choice(self.target_weights, self.target_weight_table, "--target-weights")
         if self.refl_weight < 0:
             raise InputError(f"refl_weight must be 0 or more, got {self.refl_weight}")
+        if self.ground_truth is not None and self.reward_prompt:
+            raise InputError("--ground-truth sets the MSE target of ReFL-only tuning (the release's RL mode): give "
+                             "it with --no-reward-prompt (reward-conditioned tuning draws among all candidates)")
         if self.refl_weight > 0 and not 0 <= self.refl_min_step < self.refl_steps:
             raise InputError(f"refl_min_step must be in [0, refl_steps={self.refl_steps}), got {self.refl_min_step}")
 
     def identity(self) -> dict[str, Any]:
         """What a resumed run must share: the model it builds and what it sees at each step."""
         d = asdict(self)
-        keys = ("base", "score_metric", "source_as_candidate", "target_weights", "target_weight_table", "reward_prompt", "suffix_template",
+        keys = ("base", "score_metric", "source_as_candidate", "target_weights", "target_weight_table", "reward_prompt",
+                "ground_truth", "suffix_template",
                 "suffix_from_clone", "binning", "levels", "lora_rank", "lora_alpha", "batch_size", "grad_accum",
                 "resolution", "augment", "conditioning_dropout", "val_count", "refl_weight", "refl_metric",
                 "refl_steps", "refl_min_step", "seed")
         return {**{k: d[k] for k in keys}, "data": str(Path(self.data).resolve())}
+
+
+def ground_truth_targets(groups: list[Any], name: str) -> dict[str, Any]:
+    """Each group's ground-truth candidate: the one whose id is ``name`` or ends in ``/name``, ``:name``,
+    ``_name`` or ``-name``; a group with none or several is refused, naming it."""
+    out: dict[str, Any] = {}
+    none: list[str] = []
+    several: list[str] = []
+    for g in groups:
+        hits = [c for c in g.candidates if c.id == name or c.id.endswith((f"/{name}", f":{name}", f"_{name}",
+                                                                            f"-{name}"))]
+        if len(hits) == 1:
+            out[g.key] = hits[0]
+        else:
+            (none if not hits else several).append(f"{g.source} ({g.instruction[:40]!r})")
+    if none or several:
+        raise InputError(f"--ground-truth {name!r}: {len(none)} source(s) without a candidate of that id"
+                         + (f" (e.g. {none[0]})" if none else "") + f", {len(several)} with several"
+                         + (f" (e.g. {several[0]})" if several else "") + "; every source needs exactly one")
+    return out
 
 
 def to_tensor(img: np.ndarray) -> torch.Tensor:
@@ -202,6 +229,8 @@ class TuneEditorTask(TrainingTask):
         self.order = sample_order(len(groups), cfg.steps * self.per_step, cfg.seed)
         self.step_now = 0
         self.share = "micro-batches"  # how several processes share a step (distributed.choose_share)
+        #: group key -> its ground-truth candidate (``--ground-truth``: the only MSE target)
+        self.ground_truth: dict[str, Any] = {}
         self.best = self._reward_best(refl_reward)
 
     @staticmethod
@@ -220,7 +249,7 @@ class TuneEditorTask(TrainingTask):
     def instruction_for(self, instruction: str, score10: float | None) -> str:
         if not self.cfg.reward_prompt:
             return instruction
-        return self.prompt.prompt(instruction, score10) if score10 is not None else instruction + self.prompt.top_suffix
+        return self.prompt.prompt(instruction, score10) if score10 is not None else self.prompt.top_prompt(instruction)
 
     def batch(self, step: int, micro: int) -> dict[str, Any]:
         from editlens.training.distributed import current
@@ -235,7 +264,7 @@ class TuneEditorTask(TrainingTask):
         for pos in positions:
             g = self.groups[self.order[pos]]
             rng = np.random.default_rng([self.cfg.seed, pos])
-            c = draw_target(g, self.weights, rng)
+            c = self.ground_truth[g.key] if self.ground_truth else draw_target(g, self.weights, rng)
             a, b = self.image(g.source), self.image(c.edited)
             if self.cfg.augment:
                 a, b = _flip_rot(a, b, rng)
@@ -380,7 +409,7 @@ class TuneEditorTask(TrainingTask):
         cfg = self.cfg
         return {
             "family": FAMILY,
-            "prompt_suffix": self.prompt.top_suffix if cfg.reward_prompt else "",
+            "prompt_suffix": self.prompt.editor_suffix if cfg.reward_prompt else "",
             "source": {"base": cfg.base, "data": self.data_desc, "trained_steps": steps_done,
                        "trained": "lora-merged" if cfg.lora_rank else "unet",
                        "lora_rank": cfg.lora_rank or None, "recipe": self.recipe()},
@@ -396,7 +425,9 @@ class TuneEditorTask(TrainingTask):
                              "target_weighting": self.weights.describe(),
                              "source_as_candidate": cfg.source_as_candidate, "lr": cfg.lr,
                              "batch_size": cfg.batch_size, "grad_accum": cfg.grad_accum,
-                             "conditioning_dropout": cfg.conditioning_dropout, "augment": cfg.augment}
+                             "conditioning_dropout": cfg.conditioning_dropout, "augment": cfg.augment,
+                             "mse_target": (f"each source's ground truth ({cfg.ground_truth!r}) only" if cfg.ground_truth
+                                            else "a weighted draw among each source's candidates")}
         if cfg.refl_weight > 0:
             r["refl"] = {"weight": cfg.refl_weight, "steps": cfg.refl_steps, "min_step": cfg.refl_min_step,
                          "reward": self.refl_reward.describe()}
@@ -462,7 +493,9 @@ def tune_editor(cfg: TuneConfig, val_reward: Any = None, refl_reward: Any = None
     share = choose_share(cfg.batch_size, cfg.grad_accum, procs)
     # the prompt, the data and the target weights are checked before the run folder is written
     prompt = load_quality_prompt(cfg.suffix_template, cfg.suffix_from_clone, cfg.binning, cfg.levels)
-    groups, desc = read_tuning_data(cfg.data, cfg.score_metric, cfg.source_as_candidate)
+    groups, desc = read_tuning_data(cfg.data, cfg.score_metric, cfg.source_as_candidate,
+                                    several=cfg.ground_truth is None)
+    truth = ground_truth_targets(groups, cfg.ground_truth) if cfg.ground_truth else {}
     train_groups, val_groups = split_groups(groups, cfg.val_count, cfg.seed)
     weights = target_weighting(train_groups, prompt.level, cfg.target_weights, cfg.target_weight_table)
     prepare_run_dir(cfg.out, cfg.identity(), asdict(cfg), restart=restart)
@@ -471,6 +504,10 @@ def tune_editor(cfg: TuneConfig, val_reward: Any = None, refl_reward: Any = None
     task = TuneEditorTask(cfg, editor, train_groups, val_groups, prompt, weights, val_reward, refl_reward, desc,
                           precision, echo)
     task.share = share
+    task.ground_truth = truth
+    if truth:
+        echo(f"MSE target: each source's ground truth ({cfg.ground_truth!r}) only, plain instructions (the "
+             "release's RL data mode)")
     n = sum(p.numel() for p in editor.unet.parameters() if p.requires_grad)
     echo(f"tuning {cfg.base} on {precision.device} (computing in {precision.dtype}: {precision.reason}); "
          f"{len(train_groups)} train / {len(val_groups)} validation sources, {desc['candidates']} candidates; "

@@ -56,6 +56,12 @@ def _raw(backend: Any) -> Any:
     return backend
 
 
+def _one_engine(backend: Any) -> Any:
+    """The HTTP backend to ask for token ids: a pool's first engine (engines of one model share a tokenizer)."""
+    be = _raw(backend)
+    return (getattr(be, "members", None) or [be])[0]
+
+
 def check_engine(backend: Any, needs: EngineNeeds, who: str, option: str) -> dict[str, Any]:
     """Probe the engine behind ``backend`` once for ``needs``; raise
     :class:`ModelUnavailableError` naming ``option`` (how the evaluator was
@@ -85,9 +91,13 @@ def check_engine(backend: Any, needs: EngineNeeds, who: str, option: str) -> dic
         be.capabilities = memo["caps"]
         return memo["caps"]
     entry: dict[str, Any] = next((m for m in be.models_answer if m.get("id") == model), {})
-    caps: dict[str, Any] = {"served_model": model, "max_model_len": entry.get("max_model_len"),
-                            "adapter_of": entry.get("parent")}
-    limit = entry.get("max_model_len")
+    # vLLM lists no max_model_len for a LoRA adapter's name (nor SGLang for BASE:ADAPTER): the base's holds
+    base_name = entry.get("parent") or (str(model).split(":")[0] if ":" in str(model) else None)
+    base_entry: dict[str, Any] = next((m for m in be.models_answer if m.get("id") == base_name), {})
+    limit = entry.get("max_model_len", base_entry.get("max_model_len"))
+    caps: dict[str, Any] = {"served_model": model, "max_model_len": limit, "adapter_of": entry.get("parent")}
+    if entry.get("max_model_len") is None and limit is not None:
+        caps["max_model_len_from"] = f"the base model {base_name!r} (none listed for {model!r})"
     if isinstance(limit, int) and needs.max_new_tokens >= limit:
         raise ModelUnavailableError(
             f"{who}: the engine at {url} serves {model!r} with a context of {limit} tokens, less than the "
@@ -130,8 +140,7 @@ def engine_tokens(backend: Any, words: Sequence[str]) -> list[dict[str, tuple[in
     Raises :class:`ModelUnavailableError` when the engine has no ``/tokenize``."""
     import httpx
 
-    be = _raw(backend)
-    be = (getattr(be, "members", None) or [be])[0]  # engines of one model share a tokenizer
+    be = _one_engine(backend)
     root = be.base_url[:-3] if be.base_url.endswith("/v1") else be.base_url
     headers = be._headers() if hasattr(be, "_headers") else {}
     out: list[dict[str, tuple[int, str]]] = []
@@ -179,3 +188,87 @@ def engine_tokens(backend: Any, words: Sequence[str]) -> list[dict[str, tuple[in
             if len(found) == len(words) and len({v[0] for v in found.values()}) == len(words) and found not in out:
                 out.append(found)
     return out
+
+
+def engine_detokenize(backend: Any, tokens: Sequence[int]) -> str:
+    """The engine's text of ``tokens`` (its ``/detokenize``; vLLM answers
+    ``{"prompt"}``, SGLang ``{"text"}``), special tokens written as the
+    tokenizer writes them. Raises :class:`ModelUnavailableError` when it has none."""
+    import httpx
+
+    be = _one_engine(backend)
+    root = be.base_url[:-3] if be.base_url.endswith("/v1") else be.base_url
+    headers = be._headers() if hasattr(be, "_headers") else {}
+    status, said, answer = 0, "", None
+    with httpx.Client(timeout=min(getattr(be, "timeout", 30.0), 30.0), headers=headers) as client:
+        for base in (root, root + "/v1"):
+            try:
+                r = client.post(base + "/detokenize", json={"model": be.model_id, "tokens": list(tokens)})
+            except httpx.HTTPError as exc:
+                raise ModelUnavailableError(f"the engine at {be.base_url}: /detokenize failed ({exc})") from None
+            status, said = r.status_code, r.text[:200]
+            if status not in (404, 405):
+                break
+        if status < 400:
+            try:
+                answer = r.json()
+            except ValueError:
+                answer = None
+    text = answer.get("prompt", answer.get("text")) if isinstance(answer, dict) else None
+    if not isinstance(text, str):
+        raise ModelUnavailableError(f"the engine at {be.base_url} has no usable /detokenize (HTTP {status}: {said}); "
+                                    "token offsets are computed through it")
+    return text
+
+
+def engine_honours_seed(backend: Any) -> bool | None:
+    """Whether the engine uses a request's ``seed``: vLLM and editlens serve do;
+    SGLang only when started with ``--enable-deterministic-inference``, which
+    its ``/get_server_info`` tells (``None``: the engine does not say)."""
+    import httpx
+
+    be = _one_engine(backend)
+    dialect = getattr(be, "dialect", None)
+    if dialect in ("vllm", "editlens"):
+        return True
+    if dialect != "sglang":
+        return None
+    root = be.base_url[:-3] if be.base_url.endswith("/v1") else be.base_url
+    try:
+        r = httpx.get(root + "/get_server_info", headers=be._headers() if hasattr(be, "_headers") else {},
+                      timeout=min(getattr(be, "timeout", 30.0), 30.0))
+        info = r.json() if r.status_code < 400 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+    flag = info.get("enable_deterministic_inference") if isinstance(info, dict) else None
+    return flag if isinstance(flag, bool) else None
+
+
+def engine_tokenize(backend: Any, text: str) -> list[int]:
+    """The engine's token ids of ``text`` without special tokens (its ``/tokenize``, at the root or under
+    ``/v1``). Raises :class:`ModelUnavailableError` when it has none."""
+    import httpx
+
+    be = _one_engine(backend)
+    root = be.base_url[:-3] if be.base_url.endswith("/v1") else be.base_url
+    headers = be._headers() if hasattr(be, "_headers") else {}
+    status, said, answer = 0, "", None
+    with httpx.Client(timeout=min(getattr(be, "timeout", 30.0), 30.0), headers=headers) as client:
+        for base in (root, root + "/v1"):
+            try:
+                r = client.post(base + "/tokenize", json={"model": be.model_id, "prompt": text,
+                                                          "add_special_tokens": False})
+            except httpx.HTTPError as exc:
+                raise ModelUnavailableError(f"the engine at {be.base_url}: /tokenize failed ({exc})") from None
+            status, said = r.status_code, r.text[:200]
+            if status not in (404, 405):
+                break
+        if status < 400:
+            try:
+                answer = r.json()
+            except ValueError:
+                answer = None
+    ids = answer.get("tokens") if isinstance(answer, dict) else None
+    if not isinstance(ids, list) or not all(isinstance(t, int) for t in ids):
+        raise ModelUnavailableError(f"the engine at {be.base_url} has no usable /tokenize (HTTP {status}: {said})")
+    return [int(t) for t in ids]

@@ -61,6 +61,10 @@ class OpenAIBackend:
         self.model_id = str(model)
         entry = next((m for m in info if m.get("id") == model), {})
         self.extensions = entry.get("owned_by") == "editlens"
+        #: the server's dialect (editlens, vllm, sglang; None: another OpenAI-compatible server), from owned_by
+        owner = entry.get("owned_by") or next((m.get("owned_by") for m in info  # SGLang's BASE:ADAPTER, unlisted
+                                               if str(model).startswith(f"{m.get('id')}:")), None)
+        self.dialect = owner if owner in ("editlens", "vllm", "sglang") else None
         # What the server says it serves goes into cache keys: a new checkpoint
         # behind the same name must not be answered from old cache rows.
         served = {k: entry[k] for k in ("root", "parent", "revision", "owned_by") if entry.get(k) is not None}
@@ -112,9 +116,37 @@ class OpenAIBackend:
             out["capabilities"] = self.capabilities
         return out
 
+    def _candidate_ids(self, candidates: tuple[str, ...]) -> dict[str, dict[int, str]] | None:
+        """vLLM: each candidate word's first-token ids (the word, capitalised and lower case, bare and after
+        a space; a first token shared with another candidate left out, as in-process) and their texts, from
+        the engine's /tokenize and /detokenize, to ask for exactly (``logprob_token_ids``). ``None`` where
+        the engine cannot tell them (no tokenizer endpoints): its top log-probabilities are read then."""
+        memo = self.__dict__.setdefault("_cand_memo", {})
+        if candidates not in memo:
+            from editlens.backends.engine import engine_detokenize, engine_tokenize
+
+            try:
+                firsts: dict[str, set[int]] = {}
+                for c in candidates:
+                    forms = dict.fromkeys((c, c.capitalize(), c.lower()))
+                    firsts[c] = {ids[0] for f in forms for v in (f, " " + f)
+                                 if (ids := engine_tokenize(self, v))}
+                out: dict[str, dict[int, str]] = {}
+                for c in candidates:
+                    own = firsts[c] - set().union(*(firsts[o] for o in candidates if o != c))
+                    out[c] = {t: engine_detokenize(self, [t]) for t in sorted(own)}
+                memo[candidates] = out
+            except ModelUnavailableError:
+                memo[candidates] = None
+        return memo[candidates]
+
     def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
         if not requests:
             return []
+        if self.dialect == "vllm":  # the candidates' token ids, asked once per candidate set
+            for r in requests:
+                if r.candidates and not r.logprob_tokens:
+                    self._candidate_ids(r.candidates)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -133,7 +165,14 @@ class OpenAIBackend:
             return list(await asyncio.gather(*(self._one(client, sem, r) for r in requests)))
 
     async def _one(self, client: httpx.AsyncClient, sem: asyncio.Semaphore, req: ChatRequest) -> Generation:
-        body = request_body(req, self.model_id, self.extensions)
+        body = request_body(req, self.model_id, self.dialect)
+        exact = self._candidate_ids(req.candidates) if (self.dialect == "vllm" and req.candidates
+                                                        and not req.logprob_tokens) else None
+        if exact and all(exact.values()):  # vLLM: exactly these ids at every step (logprob_token_ids)
+            body["logprob_token_ids"] = sorted({t for ids in exact.values() for t in ids})
+            body["return_token_ids"] = True
+        else:
+            exact = None
         last = "no attempt"
         async with sem:
             for attempt in range(self.max_retries + 1):
@@ -153,7 +192,7 @@ class OpenAIBackend:
                         else:
                             gen = parse_response(data, req.candidates)
                             if gen.error is None:
-                                return gen
+                                return self._with_source(gen, req, exact)
                             last = f"HTTP {r.status_code}: {gen.error}"
                     else:
                         last = f"HTTP {r.status_code}: {r.text[:300]}"
@@ -167,6 +206,36 @@ class OpenAIBackend:
                     # exponential backoff with jitter, so many clients do not retry in lockstep
                     await asyncio.sleep(self.backoff * (2**attempt) * (0.5 + random.random()))
         return Generation(None, error=f"gave up after {self.max_retries + 1} attempts: {last}")
+
+    def _with_source(self, gen: Generation, req: ChatRequest, exact: dict[str, dict[int, str]] | None) -> Generation:
+        """``gen`` with its candidates read from the ids asked for (vLLM) and where they came from."""
+        import math
+
+        if exact is not None:
+            for step in gen.steps or []:
+                found: dict[str, float | None] = {}
+                for c, ids in exact.items():
+                    texts = set(ids.values())
+                    hits = [lp for t, lp in step.top if t in texts and lp is not None and lp > -9999.0]
+                    if hits:
+                        m = max(hits)
+                        found[c] = m + math.log(sum(math.exp(h - m) for h in hits))
+                    else:
+                        found[c] = None
+                step.candidates = found
+        if req.candidates or req.logprob_tokens:
+            gen.logprob_source = logprob_source(self.dialect, exact is not None)
+        return gen
+
+
+def logprob_source(dialect: str | None, exact_ids: bool) -> str:
+    """Where an engine's candidate log-probabilities come from (recorded with each result)."""
+    if dialect == "editlens":
+        return "exact (editlens serve: the candidates' log-probabilities)"
+    if dialect == "vllm" and exact_ids:
+        return "engine ids (vLLM logprob_token_ids: exact log-probabilities of the candidates' first tokens)"
+    what = "engine top-20 log-probabilities (a candidate outside them has none)"
+    return what + (", after the engine's penalties" if dialect == "sglang" else "")
 
 
 class PooledBackend:
@@ -202,7 +271,13 @@ class PooledBackend:
                 raise ModelUnavailableError(f"{m.base_url} serves {m.model_id!r} ({m.revision}) but {first.base_url} "
                                             f"serves {first.model_id!r} ({first.revision}): the engines of one judge "
                                             "must serve the same model")
+        for m in self.members[1:]:
+            if m.dialect != first.dialect:
+                raise ModelUnavailableError(f"{m.base_url} is a {m.dialect or 'other'} server but {first.base_url} a "
+                                            f"{first.dialect or 'other'} one: the engines of one judge must be of "
+                                            "one kind (they return log-probabilities differently)")
         self.model_id, self.revision, self.extensions = first.model_id, first.revision, first.extensions
+        self.dialect = first.dialect
         self.models_answer = first.models_answer
         self.cooldown = float(cooldown)
         self._down_until = {id(m): 0.0 for m in self.members}

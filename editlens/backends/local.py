@@ -215,14 +215,16 @@ class TransformersBackend:
             cands = {c: float(torch.logsumexp(lp[self._candidate_ids(c, candidates)], 0))
                      if self._candidate_ids(c, candidates) else None for c in candidates}
             top: list[tuple[str, float | None]] = []
+            top_ids: list[int] = []
             if top_k:
-                vals, inds = lp.topk(top_k)
+                vals, inds = lp.topk(min(top_k, lp.shape[-1]))
                 top = [(self.tokenizer.decode([int(i)]), float(v)) for v, i in zip(vals, inds)]
+                top_ids = [int(i) for i in inds]
             lpv = float(lp[tok])
             vocab = lp.shape[-1]
             asked_lp = {int(t): float(lp[t]) for t in asked if 0 <= int(t) < vocab and math.isfinite(float(lp[t]))}
             steps.append(TokenStep(self.tokenizer.decode([tok]), lpv if math.isfinite(lpv) else None, cands, top,
-                                   asked_lp))
+                                   asked_lp, int(tok), top_ids))
         return steps
 
 

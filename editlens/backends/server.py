@@ -168,7 +168,8 @@ def _text(value: str, where: str) -> str:
     return value
 
 
-def parse_chat_request(body: Any, max_image_bytes: int, limits: ServeLimits | None = None) -> ChatRequest:
+def parse_chat_request(body: Any, max_image_bytes: int, limits: ServeLimits | None = None,
+                       max_top_logprobs: int = 20) -> ChatRequest:
     limits = limits or ServeLimits(max_image_bytes=max_image_bytes)
     if not isinstance(body, dict):
         raise BadRequest(400, "request body must be a JSON object")
@@ -219,7 +220,7 @@ def parse_chat_request(body: Any, max_image_bytes: int, limits: ServeLimits | No
     logprobs = body.get("logprobs")
     if logprobs is not None and not isinstance(logprobs, bool):
         raise BadRequest(400, f"'logprobs' must be true or false, got {_shown(logprobs)}")
-    top = _int_field(body, ("top_logprobs",), 0, 0, 20) if logprobs else 0
+    top = _int_field(body, ("top_logprobs",), 0, 0, max_top_logprobs) if logprobs else 0
     try:
         settings = GenerationSettings(max_tokens, float(temperature), n, seed, top)
     except (TypeError, ValueError) as exc:
@@ -249,14 +250,20 @@ def _logprobs_json(gen: Generation, req: ChatRequest) -> dict[str, Any]:
 
 
 def completion_json(gen: Generation, model: str, req: ChatRequest, want_logprobs: bool,
-                    prompt_tokens: int | None = None) -> dict[str, Any]:
+                    prompt_tokens: int | None = None, logprobs_of: Any = None,
+                    token_ids: bool = False) -> dict[str, Any]:
+    """The chat-completions answer; ``logprobs_of(gen)``: an engine imitation's
+    ``choice.logprobs`` (default: editlens' own, with its extension fields);
+    ``token_ids``: add the choice's generated token ids (vLLM's and SGLang's ``return_token_ids``)."""
     texts = gen.samples or [gen.text or ""]
     choices = []
     for i, t in enumerate(texts):
         choice: dict[str, Any] = {"index": i, "message": {"role": "assistant", "content": t},
                                   "finish_reason": gen.finish_reason or "stop", "logprobs": None}
         if want_logprobs and i == 0 and gen.steps is not None:
-            choice["logprobs"] = _logprobs_json(gen, req)
+            choice["logprobs"] = logprobs_of(gen) if logprobs_of is not None else _logprobs_json(gen, req)
+        if token_ids and i == 0 and gen.steps is not None and all(s.token_id is not None for s in gen.steps):
+            choice["token_ids"] = [s.token_id for s in gen.steps]
         choices.append(choice)
     out = {"id": "chatcmpl-" + secrets.token_hex(8), "object": "chat.completion", "created": int(time.time()),
            "model": model, "choices": choices}
@@ -350,7 +357,7 @@ async def _disconnected(request: Request) -> None:
 def build_app(backend: Any, model_name: str, api_key: str | None = None, max_image_bytes: int = 20 * 1024 * 1024,
               max_batch: int = 8, batch_window_ms: float = 10.0, limits: ServeLimits | None = None,
               routers: Sequence[Any] = (), slice_ms: float = 20.0, adapters: Mapping[str, Any] | None = None,
-              max_images: int | None = None, prefill_tokens: int | None = 2048) -> Any:
+              max_images: int | None = None, prefill_tokens: int | None = 2048, imitate: Any = None) -> Any:
     """The ASGI app of ``editlens serve``.
 
     ``routers``: extra ``fastapi.APIRouter`` objects to include (more endpoints
@@ -362,8 +369,11 @@ def build_app(backend: Any, model_name: str, api_key: str | None = None, max_ima
     images one prompt may carry (vLLM's ``--limit-mm-per-prompt``).
     ``prefill_tokens``: a longer prompt is encoded in slices of at most this
     many tokens, other clients' work running between two (``None``: whole).
+    ``imitate``: an :class:`~editlens.backends.imitation.Imitation`: answer as
+    that engine does (no editlens-only fields, its caps, defaults and quirks).
     """
     from editlens.backends import engine_api
+    from editlens.backends import imitation as imitation_mod
 
     limits = limits or ServeLimits(max_image_bytes=max_image_bytes)
     max_image_bytes = limits.max_image_bytes
@@ -375,6 +385,11 @@ def build_app(backend: Any, model_name: str, api_key: str | None = None, max_ima
     count_tokens = getattr(backend, "count_prompt_tokens", None)
     max_model_len = limits.max_prompt_tokens + limits.max_tokens
     tokenizer = getattr(backend, "tokenizer", None)
+    vocab = len(tokenizer) if tokenizer is not None else None
+    gen_defaults = imitation_mod.generation_defaults(backend) if imitate is not None else {}
+    if imitate is not None:  # the engine's generation quirks (penalty scope, log-probabilities after penalties)
+        for b in (backend, *(adapters or {}).values()):
+            b.engine_quirks = imitate.quirks()
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -398,7 +413,18 @@ def build_app(backend: Any, model_name: str, api_key: str | None = None, max_ima
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
         paths = {name: getattr(b, "adapter", {}).get("path", name) for name, b in (adapters or {}).items()}
-        return {"object": "list", "data": engine_api.model_entries(model_name, paths, max_model_len)}
+        data = engine_api.model_entries(model_name, paths, max_model_len)
+        if imitate is not None:
+            for entry in data:
+                entry["owned_by"] = imitate.engine
+                if imitate.engine == "vllm" and entry.get("parent") is not None:
+                    entry.pop("max_model_len", None)  # vLLM lists no max_model_len for LoRA adapters
+        return {"object": "list", "data": data}
+
+    if imitate is not None and imitate.engine == "sglang":
+        @app.get("/get_server_info")
+        async def server_info() -> dict[str, Any]:  # SGLang's server arguments, the ones clients read
+            return {"enable_deterministic_inference": imitate.honours_seed, "version": "editlens-imitation"}
 
     body_limit = max_image_bytes * 4 + 1024 * 1024
 
@@ -442,8 +468,14 @@ def build_app(backend: Any, model_name: str, api_key: str | None = None, max_ima
             return error(400, "request body is nested too deeply")
         except ValueError as exc:
             return error(400, f"request body is not valid JSON ({str(exc)[:200]})")
+        if imitate is not None and isinstance(body, dict):
+            body = imitation_mod.engine_body(body, imitate, gen_defaults)
+            refused = imitation_mod.check_logprobs(body, imitate, vocab)
+            if refused:
+                return error(400, refused)
         try:
-            req = await run_in_threadpool(parse_chat_request, body, max_image_bytes, limits)
+            req = await run_in_threadpool(parse_chat_request, body, max_image_bytes, limits,
+                                          20 if imitate is None else (imitate.max_logprobs or vocab or 20))
         except BadRequest as exc:
             return error(exc.status, exc.message)
         except RecursionError:
@@ -455,6 +487,8 @@ def build_app(backend: Any, model_name: str, api_key: str | None = None, max_ima
             req = engine_api.apply_engine_fields(body, req, len(tokenizer) if tokenizer is not None else None)
         except engine_api.FieldError as exc:
             return error(400, str(exc))
+        if imitate is not None and imitate.logprob_token_ids:
+            req = imitation_mod.with_token_ids(req, body)
         too_many = engine_api.image_limit_error(req, max_images)
         if too_many:
             return error(400, too_many)
@@ -466,7 +500,7 @@ def build_app(backend: Any, model_name: str, api_key: str | None = None, max_ima
         want_logprobs = bool(body.get("logprobs"))
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            return StreamingResponse(_stream(req, n_prompt, want_logprobs, include_usage, served),
+            return StreamingResponse(_stream(req, n_prompt, want_logprobs, include_usage, served, logprobs_of(body)),
                                      media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
         job = served.enqueue(req, limits.request_timeout, n_prompt)
         answer = asyncio.ensure_future(asyncio.wrap_future(job.fut))
@@ -490,10 +524,17 @@ def build_app(backend: Any, model_name: str, api_key: str | None = None, max_ima
                 return error(504, f"{DEADLINE} of {limits.request_timeout:g} s (editlens serve --request-timeout)",
                              kind)
             return error(status, gen.error, kind)
-        return completion_json(gen, model_name, req, want_logprobs, n_prompt)
+        return completion_json(gen, model_name, req, want_logprobs, n_prompt, logprobs_of(body),
+                               bool(body.get("return_token_ids")))
+
+    def logprobs_of(body: dict[str, Any]) -> Any:
+        if imitate is None:
+            return None
+        decode = (lambda k: tokenizer.decode([k])) if tokenizer is not None else None
+        return lambda gen: imitation_mod.logprobs_json(gen, body, imitate, decode)
 
     async def _stream(req: ChatRequest, n_prompt: int | None, want_logprobs: bool,
-                      include_usage: bool, served: Any = batcher) -> AsyncIterator[str]:
+                      include_usage: bool, served: Any = batcher, lp_of: Any = None) -> AsyncIterator[str]:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
         ident, created = "chatcmpl-" + secrets.token_hex(8), int(time.time())
@@ -536,7 +577,7 @@ def build_app(backend: Any, model_name: str, api_key: str | None = None, max_ima
                     choice: dict[str, Any] = {"index": k, "delta": {"content": rest} if rest else {},
                                               "logprobs": None, "finish_reason": gen.finish_reason or "stop"}
                     if want_logprobs and k == 0 and gen.steps is not None:
-                        choice["logprobs"] = _logprobs_json(gen, req)
+                        choice["logprobs"] = lp_of(gen) if lp_of is not None else _logprobs_json(gen, req)
                     final.append(choice)
                 yield chunk(final)
                 usage = _usage(gen, n_prompt)

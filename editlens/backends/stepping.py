@@ -576,6 +576,33 @@ def _run_slice(be: Any, work: list[Paused], inputs: dict[str, Any] | None, resum
             scores[at, picked] = 0.0
             return scores
 
+    # an engine imitation's quirks (editlens serve --imitate): SGLang penalises generated tokens only and
+    # returns log-probabilities after the penalties
+    quirks = getattr(be, "engine_quirks", None) or {}
+    penalty = settings.repetition_penalty
+    own_penalty = quirks.get("penalty") == "generated" and penalty != 1.0
+    after_penalties = quirks.get("logprobs") == "after-penalties"
+    captured: list[torch.Tensor] = []
+
+    class GeneratedPenalty(LogitsProcessor):
+        """The repetition penalty over the tokens generated so far only (not the prompt's)."""
+
+        def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+            for b, (_, row) in enumerate(live):
+                seen = sorted(set(row.ids + input_ids[b, start:].tolist()))
+                if seen:
+                    at = torch.tensor(seen, device=scores.device)
+                    vals = scores[b, at]
+                    scores[b, at] = torch.where(vals < 0, vals * penalty, vals / penalty)
+            return scores
+
+    class Capture(LogitsProcessor):
+        """The scores after the penalties, before sampling: the log-probabilities SGLang reports."""
+
+        def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+            captured.append(scores.detach().clone())
+            return scores
+
     def stream(b: int, i: int, row: Row, new: list[int], final: bool = False) -> None:
         with _text_lock(be):
             text = be.tokenizer.decode(row.ids + new, skip_special_tokens=True)
@@ -619,6 +646,8 @@ def _run_slice(be: Any, work: list[Paused], inputs: dict[str, Any] | None, resum
             return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
 
     sampled = any(row.rng is not None for _, row in live)
+    processors: list[Any] = ([GeneratedPenalty()] if own_penalty else []) + \
+        ([Capture()] if after_penalties and want_steps else []) + ([Sampler()] if sampled else [])
     max_new = max(1, max(settings.max_new_tokens - len(row.ids) for _, row in live))
     with be._lock:
         be.calls += 1
@@ -626,10 +655,10 @@ def _run_slice(be: Any, work: list[Paused], inputs: dict[str, Any] | None, resum
             _restore(be.model, resume[0].model_state, rows)
         gen = be.model.generate(
             **inputs, max_new_tokens=max_new, do_sample=False, temperature=None, top_p=None, top_k=None,
-            logits_processor=LogitsProcessorList([Sampler()]) if sampled else None,
+            logits_processor=LogitsProcessorList(processors) if processors else None,
             stopping_criteria=StoppingCriteriaList([Steer()]), return_dict_in_generate=True,
             output_logits=want_steps, pad_token_id=be.tokenizer.pad_token_id,
-            repetition_penalty=settings.repetition_penalty if settings.repetition_penalty != 1.0 else None,
+            repetition_penalty=penalty if penalty != 1.0 and not own_penalty else None,
         )
         state = _model_state(be.model)
     new = gen.sequences[:, start:].tolist()
@@ -640,7 +669,8 @@ def _run_slice(be: Any, work: list[Paused], inputs: dict[str, Any] | None, resum
         got = ids[: limit if cut is None else cut]
         if row.steps is not None and want_steps:
             with _text_lock(be):
-                row.steps += be._steps(gen.logits, b, got, candidates, settings.top_logprobs,
+                row.steps += be._steps(tuple(captured) if after_penalties else gen.logits, b, got, candidates,
+                                       settings.top_logprobs,
                                        asked[i] if i < len(asked) else ())
         row.ids += got
         if cut is not None:

@@ -153,6 +153,10 @@ class TokenStep:
     top: list[tuple[str, float | None]] = field(default_factory=list)
     #: token id -> log-probability of the ids a request asked for (:attr:`ChatRequest.logprob_tokens`)
     ids: dict[int, float] = field(default_factory=dict)
+    #: the generated token's id, where the backend or engine says it (``None``: only its text is known)
+    token_id: int | None = None
+    #: the ids of :attr:`top`, in its order, where known
+    top_ids: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -170,6 +174,9 @@ class Generation:
     #: token counts (``prompt_tokens``, ``completion_tokens``) where the backend knows them;
     #: transport information, not part of the answer (never cached)
     usage: dict[str, int] | None = None
+    #: where the candidates' log-probabilities came from on an engine ("exact ...", "engine top-20 ...",
+    #: "... after the engine's penalties"); ``None``: in-process (exact logits)
+    logprob_source: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -222,7 +229,7 @@ class Generation:
                                                         {int(k): v for k, v in (s.get("ids") or {}).items()})
                                               for s in steps],
             finish_reason=d.get("finish_reason"), refusal=d.get("refusal"), error=d.get("error"),
-            samples=list(d.get("samples") or []),
+            samples=list(d.get("samples") or []), logprob_source=d.get("logprob_source"),
         )
 
 

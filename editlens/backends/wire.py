@@ -31,32 +31,71 @@ def message_to_wire(m: Message) -> dict[str, Any]:
     return {"role": m.role, "content": content}
 
 
-def request_body(req: ChatRequest, model: str, extensions: bool) -> dict[str, Any]:
+#: the engines whose dialect editlens speaks (``owned_by`` of their ``/v1/models`` entries)
+ENGINES = ("editlens", "vllm", "sglang")
+#: top log-probabilities asked for when a candidate's exact one cannot be asked: vLLM's cap (--max-logprobs 20)
+ENGINE_TOP_LOGPROBS = 20
+
+
+def dialect_of(extensions: bool | str | None) -> str | None:
+    """``"editlens"``, ``"vllm"``, ``"sglang"`` or ``None`` (another OpenAI-compatible server)."""
+    if extensions is True:
+        return "editlens"
+    return extensions if extensions in ENGINES else None
+
+
+def request_body(req: ChatRequest, model: str, extensions: bool | str | None) -> dict[str, Any]:
+    """The request's JSON. ``extensions``: the server's dialect (``True`` or
+    ``"editlens"``: an editlens server, ``"vllm"``, ``"sglang"``; ``False``/``None``:
+    another OpenAI-compatible server).
+
+    To an engine every sampling field is sent, neutral values included: both
+    vLLM and SGLang fill an omitted one from the model's
+    ``generation_config.json`` (a 1.05 repetition penalty, a top-k of 20), which
+    would change an answer editlens reads as greedy. Other servers get OpenAI's
+    fields, the rest only where it is not neutral (OpenAI's API refuses
+    unknown fields).
+    """
     s = req.settings
+    dialect = dialect_of(extensions)
     body: dict[str, Any] = {"model": model, "messages": [message_to_wire(m) for m in req.messages],
                             "max_tokens": s.max_new_tokens, "temperature": s.temperature, "n": s.n}
     if s.seed is not None:
         body["seed"] = s.seed
-    # vLLM and SGLang read these as request fields (OpenAI's API has top_p only)
-    if s.top_k:
-        body["top_k"] = s.top_k
-    if s.top_p < 1.0:
-        body["top_p"] = s.top_p
-    if s.repetition_penalty != 1.0:
-        body["repetition_penalty"] = s.repetition_penalty
+    if dialect is not None:
+        body.update(top_k=s.top_k or -1, top_p=s.top_p, repetition_penalty=s.repetition_penalty)
+    else:  # vLLM and SGLang read these as request fields (OpenAI's API has top_p only)
+        if s.top_k:
+            body["top_k"] = s.top_k
+        if s.top_p < 1.0:
+            body["top_p"] = s.top_p
+        if s.repetition_penalty != 1.0:
+            body["repetition_penalty"] = s.repetition_penalty
     if not req.add_generation_prompt:
         body["add_generation_prompt"] = False
     if req.candidates or s.top_logprobs:
         body["logprobs"] = True
-        body["top_logprobs"] = max(s.top_logprobs, 20 if req.candidates else 0)
-        if extensions and req.candidates:
+        body["top_logprobs"] = max(s.top_logprobs, ENGINE_TOP_LOGPROBS if req.candidates else 0)
+        if dialect == "editlens" and req.candidates:
             body["candidates"] = list(req.candidates)  # editlens servers return their exact log-probabilities
     if req.logprob_tokens:
         body["logprobs"] = True
-        body["top_logprobs"] = max(body.get("top_logprobs", 0), 20)
-        if extensions:
+        body["top_logprobs"] = max(body.get("top_logprobs", 0), ENGINE_TOP_LOGPROBS)
+        if dialect == "editlens":
             body["logprob_tokens"] = list(req.logprob_tokens)
+        elif dialect == "vllm":  # exactly these ids, every step (vLLM's logprob_token_ids), tokens written as ids
+            body["logprob_token_ids"] = list(req.logprob_tokens)
+            body["return_tokens_as_token_ids"] = True
+        if dialect is not None:
+            body["return_token_ids"] = True  # the generated ids (vLLM and SGLang), for token offsets
     return body
+
+
+def _token_id(text: Any) -> int | None:
+    """``N`` of vLLM's ``"token_id:N"`` (``return_tokens_as_token_ids``), else ``None``."""
+    if isinstance(text, str) and text.startswith("token_id:") and text[9:].isdigit():
+        return int(text[9:])
+    return None
 
 
 def _candidates_from_top(top: list[dict[str, Any]], candidates: tuple[str, ...]) -> dict[str, float | None]:
@@ -104,14 +143,26 @@ def parse_response(data: Any, candidates: tuple[str, ...]) -> Generation:
                 cands = _candidates_from_top(top, candidates)
             step = TokenStep(str(e.get("token", "")), e.get("logprob"), dict(cands),
                              [(t.get("token", ""), t.get("logprob")) for t in top])
+            step.token_id = _token_id(step.token)
             exact = e.get("token_logprobs")  # editlens servers: the asked-for token ids' log-probabilities
             if isinstance(exact, dict):
                 step.ids = {int(k): float(v) for k, v in exact.items() if str(k).lstrip("-").isdigit()
                             and _is_finite_number(v)}
+            for t in top:  # vLLM with return_tokens_as_token_ids: every top entry names its id
+                tid = _token_id(t.get("token"))
+                if tid is not None and _is_finite_number(t.get("logprob")) and t["logprob"] > -9999.0:
+                    step.ids.setdefault(tid, float(t["logprob"]))
             bad = impossible_logprob(step)
             if bad is not None:  # a broken answer, never cached: a rerun asks again
                 return Generation(None, error=f"the server returned {bad} at token {len(steps)}")
             steps.append(step)
+    ids = first.get("token_ids")  # vLLM and SGLang with return_token_ids: the generated ids
+    if steps is not None and isinstance(ids, list) and all(isinstance(t, int) for t in ids):
+        if len(ids) == len(steps) + 1 and all(s.token_id is None or s.token_id == t for s, t in zip(steps, ids)):
+            ids = ids[: len(steps)]  # an engine that lists the end-of-turn token it gave no log-probability for
+        if len(ids) == len(steps):
+            for step, tid in zip(steps, ids):
+                step.token_id = tid if step.token_id is None else step.token_id
     samples = [(((c.get("message") if isinstance(c.get("message"), dict) else {}) or {}).get("content") or "")
                for c in choices] if len(choices) > 1 else []
     if text is not None and not isinstance(text, str):

@@ -12,9 +12,15 @@ from editlens.bench.registry import register
 from editlens.meta.protocols import adiee_pair_verdict
 
 
-def released_rule_accuracy(human: str | Path, predictions: str | Path, metric: str | None = None) -> dict[str, Any]:
-    """ADIEE's pairwise protocol: accuracy of the released rule over the pairs
-    whose two edits are scored, beside accuracy with tie calibration."""
+def released_rule_accuracy(human: str | Path, predictions: str | Path, metric: str | None = None,
+                           denominator: str = "scored") -> dict[str, Any]:
+    """ADIEE's pairwise protocol: accuracy of the released rule, beside
+    accuracy with tie calibration. ``denominator``: ``scored`` (default: over
+    the pairs whose two edits are scored) or ``all`` (as the release's
+    ``run_aurorabenchpairwise``: over all pairs, a pair without both scores
+    counted wrong)."""
+    if denominator not in ("scored", "all"):
+        raise ValueError(f"denominator must be scored or all, got {denominator!r}")
     from editlens.meta import benchmarks as B
     from editlens.meta.reports import pairwise_report
 
@@ -23,8 +29,10 @@ def released_rule_accuracy(human: str | Path, predictions: str | Path, metric: s
     scores, _, _ = B.load_predictions(predictions, metric)
     usable = [p for p in pairs if p["a"] in scores and p["b"] in scores]
     hits = sum(adiee_pair_verdict(scores[p["a"]], scores[p["b"]]) == p["label"] for p in usable)
-    return {"protocol": "adiee-released-rule", "released_rule_accuracy": hits / len(usable) if usable else None,
-            "n": len(usable), "accuracy_with_ties": rep}
+    over = usable if denominator == "scored" else pairs
+    return {"protocol": "adiee-released-rule", "released_rule_accuracy": hits / len(over) if over else None,
+            "n": len(over), "denominator": denominator, "unscored_pairs": len(pairs) - len(usable),
+            "accuracy_with_ties": rep}
 
 
 def _pointwise(protocol: str) -> Any:

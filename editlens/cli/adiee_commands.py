@@ -261,6 +261,9 @@ def pairwise_eval_cmd(human: Path = typer.Option(..., "--human", help="JSONL {id
                           "adiee-3way: round(score/5) types, equal types tie (ADIEE's AURORA rule); adiee-genai-4way: "
                           "ADIEE's GenAI-Bench rule, equal types tie only when both scores >= 9, else both bad, "
                           "exact 4-way match over all pairs.")),
+                      denominator: str = typer.Option("scored", "--denominator", help="adiee-3way: divide by "
+                                                      "the pairs with both scores (scored) or by all pairs, a pair "
+                                                      "without both counted wrong (all: as the release)."),
                       json_out: bool = typer.Option(False, "--json", help="Machine-readable output (JSON) instead of the table.")) -> None:
     """Pairwise accuracy of ADIEE's released rule (round(score/5)) beside accuracy-with-ties calibration; with
     --rule adiee-genai-4way, ADIEE's GenAI-Bench rule. Every figure names its rule."""
@@ -275,13 +278,17 @@ def pairwise_eval_cmd(human: Path = typer.Option(..., "--human", help="JSONL {id
         typer.echo(f"ADIEE GenAI-Bench rule (4-way) accuracy {res['accuracy']:.4f} over {res['n']} pairs "
                    f"({res['unscored']} without both scores, counted wrong)")
         return
-    out = get("aurora").run_protocol("adiee-released-rule", human=human, predictions=predictions, metric=metric)
+    if denominator not in ("scored", "all"):
+        raise typer.BadParameter(f"must be scored or all, got {denominator!r}", param_hint="--denominator")
+    out = get("aurora").run_protocol("adiee-released-rule", human=human, predictions=predictions, metric=metric,
+                                     denominator=denominator)
     out.update({"rule": rule.value, "rule_text": PAIRWISE_RULES[rule.value]})
     rep = out["accuracy_with_ties"]
     if json_out:
         emit_json(out)
         return
-    typer.echo(f"released rule (type = round(score/5)) accuracy {out['released_rule_accuracy']:.4f} over {out['n']} pairs")
+    typer.echo(f"released rule (type = round(score/5)) accuracy {out['released_rule_accuracy']:.4f} over {out['n']} "
+               f"pairs ({'all pairs, ' + str(out['unscored_pairs']) + ' without both scores counted wrong' if denominator == 'all' else 'with both scores'})")
     typer.echo(f"accuracy with tie calibration {rep['accuracy']:.4f} (threshold {rep['threshold']:.4g})")
 
 
@@ -502,6 +509,9 @@ def tune_editor_cmd(
                                       "[this, --refl-steps)."),
     reward_prompt: bool = typer.Option(True, "--reward-prompt/--no-reward-prompt", help="Append the quality suffix "
                                        "to each instruction (reward conditioning)."),
+    ground_truth: Optional[str] = typer.Option(None, "--ground-truth", help="With --no-reward-prompt: the candidate "
+                                               "id of each source's ground-truth edit (e.g. target); the MSE "
+                                               "target is that edit only, as the ADIEE release's RL data mode."),
     suffix_template: Optional[Path] = typer.Option(None, "--suffix-template", help="Own suffix wording: a text file "
                                                    "with {quality}."),
     suffix_from_clone: Optional[Path] = typer.Option(None, "--suffix-from-clone", help="Read the suffix from a clone "
@@ -565,7 +575,8 @@ def tune_editor_cmd(
     cfg = TuneConfig(base=base, data=str(data), out=str(out), score_metric=score_metric,
                      source_as_candidate=source_as_candidate, target_weights=weights,
                      target_weight_table=str(target_weight_table) if target_weight_table else None,
-                     reward_prompt=reward_prompt, suffix_template=str(suffix_template) if suffix_template else None,
+                     reward_prompt=reward_prompt, ground_truth=ground_truth,
+                     suffix_template=str(suffix_template) if suffix_template else None,
                      suffix_from_clone=str(suffix_from_clone) if suffix_from_clone else None, binning=binning,
                      levels=levels, lora_rank=lora_rank, lr=lr, batch_size=batch_size, grad_accum=grad_accum,
                      steps=steps, warmup_steps=warmup, lr_decay=lr_decay, clip=clip, resolution=resolution,

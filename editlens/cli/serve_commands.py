@@ -69,6 +69,14 @@ def serve_cmd(
                                         "the weights (as vLLM and DICE in-process run it)."),
     max_images_per_prompt: Optional[int] = typer.Option(None, "--max-images-per-prompt", min=1, help="Refuse "
                                                         "prompts with more images (as vLLM's --limit-mm-per-prompt)."),
+    imitate: Optional[str] = typer.Option(None, "--imitate", help="Answer as this engine does (vllm or sglang): "
+                                          "no editlens-only fields, its log-probability cap, its defaults for "
+                                          "omitted sampling fields and its penalty, prompt and seed behaviour "
+                                          "(see docs/engines.md). A test double of the engine."),
+    deterministic_inference: bool = typer.Option(False, "--enable-deterministic-inference", help="With --imitate "
+                                                 "sglang: honour request seeds, as SGLang started with this flag."),
+    max_logprobs: int = typer.Option(20, "--max-logprobs", min=1, help="With --imitate vllm: the largest "
+                                     "top_logprobs accepted (vLLM's --max-logprobs)."),
     vlm_model: Optional[str] = typer.Option(None, "--vlm-model", help="With --score and --vlm URL: the model name "
                                             "on that engine the judges use (default: the first it lists)."),
     cache: str = typer.Option("default", "--cache", help="Response cache of --score judges: 'default' (user cache "
@@ -92,6 +100,13 @@ def serve_cmd(
         typer.echo(f"error: editlens serve loads a local model (--vlm HUB_ID_OR_DIR); {vlm} is already a server: "
                    "pass it as --vlm to score, run or compare instead", err=True)
         raise typer.Exit(2)
+    imitated = None
+    if imitate is not None:
+        from editlens.backends.imitation import imitation
+
+        if imitate not in ("vllm", "sglang"):
+            raise typer.BadParameter(f"must be vllm or sglang, got {imitate!r}", param_hint="--imitate")
+        imitated = imitation(imitate, deterministic=deterministic_inference, max_logprobs=max_logprobs)
     key = None
     if api_key_env:
         key = os.environ.get(api_key_env)
@@ -142,8 +157,11 @@ def serve_cmd(
 
         app_ = build_app(backend, name or vlm, api_key=key, max_batch=max_batch, limits=limits, routers=routers,
                          slice_ms=slice_ms, adapters=served_adapters, max_images=max_images_per_prompt,
-                         prefill_tokens=prefill_tokens or default_prefill_tokens(getattr(backend, "device", "cpu")))
+                         prefill_tokens=prefill_tokens or default_prefill_tokens(getattr(backend, "device", "cpu")),
+                         imitate=imitated)
         what = name or vlm
+        if imitated is not None:
+            what += f", answering as {imitated.engine}"
         if served_adapters:
             what += f" (adapters: {', '.join(served_adapters)})"
     else:

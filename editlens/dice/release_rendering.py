@@ -74,18 +74,41 @@ def render_figure(image: Image.Image, box_pixels: Sequence[float] | None = None,
         return np.asarray(im.convert("RGB"))
 
 
+def release_pair(source: np.ndarray, edited: np.ndarray) -> tuple[Image.Image, Image.Image]:
+    """The two images as the release prepares them: the decision is the
+    original's (DICE ``coherence_on_prediction_dataset.py``: ``if image_w !=
+    image_h`` of the original): a non-square original sends both images
+    through the centre crop and 512x512 resize (the edit too, square or not);
+    a square one leaves both as they are (the edit too, square or not)."""
+    src = Image.fromarray(np.ascontiguousarray(source)).convert("RGB")
+    edt = Image.fromarray(np.ascontiguousarray(edited)).convert("RGB")
+    if src.size[0] == src.size[1]:
+        return src, edt
+    return release_square(source), _crop_resize(edt)
+
+
+def _crop_resize(pil: Image.Image) -> Image.Image:
+    w, h = pil.size
+    s = min(w, h)
+    cropped = pil.crop(((w - s) / 2, (h - s) / 2, (w + s) / 2, (h + s) / 2))
+    return cropped.resize((SQUARE_SIZE, SQUARE_SIZE), Image.Resampling.LANCZOS)
+
+
 def release_coherence_images(source: np.ndarray, edited: np.ndarray, command: str,
                              box_in_square: Sequence[float] | None, target: str) -> tuple[np.ndarray, np.ndarray]:
-    """Both images as the release feeds them: squared (:func:`release_square`),
-    then rendered (:func:`render_figure`), the box (fractions of the square
-    image) on ``target`` ("source" or "edited") in the command's colour."""
-    images = {"source": release_square(source), "edited": release_square(edited)}
+    """Both images as the release feeds them (:func:`release_pair`), then
+    rendered (:func:`render_figure`), the box (fractions of the original as
+    prepared) on ``target`` ("source" or "edited") in the command's colour,
+    in pixels of the *original's* prepared size on either image, as the
+    release de-normalises it (``image_w, image_h = image_original.size``)."""
+    src, edt = release_pair(source, edited)
+    images = {"source": src, "edited": edt}
     colour = COLOUR_NAMES.get(command, "green")
+    w, h = src.size
     out = {}
     for k, im in images.items():
         px = None
         if k == target and box_in_square is not None:
-            w, h = im.size
             x0, y0, x1, y1 = box_in_square
             px = (x0 * w, y0 * h, x1 * w, y1 * h)
         out[k] = render_figure(im, px, colour)

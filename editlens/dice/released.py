@@ -46,6 +46,7 @@ from editlens.dice.released_format import (
     parse_released_answer,
     release_change_text,
     step_for_offset,
+    unavailable_reason,
     word_probability,
 )
 from editlens.dice.types import COMMANDS, DiceResult, Verdict
@@ -237,6 +238,20 @@ def load_processor(spec: ModelSpec, longest_edge: int | None) -> Any:
     raise ModelUnavailableError(f"model {spec}: no processor files (preprocessor_config.json) in the adapter or base")
 
 
+def record_probability_source(res: Any, stage: str, g: RawGeneration) -> None:
+    """Record on ``res`` where ``stage``'s probabilities came from and, on an
+    engine that returns only its top log-probabilities, how many of the steps
+    that emitted a candidate lacked another candidate's value."""
+    if g.source is None:
+        return
+    entry = res.probability_source.setdefault(stage, {"source": g.source, "candidate_steps": 0,
+                                                      "candidate_steps_missing": 0})
+    entry["candidate_steps"] += g.candidate_steps
+    entry["candidate_steps_missing"] += g.candidate_steps_missing
+    entry["missing_share"] = (round(entry["candidate_steps_missing"] / entry["candidate_steps"], 4)
+                              if entry["candidate_steps"] else None)
+
+
 @dataclass
 class RawGeneration:
     text: str
@@ -245,6 +260,12 @@ class RawGeneration:
     step_logits: list[dict[int, float]]  # per step, token id -> logit for the candidates' first tokens
     variants: list[dict[str, int]]  # candidate word -> first token id, bare and after a space
     finish_reason: str = "length"
+    #: where the candidates' values came from (``None``: in-process logits or scores, as ``confidence`` says);
+    #: on an engine: "engine ids (exact)", "engine top-20 log-probabilities", "... after penalties"
+    source: str | None = None
+    #: steps that emitted a candidate's token, and how many of them lacked another candidate's value
+    candidate_steps: int = 0
+    candidate_steps_missing: int = 0
 
 
 def generate_raw(model: Any, processor: Any, conversation: list[dict[str, Any]], images: Sequence[np.ndarray],
@@ -343,6 +364,9 @@ def coherence_conversation(prompts: PromptSet, instruction: str, command: str, o
 
 
 #: a per-sample difference: the release's box mapping on non-square images is a bug editlens does not reproduce
+SIZES_NOTE = ("original and edit of different sizes: as the release, the original's size decides whether both "
+              "images are cropped to 512x512 and gives the box its pixel scale on either image (on the edit of "
+              "another size the release's box is not where the detector put it)")
 NON_SQUARE_NOTE = ("non-square image: boxes mapped exactly into the centre crop (the released code de-normalises them "
                    "with the crop's size without shifting, which misplaces them)")
 
@@ -388,6 +412,16 @@ class ReleasedDice:
 
         self.detector = stage("detector")
         self.coherence = None if str(names["coherence"]).lower() == "none" else stage("coherence")
+        import logging
+
+        from editlens.dice.released_engine import engine_notes
+
+        stages: list[tuple[str, Any]] = [("detector", self.detector), ("coherence", self.coherence)]
+        for role, model in stages:
+            if model is not None:  # what the engine cannot match: said now, recorded with every result
+                model.notes += engine_notes(model.dialect, role, getattr(preset, f"{role}_generation"))
+                for note in model.notes:
+                    logging.getLogger("editlens.dice").warning("%s", note)
 
     # -- detection ----------------------------------------------------------------
     def detect(self, sample: LoadedEdit) -> DiceResult:
@@ -408,9 +442,11 @@ class ReleasedDice:
         cut_note = (f"the answer was cut off at {self.preset.detector_generation.max_new_tokens} new tokens, so the "
                     "list may be incomplete" + (f"; cut-off last item not read: {ans.tail[:80]!r}" if ans.tail else ""))
         if ans.differences is None:
-            return DiceResult([], detector="released", raw=g.text, unparsable=True,
-                              problem=f"{ans.problem}" + (f" ({cut_note})" if cut else ""), truncated=cut)
-        assign_command_confidence(ans.differences, g.offsets, g.step_ids, g.step_logits, g.variants)
+            bad = DiceResult([], detector="released", raw=g.text, unparsable=True,
+                             problem=f"{ans.problem}" + (f" ({cut_note})" if cut else ""), truncated=cut)
+            record_probability_source(bad, "detector", g)
+            return bad
+        assign_command_confidence(ans.differences, g.offsets, g.step_ids, g.step_logits, g.variants, g.source)
         if self.preset.confidence == RELEASE_CONFIDENCE:
             for d in ans.differences:
                 d.confidence, d.confidence_source = 1.0, RELEASE_CONFIDENCE_NOTE
@@ -419,6 +455,7 @@ class ReleasedDice:
                 d.box = crop.from_crop(d.box)
         res = DiceResult(ans.differences, detector="released", raw=g.text, truncated=cut,
                          confidence_from=self.preset.confidence)
+        record_probability_source(res, "detector", g)
         problems = ([cut_note] if cut else []) + (["some items were dropped: " + "; ".join(ans.rejected)]
                                                   if ans.rejected else [])
         res.problem = "; ".join(problems) or None
@@ -430,14 +467,19 @@ class ReleasedDice:
             return
         verdicts = []
         for d in res.differences:
-            h, w = sample.edited.shape[:2]
             release_inputs = self.preset.coherence_inputs == "release"
+            # the release decides the crop (and scales the box) by the original's size; editlens' own rendering
+            # by the edited image's
+            h, w = (sample.source if release_inputs else sample.edited).shape[:2]
             if (self.preset.coherence_crop or release_inputs) and CentreCrop(w, h).to_crop(d.box) is None:
                 verdicts.append(Verdict(None, problem="the box lies outside the centre crop the coherence "
                                                       "estimator sees; not judged"))
                 continue
             if h != w and NON_SQUARE_NOTE not in res.differences_from_release:
                 res.differences_from_release.append(NON_SQUARE_NOTE)
+            if release_inputs and sample.source.shape[:2] != sample.edited.shape[:2] \
+                    and SIZES_NOTE not in res.differences_from_release:
+                res.differences_from_release.append(SIZES_NOTE)
             src, edt = coherence_images(sample.source, sample.edited, d, self.preset.drawing,
                                         self.preset.coherence_crop, self.preset.coherence_size,
                                         self.preset.line_width, self.preset.coherence_inputs)
@@ -458,7 +500,12 @@ class ReleasedDice:
             said = "YES" if dec.coherent else "NO"
             p = None if j is None else word_probability(said, g.step_ids[j], g.step_logits[j], g.variants)
             p_yes = None if p is None else (p if dec.coherent else 1.0 - p)
-            verdicts.append(Verdict(dec.coherent, p_yes, dec.reasoning, g.text))
+            problem = None
+            if p is None and g.source is not None:  # an engine: say why there is no P(YES)
+                problem = ("P(YES) " + unavailable_reason(said, g.step_ids[j], g.step_logits[j], g.variants, g.source)
+                           if j is not None else "P(YES) unavailable: the decision's token was not found")
+            verdicts.append(Verdict(dec.coherent, p_yes, dec.reasoning, g.text, problem=problem))
+            record_probability_source(res, "coherence", g)
         res.verdicts = verdicts
 
     def run(self, batch: Sequence[LoadedEdit]) -> list[DiceResult]:

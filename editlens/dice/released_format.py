@@ -39,6 +39,8 @@ _NOCHANGE = re.compile(r"\bno[\s_-]?changes?\b", re.I)
 _EMPTY_LIST = re.compile(r"^\s*[\[\(]\s*[\]\)]\s*$")
 #: values this far outside [0, 1] are clamped (rounding of the model); beyond, the item is rejected
 CLAMP_TOLERANCE = 0.05
+#: the flag of an item editlens keeps and the release's parser drops (an integer coordinate, or one outside [0, 1])
+RELEASE_DROPS_FLAG = "the release drops this item (a coordinate that is an integer or outside [0, 1])"
 
 
 @dataclass
@@ -92,6 +94,9 @@ def parse_released_answer(text: str | None) -> ReleasedAnswer:
         if any(not math.isfinite(v) or v < -CLAMP_TOLERANCE or v > 1 + CLAMP_TOLERANCE for v in vals):
             rejected.append(f"{m.group(0)!r}: coordinates outside [0, 1] (the format is normalised)")
             continue
+        if any(not re.search(r"[.eE]", m.group(k)) for k in "abcd") or any(not 0 <= v <= 1 for v in vals):
+            # DICE's TunedIdefics.py keeps an item only when its four coordinates are Python floats in [0, 1]
+            flags.append(RELEASE_DROPS_FLAG)
         box = tidy_box(vals, flags)
         if box[2] <= box[0] or box[3] <= box[1]:
             rejected.append(f"{m.group(0)!r}: empty box")
@@ -134,7 +139,14 @@ def softmax(values: Sequence[float]) -> list[float]:
 
 def step_for_offset(offsets: Sequence[int], offset: int) -> int | None:
     """Index of the generated token whose text span contains character ``offset``
-    (``offsets[j]`` is where token ``j`` starts in the decoded answer)."""
+    (``offsets[j]`` is where token ``j`` starts in the decoded answer). Offsets
+    that are not a list (an engine's, computed on demand from token ids) are
+    searched by bisection: each costs a request."""
+    if not isinstance(offsets, list):
+        import bisect
+
+        k = bisect.bisect_right(offsets, offset)
+        return k - 1 if k > 0 else None
     j = None
     for i, start in enumerate(offsets):
         if start <= offset:
@@ -169,8 +181,30 @@ def word_probability(word: str, emitted: int, logits: dict[int, float], variants
     return None
 
 
+def missing_candidates(word: str, emitted: int, logits: dict[int, float], variants: Sequence[dict[str, int]]
+                       ) -> list[str] | None:
+    """The candidate words whose value is missing at a step that emitted
+    ``word``'s token (an engine returned only its top log-probabilities);
+    ``None`` when the step did not emit ``word``'s token at all."""
+    for v in variants:
+        if v.get(word) == emitted:
+            return [w for w, i in v.items() if i not in logits]
+    return None
+
+
+def unavailable_reason(word: str, emitted: int, logits: dict[int, float], variants: Sequence[dict[str, int]],
+                       source: str | None) -> str:
+    """Why no probability of ``word`` could be read at its step."""
+    missing = missing_candidates(word, emitted, logits, variants)
+    if missing:
+        return (f"unavailable: {', '.join(missing)} not among the log-probabilities the engine returned at the "
+                f"step ({source or 'engine top log-probabilities'})")
+    return f"unavailable: {word} was not emitted as its own token at the step it starts"
+
+
 def assign_command_confidence(diffs: list[Difference], offsets: Sequence[int], step_ids: Sequence[int],
-                              step_logits: Sequence[dict[int, float]], variants: Sequence[dict[str, int]]) -> None:
+                              step_logits: Sequence[dict[int, float]], variants: Sequence[dict[str, int]],
+                              source: str | None = None) -> None:
     """Confidence of each difference = softmax over the ADD/EDIT/REMOVE logits
     at the step that emitted its command token.
 
@@ -188,9 +222,14 @@ def assign_command_confidence(diffs: list[Difference], offsets: Sequence[int], s
         p = None if j is None or j >= len(step_ids) else word_probability(d.command, step_ids[j], step_logits[j],
                                                                              variants)
         if p is None:
-            d.confidence, d.confidence_source = None, "unavailable: the command was not emitted as a command token"
+            if j is None or j >= len(step_ids):
+                d.confidence_source = "unavailable: the command's place in the answer was not found among the tokens"
+            else:
+                d.confidence_source = unavailable_reason(d.command, step_ids[j], step_logits[j], variants, source)
+            d.confidence = None
             continue
-        d.confidence, d.confidence_source = p, "softmax over ADD/EDIT/REMOVE logits"
+        d.confidence, d.confidence_source = p, "softmax over ADD/EDIT/REMOVE logits" + (f" ({source})" if source
+                                                                                          else "")
 
 
 # -- coherence answer ---------------------------------------------------------------
@@ -328,9 +367,10 @@ def coherence_images(source: np.ndarray, edited: np.ndarray, diff: Difference, c
     if rendering == "release":
         from editlens.dice.release_rendering import release_coherence_images
 
-        h, w = edited.shape[:2]
-        return release_coherence_images(source, edited, diff.command, CentreCrop(w, h).to_crop(diff.box),
-                                        CONVENTIONS[convention][diff.command])
+        # as the release: the original's size decides the crop and scales the box, for both images
+        h, w = source.shape[:2]
+        scaled = CentreCrop(w, h).to_crop(diff.box) if w != h else tuple(diff.box)
+        return release_coherence_images(source, edited, diff.command, scaled, CONVENTIONS[convention][diff.command])
     images = {"source": source, "edited": edited}
     box: Sequence[float] | None = diff.box
     if crop:

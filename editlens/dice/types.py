@@ -77,6 +77,10 @@ class DiceResult:
     differences_from_release: list[str] = field(default_factory=list)
     #: released-style models: whether this sample ran as the release runs it (``None``: not a released model)
     identical_to_release: bool | None = None
+    #: per stage ("detector", "coherence"), on an inference engine: where the probabilities came from
+    #: (exact ids, the engine's top log-probabilities, after penalties) and the share of candidate steps
+    #: that lacked a candidate's value
+    probability_source: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def no_change(self) -> bool:
@@ -111,6 +115,8 @@ class DiceResult:
             out["identical_to_release"] = self.identical_to_release
         if self.differences_from_release:
             out["differences_from_release"] = list(self.differences_from_release)
+        if self.probability_source:
+            out["probability_source"] = {k: dict(v) for k, v in self.probability_source.items()}
         if self.raw is not None:
             out["raw"] = self.raw
         if self.problem:

@@ -74,8 +74,30 @@ class VLMJudge(Metric):
         return self._backend
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "backend": self.backend.describe(),
-                "templates": {n: {"source": t.source, "sha256": t.sha256} for n, t in self.templates.items()}}
+        out = {**super().describe(), "backend": self.backend.describe(),
+               "templates": {n: {"source": t.source, "sha256": t.sha256} for n, t in self.templates.items()}}
+        notes = self.engine_notes()
+        if notes:
+            out["engine_notes"] = notes
+        return out
+
+    def engine_notes(self) -> list[str]:
+        """What the engine cannot match for this judge (SGLang ignores seeds unless started with
+        --enable-deterministic-inference): said once at the first request, kept in describe()."""
+        if getattr(self, "_engine_notes", None) is None:
+            from editlens.backends.engine import _raw, engine_honours_seed
+
+            notes = []
+            raw = _raw(self.backend)
+            if self.temperature > 0 and getattr(raw, "dialect", None) == "sglang" and engine_honours_seed(raw) is not True:
+                notes.append(f"judge {self.name!r}: SGLang uses the samples' seeds only when started with "
+                             "--enable-deterministic-inference: the sampled answers are not reproducible")
+            for note in notes:
+                import logging
+
+                logging.getLogger("editlens.judges").warning("%s", note)
+            self._engine_notes = notes
+        return list(self._engine_notes)
 
     def provenance(self) -> dict[str, Any]:
         from editlens.backends.types import backend_provenance
@@ -86,6 +108,8 @@ class VLMJudge(Metric):
     def ask(self, requests: Sequence[ChatRequest]) -> list[list[Generation]]:
         """Every request's answers: ``samples`` of them (each cached on its own)."""
         n = self.samples if self.temperature > 0 else 1
+        if n > 1:
+            self.engine_notes()
         gens = self.backend.generate(expand(requests, n, self.temperature, self.seed)) if requests else []
         return regroup(gens, n)
 

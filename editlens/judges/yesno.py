@@ -36,10 +36,16 @@ def yes_no_outcome(g: Generation) -> Outcome:
         details["truncated"] = True  # the decision came first; what was cut is the explanation
     j, _, why = word_step(g, offset, (g.text or "")[offset : offset + len(word)])
     dist = None if j is None else g.candidate_distribution(j)
+    if g.logprob_source:  # on an engine: exact ids, or its top log-probabilities only
+        details["probability_source"] = g.logprob_source
     if dist is not None and "YES" in dist:
         return Outcome(dist["YES"], {**details, "p_yes_from": "logprobs"}, raw=g.text, vote=word)
     # no usable log-probabilities: the stated answer is the only evidence, and details say so
     note = why if j is None else "no YES/NO log-probabilities at the answer token"
+    if j is not None and g.steps and j < len(g.steps):
+        missing = [c for c, v in g.steps[j].candidates.items() if v is None]
+        if missing and g.logprob_source:
+            note = f"{', '.join(missing)} not among the log-probabilities the engine returned at the answer token"
     return Outcome(1.0 if said else 0.0, {**details, "p_yes_from": "text", "logprobs_unavailable": note},
                    raw=g.text, vote=word)
 

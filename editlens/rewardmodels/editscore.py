@@ -87,8 +87,26 @@ FIELDS = ("prompt_following", "consistency", "perceptual_quality", "overall")
 
 # -------------------------------------------------------------------------------------------- answers
 
-def read_answer(text: str | None, scale: float, truncated: bool = False) -> tuple[list[float] | None, str | None, str | None]:
+#: how answers are read: ``strict`` (editlens' reading: exactly two scores in range, no scale echo, no refusal)
+#: or ``release`` (the release's reading where it invents nothing)
+ANSWER_READINGS = ("strict", "release")
+#: the one answer the release treats as a refusal (it then scores a random integer; editlens leaves it unscored)
+RELEASE_REFUSAL = "I'm sorry, but I can't assist with that request."
+
+
+def read_answer(text: str | None, scale: float, truncated: bool = False, reading: str = "strict",
+                least: int = 2) -> tuple[list[float] | None, str | None, str | None]:
     """``(scores, reasoning, problem)`` of one EditScore answer.
+
+    ``reading="release"`` reads as the release's ``mllm_output_to_dict`` and
+    ``evaluate`` do (EditScore ``editscore/utils.py``, ``editscore/__init__.py``),
+    except where the release invents a score: any number of scores, at least
+    ``least`` (SC needs two: the release reads ``score[1]``; PQ one), values
+    outside ``[0, scale]`` kept, the scale echo ``[0, 25]`` scored, refusal
+    phrases read like any text, a bare whole number 0-10 read as one score;
+    the release's random integer for an answer it cannot parse (or its one
+    refusal sentence) stays unscored here, as does a negative score (the
+    release's square root fails on it).
 
     Read: a JSON (or Python-literal) object whose ``score`` is a list of two
     numbers in ``[0, scale]`` (``reasoning`` kept when it is text), between
@@ -102,6 +120,8 @@ def read_answer(text: str | None, scale: float, truncated: bool = False) -> tupl
     >>> read_answer('{"reasoning": "The hat', 25, truncated=True)[2]
     'answer cut off at the token limit inside its JSON'
     """
+    if reading == "release":
+        return _read_as_release(text, scale, truncated, least)
     if text is None or not text.strip():
         return None, None, "empty answer"
     refused = refusal_in(text)
@@ -142,6 +162,43 @@ def read_answer(text: str | None, scale: float, truncated: bool = False) -> tupl
         return None, reasoning, f"{where} has {len(scores)} score(s), expected 2"
     if any(not 0 <= s <= scale for s in scores):
         return None, reasoning, f"{where} has a score outside [0, {top}]: {[_fmt(s) for s in scores]}"
+    return scores, reasoning, None
+
+
+def _read_as_release(text: str | None, scale: float, truncated: bool, least: int
+                     ) -> tuple[list[float] | None, str | None, str | None]:
+    if text is None or not text.strip():
+        return None, None, "empty answer (the release scores a random integer; unscored here)"
+    if text == RELEASE_REFUSAL:
+        return None, None, "model refused (the release scores a random integer; unscored here)"
+    body = text
+    if body.count(DELIMITER) == 2:
+        body = body[body.find(DELIMITER) + len(DELIMITER):body.rfind(DELIMITER)]
+    elif "{" in body and "}" in body[body.find("{"):]:
+        body = body[body.find("{"):body.rfind("}") + 1]
+    else:
+        span = body[body.find("["):body.rfind("]") + 1] if "[" in body else ""
+        if re.match(r"^\[\d+, ?\d+\]$", span):
+            return [float(v) for v in json.loads(span)], None, None
+        if re.fullmatch(r"\s*[+-]?\d+\s*", body) and 0 <= int(body) <= 10:
+            return [float(int(body))], None, None
+        why = "answer cut off at the token limit before any score" if truncated else "no JSON object with a score list"
+        return None, None, why + " (the release scores a random integer; unscored here)"
+    body = body.strip().replace("\n", "")
+    for a, b in (("\u201c", '"'), ("\u201d", '"'), ("\u2018", "'"), ("\u2019", "'")):
+        body = body.replace(a, b)
+    obj = parse_object(body)
+    if not isinstance(obj, dict) or "score" not in obj:
+        return None, None, "the JSON object cannot be read or has no 'score' (the release repairs or guesses; unscored here)"
+    value = obj["score"] if isinstance(obj["score"], list) else [obj["score"]]
+    scores = _numbers(value)
+    reasoning = obj.get("reasoning") if isinstance(obj.get("reasoning"), str) else None
+    if scores is None:
+        return None, reasoning, f"the 'score' field is not a list of numbers: {obj['score']!r}"[:300]
+    if len(scores) < least:
+        return None, reasoning, f"{len(scores)} score(s) where the release reads {least} (it fails on this answer)"
+    if any(v < 0 for v in scores):
+        return None, reasoning, "a negative score (the release's square root fails on it)"
     return scores, reasoning, None
 
 
@@ -470,6 +527,9 @@ class EditScoreEvaluator(Metric):
         served_model: the adapter's name on the engine (``editscore``).
         family: ``qwen2_5_vl`` or ``qwen3_vl`` of the served base (default:
             read from the served name or its root).
+        answer_reading: ``strict`` (default: exactly two scores in range; the
+            scale echo ``[0, 25]`` and refusals unscored) or ``release`` (the
+            release's reading where it invents nothing; see :func:`read_answer`).
     """
 
     def __init__(self, model: str | None = None, base: str | None = None, prompts: str | None = None,
@@ -480,7 +540,7 @@ class EditScoreEvaluator(Metric):
                  pq_images: str = "edited", quantization: str = "none", batch_size: int = 8, cache: Any = True,
                  device: str = "auto", dtype: str = "auto", models: dict[str, str] | None = None,
                  engine: str | None = None, served_model: str = "editscore", family: str | None = None,
-                 seeding: str = "batched") -> None:
+                 seeding: str = "batched", answer_reading: str = "strict") -> None:
         from editlens.judges.ensemble import check_sampling
         from editlens.models.quant import normalise_choice
 
@@ -501,6 +561,10 @@ class EditScoreEvaluator(Metric):
         if seeding not in SEEDINGS:
             raise ValueError(f"editscore: seeding must be one of {', '.join(SEEDINGS)}, got {seeding!r}")
         self.seeding = seeding
+        if answer_reading not in ANSWER_READINGS:
+            raise ValueError(f"editscore: answer_reading must be one of {', '.join(ANSWER_READINGS)}, "
+                             f"got {answer_reading!r}")
+        self.answer_reading = answer_reading
         self.quantization = normalise_choice(quantization, "--option editscore.quantization")
         self.device, self.dtype, self.models = device, dtype, dict(models or {})
         self.prompts = official_prompts(prompts, self.scale, pq_images) if prompts else own_prompts(templates)
@@ -562,6 +626,18 @@ class EditScoreEvaluator(Metric):
                 f"editscore: cannot tell the family of {raw.model_id!r} at {self.engine} from its name "
                 f"({entry.get('root')!r}); pass --option editscore.family=qwen2_5_vl (EditScore-7B/72B) or qwen3_vl")
         self.family = family
+        self._engine_notes = []
+        if getattr(raw, "dialect", None) == "sglang":
+            from editlens.backends.engine import engine_honours_seed
+
+            if self.temperature > 0 and engine_honours_seed(raw) is not True:
+                self._engine_notes.append(
+                    "seeds: SGLang uses a request's seed only when started with --enable-deterministic-inference "
+                    "(its /get_server_info does not say so): the sampled passes are not reproducible")
+            for note in self._engine_notes:  # said at start, recorded with every result
+                import logging
+
+                logging.getLogger("editlens.editscore").warning("editscore on %s: %s", self.engine, note)
         return _EngineFormat(be, family == "qwen2_5_vl", self.top_p, self.top_k)
 
     def _engine_describe(self) -> dict[str, Any]:
@@ -594,6 +670,11 @@ class EditScoreEvaluator(Metric):
                                      f"{self.seed}..{self.seed + self.samples - 1} (seeding=release)"
                                      if self.samples > 1 and self.seeding != "release" else ""),
                  "unreadable answers are unscored (the release retries twice, then scores a random integer)"]
+        if self.answer_reading != "release":
+            notes.append("answer reading: strict (a score count other than 2, values outside the scale, the scale "
+                         "echo [0, 25] and refusal phrases are unscored; the release scores them: "
+                         "--option editscore.answer_reading=release)")
+        notes += list(getattr(self, "_engine_notes", None) or [])
         return {"prompts_identical": self.prompts.official, "format_identical": not [d for d in diffs
                                                                                        if not d.startswith("prompt")],
                 "identical_to_release": False, "differences": diffs + notes, "notes": notes}
@@ -691,7 +772,8 @@ class EditScoreEvaluator(Metric):
                 if refusal:
                     problems.append(f"{name}: model refused: {refusal}")
                     continue
-                scores, reasoning, problem = read_answer(text, self.scale, truncated=g.truncated and len(sc_answers) == 1)
+                scores, reasoning, problem = read_answer(text, self.scale, truncated=g.truncated and len(sc_answers) == 1,
+                                                         reading=self.answer_reading, least=2 if name == "SC" else 1)
                 why[name] = reasoning
                 if scores is None:
                     problems.append(f"{name}: {problem}")
