@@ -75,6 +75,10 @@ def serve_cmd(
                               "dir), a file path, or 'none' (every request answered afresh)."),
     template: Optional[List[str]] = typer.Option(None, "--template", help="Replace a judge prompt template, "
                                                  "NAME=PATH. Repeatable."),
+    scripted_judge: Optional[int] = typer.Option(None, "--scripted-judge", help="Serve the scripted judge with "
+                                                 "this seed instead of a model: NOT A REAL JUDGE (every answer in "
+                                                 "the format its prompt asks for, scores a hash of the request; "
+                                                 "for pipelines and CI; marked in every result and table)."),
 ) -> None:
     """Serve a local VLM over an OpenAI-compatible /v1/chat/completions API (and /v1/score with --score)."""
     from editlens.backends.local import TransformersBackend
@@ -84,6 +88,15 @@ def serve_cmd(
     _positive(max_image_mb, "--max-image-mb")
     _positive(request_timeout, "--request-timeout")
     _positive(read_timeout, "--read-timeout")
+    if scripted_judge is not None:
+        if vlm or score or adapter:
+            raise typer.BadParameter("--scripted-judge serves the scripted judge alone (no --vlm, --score or "
+                                     "--adapter)")
+        from editlens.backends import scripted_judge as sj
+
+        vlm = sj.write_folder(Path(_scripted_home()) / f"seed-{scripted_judge}", scripted_judge).parent.as_posix()
+        name = name or sj.MODEL_ID
+        typer.echo(f"warning: {sj.WARNING}", err=True)
     if not vlm and not score:
         typer.echo("error: give --vlm (a local model to serve) and/or --score (evaluators for /v1/score)", err=True)
         raise typer.Exit(2)
@@ -155,21 +168,41 @@ def serve_cmd(
               + (" (API key required)" if key else ""), access_log=access_log)
 
 
+def _scripted_home() -> str:
+    """Where ``serve --scripted-judge`` keeps its one-line folder (the user cache)."""
+    from editlens.paths import cache_dir
+
+    return str(cache_dir() / "scripted-judge")
+
+
 @app.command("make-tiny-vlm")
 @guarded
 def make_tiny_vlm_cmd(
     out: Path = typer.Argument(..., help="Folder to write the model into (created; must be empty or new)."),
     family: TinyVlmFamily = typer.Option("idefics3", "--family", help="idefics3, qwen2_vl or llava_next."),
+    scripted: bool = typer.Option(False, "--scripted", help="Write the scripted judge instead: NOT A REAL JUDGE. "
+                                  "Every judge and benchmark prompt gets an answer in its format with "
+                                  "deterministic scores derived from the request (a hash), so a pipeline makes "
+                                  "ranked tables; every result and table made with it says so."),
+    seed: int = typer.Option(0, "--seed", help="With --scripted: the seed its scores are derived with."),
 ) -> None:
     """Write a tiny random vision-language model (a few MB, made offline) to try `editlens serve` with.
 
     Its answers are noise: it shows the plumbing (batching, streaming, limits, clients), not judgements.
+    With --scripted, a scripted judge for pipelines (not a real judge; see docs/quickstart-loop.md).
     """
     from editlens.models.random_init import BUILDERS
 
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         typer.echo(f"error: {out} exists and is not an empty folder; give a new one", err=True)
         raise typer.Exit(2)
+    if scripted:
+        from editlens.backends import scripted_judge as sj
+
+        sj.write_folder(out, seed)
+        typer.echo(f"wrote the scripted judge (seed {seed}) to {out}: {sj.WARNING}\n"
+                   f"use it: --vlm {out} (bench run, run --metrics viescore, arena --judge pairwise, ...)")
+        return
     out.mkdir(parents=True, exist_ok=True)
     BUILDERS[family](out)
     typer.echo(f"wrote a tiny random {family} model to {out}\n"

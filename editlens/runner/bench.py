@@ -54,18 +54,44 @@ def model_dirs(edits: Path, only: Sequence[str] | None = None,
     return subs
 
 
+def is_edit_folder(folder: Path) -> bool:
+    """Whether ``folder`` is what ``editlens edit`` (``--bench``) wrote: ``editor.json`` beside
+    ``manifest.jsonl``, or ``step1/``, ``step2/``... folders of that kind (multi-turn cases)."""
+    return ((folder / "editor.json").is_file() and (folder / "manifest.jsonl").is_file()) or \
+        (folder / "step1" / "editor.json").is_file()
+
+
+def edit_folder_outputs(folder: Path) -> dict[str, Path]:
+    """Case id -> its image (sample 0) in an ``editlens edit --bench`` folder (every ``stepN/`` of it too)."""
+    from editlens.runner.edit import edits_manifest_rows
+
+    found: dict[str, Path] = {}
+    for where in [folder, *sorted(folder.glob("step*"), key=lambda p: (len(p.name), p.name))]:
+        if not (where / "manifest.jsonl").is_file():
+            continue
+        for row in edits_manifest_rows(where):
+            if int(row.get("sample") or 0) == 0:
+                found[str(row.get("edit_id", row["id"]))] = where / str(row["edited"])
+    return found
+
+
 def locate(bench: Benchmark, items: Sequence[BenchItem], edits: Path, only: Sequence[str] | None = None) -> Located:
-    """Samples for every (model, item) whose output exists; the rest skipped with the paths looked at."""
+    """Samples for every (model, item) whose output exists; the rest skipped with the paths looked at.
+    A model's folder is either the benchmark's published output layout or an ``editlens edit --bench``
+    folder (its ``manifest.jsonl`` says where each case's image is)."""
     out = Located([], {})
 
     def one_models_folder(folder: Path) -> bool:  # e.g. --edits results/my-model for GEdit's fullset/ layout
-        return any((folder / c).is_file() for it in items[:50] for c in bench.output_candidates(it))
+        return is_edit_folder(folder) or any((folder / c).is_file() for it in items[:50]
+                                             for c in bench.output_candidates(it))
 
     for model, folder in model_dirs(edits, only, one_models_folder).items():
         out.models.append(model)
+        made = edit_folder_outputs(folder) if is_edit_folder(folder) else {}
         for it in items:
             cands = bench.output_candidates(it)
-            found = next((folder / c for c in cands if (folder / c).is_file()), None)
+            found = made.get(it.id) if made.get(it.id, Path()).is_file() else None
+            found = found or next((folder / c for c in cands if (folder / c).is_file()), None)
             sid = f"{model}/{it.id}"
             if found is None:
                 out.skipped.append({"id": sid, "model": model, "item": it.id, "status": "skipped",
