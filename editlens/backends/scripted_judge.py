@@ -20,7 +20,8 @@ The format is read from the prompt itself:
 * a JSON example with a ``"score": [a, b, ...]`` list: that many whole numbers
   in the scale the prompt states (``from 1 to 5``, ``0 to 10``, ``5: ...``
   ``1: ...`` levels or ``1 for yes, 0 for no``; 0-10 when it states none), as ``{"reasoning", "score"}``;
-* a ``[[A>B]]`` verdict line (the pairwise judge): one of the four verdicts;
+* a ``[[A>B]]`` verdict line (the pairwise judge): each of the two last pictures gets a hash of its
+  pixels as its "quality", the higher wins, so both orders of a pair agree;
 * ``YES or NO``: the word, with the log-probabilities of ``YES`` and ``NO``
   at the answer token (the yes/no judge reads them);
 * ``Describe this picture``: a caption sentence;
@@ -138,7 +139,12 @@ class ScriptedJudgeBackend:
         digest = self._digest(request, sample)
         score_list = _SCORE_LIST.findall(text)
         if "[[A>B]]" in text:
-            verdict = _VERDICTS[digest[0] % len(_VERDICTS)]
+            images = request.images
+            if len(images) >= 2:  # each picture its own hash "quality": the same verdict in both orders
+                qa, qb = (hashlib.sha256(f"{self.seed}\0{image_hash(im)}".encode()).digest()[:4] for im in images[-2:])
+                verdict = "[[A>B]]" if qa > qb else "[[B>A]]" if qb > qa else "[[A=B=Good]]"
+            else:
+                verdict = _VERDICTS[digest[0] % len(_VERDICTS)]
             return Generation(f"{LABEL}\n{verdict}", finish_reason="stop")
         if score_list:
             n = max(1, len([x for x in score_list[-1].split(",") if x.strip()]))

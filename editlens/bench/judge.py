@@ -82,6 +82,25 @@ def question_images(q: Question, sample: LoadedEdit, item: BenchItem,
     return out
 
 
+def judge_spec(bench: Benchmark) -> MetricSpec:
+    """The metric spec of ``bench``'s judge: its per-item headline, higher is better, judging the edit."""
+    return MetricSpec(f"bench_{bench.spec.name.replace('-', '_')}", BenchJudge, ("source", "edited"),
+                      True, (0.0, float("inf")), "vlm", f"{bench.spec.title} judge", vlm="required",
+                      size_policy=bench.spec.judge_image_sizes)
+
+
+def spec_for_evaluator(name: str) -> MetricSpec | None:
+    """The spec of a benchmark judge from its evaluator name (``bench_gedit``), for readers of a
+    bench run's ``run/`` folder (reports, leaderboards); ``None`` when no benchmark has that judge."""
+    from editlens.bench.registry import all_benchmarks
+
+    for bench in all_benchmarks():
+        if not bench.spec.metrics and bench.spec.label_kind == "none" \
+                and f"bench_{bench.spec.name.replace('-', '_')}" == name:
+            return judge_spec(bench)
+    return None
+
+
 class BenchJudge(VLMJudge):
     """A metric (for ``editlens run``'s resumable store) whose value is the
     benchmark's per-item headline and whose details hold every dimension."""
@@ -90,9 +109,7 @@ class BenchJudge(VLMJudge):
 
     def __init__(self, bench: Benchmark, prompts: PromptSet, items: Mapping[str, BenchItem], **vlm_options: Any) -> None:
         self.bench, self.prompts, self.items = bench, prompts, items
-        self.spec = MetricSpec(f"bench_{bench.spec.name.replace('-', '_')}", type(self), ("source", "edited"),
-                               True, (0.0, float("inf")), "vlm", f"{bench.spec.title} judge", vlm="required",
-                               size_policy=bench.spec.judge_image_sizes)
+        self.spec = judge_spec(bench)
         super().__init__(**vlm_options)
         # the engine check asks for room for the most images one question shows (multi-image cases)
         distinct = {id(it): it for it in items.values()}.values()

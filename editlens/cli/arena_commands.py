@@ -174,10 +174,14 @@ def arena_lines(doc: dict, scale: str = "bt") -> list[str]:
              f"{'rating' if scale == 'bt' else 'Elo'} with {doc['ci']}", ""]
     rows = [["#", "editor", "rating" if scale == "bt" else "Elo", "95% CI", "rank CI", "W-L-T", "vs next"]]
     nxt = {n["better"]: n for n in doc["neighbours"]}
+    unordered = not v.get("decided")  # every verdict a tie (or none): nothing orders the editors, no #1 shown
     for r in doc["editors"]:
         n = nxt.get(r["editor"])
         vs = "" if n is None else (f"{'>' if n['significant'] else '≈'} {n['worse']} "
                                   f"(better in {n['p_better']:.0%} of resamples)")
+        if unordered:
+            r = {**r, "rank": None, "rank_ci": None}
+            vs = ""
         rows.append(["–" if r["rank"] is None else str(r["rank"]), r["editor"] + (f" [no-op: {r['noop']}]" if r.get("noop") and r["rank"] is None else ""),
                      fmt.format(r[key]),
                      "[" + ", ".join(fmt.format(x) for x in r[ci_key]) + "]",
@@ -185,6 +189,8 @@ def arena_lines(doc: dict, scale: str = "bt") -> list[str]:
                      f"{r['wins']}-{r['losses']}-{r['ties']}", vs])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    if unordered:
+        lines.append("not ranked: no comparison was decided (every verdict a tie or none), so no editor is #1")
     for note in doc.get("notes") or []:
         lines.append(f"note: {note}")
     h = doc.get("human")

@@ -52,7 +52,9 @@ def _trim(value: Any) -> Any:
 
 def specs_of(names: Iterable[str]) -> dict[str, Any]:
     """``{name: MetricSpec or None}``: ``None`` for an evaluator the registry does not know
-    (e.g. a plugin no longer installed; its rows are shown, undescribed)."""
+    (e.g. a plugin no longer installed; its rows are shown, undescribed). A benchmark's judge
+    (``bench_gedit``, in a bench run's ``run/``) has its benchmark's spec."""
+    from editlens.bench.judge import spec_for_evaluator
     from editlens.errors import UnknownMetricError
     from editlens.metrics.registry import get_spec
 
@@ -61,7 +63,7 @@ def specs_of(names: Iterable[str]) -> dict[str, Any]:
         try:
             out[n] = get_spec(n)
         except UnknownMetricError:
-            out[n] = None
+            out[n] = spec_for_evaluator(n)
     return out
 
 

@@ -360,9 +360,11 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
 
     root = Path(out)
     run_dir = root / "run"
+    samples_manifest = write_samples_manifest(located.samples, run_dir)
     res = run_evaluation(located.samples, evaluators, run_dir, batch_size=batch_size, progress=progress,
                          command=command, device=device, dtype=dtype,
-                         extra_manifest={"benchmark": name, "data": str(Path(data).resolve()),
+                         extra_manifest={"manifest": str(samples_manifest.resolve()),
+                                         "benchmark": name, "data": str(Path(data).resolve()),
                                          "edits": str(Path(edits).resolve()) if edits else None,
                                          "editors": editor_records or None, "models": located.models,
                                          "skipped_outputs": len(located.skipped),
@@ -391,6 +393,30 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
     table["files"] = {k: str(v) for k, v in files.items()}
     table["exit"] = 1 if failed or res.interrupted else 0
     return table
+
+
+def write_samples_manifest(samples: Sequence[EditSample], run_dir: Path) -> Path:
+    """``run/manifest.jsonl``: the edits the run judges, one row each (``id`` ``MODEL/CASE``, ``model``,
+    ``source``, ``edited``, category, language and the case's text columns; paths relative to the file),
+    so that ``run/`` is an ordinary run: ``report`` shows its images, ``arena`` and ``best-of-n`` read it."""
+    from editlens.core.io import write_jsonl
+    from editlens.runner.edit import portable_path
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for s in samples:
+        row: dict[str, Any] = {"id": s.id, "source": portable_path(s.source, run_dir),
+                               "edited": portable_path(s.edited, run_dir), "instruction": s.instruction,
+                               "model": s.model}
+        if s.reference is not None:
+            row["reference"] = portable_path(s.reference, run_dir)
+        for key in ("source_caption", "target_caption"):
+            if getattr(s, key) is not None:
+                row[key] = getattr(s, key)
+        row.update({k: v for k, v in s.metadata.items() if k not in row and isinstance(v, (str, int, float, bool))
+                    and not (isinstance(v, str) and "#row=" in v)})
+        rows.append(row)
+    return write_jsonl(run_dir / "manifest.jsonl", rows, ensure_ascii=False, default=str)
 
 
 def _lower_is_better(bench: Benchmark) -> list[str]:

@@ -168,11 +168,45 @@ def _check_same_editor(path: Path, record: Mapping[str, Any]) -> None:
                          "use a new --out, or rerun with the same settings to resume")
 
 
-def _row(s: EditSample, k: int, samples: int, rec: Mapping[str, Any], editor_name: str) -> dict[str, Any]:
-    row: dict[str, Any] = {"id": output_id(s.id, k, samples), "source": str(s.source), "edited": rec["edited"],
+def portable_path(value: Any, base: str | os.PathLike) -> Any:
+    """An image reference as a manifest in ``base`` records it: a file path (or the file of a
+    ``FILE#row=N&column=C`` table cell) relative to ``base``, so that the folder can move with
+    its inputs (``../data/x.png``); anything else (an in-memory image) as its text.
+
+    >>> portable_path("/data/bench/a.png", "/data/out"), portable_path("/d/t.parquet#row=2&column=img", "/d/o")
+    ('../bench/a.png', '../t.parquet#row=2&column=img')
+    """
+    from editlens.core.embedded import TableImage, parse_ref
+
+    ref = value if isinstance(value, TableImage) else parse_ref(value)
+    if ref is not None:
+        from dataclasses import replace
+
+        return replace(ref, file=os.path.relpath(os.path.abspath(ref.file), os.path.abspath(base))).uri()
+    if isinstance(value, (str, os.PathLike)):
+        return os.path.relpath(os.path.abspath(os.fspath(value)), os.path.abspath(base))
+    return str(value)
+
+
+def absolute_path(value: Any, base: str | os.PathLike) -> str:
+    """The inverse of :func:`portable_path`: a recorded reference made absolute against ``base``."""
+    from dataclasses import replace
+
+    from editlens.core.embedded import parse_ref
+
+    ref = parse_ref(value)
+    if ref is not None:
+        return replace(ref, file=os.path.abspath(os.path.join(base, ref.file))).uri()
+    return os.path.abspath(os.path.join(base, os.fspath(value)))
+
+
+def _row(s: EditSample, k: int, samples: int, rec: Mapping[str, Any], editor_name: str,
+         base: str | os.PathLike | None = None) -> dict[str, Any]:
+    where = (lambda v: portable_path(v, base)) if base is not None else str  # noqa: E731
+    row: dict[str, Any] = {"id": output_id(s.id, k, samples), "source": where(s.source), "edited": rec["edited"],
                            "instruction": s.instruction}
     if s.reference is not None:
-        row["reference"] = str(s.reference)
+        row["reference"] = where(s.reference)
     for key in ("source_caption", "target_caption"):
         if getattr(s, key) is not None:
             row[key] = getattr(s, key)
@@ -188,7 +222,7 @@ def write_output_manifest(out: Path, inputs: Sequence[EditSample], samples: int,
     """``OUT/manifest.jsonl``: the done images, in input order (atomically)."""
     from editlens.core.io import write_jsonl
 
-    rows = [_row(s, k, samples, state[(s.id, k)], editor_name) for s in inputs for k in range(samples)
+    rows = [_row(s, k, samples, state[(s.id, k)], editor_name, out) for s in inputs for k in range(samples)
             if state.get((s.id, k), {}).get("status") == "done"]
     return write_jsonl(out / "manifest.jsonl", rows, ensure_ascii=False, default=str)
 
@@ -371,6 +405,7 @@ def write_pairs(folder_a: str | os.PathLike, folder_b: str | os.PathLike, out: s
         rows = {}
         for _, row in iter_jsonl(folder / "manifest.jsonl", missing_hint=" (is it an `editlens edit` folder?)"):
             row["edited"] = str((folder / row["edited"]).resolve())
+            row["source"] = absolute_path(row["source"], folder)
             rows[(str(row.get("edit_id", row["id"])), int(row.get("sample", 0)))] = row
         return rows
 
