@@ -143,6 +143,12 @@ def arena_cmd(
         else:
             comparer = ScoreComparer(metric, parse_models(model), opts, device, dtype,
                                      vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype))
+    from editlens.backends.scripted_judge import WARNING, scripted_in
+
+    backend = getattr(getattr(comparer, "judge", None) or getattr(comparer, "metric", None), "backend", None)
+    if backend is not None and scripted_in(backend.describe()):  # said first, kept in arena.json's notes
+        info["notes"] = [WARNING, *info["notes"]]
+        typer.echo(f"warning: {WARNING}", err=True)
     if out is None:
         out = Path(info["run"]) / "arena" if info["run"] else Path(info["manifest"]).parent / f"arena-{Path(info['manifest']).stem}"
     doc = A.run_arena(contests, comparer, out, ties=ties.value, budget=budget, round_size=round_size, stop_at=stop_at,

@@ -153,7 +153,10 @@ def run_cmd(
         raise typer.Exit(EXIT_SIGNAL_BASE + int(res["stopped_by"]))
     if not no_report:
         from editlens.reporting.bench_html import write_bench_report
+        from editlens.reporting.html import write_run_report
 
+        # the edits themselves (images, each judge answer) are in run/'s own report, linked from the table's
+        res["files"]["run_html"] = str(write_run_report(out / "run", n_boot=n_boot, seed=seed))
         res["files"]["html"] = str(write_bench_report(res, out / "report.html"))
     if json_out:
         emit_json(res)

@@ -523,8 +523,16 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
     board["by"] = by or CATEGORY_COLUMN
     if not any(t["scope"] == "all" for t in board["tables"]):
         board["why_empty"] = _why_empty(samples, samples_in, evaluators, measures, completeness["not_run"])
+    from editlens.backends.scripted_judge import WARNING, scripted_in
+
+    arena = _arena(run)
+    warning = WARNING if scripted_in(run_manifest.get("evaluators")) or scripted_in((arena or {}).get("notes")) \
+        else None
+    if warning:  # first of the report's notes, and the leaderboards' first line
+        notes.insert(0, warning)
     return {
         "kind": "run",
+        "warning": warning,
         "title": run.resolve().name,
         "run_dir": str(run),
         "run": {k: run_manifest.get(k) for k in ("command", "started", "finished", "device", "executor", "interrupted")}
@@ -553,7 +561,7 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
         "human": _human_agreement(samples, scored_evaluators, seed, n_boot, cache.stats) if any("human" in s for s in samples) else None,
         "notes": notes,
         "probe": load_probe(run),  # `editlens probe`'s result, when the run was probed
-        "arena": _arena(run),  # `editlens arena`'s ratings, when the run has them
+        "arena": arena,  # `editlens arena`'s ratings, when the run has them
     }
 
 
