@@ -101,6 +101,21 @@ def spec_for_evaluator(name: str) -> MetricSpec | None:
     return None
 
 
+def evaluator_spec(name: str) -> MetricSpec:
+    """A registered metric's spec, or a benchmark judge's (:func:`spec_for_evaluator`), for readers of
+    stored runs (``tune-editor RUN --score-metric bench_gedit``); unknown names raise as ``get_spec`` does."""
+    from editlens.errors import UnknownMetricError
+    from editlens.metrics.registry import get_spec
+
+    try:
+        return get_spec(name)
+    except UnknownMetricError:
+        spec = spec_for_evaluator(name)
+        if spec is None:
+            raise
+        return spec
+
+
 class BenchJudge(VLMJudge):
     """A metric (for ``editlens run``'s resumable store) whose value is the
     benchmark's per-item headline and whose details hold every dimension."""

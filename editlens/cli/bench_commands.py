@@ -39,9 +39,11 @@ def list_cmd(json_out: bool = JsonOpt) -> None:
         emit_json([{"name": b.spec.name, "title": b.spec.title, "label_kind": b.spec.label_kind,
                     "protocols": list(b.spec.protocols)} for b in benches])
         return
-    typer.echo(f"{'name':<18} {'labels':<10} {'protocols':<34} title")
-    for b in benches:
-        typer.echo(f"{b.spec.name:<18} {b.spec.label_kind:<10} {', '.join(b.spec.protocols):<34} {b.spec.title}")
+    rows = [("name", "labels", "protocols", "title")] + [(b.spec.name, b.spec.label_kind, ", ".join(b.spec.protocols),
+                                                          b.spec.title) for b in benches]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]  # columns as wide as their longest entry
+    for r in rows:
+        typer.echo("  ".join(c.ljust(w) for c, w in zip(r[:3], widths)) + "  " + r[3])
 
 
 @bench_app.command("info")
@@ -70,6 +72,19 @@ def info_cmd(name: str = typer.Argument(..., help="Benchmark name (see `editlens
             typer.echo(f"  {key}: {', '.join(info[key])}")
     if info.get("table_layout"):
         typer.echo(f"  table layout: {info['table_layout']}")
+
+
+@bench_app.command("sample")
+@guarded
+def sample_cmd(name: str = typer.Argument(..., help="Benchmark name (gedit)."),
+               out: Path = typer.Option(..., "--out", help="Folder to write it into (new or empty).")) -> None:
+    """Write a tiny benchmark in its owner's published layout from the sample edits shipped in the package
+    (four cases), to try `edit --bench` and `bench run` without a download (docs/quickstart-loop.md)."""
+    from editlens.bench.samples import write_sample
+
+    where = write_sample(name, out)
+    typer.echo(f"wrote a 4-case {name} sample in its published layout to {where}\n"
+               f"try it: editlens edit {where} --bench {name} --editor EDITOR --out OUT/edits/NAME")
 
 
 @bench_app.command("run")

@@ -79,14 +79,39 @@ def fail(exc: BaseException) -> None:
     raise typer.Exit(code=2)
 
 
+#: optional packages -> the editlens extra that installs them (pyproject.toml's optional-dependencies)
+EXTRAS = {"diffusers": "editors", "pyarrow": "parquet", "datasets": "datasets", "ray": "ray",
+          "bitsandbytes": "quant", "tensorboard": "tracking", "wandb": "wandb"}
+
+
+def missing_extra(exc: ModuleNotFoundError) -> str | None:
+    """The message for an optional package that is not installed: which extra brings it.
+
+    >>> missing_extra(ModuleNotFoundError("No module named 'diffusers'", name="diffusers"))
+    "this needs diffusers, which is not installed: pip install 'editlens[editors]' (or pip install diffusers)"
+    """
+    top = (exc.name or "").split(".")[0]
+    if top not in EXTRAS:
+        return None
+    return (f"this needs {top}, which is not installed: pip install 'editlens[{EXTRAS[top]}]' "
+            f"(or pip install {top})")
+
+
 def guarded(fn: Any) -> Any:
-    """Turn editlens' own errors into a one-paragraph message and exit code 2."""
+    """Turn editlens' own errors into a one-paragraph message and exit code 2; an optional package
+    that is missing names the extra that installs it."""
     import functools
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
+        except ModuleNotFoundError as exc:
+            message = missing_extra(exc)
+            if message is None:
+                raise
+            typer.echo(f"error: {message}", err=True)
+            raise typer.Exit(code=2) from None
         except EditlensError as exc:
             fail(exc)
         except ValueError as exc:
