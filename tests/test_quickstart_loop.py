@@ -65,3 +65,108 @@ def test_the_scripted_judge_answers_the_generic_judges_in_their_formats():
     assert yn.text in ("YES", "NO") and yn.candidate_distribution(0) is not None
     odd = judge.generate([ChatRequest([Message("user", ["Tell me a story."])])])[0].text
     assert read_scores(odd)[0] is None  # no format asked: nothing that reads as a score
+
+
+def test_a_missing_diffusers_names_the_editors_extra_instead_of_a_traceback(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "diffusers", None)  # import diffusers -> ModuleNotFoundError
+    res = runner.invoke(app, ["make-tiny-editor", str(tmp_path / "ed")])
+    assert res.exit_code == 2 and "pip install 'editlens[editors]'" in res.output and "Traceback" not in res.output
+
+
+def test_one_item_groups_give_no_zero_width_interval():
+    from editlens.bench.table import mean_of_means
+
+    assert mean_of_means({"a": [4.0], "b": [2.0]}, n_boot=50)["ci95"] is None
+    assert mean_of_means({"a": [4.0, 1.0], "b": [2.0]}, n_boot=50)["ci95"] is not None
+
+
+def test_a_tuned_editor_keeps_its_base_folders_settings(tmp_path):
+    from editlens.adiee.tune_editor import base_editor_settings
+
+    (tmp_path / "editlens_editor.json").write_text(json.dumps({"settings": {"resolution": 64}}))
+    assert base_editor_settings(str(tmp_path)) == {"resolution": 64}
+    assert base_editor_settings(str(tmp_path / "nothing")) == {}
+
+
+def test_edit_bench_then_bench_run_arena_leaderboard_report_from_the_cli(tmp_path, monkeypatch):
+    """edit --bench folders are what bench run --edits reads; its run/ is an ordinary run (manifest, images in
+    the report, the judge's direction); arena reads its table-cell sources and leaves no journal; every output
+    says the scripted judge is not a real judge."""
+    monkeypatch.setenv("EDITLENS_CACHE_DIR", str(tmp_path / "cache"))
+    data, loop, judge = tmp_path / "GEdit", tmp_path / "loop", tmp_path / "judge"
+    assert runner.invoke(app, ["bench", "sample", "gedit", "--out", str(data)]).exit_code == 0
+    assert runner.invoke(app, ["make-tiny-vlm", str(judge), "--scripted"]).exit_code == 0
+    for name, editor in (("same", "editlens.editors.callable_editor:identity_edit"),
+                         ("flip", "tests.test_quickstart_loop:flip_edit")):
+        res = runner.invoke(app, ["edit", str(data), "--bench", "gedit", "--editor", editor,
+                                  "--out", str(loop / "edits" / name), "--no-progress"])
+        assert res.exit_code == 0, res.output
+    rows = [json.loads(x) for x in (loop / "edits" / "same" / "manifest.jsonl").read_text().splitlines()]
+    assert rows[0]["source"].startswith("../../../GEdit/data/")  # relative: the folders move together
+    res = runner.invoke(app, ["bench", "run", "gedit", "--data", str(data), "--edits", str(loop / "edits"),
+                              "--vlm", str(judge), "--out", str(loop), "--no-progress", "--n-boot", "50"])
+    assert res.exit_code == 0, res.output
+    table = json.loads((loop / "table.json").read_text())
+    assert [r["rank"] for r in table["comparison"]["rows"]] == [1, 2]
+    assert "NOT A REAL JUDGE" in (loop / "table.md").read_text() and "\\toprule" in (loop / "table.tex").read_text()
+    assert "\\hline" not in (loop / "table.tex").read_text() and "$\\pm$" not in (loop / "table.tex").read_text()
+    assert (loop / "run" / "manifest.jsonl").is_file()
+    assert (loop / "run" / "report.html").read_text().count("data:image/") >= 8  # the edits' images
+    assert 'href="run/report.html"' in (loop / "report.html").read_text()
+    lb = runner.invoke(app, ["runs", "leaderboard", str(loop / "run"), "--format", "latex"])
+    assert lb.exit_code == 0 and "edit quality, higher is better" in lb.output and "NOT A REAL JUDGE" in lb.output
+    ar = runner.invoke(app, ["arena", str(loop / "run"), "--judge", "pairwise", "--vlm", str(judge)])
+    assert ar.exit_code == 0, ar.output
+    assert "NOT A REAL JUDGE" in ar.output
+    assert not list((loop / "run" / "arena").glob("*-journal"))
+
+
+def flip_edit(image, instruction, seed=0):  # an editor that changes the picture (mirror image)
+    from PIL import ImageOps
+
+    return ImageOps.mirror(image)
+
+
+@pytest.mark.slow
+@pytest.mark.once
+def test_the_quickstart_runs_as_written_from_the_wheel_in_a_fresh_venv(tmp_path):
+    """docs/quickstart-loop.md, run from the built wheel in a fresh venv. torch & co. are not reinstalled (no
+    network, and minutes of CI): the venv sees this interpreter's site-packages through a plain path line (as
+    tests/test_front_door.py does), so `editlens` can only be the installed wheel."""
+    import os
+    import re
+    import subprocess
+    import sys
+    import sysconfig
+    from pathlib import Path
+
+    from helpers import REPO
+
+    dist = tmp_path / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(dist), str(REPO)], check=True, capture_output=True, timeout=300)
+    (wheel,) = dist.glob("editlens-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    py = venv / "bin" / "python"
+    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    (Path(site) / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-index", "-q",
+                    str(wheel)], check=True, capture_output=True, timeout=300)
+    script = re.search(r"^```bash\n(.*?)^```", (REPO / "docs" / "quickstart-loop.md").read_text(), re.S | re.M)
+    assert script is not None
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env['PATH']}", HF_HUB_OFFLINE="1",
+               EDITLENS_CACHE_DIR=str(tmp_path / "cache"))
+    res = subprocess.run(["bash", "-e", "-c", script.group(1)], cwd=work, env=env, capture_output=True, text=True,
+                         timeout=1200)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
+    assert "\\toprule" in (work / "leaderboard.tex").read_text() and "\\#" in (work / "leaderboard.tex").read_text()
+    assert json.loads((work / "loop" / "run" / "arena" / "arena.json").read_text())["editors"]
+    card = json.loads((work / "tuned" / "editor" / "editlens_editor.json").read_text())
+    assert card["settings"] == {"resolution": 64}  # the base's settings kept
