@@ -170,3 +170,36 @@ def test_the_quickstart_runs_as_written_from_the_wheel_in_a_fresh_venv(tmp_path)
     assert json.loads((work / "loop" / "run" / "arena" / "arena.json").read_text())["editors"]
     card = json.loads((work / "tuned" / "editor" / "editlens_editor.json").read_text())
     assert card["settings"] == {"resolution": 64}  # the base's settings kept
+
+
+def test_option_typos_editor_option_aliases_and_an_all_unscored_bench_run_are_clean_messages(tmp_path):
+    from fake_openai import FakeServer
+
+    from editlens.runner.selection import parse_options
+
+    with pytest.raises(Exception, match="pairwise has no option 'bogus_key'"):
+        parse_options(["pairwise.bogus_key=16"])
+    assert parse_options(["pairwise.orders=forward"]) == {"pairwise": {"orders": "forward"}}
+
+    class Garbage(FakeServer):
+        def good_answer(self, body):  # type: ignore[no-untyped-def]
+            return "I like this picture."
+
+    data = F.gedit(tmp_path / "gedit")
+    F.gedit_outputs(tmp_path / "edits", "m", ["k1", "k2"])
+    with Garbage().running() as url:
+        res = runner.invoke(app, ["bench", "run", "gedit", "--data", str(data), "--edits", str(tmp_path / "edits"),
+                                  "--out", str(tmp_path / "out"), "--vlm", url, "--cache", "none", "--n-boot", "20",
+                                  "--no-progress"])
+    assert res.exit_code == 3 and "the judge produced nothing readable" in res.output
+
+
+def test_diffusers_editors_take_the_pipelines_own_argument_names(tmp_path):
+    from editlens.editors.random_init import make_tiny_editor
+    from editlens.editors.registry import create_editor
+
+    make_tiny_editor(tmp_path / "ed", "instruct-pix2pix")
+    ed = create_editor(str(tmp_path / "ed"), num_inference_steps=3, guidance_scale=2.0)
+    assert ed.settings()["steps"] == 3 and ed.settings()["guidance"] == 2.0
+    with pytest.raises(Exception, match="set the same thing"):
+        create_editor(str(tmp_path / "ed"), num_inference_steps=3, steps=4)

@@ -193,3 +193,12 @@ def run_cmd(
     if res["exit"] and not allow_failures:
         typer.echo("some edits failed (lost judge requests): rerun the same command to retry them", err=True)
         raise typer.Exit(EXIT_FAILED)
+    counts = [m.get("counts") or {} for m in (res.get("models") or {}).values()]
+    if counts and not any(c.get("scored") for c in counts) and any(c.get("unscored") for c in counts):
+        # every answer unreadable: a table of dashes is not a result
+        typer.echo(f"error: the judge produced nothing readable: all {sum(c.get('unscored', 0) for c in counts)} "
+                   f"judged edits are unscored (their raw answers are in {out / 'items.jsonl'}). Is --vlm a judge "
+                   "that follows the prompts' answer format? (A tiny random model's answers are noise; "
+                   "`editlens make-tiny-vlm DIR --scripted` is a scripted judge for trying the pipeline.)", err=True)
+        if not allow_failures:
+            raise typer.Exit(EXIT_FAILED)

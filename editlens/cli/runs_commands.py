@@ -134,6 +134,10 @@ def runs_leaderboard(
                              + ", ".join(k.removeprefix("type:") for k in sorted(keys)))
         doc["tables"] = [t for t in doc["tables"] if t["scope"] == key]
     typer.echo(render(doc, fmt.value), nl=False)
+    if fmt.value in ("csv", "json") and not doc["tables"] and not doc.get("arena") and doc.get("why_empty"):
+        # a machine format has no room for the reasons: they go to stderr, so an empty table is never silent
+        typer.echo("nothing ranks the editors: " + "; ".join(doc["why_empty"]["why"]) + ". To rank them: "
+                   + "; ".join(doc["why_empty"]["add"]), err=True)
 
 
 @app.command("diff")

@@ -37,6 +37,9 @@ from editlens.errors import InputError, ModelUnavailableError
 EDITOR_FILE = "editlens_editor.json"
 #: Settings a user may override (``--editor-option KEY=VALUE``), besides the family's own.
 SETTING_KEYS = ("steps", "guidance", "image_guidance", "true_cfg", "resolution", "negative_prompt", "auto_resize")
+#: diffusers' own argument names, taken for the settings they set (``--editor-option num_inference_steps=30``)
+SETTING_ALIASES = {"num_inference_steps": "steps", "guidance_scale": "guidance",
+                   "image_guidance_scale": "image_guidance", "true_cfg_scale": "true_cfg"}
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pth", ".pt", ".ckpt")
 
 
@@ -210,10 +213,15 @@ class DiffusersEditor(Editor):
                  **settings: Any) -> None:
         if not weights:
             raise InputError("a diffusers editor needs weights: a pipeline folder or a hub id")
+        for alias, key in SETTING_ALIASES.items():
+            if alias in settings:
+                if key in settings:
+                    raise InputError(f"editor options {alias} and {key} set the same thing; give one")
+                settings[key] = settings.pop(alias)
         unknown = set(settings) - set(SETTING_KEYS)
         if unknown:
             raise InputError(f"unknown diffusers editor option(s) {', '.join(sorted(unknown))}; the options are "
-                             f"{', '.join(SETTING_KEYS + ('family', 'pipeline_class', 'prompt_suffix', 'batch_size', 'call', 'name', 'cpu_offload', 'attention_slicing', 'channels_last', 'vae_slicing', 'tf32'))}")
+                             f"{', '.join(SETTING_KEYS + tuple(SETTING_ALIASES) + ('family', 'pipeline_class', 'prompt_suffix', 'batch_size', 'call', 'name', 'cpu_offload', 'attention_slicing', 'channels_last', 'vae_slicing', 'tf32'))}")
         self.ref = str(weights)
         self.target, self.local_only, index = locate(self.ref)
         self.class_name = pipeline_class or str(index.get("_class_name") or "")
