@@ -203,3 +203,31 @@ def test_diffusers_editors_take_the_pipelines_own_argument_names(tmp_path):
     assert ed.settings()["steps"] == 3 and ed.settings()["guidance"] == 2.0
     with pytest.raises(Exception, match="set the same thing"):
         create_editor(str(tmp_path / "ed"), num_inference_steps=3, steps=4)
+
+
+def test_limit_on_run_edit_best_of_n_and_arena(tmp_path, monkeypatch):
+    from helpers import EXAMPLES
+
+    monkeypatch.setenv("EDITLENS_CACHE_DIR", str(tmp_path / "cache"))
+    res = runner.invoke(app, ["run", str(EXAMPLES / "manifest.jsonl"), "--out", str(tmp_path / "r"), "--metrics",
+                              "l1", "--limit", "2", "--no-progress"])
+    assert res.exit_code == 0 and "2 samples" in res.output
+    assert json.loads((tmp_path / "r" / "manifest.json").read_text())["inputs"]["limit"] == 2
+    res = runner.invoke(app, ["edit", str(EXAMPLES / "manifest.jsonl"), "--editor",
+                              "editlens.editors.callable_editor:identity_edit", "--out", str(tmp_path / "e"),
+                              "--limit", "1", "--samples", "2", "--no-progress"])
+    assert res.exit_code == 0 and len((tmp_path / "e" / "manifest.jsonl").read_text().splitlines()) == 2
+    res = runner.invoke(app, ["best-of-n", str(tmp_path / "e" / "manifest.jsonl"), "--metric", "l1", "--limit", "1",
+                              "--json"])
+    assert res.exit_code == 0 and len(json.loads(res.output)["picks"]) == 1
+    res = runner.invoke(app, ["arena", str(EXAMPLES / "manifest.jsonl"), "--metric", "ssim_ref", "--limit", "1",
+                              "--out", str(tmp_path / "a")])
+    assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "a" / "arena.json").read_text())["sources"] == 1
+
+
+def test_serve_defaults_fit_a_small_models_context(tmp_path):
+    from editlens.cli.serve_commands import _context_of
+
+    (tmp_path / "config.json").write_text(json.dumps({"text_config": {"max_position_embeddings": 512}}))
+    assert _context_of(str(tmp_path)) == 512 and _context_of(str(tmp_path / "none")) is None

@@ -150,7 +150,7 @@ def comparison(table: Mapping[str, Any], rank_by: Mapping[str, str] | None = Non
     if key is None:
         ranking = "not ranked: the benchmark names no headline figure"
     elif not any(r.get("rank") for r in rows):
-        ranking = f"not ranked: no model has a {columns[key]['section']} {columns[key]['figure']} value"
+        ranking = f"not ranked: no model has a value for {columns[key]['section']} {columns[key]['figure']}"
     else:
         ranking = (f"ranked by {columns[key]['section']} {columns[key]['figure']} "
                    f"({'lower' if columns[key]['figure'] in lower_is_better else 'higher'} first)")

@@ -276,11 +276,16 @@ def pairwise_eval_cmd(human: Path = typer.Option(..., "--human", help="JSONL {id
     typer.echo(f"accuracy with tie calibration {rep['accuracy']:.4f} (threshold {rep['threshold']:.4g})")
 
 
-def _score_manifest(manifest: Path, metric: str, model, option, device: str, batch_size: int, dtype: str = "auto"):
+def _score_manifest(manifest: Path, metric: str, model, option, device: str, batch_size: int, dtype: str = "auto",
+                    limit: Optional[int] = None):
+    from editlens.adiee.reward import group_key
     from editlens.data.manifest import read_manifest
     from editlens.runner.selection import parse_options, select_metrics
 
     rep = read_manifest(manifest)
+    if limit is not None:  # the candidates of the first N groups (edits)
+        keep = list(dict.fromkeys(group_key(s) for s in rep.samples))[:limit]
+        rep.samples = [s for s in rep.samples if group_key(s) in set(keep)]
     sel = select_metrics([metric], models=parse_models(model), options=parse_options(option or []), device=device,
                          dtype=dtype)
     m = sel.metrics[0]
@@ -312,6 +317,8 @@ def best_of_n_cmd(
                                              "candidates (resumable; default MANIFEST's folder/STEM.best-of-N)."),
     vlm: Optional[str] = typer.Option(None, "--vlm", help="VLM of a judge evaluator (pairwise: a knockout per edit)."),
     orders: Orders = typer.Option(Orders.both, "--orders", help="Pairwise judge: both, forward or reverse."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N edits (groups of "
+                                        "candidates; with --editor, the first N edits to make)."),
 ) -> None:
     """Pick the best of N candidate edits per source by a registered evaluator; with --editor, generate the
     N candidates first (a pairwise judge as --metric runs a knockout per edit, both orders by default).
@@ -324,9 +331,9 @@ def best_of_n_cmd(
 
     if editor:
         _best_of_generated(manifest, metric, model, option, out, device, dtype, batch_size, json_out, editor,
-                           samples, seed, editor_option, edits_out, vlm, orders.value)
+                           samples, seed, editor_option, edits_out, vlm, orders.value, limit)
         return
-    samples_, scores, m = _score_manifest(manifest, metric, model, option, device, batch_size, dtype)
+    samples_, scores, m = _score_manifest(manifest, metric, model, option, device, batch_size, dtype, limit)
     picks = best_of_n(samples_, scores, m.spec.higher_is_better)
     doc = {"metric": metric, "higher_is_better": m.spec.higher_is_better, "picks": [asdict(p) for p in picks]}
     if out:
@@ -351,7 +358,7 @@ def best_of_n_cmd(
 
 
 def _best_of_generated(manifest, metric, model, option, out, device, dtype, batch_size, json_out, editor,
-                       samples, seed, editor_option, edits_out, vlm, orders):
+                       samples, seed, editor_option, edits_out, vlm, orders, limit=None):
     from editlens.cli.common import EXIT_FAILED
     from editlens.cli.edit_commands import editor_options, exit_for, run_generation
     from editlens.runner.best_of_n import best_of_generated
@@ -359,7 +366,8 @@ def _best_of_generated(manifest, metric, model, option, out, device, dtype, batc
 
     folder = edits_out or manifest.parent / f"{manifest.stem}.best-of-{samples}"
     result = run_generation(manifest, editor, folder, samples, seed,
-                            editor_options(editor_option, device, dtype, False, False), None, True, None)
+                            editor_options(editor_option, device, dtype, False, False), None, True, None,
+                            limit=limit)
     if result.interrupted:
         exit_for(result, folder)
     from editlens.cli.options import vlm_options

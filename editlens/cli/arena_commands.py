@@ -92,6 +92,7 @@ def arena_cmd(
     concurrency: Optional[int] = ConcurrencyOpt,
     device: str = DeviceOpt,
     dtype: str = DtypeOpt,
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N sources (a quick look)."),
 ) -> None:
     """Rank the editors of a run by pairwise comparisons on the sources they all edited: Bradley-Terry
     ratings (ties kept) with bootstrap CIs over sources, pairs chosen adaptively (uncertain neighbours
@@ -111,6 +112,8 @@ def arena_cmd(
                                  "(pairs decided by a point-wise evaluator's scores)")
     http_settings(timeout, max_retries, concurrency)
     contests, info = A.contests_from(run_or_manifest, split_names(editors))
+    if limit is not None:
+        contests = contests[:limit]
     human = A.read_human_ranking(human_ranking) if human_ranking else None
     opts = parse_options(option or [])
     comparer: Any
@@ -174,7 +177,8 @@ def arena_lines(doc: dict, scale: str = "bt") -> list[str]:
     lines = [f"arena of {len(doc['editors'])} editors on {doc['sources']} sources, judged by {doc['judge']}: "
              f"{s['comparisons']} of {s['all_pairs']} possible comparisons ({s['stopped']}; {s['asked']} asked, "
              f"{s['cached']} from the cache)",
-             f"verdicts: {v['decided']} decided, {v['ties']} ties ({v['position_bias']} from position bias), "
+             f"verdicts: {v['decided']} decided, {v['ties']} {'tie' if v['ties'] == 1 else 'ties'} "
+             f"({v['position_bias']} from position bias), "
              f"{v['no_verdict']} without a verdict ({v['failed']} failed)",
              f"Bradley-Terry, {doc['ties_model']}" + (f"; nu = {doc['tie_parameter']:.3f}" if doc.get("tie_parameter") else ""),
              f"{'rating' if scale == 'bt' else 'Elo'} with {doc['ci']}", ""]

@@ -70,6 +70,16 @@ def require_samples(report: Any, manifest: Any) -> None:
         raise InputError(f"{manifest}: {not_measured(0, f'all {len(report.problems)} rows were skipped as invalid')}")
 
 
+def skipped_lines(skipped: Any) -> None:
+    """The metrics that could not run, one stderr line per distinct reason (the metrics it stops named
+    together), so five CLIP metrics missing one model read as one line, not five."""
+    by: dict[str, list[str]] = {}
+    for name, reason in skipped:
+        by.setdefault(str(reason), []).append(name)
+    for reason, names in by.items():
+        typer.echo(f"metric{'s' if len(names) > 1 else ''} {', '.join(names)} skipped: {reason}", err=True)
+
+
 def emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str, allow_nan=False) + "\n")
 

@@ -12,7 +12,7 @@ from typing import Any, List, Optional
 import typer
 
 from editlens.cli.common import EXIT_FAILED, EXIT_SIGNAL_BASE, emit_json, guarded
-from editlens.cli.options import DeviceOpt, DtypeOpt, TinyEditorFamily
+from editlens.cli.options import DeviceOpt, DtypeOpt, LimitOpt, TinyEditorFamily
 
 app = typer.Typer()
 
@@ -64,13 +64,15 @@ def _redacted(arg: str) -> str:
 
 def run_generation(manifest: Path, editor: str, out: Path, samples: int, seed: int, options: dict[str, Any],
                    batch_size: Optional[int], progress: bool, columns: Optional[str], retry_failed: bool = True,
-                   wait: bool = False, manifest_options: Optional[dict[str, Any]] = None) -> Any:
+                   wait: bool = False, manifest_options: Optional[dict[str, Any]] = None,
+                   limit: Optional[int] = None) -> Any:
     """Generate, print what happened; returns the :class:`~editlens.runner.edit.EditRunResult`."""
     from editlens.runner.edit import generate_edits
 
     result = generate_edits(manifest, editor, out, samples=samples, seed=seed, batch_size=batch_size,
                             editor_options=options, progress=progress, columns=columns, retry_failed=retry_failed,
-                            wait=wait, command=[_redacted(a) for a in sys.argv], manifest_options=manifest_options)
+                            wait=wait, command=[_redacted(a) for a in sys.argv], manifest_options=manifest_options,
+                            limit=limit)
     typer.echo(f"{result.generated} images generated, {result.reused} kept, {result.failed} failed "
                f"-> {result.manifest}", err=True)
     for rec in result.failures[:10]:
@@ -124,6 +126,7 @@ def edit_cmd(
                                         "holds several."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     allow_failures: bool = typer.Option(False, "--allow-failures", help="Exit 0 even when images failed."),
+    limit: Optional[int] = LimitOpt,
 ) -> None:
     """Generate edited images with an editor into a resumable folder whose manifest.jsonl `run`, `report`
     and `best-of-n` take as is (`edit-pairs` pairs two editors' folders for `compare`).
@@ -136,23 +139,24 @@ def edit_cmd(
         if split is not None:
             raise typer.BadParameter("--split goes with --bench")
         result = run_generation(manifest, editor, out, samples, seed, options, batch_size, progress, columns,
-                                retry_failed, wait)
+                                retry_failed, wait, limit=limit)
         exit_for(result, out, allow_failures)
         return
     if columns is not None:
         raise typer.BadParameter("--columns does not go with --bench: the benchmark says how its files are read")
     exit_for(_generate_benchmark(bench, manifest, split, editor, out, samples, seed, options, batch_size,
-                                 progress), out, allow_failures)
+                                 progress, limit), out, allow_failures)
 
 
 def _generate_benchmark(name: str, data: Path, split: Optional[str], spec: str, out: Path, samples: int,
-                        seed: int, options: dict[str, Any], batch_size: Optional[int], progress: bool) -> Any:
+                        seed: int, options: dict[str, Any], batch_size: Optional[int], progress: bool,
+                        limit: Optional[int] = None) -> Any:
     """``edit --bench``: one editor over a benchmark's cases; the stages' results summed for the exit status."""
     from editlens.editors import create_editor
     from editlens.runner.bench import generate_cases, read_benchmark
     from editlens.runner.edit import EditRunResult
 
-    bench, items = read_benchmark(name, data, split=split)
+    bench, items = read_benchmark(name, data, split=split, limit=limit)
     editor = create_editor(spec, **options)
     try:
         gen = generate_cases(items, editor, out, samples=samples, seed=seed, batch_size=batch_size,

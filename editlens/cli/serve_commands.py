@@ -36,10 +36,12 @@ def serve_cmd(
     max_image_pixels: int = typer.Option(40_000_000, "--max-image-pixels", min=1,
                                          help="Largest decoded image (width x height)."),
     max_batch: int = typer.Option(8, "--max-batch", min=1, help="Requests answered by one generate() call."),
-    max_tokens: int = typer.Option(2048, "--max-tokens", min=1, help="Largest max_tokens a request may ask for."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="Largest max_tokens a request may ask "
+                                             "for (default 2048, or a quarter of a smaller model's context)."),
     max_n: int = typer.Option(8, "--max-n", min=1, help="Largest n (answers per request)."),
-    max_prompt_tokens: int = typer.Option(8192, "--max-prompt-tokens", min=1,
-                                          help="Largest prompt in the model's tokens, images included (413 above). "
+    max_prompt_tokens: Optional[int] = typer.Option(None, "--max-prompt-tokens", min=1,
+                                          help="Largest prompt in the model's tokens, images included (413 above; "
+                                          "default 8192, or what a smaller model's context leaves after --max-tokens). "
                                           "A long prompt is encoded in slices of --prefill-tokens, other clients' "
                                           "work running between two: any limit the model can read stays fair."),
     prefill_tokens: Optional[int] = typer.Option(None, "--prefill-tokens", min=1,
@@ -111,6 +113,10 @@ def serve_cmd(
         if not key:
             typer.echo(f"error: --api-key-env {api_key_env} is set but ${api_key_env} is empty", err=True)
             raise typer.Exit(2)
+    context = _context_of(vlm) if vlm and not engine else None
+    # defaults that fit the model: a tiny model's context is far below 8192 + 2048 positions
+    max_tokens = max_tokens or (min(2048, max(1, context // 4)) if context else 2048)
+    max_prompt_tokens = max_prompt_tokens or (min(8192, max(1, context - max_tokens)) if context else 8192)
     limits = ServeLimits(max_tokens=max_tokens, max_n=max_n, request_timeout=request_timeout,
                          max_image_bytes=max(1, int(max_image_mb * 1024 * 1024)), max_image_pixels=max_image_pixels,
                          max_prompt_tokens=max_prompt_tokens, read_timeout=read_timeout,
@@ -166,6 +172,23 @@ def serve_cmd(
         what = f"/v1/score ({', '.join(served)})"
     serve_app(app_, host, port, banner=lambda url: f"serving {what} at {url}"
               + (" (API key required)" if key else ""), access_log=access_log)
+
+
+def _context_of(vlm: str) -> int | None:
+    """The positions a local model was built for (``max_position_embeddings`` of its text config), from its
+    ``config.json`` alone (no weights loaded); ``None`` when it does not say."""
+    import json
+
+    cfg = Path(vlm).expanduser() / "config.json"
+    try:
+        data = json.loads(cfg.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    for part in (data.get("text_config") or {}, data):
+        value = part.get("max_position_embeddings") if isinstance(part, dict) else None
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
 
 
 def _scripted_home() -> str:

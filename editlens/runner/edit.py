@@ -251,6 +251,7 @@ def generate_edits(
     columns: str | Mapping[str, str] | None = None,
     command: Sequence[str] | None = None,
     manifest_options: Mapping[str, Any] | None = None,
+    limit: int | None = None,
 ) -> EditRunResult:
     """Generate ``samples`` edited images per edit of ``inputs`` with ``editor`` into ``out``.
 
@@ -269,6 +270,7 @@ def generate_edits(
         command: the command line, recorded.
         manifest_options: more options of the manifest reader for a path
             (``encoding``, ``delimiter``, ``split``, ``image_root``...).
+        limit: only the first ``limit`` edits of the input.
 
     Returns an :class:`EditRunResult`; ``OUT/manifest.jsonl`` lists the images made so far.
     """
@@ -283,6 +285,8 @@ def generate_edits(
                                                      if v is not None})
     else:
         input_path, edits = None, list(inputs)
+    if limit is not None:
+        edits = edits[:limit]
     if not edits:
         raise InputError("no edits to generate")
     seen: set[str] = set()
