@@ -231,3 +231,40 @@ def test_serve_defaults_fit_a_small_models_context(tmp_path):
 
     (tmp_path / "config.json").write_text(json.dumps({"text_config": {"max_position_embeddings": 512}}))
     assert _context_of(str(tmp_path)) == 512 and _context_of(str(tmp_path / "none")) is None
+
+
+def test_edit_folders_combine_into_one_run_and_move_with_their_inputs(tmp_path, monkeypatch):
+    import shutil
+
+    from helpers import EXAMPLES
+
+    monkeypatch.setenv("EDITLENS_CACHE_DIR", str(tmp_path / "cache"))
+    home = tmp_path / "project"
+    shutil.copytree(EXAMPLES, home / "examples")
+    for name, editor in (("same", "editlens.editors.callable_editor:identity_edit"),
+                         ("flip", "tests.test_quickstart_loop:flip_edit")):
+        res = runner.invoke(app, ["edit", str(home / "examples" / "manifest.jsonl"), "--editor", editor,
+                                  "--out", str(home / "edits" / name), "--no-progress"])
+        assert res.exit_code == 0, res.output
+    moved = tmp_path / "elsewhere"
+    shutil.move(str(home), str(moved))  # the whole project moves: the folders' relative paths still hold
+    res = runner.invoke(app, ["compare-editors", str(moved / "edits" / "same"), str(moved / "edits" / "flip"),
+                              "--out", str(moved / "run"), "--metrics", "l1", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    ids = [json.loads(x)["id"] for x in (moved / "run" / "manifest.jsonl").read_text().splitlines()]
+    # ids carry the editor each folder recorded (its `model`)
+    assert "identity_edit/cat_seat" in ids and "flip_edit/cat_seat" in ids and len(ids) == len(set(ids)) == 10
+    lb = runner.invoke(app, ["runs", "leaderboard", str(moved / "run"), "--format", "csv"])
+    assert lb.exit_code == 0 and "flip_edit" in lb.output
+    # the same through `run --edits`: an edit folder's manifest says where each image is
+    rows = [json.loads(x) for x in (moved / "examples" / "manifest.jsonl").read_text().splitlines()]
+    (moved / "examples" / "inputs.jsonl").write_text("".join(
+        json.dumps({k: v for k, v in r.items() if k not in ("edited", "model")}) + "\n" for r in rows))
+    res = runner.invoke(app, ["run", str(moved / "examples" / "inputs.jsonl"), "--edits", str(moved / "edits"), "--out", str(tmp_path / "r2"), "--metrics", "l1",
+                              "--no-progress"])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(x) for x in (tmp_path / "r2" / "results.jsonl").read_text().splitlines()]
+    assert {r["id"] for r in rows} >= {"same/cat_seat", "flip/cat_seat"}
+    twice = runner.invoke(app, ["compare-editors", str(moved / "edits" / "same"), str(moved / "edits" / "same"),
+                                "--out", str(tmp_path / "r3")])
+    assert twice.exit_code == 2 and "given twice" in twice.output

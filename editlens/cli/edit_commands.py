@@ -229,6 +229,44 @@ def make_tiny_editor_cmd(
                f"try it: editlens edit MANIFEST --editor {out} --out edits --editor-option steps=2")
 
 
+@app.command("compare-editors")
+@guarded
+def compare_editors_cmd(
+    folders: List[Path] = typer.Argument(..., help="`editlens edit` output folders, one editor each (two or more)."),
+    out: Path = typer.Option(..., "--out", help="The run directory (created; rerun to resume): its manifest.jsonl "
+                             "holds every editor's edits, ids MODEL/ID, paths relative to it."),
+    metrics: Optional[str] = typer.Option(None, "--metrics", help="As `editlens run --metrics`."),
+    judge: Optional[str] = typer.Option(None, "--judge", help="As `editlens run --judge` (with --vlm)."),
+    vlm: Optional[str] = typer.Option(None, "--vlm", help="As `editlens run --vlm`."),
+    vlm_model: Optional[str] = typer.Option(None, "--vlm-model", help="As `editlens run --vlm-model`."),
+    model: Optional[List[str]] = typer.Option(None, "--model", help="As `editlens run --model ROLE=DIR`."),
+    option: Optional[List[str]] = typer.Option(None, "--option", help="As `editlens run --option M.KEY=VALUE`."),
+    device: str = DeviceOpt,
+    dtype: str = DtypeOpt,
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+) -> None:
+    """Several editors' `editlens edit` folders into one run (`editlens run` on their combined manifest),
+    ready for `report`, `runs leaderboard`, `arena` and `best-of-n`."""
+    from typer.main import get_command
+
+    from editlens.runner.edit import combine_edit_folders
+
+    if len(folders) < 2:
+        raise typer.BadParameter("give two or more editors' folders to compare")
+    manifest, counts = combine_edit_folders(folders, out / "manifest.jsonl")
+    typer.echo(f"{sum(counts.values())} edits of {len(counts)} editors ({', '.join(counts)}) -> {manifest}", err=True)
+    from editlens.cli.main import app as main_app
+
+    args = ["run", str(manifest), "--out", str(out), "--device", device, "--dtype", dtype,
+            *(["--metrics", metrics] if metrics else []), *(["--judge", judge] if judge else []),
+            *(["--vlm", vlm] if vlm else []), *(["--vlm-model", vlm_model] if vlm_model else []),
+            *[a for m in model or [] for a in ("--model", m)], *[a for o in option or [] for a in ("--option", o)],
+            *([] if progress else ["--no-progress"])]
+    code = get_command(main_app).main(args=args, prog_name="editlens", standalone_mode=False)
+    if code:
+        raise typer.Exit(int(code))
+
+
 @app.command("edit-pairs")
 @guarded
 def edit_pairs_cmd(

@@ -426,3 +426,43 @@ def write_pairs(folder_a: str | os.PathLike, folder_b: str | os.PathLike, out: s
     if not pairs:
         raise InputError(f"{folder_a} and {folder_b} share no edits (same edit id and sample)")
     return write_jsonl(out, pairs, ensure_ascii=False), len(pairs)
+
+
+def combine_edit_folders(folders: Sequence[str | os.PathLike], out: str | os.PathLike) -> tuple[Path, dict[str, int]]:
+    """Several ``editlens edit`` folders (one editor each) as one manifest ``out``: every row's ``id``
+    prefixed with its editor (``MODEL/ID``), ``model`` the editor, ``source``/``edited``/``reference``
+    relative to ``out``'s folder (the run's folder moves with its inputs). Two folders of one editor name
+    are refused, naming both. Returns the manifest and the rows per editor."""
+    from editlens.core.io import write_jsonl
+    from editlens.data.jsonl import iter_jsonl
+
+    target = Path(out)
+    base = target.parent
+    rows: list[dict[str, Any]] = []
+    seen: dict[str, Path] = {}
+    counts: dict[str, int] = {}
+    resolved = [Path(f).resolve() for f in folders]
+    twice = sorted({str(f) for f in resolved if resolved.count(f) > 1})
+    if twice:
+        raise InputError(f"{', '.join(twice)}: given twice; give each editor's folder once")
+    for f in map(Path, folders):
+        if not (f / "manifest.jsonl").is_file():
+            raise InputError(f"{f}: no manifest.jsonl (is it an `editlens edit` folder?)")
+        for _, row in iter_jsonl(f / "manifest.jsonl"):
+            model = str(row.get("model") or f.name)
+            if model in seen and seen[model] != f:
+                raise InputError(f"{seen[model]} and {f} both hold edits of editor {model!r}: give each editor once "
+                                 "(or rename one folder's editor with --editor-option name=OTHER when generating)")
+            seen[model] = f
+            new = dict(row)
+            new["id"] = f"{model}/{row['id']}"
+            new["model"] = model
+            for col in ("source", "edited", "reference"):
+                if row.get(col) not in (None, ""):
+                    new[col] = portable_path(absolute_path(row[col], f), base)
+            rows.append(new)
+            counts[model] = counts.get(model, 0) + 1
+    if not rows:
+        raise InputError("no edits in " + ", ".join(map(str, folders)))
+    base.mkdir(parents=True, exist_ok=True)
+    return write_jsonl(target, rows, ensure_ascii=False, default=str), counts
