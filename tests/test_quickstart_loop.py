@@ -268,3 +268,34 @@ def test_edit_folders_combine_into_one_run_and_move_with_their_inputs(tmp_path, 
     twice = runner.invoke(app, ["compare-editors", str(moved / "edits" / "same"), str(moved / "edits" / "same"),
                                 "--out", str(tmp_path / "r3")])
     assert twice.exit_code == 2 and "given twice" in twice.output
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_diffusers_editor_between_denoising_steps(tmp_path):
+    """A batch that would take hours (100,000 steps) stops on SIGTERM at the next step: exit 143, the image
+    neither kept nor logged as failed (a rerun makes it)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from helpers import EXAMPLES, REPO
+
+    from editlens.editors.random_init import make_tiny_editor
+
+    make_tiny_editor(tmp_path / "ed", "instruct-pix2pix", image_size=16)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "editlens.cli.main", "edit", str(EXAMPLES / "manifest.jsonl"),
+                             "--editor", str(tmp_path / "ed"), "--out", str(tmp_path / "out"), "--limit", "1",
+                             "--editor-option", "steps=100000"], stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stderr is not None
+    seen = ""
+    while "editing" not in seen:  # the progress bar: generation has started
+        line = proc.stderr.read(1)
+        assert line, "the command ended before generating"
+        seen += line
+    proc.send_signal(signal.SIGTERM)
+    rc = proc.wait(timeout=300)
+    assert rc == 128 + signal.SIGTERM
+    log = tmp_path / "out" / "generations.jsonl"
+    assert not log.exists() or log.read_text().strip() == ""

@@ -36,7 +36,7 @@ from typing import Any
 
 from editlens.core.io import write_bytes, write_json
 from editlens.core.types import EditSample
-from editlens.editors.base import Editor, EditOutput, EditRequest
+from editlens.editors.base import STOPPED, Editor, EditOutput, EditRequest
 from editlens.errors import InputError
 
 SCHEMA = "editlens.edit/1"
@@ -330,12 +330,13 @@ def generate_edits(
         made_with = {k: (runtime.get("precision") or {}).get(k) for k in ("device", "dtype")
                      if (runtime.get("precision") or {}).get(k)}
         bar: Any = _NoBar()
-        if progress and todo:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=len(todo), unit="image", desc=f"editing ({editor.name})", dynamic_ncols=True)
         try:
             with _StopFlag() as stop:
+                editor.stop_requested = lambda: stop.set  # an editor that can stop midway does, on a signal
+                if progress and todo:  # shown once a signal is caught: from here on, Ctrl-C stops cleanly
+                    from tqdm.auto import tqdm
+
+                    bar = tqdm(total=len(todo), unit="image", desc=f"editing ({editor.name})", dynamic_ncols=True)
                 for start in range(0, len(todo), size):
                     if stop.set:
                         result.interrupted, result.stopped_by = True, stop.signum
@@ -365,6 +366,9 @@ def generate_edits(
                         outputs = [EditOutput(error=why) for _ in requests]
                     seconds = round((time.perf_counter() - t0) / max(1, len(chunk)), 4)
                     for r, o in zip(requests, outputs, strict=True):
+                        if o.image is None and o.error == STOPPED:  # cut short by the signal: not made, not failed
+                            result.interrupted, result.stopped_by = True, stop.signum
+                            continue
                         rec = {"edit_id": r.id, "sample": r.sample, "seed": r.seed, "seconds": seconds, **made_with}
                         if o.image is not None:
                             buf = io.BytesIO()
@@ -383,6 +387,7 @@ def generate_edits(
                     write_output_manifest(out, edits, samples, editor.name, state)
                     bar.update(len(chunk))
         finally:
+            editor.stop_requested = None
             bar.close()
             write_output_manifest(out, edits, samples, editor.name, state)
     return result
