@@ -144,9 +144,11 @@ def test_the_quickstart_runs_as_written_from_the_wheel_in_a_fresh_venv(tmp_path)
 
     from helpers import REPO
 
+    # no PYTHONPATH anywhere: a checkout on it would make pip think editlens is installed already
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     dist = tmp_path / "dist"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                    str(dist), str(REPO)], check=True, capture_output=True, timeout=300)
+                    str(dist), str(REPO)], check=True, capture_output=True, timeout=300, env=clean)
     (wheel,) = dist.glob("editlens-*.whl")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
@@ -155,14 +157,15 @@ def test_the_quickstart_runs_as_written_from_the_wheel_in_a_fresh_venv(tmp_path)
                           check=True, capture_output=True, text=True).stdout.strip()
     (Path(site) / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-index", "-q",
-                    str(wheel)], check=True, capture_output=True, timeout=300)
+                    str(wheel)], check=True, capture_output=True, timeout=300, env=clean)
     script = re.search(r"^```bash\n(.*?)^```", (REPO / "docs" / "quickstart-loop.md").read_text(), re.S | re.M)
     assert script is not None
     work = tmp_path / "work"
     work.mkdir()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env = dict(clean)
     env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env['PATH']}", HF_HUB_OFFLINE="1",
                EDITLENS_CACHE_DIR=str(tmp_path / "cache"))
+    assert (venv / "bin" / "editlens").is_file(), sorted(p.name for p in (venv / "bin").iterdir())
     res = subprocess.run(["bash", "-e", "-c", script.group(1)], cwd=work, env=env, capture_output=True, text=True,
                          timeout=1200)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]

@@ -24,7 +24,7 @@ from editlens.cli.options import (
     SampleWeights,
     TargetWeights,
 )
-from editlens.cli.training_options import QUANT_HELP, SAVE_EVERY_HELP, VAL_EVERY_HELP
+from editlens.cli.training_options import QUANT_HELP, SAVE_EVERY_HELP, VAL_EVERY_HELP, LogTo, LogToOpt
 
 adiee_app = typer.Typer(no_args_is_help=True, help="ADIEE: make scored training data, train and use a score-token scorer.")
 #: Reward commands that work with any registered evaluator (top-level: ``editlens best-of-n``, ``editlens relabel``).
@@ -124,6 +124,7 @@ def train_cmd(
     dtype: str = typer.Option("auto", "--dtype", help="Compute dtype: auto (bf16 on a GPU that has it or a CPU that computes it natively, else float32; $EDITLENS_DTYPE), float32, bfloat16, float16 (CUDA). Trained weights stay float32."),
     seed: int = typer.Option(0, "--seed", help="Random seed (the same seed reproduces the same result)."),
     restart: bool = typer.Option(False, "--restart", help="Discard an earlier run in --out instead of resuming it."),
+    log_to: Optional[LogTo] = LogToOpt,
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
 ) -> None:
     """Train the scorer; prints the loss, writes log.jsonl, loss.png and the checkpoint."""
@@ -147,7 +148,7 @@ def train_cmd(
                       device=device,
                       dtype=dtype, gradient_checkpointing=gradient_checkpointing, layout=layout,
                       templates=parse_models(template))
-    s = train(cfg, echo=typer.echo, progress=progress, restart=restart)
+    s = train(cfg, echo=typer.echo, progress=progress, restart=restart, log_to=log_to.value if log_to else None)
     if s["interrupted"]:
         raise typer.Exit(s["exit_code"])
     typer.echo(f"loss {s['first_loss']:.4f} (first fifth of steps) -> {s['last_loss']:.4f} (last fifth); score loss "
@@ -538,6 +539,7 @@ def tune_editor_cmd(
     device: str = DeviceOpt,
     dtype: str = DtypeOpt,
     restart: bool = typer.Option(False, "--restart", help="Discard an earlier run in --out instead of resuming it."),
+    log_to: Optional[LogTo] = LogToOpt,
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output (JSON) instead of the table."),
 ) -> None:
@@ -570,7 +572,7 @@ def tune_editor_cmd(
     refl_reward = val_reward if cfg.refl_metric == val_metric else _reward(cfg.refl_metric, options, models, device,
                                                                           dtype, reward_batch)
     s = tune_editor(cfg, val_reward, refl_reward, echo=_echo if json_out else typer.echo, progress=progress,
-                    restart=restart)
+                    restart=restart, log_to=log_to.value if log_to else None)
     if json_out:
         emit_json(s)
     if s["interrupted"]:

@@ -22,6 +22,7 @@ from editlens.cli.options import (
     VlmModelOpt,
     VlmOpt,
 )
+from editlens.cli.training_options import LogTo, LogToOpt
 
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks: list them, see how each is published and scored, "
                         "and score editors' outputs with the benchmark's own protocol.")
@@ -129,6 +130,7 @@ def run_cmd(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars (off with --json)."),
     allow_failures: bool = AllowFailuresOpt,
     json_out: bool = JsonOpt,
+    log_to: Optional[LogTo] = LogToOpt,
 ) -> None:
     """Score editors' outputs on a benchmark with its official protocol; prints the paper's table (per
     category, per language, overall) with bootstrap CIs and n. Resumable: rerun the same command."""
@@ -138,6 +140,10 @@ def run_cmd(
     from editlens.runner.bench import run_benchmark
 
     http_settings(timeout, max_retries, concurrency)
+    from editlens.training.tracking import open_tracker
+
+    tracker = None if estimate else open_tracker(log_to.value if log_to else None, out,
+                                                 {"benchmark": name, "vlm": vlm, "seed": seed})
     # as `editlens edit` reads them (call.KEY too); the editor runs on --device / --dtype like the metrics
     opts = editor_options(editor_option, device, dtype, False, False)
     res = run_benchmark(name, data, out, edits=edits, editors=editor or (), editor_options=opts,
@@ -166,6 +172,11 @@ def run_cmd(
         typer.echo(f"stopped while making the edits ({res['made']} made and kept; nothing judged yet): rerun the "
                    "same command to go on", err=True)
         raise typer.Exit(EXIT_SIGNAL_BASE + int(res["stopped_by"]))
+    if tracker is not None:  # each model's overall figure per section, as scalars
+        tracker.log(0, {f"{model}/{sec['name']}/{fig}": cell["value"] for model, m in res["models"].items()
+                        for sec in m["sections"] for fig, cell in sec["overall"]["cells"].items()
+                        if cell.get("value") is not None})
+        tracker.close()
     if not no_report:
         from editlens.reporting.bench_html import write_bench_report
         from editlens.reporting.html import write_run_report

@@ -148,6 +148,7 @@ class LoopSettings:
     plot: PlotSpec | None = field(default_factory=PlotSpec)
     plot_interval_s: float = 60.0  # the curve is redrawn at a checkpoint at most this often (and at the end)
     log: Callable[[str], None] = print
+    log_to: str | None = None  # --log-to tensorboard|wandb: every log record's figures also go there
 
     def check(self) -> None:
         for name in ("steps", "grad_accum", "keep"):
@@ -510,6 +511,9 @@ class _Run:
         self.meta = {"identity": _jsonable(self.identity), "precision": self.record}
         self.last_plot = 0.0
         self.logf: Any = None
+        from editlens.training.tracking import open_tracker
+
+        self.tracker = open_tracker(s.log_to, self.out, s.config)  # a missing package fails here, before training
 
     # -- pieces ---------------------------------------------------------------------------------
     def plot(self, force: bool = True) -> None:
@@ -534,6 +538,10 @@ class _Run:
         self.logf.write(json.dumps(rec, default=str) + "\n")
         self.logf.flush()
         self.result.rows.append(rec)
+        if self.tracker is not None:
+            from editlens.training.tracking import scalars_of
+
+            self.tracker.log(int(rec.get("step") or 0), scalars_of(rec))
 
     def resume(self) -> int:
         ck = latest_checkpoint(self.out)
@@ -575,6 +583,8 @@ class _Run:
             return self.finish(step)
         finally:
             self.logf.close()
+            if self.tracker is not None:
+                self.tracker.close()
 
     def steps_from(self, start: int) -> tuple[int, str, dict[str, Any] | None]:
         """Train from step ``start``; returns (step reached, phase when it stopped, an unwritten record)."""
