@@ -302,3 +302,29 @@ def test_sigterm_stops_a_diffusers_editor_between_denoising_steps(tmp_path):
     assert rc == 128 + signal.SIGTERM
     log = tmp_path / "out" / "generations.jsonl"
     assert not log.exists() or log.read_text().strip() == ""
+
+
+def test_a_bench_runs_leaderboard_gives_the_bench_tables_interval_for_the_same_mean(tmp_path, monkeypatch):
+    """One task type, one language: the table's overall and the leaderboard's mean are the same number, and so
+    is the interval (the same seed, resamples and order of the edits)."""
+    monkeypatch.setenv("EDITLENS_CACHE_DIR", str(tmp_path / "cache"))
+    rows = [{"key": f"k{i}", "task_type": "color_alter", "instruction": f"edit {i}", "instruction_language": "en",
+             "input_image": {"bytes": F.png(i), "path": f"k{i}.png"}, "Intersection_exist": True} for i in range(5)]
+    data = tmp_path / "gedit"
+    F.write_table(rows, data / "data" / "train-00000-of-00001.parquet", ("input_image",))
+    for model in ("a", "b"):
+        for i in range(5):
+            F.save(tmp_path / "edits" / model / f"k{i}.png", F.png(50 + i + (7 if model == "b" else 0)))
+    assert runner.invoke(app, ["make-tiny-vlm", str(tmp_path / "judge"), "--scripted"]).exit_code == 0
+    res = runner.invoke(app, ["bench", "run", "gedit", "--data", str(data), "--edits", str(tmp_path / "edits"),
+                              "--vlm", str(tmp_path / "judge"), "--out", str(tmp_path / "out"), "--n-boot", "300",
+                              "--no-progress", "--no-report"])
+    assert res.exit_code == 0, res.output
+    table = json.loads((tmp_path / "out" / "table.json").read_text())
+    lb = runner.invoke(app, ["runs", "leaderboard", str(tmp_path / "out" / "run"), "--format", "json"])
+    doc = json.loads(lb.output[lb.output.index("{"):])
+    board = {r["editor"]: r for r in doc["tables"][0]["rows"]}
+    for model in ("a", "b"):
+        cell = table["models"][model]["sections"][0]["overall"]["cells"]["O"]
+        assert board[model]["mean"] == pytest.approx(cell["value"])
+        assert board[model]["ci"] == pytest.approx(cell["ci95"])

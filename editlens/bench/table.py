@@ -70,7 +70,10 @@ def section(name: str, rows: Sequence[Mapping[str, Any]], figures: Sequence[str]
     """One block of a table: a row per group (in ``order``, then any others),
     a column per figure, and an overall row (``overall``: ``"items"`` pools
     the items, ``"groups"`` averages the group means as the paper does).
-    Each row of ``rows`` holds ``scores`` (figure -> number or None)."""
+    Each row of ``rows`` holds ``scores`` (figure -> number or None). Values are resampled in the
+    order of the rows' ``id`` (as ``runs leaderboard`` resamples a run's edits: one seed, the same
+    numbers, the same interval), whatever order the rows come in."""
+    rows = sorted(rows, key=lambda r: str(r.get("id", "")))
     by: dict[str, list[Mapping[str, Any]]] = {}
     for r in rows:
         by.setdefault(group_of(r), []).append(r)

@@ -364,6 +364,8 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
     res = run_evaluation(located.samples, evaluators, run_dir, batch_size=batch_size, progress=progress,
                          command=command, device=device, dtype=dtype,
                          extra_manifest={"manifest": str(samples_manifest.resolve()),
+                                         # the table's bootstrap: `runs leaderboard` of run/ uses the same
+                                         "bootstrap": {"n": n_boot, "seed": seed},
                                          "benchmark": name, "data": str(Path(data).resolve()),
                                          "edits": str(Path(edits).resolve()) if edits else None,
                                          "editors": editor_records or None, "models": located.models,
