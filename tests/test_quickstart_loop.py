@@ -328,3 +328,31 @@ def test_a_bench_runs_leaderboard_gives_the_bench_tables_interval_for_the_same_m
         cell = table["models"][model]["sections"][0]["overall"]["cells"]["O"]
         assert board[model]["mean"] == pytest.approx(cell["value"])
         assert board[model]["ci"] == pytest.approx(cell["ci95"])
+
+
+def test_an_all_tie_arena_shows_no_number_one_and_one_tie_is_one_tie():
+    from editlens.cli.arena_commands import arena_lines
+
+    editors = [{"editor": e, "rank": r, "rating": 0.0, "ci": [0.0, 0.0], "elo": 1000.0, "elo_ci": [1000.0, 1000.0],
+                "rank_ci": rc, "wins": 0, "losses": 0, "ties": 1} for e, r, rc in (("a", 1, [2, 2]), ("b", 1, [1, 1]))]
+    doc = {"editors": editors, "sources": 1, "judge": "j", "ci": "95% CI", "ties_model": "ties as half a win",
+           "neighbours": [], "schedule": {"comparisons": 1, "all_pairs": 1, "stopped": "all", "asked": 1, "cached": 0},
+           "verdicts": {"decided": 0, "ties": 1, "position_bias": 0, "no_verdict": 0, "failed": 0}}
+    text = "\n".join(arena_lines(doc))
+    assert "1 tie " in text and "1 ties" not in text
+    rows = [line for line in text.splitlines() if line.startswith(("1 ", "–"))]
+    assert rows and all(line.startswith("–") for line in rows) and "2-2" not in text
+    assert "no editor is #1" in text
+
+
+def test_bench_list_columns_line_up_and_an_empty_csv_leaderboard_says_why(tmp_path):
+    from helpers import EXAMPLES
+
+    out = runner.invoke(app, ["bench", "list"]).output.splitlines()
+    start = out[0].index("labels")
+    assert all(len(line) > start and line[start - 2 : start] == "  " for line in out)
+    res = runner.invoke(app, ["run", str(EXAMPLES / "manifest.jsonl"), "--out", str(tmp_path / "r"), "--metrics",
+                              "l1", "--no-progress"])
+    assert res.exit_code == 0
+    lb = runner.invoke(app, ["runs", "leaderboard", str(tmp_path / "r"), "--format", "csv"])
+    assert lb.exit_code == 0 and "nothing ranks the editors" in lb.output
