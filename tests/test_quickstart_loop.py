@@ -356,3 +356,47 @@ def test_bench_list_columns_line_up_and_an_empty_csv_leaderboard_says_why(tmp_pa
     assert res.exit_code == 0
     lb = runner.invoke(app, ["runs", "leaderboard", str(tmp_path / "r"), "--format", "csv"])
     assert lb.exit_code == 0 and "nothing ranks the editors" in lb.output
+
+
+@pytest.mark.slow
+def test_serve_scripted_judge_answers_over_http_and_names_itself(tmp_path):
+    import os
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+    from helpers import REPO
+    from servers import free_port
+
+    from editlens.backends.http import OpenAIBackend
+    from editlens.backends.scripted_judge import MARK, ScriptedJudgeBackend, scripted_in
+    from editlens.backends.types import ChatRequest, Message
+    from editlens.judges.parsing import read_scores
+    from editlens.judges.templates import load_template
+
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "EDITLENS_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.Popen([sys.executable, "-m", "editlens.cli.main", "serve", "--scripted-judge", "3", "--port",
+                             str(port), "--no-access-log"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        url = f"http://127.0.0.1:{port}/v1"
+        while True:  # until it listens (or has died)
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            try:
+                models = httpx.get(f"{url}/models", timeout=2).json()
+                break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        assert MARK in models["data"][0]["id"]
+        text = load_template("viescore_pq").text
+        image = np.full((16, 16, 3), 90, np.uint8)
+        req = ChatRequest([Message("user", [image, text])])
+        remote = OpenAIBackend(url, timeout=60, max_retries=0).generate([req])[0].text
+        assert remote == ScriptedJudgeBackend(3).generate([req])[0].text  # the same answer as in-process
+        assert read_scores(remote, expected=2, low=0, high=10)[0] is not None
+        assert scripted_in(remote)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
