@@ -173,6 +173,8 @@ def test_the_quickstart_runs_as_written_from_the_wheel_in_a_fresh_venv(tmp_path)
     assert json.loads((work / "loop" / "run" / "arena" / "arena.json").read_text())["editors"]
     card = json.loads((work / "tuned" / "editor" / "editlens_editor.json").read_text())
     assert card["settings"] == {"resolution": 64}  # the base's settings kept
+    made = json.loads((work / "loop" / "edits" / "alpha-tuned" / "editor.json").read_text())
+    assert made["settings"]["resolution"] == 64 and made["settings"]["settings_from_folder"] == ["resolution"]
 
 
 def test_option_typos_editor_option_aliases_and_an_all_unscored_bench_run_are_clean_messages(tmp_path):
