@@ -428,7 +428,7 @@ def test_a_metric_suite_compares_models_lower_first_where_the_metric_is_better_l
     assert comp["best"] == {"turns / CLIP-I": "c"}  # the L1 tie names no best
     assert comparison({"models": {"a": model(0.1, 0.8)}})["ranked_by"] is None
     nothing = comparison({"models": {"a": model(None, None), "b": model(None, None)}}, {"figure": "L1"}, lower)
-    assert nothing["ranking"] == "not ranked: no model has a turns L1 value" and nothing["best"] == {}
+    assert nothing["ranking"] == "not ranked: no model has a value for turns L1" and nothing["best"] == {}
     assert [r["rank"] for r in nothing["rows"]] == [None, None]
 
 

@@ -291,3 +291,27 @@ def test_atomic_writes_leave_the_old_file_or_the_new_one(tmp_path):
         (tmp / "w2.bin").write_bytes(b"new")
     assert sorted(x.name for x in d.iterdir()) == ["w2.bin"]
     assert not [x for x in tmp_path.rglob(".*") if x.name.endswith((".tmp", ".old"))]  # nothing left behind
+
+
+def test_log_to_tensorboard_writes_every_steps_figures_and_a_missing_tracker_says_how_to_install(tmp_path):
+    import importlib.util
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from editlens.errors import InputError
+    from editlens.training.tracking import open_tracker
+
+    res = run(Toy(), _settings(tmp_path / "tb", steps=4, eval_every=2, log_to="tensorboard"))
+    assert res.finished
+    acc = EventAccumulator(str(tmp_path / "tb" / "tensorboard"))
+    acc.Reload()
+    tags = acc.Tags()["scalars"]
+    assert "loss" in tags and "val/mse" in tags
+    assert [e.step for e in acc.Scalars("loss")] == [1, 2, 3, 4]
+    logged = [e.value for e in acc.Scalars("loss")]
+    assert logged == pytest.approx([r["loss"] for r in res.rows if "loss" in r], rel=1e-6)
+    if importlib.util.find_spec("wandb") is None:
+        with pytest.raises(InputError, match=r"pip install 'editlens\[wandb\]'"):
+            open_tracker("wandb", tmp_path / "w")
+    with pytest.raises(InputError, match="not a tracker"):
+        open_tracker("mlflow", tmp_path / "m")

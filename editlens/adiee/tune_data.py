@@ -140,10 +140,10 @@ def read_tuning_data(path: str | Path, metric: str | None = None, include_source
     ground truth does not)."""
     p = Path(path)
     if p.is_dir():
-        if spec_of is None:
-            from editlens.metrics.registry import get_spec
+        if spec_of is None:  # registered metrics, and a bench run's judge (bench_gedit ...)
+            from editlens.bench.judge import evaluator_spec
 
-            spec_of = get_spec
+            spec_of = evaluator_spec
         groups, desc = read_run(p, metric, spec_of)
     elif p.is_file():
         groups, desc = read_relabelled(p)

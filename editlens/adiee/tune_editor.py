@@ -28,6 +28,7 @@ it was trained from.
 from __future__ import annotations
 
 import copy
+import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -157,6 +158,26 @@ def ground_truth_targets(groups: list[Any], name: str) -> dict[str, Any]:
 def to_tensor(img: np.ndarray) -> torch.Tensor:
     """HWC uint8 -> CHW float in [-1, 1]."""
     return torch.from_numpy(np.array(img, dtype=np.float32)).permute(2, 0, 1).div(127.5).sub(1.0)
+
+
+def base_editor_settings(base: str) -> dict[str, Any]:
+    """The generation ``settings`` of the base editor's ``editlens_editor.json`` (a local folder, or a hub
+    snapshot already in the cache), so that the tuned editor generates as its base did; ``{}`` when none."""
+    path: Any = Path(base).expanduser() / EDITOR_FILE
+    if not path.is_file():
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            path = try_to_load_from_cache(base, EDITOR_FILE)
+        except Exception:  # noqa: BLE001 - not a hub id either: no settings to keep
+            return {}
+        if not isinstance(path, str):
+            return {}
+    try:
+        found = json.loads(Path(path).read_text(encoding="utf-8")).get("settings") or {}
+    except (OSError, ValueError, AttributeError) as exc:
+        raise InputError(f"--base {base}: {path} is not readable JSON ({exc})") from None
+    return dict(found) if isinstance(found, dict) else {}
 
 
 class Editor:
@@ -407,10 +428,14 @@ class TuneEditorTask(TrainingTask):
 
     def editor_card(self, steps_done: int) -> dict[str, Any]:
         cfg = self.cfg
+        base_settings = base_editor_settings(cfg.base)
         return {
             "family": FAMILY,
+            # the base's generation settings (e.g. a 64-px editor's resolution) go on with the tuned editor
+            **({"settings": base_settings} if base_settings else {}),
             "prompt_suffix": self.prompt.editor_suffix if cfg.reward_prompt else "",
-            "source": {"base": cfg.base, "data": self.data_desc, "trained_steps": steps_done,
+            "source": {"base": cfg.base, "base_settings": base_settings or None, "data": self.data_desc,
+                       "trained_steps": steps_done,
                        "trained": "lora-merged" if cfg.lora_rank else "unet",
                        "lora_rank": cfg.lora_rank or None, "recipe": self.recipe()},
             "quality_prompt": self.prompt.describe() if cfg.reward_prompt else None,
@@ -469,7 +494,8 @@ def split_groups(groups: list[Group], val_count: int, seed: int) -> tuple[list[G
 
 
 def tune_editor(cfg: TuneConfig, val_reward: Any = None, refl_reward: Any = None,
-                echo: Callable[[str], None] = print, progress: bool = True, restart: bool = False) -> dict[str, Any]:
+                echo: Callable[[str], None] = print, progress: bool = True, restart: bool = False,
+                log_to: str | None = None) -> dict[str, Any]:
     """Train (or resume) and export the editor; returns the summary (``exit_code`` 130/143 when interrupted).
 
     ``val_reward`` / ``refl_reward``: :class:`editlens.runner.reward.RewardFunction` objects (or
@@ -520,7 +546,7 @@ def tune_editor(cfg: TuneConfig, val_reward: Any = None, refl_reward: Any = None
         out=cfg.out, steps=cfg.steps, precision=precision, identity=cfg.identity(), config=asdict(cfg), seed=cfg.seed,
         grad_accum=cfg.grad_accum, warmup_steps=cfg.warmup_steps, decay=cfg.lr_decay, max_grad_norm=cfg.clip,
         save_every=cfg.save_every, keep=cfg.keep_checkpoints, eval_every=cfg.val_every,
-        eval_at_start=cfg.val_at_start, progress=progress, share=share, desc="tune-editor", log=echo,
+        eval_at_start=cfg.val_at_start, progress=progress, share=share, desc="tune-editor", log=echo, log_to=log_to,
         plot=PlotSpec(title="editor fine-tuning", ylabel="training loss", series=series, val_metric="reward",
                       val_label="validation reward", logy=cfg.refl_weight == 0)))
     return {**res.summary, "exit_code": res.exit_code}

@@ -272,8 +272,13 @@ def _snapshot(repo_id: str) -> Path:
 
 
 def load_backend(ref: ModelRef, precision: Any, quantization: str, models: dict[str, str],
-                 batch_size: int = 8) -> TransformersBackend:
-    """The ``vlm`` kind's loader (:func:`editlens.models.loader.load_model`)."""
+                 batch_size: int = 8) -> Any:
+    """The ``vlm`` kind's loader (:func:`editlens.models.loader.load_model`); a folder holding
+    ``scripted_judge.json`` (``editlens make-tiny-vlm --scripted``) is the scripted judge, not a model."""
+    from editlens.backends import scripted_judge
+
+    if scripted_judge.is_scripted_folder(ref.ref):
+        return scripted_judge.load_folder(ref.ref)
     if quantization == "nf4":
         raise ModelUnavailableError("the local judge backend loads VLMs unquantised; 4-bit is offered by the "
                                     "DICE and ADIEE loaders (--dice-quantization, --quantization)")

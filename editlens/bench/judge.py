@@ -84,6 +84,41 @@ def question_images(q: Question, sample: LoadedEdit, item: BenchItem,
     return out
 
 
+def judge_spec(bench: Benchmark, sizes: str | None = None) -> MetricSpec:
+    """The metric spec of ``bench``'s judge: its per-item headline, higher is better, judging the edit;
+    ``sizes``: how images are sized for the judge (default: the spec's ``judge_image_sizes``)."""
+    return MetricSpec(f"bench_{bench.spec.name.replace('-', '_')}", BenchJudge, ("source", "edited"),
+                      True, (0.0, float("inf")), "vlm", f"{bench.spec.title} judge", vlm="required",
+                      size_policy=sizes or bench.spec.judge_image_sizes)
+
+
+def spec_for_evaluator(name: str) -> MetricSpec | None:
+    """The spec of a benchmark judge from its evaluator name (``bench_gedit``), for readers of a
+    bench run's ``run/`` folder (reports, leaderboards); ``None`` when no benchmark has that judge."""
+    from editlens.bench.registry import all_benchmarks
+
+    for bench in all_benchmarks():
+        if not bench.spec.metrics and bench.spec.label_kind == "none" \
+                and f"bench_{bench.spec.name.replace('-', '_')}" == name:
+            return judge_spec(bench)
+    return None
+
+
+def evaluator_spec(name: str) -> MetricSpec:
+    """A registered metric's spec, or a benchmark judge's (:func:`spec_for_evaluator`), for readers of
+    stored runs (``tune-editor RUN --score-metric bench_gedit``); unknown names raise as ``get_spec`` does."""
+    from editlens.errors import UnknownMetricError
+    from editlens.metrics.registry import get_spec
+
+    try:
+        return get_spec(name)
+    except UnknownMetricError:
+        spec = spec_for_evaluator(name)
+        if spec is None:
+            raise
+        return spec
+
+
 class BenchJudge(VLMJudge):
     """A metric (for ``editlens run``'s resumable store) whose value is the
     benchmark's per-item headline and whose details hold every dimension.
@@ -113,9 +148,7 @@ class BenchJudge(VLMJudge):
         self.edited_files = dict(edited_files or {})
         release = bench.spec.release_images
         sizes = release.sizes if images == "release" and release else bench.spec.judge_image_sizes
-        self.spec = MetricSpec(f"bench_{bench.spec.name.replace('-', '_')}", type(self), ("source", "edited"),
-                               True, (0.0, float("inf")), "vlm", f"{bench.spec.title} judge", vlm="required",
-                               size_policy=sizes)
+        self.spec = judge_spec(bench, sizes)
         super().__init__(**vlm_options)
         # the engine check asks for room for the most images one question shows (multi-image cases)
         distinct = {id(it): it for it in items.values()}.values()

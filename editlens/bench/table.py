@@ -53,7 +53,10 @@ def mean_of_means(groups: Mapping[str, Sequence[float]], n_boot: int = 1000, see
         boots += a[rng.integers(0, a.size, size=(n_boot, a.size))].mean(axis=1)
     boots /= len(used)
     n = int(sum(a.size for a in used.values()))
-    ci = [float(np.quantile(boots, 0.025)) * scale, float(np.quantile(boots, 0.975)) * scale] if n >= 2 else None
+    # resampling within groups: a group of one item never varies, so groups of one item each have no CI
+    # (a zero-width interval would claim a certainty nobody measured)
+    ci = [float(np.quantile(boots, 0.025)) * scale, float(np.quantile(boots, 0.975)) * scale] \
+        if any(a.size >= 2 for a in used.values()) else None
     out: dict[str, Any] = {"value": value * scale, "ci95": ci, "n": n, "groups": len(used)}
     empty = sorted(set(arrs) - set(used))
     if empty:
@@ -67,7 +70,10 @@ def section(name: str, rows: Sequence[Mapping[str, Any]], figures: Sequence[str]
     """One block of a table: a row per group (in ``order``, then any others),
     a column per figure, and an overall row (``overall``: ``"items"`` pools
     the items, ``"groups"`` averages the group means as the paper does).
-    Each row of ``rows`` holds ``scores`` (figure -> number or None)."""
+    Each row of ``rows`` holds ``scores`` (figure -> number or None). Values are resampled in the
+    order of the rows' ``id`` (as ``runs leaderboard`` resamples a run's edits: one seed, the same
+    numbers, the same interval), whatever order the rows come in."""
+    rows = sorted(rows, key=lambda r: str(r.get("id", "")))
     by: dict[str, list[Mapping[str, Any]]] = {}
     for r in rows:
         by.setdefault(group_of(r), []).append(r)
@@ -159,7 +165,7 @@ def comparison(table: Mapping[str, Any], rank_by: Mapping[str, str] | None = Non
     if key is None:
         ranking = "not ranked: the benchmark names no headline figure"
     elif not any(r.get("rank") for r in rows):
-        ranking = f"not ranked: no model has a {columns[key]['section']} {columns[key]['figure']} value"
+        ranking = f"not ranked: no model has a value for {columns[key]['section']} {columns[key]['figure']}"
     else:
         ranking = (f"ranked by {columns[key]['section']} {columns[key]['figure']} "
                    f"({'lower' if columns[key]['figure'] in lower_is_better else 'higher'} first)")
@@ -183,6 +189,13 @@ def comparison(table: Mapping[str, Any], rank_by: Mapping[str, str] | None = Non
 
 
 # ------------------------------------------------------------------------------------------------ writers
+
+def scripted_warning(table: Mapping[str, Any]) -> str | None:
+    """The warning every writer prints when the table's judge is editlens' scripted judge (not a real judge)."""
+    from editlens.backends.scripted_judge import WARNING, scripted_in
+
+    return WARNING if scripted_in(table.get("judge")) else None
+
 
 def _fmt(c: Mapping[str, Any] | None, digits: int = 3) -> str:
     if not c or c.get("value") is None:
@@ -261,6 +274,8 @@ def to_markdown(table: Mapping[str, Any]) -> str:
     lines = [f"# {table.get('title', table['benchmark'])}", "", f"Protocol: {table.get('protocol', '')}", ""]
     for line in reading_lines(table):
         lines += [line, ""]
+    if scripted_warning(table):
+        lines += [f"**{scripted_warning(table)}**", ""]
     if table.get("comparison") and len(table["models"]) > 1:
         lines += comparison_markdown(table["comparison"])
     for model, m in table["models"].items():
@@ -289,23 +304,25 @@ def _tex(s: str) -> str:
 
 def to_latex(table: Mapping[str, Any]) -> str:
     """The models compared (best of each column in bold), then one tabular per model and
-    section: value with the CI as a subscript-free ``\\pm`` half-width."""
+    section: value with its 95% CI as ``[lo, hi]``, booktabs rules (as ``runs leaderboard --format latex``)."""
     out = [f"% {line}" for line in reading_lines(table)]
+    if scripted_warning(table):
+        out += [f"% {scripted_warning(table)}", ""]
     comp = table.get("comparison")
     if comp and len(table["models"]) > 1:
         cols = comp["columns"]
         out.append(f"% {_tex(table['benchmark'])} -- models compared")
         out.append("\\begin{tabular}{l" + "c" * len(cols) + "}")
-        out.append("\\hline")
+        out.append("\\toprule")
         out.append(" & ".join(["Model"] + [_tex(c["name"]) for c in cols]) + " \\\\")
-        out.append("\\hline")
+        out.append("\\midrule")
         for r in comp["rows"]:
             vals = []
             for cell_, best in zip(r["cells"], r["best"]):
                 v = "--" if cell_.get("value") is None else f"{cell_['value']:.3f}"
                 vals.append(f"\\textbf{{{v}}}" if best else v)
             out.append(" & ".join([_tex(r["model"])] + vals) + " \\\\")
-        out.append("\\hline")
+        out.append("\\bottomrule")
         out.append("\\end{tabular}")
         out.append("")
     for model, m in table["models"].items():
@@ -313,9 +330,9 @@ def to_latex(table: Mapping[str, Any]) -> str:
             figs = sec["figures"]
             out.append(f"% {_tex(table['benchmark'])} -- {_tex(model)} -- {_tex(sec['name'])}")
             out.append("\\begin{tabular}{l" + "c" * len(figs) + "}")
-            out.append("\\hline")
+            out.append("\\toprule")
             out.append(" & ".join([""] + [_tex(f) for f in figs]) + " \\\\")
-            out.append("\\hline")
+            out.append("\\midrule")
             for r in sec["rows"] + [sec["overall"]]:
                 vals = []
                 for f in figs:
@@ -323,12 +340,12 @@ def to_latex(table: Mapping[str, Any]) -> str:
                     if c.get("value") is None:
                         vals.append("--")
                     elif c.get("ci95"):
-                        vals.append(f"{c['value']:.3f} $\\pm$ {(c['ci95'][1] - c['ci95'][0]) / 2:.3f}")
+                        vals.append(f"{c['value']:.3f} [{c['ci95'][0]:.3f}, {c['ci95'][1]:.3f}]")
                     else:
                         vals.append(f"{c['value']:.3f}")
                 label = f"\\textbf{{{_tex(r['row'])}}}" if r is sec["overall"] else _tex(r["row"])
                 out.append(" & ".join([label] + vals) + " \\\\")
-            out.append("\\hline")
+            out.append("\\bottomrule")
             out.append("\\end{tabular}")
             out.append("")
     return "\n".join(out)

@@ -29,7 +29,7 @@ from editlens.cli.options import (
     SampleWeights,
     TargetWeights,
 )
-from editlens.cli.training_options import QUANT_HELP, SAVE_EVERY_HELP, VAL_EVERY_HELP
+from editlens.cli.training_options import QUANT_HELP, SAVE_EVERY_HELP, VAL_EVERY_HELP, LogTo, LogToOpt
 
 adiee_app = typer.Typer(no_args_is_help=True, help="ADIEE: make scored training data, train and use a score-token scorer.")
 #: Reward commands that work with any registered evaluator (top-level: ``editlens best-of-n``, ``editlens relabel``).
@@ -129,6 +129,7 @@ def train_cmd(
     dtype: str = typer.Option("auto", "--dtype", help="Compute dtype: auto (bf16 on a GPU that has it or a CPU that computes it natively, else float32; $EDITLENS_DTYPE), float32, bfloat16, float16 (CUDA). Trained weights stay float32."),
     seed: int = typer.Option(0, "--seed", help="Random seed (the same seed reproduces the same result)."),
     restart: bool = typer.Option(False, "--restart", help="Discard an earlier run in --out instead of resuming it."),
+    log_to: Optional[LogTo] = LogToOpt,
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
 ) -> None:
     """Train the scorer; prints the loss, writes log.jsonl, loss.png and the checkpoint."""
@@ -152,7 +153,7 @@ def train_cmd(
                       device=device,
                       dtype=dtype, gradient_checkpointing=gradient_checkpointing, layout=layout,
                       templates=parse_models(template))
-    s = train(cfg, echo=typer.echo, progress=progress, restart=restart)
+    s = train(cfg, echo=typer.echo, progress=progress, restart=restart, log_to=log_to.value if log_to else None)
     from editlens.training.distributed import current
 
     if not current().main:  # several processes: the main one reports
@@ -292,11 +293,16 @@ def pairwise_eval_cmd(human: Path = typer.Option(..., "--human", help="JSONL {id
     typer.echo(f"accuracy with tie calibration {rep['accuracy']:.4f} (threshold {rep['threshold']:.4g})")
 
 
-def _score_manifest(manifest: Path, metric: str, model, option, device: str, batch_size: int, dtype: str = "auto"):
+def _score_manifest(manifest: Path, metric: str, model, option, device: str, batch_size: int, dtype: str = "auto",
+                    limit: Optional[int] = None):
+    from editlens.adiee.reward import group_key
     from editlens.data.manifest import read_manifest
     from editlens.runner.selection import parse_options, select_metrics
 
     rep = read_manifest(manifest)
+    if limit is not None:  # the candidates of the first N groups (edits)
+        keep = list(dict.fromkeys(group_key(s) for s in rep.samples))[:limit]
+        rep.samples = [s for s in rep.samples if group_key(s) in set(keep)]
     sel = select_metrics([metric], models=parse_models(model), options=parse_options(option or []), device=device,
                          dtype=dtype)
     m = sel.metrics[0]
@@ -332,6 +338,8 @@ def best_of_n_cmd(
     address: Optional[str] = AddressOpt,
     workers: Optional[int] = RayWorkersOpt,
     gpus_per_worker: float = GpusPerWorkerOpt,
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N edits (groups of "
+                                        "candidates; with --editor, the first N edits to make)."),
 ) -> None:
     """Pick the best of N candidate edits per source by a registered evaluator; with --editor, generate the
     N candidates first (a pairwise judge as --metric runs a knockout per edit, both orders by default).
@@ -347,11 +355,11 @@ def best_of_n_cmd(
 
         _best_of_generated(manifest, metric, model, option, out, device, dtype, batch_size, json_out, editor,
                            samples, seed, editor_option, edits_out, vlm, orders.value,
-                           spread(executor, address, workers, gpus_per_worker))
+                           spread(executor, address, workers, gpus_per_worker), limit)
         return
     if executor is not Executor.local:
         raise typer.BadParameter("--executor ray spreads the generation: it goes with --editor")
-    samples_, scores, m = _score_manifest(manifest, metric, model, option, device, batch_size, dtype)
+    samples_, scores, m = _score_manifest(manifest, metric, model, option, device, batch_size, dtype, limit)
     picks = best_of_n(samples_, scores, m.spec.higher_is_better)
     doc = {"metric": metric, "higher_is_better": m.spec.higher_is_better, "picks": [asdict(p) for p in picks]}
     if out:
@@ -376,7 +384,7 @@ def best_of_n_cmd(
 
 
 def _best_of_generated(manifest, metric, model, option, out, device, dtype, batch_size, json_out, editor,
-                       samples, seed, editor_option, edits_out, vlm, orders, where=None):
+                       samples, seed, editor_option, edits_out, vlm, orders, where=None, limit=None):
     from editlens.cli.common import EXIT_FAILED
     from editlens.cli.edit_commands import editor_options, exit_for, run_generation
     from editlens.runner.best_of_n import best_of_generated
@@ -385,7 +393,7 @@ def _best_of_generated(manifest, metric, model, option, out, device, dtype, batc
     folder = edits_out or manifest.parent / f"{manifest.stem}.best-of-{samples}"
     result = run_generation(manifest, editor, folder, samples, seed,
                             editor_options(editor_option, device, dtype, False, False), None, True, None,
-                            where=where)
+                            where=where, limit=limit)
     if result.interrupted:
         exit_for(result, folder)
     from editlens.cli.options import vlm_options
@@ -559,6 +567,7 @@ def tune_editor_cmd(
     device: str = DeviceOpt,
     dtype: str = DtypeOpt,
     restart: bool = typer.Option(False, "--restart", help="Discard an earlier run in --out instead of resuming it."),
+    log_to: Optional[LogTo] = LogToOpt,
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output (JSON) instead of the table."),
 ) -> None:
@@ -595,7 +604,7 @@ def tune_editor_cmd(
     refl_reward = val_reward if cfg.refl_metric == val_metric else _reward(cfg.refl_metric, options, models, device,
                                                                           dtype, reward_batch)
     s = tune_editor(cfg, val_reward, refl_reward, echo=_echo if json_out else typer.echo, progress=progress,
-                    restart=restart)
+                    restart=restart, log_to=log_to.value if log_to else None)
     from editlens.training.distributed import current
 
     if not current().main:  # several processes: the main one reports

@@ -98,6 +98,7 @@ def arena_cmd(
     device: str = DeviceOpt,
     dtype: str = DtypeOpt,
     shard: Optional[str] = ShardOpt,
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N sources (a quick look)."),
 ) -> None:
     """Rank the editors of a run by pairwise comparisons on the sources they all edited: Bradley-Terry
     ratings (ties kept) with bootstrap CIs over sources, pairs chosen adaptively (uncertain neighbours
@@ -144,6 +145,8 @@ def arena_cmd(
         contests = part.select(contests, lambda c: c.key)
         if not contests:
             raise InputError(f"--shard {shard}: none of the {len(every)} sources falls in this shard; use fewer shards")
+    if limit is not None:
+        contests = contests[:limit]
     human = A.read_human_ranking(human_ranking) if human_ranking else None
     opts = parse_options(option or [])
     comparer: Any
@@ -176,6 +179,12 @@ def arena_cmd(
         else:
             comparer = ScoreComparer(metric, parse_models(model), opts, device, dtype,
                                      vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype))
+    from editlens.backends.scripted_judge import WARNING, scripted_in
+
+    backend = getattr(getattr(comparer, "judge", None) or getattr(comparer, "metric", None), "backend", None)
+    if backend is not None and scripted_in(backend.describe()):  # said first, kept in arena.json's notes
+        info["notes"] = [WARNING, *info["notes"]]
+        typer.echo(f"warning: {WARNING}", err=True)
     if out is None:
         out = Path(info["run"]) / "arena" if info["run"] else Path(info["manifest"]).parent / f"arena-{Path(info['manifest']).stem}"
     doc = A.run_arena(contests, comparer, out, ties=ties.value, budget=budget, round_size=round_size, stop_at=stop_at,
@@ -212,7 +221,8 @@ def arena_lines(doc: dict, scale: str = "bt") -> list[str]:
     lines = [f"arena of {len(doc['editors'])} editors on {doc['sources']} sources, judged by {doc['judge']}: "
              f"{s['comparisons']} of {s['all_pairs']} possible comparisons ({s['stopped']}; {s['asked']} asked, "
              f"{s['cached']} from the cache)",
-             f"verdicts: {v['decided']} decided, {v['ties']} ties ({v['position_bias']} from position bias), "
+             f"verdicts: {v['decided']} decided, {v['ties']} {'tie' if v['ties'] == 1 else 'ties'} "
+             f"({v['position_bias']} from position bias), "
              f"{v['no_verdict']} without a verdict ({v['failed']} failed)",
              f"Bradley-Terry, {doc['ties_model']}" + (f"; nu = {doc['tie_parameter']:.3f}" if doc.get("tie_parameter")
                                                       else " (here not fitted: see the notes)"
@@ -222,11 +232,15 @@ def arena_lines(doc: dict, scale: str = "bt") -> list[str]:
     rows = [["#", "editor"] + (["group"] if several else []) + ["rating" if scale == "bt" else "Elo", "95% CI",
                                                               "rank CI", "W-L-T", "vs next"]]
     nxt = {n["better"]: n for n in doc["neighbours"]}
+    unordered = not v.get("decided")  # every verdict a tie (or none): nothing orders the editors, no #1 shown
     for r in doc["editors"]:
         n = nxt.get(r["editor"])
         vs = "" if n is None else (f"? {n['worse']} (too few sources to say)" if n["p_better"] is None else
                                   f"{'>' if n['significant'] else '≈'} {n['worse']} "
                                   f"(better in {n['p_better']:.0%} of resamples)")
+        if unordered:
+            r = {**r, "rank": None, "rank_ci": None}
+            vs = ""
         note = r.get("rating_note")
         # what the verdicts cannot support is said, not given a number
         value = (fmt.format(r[key]) if r.get(key) is not None else
@@ -240,6 +254,8 @@ def arena_lines(doc: dict, scale: str = "bt") -> list[str]:
                        f"{r['wins']}-{r['losses']}-{r['ties']}", vs])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    if unordered:
+        lines.append("not ranked: no comparison was decided (every verdict a tie or none), so no editor is #1")
     for note in doc.get("notes") or []:
         lines.append(f"note: {note}")
     s_un = s.get("unsettled") or []

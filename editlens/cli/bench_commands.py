@@ -29,6 +29,7 @@ from editlens.cli.options import (
     VlmsOpt,
     join_vlms,
 )
+from editlens.cli.training_options import LogTo, LogToOpt
 
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks: list them, see how each is published and scored, "
                         "and score editors' outputs with the benchmark's own protocol.")
@@ -46,9 +47,11 @@ def list_cmd(json_out: bool = JsonOpt) -> None:
         emit_json([{"name": b.spec.name, "title": b.spec.title, "label_kind": b.spec.label_kind,
                     "protocols": list(b.spec.protocols)} for b in benches])
         return
-    typer.echo(f"{'name':<18} {'labels':<10} {'protocols':<34} title")
-    for b in benches:
-        typer.echo(f"{b.spec.name:<18} {b.spec.label_kind:<10} {', '.join(b.spec.protocols):<34} {b.spec.title}")
+    rows = [("name", "labels", "protocols", "title")] + [(b.spec.name, b.spec.label_kind, ", ".join(b.spec.protocols),
+                                                          b.spec.title) for b in benches]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]  # columns as wide as their longest entry
+    for r in rows:
+        typer.echo("  ".join(c.ljust(w) for c, w in zip(r[:3], widths)) + "  " + r[3])
 
 
 @bench_app.command("info")
@@ -80,6 +83,19 @@ def info_cmd(name: str = typer.Argument(..., help="Benchmark name (see `editlens
             typer.echo(f"  {key}: {', '.join(info[key])}")
     if info.get("table_layout"):
         typer.echo(f"  table layout: {info['table_layout']}")
+
+
+@bench_app.command("sample")
+@guarded
+def sample_cmd(name: str = typer.Argument(..., help="Benchmark name (gedit)."),
+               out: Path = typer.Option(..., "--out", help="Folder to write it into (new or empty).")) -> None:
+    """Write a tiny benchmark in its owner's published layout from the sample edits shipped in the package
+    (four cases), to try `edit --bench` and `bench run` without a download (docs/quickstart-loop.md)."""
+    from editlens.bench.samples import write_sample
+
+    where = write_sample(name, out)
+    typer.echo(f"wrote a 4-case {name} sample in its published layout to {where}\n"
+               f"try it: editlens edit {where} --bench {name} --editor EDITOR --out OUT/edits/NAME")
 
 
 @bench_app.command("run")
@@ -145,6 +161,7 @@ def run_cmd(
     workers: Optional[int] = RayWorkersOpt,
     gpus_per_worker: float = GpusPerWorkerOpt,
     shard: Optional[str] = ShardOpt,
+    log_to: Optional[LogTo] = LogToOpt,
 ) -> None:
     """Score editors' outputs on a benchmark with its official protocol; prints the paper's table (per
     category, per language, overall) with bootstrap CIs and n. Resumable: rerun the same command.
@@ -158,6 +175,10 @@ def run_cmd(
 
     http_settings(timeout, max_retries, concurrency)
     vlm = join_vlms(vlm_urls)
+    from editlens.training.tracking import open_tracker
+
+    tracker = None if estimate else open_tracker(log_to.value if log_to else None, out,
+                                                 {"benchmark": name, "vlm": vlm, "seed": seed})
     # as `editlens edit` reads them (call.KEY too); the editor runs on --device / --dtype like the metrics
     opts = editor_options(editor_option, device, dtype, False, False)
     from editlens.cli.edit_commands import spread
@@ -195,9 +216,17 @@ def run_cmd(
         typer.echo(f"stopped while making the edits ({res['made']} made and kept; nothing judged yet): rerun the "
                    "same command to go on", err=True)
         raise typer.Exit(EXIT_SIGNAL_BASE + int(res["stopped_by"]))
+    if tracker is not None:  # each model's overall figure per section, as scalars
+        tracker.log(0, {f"{model}/{sec['name']}/{fig}": cell["value"] for model, m in res["models"].items()
+                        for sec in m["sections"] for fig, cell in sec["overall"]["cells"].items()
+                        if cell.get("value") is not None})
+        tracker.close()
     if not no_report:
         from editlens.reporting.bench_html import write_bench_report
+        from editlens.reporting.html import write_run_report
 
+        # the edits themselves (images, each judge answer) are in run/'s own report, linked from the table's
+        res["files"]["run_html"] = str(write_run_report(out / "run", n_boot=n_boot, seed=seed))
         res["files"]["html"] = str(write_bench_report(res, out / "report.html"))
     if json_out:
         emit_json(res)
@@ -226,3 +255,12 @@ def run_cmd(
         raise typer.Exit(EXIT_FAILED)
     if res["exit"] == 2 and not allow_failures:
         raise typer.Exit(2)
+    counts = [m.get("counts") or {} for m in (res.get("models") or {}).values()]
+    if counts and not any(c.get("scored") for c in counts) and any(c.get("unscored") for c in counts):
+        # every answer unreadable: a table of dashes is not a result
+        typer.echo(f"error: the judge produced nothing readable: all {sum(c.get('unscored', 0) for c in counts)} "
+                   f"judged edits are unscored (their raw answers are in {out / 'items.jsonl'}). Is --vlm a judge "
+                   "that follows the prompts' answer format? (A tiny random model's answers are noise; "
+                   "`editlens make-tiny-vlm DIR --scripted` is a scripted judge for trying the pipeline.)", err=True)
+        if not allow_failures:
+            raise typer.Exit(EXIT_FAILED)

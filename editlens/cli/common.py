@@ -70,6 +70,16 @@ def require_samples(report: Any, manifest: Any) -> None:
         raise InputError(f"{manifest}: {not_measured(0, f'all {len(report.problems)} rows were skipped as invalid')}")
 
 
+def skipped_lines(skipped: Any) -> None:
+    """The metrics that could not run, one stderr line per distinct reason (the metrics it stops named
+    together), so five CLIP metrics missing one model read as one line, not five."""
+    by: dict[str, list[str]] = {}
+    for name, reason in skipped:
+        by.setdefault(str(reason), []).append(name)
+    for reason, names in by.items():
+        typer.echo(f"metric{'s' if len(names) > 1 else ''} {', '.join(names)} skipped: {reason}", err=True)
+
+
 def emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str, allow_nan=False) + "\n")
 
@@ -79,14 +89,39 @@ def fail(exc: BaseException) -> None:
     raise typer.Exit(code=2)
 
 
+#: optional packages -> the editlens extra that installs them (pyproject.toml's optional-dependencies)
+EXTRAS = {"diffusers": "editors", "pyarrow": "parquet", "datasets": "datasets", "ray": "ray",
+          "bitsandbytes": "quant", "tensorboard": "tracking", "wandb": "wandb"}
+
+
+def missing_extra(exc: ModuleNotFoundError) -> str | None:
+    """The message for an optional package that is not installed: which extra brings it.
+
+    >>> missing_extra(ModuleNotFoundError("No module named 'diffusers'", name="diffusers"))
+    "this needs diffusers, which is not installed: pip install 'editlens[editors]' (or pip install diffusers)"
+    """
+    top = (exc.name or "").split(".")[0]
+    if top not in EXTRAS:
+        return None
+    return (f"this needs {top}, which is not installed: pip install 'editlens[{EXTRAS[top]}]' "
+            f"(or pip install {top})")
+
+
 def guarded(fn: Any) -> Any:
-    """Turn editlens' own errors into a one-paragraph message and exit code 2."""
+    """Turn editlens' own errors into a one-paragraph message and exit code 2; an optional package
+    that is missing names the extra that installs it."""
     import functools
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
+        except ModuleNotFoundError as exc:
+            message = missing_extra(exc)
+            if message is None:
+                raise
+            typer.echo(f"error: {message}", err=True)
+            raise typer.Exit(code=2) from None
         except EditlensError as exc:
             fail(exc)
         except ValueError as exc:

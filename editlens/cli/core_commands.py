@@ -15,6 +15,7 @@ from editlens.cli.common import (
     guarded,
     parse_models,
     require_samples,
+    skipped_lines,
     split_names,
 )
 from editlens.cli.inputs import EditsOpt, EditsPatternOpt, ImageRootOpt, SplitOpt, read_input
@@ -28,6 +29,7 @@ from editlens.cli.options import (
     DtypeOpt,
     Executor,
     JudgeOpt,
+    LimitOpt,
     MinSamplesOpt,
     ModelOpt,
     OptionOpt,
@@ -238,6 +240,7 @@ def run_cmd(
     edits_out: Optional[Path] = typer.Option(None, "--edits-out", help="With --editor: folder of the generated "
                                              "edits (default OUT/edits)."),
     shard: Optional[str] = ShardOpt,
+    limit: Optional[int] = LimitOpt,
 ) -> None:
     """Score every edit of a manifest into a resumable run directory (with --editor: generate the edits first).
 
@@ -262,7 +265,7 @@ def run_cmd(
         made = run_generation(manifest, editor, edits_out or out / "edits", edit_samples, seed,
                               editor_options(editor_option, device, dtype, False, False), None, progress, columns,
                               manifest_options={"encoding": encoding, "delimiter": delimiter, "split": split,
-                                                "image_root": image_root}, shard=shard,
+                                                "image_root": image_root}, shard=shard, limit=limit,
                               # --executor ray: the editor on the Ray workers too (one pipeline each)
                               where={"executor": executor.value, "address": address, "workers": ray_workers,
                                      "gpus_per_worker": gpus_per_worker})
@@ -276,15 +279,17 @@ def run_cmd(
                                 delimiter=delimiter, clip_boxes=clip_boxes, split=split, edits=edits,
                                 edits_pattern=edits_pattern, image_root=image_root)
     require_samples(report, manifest)
+    if limit is not None:  # a quick look: the first N edits, recorded in the manifest
+        report.samples = report.samples[:limit]
+        inputs = {**inputs, "limit": limit}
     run_samples, shard_doc = _shard_samples(report.samples, shard, (edits_out or out / "edits") if editor else None)
     sel = select_metrics(split_names(metrics), extra=extra_metrics(judge, captions, dice), models=parse_models(model),
                          options=parse_options(option or []), device=device, dtype=dtype,
                          with_reference=any(s.reference is not None for s in report.samples),
                          vlm=vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype,
                                          min_samples=min_samples))
-    for name, reason in sel.skipped:
-        typer.echo(f"metric {name} skipped: {reason}", err=True)
     if not sel.metrics:
+        skipped_lines(sel.skipped)
         typer.echo("error: no metric can run", err=True)
         raise typer.Exit(2)
     image_options = ImageLoadOptions(max_pixels=max_pixels, size_policy=size_policy.value)
@@ -323,6 +328,7 @@ def run_cmd(
                  else not_measured(0, "no scored result"))
         typer.echo(f"  {name:<12} scored {c['scored']:>5}  skipped {c['skipped']:>4}  unscored {c['unscored']:>4}  "
                    f"failed {c['failed']:>4}  info {c.get('info', 0):>4}  mean {shown}")
+    skipped_lines(sel.skipped)  # after the results: what could not run, one line per reason
     if result.interrupted:
         import signal
 

@@ -19,6 +19,7 @@ from editlens.cli.options import (
     Executor,
     ExecutorOpt,
     GpusPerWorkerOpt,
+    LimitOpt,
     RayWorkersOpt,
     ShardOpt,
     TinyEditorFamily,
@@ -83,7 +84,8 @@ def spread(executor: Executor, address: Optional[str], workers: Optional[int],
 def run_generation(manifest: Path, editor: str, out: Path, samples: int, seed: int, options: dict[str, Any],
                    batch_size: Optional[int], progress: bool, columns: Optional[str], retry_failed: bool = True,
                    wait: bool = False, manifest_options: Optional[dict[str, Any]] = None,
-                   where: Optional[dict[str, Any]] = None, shard: Optional[str] = None) -> Any:
+                   where: Optional[dict[str, Any]] = None, shard: Optional[str] = None,
+                   limit: Optional[int] = None) -> Any:
     """Generate, print what happened; returns the :class:`~editlens.runner.edit.EditRunResult`.
     ``where``: :func:`spread`'s keywords (default: this process)."""
     from editlens.runner.edit import generate_edits, open_editor
@@ -95,7 +97,7 @@ def run_generation(manifest: Path, editor: str, out: Path, samples: int, seed: i
         result = generate_edits(manifest, made, out, samples=samples, seed=seed, batch_size=batch_size,
                                 progress=progress, columns=columns, retry_failed=retry_failed,
                                 wait=wait, command=[_redacted(a) for a in sys.argv], manifest_options=manifest_options,
-                                shard=part)
+                                shard=part, limit=limit)
     finally:
         made.close()
     typer.echo(f"{result.generated} images generated, {result.reused} kept, {result.failed} failed "
@@ -158,6 +160,7 @@ def edit_cmd(
     workers: Optional[int] = RayWorkersOpt,
     gpus_per_worker: float = GpusPerWorkerOpt,
     shard: Optional[str] = ShardOpt,
+    limit: Optional[int] = LimitOpt,
 ) -> None:
     """Generate edited images with an editor into a resumable folder whose manifest.jsonl `run`, `report`
     and `best-of-n` take as is (`edit-pairs` pairs two editors' folders for `compare`).
@@ -171,23 +174,24 @@ def edit_cmd(
         if split is not None:
             raise typer.BadParameter("--split goes with --bench")
         result = run_generation(manifest, editor, out, samples, seed, options, batch_size, progress, columns,
-                                retry_failed, wait, where=where, shard=shard)
+                                retry_failed, wait, where=where, shard=shard, limit=limit)
         exit_for(result, out, allow_failures)
         return
     if columns is not None:
         raise typer.BadParameter("--columns does not go with --bench: the benchmark says how its files are read")
     exit_for(_generate_benchmark(bench, manifest, split, editor, out, samples, seed, options, batch_size,
-                                 progress, where, shard), out, allow_failures)
+                                 progress, where, shard, limit), out, allow_failures)
 
 
 def _generate_benchmark(name: str, data: Path, split: Optional[str], spec: str, out: Path, samples: int,
                         seed: int, options: dict[str, Any], batch_size: Optional[int], progress: bool,
-                        where: Optional[dict[str, Any]] = None, shard: Optional[str] = None) -> Any:
+                        where: Optional[dict[str, Any]] = None, shard: Optional[str] = None,
+                        limit: Optional[int] = None) -> Any:
     """``edit --bench``: one editor over a benchmark's cases; the stages' results summed for the exit status."""
     from editlens.runner.bench import generate_cases, read_benchmark, shard_items
     from editlens.runner.edit import EditRunResult, open_editor
 
-    bench, items = read_benchmark(name, data, split=split)
+    bench, items = read_benchmark(name, data, split=split, limit=limit)
     if shard:  # which cases, and the whole benchmark's order, for `runs merge`
         from editlens.core.io import write_json
         from editlens.runner.shards import ids_digest, parse_shard, shard_record
@@ -272,6 +276,44 @@ def make_tiny_editor_cmd(
     make_tiny_editor(out, family, seed=seed, **({"image_size": image_size} if image_size else {}))
     typer.echo(f"wrote a tiny random {family} pipeline to {out}\n"
                f"try it: editlens edit MANIFEST --editor {out} --out edits --editor-option steps=2")
+
+
+@app.command("compare-editors")
+@guarded
+def compare_editors_cmd(
+    folders: List[Path] = typer.Argument(..., help="`editlens edit` output folders, one editor each (two or more)."),
+    out: Path = typer.Option(..., "--out", help="The run directory (created; rerun to resume): its manifest.jsonl "
+                             "holds every editor's edits, ids MODEL/ID, paths relative to it."),
+    metrics: Optional[str] = typer.Option(None, "--metrics", help="As `editlens run --metrics`."),
+    judge: Optional[str] = typer.Option(None, "--judge", help="As `editlens run --judge` (with --vlm)."),
+    vlm: Optional[str] = typer.Option(None, "--vlm", help="As `editlens run --vlm`."),
+    vlm_model: Optional[str] = typer.Option(None, "--vlm-model", help="As `editlens run --vlm-model`."),
+    model: Optional[List[str]] = typer.Option(None, "--model", help="As `editlens run --model ROLE=DIR`."),
+    option: Optional[List[str]] = typer.Option(None, "--option", help="As `editlens run --option M.KEY=VALUE`."),
+    device: str = DeviceOpt,
+    dtype: str = DtypeOpt,
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+) -> None:
+    """Several editors' `editlens edit` folders into one run (`editlens run` on their combined manifest),
+    ready for `report`, `runs leaderboard`, `arena` and `best-of-n`."""
+    from typer.main import get_command
+
+    from editlens.runner.edit import combine_edit_folders
+
+    if len(folders) < 2:
+        raise typer.BadParameter("give two or more editors' folders to compare")
+    manifest, counts = combine_edit_folders(folders, out / "manifest.jsonl")
+    typer.echo(f"{sum(counts.values())} edits of {len(counts)} editors ({', '.join(counts)}) -> {manifest}", err=True)
+    from editlens.cli.main import app as main_app
+
+    args = ["run", str(manifest), "--out", str(out), "--device", device, "--dtype", dtype,
+            *(["--metrics", metrics] if metrics else []), *(["--judge", judge] if judge else []),
+            *(["--vlm", vlm] if vlm else []), *(["--vlm-model", vlm_model] if vlm_model else []),
+            *[a for m in model or [] for a in ("--model", m)], *[a for o in option or [] for a in ("--option", o)],
+            *([] if progress else ["--no-progress"])]
+    code = get_command(main_app).main(args=args, prog_name="editlens", standalone_mode=False)
+    if code:
+        raise typer.Exit(int(code))
 
 
 @app.command("edit-pairs")

@@ -135,6 +135,10 @@ def vlm_options(vlm: str | None, vlm_model: str | None, cache: str, template: Se
     return opts
 
 
+#: ``--limit N``: a quick look at the first N edits (run, edit, best-of-n) or sources (arena)
+LimitOpt = typer.Option(None, "--limit", min=1, help="Only the first N edits (a quick look; recorded).")
+
+
 def extra_metrics(judge: str | None, captions: bool = False, dice: bool = False) -> list[str]:
     """Metrics asked for by --judge, --captions and --dice, added to --metrics or the defaults."""
     return (["captions"] if captions else []) + (split_names(judge) or []) + (["dice"] if dice else [])

@@ -102,6 +102,20 @@ class LeaderboardFormat(str, enum.Enum):
     json = "json"
 
 
+def _recorded_bootstrap(run_dir: Path) -> dict:
+    """``inputs.bootstrap`` of a run's manifest (``bench run`` records its table's), else ``{}``."""
+    from editlens.reporting.runs import _open
+
+    try:
+        store = _open(run_dir)
+    except Exception:  # noqa: BLE001 - not a run: collect_run says so with its own message
+        return {}
+    try:
+        return dict(((store.get_meta("manifest") or {}).get("inputs") or {}).get("bootstrap") or {})
+    finally:
+        store.close()
+
+
 @app.command("leaderboard")
 @guarded
 def runs_leaderboard(
@@ -112,8 +126,10 @@ def runs_leaderboard(
                                           "latex (booktabs), csv or json."),
     scope: Optional[str] = typer.Option(None, "--scope", help="Only this scope: all, or a value of the --by column."),
     manifest: Optional[Path] = typer.Option(None, "--manifest", help="The run's manifest, when it has moved."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the bootstraps (the report's default: 0)."),
-    n_boot: int = typer.Option(1000, "--n-boot", min=10, help="Bootstrap resamples (the report's default: 1000)."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the bootstraps (default: the run's recorded "
+                                       "one, as a bench run's table used; else 0, the report's)."),
+    n_boot: Optional[int] = typer.Option(None, "--n-boot", min=10, help="Bootstrap resamples (default: the run's "
+                                         "recorded number, as a bench run's table used; else 1000, the report's)."),
 ) -> None:
     """The report's leaderboard as text: editors ranked by the evaluators that judge the edit (direction
     from each evaluator's spec), mean and bootstrap 95% CI, paired test against the next editor, no-op
@@ -125,6 +141,9 @@ def runs_leaderboard(
     if by == "model":
         raise InputError("--by model: the leaderboard's rows are the editors already; --by groups them by another "
                          "manifest column (e.g. edit_type)")
+    recorded = _recorded_bootstrap(run_dir)  # a bench run's run/: the table's own bootstrap, the same CIs
+    seed = seed if seed is not None else int(recorded.get("seed", 0))
+    n_boot = n_boot if n_boot is not None else int(recorded.get("n", 1000))
     doc = leaderboard_document(collect_run(run_dir, manifest=manifest, seed=seed, n_boot=n_boot, by=by))
     if scope is not None and doc["tables"]:  # with nothing ranked, the output says why: no scope to pick
         keys = {t["scope"] for t in doc["tables"]}
@@ -134,6 +153,10 @@ def runs_leaderboard(
                              + ", ".join(k.removeprefix("type:") for k in sorted(keys)))
         doc["tables"] = [t for t in doc["tables"] if t["scope"] == key]
     typer.echo(render(doc, fmt.value), nl=False)
+    if fmt.value in ("csv", "json") and not doc["tables"] and not doc.get("arena") and doc.get("why_empty"):
+        # a machine format has no room for the reasons: they go to stderr, so an empty table is never silent
+        typer.echo("nothing ranks the editors: " + "; ".join(doc["why_empty"]["why"]) + ". To rank them: "
+                   + "; ".join(doc["why_empty"]["add"]), err=True)
 
 
 @app.command("diff")

@@ -36,10 +36,12 @@ def serve_cmd(
     max_image_pixels: int = typer.Option(40_000_000, "--max-image-pixels", min=1,
                                          help="Largest decoded image (width x height)."),
     max_batch: int = typer.Option(8, "--max-batch", min=1, help="Requests answered by one generate() call."),
-    max_tokens: int = typer.Option(2048, "--max-tokens", min=1, help="Largest max_tokens a request may ask for."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="Largest max_tokens a request may ask "
+                                             "for (default 2048, or a quarter of a smaller model's context)."),
     max_n: int = typer.Option(8, "--max-n", min=1, help="Largest n (answers per request)."),
-    max_prompt_tokens: int = typer.Option(8192, "--max-prompt-tokens", min=1,
-                                          help="Largest prompt in the model's tokens, images included (413 above). "
+    max_prompt_tokens: Optional[int] = typer.Option(None, "--max-prompt-tokens", min=1,
+                                          help="Largest prompt in the model's tokens, images included (413 above; "
+                                          "default 8192, or what a smaller model's context leaves after --max-tokens). "
                                           "A long prompt is encoded in slices of --prefill-tokens, other clients' "
                                           "work running between two: any limit the model can read stays fair."),
     prefill_tokens: Optional[int] = typer.Option(None, "--prefill-tokens", min=1,
@@ -83,6 +85,10 @@ def serve_cmd(
                               "dir), a file path, or 'none' (every request answered afresh)."),
     template: Optional[List[str]] = typer.Option(None, "--template", help="Replace a judge prompt template, "
                                                  "NAME=PATH. Repeatable."),
+    scripted_judge: Optional[int] = typer.Option(None, "--scripted-judge", help="Serve the scripted judge with "
+                                                 "this seed instead of a model: NOT A REAL JUDGE (every answer in "
+                                                 "the format its prompt asks for, scores a hash of the request; "
+                                                 "for pipelines and CI; marked in every result and table)."),
 ) -> None:
     """Serve a local VLM over an OpenAI-compatible /v1/chat/completions API (and /v1/score with --score)."""
     from editlens.backends.local import TransformersBackend
@@ -92,6 +98,15 @@ def serve_cmd(
     _positive(max_image_mb, "--max-image-mb")
     _positive(request_timeout, "--request-timeout")
     _positive(read_timeout, "--read-timeout")
+    if scripted_judge is not None:
+        if vlm or score or adapter:
+            raise typer.BadParameter("--scripted-judge serves the scripted judge alone (no --vlm, --score or "
+                                     "--adapter)")
+        from editlens.backends import scripted_judge as sj
+
+        vlm = sj.write_folder(Path(_scripted_home()) / f"seed-{scripted_judge}", scripted_judge).parent.as_posix()
+        name = name or sj.MODEL_ID
+        typer.echo(f"warning: {sj.WARNING}", err=True)
     if not vlm and not score:
         typer.echo("error: give --vlm (a local model to serve) and/or --score (evaluators for /v1/score)", err=True)
         raise typer.Exit(2)
@@ -113,6 +128,10 @@ def serve_cmd(
         if not key:
             typer.echo(f"error: --api-key-env {api_key_env} is set but ${api_key_env} is empty", err=True)
             raise typer.Exit(2)
+    context = _context_of(vlm) if vlm and not engine else None
+    # defaults that fit the model: a tiny model's context is far below 8192 + 2048 positions
+    max_tokens = max_tokens or (min(2048, max(1, context // 4)) if context else 2048)
+    max_prompt_tokens = max_prompt_tokens or (min(8192, max(1, context - max_tokens)) if context else 8192)
     limits = ServeLimits(max_tokens=max_tokens, max_n=max_n, request_timeout=request_timeout,
                          max_image_bytes=max(1, int(max_image_mb * 1024 * 1024)), max_image_pixels=max_image_pixels,
                          max_prompt_tokens=max_prompt_tokens, read_timeout=read_timeout,
@@ -173,21 +192,58 @@ def serve_cmd(
               + (" (API key required)" if key else ""), access_log=access_log)
 
 
+def _context_of(vlm: str) -> int | None:
+    """The positions a local model was built for (``max_position_embeddings`` of its text config), from its
+    ``config.json`` alone (no weights loaded); ``None`` when it does not say."""
+    import json
+
+    cfg = Path(vlm).expanduser() / "config.json"
+    try:
+        data = json.loads(cfg.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    for part in (data.get("text_config") or {}, data):
+        value = part.get("max_position_embeddings") if isinstance(part, dict) else None
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def _scripted_home() -> str:
+    """Where ``serve --scripted-judge`` keeps its one-line folder (the user cache)."""
+    from editlens.paths import cache_dir
+
+    return str(cache_dir() / "scripted-judge")
+
+
 @app.command("make-tiny-vlm")
 @guarded
 def make_tiny_vlm_cmd(
     out: Path = typer.Argument(..., help="Folder to write the model into (created; must be empty or new)."),
     family: TinyVlmFamily = typer.Option("idefics3", "--family", help="idefics3, qwen2_vl or llava_next."),
+    scripted: bool = typer.Option(False, "--scripted", help="Write the scripted judge instead: NOT A REAL JUDGE. "
+                                  "Every judge and benchmark prompt gets an answer in its format with "
+                                  "deterministic scores derived from the request (a hash), so a pipeline makes "
+                                  "ranked tables; every result and table made with it says so."),
+    seed: int = typer.Option(0, "--seed", help="With --scripted: the seed its scores are derived with."),
 ) -> None:
     """Write a tiny random vision-language model (a few MB, made offline) to try `editlens serve` with.
 
     Its answers are noise: it shows the plumbing (batching, streaming, limits, clients), not judgements.
+    With --scripted, a scripted judge for pipelines (not a real judge; see docs/quickstart-loop.md).
     """
     from editlens.models.random_init import BUILDERS
 
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         typer.echo(f"error: {out} exists and is not an empty folder; give a new one", err=True)
         raise typer.Exit(2)
+    if scripted:
+        from editlens.backends import scripted_judge as sj
+
+        sj.write_folder(out, seed)
+        typer.echo(f"wrote the scripted judge (seed {seed}) to {out}: {sj.WARNING}\n"
+                   f"use it: --vlm {out} (bench run, run --metrics viescore, arena --judge pairwise, ...)")
+        return
     out.mkdir(parents=True, exist_ok=True)
     BUILDERS[family](out)
     typer.echo(f"wrote a tiny random {family} model to {out}\n"

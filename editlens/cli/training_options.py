@@ -16,9 +16,22 @@ stay as hidden aliases for one release.
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
+import typer
+
 from editlens.errors import InputError
+
+
+class LogTo(str, enum.Enum):
+    tensorboard = "tensorboard"
+    wandb = "wandb"
+
+
+#: ``--log-to``: experiment tracking beside log.jsonl (see editlens.training.tracking)
+LogToOpt = typer.Option(None, "--log-to", help="Also log every step's figures to tensorboard (OUT/tensorboard; "
+                        "pip install 'editlens[tracking]') or wandb (pip install 'editlens[wandb]').")
 
 #: the shared names every training command accepts
 SHARED = ("--val-every", "--save-every", "--lora-rank", "--quantization")

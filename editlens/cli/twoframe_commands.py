@@ -10,6 +10,7 @@ import typer
 
 from editlens.cli.common import emit_json, guarded
 from editlens.cli.options import DeviceOpt, DtypeOpt, LrDecay, TwoFrameMode, TwoFrameObjective, TwoFrameSize
+from editlens.cli.training_options import LogTo, LogToOpt
 
 if TYPE_CHECKING:
     from editlens.twoframe.model import TwoFrameModel
@@ -87,6 +88,7 @@ def train_cmd(
     dtype: str = typer.Option("auto", "--dtype", help="Compute dtype under autocast (weights stay float32): auto (bf16 on a GPU that has it or a CPU that computes it natively, else float32; $EDITLENS_DTYPE), float32, bfloat16, float16 (CUDA)."),
     amp: Optional[str] = typer.Option(None, "--amp", hidden=True, help="Earlier spelling of --dtype: auto, none (float32), bf16, fp16."),
     restart: bool = typer.Option(False, "--restart", help="Discard an earlier run in --out instead of resuming it."),
+    log_to: Optional[LogTo] = LogToOpt,
     tokenizer: Optional[str] = TokOpt,
     base: Optional[str] = BaseOpt,
     heads: Optional[int] = HeadsOpt,
@@ -122,7 +124,8 @@ def train_cmd(
     model = load_twoframe(base_model, tokenizer=tokenizer, base=base, heads=heads, preset=preset,
                           device=local_device(device), dtype="float32")
     log = (lambda m: typer.echo(m, err=True)) if json_out else typer.echo
-    history = train(model, train_set, out, cfg, val_set, progress=progress, restart=restart, log=log)
+    history = train(model, train_set, out, cfg, val_set, progress=progress, restart=restart, log=log,
+                    log_to=log_to.value if log_to else None)
     if not current().main:  # several processes: the main one reports
         raise typer.Exit(history["exit_code"])
     if history["interrupted"]:

@@ -253,5 +253,11 @@ class SqliteCache:
     def close(self) -> None:
         with self._lock:
             if self.conn is not None:
+                # the rollback journal is kept (empty) between transactions; leaving, it goes: switching to
+                # DELETE mode removes it unless another process is mid-transaction (then it stays, as before)
+                try:
+                    self.conn.execute("PRAGMA journal_mode=DELETE")
+                except sqlite3.Error:
+                    pass
                 self.conn.close()
                 self.conn = None

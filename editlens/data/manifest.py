@@ -323,6 +323,10 @@ def _join_edits(rows: list[tuple], edits: Path, pattern: str, unit: str) -> tupl
     folders = sorted(p for p in edits.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not folders:
         raise InputError(f"{edits}: holds no editor folder; outputs go to {edits}/<model>/{pattern}")
+    from editlens.runner.bench import edit_folder_outputs, is_edit_folder
+
+    # an `editlens edit` folder says where each edit's image is (its manifest.jsonl): read it, not the pattern
+    made = {f: edit_folder_outputs(f) for f in folders if is_edit_folder(f)}
     out: list[tuple] = []
     missing: list[MissingEdit] = []
     for lineno, row, error, base, where in rows:
@@ -351,6 +355,8 @@ def _join_edits(rows: list[tuple], edits: Path, pattern: str, unit: str) -> tupl
                             "(an --edits output must lie inside its editor's folder)", base, where))
                 break
             paths = [folder / n for n in names]
+            if folder in made and made[folder].get(rid) is not None:
+                paths = [made[folder][rid]]
             found = next((p for p in paths if p.is_file()), None)
             if found is None:
                 missing.append(MissingEdit(rid, folder.name, [str(p) for p in paths]))

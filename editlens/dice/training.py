@@ -420,7 +420,7 @@ def _check(cfg: TrainConfig) -> None:
 
 
 def train(cfg: TrainConfig, progress: bool = True, log: Callable[[str], None] = print,
-          restart: bool = False) -> TrainResult:
+          restart: bool = False, log_to: str | None = None) -> TrainResult:
     """Train (or resume) one stage; see the module docstring for the run directory."""
     import torch
 
@@ -453,7 +453,8 @@ def train(cfg: TrainConfig, progress: bool = True, log: Callable[[str], None] = 
         save_every=cfg.save_every, keep=cfg.keep_checkpoints, eval_every=eval_every, progress=progress,
         share="micro-batches", desc=f"dice train {cfg.stage}", plot=PlotSpec(title=f"DICE {cfg.stage}: {Path(cfg.out).name}",
                                                       ylabel="loss (answer tokens)", val_metric="AP"
-                                                      if cfg.stage == "detect" else "accuracy"), log=log))
+                                                      if cfg.stage == "detect" else "accuracy"), log=log,
+        log_to=log_to))
     summary = res.summary
     outputs = res.outputs
     return TrainResult(res.out, res.steps_done, res.resumed_from, summary.get("first_step_loss"),

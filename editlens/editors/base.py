@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from PIL import Image
 
@@ -42,7 +42,8 @@ class EditRequest:
 
 @dataclass
 class EditOutput:
-    """What an editor made of one request: ``image``, or ``error`` (a failed generation, redone on rerun)."""
+    """What an editor made of one request: ``image``, or ``error`` (a failed generation, redone on rerun);
+    ``error == STOPPED``: a signal stopped it midway (not a failure: nothing is recorded, a rerun makes it)."""
 
     image: Image.Image | None = None
     error: str | None = None
@@ -50,14 +51,23 @@ class EditOutput:
     details: dict[str, Any] = field(default_factory=dict)
 
 
+#: the error of an output that a stop request (Ctrl-C / SIGTERM) cut short
+STOPPED = "stopped by a signal before it was finished"
+
+
 class Editor:
-    """Base class of editors. Subclasses implement :meth:`edit_batch`."""
+    """Base class of editors. Subclasses implement :meth:`edit_batch`.
+
+    ``stop_requested`` (set by :func:`editlens.runner.edit.generate_edits` while it runs) says whether a
+    signal asked to stop: an editor that can stop midway (a diffusers pipeline, between two denoising
+    steps) returns :data:`STOPPED` outputs instead of finishing the batch."""
 
     spec: EditorSpec
     #: recorded as the output manifest's ``model``
     name: str = "editor"
     #: edits per :meth:`edit_batch` call that ``editlens edit`` sends by default
     batch_size: int = 1
+    stop_requested: Callable[[], bool] | None = None
 
     def edit_batch(self, requests: Sequence[EditRequest]) -> list[EditOutput]:
         raise NotImplementedError

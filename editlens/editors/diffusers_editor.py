@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import inspect
 import json
 import os
 import warnings
@@ -28,7 +29,7 @@ from typing import Any
 
 from PIL import Image
 
-from editlens.editors.base import Editor, EditOutput, EditRequest
+from editlens.editors.base import STOPPED, Editor, EditOutput, EditRequest
 from editlens.editors.spec import EditorFamily, family_of_class
 from editlens.editors.spec import family as family_preset
 from editlens.errors import InputError, ModelUnavailableError
@@ -37,6 +38,9 @@ from editlens.errors import InputError, ModelUnavailableError
 EDITOR_FILE = "editlens_editor.json"
 #: Settings a user may override (``--editor-option KEY=VALUE``), besides the family's own.
 SETTING_KEYS = ("steps", "guidance", "image_guidance", "true_cfg", "resolution", "negative_prompt", "auto_resize")
+#: diffusers' own argument names, taken for the settings they set (``--editor-option num_inference_steps=30``)
+SETTING_ALIASES = {"num_inference_steps": "steps", "guidance_scale": "guidance",
+                   "image_guidance_scale": "image_guidance", "true_cfg_scale": "true_cfg"}
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pth", ".pt", ".ckpt")
 
 
@@ -210,10 +214,15 @@ class DiffusersEditor(Editor):
                  **settings: Any) -> None:
         if not weights:
             raise InputError("a diffusers editor needs weights: a pipeline folder or a hub id")
+        for alias, key in SETTING_ALIASES.items():
+            if alias in settings:
+                if key in settings:
+                    raise InputError(f"editor options {alias} and {key} set the same thing; give one")
+                settings[key] = settings.pop(alias)
         unknown = set(settings) - set(SETTING_KEYS)
         if unknown:
             raise InputError(f"unknown diffusers editor option(s) {', '.join(sorted(unknown))}; the options are "
-                             f"{', '.join(SETTING_KEYS + ('family', 'pipeline_class', 'prompt_suffix', 'batch_size', 'call', 'name', 'cpu_offload', 'attention_slicing', 'channels_last', 'vae_slicing', 'tf32'))}")
+                             f"{', '.join(SETTING_KEYS + tuple(SETTING_ALIASES) + ('family', 'pipeline_class', 'prompt_suffix', 'batch_size', 'call', 'name', 'cpu_offload', 'attention_slicing', 'channels_last', 'vae_slicing', 'tf32'))}")
         self.ref = str(weights)
         self.target, self.local_only, index = locate(self.ref)
         self.class_name = pipeline_class or str(index.get("_class_name") or "")
@@ -389,13 +398,21 @@ class DiffusersEditor(Editor):
                     value = self.values[key]
                     kwargs[arg] = [value] * len(idx) if key == "negative_prompt" else value
             kwargs.update(self.call_extra)
+            stop = self.stop_requested
+            if stop is not None and "callback_on_step_end" in inspect.signature(type(pipe).__call__).parameters:
+                kwargs["callback_on_step_end"] = _stop_between_steps(stop)
             try:
+                if stop is not None and stop():
+                    raise _Stopped
                 with torch.inference_mode(), _tf32(self._uses_tf32()):
                     made = pipe(**kwargs).images
                 if len(made) != len(idx):
                     raise RuntimeError(f"the pipeline returned {len(made)} images for {len(idx)} prompts")
                 for i, img, p in zip(idx, made, prompts, strict=True):
                     out[i] = EditOutput(image=img, prompt=p if p != requests[i].instruction else None)
+            except _Stopped:  # a signal: these images are not made (nor failed); a rerun makes them
+                for i in idx:
+                    out[i] = EditOutput(error=STOPPED)
             except (RuntimeError, ValueError, TypeError) as exc:
                 # a failed call fails its images (redone on rerun); bad setup errors surface at load()
                 for i in idx:
@@ -404,3 +421,16 @@ class DiffusersEditor(Editor):
 
     def close(self) -> None:
         self._pipe = None
+
+
+class _Stopped(Exception):
+    """Raised between two denoising steps when a signal asked to stop."""
+
+
+def _stop_between_steps(stop: Any) -> Any:
+    def callback(pipe: Any, step: int, timestep: Any, tensors: dict[str, Any]) -> dict[str, Any]:
+        if stop():
+            raise _Stopped
+        return tensors
+
+    return callback

@@ -171,6 +171,9 @@ class PairwiseJudge(VLMJudge):
 
     images_per_prompt = 3  # source, edit A, edit B
 
+    #: its **kwargs are VLMJudge's options (``--option pairwise.KEY`` typos are refused by name)
+    kwargs_go_to_base = True
+
     def __init__(self, *args: Any, orders: str = "both", **kwargs: Any) -> None:
         if orders not in ORDERS:
             raise ValueError(f"pairwise: orders must be one of {', '.join(ORDERS)}, got {orders!r}")

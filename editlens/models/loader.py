@@ -48,6 +48,8 @@ def infer_kind(ref: str) -> str:
             return "twoframe"
         if (p / "adiee.json").is_file():
             return "adiee"
+        if (p / "scripted_judge.json").is_file():  # editlens make-tiny-vlm --scripted: served like a VLM
+            return "vlm"
         cfg = p / "config.json"
         if cfg.is_file():
             try:

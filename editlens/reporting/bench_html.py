@@ -28,6 +28,10 @@ def render_bench_report(table: Mapping[str, Any]) -> str:
     from editlens.bench.table import reading_lines
 
     how = "".join(f'<p class="hint">{esc(line)}</p>' for line in reading_lines(table))
+    from editlens.bench.table import scripted_warning
+
+    if scripted_warning(table):
+        warn = f'<p class="hint"><b>{esc(scripted_warning(table) or "")}</b></p>' + warn
     header = (f"<h1>editlens bench · {esc(title)}</h1><div class=\"sub\">protocol: {esc(table.get('protocol', ''))}"
               f"</div>{warn}{how}")
     sections = []
@@ -55,6 +59,12 @@ def render_bench_report(table: Mapping[str, Any]) -> str:
             body += f"<details><summary>skipped edits</summary><ul>{text_items(c['skipped_paths'])}</ul></details>"
         anchor = hashlib.sha256(model.encode()).hexdigest()[:8]  # stable across runs, unlike hash()
         sections.append(section(f"model-{anchor}", f"model {model}", body))
+    run_html = (table.get("files") or {}).get("run_html")
+    if run_html:  # the edits: every image and answer, in the run's own report beside this one
+        rel = Path(run_html).relative_to(Path(run_html).parent.parent).as_posix()
+        sections.append(section("edits", "The edits", f'<p>Every edit\'s images, the judge\'s answers and the '
+                                f'leaderboard: <a href="{esc(rel)}">{esc(rel)}</a> (<code>editlens report</code> of '
+                                '<code>run/</code>).</p>'))
     ident = {"judge": table.get("judge"), "prompts": prompts or None, "metrics": table.get("metrics"),
              "bootstrap": table.get("bootstrap")}
     sections.append(section("identity", "Judge, prompts and settings",

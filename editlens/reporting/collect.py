@@ -52,7 +52,9 @@ def _trim(value: Any) -> Any:
 
 def specs_of(names: Iterable[str]) -> dict[str, Any]:
     """``{name: MetricSpec or None}``: ``None`` for an evaluator the registry does not know
-    (e.g. a plugin no longer installed; its rows are shown, undescribed)."""
+    (e.g. a plugin no longer installed; its rows are shown, undescribed). A benchmark's judge
+    (``bench_gedit``, in a bench run's ``run/``) has its benchmark's spec."""
+    from editlens.bench.judge import spec_for_evaluator
     from editlens.errors import UnknownMetricError
     from editlens.metrics.registry import get_spec
 
@@ -61,7 +63,7 @@ def specs_of(names: Iterable[str]) -> dict[str, Any]:
         try:
             out[n] = get_spec(n)
         except UnknownMetricError:
-            out[n] = None
+            out[n] = spec_for_evaluator(n)
     return out
 
 
@@ -521,8 +523,16 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
     board["by"] = by or CATEGORY_COLUMN
     if not any(t["scope"] == "all" for t in board["tables"]):
         board["why_empty"] = _why_empty(samples, samples_in, evaluators, measures, completeness["not_run"])
+    from editlens.backends.scripted_judge import WARNING, scripted_in
+
+    arena = _arena(run)
+    warning = WARNING if scripted_in(run_manifest.get("evaluators")) or scripted_in((arena or {}).get("notes")) \
+        else None
+    if warning:  # first of the report's notes, and the leaderboards' first line
+        notes.insert(0, warning)
     return {
         "kind": "run",
+        "warning": warning,
         "title": run.resolve().name,
         "run_dir": str(run),
         "run": {k: run_manifest.get(k) for k in ("command", "started", "finished", "device", "executor", "interrupted")}
@@ -551,7 +561,7 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
         "human": _human_agreement(samples, scored_evaluators, seed, n_boot, cache.stats) if any("human" in s for s in samples) else None,
         "notes": notes,
         "probe": load_probe(run),  # `editlens probe`'s result, when the run was probed
-        "arena": _arena(run),  # `editlens arena`'s ratings, when the run has them
+        "arena": arena,  # `editlens arena`'s ratings, when the run has them
     }
 
 

@@ -506,7 +506,8 @@ def arena_section(doc: Mapping[str, Any]) -> str:
                      f'<td class="num nowrap">{r["wins"]}–{r["losses"]}–{r["ties"]}</td>'])
     body = [f'<p class="desc">Judged by <code>{esc(doc.get("judge", "?"))}</code> on {doc["sources"]} sources: '
             f'{s["comparisons"]} of {s["all_pairs"]} possible comparisons (pairs chosen adaptively, uncertain '
-            f'neighbours first; stopped: {esc(s["stopped"])}). Verdicts: {v["decided"]} decided, {v["ties"]} ties '
+            f'neighbours first; stopped: {esc(s["stopped"])}). Verdicts: {v["decided"]} decided, {v["ties"]} '
+            f'{"tie" if v["ties"] == 1 else "ties"} '
             f'({v["position_bias"]} from position bias), {v["no_verdict"]} without a verdict. Bradley-Terry, '
             f'{esc(doc["ties_model"])}.</p>',
             data_table(["#", "editor (vs the next one)", "rating (log-strength)", "Elo", "rank CI", "W–L–T"], rows,

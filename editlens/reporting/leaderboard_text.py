@@ -59,7 +59,7 @@ def leaderboard_document(data: Mapping[str, Any]) -> dict[str, Any]:
             if f.get("unchanged")]
     c = data.get("completeness") or {}
     arena = data.get("arena")
-    return {"run": data.get("title"), "by": lb.get("by"), "test": lb.get("test"), "tables": tables,
+    return {"run": data.get("title"), "warning": data.get("warning"), "by": lb.get("by"), "test": lb.get("test"), "tables": tables,
             "similarity": similarity, "noop": noop, "why_empty": lb.get("why_empty"),
             "arena": None if not arena else {k: arena.get(k) for k in ("judge", "ties_model", "ci", "editors", "notes",
                                                                         "verdicts", "schedule", "human")},
@@ -154,7 +154,7 @@ def _footer(doc: Mapping[str, Any]) -> list[str]:
 
 
 def _plain(doc: Mapping[str, Any]) -> str:
-    out: list[str] = []
+    out: list[str] = [f"WARNING: {doc['warning']}", ""] if doc.get("warning") else []
 
     def table(rows: list[list[str]]) -> None:
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -181,7 +181,7 @@ def _md(doc: Mapping[str, Any]) -> str:
     def esc(x: str) -> str:
         return x.replace("|", "\\|")
 
-    out: list[str] = []
+    out: list[str] = [f"**WARNING: {esc(doc['warning'])}**", ""] if doc.get("warning") else []
     for t in doc["tables"]:
         out += [f"**{esc(_head(t))}**", "", "| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
         out += ["| " + " | ".join(esc(c) for c in r) + " |" for r in _rows(t)]
@@ -210,8 +210,11 @@ def _tex(x: str) -> str:
 
 def _latex(doc: Mapping[str, Any]) -> str:
     out = ["% editlens runs leaderboard: needs \\usepackage{booktabs}"]
+    warn = f"WARNING: {doc['warning']}. " if doc.get("warning") else ""
+    if warn:
+        out.append("% " + _tex(warn))
     for t in doc["tables"]:
-        out += [r"\begin{table}[t]", r"\centering", r"\caption{" + _tex(_head(t)) + ". Mean of scored edits with a "
+        out += [r"\begin{table}[t]", r"\centering", r"\caption{" + _tex(warn + _head(t)) + ". Mean of scored edits with a "
                 "95\\% bootstrap CI; vs the next editor: paired bootstrap over shared sources.}",
                 r"\begin{tabular}{rllllp{5cm}}", r"\toprule", " & ".join(_tex(h) for h in HEAD) + r" \\", r"\midrule"]
         for r in t["rows"]:
@@ -219,7 +222,7 @@ def _latex(doc: Mapping[str, Any]) -> str:
             out.append(" & ".join(cells) + r" \\")
         out += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
     if doc.get("arena"):
-        out += [r"\begin{table}[t]", r"\centering", r"\caption{" + _tex(_arena_head(doc["arena"])) + "}",
+        out += [r"\begin{table}[t]", r"\centering", r"\caption{" + _tex(warn + _arena_head(doc["arena"])) + "}",
                 r"\begin{tabular}{rllllll}", r"\toprule", " & ".join(_tex(h) for h in ARENA_HEAD) + r" \\", r"\midrule"]
         out += [" & ".join(_tex(c) for c in r) + r" \\" for r in _arena_rows(doc["arena"])]
         out += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
@@ -237,23 +240,29 @@ def _csv(doc: Mapping[str, Any]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["scope", "evaluator", "kind", "direction", "rank", "editor", "mean", "ci_low", "ci_high", "n",
-                "sources", "of_sources", "vs_next", "p_vs_next", "significant_vs_next", "noop"])
+                "sources", "of_sources", "vs_next", "p_vs_next", "significant_vs_next", "noop"]
+               + (["warning"] if doc.get("warning") else []))
+    tail = [doc["warning"]] if doc.get("warning") else []
+
+    def put(row: list[Any]) -> None:
+        w.writerow(row + tail)
+
     for t in doc["tables"]:
         for r in t["rows"]:
             v = r["vs_next"] or {}
-            w.writerow([t["scope"], t["evaluator"], "ranked", t["direction"], r["rank"] or "", r["editor"], r["mean"],
+            put([t["scope"], t["evaluator"], "ranked", t["direction"], r["rank"] or "", r["editor"], r["mean"],
                         *(r["ci"] or ["", ""]), r["n"], r["sources"], r["of_sources"], v.get("editor", ""),
                         "" if v.get("p") is None else v["p"], v.get("significant", ""), r["noop"] or ""])
     if doc.get("arena"):
         a = doc["arena"]
         for r in a["editors"]:
-            w.writerow(["all", f"arena: {a['judge']}", "pairwise (Bradley-Terry rating)", "higher is better",
-                        r["rank"] or "", r["editor"], "" if r["rating"] is None else r["rating"],
-                        *(r["ci"] or ["", ""]), r["comparisons"], "", "", "", "", "",
+            put(["all", f"arena: {a['judge']}", "pairwise (Bradley-Terry rating)", "higher is better",
+                 r["rank"] or "", r["editor"], "" if r["rating"] is None else r["rating"],
+                 *(r["ci"] or ["", ""]), r["comparisons"], "", "", "", "", "",
                         f"{r['noop']}" if r.get("noop") else ""])
     for s in doc["similarity"]:
         for r in s["rows"]:
-            w.writerow(["all", s["evaluator"], "similarity (not a ranking)", s["direction"], "", r["editor"], r["mean"],
+            put(["all", s["evaluator"], "similarity (not a ranking)", s["direction"], "", r["editor"], r["mean"],
                         *(r["ci"] or ["", ""]), r["n"], "", "", "", "", "", ""])
     return buf.getvalue()
 

@@ -69,6 +69,8 @@ class RunData(TypedDict):
 
     kind: str
     title: str
+    #: set when the scores came from editlens' scripted judge (not a real judge): shown first everywhere
+    warning: str | None
     run_dir: str
     run: dict[str, Any]
     completeness: dict[str, Any]

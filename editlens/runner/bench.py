@@ -57,17 +57,42 @@ def model_dirs(edits: Path, only: Sequence[str] | None = None,
     return subs
 
 
+def is_edit_folder(folder: Path) -> bool:
+    """Whether ``folder`` is what ``editlens edit`` (``--bench``) wrote: ``editor.json`` beside
+    ``manifest.jsonl``, or ``step1/``, ``step2/``... folders of that kind (multi-turn cases)."""
+    return ((folder / "editor.json").is_file() and (folder / "manifest.jsonl").is_file()) or \
+        (folder / "step1" / "editor.json").is_file()
+
+
+def edit_folder_outputs(folder: Path) -> dict[str, Path]:
+    """Case id -> its image (sample 0) in an ``editlens edit --bench`` folder (every ``stepN/`` of it too)."""
+    from editlens.runner.edit import edits_manifest_rows
+
+    found: dict[str, Path] = {}
+    for where in [folder, *sorted(folder.glob("step*"), key=lambda p: (len(p.name), p.name))]:
+        if not (where / "manifest.jsonl").is_file():
+            continue
+        for row in edits_manifest_rows(where):
+            if int(row.get("sample") or 0) == 0:
+                found[str(row.get("edit_id", row["id"]))] = where / str(row["edited"])
+    return found
+
+
 def locate(bench: Benchmark, items: Sequence[BenchItem], edits: Path, only: Sequence[str] | None = None) -> Located:
-    """Samples for every (model, item) whose output exists; the rest skipped with the paths looked at."""
+    """Samples for every (model, item) whose output exists; the rest skipped with the paths looked at.
+    A model's folder is either the benchmark's published output layout or an ``editlens edit --bench``
+    folder (its ``manifest.jsonl`` says where each case's image is)."""
     out = Located([], {})
 
     from editlens.core.safepath import is_inside, problem
 
     def one_models_folder(folder: Path) -> bool:  # e.g. --edits results/my-model for GEdit's fullset/ layout
-        return any(is_inside(folder, c) and (folder / c).is_file() for it in items[:50] for c in bench.output_candidates(it))
+        return is_edit_folder(folder) or any(is_inside(folder, c) and (folder / c).is_file()
+                                             for it in items[:50] for c in bench.output_candidates(it))
 
     for model, folder in model_dirs(edits, only, one_models_folder).items():
         out.models.append(model)
+        made = edit_folder_outputs(folder) if is_edit_folder(folder) else {}
         used: set[Path] = set()
         for it in items:
             cands = bench.output_candidates(it)
@@ -78,7 +103,10 @@ def locate(bench: Benchmark, items: Sequence[BenchItem], edits: Path, only: Sequ
                                     "reason": f"case id {it.id!r} names no file inside {folder}: its output path "
                                               f"{cands[0]!r} {unsafe}"})
                 continue
-            found = next((folder / c for c in cands if (folder / c).is_file()), None)
+            mine = made.get(it.id)  # an `edit --bench` folder's image, only when it lies inside the folder
+            found = mine if mine is not None and mine.is_file() and mine.resolve().is_relative_to(folder.resolve()) \
+                else None
+            found = found or next((folder / c for c in cands if (folder / c).is_file()), None)
             if found is None:
                 out.skipped.append({"id": sid, "model": model, "item": it.id, "status": "skipped",
                                     "reason": f"no output: looked for {folder / cands[0]}"
@@ -91,7 +119,8 @@ def locate(bench: Benchmark, items: Sequence[BenchItem], edits: Path, only: Sequ
                                           target_caption=it.target_caption, metadata=meta))
             out.items[sid] = it
             used.add(found.resolve())
-        stray = sorted(p for p in folder.rglob("*") if p.suffix.lower() in OUTPUT_SUFFIXES and p.is_file()
+        # (an `edit --bench` folder holds every sample and stage: its manifest, not its files, is the list)
+        stray = [] if made else sorted(p for p in folder.rglob("*") if p.suffix.lower() in OUTPUT_SUFFIXES and p.is_file()
                        and not any(part.startswith(".") for part in p.relative_to(folder).parts)
                        and p.resolve() not in used)
         if stray:  # an output under a name no case has (a typo, another layout): said, never silently dropped
@@ -478,9 +507,13 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
 
     root = Path(out)
     run_dir = root / "run"
+    samples_manifest = write_samples_manifest(located.samples, run_dir)
     res = run_evaluation(located.samples, evaluators, run_dir, batch_size=batch_size, progress=progress,
                          command=command, device=device, dtype=dtype,
-                         extra_manifest={"benchmark": name, "data": str(Path(data).resolve()),
+                         extra_manifest={"manifest": str(samples_manifest.resolve()),
+                                         # the table's bootstrap: `runs leaderboard` of run/ uses the same
+                                         "bootstrap": {"n": n_boot, "seed": seed},
+                                         "benchmark": name, "data": str(Path(data).resolve()),
                                          "edits": str(Path(edits).resolve()) if edits else None,
                                          "editors": editor_records or None, "models": located.models,
                                          "skipped_outputs": len(located.skipped),
@@ -579,6 +612,30 @@ def answers_summary(bench: Benchmark, rows: Sequence[dict[str, Any]], requested:
             "read_differently": sum(m["read_differently"] for m in per_model.values()),
             "release_would_invent": sum(m["release_would_invent"] for m in per_model.values()),
             "per_model": per_model}
+
+
+def write_samples_manifest(samples: Sequence[EditSample], run_dir: Path) -> Path:
+    """``run/manifest.jsonl``: the edits the run judges, one row each (``id`` ``MODEL/CASE``, ``model``,
+    ``source``, ``edited``, category, language and the case's text columns; paths relative to the file),
+    so that ``run/`` is an ordinary run: ``report`` shows its images, ``arena`` and ``best-of-n`` read it."""
+    from editlens.core.io import write_jsonl
+    from editlens.runner.edit import portable_path
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for s in samples:
+        row: dict[str, Any] = {"id": s.id, "source": portable_path(s.source, run_dir),
+                               "edited": portable_path(s.edited, run_dir), "instruction": s.instruction,
+                               "model": s.model}
+        if s.reference is not None:
+            row["reference"] = portable_path(s.reference, run_dir)
+        for key in ("source_caption", "target_caption"):
+            if getattr(s, key) is not None:
+                row[key] = getattr(s, key)
+        row.update({k: v for k, v in s.metadata.items() if k not in row and isinstance(v, (str, int, float, bool))
+                    and not (isinstance(v, str) and "#row=" in v)})
+        rows.append(row)
+    return write_jsonl(run_dir / "manifest.jsonl", rows, ensure_ascii=False, default=str)
 
 
 def _lower_is_better(bench: Benchmark) -> list[str]:

@@ -17,11 +17,23 @@ _MARK = re.compile(r"^\s*<<(\w+)>>\s*$", re.M)
 
 
 def option_names(spec: Any) -> set[str] | None:
-    """Keyword options a metric's class accepts (``None``: it takes any)."""
-    params = inspect.signature(spec.load_class().__init__).parameters.values()
-    if any(p.kind is p.VAR_KEYWORD for p in params):
-        return None  # forwards what it is given: its callee decides
-    return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self"}
+    """Keyword options a metric's class accepts (``None``: it takes any). A class that declares
+    ``kwargs_go_to_base = True`` (its ``**kwargs`` are its base class's options, e.g. the pairwise
+    judge's) accepts its own names and its bases', followed up the MRO."""
+    names: set[str] = set()
+    for cls in spec.load_class().__mro__:
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            continue
+        if cls is object:
+            return None
+        params = inspect.signature(init).parameters.values()
+        names |= {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self"}
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            return names
+        if not cls.__dict__.get("kwargs_go_to_base", False):
+            return None  # forwards what it is given elsewhere: its callee decides
+    return None
 
 
 def check_options(options: Mapping[str, Mapping[str, Any]]) -> None:

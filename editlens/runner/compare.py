@@ -101,10 +101,19 @@ class JudgeComparer:
         out = []
         for k in range(0, len(items), batch_size):
             chunk = items[k : k + batch_size]
-            verdicts = self.judge.compare([(it.source, it.edited_a, it.edited_b, it.instruction) for it in chunk])
+            verdicts = self.judge.compare([(image_ref(it.source), image_ref(it.edited_a), image_ref(it.edited_b),
+                                            it.instruction) for it in chunk])
             for it, v in zip(chunk, verdicts):
                 out.append({"id": it.id, "label": v.label, **v.to_dict(), "failed": v.failed})
         return out
+
+
+def image_ref(value: Any) -> Any:
+    """An image as a manifest's text names it: a table cell's ``FILE#row=N&column=C`` reference becomes
+    the cell (:class:`~editlens.core.embedded.TableImage`, as ``run`` reads it), a path stays a path."""
+    from editlens.core.embedded import parse_ref
+
+    return parse_ref(value) or value
 
 
 class ScoreComparer:
@@ -128,7 +137,8 @@ class ScoreComparer:
         keys = list(edits)
         scores = []
         for k in range(0, len(keys), batch_size):
-            loaded = [EditSample(f"e{k + i}", s, e, ins).load() for i, (s, e, ins) in enumerate(keys[k : k + batch_size])]
+            loaded = [EditSample(f"e{k + i}", image_ref(s), image_ref(e), ins).load()
+                      for i, (s, e, ins) in enumerate(keys[k : k + batch_size])]
             scores += self.metric.score_batch(loaded)
         hib = self.metric.spec.higher_is_better
         out = []

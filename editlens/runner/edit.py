@@ -37,7 +37,7 @@ from typing import Any
 from editlens.core.io import write_bytes, write_json
 from editlens.core.safepath import inside, is_inside
 from editlens.core.types import EditSample
-from editlens.editors.base import Editor, EditOutput, EditRequest
+from editlens.editors.base import STOPPED, Editor, EditOutput, EditRequest
 from editlens.errors import InputError
 
 SCHEMA = "editlens.edit/1"
@@ -210,11 +210,45 @@ def _check_same_editor(path: Path, record: Mapping[str, Any]) -> None:
                          "use a new --out, or rerun with the same settings to resume")
 
 
-def _row(s: EditSample, k: int, samples: int, rec: Mapping[str, Any], editor_name: str) -> dict[str, Any]:
-    row: dict[str, Any] = {"id": output_id(s.id, k, samples), "source": str(s.source), "edited": rec["edited"],
+def portable_path(value: Any, base: str | os.PathLike) -> Any:
+    """An image reference as a manifest in ``base`` records it: a file path (or the file of a
+    ``FILE#row=N&column=C`` table cell) relative to ``base``, so that the folder can move with
+    its inputs (``../data/x.png``); anything else (an in-memory image) as its text.
+
+    >>> portable_path("/data/bench/a.png", "/data/out"), portable_path("/d/t.parquet#row=2&column=img", "/d/o")
+    ('../bench/a.png', '../t.parquet#row=2&column=img')
+    """
+    from editlens.core.embedded import TableImage, parse_ref
+
+    ref = value if isinstance(value, TableImage) else parse_ref(value)
+    if ref is not None:
+        from dataclasses import replace
+
+        return replace(ref, file=os.path.relpath(os.path.abspath(ref.file), os.path.abspath(base))).uri()
+    if isinstance(value, (str, os.PathLike)):
+        return os.path.relpath(os.path.abspath(os.fspath(value)), os.path.abspath(base))
+    return str(value)
+
+
+def absolute_path(value: Any, base: str | os.PathLike) -> str:
+    """The inverse of :func:`portable_path`: a recorded reference made absolute against ``base``."""
+    from dataclasses import replace
+
+    from editlens.core.embedded import parse_ref
+
+    ref = parse_ref(value)
+    if ref is not None:
+        return replace(ref, file=os.path.abspath(os.path.join(base, ref.file))).uri()
+    return os.path.abspath(os.path.join(base, os.fspath(value)))
+
+
+def _row(s: EditSample, k: int, samples: int, rec: Mapping[str, Any], editor_name: str,
+         base: str | os.PathLike | None = None) -> dict[str, Any]:
+    where = (lambda v: portable_path(v, base)) if base is not None else str  # noqa: E731
+    row: dict[str, Any] = {"id": output_id(s.id, k, samples), "source": where(s.source), "edited": rec["edited"],
                            "instruction": s.instruction}
     if s.reference is not None:
-        row["reference"] = str(s.reference)
+        row["reference"] = where(s.reference)
     for key in ("source_caption", "target_caption"):
         if getattr(s, key) is not None:
             row[key] = getattr(s, key)
@@ -230,7 +264,7 @@ def write_output_manifest(out: Path, inputs: Sequence[EditSample], samples: int,
     """``OUT/manifest.jsonl``: the done images, in input order (atomically)."""
     from editlens.core.io import write_jsonl
 
-    rows = [_row(s, k, samples, state[(s.id, k)], editor_name) for s in inputs for k in range(samples)
+    rows = [_row(s, k, samples, state[(s.id, k)], editor_name, out) for s in inputs for k in range(samples)
             if state.get((s.id, k), {}).get("status") == "done"]
     return write_jsonl(out / "manifest.jsonl", rows, ensure_ascii=False, default=str)
 
@@ -277,6 +311,7 @@ def generate_edits(
     command: Sequence[str] | None = None,
     manifest_options: Mapping[str, Any] | None = None,
     shard: Any = None,
+    limit: int | None = None,
 ) -> EditRunResult:
     """Generate ``samples`` edited images per edit of ``inputs`` with ``editor`` into ``out``.
 
@@ -301,6 +336,7 @@ def generate_edits(
 
     ``editor`` may be spread over Ray workers (:class:`~editlens.runner.executors.RayEditors`):
     the driver keeps the log, images and manifest exactly as with one process.
+        limit: only the first ``limit`` edits of the input.
 
     Returns an :class:`EditRunResult`; ``OUT/manifest.jsonl`` lists the images made so far.
     """
@@ -315,6 +351,8 @@ def generate_edits(
                                                      if v is not None})
     else:
         input_path, edits = None, list(inputs)
+    if limit is not None:
+        edits = edits[:limit]
     if not edits:
         raise InputError("no edits to generate")
     seen: set[str] = set()
@@ -401,6 +439,7 @@ def generate_edits(
 
         try:
             with _StopFlag() as stop:
+                editor.stop_requested = lambda: stop.set  # an editor that can stop midway does, on a signal
                 run_batches = getattr(editor, "edit_batches", None) or functools.partial(Editor.edit_batches, editor)
                 for requests, outputs, elapsed in run_batches(batches(stop)):
                     if len(outputs) != len(requests):  # a broken editor: no image may go to the wrong edit
@@ -408,6 +447,9 @@ def generate_edits(
                         outputs = [EditOutput(error=why) for _ in requests]
                     seconds = round(elapsed / max(1, len(requests)), 4)
                     for r, o in zip(requests, outputs, strict=True):
+                        if o.image is None and o.error == STOPPED:  # cut short by the signal: not made, not failed
+                            result.interrupted, result.stopped_by = True, stop.signum
+                            continue
                         rec = {"edit_id": r.id, "sample": r.sample, "seed": r.seed, "seconds": seconds, **made_with}
                         if o.image is not None:
                             buf = io.BytesIO()
@@ -432,6 +474,7 @@ def generate_edits(
                     write_output_manifest(out, edits, samples, editor.name, state)
                     bar.update(len(requests))
         finally:
+            editor.stop_requested = None
             bar.close()
             write_output_manifest(out, edits, samples, editor.name, state)
     return result
@@ -458,6 +501,7 @@ def write_pairs(folder_a: str | os.PathLike, folder_b: str | os.PathLike, out: s
         rows = {}
         for _, row in iter_jsonl(folder / "manifest.jsonl", missing_hint=" (is it an `editlens edit` folder?)"):
             row["edited"] = str(inside(folder, str(row["edited"]), what=f"{folder / 'manifest.jsonl'}: edited").resolve())
+            row["source"] = absolute_path(row["source"], folder)
             rows[(str(row.get("edit_id", row["id"])), int(row.get("sample", 0)))] = row
         return rows
 
@@ -474,3 +518,43 @@ def write_pairs(folder_a: str | os.PathLike, folder_b: str | os.PathLike, out: s
     if not pairs:
         raise InputError(f"{folder_a} and {folder_b} share no edits (same edit id and sample)")
     return write_jsonl(out, pairs, ensure_ascii=False), len(pairs)
+
+
+def combine_edit_folders(folders: Sequence[str | os.PathLike], out: str | os.PathLike) -> tuple[Path, dict[str, int]]:
+    """Several ``editlens edit`` folders (one editor each) as one manifest ``out``: every row's ``id``
+    prefixed with its editor (``MODEL/ID``), ``model`` the editor, ``source``/``edited``/``reference``
+    relative to ``out``'s folder (the run's folder moves with its inputs). Two folders of one editor name
+    are refused, naming both. Returns the manifest and the rows per editor."""
+    from editlens.core.io import write_jsonl
+    from editlens.data.jsonl import iter_jsonl
+
+    target = Path(out)
+    base = target.parent
+    rows: list[dict[str, Any]] = []
+    seen: dict[str, Path] = {}
+    counts: dict[str, int] = {}
+    resolved = [Path(f).resolve() for f in folders]
+    twice = sorted({str(f) for f in resolved if resolved.count(f) > 1})
+    if twice:
+        raise InputError(f"{', '.join(twice)}: given twice; give each editor's folder once")
+    for f in map(Path, folders):
+        if not (f / "manifest.jsonl").is_file():
+            raise InputError(f"{f}: no manifest.jsonl (is it an `editlens edit` folder?)")
+        for _, row in iter_jsonl(f / "manifest.jsonl"):
+            model = str(row.get("model") or f.name)
+            if model in seen and seen[model] != f:
+                raise InputError(f"{seen[model]} and {f} both hold edits of editor {model!r}: give each editor once "
+                                 "(or rename one folder's editor with --editor-option name=OTHER when generating)")
+            seen[model] = f
+            new = dict(row)
+            new["id"] = f"{model}/{row['id']}"
+            new["model"] = model
+            for col in ("source", "edited", "reference"):
+                if row.get(col) not in (None, ""):
+                    new[col] = portable_path(absolute_path(row[col], f), base)
+            rows.append(new)
+            counts[model] = counts.get(model, 0) + 1
+    if not rows:
+        raise InputError("no edits in " + ", ".join(map(str, folders)))
+    base.mkdir(parents=True, exist_ok=True)
+    return write_jsonl(target, rows, ensure_ascii=False, default=str), counts

@@ -33,6 +33,9 @@ def parse_options(items: Sequence[str]) -> dict[str, dict[str, Any]]:
         if not sep or not dot or not opt:
             raise ValueError(f"option {item!r} must look like METRIC.KEY=VALUE")
         out.setdefault(metric.strip().lower(), {})[opt.strip()] = _coerce(value.strip())
+    from editlens.runner.checks import check_options
+
+    check_options(out)  # every command's typo is one clean message, before any model loads
     return out
 
 

@@ -164,6 +164,7 @@ class LoopSettings:
     # index); "examples": every process computes every micro-batch index and the task's ``batch`` takes
     # this process's share of its examples (:func:`editlens.training.distributed.current`)
     share: str = "examples"
+    log_to: str | None = None  # --log-to tensorboard|wandb: every log record's figures also go there
 
     def check(self) -> None:
         for name in ("steps", "grad_accum", "keep"):
@@ -546,6 +547,10 @@ class _Run:
         self.meta = {"identity": _jsonable(self.identity), "precision": self.record}
         self.last_plot = 0.0
         self.logf: Any = None
+        from editlens.training.tracking import open_tracker
+
+        # a missing package fails here, before training; several processes: the main one logs
+        self.tracker = open_tracker(s.log_to, self.out, s.config) if procs.main else None
 
     # -- pieces ---------------------------------------------------------------------------------
     def plot(self, force: bool = True) -> None:
@@ -580,6 +585,10 @@ class _Run:
             self.logf.write(json.dumps(rec, default=str) + "\n")
             self.logf.flush()
         self.result.rows.append(rec)
+        if self.tracker is not None:
+            from editlens.training.tracking import scalars_of
+
+            self.tracker.log(int(rec.get("step") or 0), scalars_of(rec))
 
     def resume(self) -> int:
         ck = latest_checkpoint(self.out)
@@ -624,6 +633,8 @@ class _Run:
         finally:
             if self.logf is not None:
                 self.logf.close()
+            if self.tracker is not None:
+                self.tracker.close()
 
     def steps_from(self, start: int) -> tuple[int, str, dict[str, Any] | None]:
         """Train from step ``start``; returns (step reached, phase when it stopped, an unwritten record)."""
