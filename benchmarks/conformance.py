@@ -30,6 +30,7 @@ import argparse
 import hashlib
 import io
 import json
+import re
 import sys
 import tempfile
 import threading
@@ -85,7 +86,7 @@ def save(path: Path, data: bytes) -> None:
 
 
 def gedit_data(root: Path) -> tuple[Path, Path]:
-    """GEdit-Bench's hub parquet: 11 task types x (2 EN + 1 CN) rows, every task with an intersection row in
+    """GEdit-Bench's hub parquet: 11 task types x (3 EN + 2 CN) rows, every task with intersection rows in
     each language; outputs in the release's layout <model>/fullset/<task>/<lang>/<key>.png."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -95,17 +96,17 @@ def gedit_data(root: Path) -> tuple[Path, Path]:
     rows, edits = [], root / "edits"
     i = 0
     for task in TASKS:
-        for lang, inter in (("en", True), ("en", False), ("cn", True)):
+        for lang, inter in (("en", True), ("en", True), ("en", False), ("cn", True), ("cn", True)):
             key = f"{task[:4]}{i:03d}"
             src = photo(i, "source")
-            rows.append({"key": key, "task_type": task, "instruction": f"edit {i} ({task}, {lang})",
+            rows.append({"key": key, "task_type": task, "instruction": f"edit case={i} ({task}, {lang})",
                          "instruction_language": lang,
                          "input_image": {"bytes": encode(src), "path": f"{key}.png"},
                          "input_image_raw": {"bytes": encode(src.resize((src.width * 2, src.height * 2))),
                                              "path": f"{key}_raw.png"},
                          "Intersection_exist": inter})
             save(edits / "modelA" / "fullset" / task / lang / f"{key}.png", encode(photo(i, "edited")))
-            if i != 7:  # one modelB output missing on purpose
+            if i != 7:  # one modelB output missing on purpose (an EN row outside the intersection)
                 save(edits / "modelB" / "fullset" / task / lang / f"{key}.png", encode(model_b(src)))
             i += 1
     img = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
@@ -227,7 +228,10 @@ class Judge:
         if form == 2:
             self._form("gedit bare [a, b]")
             return f"[{a}, {b}]"
-        if form == 3:
+        case = re.search(r"edit case=(\d+) ", text)
+        if form in (3, 4) and case and int(case.group(1)) % 5 in (1, 4):
+            # prose (no score at all) only in the second intersection row of each task and language, so that
+            # every task keeps a scored row in every section (the release's average over 11 tasks is NaN else)
             self._form("gedit prose")
             return "The edit follows the request quite well and the image looks natural."
         return body

@@ -17,7 +17,7 @@
   RISEBench               ``DIR/<model>/<model>.pkl`` ``{index: {judge1, judge2, judge3}}`` (the
                           judge-output file ``gpt_eval.py`` keeps; with every case in it, its
                           ``main`` asks nothing and runs only its scoring tail) and
-                          ``DIR/data_total.json`` (the run's cases, rows as published)
+                          ``DIR/<model>/data_total.json`` (the cases judged, rows as published)
   ======================  =====================================================================
 
 * :func:`verify` (``editlens bench verify RUN --clone DIR``) runs the owners'
@@ -101,7 +101,7 @@ def load_run(run: str | Path) -> RunAnswers:
         answers = (r.get("details") or {}).get("raw")
         if r["status"] in ("scored", "unscored") and isinstance(answers, dict):
             raw[r["sample_id"]] = {k: (v if isinstance(v, str) else None) for k, v in answers.items()}
-    data = manifest.get("data")
+    data = (manifest.get("inputs") or {}).get("data")
     return RunAnswers(root, table["benchmark"], table, rows, raw, Path(data) if data else None)
 
 
@@ -260,6 +260,15 @@ def _differences(items: Sequence[ItemRead], keep: Callable[[ItemRead], bool], fm
         parts.append(f"{n} answer(s) the release would replace by a random number (random.randint on a failed "
                      "parse): left out on both sides")
     return "; ".join(parts)
+
+
+def _unread(items: Sequence[ItemRead], keep: Callable[[ItemRead], bool], limit: int = 3) -> str:
+    """Items neither side read, where the release still counts them (e.g. as incomplete)."""
+    both = [i for i in items if keep(i) and i.ours is None and i.owner is None and i.why and "random" not in i.why]
+    if not both:
+        return ""
+    return (f"{len(both)} item(s) unreadable to both ({', '.join(i.id for i in both[:limit])}"
+            f"{' ...' if len(both) > limit else ''}): {both[0].why}")
 
 
 def _both_unread_note(items: Sequence[ItemRead], keep: Callable[[ItemRead], bool]) -> str:
@@ -469,12 +478,12 @@ _RISE_DIMS = {"Reasoning": "R", "Consistency": "AC", "ApprConsistency": "AC", "Q
 @official
 class RiseOfficial(OfficialFormat):
     name = "rise"
-    how_to_run = ("cd RISEBench && python gpt_eval.py --data DIR/data_total.json --output DIR/MODEL (the judge "
+    how_to_run = ("cd RISEBench && python gpt_eval.py --data DIR/MODEL/data_total.json --output DIR/MODEL (the judge "
                   "answers are in DIR/MODEL/MODEL.pkl: nothing is asked, only the scores are computed; it writes "
                   "DIR/MODEL/MODEL_judge.csv and .xlsx)")
 
-    def _cases(self, run: RunAnswers) -> list[dict[str, Any]]:
-        """The rows of the run's data_total.json for the cases every model has answers for."""
+    def _cases(self, run: RunAnswers, model: str) -> list[dict[str, Any]]:
+        """The rows of the run's data_total.json for the cases ``model`` has judge answers for."""
         from editlens.bench.published import find_file
 
         if run.data is None or not Path(run.data).exists():
@@ -482,19 +491,17 @@ class RiseOfficial(OfficialFormat):
                              "scoring needs its data_total.json rows (index, category, subtask, consistency_free)")
         f = find_file(Path(run.data), "data_total.json", "RISEBench's data file")
         rows = json.loads(f.read_text(encoding="utf-8"))
-        answered: dict[str, set[str]] = {}
-        for r in run.answered():
-            answered.setdefault(r["model"], set()).add(_key(r))
-        keep = set.intersection(*answered.values()) if answered else set()
+        keep = {_key(r) for r in run.answered() if r["model"] == model}
         return [c for c in rows if str(c.get("index")) in keep]
 
     def export(self, run: RunAnswers, out: Path) -> list[Path]:
-        cases = self._cases(run)
-        if not cases:
-            raise InputError(f"{run.root}: no case has judge answers for every model; nothing to export")
-        written = [_write_json(out / "data_total.json", cases)]
-        index = {str(c["index"]): c["index"] for c in cases}
+        written = []
         for model in run.models():
+            cases = self._cases(run, model)
+            if not cases:
+                continue
+            written.append(_write_json(out / model / "data_total.json", cases))
+            index = {str(c["index"]): c["index"] for c in cases}
             judged: dict[Any, Any] = {}
             for r in run.answered():
                 if r["model"] != model or _key(r) not in index:
@@ -516,16 +523,21 @@ class RiseOfficial(OfficialFormat):
         acc_fig = version.get("accuracy", "accuracy")
         notes = [f"RISEBench gpt_eval.py as of {version.get('release', version.get('commit'))}: its Accuracy is "
                  f"compared with editlens' {acc_fig!r}"]
-        cases = json.loads((exported / "data_total.json").read_text(encoding="utf-8"))
-        dropped = len({_key(r) for r in run.rows}) - len(cases)
-        if dropped:
-            notes.append(f"{dropped} case(s) without judge answers for every model are not in the exported data: "
-                         "the release's figures are over the other cases")
         for model in run.models():
+            if not (exported / model / f"{model}.pkl").is_file():
+                notes.append(f"{model}: no case has judge answers; nothing to compare")
+                continue
+            data = exported / model / "data_total.json"
+            cases = json.loads(data.read_text(encoding="utf-8"))
+            dropped = len([r for r in run.rows if r["model"] == model]) - len(cases)
+            if dropped:
+                notes.append(f"{model}: {dropped} case(s) without judge answers (no output, or a lost request) are "
+                             "not in its exported data_total.json: the release's figures are over the other cases "
+                             "(with the whole data file its gpt_eval.py would stop at the missing output)")
             folder = work / "rise" / model  # a copy: gpt_eval.py writes beside its judge file
             folder.mkdir(parents=True, exist_ok=True)
             shutil.copy2(exported / model / f"{model}.pkl", folder / f"{model}.pkl")
-            run_script([python, str(files["gpt_eval"]), "--data", str(exported / "data_total.json"), "--output",
+            run_script([python, str(files["gpt_eval"]), "--data", str(data), "--output",
                         str(folder), "--model", model], work, "gpt_eval.py")
             with open(folder / f"{model}_judge.csv", encoding="utf-8") as fh:
                 table = {r["-"]: r for r in csv.DictReader(fh)}
@@ -578,7 +590,8 @@ class RiseOfficial(OfficialFormat):
     def _figure(run: RunAnswers, model: str, row: str, fig: str, owner: Any, reads: Sequence[ItemRead]) -> Figure:
         f = Figure(model, "RISEBench", row, fig, _cell(run.table, model, "RISEBench", row, fig), _finite(owner))
         if f.verdict == "DIFFERENT":
-            f.reason = _differences(reads, lambda i: row == "overall" or i.category == row) or (
+            scope: Callable[[ItemRead], bool] = lambda i: row == "overall" or i.category == row  # noqa: E731
+            f.reason = "; ".join(x for x in (_differences(reads, scope), _unread(reads, scope)) if x) or (
                 "the same per-case scores: the release aggregates them otherwise (its calculate_score reads a "
                 "missing consistency_free as NaN, which is truthy, so every temporal/causal/spatial case of a data "
                 "file where any case has the field is scored 0.2 VP + 0.8 R)"
