@@ -44,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
@@ -184,6 +185,10 @@ def _key(row: Mapping[str, Any]) -> str:
     return str(row["item"]).rsplit("/", 1)[-1]
 
 
+def _put(text: str, fh: Any) -> None:
+    fh.write(text)
+
+
 def _write_json(path: Path, obj: Any) -> Path:
     return atomic_write(path, lambda fh: json.dump(obj, fh, indent=2, ensure_ascii=False))
 
@@ -314,7 +319,7 @@ class GEditOfficial(OfficialFormat):
                 w = csv.DictWriter(buf, fieldnames=list(self.COLUMNS))
                 w.writeheader()
                 w.writerows(rows)
-                written.append(atomic_write(folder / f"{model}_{task}_gpt_score.csv", lambda fh: fh.write(buf.getvalue())))
+                written.append(atomic_write(folder / f"{model}_{task}_gpt_score.csv", partial(_put, buf.getvalue())))
         return written
 
     def compare(self, run: RunAnswers, exported: Path, clone: Path, files: dict[str, Path],
@@ -342,16 +347,11 @@ class GEditOfficial(OfficialFormat):
             for lang, subsets in langs.items():
                 for subset, rows in subsets.items():
                     section = f"{lang.upper()} {subset}"
-
-                    def keep(i: ItemRead, task: str | None = None) -> bool:
-                        return (i.model == model and i.scope["language"] == lang  # noqa: B023
-                                and (subset == "fullset" or i.scope["intersection"])  # noqa: B023
-                                and (task is None or i.category == task))
-
                     for label, values in rows.items():
                         task = None if label == "average" else label
                         ours_row = "overall" if label == "average" else label
-                        reason = _differences(reads, lambda i: keep(i, task), lambda v: f"SC {v[0]:g}, PQ {v[1]:g}")
+                        keep = _gedit_scope(model, lang, subset, task)
+                        reason = _differences(reads, keep, lambda v: f"SC {v[0]:g}, PQ {v[1]:g}")
                         if label == "average" and any(v is None for v in values):
                             empty = [t for t in TASKS if rows[t][0] is None]
                             if empty:
@@ -359,12 +359,20 @@ class GEditOfficial(OfficialFormat):
                                     f"the release's average is NaN: np.mean over all 11 task types, and "
                                     f"{', '.join(empty)} {'has' if len(empty) == 1 else 'have'} no rows in this "
                                     "section (editlens averages the task types with rows and names the others)")) if x)
-                        note = _both_unread_note(reads, lambda i: keep(i, task))
+                        note = _both_unread_note(reads, keep)
                         for fig, v in zip(("SC", "PQ", "O"), values):
                             f = Figure(model, section, label, fig, _cell(run.table, model, section, ours_row, fig), v)
                             f.reason = reason if f.verdict == "DIFFERENT" else note
                             figs.append(f)
         return figs, list(res.get("notes") or [])
+
+
+def _gedit_scope(model: str, lang: str, subset: str, task: str | None) -> Callable[[ItemRead], bool]:
+    """The items one GEdit-Bench figure is computed from."""
+    def keep(i: ItemRead) -> bool:
+        return (i.model == model and i.scope["language"] == lang and (subset == "fullset" or i.scope["intersection"])
+                and (task is None or i.category == task))
+    return keep
 
 
 # ------------------------------------------------------------------------------------------------ ImgEdit
@@ -529,6 +537,7 @@ class RiseOfficial(OfficialFormat):
                 continue
             data = exported / model / "data_total.json"
             cases = json.loads(data.read_text(encoding="utf-8"))
+            free_field = any("consistency_free" in c for c in cases)
             dropped = len([r for r in run.rows if r["model"] == model]) - len(cases)
             if dropped:
                 notes.append(f"{model}: {dropped} case(s) without judge answers (no output, or a lost request) are "
@@ -567,12 +576,12 @@ class RiseOfficial(OfficialFormat):
                     ours_row = _RISE_ROWS[label]
                     for col, fig in (("Score-Origin", "score"), ("Score-Percentage", "score_100"),
                                      ("Accuracy", acc_fig)):
-                        figs.append(self._figure(run, model, ours_row, fig, row[col], reads))
+                        figs.append(self._figure(run, model, ours_row, fig, row[col], reads, free_field))
                 elif "_" in label:
                     head, dim = label.split("_", 1)
                     if head in _RISE_ROWS and dim in _RISE_DIMS:
                         figs.append(self._figure(run, model, _RISE_ROWS[head], _RISE_DIMS[dim],
-                                                 row["Score-Origin"], reads))
+                                                 row["Score-Origin"], reads, free_field))
         return figs, notes
 
     @staticmethod
@@ -587,15 +596,21 @@ class RiseOfficial(OfficialFormat):
         return out
 
     @staticmethod
-    def _figure(run: RunAnswers, model: str, row: str, fig: str, owner: Any, reads: Sequence[ItemRead]) -> Figure:
+    def _figure(run: RunAnswers, model: str, row: str, fig: str, owner: Any, reads: Sequence[ItemRead],
+                free_field: bool) -> Figure:
         f = Figure(model, "RISEBench", row, fig, _cell(run.table, model, "RISEBench", row, fig), _finite(owner))
-        if f.verdict == "DIFFERENT":
-            scope: Callable[[ItemRead], bool] = lambda i: row == "overall" or i.category == row  # noqa: E731
-            f.reason = "; ".join(x for x in (_differences(reads, scope), _unread(reads, scope)) if x) or (
-                "the same per-case scores: the release aggregates them otherwise (its calculate_score reads a "
-                "missing consistency_free as NaN, which is truthy, so every temporal/causal/spatial case of a data "
-                "file where any case has the field is scored 0.2 VP + 0.8 R)"
-                if fig in ("score", "score_100") else "the same per-case scores: the release aggregates them otherwise")
+        if f.verdict != "DIFFERENT":
+            return f
+        scope: Callable[[ItemRead], bool] = lambda i: row == "overall" or i.category == row  # noqa: E731
+        parts = [_differences(reads, scope)]
+        if fig in ("score", "score_100"):
+            if free_field and row != "logical_reasoning":
+                parts.append("the release's calculate_score tests `row['consistency_free']`, which is NaN (truthy) "
+                             "for every case without the field once any case of the data file has it, so it scores "
+                             "every temporal/causal/spatial case 0.2 VP + 0.8 R")
+        else:  # accuracy: a case with an unreadable answer is incomplete (0) in the release
+            parts.append(_unread(reads, scope))
+        f.reason = "; ".join(p for p in parts if p) or "the same per-case scores: the release aggregates them otherwise"
         return f
 
 
@@ -621,7 +636,8 @@ def recognise(benchmark: str, clone: Path) -> tuple[dict[str, Path], dict[str, A
         raise InputError(f"benchmark {benchmark!r}: editlens knows no owner's scoring files for it")
     if not clone.is_dir():
         raise InputError(f"--clone {clone}: not a folder (give your clone of {known['repository']})")
-    files, version = {}, {}
+    files: dict[str, Path] = {}
+    version: dict[str, Any] = {}
     for role, spec in known["files"].items():
         f = clone / spec["path"]
         commits = ", ".join(sorted({v["commit"][:12] for v in spec["versions"].values()}))
@@ -635,7 +651,8 @@ def recognise(benchmark: str, clone: Path) -> tuple[dict[str, Path], dict[str, A
                              f"(sha256 {', '.join(s[:16] + '...' for s in spec['versions'])}). Check out that "
                              "commit, or compare the figures yourself from `editlens bench export`")
         files[role] = f
-        version.update({k: v for k, v in spec["versions"][digest].items()})
+        for k, v in spec["versions"][digest].items():  # the first (main) scoring file names the version
+            version.setdefault(k, v)
     return files, version
 
 

@@ -61,7 +61,7 @@ def gedit(req: dict[str, Any]) -> dict[str, Any]:
     items: dict[str, Any] = {}
     per_model: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for it in req["items"]:
-        got = {}
+        got: dict[str, Any] = {}
         for q in ("SC", "PQ"):
             text = it["answers"].get(q)
             if text is None:
