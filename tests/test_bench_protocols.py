@@ -191,8 +191,13 @@ def test_rise_accuracy_is_full_marks_on_every_applicable_dimension(tmp_path):
             _row("m", "temporal_reasoning", rise_item("temporal_reasoning", {"AC": 4, "R": 5, "VP": 5}, False))]
     sec = b.table(rows, n_boot=50)["models"]["m"]["sections"][0]
     assert _cells(sec, "accuracy") == {"temporal_reasoning": 0.5, "causal_reasoning": 1.0, "overall": 2 / 3}
-    # the release never counts a consistency-free case as complete
-    assert _cells(sec, "accuracy_as_released")["overall"] == pytest.approx(1 / 3)
+    # before RISEBench commit ce8cba3 the release never counted a consistency-free case as complete
+    b.release = "f25d5f4"
+    old = b.table(rows, n_boot=50)
+    assert _cells(old["models"]["m"]["sections"][0], "accuracy")["overall"] == pytest.approx(1 / 3)
+    assert old["release"]["commit"] == "f25d5f4"
+    b.release = None  # the default: the newest reproduced
+    assert b.table(rows, n_boot=50)["release"]["commit"] == "ce8cba3"
 
 
 def test_rise_clone_answers_are_read_from_the_final_score_line():

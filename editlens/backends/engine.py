@@ -32,6 +32,10 @@ from editlens.backends.types import ChatRequest, GenerationSettings, Message
 from editlens.errors import ModelUnavailableError
 
 
+#: the start-up probe's question (beside as many images as the evaluator's prompts carry; a 1-token answer)
+PROBE_TEXT = "Answer with one word: YES or NO."
+
+
 def is_engine_url(ref: str | None) -> bool:
     return bool(ref) and str(ref).startswith(("http://", "https://"))
 
@@ -76,7 +80,7 @@ def check_engine(backend: Any, needs: EngineNeeds, who: str, option: str) -> dic
             f"{needs.max_new_tokens} new tokens {who} asks for beside its prompt and images: start the engine with "
             f"a longer context (vLLM: --max-model-len; SGLang: --context-length), or point {option} elsewhere")
     parts: list[Any] = [np.full((56, 56, 3), 127 + 40 * k, dtype=np.uint8) for k in range(needs.images)]
-    probe = ChatRequest([Message("user", [*parts, "Answer with one word: YES or NO."])],
+    probe = ChatRequest([Message("user", [*parts, PROBE_TEXT])],
                         GenerationSettings(max_new_tokens=1, top_logprobs=5 if needs.logprobs else 0))
     (gen,) = be.generate([probe])
     if gen.error:

@@ -13,7 +13,7 @@ import torch
 from PIL import Image
 
 from editlens.backends import vision_batching
-from editlens.backends.types import ChatRequest, Generation, TokenStep
+from editlens.backends.types import ChatRequest, Generation, TokenStep, part_pixels
 from editlens.errors import ModelUnavailableError
 from editlens.models.precision import decide
 from editlens.models.resolve import ModelRef, load_pretrained, model_reference
@@ -126,7 +126,7 @@ class TransformersBackend:
                     content.append({"type": "text", "text": p})
                 else:
                     content.append({"type": "image"})
-                    images.append(Image.fromarray(p))
+                    images.append(Image.fromarray(part_pixels(p)))
             conv.append({"role": m.role, "content": content})
         text = self.processor.apply_chat_template(conv, add_generation_prompt=req.add_generation_prompt,
                                                   tokenize=False)

@@ -27,8 +27,30 @@ def is_backend_failure(reason: str | None) -> bool:
     return bool(reason) and str(reason).startswith(BACKEND_ERROR)
 
 
-#: A message part: text, or an RGB uint8 image array.
-Part = Union[str, np.ndarray]
+@dataclass(frozen=True, eq=False)
+class EncodedImage:
+    """An image part sent as given bytes (as a benchmark's release encodes it: a file's own bytes, a
+    JPEG of a given quality) rather than re-encoded by the backend: ``data`` with the MIME type the data
+    URL names, the OpenAI ``detail`` field when the release sets one, and ``pixels``, the RGB array the
+    bytes decode to (what an in-process model is given)."""
+
+    data: bytes
+    mime: str
+    pixels: np.ndarray
+    detail: str | None = None
+
+    def cache_key(self) -> dict[str, Any]:
+        return {"image": image_hash(self.pixels), "sent": hashlib.sha256(self.data).hexdigest(), "mime": self.mime,
+                **({"detail": self.detail} if self.detail else {})}
+
+
+#: A message part: text, an RGB uint8 image array, or an image sent as given bytes.
+Part = Union[str, np.ndarray, EncodedImage]
+
+
+def part_pixels(p: Any) -> np.ndarray:
+    """The RGB array of an image part (an array, or what an :class:`EncodedImage`'s bytes decode to)."""
+    return p.pixels if isinstance(p, EncodedImage) else p
 
 
 @dataclass
@@ -40,12 +62,12 @@ class Message:
         if self.role not in ("system", "user", "assistant"):
             raise ValueError(f"message role must be system, user or assistant, got {self.role!r}")
         for p in self.parts:
-            if not isinstance(p, (str, np.ndarray)):
-                raise TypeError(f"message parts are text or RGB arrays, got {type(p).__name__}")
+            if not isinstance(p, (str, np.ndarray, EncodedImage)):
+                raise TypeError(f"message parts are text, RGB arrays or encoded images, got {type(p).__name__}")
 
     @property
     def images(self) -> list[np.ndarray]:
-        return [p for p in self.parts if isinstance(p, np.ndarray)]
+        return [part_pixels(p) for p in self.parts if not isinstance(p, str)]
 
 
 @dataclass(frozen=True)
@@ -97,7 +119,8 @@ class ChatRequest:
     def cache_payload(self) -> dict[str, Any]:
         """The request with images replaced by content hashes (for cache keys)."""
         out: dict[str, Any] = {
-            "messages": [{"role": m.role, "parts": [p if isinstance(p, str) else {"image": image_hash(p)} for p in m.parts]}
+            "messages": [{"role": m.role, "parts": [p if isinstance(p, str) else p.cache_key() if isinstance(p, EncodedImage)
+                                                 else {"image": image_hash(p)} for p in m.parts]}
                          for m in self.messages],
             "settings": settings_payload(self.settings),
             "candidates": list(self.candidates),

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from editlens.backends.types import ChatRequest, Generation, Message, TokenStep
+from editlens.backends.types import ChatRequest, EncodedImage, Generation, Message, TokenStep
 
 
 def image_to_data_url(arr: np.ndarray) -> str:
@@ -19,9 +19,15 @@ def image_to_data_url(arr: np.ndarray) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+def _image_part(p: Any) -> dict[str, Any]:
+    if isinstance(p, EncodedImage):  # sent as given (a benchmark release's own encoding)
+        url = f"data:{p.mime};base64," + base64.b64encode(p.data).decode("ascii")
+        return {"type": "image_url", "image_url": {"url": url, **({"detail": p.detail} if p.detail else {})}}
+    return {"type": "image_url", "image_url": {"url": image_to_data_url(p)}}
+
+
 def message_to_wire(m: Message) -> dict[str, Any]:
-    content = [{"type": "text", "text": p} if isinstance(p, str) else
-               {"type": "image_url", "image_url": {"url": image_to_data_url(p)}} for p in m.parts]
+    content = [{"type": "text", "text": p} if isinstance(p, str) else _image_part(p) for p in m.parts]
     return {"role": m.role, "content": content}
 
 

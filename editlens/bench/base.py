@@ -28,6 +28,66 @@ from typing import Any, Callable, ClassVar, Iterable, Mapping, Sequence
 from editlens.errors import InputError
 
 LABEL_KINDS = ("none", "pointwise", "pairwise", "ranked")
+#: how ``bench run`` reads a judge's answers (``--answers``): ``release`` as the owner's scoring script
+#: parses them (bit for bit, except that a value the release would make up, e.g. a random fallback, stays
+#: *unscored* and is counted), ``strict`` with editlens' honest reader (the exact answer format or nothing)
+ANSWER_POLICIES = ("release", "strict")
+#: how ``bench run`` sends images to the judge (``--images``): ``release`` as the owner's script sends them
+#: (:attr:`BenchSpec.release_images`), ``editlens`` decoded and re-encoded as PNG (:attr:`BenchSpec.judge_image_sizes`)
+IMAGE_POLICIES = ("release", "editlens")
+#: how a release encodes an image it sends (:class:`ImageSending`)
+IMAGE_ENCODINGS = ("png", "jpeg", "file")
+
+
+@dataclass(frozen=True)
+class ImageSending:
+    """How a benchmark's release sends each image to its judge, as data (``BenchSpec.release_images``).
+
+    ``encoding``: ``file`` (the image file's own bytes, unchanged), ``jpeg`` (decoded then saved as JPEG
+    with PIL at ``quality``, PIL's default 75 when ``None``) or ``png`` (decoded, RGB, saved as PNG: what
+    editlens sends). ``sizes``: ``source`` (the edited and reference images resized to the source's size
+    with PIL's default filter before encoding, as GEdit-Bench's script does) or ``native`` (each at its own
+    size). ``max_side``: shrink to fit a ``max_side`` square first (PIL ``thumbnail``). ``rgb``: ``always``
+    (convert to RGB) or ``alpha_or_palette`` (only RGBA and palette images, as RISEBench's script does).
+    ``exif_transpose``: apply the EXIF orientation first. ``mime``: the type the data URL names (``None``:
+    the encoding's own; ImgEdit's script names ``image/png`` whatever the bytes are). ``detail``: the
+    OpenAI ``detail`` field the release sets (``None``: not sent)."""
+
+    encoding: str = "png"
+    sizes: str = "source"
+    max_side: int | None = None
+    quality: int | None = None
+    rgb: str = "always"
+    exif_transpose: bool = False
+    mime: str | None = None
+    detail: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.encoding not in IMAGE_ENCODINGS:
+            raise ValueError(f"image encoding must be one of {IMAGE_ENCODINGS}, got {self.encoding!r}")
+        if self.sizes not in ("source", "native"):
+            raise ValueError(f"image sizes must be source or native, got {self.sizes!r}")
+        if self.rgb not in ("always", "alpha_or_palette"):
+            raise ValueError(f"image rgb must be always or alpha_or_palette, got {self.rgb!r}")
+        if self.encoding == "file" and (self.max_side or self.sizes == "source"):
+            raise ValueError("an image sent as its file's bytes cannot be resized (sizes must be native, no max_side)")
+
+    def describe(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One judge answer read under one answer policy: ``values`` (dimension -> score) or ``None`` when
+    it cannot be read (``problem`` says why); ``invented`` when the release would make a value up here
+    (a random fallback: never scored, counted)."""
+
+    values: dict[str, float] | None
+    problem: str | None = None
+    invented: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"values": self.values, "problem": self.problem, **({"invented": True} if self.invented else {})}
 
 
 @dataclass(frozen=True)
@@ -68,6 +128,16 @@ class BenchSpec:
     #: how a judge sees the edited and reference images: ``source`` (resized to the source's size) or
     #: ``native`` (each at its own size, as a release that sends its files unchanged)
     judge_image_sizes: str = "source"
+    #: how the release sends images to its judge (``bench run --images release``, the default)
+    release_images: ImageSending = field(default_factory=lambda: ImageSending(encoding="png"))
+    #: answer policy -> what it reads for this benchmark, and where the two readings differ (docs, tables)
+    answer_policies: Mapping[str, str] = field(default_factory=dict)
+    #: versions of the owner's scoring script this adapter reproduces: commit -> what it computes
+    #: (the first is the default, ``bench run --release COMMIT`` picks another)
+    releases: Mapping[str, str] = field(default_factory=dict)
+    #: an item some of whose judge answers cannot be read keeps the dimensions that were read (as the
+    #: release does) instead of being unscored as a whole
+    keep_readable_dimensions: bool = False
 
     def __post_init__(self) -> None:
         if self.label_kind not in LABEL_KINDS:
@@ -78,6 +148,7 @@ class BenchSpec:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d["release_images"] = self.release_images.describe()
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in d.items()}
 
 
@@ -131,6 +202,11 @@ class Question:
     low: float = 1.0
     high: float = 5.0
     captions: Sequence[str] = ()
+    #: how the release sends this question's images when it differs from the benchmark's
+    #: ``spec.release_images`` (one of KRIS-Bench's scripts re-encodes JPEG where the others send files)
+    sending: ImageSending | None = None
+    #: which of the release's answer parsers reads this question (benchmarks whose scripts differ)
+    reader: str = ""
 
     def __post_init__(self) -> None:
         if self.captions and len(self.captions) != len(self.images):
@@ -145,6 +221,19 @@ class Benchmark:
     def __init__(self, split: str | None = None) -> None:
         #: the split read when the published folder holds several (default: the spec's)
         self.split = split or self.spec.split
+        #: the answer policy the table is built with (:data:`ANSWER_POLICIES`; ``bench run --answers``)
+        self.answers = "release"
+        #: the version of the owner's scoring script reproduced (a key of ``spec.releases``; None: the first)
+        self.release: str | None = None
+        #: the part of the metric suite computed (``bench run --metrics``; all of ``spec.metrics`` by default)
+        self.metrics: dict[str, str] = dict(self.spec.metrics)
+
+    def release_version(self) -> str | None:
+        """The owner's script version the protocol follows (``spec.releases``' first unless chosen)."""
+        if self.release is not None and self.release not in self.spec.releases:
+            raise InputError(f"benchmark {self.spec.name}: no release {self.release!r}; it reproduces "
+                             + (", ".join(self.spec.releases) or "one version only"))
+        return self.release or next(iter(self.spec.releases), None)
 
     # -------------------------------------------------------------- editor benchmarks
     def read(self, path: str | Path) -> list[BenchItem]:
@@ -182,6 +271,27 @@ class Benchmark:
 
         scores, _, _ = read_scores(text, expected=len(q.dimensions), low=q.low, high=q.high)
         return scores
+
+    def read_answer(self, q: Question, text: str | None, from_clone: bool, policy: str) -> Reading:
+        """One answer read under ``policy`` (:data:`ANSWER_POLICIES`). ``strict`` is :meth:`parse_answer`;
+        ``release`` is :meth:`release_answer` where the benchmark has the owner's parser, and applies
+        only to the owner's prompts (``from_clone``): editlens' own prompts ask for editlens' format."""
+        if policy not in ANSWER_POLICIES:
+            raise InputError(f"answers must be one of {ANSWER_POLICIES}, got {policy!r}")
+        if policy == "release" and from_clone:
+            got = self.release_answer(q, text)
+            if got is not None:
+                return got
+        values = self.parse_answer(q, text, from_clone)
+        if values is None or len(values) != len(q.dimensions):
+            return Reading(None, f"answer not readable as {len(q.dimensions)} score(s) {list(q.dimensions)} in "
+                                 f"[{q.low:g}, {q.high:g}]")
+        return Reading(dict(zip(q.dimensions, values)))
+
+    def release_answer(self, q: Question, text: str | None) -> Reading | None:
+        """The answer as the owner's script parses it, or ``None`` when the release reads answers as
+        :meth:`parse_answer` does (the default)."""
+        return None
 
     def item_scores(self, item: BenchItem, dims: Mapping[str, float]) -> dict[str, float]:
         """Per-item figures from the judged dimensions (what the table averages)."""

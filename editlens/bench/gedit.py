@@ -11,11 +11,13 @@ intersection subset (``Intersection_exist``).
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from editlens.bench.base import BenchItem, Benchmark, BenchSpec, Question, one_of
+from editlens.bench.base import BenchItem, Benchmark, BenchSpec, ImageSending, Question, Reading, one_of
 from editlens.bench.published import image, table_rows, text_field
 from editlens.bench.registry import register
 from editlens.bench.table import counts, section
@@ -52,8 +54,19 @@ class GEditBench(Benchmark):
         identical="output layout, SC/PQ as the minimum of each answer's scores, O = sqrt(SC*PQ) per item, the "
                   "per-task mean and the unweighted mean over task types, the intersection subset, the edited "
                   "image resized to the source size; with --prompts-from, the prompt text and image order",
-        differs="an unreadable or refused judge answer is missing (counted, shown), where the release retries "
-                "with a guessing parser; bootstrap CIs are added; the judge model is pinned in the manifest",
+        differs="an answer the release cannot read either is missing (counted, shown), where the release asks "
+                "again and then guesses a random score; bootstrap CIs are added; the judge model is pinned in the "
+                "manifest",
+        release_images=ImageSending(encoding="jpeg", sizes="source", exif_transpose=True, rgb="always"),
+        answer_policies={
+            "release": "viescore's mllm_output_to_dict: the JSON between two '||V^=^V||' delimiters, else from the "
+                       "first '{' to the last '}', else a bare '[a, b]' list or a lone integer 0-10; newlines "
+                       "dropped, unquoted keys and values repaired; any number of scores, no range check (SC/PQ = "
+                       "their minimum). An answer it cannot read makes the release ask again and then guess "
+                       "random.randint(0, 10): here it stays unscored and is counted (release_would_invent)",
+            "strict": "exactly two scores in [0, 10] from the JSON 'score' field, a 'score: [a, b]' label or an "
+                      "answer that is only the list; anything else unscored",
+        },
     )
 
     def read(self, path: str | Path) -> list[BenchItem]:
@@ -108,6 +121,15 @@ class GEditBench(Benchmark):
         return [Question("SC", sc, ("source", "edited"), ("SC_success", "SC_overediting"), low=0, high=10),
                 Question("PQ", pq, ("edited",), ("PQ_naturalness", "PQ_artifacts"), low=0, high=10)]
 
+    def release_answer(self, q: Question, text: str | None) -> Reading:
+        scores, problem, invented = viescore_scores(text)
+        if scores is None:
+            return Reading(None, problem, invented)
+        if len(scores) == len(q.dimensions):
+            return Reading(dict(zip(q.dimensions, scores)))
+        # the release keeps any number of scores and takes their minimum: so do both dimensions
+        return Reading({d: min(scores) for d in q.dimensions})
+
     def item_scores(self, item: BenchItem, dims: Mapping[str, float]) -> dict[str, float]:
         return gedit_item(dims)
 
@@ -116,6 +138,85 @@ class GEditBench(Benchmark):
 
     def table(self, rows: Sequence[Mapping[str, Any]], *, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
         return gedit_table(rows, n_boot=n_boot, seed=seed)
+
+
+_DELIMITER = "||V^=^V||"
+_BARE_PAIR = re.compile(r"^\[\d+, ?\d+\]$")
+
+
+def _repair_json(blob: str) -> str:
+    """The release's last attempt at JSON (``fix_json``): quote ``word:`` keys, then wrap a bare
+    number value in a list, quote any other bare value (true/false/null kept)."""
+    quoted = re.sub(r"(\w+):", r'"\1":', blob)
+
+    def value(m: re.Match[str]) -> str:
+        key, v, end = m.group(1), m.group(2).strip(), m.group(3)
+        if re.match(r"^-?\d+(\.\d+)?$", v):
+            v = f"[{v}]"
+        elif not re.match(r"^(true|false|null)$", v, re.I):
+            v = f'"{v}"'
+        return f"{key}: {v}{end}"
+
+    return re.sub(r'(".*?"):(.*?)(,|})', value, quoted)
+
+
+def _as_int_0_10(text: str) -> int | None:
+    try:
+        n = int(text)
+    except ValueError:
+        return None
+    return n if 0 <= n <= 10 else None
+
+
+def viescore_scores(text: str | None) -> tuple[list[float] | None, str | None, bool]:
+    """``(scores, problem, invented)`` of a VIEScore answer as GEdit-Bench's release reads it
+    (``viescore/utils.py`` ``mllm_output_to_dict`` and the minimum taken after it). ``invented`` is
+    set where the release would ask again and then guess ``random.randint(0, 10)``.
+
+    >>> viescore_scores('||V^=^V|| {"score": [7, 8], "reasoning": "ok"} ||V^=^V||')[0]
+    [7.0, 8.0]
+    >>> viescore_scores("[6, 0]")[0], viescore_scores(" 7")[0]
+    ([6.0, 0.0], [7.0])
+    >>> viescore_scores("It looks fine.")[2]
+    True
+    """
+    if text is None:
+        return None, "no answer", False
+    if text == "rate_limit_exceeded":
+        return None, "the release stops on a 'rate_limit_exceeded' answer", False
+    obj: Any = None
+    if text.count(_DELIMITER) == 2:
+        body = text[text.find(_DELIMITER) + len(_DELIMITER):text.rfind(_DELIMITER)]
+    else:
+        start, end = text.find("{"), text.rfind("}") + 1
+        if start != -1 and end != 0:
+            body = text[start:end]
+        else:
+            lstart, lend = text.find("["), text.rfind("]") + 1
+            if _BARE_PAIR.match(text[lstart:lend]):
+                obj = {"score": json.loads(text[lstart:lend])}
+            elif _as_int_0_10(text) is not None:
+                obj = {"score": [_as_int_0_10(text)]}
+            else:
+                return None, "no JSON, score list or number (the release would ask again, then guess at random)", True
+    if obj is None:
+        blob = body.strip().replace("\n", "")
+        if not blob:
+            return None, "nothing between the delimiters (the release would ask again, then guess at random)", True
+        try:
+            obj = json.loads(blob)
+            if not isinstance(obj["score"], list):
+                obj["score"] = [obj["score"]]
+        except Exception:  # the release repairs what json cannot read, whatever went wrong
+            try:
+                obj = json.loads(_repair_json(blob))
+            except ValueError:
+                return None, "JSON not readable even repaired (the release would ask again, then guess at random)", True
+    scores = obj.get("score") if isinstance(obj, dict) else None
+    if not isinstance(scores, list) or not scores or not all(
+            isinstance(x, (int, float)) and math.isfinite(x) for x in scores):
+        return None, f"no list of numbers under 'score' (the release's script would stop on {scores!r})", False
+    return [float(x) for x in scores], None, False
 
 
 def gedit_item(dims: Mapping[str, float]) -> dict[str, float]:

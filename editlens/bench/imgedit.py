@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from editlens.bench.base import BenchItem, Benchmark, BenchSpec, Question, one_of
+from editlens.bench.base import BenchItem, Benchmark, BenchSpec, ImageSending, Question, Reading, one_of
 from editlens.bench.published import find_file, read_json
 from editlens.bench.registry import register
 from editlens.bench.table import counts, section
@@ -67,6 +67,36 @@ def parse_lines(text: str | None, expected: int) -> list[float] | None:
     return found if len(found) == expected else None
 
 
+def release_lines(text: str | None) -> list[int] | None:
+    """The scores of an answer as the release's ``extract_scores_and_average`` finds them: every
+    line that, stripped, splits on ``': '`` into exactly two parts whose second is all digits (any
+    count, no range); ``None`` when it finds none (the release then leaves the edit out).
+
+    >>> release_lines("Prompt Compliance: 4\\nVisual Naturalness: 5")
+    [4, 5]
+    >>> release_lines("**Prompt Compliance:** 4\\n**Visual Naturalness:** 5") is None
+    True
+    """
+    found = []
+    for line in (text or "").splitlines():
+        parts = line.strip().split(": ")
+        if len(parts) == 2 and parts[1].isdigit():
+            try:
+                found.append(int(parts[1]))
+            except ValueError:  # a digit int() refuses (e.g. a superscript): the release would stop
+                return None
+    return found or None
+
+
+IMGEDIT_ANSWERS = {
+    "release": "the release's extract_scores_and_average: every 'Name: N' line that splits on ': ' into two parts, "
+               "N all digits, any number of them and no range check, averaged (2 decimals); markdown-bold "
+               "'**Name:** N' lines are not read, and an answer with no such line leaves the edit out (unscored)",
+    "strict": "exactly the expected number of 'Name: N' lines (N 1-5; markdown bold around the name or the number "
+              "read), anything else unscored",
+}
+
+
 @register
 class ImgEditBench(Benchmark):
     spec = BenchSpec(
@@ -80,7 +110,7 @@ class ImgEditBench(Benchmark):
                  "edit_type": "category (9)"},
         categories=TYPES, languages=("en",),
         protocols={"imgedit": "per edit the mean of its three 1-5 scores (2 decimals), per type the mean "
-                   "(2 decimals), overall the unweighted mean of the type means"},
+                   "(2 decimals), overall the unweighted mean of the printed type means (2 decimals)"},
         table_layout={"sections": ["single-turn"], "rows": list(TYPES) + ["overall"], "columns": ["score"],
                       "rank_by": {"figure": "score"}},
         outputs="DIR/<model>/<key>.png",
@@ -90,9 +120,11 @@ class ImgEditBench(Benchmark):
         identical="layout (key.png outputs, sources under the 'id' paths), one prompt per edit type with the "
                   "instruction in it, text then source then edited image, per-edit mean and per-type mean rounded "
                   "to 2 decimals as the release's scripts",
-        differs="an answer without exactly three 'Name: N' lines is missing (the release averages whatever lines it "
-                "finds, and drops failed calls silently); CIs added; overall = mean of type means (the release's "
-                "scripts print only per-type means)",
+        differs="--answers strict: an answer without exactly three 'Name: N' lines is missing (the release averages "
+                "whatever lines it finds); CIs added; overall = mean of the printed (rounded) type means, 2 "
+                "decimals (the release's scripts print only per-type means)",
+        release_images=ImageSending(encoding="file", sizes="native", mime="image/png"),
+        answer_policies=IMGEDIT_ANSWERS,
     )
     json_name = "basic_edit.json"
 
@@ -142,6 +174,13 @@ class ImgEditBench(Benchmark):
             return parse_lines(text, len(q.dimensions))
         return super().parse_answer(q, text, from_clone)
 
+    def release_answer(self, q: Question, text: str | None) -> Reading:
+        found = release_lines(text)
+        if found is None:
+            return Reading(None, "no 'Name: N' line the release reads (it leaves the edit out)")
+        names = list(q.dimensions) + [f"score{k + 1}" for k in range(len(q.dimensions), len(found))]
+        return Reading({n: float(v) for n, v in zip(names, found)})
+
     def item_scores(self, item: BenchItem, dims: Mapping[str, float]) -> dict[str, float]:
         return {"score": round(sum(dims.values()) / len(dims), 2)}
 
@@ -159,6 +198,14 @@ class ImgEditBench(Benchmark):
             for r in sec["rows"]:  # the release rounds each type's mean to 2 decimals
                 c = r["cells"]["score"]
                 c["value"] = None if c["value"] is None else round(c["value"], 2)
+            over = sec["overall"]["cells"]["score"]
+            if self.json_name == "basic_edit.json":  # the mean of the type rows as printed (rounded), 2 decimals
+                printed = [r["cells"]["score"]["value"] for r in sec["rows"] if r["cells"]["score"]["value"] is not None]
+                over["value"] = round(sum(printed) / len(printed), 2) if printed else None
+                sec["overall_rule"] = "unweighted mean of the type rows as printed (2 decimals), rounded to 2 decimals"
+            elif over["value"] is not None:  # UGE: the release prints the mean over edits rounded to 2 decimals
+                over["value"] = round(over["value"], 2)
+                sec["overall_rule"] = "mean over all edits, rounded to 2 decimals (as the release prints it)"
             models[model] = {"sections": [sec], "counts": counts(mine)}
         return {"benchmark": self.spec.name, "title": self.spec.title, "protocol": next(iter(self.spec.protocols.values())),
                 "models": models}
@@ -182,7 +229,9 @@ class ImgEditUGE(ImgEditBench):
         prompts_in_clone="Benchmark/UGE/UGE_bench.py (its module-level 'prompt' string, '<edit_prompt>' placeholder)",
         identical="layout, prompt with the instruction in it, text then source then edited image, per-edit mean "
                   "and the mean over edits rounded to 2 decimals",
-        differs="an answer without exactly one 'Name: N' line is missing, never dropped silently; CIs added",
+        differs="--answers strict: an answer without exactly one 'Name: N' line is missing; CIs added",
+        release_images=ImageSending(encoding="file", sizes="native", mime="image/png"),
+        answer_policies=IMGEDIT_ANSWERS,
     )
     json_name = "UGE_edit.json"
 

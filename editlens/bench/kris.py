@@ -24,7 +24,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from editlens.bench.base import BenchItem, Benchmark, BenchSpec, Question
+from editlens.bench.base import BenchItem, Benchmark, BenchSpec, ImageSending, Question, Reading
 from editlens.bench.registry import register
 from editlens.bench.table import counts, section
 from editlens.errors import InputError
@@ -83,6 +83,11 @@ CLONE_CAPTIONS = {
 }
 CAPTIONS = tuple(f"caption.{script}.{name}" for script, (_, fns) in CLONE_CAPTIONS.items()
                  for _, texts, labels in fns for name in texts + labels)
+#: how a script sends images when it differs from the files' bytes (the temporal one re-encodes JPEG, quality 85)
+SENDING_OF = {"temporal": ImageSending(encoding="jpeg", sizes="native", quality=85, rgb="always")}
+#: the release's answer parsers: per script, and whether its fallback has the '<dimension> score' pattern
+#: (the temporal script calls the shared extractor without it)
+_WORD = {"VC": "consistency", "IF": "instruction", "VQ": "quality", "KP": "knowledge"}
 _FRAME = re.compile(r"(\d+)-(\d+)")
 _CLONE_FIELD = re.compile(r"\{\{|\}\}|\{(instruct|explanation|N)\}")
 
@@ -160,12 +165,22 @@ class KrisBench(Benchmark):
                   "next); the quality call showing only the edited image, its prompt sent as written (unformatted); "
                   "anomaly_correction judged with the plain instruction-following prompt (the release's test for "
                   "its special prompt names a category that does not exist, so it is never used)",
-        differs="the release's regex fallback (any digit 1-5 in the answer) is not used: such answers are missing; "
-                "a case the release would skip for a missing file (gt_img in viewpoint_change, an input image) "
-                "stops the read with an error naming it; images are sent decoded and re-encoded as PNG (the release "
-                "sends the files' bytes, temporal_prediction's re-encoded as JPEG); the summary (scaling to 100) "
-                "follows its community tooling, it has none",
+        differs="--answers strict: the release's regex fallback (any digit 1-5 in the answer) is not used and such "
+                "answers are missing; a case the release would skip for a missing file (gt_img in viewpoint_change, "
+                "an input image) stops the read with an error naming it; --images editlens sends decoded images "
+                "re-encoded as PNG; the summary (scaling to 100) follows its community tooling, it has none",
         judge_image_sizes="native",
+        release_images=ImageSending(encoding="file", sizes="native", mime="image/jpeg"),
+        answer_policies={
+            "release": "the scripts' extractors: the first {...} block holding the score key, read as JSON (int() of "
+                       "its value, no range check); failing that, 'consistency/instruction/quality score: N', 'N/5', "
+                       "'N out of 5', then any lone digit 1-5 (the knowledge script: the 'score: N' pattern needs the "
+                       "colon, a JSON null is not looked further for, and its instruction+knowledge answer falls back "
+                       "to the two 'score: N' patterns only; the temporal script has no '<name> score' pattern)",
+            "strict": "integer scores 1-5 under the score keys of the answer's JSON object (or 'key: N' lines); "
+                      "anything else unscored",
+        },
+        keep_readable_dimensions=True,
     )
 
     def read(self, path: str | Path) -> list[BenchItem]:
@@ -304,7 +319,7 @@ class KrisBench(Benchmark):
                 frames.append((item.extra["edited_frame"], "edited", made))
                 images = [(role, caption("frame", num, word)) for num, role, word in sorted(frames, key=lambda t: t[0])]
             qs.append(Question(qname, fill(prompt), tuple(r for r, _ in images), dims,
-                               captions=tuple(c for _, c in images)))
+                               captions=tuple(c for _, c in images), sending=SENDING_OF.get(script), reader=script))
         return qs
 
     def parse_answer(self, q: Question, text: str | None, from_clone: bool) -> list[float] | None:
@@ -312,7 +327,22 @@ class KrisBench(Benchmark):
             return super().parse_answer(q, text, from_clone)
         return json_keys(text, [DIMS[d] for d in q.dimensions])
 
+    def release_answer(self, q: Question, text: str | None) -> Reading:
+        text = text or ""
+        if q.reader == "knowledge" and q.dimensions == ("IF", "KP"):
+            got = dual_scores(text)
+        elif q.reader == "knowledge":
+            got = {q.dimensions[0]: knowledge_score(text, DIMS[q.dimensions[0]], _WORD[q.dimensions[0]])}
+        else:
+            d = q.dimensions[0]
+            got = {d: common_score(text, DIMS[d], _WORD[d] if q.reader != "temporal" else None)}
+        values = {d: float(v) for d, v in got.items() if v is not None}
+        if not values:
+            return Reading(None, f"no score the release's {q.reader} script reads")
+        return Reading(values)
+
     def item_scores(self, item: BenchItem, dims: Mapping[str, float]) -> dict[str, float]:
+        # every dimension read is kept (an item may lack one whose answer was unreadable, as in the release)
         out = {d: scale100(v) for d, v in dims.items()}
         out["overall"] = scale100(sum(dims.values()) / len(dims))
         return out
@@ -331,6 +361,79 @@ class KrisBench(Benchmark):
                 section("by knowledge type", ok, figs, tuple(KNOWLEDGE_TYPES), lambda r: TYPE_OF[r["category"]],
                         n_boot=n_boot, seed=seed)]}
         return {"benchmark": "kris", "title": "KRIS-Bench", "protocol": self.spec.protocols["kris"], "models": models}
+
+
+_FALLBACKS = (r"([1-5])\s*/\s*5", r"([1-5])\s+out\s+of\s+5")
+
+
+def _json_block(text: str, key: str) -> Any:
+    """The first ``{...}`` (no nested braces) naming ``key``, parsed; ``None`` when there is none,
+    ``ValueError`` when it is not JSON."""
+    m = re.search(r"\{[^{}]*" + re.escape(key) + r"[^{}]*\}", text, re.S)
+    if not m:
+        return None
+    import json
+
+    return json.loads(m.group(0))
+
+
+def common_score(text: str, key: str, word: str | None) -> int | None:
+    """A score as the release's shared extractor (``metrics_common.py``) reads it: the JSON block's
+    ``key`` (``int()`` of it); else ``<word> score: N`` (colon optional), ``N/5``, ``N out of 5``, then
+    the first lone digit 1-5.
+
+    >>> common_score("I would rate this 4/5.", "quality_score", "quality")
+    4
+    >>> common_score('{"consistency_score": 3, "reasoning": "ok"}', "consistency_score", "consistency")
+    3
+    """
+    try:
+        data = _json_block(text, key)
+        if data is not None and data.get(key) is not None:
+            return int(data.get(key))
+    except Exception:  # the release catches everything here and falls back to its patterns
+        pass
+    pats = ([rf"{word}[_\s]*score\s*[:：]?\s*([1-5])"] if word else []) + list(_FALLBACKS) + [r"\b([1-5])\b"]
+    for pat in pats:
+        m = re.search(pat, text, re.I | re.S)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def knowledge_score(text: str, key: str, word: str) -> int | None:
+    """A consistency or quality score as the knowledge script reads it: the JSON block's ``key``
+    (a null there is final); else ``<word> score: N`` (colon required), ``N/5``, ``N out of 5``,
+    then the first lone digit 1-5."""
+    try:
+        data = _json_block(text, key)
+        if data is not None:
+            return int(data.get(key, 0)) if data.get(key) is not None else None
+    except Exception:  # not JSON (or not an integer): the patterns below
+        pass
+    for pat in (rf"{word}[_\s]*score\s*[:：]\s*([1-5])",) + _FALLBACKS:
+        m = re.search(pat, text, re.I)
+        if m:
+            return int(m.group(1))
+    digits = re.findall(r"\b([1-5])\b", text)
+    return int(digits[0]) if digits else None
+
+
+def dual_scores(text: str) -> dict[str, int | None]:
+    """Instruction following and knowledge plausibility as the knowledge script reads its one
+    answer: both from the JSON block naming ``instruction_score``; else each from its own
+    ``<name> score: N`` (colon required), no other fallback."""
+    try:
+        data = _json_block(text, "instruction_score")
+        if data is not None:
+            return {d: (int(data.get(DIMS[d], 0)) if data.get(DIMS[d]) is not None else None) for d in ("IF", "KP")}
+    except Exception:  # the release falls back to its two patterns
+        pass
+    out: dict[str, int | None] = {}
+    for d in ("IF", "KP"):
+        m = re.search(rf"{_WORD[d]}[_\s]*score\s*[:：]\s*([1-5])", text, re.I)
+        out[d] = int(m.group(1)) if m else None
+    return out
 
 
 def json_keys(text: str | None, keys: Sequence[str]) -> list[float] | None:

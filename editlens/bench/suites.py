@@ -14,7 +14,7 @@ def suite_table(bench: Any, rows: Sequence[Mapping[str, Any]], sections: Sequenc
     """The paper's columns (``spec.metrics``' values) per category and overall,
     one block per ``(name, row filter)``; an item lacking a metric (skipped,
     e.g. no caption) is left out of that column only, and counted."""
-    cols = dict(bench.spec.metrics)
+    cols = dict(getattr(bench, "metrics", None) or bench.spec.metrics)  # `bench run --metrics`: the part computed
     models: dict[str, Any] = {}
     for model in sorted({r["model"] for r in rows}):
         mine = [r for r in rows if r["model"] == model]

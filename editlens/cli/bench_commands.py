@@ -60,7 +60,10 @@ def info_cmd(name: str = typer.Argument(..., help="Benchmark name (see `editlens
     for key in ("download", "layout", "outputs", "label_kind", "usage", "prompts_in_clone", "identical", "differs"):
         if info.get(key):
             typer.echo(f"  {key.replace('_', ' ')}: {info[key]}")
-    for key in ("columns", "dimensions", "metrics", "protocols"):
+    if info.get("label_kind") == "none" and not info.get("metrics"):
+        typer.echo("  images as the release sends them: " + ", ".join(f"{k}={v}" for k, v in
+                                                                      info["release_images"].items()))
+    for key in ("columns", "dimensions", "metrics", "protocols", "answer_policies", "releases"):
         if info.get(key):
             typer.echo(f"  {key}:")
             for k, v in info[key].items():
@@ -107,6 +110,22 @@ def run_cmd(
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N cases (a quick look)."),
     estimate: bool = typer.Option(False, "--estimate", help="Say how many judge calls (and roughly how many "
                                   "tokens) the run would make, and stop."),
+    answers: str = typer.Option("release", "--answers", help="How judge answers are read: release (as the owner's "
+                                "scoring script parses them, bit for bit; a value it would make up at random stays "
+                                "unscored and is counted) or strict (editlens' reader: the exact format or "
+                                "nothing). Both readings are stored; the table names the policy and counts the "
+                                "items the two read differently."),
+    images: str = typer.Option("release", "--images", help="How images are sent to the judge: release (as the "
+                               "owner's script sends them: its encoding, size and order; see `bench info`) or "
+                               "editlens (decoded, re-encoded as PNG)."),
+    release: Optional[str] = typer.Option(None, "--release", help="The version (commit) of the owner's scoring "
+                                          "script to follow where it changed (see `bench info NAME`: releases); "
+                                          "default: the newest reproduced."),
+    metrics: Optional[str] = typer.Option(None, "--metrics", help="Metric-suite benchmarks: compute only these "
+                                          "metrics (names or the paper's columns, comma-separated, e.g. "
+                                          "l1_ref,l2_ref or L1,L2), e.g. without CLIP/DINO weights."),
+    probe: bool = typer.Option(True, "--probe/--no-probe", help="Send the judge engine its start-up capability "
+                               "probe (one request, counted in --estimate); --no-probe skips it."),
     timeout: Optional[float] = TimeoutOpt,
     max_retries: Optional[int] = RetriesOpt,
     concurrency: Optional[int] = ConcurrencyOpt,
@@ -130,7 +149,9 @@ def run_cmd(
                         prompts_from=prompts_from, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
                         metric_models=parse_models(model), device=device, dtype=dtype, batch_size=batch_size,
                         n_boot=n_boot, limit=limit, split=split, estimate_only=estimate, progress=progress and not json_out,
-                        cache={"default": True, "none": False}.get(cache, cache), command=sys.argv)
+                        cache={"default": True, "none": False}.get(cache, cache), command=sys.argv,
+                        answers=answers, images=images, release=release, probe=probe,
+                        metrics=[m.strip() for m in metrics.split(",") if m.strip()] if metrics else None)
     if estimate:
         if json_out:
             emit_json(res)
@@ -139,9 +160,11 @@ def run_cmd(
             typer.echo(f"{name} is scored by metrics ({', '.join(res.get('metrics', []))}): no judge calls; "
                        f"{res['edits_to_score']} edits to score, {res['skipped']} without an output")
             return
+        probe_note = (f" + {res['probe_calls']} start-up probe request (--no-probe skips it)"
+                      if res.get("probe_calls") else "")
         typer.echo(f"{res['judge_calls']} judge calls for {res['items']} cases x {res['models']} model(s) "
                    f"({res['judge_calls_for_found_edits']} for the {res['edits_to_score']} outputs found; "
-                   f"{res['skipped']} missing); about {res['prompt_tokens_approx']:,} prompt tokens "
+                   f"{res['skipped']} missing){probe_note}; about {res['prompt_tokens_approx']:,} prompt tokens "
                    f"(~{res['image_tokens_per_image_assumed']} per image) and at most "
                    f"{res['completion_tokens_max']:,} answer tokens; prompts: {res['prompts']['source']}")
         return

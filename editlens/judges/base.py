@@ -38,6 +38,10 @@ class VLMJudge(Metric):
     #: images one request of this judge carries (checked once against an engine, see editlens.backends.engine)
     images_per_prompt: int = 2
 
+    #: send the engine its start-up capability probe (one request with as many images as a prompt
+    #: shows); ``False`` skips it (``bench run --no-probe``: an engine's limits then surface per request)
+    probe_engine: bool = True
+
     def __init__(self, vlm: str | None = None, vlm_model: str | None = None, device: str = "auto",
                  dtype: str = "auto", cache: bool | str = True, templates: dict[str, str] | None = None,
                  max_new_tokens: int = 256, batch_size: int = 8, models: dict[str, str] | None = None,
@@ -64,7 +68,8 @@ class VLMJudge(Metric):
 
             self._backend = create_backend(self.vlm, device=self.device, dtype=self.dtype, batch_size=self.batch_size,
                                            cache=self.cache, http_model=self.vlm_model, models=self.models,
-                                           needs=EngineNeeds(self.images_per_prompt, False, self.max_new_tokens),
+                                           needs=EngineNeeds(self.images_per_prompt, False, self.max_new_tokens)
+                                           if self.probe_engine else None,
                                            who=f"judge {self.name!r}")
         return self._backend
 

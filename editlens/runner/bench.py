@@ -229,6 +229,18 @@ def protocol_rows(bench: Benchmark, located: Located, items_by_id: dict[str, Ben
             status = judged["status"] if judged else "failed"
             scores = ((judged.get("details") or {}).get("figures") or {}) if judged and status == "scored" else {}
             reason = judged.get("reason") if judged else "not judged (the run stopped before it)"
+            both = ((judged or {}).get("details") or {}).get("by_policy")
+            if both and status in ("scored", "unscored"):  # both readings stored: the table's policy decides
+                from editlens.bench.judge import read_differently
+
+                mine = both[bench.answers]
+                status, scores, reason = mine["status"], dict(mine["figures"] or {}), mine["reason"]
+                extra_fields = {"answers": {p: {"status": v["status"], "figures": v["figures"],
+                                                "readings": v["readings"], "invented": v.get("invented", 0)}
+                                            for p, v in both.items()},
+                                "read_differently": read_differently(both)}
+                rows.append({**_row(s.id, s.model or "", item, status, scores, reason), **extra_fields})
+                continue
         rows.append(_row(s.id, s.model or "", item, status, scores, reason))
     for sk in located.skipped:
         rows.append(_row(sk["id"], sk["model"], items_by_id[sk["item"]], sk.get("status", "skipped"), {},
@@ -269,23 +281,41 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
                   dtype: str = "auto", batch_size: int = 8, n_boot: int = 1000, limit: int | None = None,
                   split: str | None = None,
                   estimate_only: bool = False, progress: bool = True, cache: bool | str = True,
-                  command: list[str] | None = None) -> dict[str, Any]:
+                  command: list[str] | None = None, answers: str = "release", images: str = "release",
+                  release: str | None = None, metrics: Sequence[str] | None = None,
+                  probe: bool = True) -> dict[str, Any]:
     """Score the outputs under ``edits`` (or made by ``editors``, ``--editor`` specs) on
     benchmark ``name`` (files at ``data``) into ``out``.
+
+    ``answers`` (``release``/``strict``) is how judge answers are read, ``images`` (``release``/``editlens``)
+    how images are sent, ``release`` which version of the owner's scoring script the protocol follows
+    (``spec.releases``), ``metrics`` the part of a metric suite to compute (its metric names or paper
+    columns), ``probe=False`` skips the judge engine's start-up capability probe.
 
     Returns the table (``table.json``'s content) with ``"exit"``: 0 when every
     found output was scored or unscored, 1 when some failed (rerun to retry),
     and ``"files"``; with ``estimate_only`` the judge-call estimate and nothing run.
     """
+    from editlens.bench.base import ANSWER_POLICIES, IMAGE_POLICIES
+
+    if answers not in ANSWER_POLICIES:
+        raise InputError(f"--answers must be one of {', '.join(ANSWER_POLICIES)}, got {answers!r}")
+    if images not in IMAGE_POLICIES:
+        raise InputError(f"--images must be one of {', '.join(IMAGE_POLICIES)}, got {images!r}")
     bench, items = read_benchmark(name, data, split=split, limit=limit)
+    bench.answers, bench.release = answers, release
+    bench.release_version()  # an unknown --release is refused before anything runs
+    suite = bench.metrics = metric_suite(bench, metrics)  # the table shows the columns computed
     if (edits is None) == (not editors):
         raise InputError("give --edits DIR (outputs made already, DIR/<model>/...) or --editor SPEC (make them now)")
     items_by_id = {it.id: it for it in items}
     prompts = None
-    if not bench.spec.metrics:
+    if not suite:
         from editlens.bench.prompts import load_prompts
 
         prompts = load_prompts(bench, prompts_from)
+        if not prompts.from_clone:  # the release's parser reads the release's prompts' answers only
+            bench.answers = "strict"
     editor_records: dict[str, Any] = {}
     if editors and estimate_only:  # nothing is generated for an estimate: every case counts
         located = Located([], {}, models=list(editors))
@@ -301,11 +331,13 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
         located = locate(bench, items, Path(edits), models_only)  # type: ignore[arg-type]
     if estimate_only:
         if prompts is None:
-            return {"benchmark": name, "judge_calls": 0, "metrics": list(bench.spec.metrics),
+            return {"benchmark": name, "judge_calls": 0, "metrics": list(suite),
                     "edits_to_score": len(located.samples), "skipped": len(located.skipped)}
+        from editlens.backends.engine import is_engine_url
         from editlens.bench.judge import estimate
 
-        est = estimate(bench, items, prompts, len(located.models), max_new_tokens)
+        est = estimate(bench, items, prompts, len(located.models), max_new_tokens,
+                       probe=bool(probe and is_engine_url(vlm)))
         n_found = len(located.samples)
         per_item = est["judge_calls"] / max(1, len(items) * max(1, len(located.models)))
         est.update({"edits_to_score": n_found, "skipped": len(located.skipped),
@@ -315,10 +347,10 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
         raise InputError(f"{'--edits ' + str(edits) if edits else 'the editors'}: none of the {len(items)} cases has "
                          f"an output ({located.skipped[0]['reason'] if located.skipped else ''})")
     evaluators: list[Any]
-    if bench.spec.metrics:
+    if suite:
         from editlens.runner.selection import select_metrics
 
-        evaluators = list[Any](select_metrics(list(bench.spec.metrics), models=metric_models or {}, device=device,
+        evaluators = list[Any](select_metrics(list(suite), models=metric_models or {}, device=device,
                                               dtype=dtype).metrics)
     else:
         if not vlm:
@@ -326,7 +358,9 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
         from editlens.bench.judge import BenchJudge
 
         assert prompts is not None  # judged benchmarks always have prompts (loaded above)
-        evaluators = [BenchJudge(bench, prompts, located.items, vlm=vlm, vlm_model=vlm_model,
+        evaluators = [BenchJudge(bench, prompts, located.items, answers=bench.answers, images=images,
+                                 edited_files={s.id: s.edited for s in located.samples}, probe=probe,
+                                 vlm=vlm, vlm_model=vlm_model,
                                  temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
                                  batch_size=batch_size, device=device, dtype=dtype, cache=cache)]
     from editlens.runner.run import run_evaluation
@@ -355,7 +389,12 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
     judge = [e for e in manifest.get("evaluators", []) if e.get("name") in names]
     table.update({"judge": judge[0] if judge and prompts else None,
                   "prompts": prompts.describe() if prompts else None,
-                  "metrics": dict(bench.spec.metrics) or None,
+                  "metrics": dict(suite) or None,
+                  "answers": answers_summary(bench, rows, answers) if prompts else None,
+                  "images": ({"as": images, **(bench.spec.release_images.describe() if images == "release" else
+                                                {"encoding": "png", "sizes": bench.spec.judge_image_sizes})}
+                             if prompts else None),
+                  "release": bench.release_version(),
                   "editors": editor_records or None,
                   "bootstrap": {"n": n_boot, "seed": seed, "level": 0.95},
                   "run_dir": str(run_dir), "interrupted": res.interrupted, "stopped_by": res.stopped_by,
@@ -365,6 +404,53 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
     table["files"] = {k: str(v) for k, v in files.items()}
     table["exit"] = 1 if failed or res.interrupted else 0
     return table
+
+
+def metric_suite(bench: Benchmark, metrics: Sequence[str] | None) -> dict[str, str]:
+    """The part of ``bench``'s metric suite to compute (``--metrics a,b``: metric names or the paper's
+    column names), as metric -> column; all of it when ``metrics`` is empty."""
+    suite = dict(bench.spec.metrics)
+    if not metrics:
+        return suite
+    if not suite:
+        raise InputError(f"--metrics: {bench.spec.title} is judged by a vision-language model, not by a metric "
+                         "suite (it has no metrics to choose)")
+    by_column = {c.lower(): m for m, c in suite.items()}
+    out: dict[str, str] = {}
+    for name in metrics:
+        m = name if name in suite else by_column.get(name.lower())
+        if m is None:
+            raise InputError(f"--metrics {name!r}: {bench.spec.title} computes "
+                             + ", ".join(f"{m} ({c})" for m, c in suite.items()))
+        out[m] = suite[m]
+    return out
+
+
+def answers_summary(bench: Benchmark, rows: Sequence[dict[str, Any]], requested: str) -> dict[str, Any]:
+    """What the table says of how answers were read: the policy, whether it could apply (the
+    release's parser reads the release's prompts only), and per model the items the two policies read
+    differently and the answers the release would have made a value up for (left unscored)."""
+    from editlens.bench.base import ANSWER_POLICIES
+
+    policy, effective = requested, bench.answers
+    per_model: dict[str, Any] = {}
+    for r in rows:
+        if "answers" not in r:
+            continue
+        m = per_model.setdefault(r["model"], {"read_differently": 0, "release_would_invent": 0, "items": []})
+        if r.get("read_differently"):
+            m["read_differently"] += 1
+            m["items"].append(r["id"])
+        m["release_would_invent"] += int(r["answers"].get("release", {}).get("invented", 0))
+    for m in per_model.values():
+        m["items"] = m["items"][:50]
+    return {"policy": effective, "requested": policy, "policies": list(ANSWER_POLICIES),
+            "what": dict(bench.spec.answer_policies) or None,
+            "note": None if effective == policy else "the release's parser reads the release's prompts; with "
+                    "editlens' own prompts (no --prompts-from) answers are read strictly",
+            "read_differently": sum(m["read_differently"] for m in per_model.values()),
+            "release_would_invent": sum(m["release_would_invent"] for m in per_model.values()),
+            "per_model": per_model}
 
 
 def _lower_is_better(bench: Benchmark) -> list[str]:
