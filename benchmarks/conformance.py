@@ -338,16 +338,18 @@ def serving(judge: Judge) -> Iterator[str]:
 # ------------------------------------------------------------------------------------------------ main
 
 
-def conformance(name: str, clone: Path, out: Path, seed: int = 0, python: str | None = None) -> dict[str, Any]:
+def conformance(name: str, clone: Path, out: Path, seed: int = 0, python: str | None = None,
+                answers: str = "release") -> dict[str, Any]:
     """Build, judge, run and verify one benchmark; returns ``bench verify``'s result plus the answer forms met."""
-    from editlens.bench.official import verify
+    from editlens.bench.official import recognise, verify
     from editlens.runner.bench import run_benchmark
 
+    _, version = recognise(name, clone)  # refuses an unknown clone before any work
     data, edits = DATASETS[name](out / "data")
     judge = Judge(name, seed)
-    with serving(judge) as url:
+    with serving(judge) as url:  # the release the clone's scoring file is (RISEBench has two)
         run_benchmark(name, data, out / "run", edits=edits, vlm=url, prompts_from=clone, cache=False, n_boot=10,
-                      progress=False, seed=seed)
+                      progress=False, seed=seed, release=version.get("release"), answers=answers)
     res = verify(out / "run", clone, python=python, keep=out / "verify")
     res["answer_forms"] = judge.forms
     return res
@@ -360,6 +362,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="keep the dataset, run and owners' outputs here")
     ap.add_argument("--seed", type=int, default=0, help="another seed: other scores and other odd answers")
     ap.add_argument("--python", default=None, help="the Python that runs the owners' code (default: this one)")
+    ap.add_argument("--answers", default="release", choices=("release", "strict"),
+                    help="bench run's answer policy (strict: editlens' reader, expected to differ where the "
+                         "release reads odd answers)")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     args = ap.parse_args(argv)
     from editlens.bench.official import verify_text
@@ -368,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="editlens-conformance-") as tmp:
         out = args.out or Path(tmp)
         try:
-            res = conformance(args.name, args.clone, out, args.seed, args.python)
+            res = conformance(args.name, args.clone, out, args.seed, args.python, args.answers)
         except InputError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2

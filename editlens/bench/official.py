@@ -434,14 +434,15 @@ class ImgEditOfficial(OfficialFormat):
             vals = [float(v) for v in by_type.values()]
             f = Figure(model, self.section, "overall", "score",
                        _cell(run.table, model, self.section, "overall", "score"),
-                       sum(vals) / len(vals) if vals else None)
+                       round(sum(vals) / len(vals), 2) if vals else None)
             if f.verdict == "DIFFERENT":
                 f.reason = _differences(reads, lambda i: True) or (
-                    "the same per-type scores: the release prints no overall, its paper's Overall is the mean of "
-                    "the type scores it prints (rounded to 2 decimals); editlens' differs from that mean")
+                    "the same per-type scores: the release prints no overall; its paper's Overall is the mean of "
+                    "the type scores it prints, to 2 decimals; editlens' differs from that")
             figs.append(f)
         return figs, ["ImgEdit overall: the release's scripts print per-type scores only; the owner's overall here "
-                      "is the mean of the per-type scores step2_typescore.py printed (the paper's Overall column)"]
+                      "is the mean of the per-type scores step2_typescore.py printed, to 2 decimals as the paper's "
+                      "Overall column prints it"]
 
 
 @official
@@ -528,9 +529,16 @@ class RiseOfficial(OfficialFormat):
         import shutil
 
         figs = []
-        acc_fig = version.get("accuracy", "accuracy")
-        notes = [f"RISEBench gpt_eval.py as of {version.get('release', version.get('commit'))}: its Accuracy is "
-                 f"compared with editlens' {acc_fig!r}"]
+        acc_fig = "accuracy"
+        theirs = version.get("release")
+        ours = run.table.get("release")  # bench run records the release it followed (a commit)
+        ours = ours.get("commit") if isinstance(ours, dict) else ours
+        notes = [f"RISEBench gpt_eval.py as of release {theirs}; the run follows release {ours}"]
+        other = ""
+        if theirs and ours and theirs != ours:
+            other = (f"the run follows RISEBench release {ours} and the clone's gpt_eval.py is release {theirs}: "
+                     f"rerun `bench run rise --release {theirs}` (stored answers are re-read, nothing is asked)")
+            notes.append(other)
         for model in run.models():
             if not (exported / model / f"{model}.pkl").is_file():
                 notes.append(f"{model}: no case has judge answers; nothing to compare")
@@ -576,12 +584,12 @@ class RiseOfficial(OfficialFormat):
                     ours_row = _RISE_ROWS[label]
                     for col, fig in (("Score-Origin", "score"), ("Score-Percentage", "score_100"),
                                      ("Accuracy", acc_fig)):
-                        figs.append(self._figure(run, model, ours_row, fig, row[col], reads, free_field))
+                        figs.append(self._figure(run, model, ours_row, fig, row[col], reads, free_field, other))
                 elif "_" in label:
                     head, dim = label.split("_", 1)
                     if head in _RISE_ROWS and dim in _RISE_DIMS:
                         figs.append(self._figure(run, model, _RISE_ROWS[head], _RISE_DIMS[dim],
-                                                 row["Score-Origin"], reads, free_field))
+                                                 row["Score-Origin"], reads, free_field, other))
         return figs, notes
 
     @staticmethod
@@ -597,12 +605,12 @@ class RiseOfficial(OfficialFormat):
 
     @staticmethod
     def _figure(run: RunAnswers, model: str, row: str, fig: str, owner: Any, reads: Sequence[ItemRead],
-                free_field: bool) -> Figure:
+                free_field: bool, other_release: str = "") -> Figure:
         f = Figure(model, "RISEBench", row, fig, _cell(run.table, model, "RISEBench", row, fig), _finite(owner))
         if f.verdict != "DIFFERENT":
             return f
         scope: Callable[[ItemRead], bool] = lambda i: row == "overall" or i.category == row  # noqa: E731
-        parts = [_differences(reads, scope)]
+        parts = [other_release, _differences(reads, scope)]
         if fig in ("score", "score_100"):
             if free_field and row != "logical_reasoning":
                 parts.append("the release's calculate_score tests `row['consistency_free']`, which is NaN (truthy) "
@@ -684,7 +692,7 @@ def verify(run: str | Path, clone: str | Path, *, python: str | None = None,
         figs, notes = fmt.compare(r, exported, Path(clone), files, version, python or sys.executable, work)
     rows = [f.to_dict() for f in figs]
     return {"benchmark": r.benchmark, "run": str(r.root), "clone": str(clone), "version": version,
-            "figures": rows, "equal": sum(f["verdict"] == "EQUAL" for f in rows),
+            "answers": (r.table.get("answers") or {}).get("policy"), "figures": rows, "equal": sum(f["verdict"] == "EQUAL" for f in rows),
             "different": sum(f["verdict"] == "DIFFERENT" for f in rows), "notes": notes}
 
 
@@ -694,7 +702,8 @@ def verify_text(res: Mapping[str, Any]) -> str:
         return "–" if x is None else f"{x:.4f}"
 
     lines = [f"{res['benchmark']}: editlens' figures against the owners' code in {res['clone']} "
-             f"(commit {str(res['version'].get('commit', ''))[:12]})", "",
+             f"(commit {str(res['version'].get('commit', ''))[:12]})"
+             + (f"; judge answers read with --answers {res['answers']}" if res.get("answers") else ""), "",
              "| model | section | row | figure | editlens | owner | verdict | reason |", "|---|---|---|---|---|---|---|---|"]
     for f in res["figures"]:
         lines.append(f"| {f['model']} | {f['section']} | {f['row']} | {f['figure']} | {v(f['editlens'])} | "
