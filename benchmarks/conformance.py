@@ -43,7 +43,7 @@ import numpy as np
 from PIL import Image, ImageEnhance
 
 SAMPLES = ("cat_seat", "dragonfruit", "hydrant", "pencil_case")
-NAMES = ("gedit", "imgedit", "imgedit-uge", "rise")
+NAMES = ("gedit", "imgedit", "imgedit-uge", "rise", "kris")
 
 
 # ------------------------------------------------------------------------------------------------ images
@@ -189,9 +189,34 @@ def rise_data(root: Path) -> tuple[Path, Path]:
     return base, edits
 
 
+#: (category, explanation) of the tiny KRIS-Bench: categories judged by metrics_common.py and metrics_knowledge.py
+KRIS_CASES = [("count_change", ""), ("color_change", ""), ("anomaly_correction", ""), ("position_movement", ""),
+              ("biology", "Leaves lose chlorophyll in autumn."), ("humanities", "Lanterns are lit at the festival.")]
+
+
+def kris_data(root: Path) -> tuple[Path, Path]:
+    """KRIS_Bench/<category>/annotation.json {id: {ori_img, ins_en, explain_en}} (2 cases per category) and
+    outputs in the release's results/<model>/<category>/<id>.jpg layout."""
+    base, edits = root / "KRIS_Bench", root / "edits"
+    i = 0
+    for cat, explain in KRIS_CASES:
+        ann = {}
+        for k in (1, 2):
+            src = photo(i, "source")
+            save(base / cat / f"{k}.jpg", encode(src, "JPEG"))
+            ann[str(k)] = {"ori_img": f"{k}.jpg", "ins_en": f"Case {i}: change the {cat.replace('_', ' ')}.",
+                           "explain_en": explain}
+            save(edits / "modelA" / cat / f"{k}.jpg", encode(photo(i, "edited"), "JPEG"))
+            if i != 3:
+                save(edits / "modelB" / cat / f"{k}.jpg", encode(model_b(src), "JPEG"))
+            i += 1
+        (base / cat / "annotation.json").write_text(json.dumps(ann, indent=2))
+    return base, edits
+
+
 DATASETS: dict[str, Callable[[Path], tuple[Path, Path]]] = {
     "gedit": gedit_data, "imgedit": lambda r: imgedit_data(r, False), "imgedit-uge": lambda r: imgedit_data(r, True),
-    "rise": rise_data}
+    "rise": rise_data, "kris": kris_data}
 
 
 # ------------------------------------------------------------------------------------------------ the judge
@@ -268,6 +293,39 @@ class Judge:
             return "A decent edit overall."
         return f"Brief reasoning: the edit was judged.\nScore: {s}"
 
+    def kris(self, h: int, text: str, n_images: int) -> str:
+        # the question, by the score key its prompt asks for (or the prompt's name in a stand-in clone)
+        if "knowledge_score" in text or "P-dual_evaluation" in text:
+            keys = ["instruction_score", "knowledge_score"]
+        elif "instruction_score" in text or "P-instruction_following" in text:
+            keys = ["instruction_score"]
+        elif "quality_score" in text or "P-quality" in text or n_images == 1:
+            keys = ["quality_score"]
+        else:
+            keys = ["consistency_score"]
+        s = [1 + (h >> (4 * k)) % 5 for k in range(len(keys))]
+        body = json.dumps({**{k: v for k, v in zip(keys, s)}, "reasoning": "compared"})
+        form = (h >> 20) % 12
+        if form == 0:
+            self._form("kris fenced JSON")
+            return f"```json\n{body}\n```"
+        if form == 1:
+            self._form("kris 4/5")
+            return f"I would rate this {s[0]}/5."
+        if form == 2:
+            self._form("kris 'name score: N' line")
+            return "\n".join(f"{k.replace('_', ' ')}: {v}" for k, v in zip(keys, s))
+        if form == 3:
+            self._form("kris prose with a lone digit")
+            return f"Overall a {s[0]} in my view."
+        if form == 4:
+            self._form("kris prose")
+            return "The edit is acceptable."
+        if form == 5:
+            self._form("kris null score")
+            return json.dumps({k: None for k in keys} | {"reasoning": "cannot tell"})
+        return body
+
     def rise(self, h: int, text: str, n_images: int) -> str:
         logical = "[logic]" in text
         s = (h % 2) if logical else (5 if h % 3 == 0 else 1 + (h >> 4) % 5)
@@ -339,7 +397,7 @@ def serving(judge: Judge) -> Iterator[str]:
 
 
 def conformance(name: str, clone: Path, out: Path, seed: int = 0, python: str | None = None,
-                answers: str = "release") -> dict[str, Any]:
+                answers: str = "release", prompts_from: Path | None = None) -> dict[str, Any]:
     """Build, judge, run and verify one benchmark; returns ``bench verify``'s result plus the answer forms met."""
     from editlens.bench.official import recognise, verify
     from editlens.runner.bench import run_benchmark
@@ -348,7 +406,8 @@ def conformance(name: str, clone: Path, out: Path, seed: int = 0, python: str | 
     data, edits = DATASETS[name](out / "data")
     judge = Judge(name, seed)
     with serving(judge) as url:  # the release the clone's scoring file is (RISEBench has two)
-        run_benchmark(name, data, out / "run", edits=edits, vlm=url, prompts_from=clone, cache=False, n_boot=10,
+        run_benchmark(name, data, out / "run", edits=edits, vlm=url, prompts_from=prompts_from or clone, cache=False,
+                      n_boot=10,
                       progress=False, seed=seed, release=version.get("release"), answers=answers)
     res = verify(out / "run", clone, python=python, keep=out / "verify")
     res["answer_forms"] = judge.forms
@@ -365,6 +424,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--answers", default="release", choices=("release", "strict"),
                     help="bench run's answer policy (strict: editlens' reader, expected to differ where the "
                          "release reads odd answers)")
+    ap.add_argument("--prompts-from", type=Path, default=None,
+                    help="where bench run reads the judge prompts (default: the clone); the prompts decide what is "
+                         "asked, not how answers are scored")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     args = ap.parse_args(argv)
     from editlens.bench.official import verify_text
@@ -373,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="editlens-conformance-") as tmp:
         out = args.out or Path(tmp)
         try:
-            res = conformance(args.name, args.clone, out, args.seed, args.python, args.answers)
+            res = conformance(args.name, args.clone, out, args.seed, args.python, args.answers, args.prompts_from)
         except InputError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2

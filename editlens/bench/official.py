@@ -475,6 +475,115 @@ class UGEOfficial(ImgEditOfficial):
         return figs, []
 
 
+# ------------------------------------------------------------------------------------------------ KRIS-Bench
+
+#: per judging script: question -> the script's extractor for its answer
+_KRIS_CALLS = {
+    "common": {"VC": "extract_consistency_score_and_reason", "IF": "extract_instruction_score_and_reason",
+               "VQ": "extract_quality_score_and_reason"},
+    "knowledge": {"VC": "extract_consistency_score", "IF_KP": "extract_dual_scores", "VQ": "extract_quality_score"},
+}
+_KRIS_KEYS = {"VC": "consistency", "IF": "instruction", "VQ": "quality", "KP": "knowledge"}
+
+
+@official
+class KrisOfficial(OfficialFormat):
+    name = "kris"
+    how_to_run = ("the release has no summary script (its issue #1): DIR/MODEL/CATEGORY/metrics.json is what its "
+                  "metrics_*.py scripts write (results/MODEL/CATEGORY/metrics.json); a rerun of them skips every "
+                  "image whose scores are all there")
+
+    @staticmethod
+    def _dims(r: Mapping[str, Any]) -> dict[str, float]:
+        """The 1-5 dimensions editlens read for a row (its table holds them scaled to 0-100)."""
+        from editlens.bench.kris import DIMS
+
+        return {d: float(r["scores"][d]) / 25.0 + 1.0 for d in DIMS
+                if isinstance(r.get("scores", {}).get(d), (int, float))}
+
+    def export(self, run: RunAnswers, out: Path) -> list[Path]:
+        from editlens.bench.kris import WITH_KNOWLEDGE
+
+        written = []
+        for model in run.models():
+            by_cat: dict[str, dict[str, Any]] = {}
+            for r in run.answered():
+                if r["model"] != model:
+                    continue
+                dims = self._dims(r)
+                rec: dict[str, Any] = {"instruction": "", "explain": r.get("explain", "")}
+                names = ("VC", "IF", "VQ") + (("KP",) if r["category"] in WITH_KNOWLEDGE else ())
+                for d in names:  # the keys each script writes; an unreadable dimension is null, as there
+                    v = dims.get(d)
+                    rec[f"{_KRIS_KEYS[d]}_score"] = None if v is None else int(round(v))
+                    rec[f"{_KRIS_KEYS[d]}_reasoning"] = None
+                by_cat.setdefault(r["category"], {})[_key(r)] = rec
+            for cat, recs in by_cat.items():
+                written.append(_write_json(out / model / cat / "metrics.json", recs))
+        return written
+
+    def compare(self, run: RunAnswers, exported: Path, clone: Path, files: dict[str, Path],
+                version: dict[str, Any], python: str, work: Path) -> tuple[list[Figure], list[str]]:
+        from editlens.bench.kris import SCRIPT_OF, scale100
+
+        prompts = next((p for p in (clone / "utils" / "prompts.py", clone / "prompts.py") if p.is_file()), None)
+        items, skipped = [], set()
+        for r in run.answered():
+            script = SCRIPT_OF.get(r["category"])
+            if script not in _KRIS_CALLS:
+                skipped.add(r["category"])
+                continue
+            items.append({"id": r["id"], "script": script, "answers": run.raw[r["id"]], "calls": _KRIS_CALLS[script]})
+        res = run_driver("kris", {"files": {"scripts": {k: str(files[k]) for k in _KRIS_CALLS},
+                                            "prompts": str(prompts) if prompts else None}, "items": items},
+                         python, work)["items"]
+        notes = ["KRIS-Bench publishes no summary script: the owners' figures here are their scripts' extractors "
+                 "on every answer, averaged as editlens and the community tooling do ((mean - 1) x 25 per "
+                 "dimension over the items with it; an item's overall the mean of the dimensions read)"]
+        if skipped:
+            notes.append(f"not compared: {', '.join(sorted(skipped))} (judged by metrics_view_change.py, "
+                         "metrics_multi_element.py or metrics_temporal_prediction.py, which editlens has not been "
+                         "checked against); the pooled rows are compared over the other categories only")
+        figs = []
+        for model in run.models():
+            reads: list[ItemRead] = []
+            owner_dims: dict[str, dict[str, float]] = {}
+            for r in run.answered():
+                if r["model"] != model or r["id"] not in res:
+                    continue
+                got: dict[str, Any] = {}
+                for q, v in res[r["id"]].items():
+                    if isinstance(v, dict):
+                        got.update({"IF": v.get("instruction_score"), "KP": v.get("knowledge_score")})
+                    else:
+                        got[q] = v
+                dims = {d: float(v) for d, v in got.items() if isinstance(v, (int, float))}
+                owner_dims[r["id"]] = dims
+                ours = self._dims(r)
+                for d in sorted(set(dims) | set(ours)):
+                    reads.append(ItemRead(f"{r['id']} {d}", model, r["category"], ours.get(d), dims.get(d),
+                                          "" if d in dims else "no score the release's extractors read"))
+            rows = [r for r in run.answered() if r["model"] == model and r["id"] in owner_dims]
+            for cat in sorted({r["category"] for r in rows}) + [None]:
+                mine = [r for r in rows if cat is None or r["category"] == cat]
+                if cat is None and skipped:
+                    continue  # the table's pooled rows hold categories not compared
+                label = cat or "overall"
+                for fig in ("VC", "VQ", "IF", "KP", "overall"):
+                    if fig == "overall":
+                        vals = [sum(d.values()) / len(d) for d in (owner_dims[r["id"]] for r in mine) if d]
+                    else:
+                        vals = [owner_dims[r["id"]][fig] for r in mine if fig in owner_dims[r["id"]]]
+                    owner = scale100(sum(vals) / len(vals)) if vals else None
+                    f = Figure(model, "by category", label, fig, _cell(run.table, model, "by category", label, fig),
+                               owner)
+                    if f.verdict == "DIFFERENT":
+                        f.reason = _differences(reads, lambda i, cat=cat, fig=fig: (
+                            (cat is None or i.category == cat) and (fig == "overall" or i.id.endswith(" " + fig))))
+                    figs.append(f)
+        return figs, notes
+
+
 # ------------------------------------------------------------------------------------------------ RISEBench
 
 _RISE_QUESTIONS = {"judge1": "consistency", "judge2": "reasoning", "judge3": "plausibility"}

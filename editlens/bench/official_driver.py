@@ -127,41 +127,51 @@ def rise_extract(req: dict[str, Any]) -> dict[str, Any]:
 
 
 def kris(req: dict[str, Any]) -> dict[str, Any]:
-    """KRIS-Bench: each judging script's extractors on every answer. The scripts parse the
-    command line, build an OpenAI client and import their prompts when imported; the driver
-    gives them an empty command line, a placeholder key (no request is made) and the clone's
-    utils/prompts.py under the module name the script imports."""
+    """KRIS-Bench: each judging script's extractors (``extract_*``) on every answer. The scripts
+    parse the command line, build an OpenAI client and import their prompts when imported; the
+    driver gives them an empty command line and a placeholder key (no request is made), and, when
+    the module their prompts come from (``ReasonEdit.prompts`` in some versions) is not importable,
+    the clone's ``utils/prompts.py`` under that name, or an empty stand-in (the extractors use no
+    prompt)."""
+    import re
+
     sys.argv = [sys.argv[0]]
     os.environ.setdefault("OPENAI_API_KEY", "unused-by-editlens-verify")
     prompts = req["files"].get("prompts")
     mods = {}
     for script, path in req["files"]["scripts"].items():
-        if prompts:
-            import re
-
-            src = open(path, encoding="utf-8").read()
-            for m in set(re.findall(r"^from\s+([\w.]+)\s+import\s*\(?\s*prompt_", src, re.M)):
-                if m not in sys.modules:
-                    p = load(prompts, m)
-                    sys.modules[m] = p
-                    parent = m.rpartition(".")[0]
-                    while parent and parent not in sys.modules:
-                        sys.modules[parent] = types.ModuleType(parent)
-                        parent = parent.rpartition(".")[0]
-        mods[script] = load(path, f"kris_{script}", folder_on_path=True)
+        src = open(path, encoding="utf-8").read()
+        for name in set(re.findall(r"^from\s+([\w.]+)\s+import\s*\(?\s*prompt_", src, re.M)):
+            try:
+                importlib.import_module(name)
+                continue
+            except ImportError:
+                pass
+            if prompts and os.path.isfile(prompts):
+                load(prompts, name)
+            else:
+                stand_in = types.ModuleType(name)
+                stand_in.__getattr__ = lambda attr: ""  # type: ignore[attr-defined]
+                sys.modules[name] = stand_in
+            parent = name.rpartition(".")[0]
+            while parent and parent not in sys.modules:
+                sys.modules[parent] = types.ModuleType(parent)
+                parent = parent.rpartition(".")[0]
+        mods[script] = load(path, f"kris_{script}")
     out: dict[str, Any] = {}
     for it in req["items"]:
         mod = mods[it["script"]]
         got: dict[str, Any] = {}
-        for q, (fn, key) in it["calls"].items():
+        for q, fn in it["calls"].items():
             text = it["answers"].get(q)
             if text is None:
                 continue
             res = getattr(mod, fn)(text)
-            if key == "*":  # one extractor returning several scores (a dict or a tuple)
-                got[q] = res
-            else:
-                got[q] = res[0] if isinstance(res, tuple) else res
+            if isinstance(res, tuple):  # (score, reasoning)
+                res = res[0]
+            elif isinstance(res, dict):  # the instruction + knowledge answer
+                res = {k: res.get(k) for k in ("instruction_score", "knowledge_score")}
+            got[q] = res
         out[it["id"]] = got
     return {"items": out}
 
