@@ -170,3 +170,40 @@ def test_verify_text_prints_each_figure_with_both_values_the_verdict_and_the_cou
     assert "| m | single-turn | add | score | 3.0000 | 3.5000 | DIFFERENT | why |" in text
     assert "| m | single-turn | style | score | 4.0000 | 4.0000 | EQUAL |  |" in text
     assert "1 EQUAL, 1 DIFFERENT" in text and "commit 547185d12c08" in text and "note: a note" in text
+
+
+class KrisAnswers(FakeServer):
+    """KRIS-Bench answers: the score key the question asks for (by the stand-in prompt's name); the
+    quality answer of every case is prose, so that dimension is unreadable and the others kept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.broken = False
+
+    def good_answer(self, body):  # type: ignore[no-untyped-def]
+        sent = json.dumps(body.get("messages", ""))
+        if "P-dual_evaluation" in sent:
+            return '{"instruction_score": 4, "knowledge_score": 2, "reasoning": "ok"}'
+        if "P-instruction" in sent:
+            return '{"instruction_score": 4, "reasoning": "ok"}'
+        if "P-quality" in sent:
+            return "It looks fine."
+        return '{"consistency_score": 5, "reasoning": "ok"}'
+
+
+def test_kris_export_writes_each_categorys_metrics_json_with_the_scripts_keys(tmp_path):
+    base = F.kris(tmp_path / "bench")
+    edits = F.kris_outputs(tmp_path / "edits", "m", base)
+    clone = F.kris_clone(tmp_path / "clone")
+    with KrisAnswers().running() as url:
+        run_benchmark("kris", base, tmp_path / "out", edits=edits, vlm=url, prompts_from=clone, cache=False,
+                      n_boot=10, progress=False)
+    export_official(tmp_path / "out", tmp_path / "official")
+    plain = json.loads((tmp_path / "official" / "m" / "count_change" / "metrics.json").read_text())
+    # what metrics_common.py writes per image: the three scores and reasonings; the unreadable one is null
+    assert plain == {"1": {"instruction": "", "explain": "", "consistency_score": 5, "consistency_reasoning": None,
+                           "instruction_score": 4, "instruction_reasoning": None, "quality_score": None,
+                           "quality_reasoning": None}}
+    knowledge = json.loads((tmp_path / "official" / "m" / "biology" / "metrics.json").read_text())["7"]
+    assert (knowledge["instruction_score"], knowledge["knowledge_score"]) == (4, 2)  # metrics_knowledge.py's keys
+    assert knowledge["explain"] == "Leaves lose chlorophyll and turn yellow or red."

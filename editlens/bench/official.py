@@ -486,6 +486,13 @@ _KRIS_CALLS = {
 _KRIS_KEYS = {"VC": "consistency", "IF": "instruction", "VQ": "quality", "KP": "knowledge"}
 
 
+def _kris_scope(category: str | None, figure: str) -> Callable[[ItemRead], bool]:
+    """The per-dimension reads one KRIS-Bench figure is computed from."""
+    def keep(i: ItemRead) -> bool:
+        return (category is None or i.category == category) and (figure == "overall" or i.id.endswith(" " + figure))
+    return keep
+
+
 @official
 class KrisOfficial(OfficialFormat):
     name = "kris"
@@ -578,8 +585,7 @@ class KrisOfficial(OfficialFormat):
                     f = Figure(model, "by category", label, fig, _cell(run.table, model, "by category", label, fig),
                                owner)
                     if f.verdict == "DIFFERENT":
-                        f.reason = _differences(reads, lambda i, cat=cat, fig=fig: (
-                            (cat is None or i.category == cat) and (fig == "overall" or i.id.endswith(" " + fig))))
+                        f.reason = _differences(reads, _kris_scope(cat, fig))
                     figs.append(f)
         return figs, notes
 

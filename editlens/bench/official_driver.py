@@ -151,7 +151,7 @@ def kris(req: dict[str, Any]) -> dict[str, Any]:
                 load(prompts, name)
             else:
                 stand_in = types.ModuleType(name)
-                stand_in.__getattr__ = lambda attr: ""  # type: ignore[attr-defined]
+                setattr(stand_in, "__getattr__", lambda attr: "")  # noqa: B010 - a module-level __getattr__
                 sys.modules[name] = stand_in
             parent = name.rpartition(".")[0]
             while parent and parent not in sys.modules:
