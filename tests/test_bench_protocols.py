@@ -119,7 +119,13 @@ def test_imgedit_rounds_as_the_release_and_overall_is_the_mean_of_type_means(tmp
     sec = b.table(rows, n_boot=50)["models"]["m"]["sections"][0]
     cells = _cells(sec, "score")
     assert cells["adjust"] == 4.33  # round(4.335, 2) as the release's per-type rounding
-    assert cells["overall"] == pytest.approx((4.335 + 2.0) / 2)  # unweighted over types, not (3.67+5+2)/3
+    # unweighted over the type rows as printed (4.33, 2.00), rounded to 2 decimals as a paper prints it:
+    # round(3.165, 2), not the mean of unrounded type means (3.1675) nor the mean over items (3.56)
+    assert cells["overall"] == round((4.33 + 2.0) / 2, 2) == 3.17
+    assert "as printed" in sec["overall_rule"]
+    uge = get("imgedit-uge").table([_row("m", "uge", {"score": 3.67}), _row("m", "uge", {"score": 4.0}),
+                                    _row("m", "uge", {"score": 3.0})], n_boot=50)
+    assert _cells(uge["models"]["m"]["sections"][0], "score")["overall"] == 3.56  # round(10.67 / 3, 2), as printed
 
 
 def test_imgedit_reads_the_releases_answer_lines_and_refuses_partial_ones():

@@ -66,6 +66,7 @@ def test_bench_run_gedit_end_to_end(tmp_path):
         est = runner.invoke(app, args + ["--estimate"])
         assert est.exit_code == 0, est.output
         assert "16 judge calls for 4 cases x 2 model(s)" in est.output and "(10 for the 5 outputs found" in est.output
+        assert "+ 1 start-up probe request" in est.output  # the engine check's probe is counted too
         assert fake.requests == []  # an estimate asks nothing
         res = runner.invoke(app, args + ["--json"])
         assert res.exit_code == 0, res.output
@@ -100,6 +101,9 @@ def test_bench_run_gedit_end_to_end(tmp_path):
     # every published column is kept; the full-size input as its reference into the table file
     assert all("intersection" in r and "#row=" in r["input_image_raw"] for r in items)
     assert "fallback wording" in (out / "report.html").read_text()
+    # every table names how answers were read (editlens' own prompts: strictly) and counts differing readings
+    assert "Answers read: strict (asked for release" in md and "0 item(s) read differently" in md
+    assert "Answers read: strict" in (out / "report.html").read_text() and t["answers"]["read_differently"] == 0
     assert "\\begin{tabular}" in (out / "table.tex").read_text()
     # the models side by side, ranked by the paper's headline (EN fullset O): good 6.83 (its color_alter has no
     # score, so its average is background_change's), lazy sqrt(32) from k1 alone
@@ -215,18 +219,27 @@ def test_imgedit_with_the_clones_prompts_reads_the_releases_answer_format(tmp_pa
     for key in ("1082", "673", "12"):
         F.save(edits / "m" / f"{key}.png", F.png(int(key)))
     fake = LinesServer()
+    args = ["bench", "run", "imgedit", "--data", str(root), "--edits", str(edits), "--out", str(tmp_path / "out"),
+            "--prompts-from", str(clone), "--cache", "none", "--n-boot", "20", "--json", "--no-report"]
     with fake.running() as url:
-        res = runner.invoke(app, ["bench", "run", "imgedit", "--data", str(root), "--edits", str(edits), "--out",
-                                  str(tmp_path / "out"), "--vlm", url, "--prompts-from", str(clone),
-                                  "--cache", "none", "--n-boot", "20", "--json", "--no-report"])
+        res = runner.invoke(app, args + ["--vlm", url])
+        asked = len(fake.requests)
+        strict = runner.invoke(app, args + ["--vlm", url, "--answers", "strict"])
     assert res.exit_code == 0, res.output
-    t = json.loads(res.output)
+    assert strict.exit_code == 0 and len(fake.requests) == asked  # the stored answers are re-read, not asked again
+    t, s = json.loads(res.output), json.loads(strict.output)
     sent = json.dumps(fake.bodies)
     assert "Judge this adjust edit. Instruction: Make the shell smooth.." in sent  # the clone's wording, filled in
     assert t["prompts"]["from_clone"] is True and t["prompts"]["source"] == str(clone)
     cells = {r["row"]: r["cells"]["score"] for r in t["models"]["m"]["sections"][0]["rows"]}
     assert cells["adjust"]["value"] == 4.0 and cells["style"]["value"] == 4.0
-    assert cells["add"]["value"] is None and t["models"]["m"]["counts"]["unscored"] == 1  # two lines: missing
+    # two lines: the release averages them (4.5); editlens' strict reader leaves the edit unscored
+    assert cells["add"]["value"] == 4.5 and t["models"]["m"]["counts"]["unscored"] == 0
+    assert t["answers"]["policy"] == "release" and t["answers"]["read_differently"] == 1
+    assert t["answers"]["per_model"]["m"]["items"] == ["m/12"]
+    strict_cells = {r["row"]: r["cells"]["score"] for r in s["models"]["m"]["sections"][0]["rows"]}
+    assert strict_cells["add"]["value"] is None and s["models"]["m"]["counts"]["unscored"] == 1
+    assert s["answers"]["policy"] == "strict" and s["answers"]["read_differently"] == 1
 
 
 def test_a_refused_or_filtered_judge_answer_is_missing_never_zero():

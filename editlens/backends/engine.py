@@ -31,7 +31,6 @@ import numpy as np
 from editlens.backends.types import ChatRequest, GenerationSettings, Message
 from editlens.errors import ModelUnavailableError
 
-
 #: the start-up probe's question (beside as many images as the evaluator's prompts carry; a 1-token answer)
 PROBE_TEXT = "Answer with one word: YES or NO."
 

@@ -5,7 +5,10 @@ Protocol (the release's ``step1_get_avgscore.py``, ``step2_typescore.py``,
 ``UGE/get_average_score.py``): per edit the mean of the scores its answer
 lists (rounded to 2 decimals as the release does); per edit type the mean
 over its edits (again rounded); the overall figure is the unweighted mean of
-the type means (the paper's "Overall" column); UGE: the mean over edits.
+the type means as printed (rounded), itself rounded to 2 decimals (the
+paper's "Overall" column); UGE: the mean over edits, rounded to 2 decimals
+as the release prints it. ``--answers release`` reads answers as the
+release's ``extract_scores_and_average`` (:func:`release_lines`).
 The release's multi-turn suite is judged by people and has no protocol here.
 """
 

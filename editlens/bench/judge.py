@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping, Sequence
 
-from editlens.backends.types import ChatRequest, GenerationSettings, Message, is_backend_failure
 from editlens.backends.engine import PROBE_TEXT
+from editlens.backends.types import ChatRequest, GenerationSettings, Message, is_backend_failure
 from editlens.bench.base import BenchItem, Benchmark, Question
 from editlens.bench.prompts import PromptSet
 from editlens.core.types import LoadedEdit, Score

@@ -85,8 +85,8 @@ CAPTIONS = tuple(f"caption.{script}.{name}" for script, (_, fns) in CLONE_CAPTIO
                  for _, texts, labels in fns for name in texts + labels)
 #: how a script sends images when it differs from the files' bytes (the temporal one re-encodes JPEG, quality 85)
 SENDING_OF = {"temporal": ImageSending(encoding="jpeg", sizes="native", quality=85, rgb="always")}
-#: the release's answer parsers: per script, and whether its fallback has the '<dimension> score' pattern
-#: (the temporal script calls the shared extractor without it)
+#: scripts that call the shared extractor without its '<dimension> score: N' pattern (the others have it)
+NO_NAME_PATTERN = ("temporal", "multi")
 _WORD = {"VC": "consistency", "IF": "instruction", "VQ": "quality", "KP": "knowledge"}
 _FRAME = re.compile(r"(\d+)-(\d+)")
 _CLONE_FIELD = re.compile(r"\{\{|\}\}|\{(instruct|explanation|N)\}")
@@ -176,7 +176,8 @@ class KrisBench(Benchmark):
                        "its value, no range check); failing that, 'consistency/instruction/quality score: N', 'N/5', "
                        "'N out of 5', then any lone digit 1-5 (the knowledge script: the 'score: N' pattern needs the "
                        "colon, a JSON null is not looked further for, and its instruction+knowledge answer falls back "
-                       "to the two 'score: N' patterns only; the temporal script has no '<name> score' pattern)",
+                       "to the two 'score: N' patterns only; the temporal and multi-element scripts have no '<name> score' "
+                       "pattern); as read from the scripts at Kris_Bench commit 2114fec",
             "strict": "integer scores 1-5 under the score keys of the answer's JSON object (or 'key: N' lines); "
                       "anything else unscored",
         },
@@ -335,7 +336,7 @@ class KrisBench(Benchmark):
             got = {q.dimensions[0]: knowledge_score(text, DIMS[q.dimensions[0]], _WORD[q.dimensions[0]])}
         else:
             d = q.dimensions[0]
-            got = {d: common_score(text, DIMS[d], _WORD[d] if q.reader != "temporal" else None)}
+            got = {d: common_score(text, DIMS[d], None if q.reader in NO_NAME_PATTERN else _WORD[d])}
         values = {d: float(v) for d, v in got.items() if v is not None}
         if not values:
             return Reading(None, f"no score the release's {q.reader} script reads")
@@ -356,7 +357,12 @@ class KrisBench(Benchmark):
         for model in sorted({r["model"] for r in rows}):
             mine = [r for r in rows if r["model"] == model]
             ok = mine  # unscored/skipped rows carry no values: rows stay, means use scored items only
-            models[model] = {"counts": counts(mine), "sections": [
+            c = counts(mine)
+            # items scored on the dimensions that were read, one or more answers being unreadable
+            lacking = {d: sum(1 for r in mine if r.get("status") == "scored" and d not in r["scores"]
+                              and (d != "KP" or r["category"] in WITH_KNOWLEDGE)) for d in DIMS}
+            c["scored_without"] = {d: n for d, n in lacking.items() if n}
+            models[model] = {"counts": c, "sections": [
                 section("by category", ok, figs, CATEGORIES, lambda r: r["category"], n_boot=n_boot, seed=seed),
                 section("by knowledge type", ok, figs, tuple(KNOWLEDGE_TYPES), lambda r: TYPE_OF[r["category"]],
                         n_boot=n_boot, seed=seed)]}

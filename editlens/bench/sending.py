@@ -70,8 +70,8 @@ def encode_for_release(src: Any, how: ImageSending, name: str,
         img = ImageOps.exif_transpose(img)
     if how.rgb == "always" or img.mode in ("RGBA", "P"):
         img = img.convert("RGB")
-    if source_size is not None and how.sizes == "source" and img.size != tuple(source_size):
-        img = img.resize(tuple(source_size))  # PIL's default filter, as the releases call it
+    if source_size is not None and how.sizes == "source" and img.size != (source_size[0], source_size[1]):
+        img = img.resize((source_size[0], source_size[1]))  # PIL's default filter, as the releases call it
     if how.max_side:
         img = img.copy()
         img.thumbnail((how.max_side, how.max_side))

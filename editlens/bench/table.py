@@ -214,8 +214,33 @@ def comparison_markdown(comp: Mapping[str, Any]) -> list[str]:
     return lines + ["", note, ""]
 
 
+def reading_lines(table: Mapping[str, Any]) -> list[str]:
+    """How the table's numbers were read, one sentence each: the answer policy and the items the two
+    policies read differently, the images as sent, the owner's script version followed."""
+    out = []
+    a = table.get("answers")
+    if a:
+        s = (f"Answers read: {a['policy']}" + (f" (asked for {a['requested']}: {a['note']})" if a.get("note") else "")
+             + f"; {a['read_differently']} item(s) read differently by the release and strict policies")
+        if a.get("release_would_invent"):
+            s += (f"; {a['release_would_invent']} answer(s) the release would have replaced with a random score "
+                  "(left unscored)")
+        out.append(s + ".")
+    im = table.get("images")
+    if im:
+        out.append("Images sent: " + ", ".join(f"{k}={v}" for k, v in im.items()) + ".")
+    rel = table.get("release")
+    if isinstance(rel, dict):
+        out.append(f"Owner's scoring script followed: commit {rel.get('commit')} ({rel.get('what')}).")
+    elif rel:
+        out.append(f"Owner's scoring script followed: {rel}.")
+    return out
+
+
 def to_markdown(table: Mapping[str, Any]) -> str:
     lines = [f"# {table.get('title', table['benchmark'])}", "", f"Protocol: {table.get('protocol', '')}", ""]
+    for line in reading_lines(table):
+        lines += [line, ""]
     if table.get("comparison") and len(table["models"]) > 1:
         lines += comparison_markdown(table["comparison"])
     for model, m in table["models"].items():
@@ -245,7 +270,7 @@ def _tex(s: str) -> str:
 def to_latex(table: Mapping[str, Any]) -> str:
     """The models compared (best of each column in bold), then one tabular per model and
     section: value with the CI as a subscript-free ``\\pm`` half-width."""
-    out = []
+    out = [f"% {line}" for line in reading_lines(table)]
     comp = table.get("comparison")
     if comp and len(table["models"]) > 1:
         cols = comp["columns"]

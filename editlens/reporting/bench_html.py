@@ -25,8 +25,11 @@ def render_bench_report(table: Mapping[str, Any]) -> str:
     if prompts and not prompts.get("from_clone"):
         warn = ('<p class="hint"><b>Judge prompts: editlens fallback wording</b>, not the benchmark\'s official '
                 "prompts (give --prompts-from CLONE): numbers are not comparable to the paper's.</p>")
+    from editlens.bench.table import reading_lines
+
+    how = "".join(f'<p class="hint">{esc(line)}</p>' for line in reading_lines(table))
     header = (f"<h1>editlens bench · {esc(title)}</h1><div class=\"sub\">protocol: {esc(table.get('protocol', ''))}"
-              f"</div>{warn}")
+              f"</div>{warn}{how}")
     sections = []
     comp = table.get("comparison")
     if comp and len(table["models"]) > 1:

@@ -51,7 +51,14 @@ from typing import Any, Sequence
 import numpy as np
 
 from editlens.backends.local import TransformersBackend
-from editlens.backends.types import ChatRequest, Generation, GenerationSettings, Message, is_backend_failure
+from editlens.backends.types import (
+    ChatRequest,
+    Generation,
+    GenerationSettings,
+    Message,
+    is_backend_failure,
+    part_pixels,
+)
 from editlens.core.cache import cache_option
 from editlens.core.types import LoadedEdit, Score
 from editlens.errors import InputError, ModelUnavailableError
@@ -274,7 +281,7 @@ class EditScoreBackend(TransformersBackend):
                 if isinstance(p, str):
                     text += p
                 else:
-                    images.append(Image.fromarray(p))
+                    images.append(Image.fromarray(part_pixels(p)))
                     text += f"<img{len(images)}>: <|vision_start|><|image_pad|><|vision_end|>"
         full = (f"<|im_start|>system\n{QWEN_SYSTEM}<|im_end|>\n<|im_start|>user\n{text}<|im_end|>\n"
                 "<|im_start|>assistant\n")

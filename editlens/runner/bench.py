@@ -238,7 +238,9 @@ def protocol_rows(bench: Benchmark, located: Located, items_by_id: dict[str, Ben
                 extra_fields = {"answers": {p: {"status": v["status"], "figures": v["figures"],
                                                 "readings": v["readings"], "invented": v.get("invented", 0)}
                                             for p, v in both.items()},
-                                "read_differently": read_differently(both)}
+                                "read_differently": read_differently(both),
+                                # the judge's answers as given (what an export to the owner's files writes)
+                                "raw_answers": ((judged or {}).get("details") or {}).get("raw")}
                 rows.append({**_row(s.id, s.model or "", item, status, scores, reason), **extra_fields})
                 continue
         rows.append(_row(s.id, s.model or "", item, status, scores, reason))
@@ -394,11 +396,11 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
                   "images": ({"as": images, **(bench.spec.release_images.describe() if images == "release" else
                                                 {"encoding": "png", "sizes": bench.spec.judge_image_sizes})}
                              if prompts else None),
-                  "release": bench.release_version(),
                   "editors": editor_records or None,
                   "bootstrap": {"n": n_boot, "seed": seed, "level": 0.95},
                   "run_dir": str(run_dir), "interrupted": res.interrupted, "stopped_by": res.stopped_by,
                   "notes": located.notes or None})
+    table.setdefault("release", bench.release_version())  # RISE names its own (commit and what it computes)
     files = write_tables(table, rows, root)
     failed = sum(1 for r in rows if r["status"] == "failed")
     table["files"] = {k: str(v) for k, v in files.items()}
