@@ -2,8 +2,8 @@
 
     python benchmarks/conformance.py --clone DIR NAME [--out DIR] [--seed N]
 
-NAME is gedit, imgedit, imgedit-uge or rise; DIR is your clone of the owners'
-repository (Step1X-Edit, ImgEdit, RISEBench). The script
+NAME is gedit, imgedit, imgedit-uge, rise or kris; DIR is your clone of the
+owners' repository (Step1X-Edit, ImgEdit, RISEBench, Kris_Bench). The script
 
 1. builds a tiny dataset in the benchmark's published layout from editlens'
    bundled sample photographs (``editlens/samples/images``, AURORA), with two
@@ -14,8 +14,11 @@ repository (Step1X-Edit, ImgEdit, RISEBench). The script
    images), with a share of odd but real-world answer forms: fenced JSON,
    ``||V^=^V||`` delimiters, bare ``[a, b]``, prose without a score, markdown-bold
    ``**Name:** N`` lines, two score lines where three are asked, "4/5", plain and
-   bold "Final Score" lines and answers without one;
-3. runs ``editlens bench run NAME --prompts-from DIR`` (the clone's prompts);
+   bold "Final Score" lines and answers without one, KRIS' "I would rate this
+   4/5", ``name score: N`` lines, null scores and prose with a lone digit;
+3. runs ``editlens bench run NAME --prompts-from DIR`` (the clone's prompts, or
+   ``--prompts-from`` another folder: the prompts decide what is asked, not how
+   an answer is read) at the release the clone's scoring file is;
 4. runs ``editlens bench verify`` against the clone's scoring code, prints the
    table and exits 1 on any DIFFERENT figure.
 

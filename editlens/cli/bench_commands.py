@@ -233,7 +233,7 @@ def verify_cmd(
     json_out: bool = JsonOpt,
 ) -> None:
     """Run the owners' scoring code from your clone on this run's judge answers and print, per figure, editlens'
-    value, the owners' value and EQUAL/DIFFERENT with the reason. Exits 1 when any figure differs."""
+    value, the owners' value and EQUAL/DIFFERENT with the reason. Exits 3 when any figure differs."""
     from editlens.bench.official import verify, verify_text
 
     res = verify(run, clone, python=python, keep=keep)
