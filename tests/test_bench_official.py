@@ -140,6 +140,16 @@ def test_verify_refuses_a_clone_whose_scoring_files_it_does_not_know_naming_file
         recognise("rise", tmp_path)
 
 
+def test_verify_refuses_a_run_that_asked_editlens_own_prompts(tmp_path, monkeypatch):
+    out = _gedit_run(tmp_path)  # no --prompts-from: editlens' wording, its answers in editlens' format
+    import editlens.bench.official as O
+
+    monkeypatch.setattr(O, "recognise", lambda name, clone: ({}, {}))  # past the clone check
+    with pytest.raises(InputError, match="own prompt wording.*--prompts-from CLONE"):
+        verify(out, tmp_path)
+    assert "not comparable" in export_official(out, tmp_path / "official")["note"]
+
+
 def test_a_figure_is_equal_only_within_float_noise_and_both_missing_is_equal():
     assert Figure("m", "s", "r", "O", 2.5, 2.5 + 1e-12).verdict == "EQUAL"
     assert Figure("m", "s", "r", "O", 3.1294, 3.13).verdict == "DIFFERENT"

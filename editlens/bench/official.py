@@ -788,7 +788,15 @@ def export_official(run: str | Path, out: str | Path) -> dict[str, Any]:
         raise InputError(f"{r.root}: the run has no judge answers stored (every item failed or was skipped); "
                          "rerun `editlens bench run` first")
     files = fmt.export(r, Path(out))
-    return {"benchmark": r.benchmark, "files": [str(f) for f in files], "how_to_run": fmt.how_to_run}
+    res = {"benchmark": r.benchmark, "files": [str(f) for f in files], "how_to_run": fmt.how_to_run}
+    if not _official_prompts(r):
+        res["note"] = ("the run asked editlens' own prompt wording (no --prompts-from): the owners' scripts may not "
+                       "read its answers, and the figures are not comparable to the owners' leaderboards")
+    return res
+
+
+def _official_prompts(run: RunAnswers) -> bool:
+    return bool((run.table.get("prompts") or {}).get("from_clone"))
 
 
 def verify(run: str | Path, clone: str | Path, *, python: str | None = None,
@@ -799,6 +807,10 @@ def verify(run: str | Path, clone: str | Path, *, python: str | None = None,
     r = load_run(run)
     fmt = format_of(r.benchmark)
     files, version = recognise(r.benchmark, Path(clone))
+    if not _official_prompts(r):
+        raise InputError(f"{r.root}: the run asked editlens' own prompt wording, not the owners' (it was run without "
+                         "--prompts-from), so its answers are in editlens' format; rerun `editlens bench run ... "
+                         "--prompts-from CLONE` to compare with the owners' code")
     with tempfile.TemporaryDirectory(prefix="editlens-verify-") as tmp:
         base = Path(keep) if keep else Path(tmp)
         exported, work = base / "exported", base / "owner"

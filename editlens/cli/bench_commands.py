@@ -219,6 +219,8 @@ def export_cmd(
         return
     typer.echo(f"wrote {len(res['files'])} file(s) of {res['benchmark']}'s owners under {official}")
     typer.echo(f"run the owners' scripts on them: {res['how_to_run']}")
+    if res.get("note"):
+        typer.echo(f"note: {res['note']}", err=True)
 
 
 @bench_app.command("verify")
