@@ -116,6 +116,16 @@ def test_kris_keeps_each_readable_dimension_of_an_item(tmp_path):
     s = judge._score(it, qs, [Generation('{"score": [5]}'), Generation("no idea"), Generation('{"score": [3]}')])
     assert s.status == "scored" and "IF_KP" in s.reason
     assert s.details["figures"] == {"VC": 100.0, "VQ": 50.0, "overall": 75.0}
+    # the release's knowledge script: one answer holding instruction following but not knowledge
+    clone = BenchJudge(b, PromptSet(b.fallback_prompts(), True, "clone"), {}, vlm="http://127.0.0.1:9/v1")
+    half = clone._score(it, qs, [Generation('{"consistency_score": 5}'),
+                                 Generation('{"instruction_score": 4, "knowledge_score": null}'),
+                                 Generation("I would rate this 3/5")])
+    assert half.status == "scored" and half.details["figures"] == {"VC": 100.0, "IF": 75.0, "VQ": 50.0,
+                                                                   "overall": 75.0}
+    assert "IF_KP: KP not read" in half.reason
+    strict = half.details["by_policy"]["strict"]
+    assert strict["figures"] == {"VC": 100.0, "overall": 100.0} and "VQ" in strict["reason"]
     none = judge._score(it, qs, [Generation("?"), Generation("?"), Generation("?")])
     assert none.status == "unscored" and none.value is None  # nothing read: missing, never zero
 
@@ -254,6 +264,12 @@ def test_metrics_runs_the_model_free_part_of_a_suite_without_clip_or_dino(tmp_pa
 
     with pytest.raises(InputError, match="computes"):
         run_benchmark("magicbrush", data, tmp_path / "o2", edits=edits, metrics=["FID"], progress=False)
+    from editlens.errors import ModelUnavailableError
+
+    # without --metrics, the missing CLIP weights stop the run with the way out named
+    with pytest.raises(ModelUnavailableError, match="--metrics L1,L2"):
+        run_benchmark("magicbrush", data, tmp_path / "o3", edits=edits, progress=False, device="cpu",
+                      metric_models={"clip": str(tmp_path / "no-clip"), "dino": str(tmp_path / "no-dino")})
 
 
 def test_the_start_up_probe_is_counted_in_the_estimate_and_skipped_with_no_probe(tmp_path):

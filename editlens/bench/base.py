@@ -128,8 +128,9 @@ class BenchSpec:
     #: how a judge sees the edited and reference images: ``source`` (resized to the source's size) or
     #: ``native`` (each at its own size, as a release that sends its files unchanged)
     judge_image_sizes: str = "source"
-    #: how the release sends images to its judge (``bench run --images release``, the default)
-    release_images: ImageSending = field(default_factory=lambda: ImageSending(encoding="png"))
+    #: how the release sends images to its judge (``bench run --images release``, the default); ``None``:
+    #: as editlens sends them (decoded, PNG, at ``judge_image_sizes``)
+    release_images: ImageSending | None = None
     #: answer policy -> what it reads for this benchmark, and where the two readings differ (docs, tables)
     answer_policies: Mapping[str, str] = field(default_factory=dict)
     #: versions of the owner's scoring script this adapter reproduces: commit -> what it computes
@@ -148,7 +149,7 @@ class BenchSpec:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["release_images"] = self.release_images.describe()
+        d["release_images"] = self.release_images.describe() if self.release_images else None
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in d.items()}
 
 

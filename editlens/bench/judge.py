@@ -111,7 +111,8 @@ class BenchJudge(VLMJudge):
         self.bench, self.prompts, self.items = bench, prompts, items
         self.answers, self.images, self.probe_engine = answers, images, probe
         self.edited_files = dict(edited_files or {})
-        sizes = bench.spec.judge_image_sizes if images == "editlens" else bench.spec.release_images.sizes
+        release = bench.spec.release_images
+        sizes = release.sizes if images == "release" and release else bench.spec.judge_image_sizes
         self.spec = MetricSpec(f"bench_{bench.spec.name.replace('-', '_')}", type(self), ("source", "edited"),
                                True, (0.0, float("inf")), "vlm", f"{bench.spec.title} judge", vlm="required",
                                size_policy=sizes)
@@ -128,7 +129,7 @@ class BenchJudge(VLMJudge):
         d = {"name": self.name, "benchmark": self.bench.spec.name, "prompts": self.prompts.describe(),
              "vlm": str(self.vlm), "vlm_model": self.vlm_model, "temperature": self.temperature,
              "seed": self.seed, "samples": self.samples, "max_new_tokens": self.max_new_tokens}
-        if self.images == "release":
+        if self.images == "release" and self.bench.spec.release_images:
             d["images"] = {"as": "release", **self.bench.spec.release_images.describe()}
         return d
 
@@ -143,11 +144,11 @@ class BenchJudge(VLMJudge):
     def sent_images(self, q: Question, sample: LoadedEdit, item: BenchItem, loaded: dict[str, Any]) -> dict[str, Any]:
         """Every role's image as it is sent: decoded arrays (``--images editlens``: the backend encodes
         PNG) or the release's encoding (:func:`~editlens.bench.sending.encode_for_release`)."""
-        if self.images == "editlens":
+        how = q.sending or self.bench.spec.release_images
+        if self.images == "editlens" or how is None:  # (a benchmark whose release sends images as editlens)
             return question_images(q, sample, item, loaded)
         from editlens.bench.sending import encode_for_release, opened_size
 
-        how = q.sending or self.bench.spec.release_images
         out = {}
         for role in q.images:
             key = f"sent:{role}:{id(how)}"
@@ -222,6 +223,9 @@ class BenchJudge(VLMJudge):
                                                    r.problem or "answer not readable"))
                 continue
             dims.update(r.values)
+            lacking = [d for d in q.dimensions if d not in r.values]
+            if lacking and self.bench.spec.keep_readable_dimensions:  # one answer, some of its scores read
+                problems.append(f"{q.name}: {', '.join(lacking)} not read")
         out: dict[str, Any] = {"readings": readings, "dimensions": dims, "invented": invented, "refused": refused}
         keep = self.bench.spec.keep_readable_dimensions and dims
         if problems and not keep:

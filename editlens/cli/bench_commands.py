@@ -60,7 +60,7 @@ def info_cmd(name: str = typer.Argument(..., help="Benchmark name (see `editlens
     for key in ("download", "layout", "outputs", "label_kind", "usage", "prompts_in_clone", "identical", "differs"):
         if info.get(key):
             typer.echo(f"  {key.replace('_', ' ')}: {info[key]}")
-    if info.get("label_kind") == "none" and not info.get("metrics"):
+    if info.get("label_kind") == "none" and not info.get("metrics") and info.get("release_images"):
         typer.echo("  images as the release sends them: " + ", ".join(f"{k}={v}" for k, v in
                                                                       info["release_images"].items()))
     for key in ("columns", "dimensions", "metrics", "protocols", "answer_policies", "releases"):

@@ -350,10 +350,19 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
                          f"an output ({located.skipped[0]['reason'] if located.skipped else ''})")
     evaluators: list[Any]
     if suite:
+        from editlens.errors import ModelUnavailableError
+        from editlens.metrics.registry import get_spec
         from editlens.runner.selection import select_metrics
 
-        evaluators = list[Any](select_metrics(list(suite), models=metric_models or {}, device=device,
-                                              dtype=dtype).metrics)
+        try:
+            evaluators = list[Any](select_metrics(list(suite), models=metric_models or {}, device=device,
+                                                  dtype=dtype).metrics)
+        except ModelUnavailableError as exc:  # say how to score the part that needs no model
+            free = [c for m, c in suite.items() if get_spec(m).model is None]
+            if not free or len(free) == len(suite):
+                raise
+            raise ModelUnavailableError(f"{exc}\n  or score only the metrics that need no model: --metrics "
+                                        f"{','.join(free)} (Python: metrics={free!r})") from None
     else:
         if not vlm:
             raise InputError(f"{bench.spec.title} is judged by a vision-language model: pass --vlm DIR|URL")
@@ -393,7 +402,8 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
                   "prompts": prompts.describe() if prompts else None,
                   "metrics": dict(suite) or None,
                   "answers": answers_summary(bench, rows, answers) if prompts else None,
-                  "images": ({"as": images, **(bench.spec.release_images.describe() if images == "release" else
+                  "images": ({"as": images, **(bench.spec.release_images.describe()
+                                                if images == "release" and bench.spec.release_images else
                                                 {"encoding": "png", "sizes": bench.spec.judge_image_sizes})}
                              if prompts else None),
                   "editors": editor_records or None,
