@@ -324,6 +324,9 @@ class Judge:
         if form == 4:
             self._form("kris prose")
             return "The edit is acceptable."
+        if form == 6 and len(keys) == 2:
+            self._form("kris one of two scores")
+            return f"instruction score: {s[0]}\nThe knowledge shown is hard to judge."
         if form == 5:
             self._form("kris null score")
             return json.dumps({k: None for k in keys} | {"reasoning": "cannot tell"})
