@@ -71,6 +71,7 @@ def test_gedit_export_writes_the_releases_per_task_score_csvs_with_the_runs_valu
     assert got[("k2.png", "en")]["intersection_exist"] == "False"
     assert float(got[("k4.png", "cn")]["sementics_score"]) == 2.0
     assert k1["source_image"].endswith("/m/fullset/background_change/en/k1_SRCIMG.png")
+    assert k1["instruction"] == "edit k1 sc=9,4"  # read again from the benchmark's files
     with open(folder / "m_color_alter_gpt_score.csv", newline="") as fh:
         assert [float(r["sementics_score"]) for r in csv.DictReader(fh)] == [3.0]
     assert "calculate_statistics.py" in json.loads(res.output)["how_to_run"]

@@ -85,8 +85,14 @@ def load_run(run: str | Path) -> RunAnswers:
         if not f.exists():
             raise InputError(f"{root}: not a `editlens bench run` output folder ({f.name} is missing); give the "
                              "folder passed to `bench run --out`")
-    table = json.loads(tfile.read_text(encoding="utf-8"))
-    rows = [json.loads(line) for line in ifile.read_text(encoding="utf-8").splitlines() if line.strip()]
+    try:
+        table = json.loads(tfile.read_text(encoding="utf-8"))
+        rows = [json.loads(line) for line in ifile.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (ValueError, UnicodeDecodeError) as e:
+        raise InputError(f"{root}: table.json or items.jsonl is not readable JSON ({e}); rerun `editlens bench run` "
+                         "to write them again") from None
+    if not isinstance(table, dict) or not isinstance(table.get("benchmark"), str):
+        raise InputError(f"{tfile}: no 'benchmark' in it; is it a `bench run` table?")
     from editlens.runner.store import ResultsStore
 
     store = ResultsStore(store_dir)
@@ -103,6 +109,15 @@ def load_run(run: str | Path) -> RunAnswers:
         if r["status"] in ("scored", "unscored") and isinstance(answers, dict):
             raw[r["sample_id"]] = {k: (v if isinstance(v, str) else None) for k, v in answers.items()}
     data = (manifest.get("inputs") or {}).get("data")
+    if data and Path(data).exists():  # the instructions, which the owners' files carry beside the scores
+        from editlens.runner.bench import read_benchmark
+
+        try:
+            by_item = {it.id: it.instruction for it in read_benchmark(table["benchmark"], data)[1]}
+        except InputError:  # the files changed since the run: the instruction columns stay empty
+            by_item = {}
+        for r in rows:
+            r.setdefault("instruction", by_item.get(r["item"], ""))
     return RunAnswers(root, table["benchmark"], table, rows, raw, Path(data) if data else None)
 
 
