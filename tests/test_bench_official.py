@@ -218,3 +218,17 @@ def test_kris_export_writes_each_categorys_metrics_json_with_the_scripts_keys(tm
     knowledge = json.loads((tmp_path / "official" / "m" / "biology" / "metrics.json").read_text())["7"]
     assert (knowledge["instruction_score"], knowledge["knowledge_score"]) == (4, 2)  # metrics_knowledge.py's keys
     assert knowledge["explain"] == "Leaves lose chlorophyll and turn yellow or red."
+
+
+def test_an_owners_script_that_fails_is_an_error_naming_it_and_a_missing_module_says_what_to_do(tmp_path):
+    import sys
+
+    from editlens.bench.official import run_script
+
+    script = tmp_path / "step1_get_avgscore.py"
+    script.write_text("import a_module_the_owners_env_has\n")
+    with pytest.raises(InputError, match=r"step1_get_avgscore.py failed: .* exited 1 \(the owners' script needs a "
+                                         r"package this Python lacks.*--python"):
+        run_script([sys.executable, str(script)], tmp_path, "step1_get_avgscore.py")
+    script.write_text("print('3.25')\n")
+    assert run_script([sys.executable, str(script)], tmp_path, "x").strip() == "3.25"
