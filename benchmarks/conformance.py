@@ -122,14 +122,14 @@ def gedit_data(root: Path) -> tuple[Path, Path]:
 
 
 def imgedit_data(root: Path, uge: bool) -> tuple[Path, Path]:
-    """ImgEdit's Benchmark/singleturn/basic_edit.json (9 types x 2) or Benchmark/hard/UGE_edit.json (6),
+    """ImgEdit's Benchmark/singleturn/basic_edit.json (9 types x 2) or Benchmark/hard/UGE_edit.json (10),
     sources under the paths in 'id'; outputs <model>/<key>.png."""
     from editlens.bench.imgedit import TYPES
 
     folder = root / "Benchmark" / ("hard" if uge else "singleturn")
     edits = root / "edits"
     cases: dict[str, Any] = {}
-    kinds = ["uge"] * 6 if uge else [t for t in TYPES for _ in range(2)]
+    kinds = ["uge"] * 10 if uge else [t for t in TYPES for _ in range(2)]
     for i, t in enumerate(kinds):
         key = str(1000 + i)
         rel = f"{'hard' if uge else 'animal'}/{100000 + i:09d}.jpg"
