@@ -90,7 +90,11 @@ def _check_against_cli(args: list[str]) -> str | None:
     # ("..." stands for arguments left out)
     while hasattr(cmd, "commands") and i < len(args) and not args[i].startswith("-") and args[i] != "...":
         if args[i] not in cmd.commands:
-            return f"no command {' '.join(args[: i + 1])!r}"
+            default = getattr(cmd, "default_command", None)  # a group whose first word may be its command's argument
+            if default is None:
+                return f"no command {' '.join(args[: i + 1])!r}"
+            cmd = cmd.commands[default]
+            break
         cmd, i = cmd.commands[args[i]], i + 1
     names = {o for p in cmd.params for o in (*p.opts, *getattr(p, "secondary_opts", []))} | {"--help"}
     unknown = [a.split("=")[0] for a in args[i:] if a.startswith("--") and a.split("=")[0] not in names]

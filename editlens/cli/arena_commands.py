@@ -50,8 +50,8 @@ class Scale(str, enum.Enum):
 @app.command("arena")
 @guarded
 def arena_cmd(
-    run_or_manifest: Path = typer.Argument(..., help="A run directory (its manifest) or a manifest with several editors "
-                                  "(the 'model' column) per source."),
+    run_or_manifest: Optional[Path] = typer.Argument(None, help="A run directory (its manifest) or a manifest with "
+                                                     "several editors (the 'model' column) per source."),
     judge: Optional[str] = typer.Option(None, "--judge", help="A pairwise judge (an evaluator that compares two edits, "
                                         "e.g. pairwise; needs --vlm). Asked in both orders unless --orders says otherwise."),
     metric: Optional[str] = typer.Option(None, "--metric", help="Decide each pair by a point-wise evaluator's scores "
@@ -78,6 +78,9 @@ def arena_cmd(
     seed: int = typer.Option(0, "--seed", help="Seed of the schedule and the bootstrap."),
     batch_size: int = typer.Option(8, "--batch-size", min=1, help="Pairs per judge batch."),
     json_out: bool = typer.Option(False, "--json", help="Print the arena document (also written to OUT/arena.json)."),
+    human_votes: Optional[Path] = typer.Option(None, "--human-votes", help="Rank the editors from people's pairwise "
+                                               "votes instead (an `editlens annotate` folder; OUT defaults to "
+                                               "DIR/arena): the same Bradley-Terry fit and CIs, no judge."),
     model: Optional[List[str]] = ModelOpt,
     option: Optional[List[str]] = OptionOpt,
     vlm: Optional[str] = VlmOpt,
@@ -106,6 +109,23 @@ def arena_cmd(
     from editlens.runner.compare import JudgeComparer, ScoreComparer
     from editlens.runner.selection import parse_options
 
+    if human_votes is not None:
+        if judge or metric or run_or_manifest is not None:
+            raise typer.BadParameter("--human-votes ranks from people's votes: no RUN_OR_MANIFEST, --judge or --metric")
+        from editlens.annotate.export import people_arena
+        from editlens.runner.arena import read_human_ranking
+
+        doc = people_arena(human_votes, out, ties=ties.value, n_boot=n_boot, seed=seed,
+                           human=read_human_ranking(human_ranking) if human_ranking else None)
+        if json_out:
+            emit_json(doc)
+        else:
+            for line in arena_lines(doc, scale.value):
+                typer.echo(line)
+            typer.echo(f"-> {(out or human_votes / 'arena') / 'arena.json'}", err=True)
+        return
+    if run_or_manifest is None:
+        raise typer.BadParameter("give RUN_OR_MANIFEST (or --human-votes DIR)")
     if bool(judge) == bool(metric):
         raise typer.BadParameter("give one of --judge NAME (a pairwise judge, with --vlm) or --metric NAME "
                                  "(pairs decided by a point-wise evaluator's scores)")

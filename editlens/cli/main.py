@@ -31,6 +31,7 @@ COMMAND_GROUPS: tuple[tuple[str, str, str | None], ...] = (
     ("editlens.cli.twoframe_commands", "twoframe_app", "twoframe"),
     ("editlens.cli.meta_commands", "meta_app", "meta-eval"),
     ("editlens.cli.bench_commands", "bench_app", "bench"),
+    ("editlens.cli.annotate_commands", "annotate_app", "annotate"),
     ("editlens.cli.dice_commands", "legacy_app", None),   # dice-train, dice-rank, ... (hidden aliases)
 )
 

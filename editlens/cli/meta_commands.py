@@ -316,8 +316,11 @@ def mmrb2_cmd(bench: Path = BenchOpt, predictions: Optional[Path] = PredOpt, met
 @meta_app.command("arena")
 @guarded
 def arena_agreement(arena: Path = typer.Argument(..., help="An arena's arena.json (editlens arena), or its folder."),
-                    human_ranking: Path = typer.Option(..., "--human-ranking", help="JSON {editor: score} (higher = "
-                                                       "better) or a list of editors, best first."),
+                    human_ranking: Optional[Path] = typer.Option(None, "--human-ranking", help="JSON {editor: score} "
+                                                                 "(higher = better) or a list of editors, best first."),
+                    human_votes: Optional[Path] = typer.Option(None, "--human-votes", help="Or people's pairwise votes "
+                                                               "(an `editlens annotate` folder): their arena's ranking "
+                                                               "(written to DIR/arena) is the human one."),
                     json_out: bool = JsonOpt, report: Optional[Path] = ReportOpt) -> None:
     """Agreement of an arena's ranking of the editors with a human ranking: Kendall τ (τ-b) and Spearman ρ."""
     from editlens.errors import InputError
@@ -327,7 +330,17 @@ def arena_agreement(arena: Path = typer.Argument(..., help="An arena's arena.jso
     doc = load_arena(arena)
     if doc is None:
         raise InputError(f"{arena}: no arena.json there; make one with `editlens arena RUN ...`")
-    human = read_human_ranking(human_ranking)
+    if (human_ranking is None) == (human_votes is None):
+        raise typer.BadParameter("give one of --human-ranking FILE or --human-votes DIR")
+    if human_votes is not None:
+        from editlens.annotate.export import people_arena
+
+        people = people_arena(human_votes)
+        human = {r["editor"]: r["rating"] for r in people["editors"] if r.get("rank") is not None}
+        human_ranking = human_votes / "arena" / "arena.json"
+    else:
+        assert human_ranking is not None
+        human = read_human_ranking(human_ranking)
     # the arena's ranking: its ranked editors (a no-op is rated but never ranked)
     ratings = {r["editor"]: r["rating"] for r in doc["editors"] if r.get("rank") is not None}
     agree = rank_agreement(ratings, human)

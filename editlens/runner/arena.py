@@ -51,10 +51,9 @@ def is_run_dir(path: str | Path) -> bool:
     return Path(path).is_dir() and (Path(path) / "results.sqlite").is_file()
 
 
-def contests_from(path: str | Path, editors: Sequence[str] | None = None) -> tuple[list[Contest], dict[str, Any]]:
-    """The contests of a run directory (through its manifest) or of a manifest:
-    edits grouped by (source, instruction), keeping sources edited by at least two editors.
-    Returns ``(contests, info)`` with ``info``: manifest, run, editors, notes."""
+def manifest_of(path: str | Path, command: str = "editlens arena") -> tuple[Path, Path | None, dict[str, Any]]:
+    """``(manifest, run or None, read options)`` of a run directory (the manifest it recorded, read as the run
+    read it: --columns, --split, --edits ...) or of a manifest file."""
     from editlens.data.manifest import read_manifest
 
     p = Path(path)
@@ -71,7 +70,7 @@ def contests_from(path: str | Path, editors: Sequence[str] | None = None) -> tup
         mpath = (meta.get("inputs") or {}).get("manifest")
         if not mpath or not Path(mpath).is_file():
             raise InputError(f"{p}: the run's manifest ({mpath or 'not recorded'}) is not there; pass the manifest "
-                             "itself to `editlens arena`")
+                             f"itself to `{command}`")
         run, p = Path(path), Path(mpath)
         # the manifest is read as the run read it (--columns, --split, --edits ...), as the report does
         import inspect
@@ -81,6 +80,16 @@ def contests_from(path: str | Path, editors: Sequence[str] | None = None) -> tup
                         if k in accepted and v is not None}
     elif not p.is_file():
         raise InputError(f"{p}: neither a run directory (results.sqlite) nor a manifest file")
+    return p, run, read_options
+
+
+def contests_from(path: str | Path, editors: Sequence[str] | None = None) -> tuple[list[Contest], dict[str, Any]]:
+    """The contests of a run directory (through its manifest) or of a manifest:
+    edits grouped by (source, instruction), keeping sources edited by at least two editors.
+    Returns ``(contests, info)`` with ``info``: manifest, run, editors, notes."""
+    from editlens.data.manifest import read_manifest
+
+    p, run, read_options = manifest_of(path)
     report = read_manifest(p, check_files=False, **read_options)
     notes: list[str] = []
     by: dict[tuple[str, str], Contest] = {}
@@ -226,6 +235,40 @@ class _Judged:
     verdict: dict[str, Any]
 
 
+def uncertain_pairs(comparisons: Sequence[tuple[Any, int, int, int]], n: int, ties: str,
+                    open_pairs: Sequence[tuple[int, int]], stop_at: float) -> list[tuple[float, int, int]]:
+    """The arena's choice of what to compare next: ``(P(order wrong), i, j)`` of the ``open_pairs`` (editor
+    pairs with a source left to compare them on) whose order the ``comparisons`` so far leave uncertain (at
+    least ``stop_at``), most uncertain first. Empty: every open pair is settled."""
+    from editlens.meta.arena import fit, order_uncertainty, pair_counts
+
+    w, t = pair_counts(comparisons, n)
+    theta = fit(comparisons, n, ties)["theta"]
+    p_wrong = order_uncertainty(w, t, theta)
+    return sorted(((float(p_wrong[i, j]), i, j) for (i, j) in open_pairs if p_wrong[i, j] >= stop_at), reverse=True)
+
+
+def allot_round(cands: Sequence[tuple[float, int, int]], allot: int,
+                take: Callable[[int, int], int | None]) -> list[tuple[int, int, int]]:
+    """Spend ``allot`` comparisons over the candidate pairs in proportion to their uncertainty (at least one
+    each, most uncertain first); ``take(i, j)`` picks the source for pair (i, j) (``None``: none left).
+    Returns ``[(source, i, j)]``."""
+    total = sum(p for p, _, _ in cands)
+    plan: list[tuple[int, int, int]] = []
+    for p, i, j in cands:
+        want = max(1, round(allot * p / total))
+        for _ in range(want):
+            if len(plan) >= allot:
+                break
+            picked = take(i, j)
+            if picked is None:
+                break
+            plan.append((picked, i, j))
+        if len(plan) >= allot:
+            break
+    return plan
+
+
 def run_arena(contests: Sequence[Contest], comparer: Any, out_dir: str | Path, *, ties: str = "davidson",
               budget: int | None = None, round_size: int | None = None, stop_at: float = 0.01, seed: int = 0,
               n_boot: int = 200, batch_size: int = 8, human: Mapping[str, float] | None = None,
@@ -235,7 +278,7 @@ def run_arena(contests: Sequence[Contest], comparer: Any, out_dir: str | Path, *
     ``out_dir/comparisons.jsonl`` (atomically). Returns the arena document (see
     :func:`editlens.runner.arena` module docstring and :func:`ratings_document`)."""
     from editlens.core.cache import SqliteCache, key_of
-    from editlens.meta.arena import TIES, fit, order_uncertainty, pair_counts
+    from editlens.meta.arena import TIES
     from editlens.runner.compare import PairItem
 
     if ties not in TIES:
@@ -323,29 +366,12 @@ def run_arena(contests: Sequence[Contest], comparer: Any, out_dir: str | Path, *
             if budget is not None and len(judged) >= budget:
                 stopped = "budget"
                 break
-            comps = comparisons()
-            w, t = pair_counts(comps, n)
-            theta = fit(comps, n, ties)["theta"]
-            p_wrong = order_uncertainty(w, t, theta)
-            cands = sorted(((float(p_wrong[i, j]), i, j) for (i, j), pool in remaining.items()
-                            if pool and p_wrong[i, j] >= stop_at), reverse=True)
+            cands = uncertain_pairs(comparisons(), n, ties, [ij for ij, pool in remaining.items() if pool], stop_at)
             if not cands:
                 stopped = "settled" if any(remaining.values()) else "all pairs judged"
                 break
             allot = size if budget is None else min(size, budget - len(judged))
-            total = sum(p for p, _, _ in cands)
-            plan = []
-            for p, i, j in cands:
-                want = max(1, round(allot * p / total))
-                for _ in range(want):
-                    if len(plan) >= allot:
-                        break
-                    picked = take(i, j)
-                    if picked is None:
-                        break
-                    plan.append((picked, i, j))
-                if len(plan) >= allot:
-                    break
+            plan = allot_round(cands, allot, take)
             judge(plan)
             rounds += 1
             if progress:

@@ -37,9 +37,10 @@ def chromium_path() -> str:
 
 
 @contextmanager
-def chromium_page(width: int = 1400, height: int = 1000) -> Iterator[tuple[Any, list[str]]]:
+def chromium_page(width: int = 1400, height: int = 1000, allow: tuple[str, ...] = ()) -> Iterator[tuple[Any, list[str]]]:
     """``(page, errors)``: a Playwright page in headless system Chromium and the
-    list that collects its console errors and uncaught page errors."""
+    list that collects its console errors and uncaught page errors. ``allow``: URL prefixes the page may
+    request (a served page's own server); any other request is an error."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError as exc:  # pragma: no cover - the test extra installs it
@@ -53,7 +54,7 @@ def chromium_page(width: int = 1400, height: int = 1000) -> Iterator[tuple[Any, 
             page.on("console", lambda m: errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
             page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
             # a self-contained report must not fetch anything: any request other than data: URIs is an error
-            page.on("request", lambda r: None if r.url.startswith(("data:", "file:")) else
+            page.on("request", lambda r: None if r.url.startswith(("data:", "file:", *allow)) else
                     errors.append(f"network request: {r.url}"))
             yield page, errors
         finally:
