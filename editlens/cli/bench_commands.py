@@ -264,3 +264,50 @@ def run_cmd(
                    "`editlens make-tiny-vlm DIR --scripted` is a scripted judge for trying the pipeline.)", err=True)
         if not allow_failures:
             raise typer.Exit(EXIT_FAILED)
+
+
+@bench_app.command("export")
+@guarded
+def export_cmd(
+    run: Path = typer.Argument(..., help="A `bench run` output folder (its --out)."),
+    official: Path = typer.Option(..., "--official", help="Folder to write the owners' intermediate files into "
+                                  "(GEdit's per-task score CSVs, ImgEdit's result.json, KRIS' metrics.json, "
+                                  "RISEBench's judge file)."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Write a benchmark run's judge answers in its owners' own files, to run their scripts on them or submit
+    them to a leaderboard (docs/benchmarks.md, "Owners' files and owners' code")."""
+    from editlens.bench.official import export_official
+
+    res = export_official(run, official)
+    if json_out:
+        emit_json(res)
+        return
+    typer.echo(f"wrote {len(res['files'])} file(s) of {res['benchmark']}'s owners under {official}")
+    typer.echo(f"run the owners' scripts on them: {res['how_to_run']}")
+    if res.get("note"):
+        typer.echo(f"note: {res['note']}", err=True)
+
+
+@bench_app.command("verify")
+@guarded
+def verify_cmd(
+    run: Path = typer.Argument(..., help="A `bench run` output folder (its --out)."),
+    clone: Path = typer.Option(..., "--clone", help="Your clone of the benchmark owners' repository (its root)."),
+    python: Optional[str] = typer.Option(None, "--python", help="The Python that runs the owners' code (default: "
+                                         "this one); it needs what their scripts import (pandas, numpy, ...)."),
+    keep: Optional[Path] = typer.Option(None, "--keep", help="Keep the exported files and the owners' outputs in "
+                                        "this folder."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Run the owners' scoring code from your clone on this run's judge answers and print, per figure, editlens'
+    value, the owners' value and EQUAL/DIFFERENT with the reason. Exits 3 when any figure differs."""
+    from editlens.bench.official import verify, verify_text
+
+    res = verify(run, clone, python=python, keep=keep)
+    if json_out:
+        emit_json(res)
+    else:
+        typer.echo(verify_text(res))
+    if res["different"]:
+        raise typer.Exit(EXIT_FAILED)
