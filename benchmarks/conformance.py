@@ -405,8 +405,8 @@ def serving(judge: Judge) -> Iterator[str]:
 def conformance(name: str, clone: Path, out: Path, seed: int = 0, python: str | None = None,
                 answers: str = "release", prompts_from: Path | None = None) -> dict[str, Any]:
     """Build, judge, run and verify one benchmark; returns ``bench verify``'s result plus the answer forms met."""
-    from editlens.bench.official import recognise, verify
     from editlens.runner.bench import run_benchmark
+    from editlens.runner.official import recognise, verify
 
     _, version = recognise(name, clone)  # refuses an unknown clone before any work
     data, edits = DATASETS[name](out / "data")
@@ -435,8 +435,8 @@ def main(argv: list[str] | None = None) -> int:
                          "asked, not how answers are scored")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     args = ap.parse_args(argv)
-    from editlens.bench.official import verify_text
     from editlens.errors import InputError
+    from editlens.runner.official import verify_text
 
     with tempfile.TemporaryDirectory(prefix="editlens-conformance-") as tmp:
         out = args.out or Path(tmp)

@@ -17,10 +17,10 @@ import pytest
 from fake_openai import FakeServer
 from typer.testing import CliRunner
 
-from editlens.bench.official import Figure, ItemRead, _differences, export_official, recognise, verify, verify_text
 from editlens.cli.main import app
 from editlens.errors import InputError
 from editlens.runner.bench import run_benchmark
+from editlens.runner.official import Figure, ItemRead, _differences, export_official, recognise, verify, verify_text
 
 runner = CliRunner()
 
@@ -143,7 +143,7 @@ def test_verify_refuses_a_clone_whose_scoring_files_it_does_not_know_naming_file
 
 def test_verify_refuses_a_run_that_asked_editlens_own_prompts(tmp_path, monkeypatch):
     out = _gedit_run(tmp_path)  # no --prompts-from: editlens' wording, its answers in editlens' format
-    import editlens.bench.official as O
+    import editlens.runner.official as O
 
     monkeypatch.setattr(O, "recognise", lambda name, clone: ({}, {}))  # past the clone check
     with pytest.raises(InputError, match="own prompt wording.*--prompts-from CLONE"):
@@ -223,7 +223,7 @@ def test_kris_export_writes_each_categorys_metrics_json_with_the_scripts_keys(tm
 def test_an_owners_script_that_fails_is_an_error_naming_it_and_a_missing_module_says_what_to_do(tmp_path):
     import sys
 
-    from editlens.bench.official import run_script
+    from editlens.runner.official import run_script
 
     script = tmp_path / "step1_get_avgscore.py"
     script.write_text("import a_module_the_owners_env_has\n")

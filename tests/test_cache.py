@@ -215,7 +215,8 @@ def test_several_processes_write_at_once(tmp_path):
 # -- one cache layer ----------------------------------------------------------------------------------------
 
 def test_every_cache_is_a_table_of_the_one_layer(tmp_path):
-    """Only the cache layer and the run store talk to SQLite; ADIEE's and the
+    """Only the cache layer and the durable stores (a run's results, an annotation task's votes) talk to
+    SQLite; ADIEE's and the
     reward models' caches get its robustness (corrupt file named with the way
     out, empty cache still used, undecodable rows recomputed)."""
     import pathlib
@@ -227,7 +228,7 @@ def test_every_cache_is_a_table_of_the_one_layer(tmp_path):
 
     pkg = pathlib.Path(__file__).resolve().parents[1] / "editlens"
     talkers = sorted(str(p.relative_to(pkg)) for p in pkg.rglob("*.py") if "import sqlite3" in p.read_text())
-    assert talkers == ["core/cache.py", "runner/store.py"]
+    assert talkers == ["annotate/store.py", "core/cache.py", "runner/store.py"]
 
     c = score_cache(tmp_path / "a.sqlite")
     assert isinstance(c, SqliteCache) and bool(c) and len(c) == 0

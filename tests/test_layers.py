@@ -20,6 +20,7 @@ LAYERS = [
     {"runner"},
     {"trust"},
     {"reporting"},
+    {"annotate"},  # the labelling server: people's votes, on the report's look and the arena's scheduler
     {"cli"},
 ]
 LEVEL = {name: i for i, layer in enumerate(LAYERS) for name in layer}

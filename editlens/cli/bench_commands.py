@@ -277,7 +277,7 @@ def export_cmd(
 ) -> None:
     """Write a benchmark run's judge answers in its owners' own files, to run their scripts on them or submit
     them to a leaderboard (docs/benchmarks.md, "Owners' files and owners' code")."""
-    from editlens.bench.official import export_official
+    from editlens.runner.official import export_official
 
     res = export_official(run, official)
     if json_out:
@@ -302,7 +302,7 @@ def verify_cmd(
 ) -> None:
     """Run the owners' scoring code from your clone on this run's judge answers and print, per figure, editlens'
     value, the owners' value and EQUAL/DIFFERENT with the reason. Exits 3 when any figure differs."""
-    from editlens.bench.official import verify, verify_text
+    from editlens.runner.official import verify, verify_text
 
     res = verify(run, clone, python=python, keep=keep)
     if json_out:

@@ -246,6 +246,10 @@ def runs_merge(
     from editlens.runner.merge import merge_shards
 
     res = merge_shards(out, shards)
+    if res["kind"] == "bench":  # the report a single `bench run` writes beside its table
+        from editlens.reporting.bench_html import write_bench_report
+
+        res["table"]["files"]["html"] = str(write_bench_report(res["table"], Path(out) / "report.html"))
     if json_out:
         emit_json({k: v for k, v in res.items() if k not in ("table", "arena")})
         return

@@ -241,6 +241,23 @@ class SqliteCache:
                 return False
         return True
 
+    def absorb(self, other: str | Path) -> int:
+        """Add the rows of another file of this cache's table (``runs merge`` joins shards' caches); rows
+        already here are kept. Returns how many rows this cache has now."""
+        if self.conn is None or not self.writable:
+            raise EditlensError(f"{self.path}: the {self.what} cannot be written, so {other} cannot be joined to it")
+        with self._lock:
+            try:
+                self.conn.execute("ATTACH DATABASE ? AS other", (str(other),))
+                try:
+                    with self.conn:
+                        self.conn.execute(f"INSERT OR IGNORE INTO main.{self.table} SELECT * FROM other.{self.table}")
+                finally:
+                    self.conn.execute("DETACH DATABASE other")
+            except sqlite3.Error as exc:
+                raise EditlensError(f"{other}: cannot be joined to the {self.what} {self.path} ({exc})") from exc
+            return int(self.conn.execute(f"SELECT count(*) FROM {self.table}").fetchone()[0])
+
     def __bool__(self) -> bool:  # an empty cache is still a cache (``if self.cache:`` must not skip it)
         return True
 

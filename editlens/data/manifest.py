@@ -323,7 +323,7 @@ def _join_edits(rows: list[tuple], edits: Path, pattern: str, unit: str) -> tupl
     folders = sorted(p for p in edits.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not folders:
         raise InputError(f"{edits}: holds no editor folder; outputs go to {edits}/<model>/{pattern}")
-    from editlens.runner.bench import edit_folder_outputs, is_edit_folder
+    from editlens.data.edit_folders import edit_folder_outputs, is_edit_folder
 
     # an `editlens edit` folder says where each edit's image is (its manifest.jsonl): read it, not the pattern
     made = {f: edit_folder_outputs(f) for f in folders if is_edit_folder(f)}

@@ -237,6 +237,13 @@ class _Judged:
     verdict: dict[str, Any]
 
 
+def verdict_cache(out: Path) -> Any:
+    """An arena folder's verdict cache (``OUT/verdicts.sqlite``): a rerun asks no verdict again."""
+    from editlens.core.cache import SqliteCache
+
+    return SqliteCache(out / "verdicts.sqlite", "verdicts", what="arena verdict cache")
+
+
 def uncertain_pairs(comparisons: Sequence[tuple[Any, int, int, int]], n: int, ties: str,
                     remaining: Mapping[tuple[int, int], Sequence[Any]],
                     stop_at: float) -> list[tuple[float, int, int, list[tuple[int, int]]]]:
@@ -285,7 +292,7 @@ def run_arena(contests: Sequence[Contest], comparer: Any, out_dir: str | Path, *
     """Judge pairs adaptively, fit the ratings and write ``out_dir/arena.json`` and
     ``out_dir/comparisons.jsonl`` (atomically). Returns the arena document (see
     :func:`editlens.runner.arena` module docstring and :func:`ratings_document`)."""
-    from editlens.core.cache import SqliteCache, key_of
+    from editlens.core.cache import key_of
     from editlens.meta.arena import TIES, fit, identifiability, order_uncertainty, pair_counts, unsettled_neighbours
     from editlens.runner.compare import PairItem
 
@@ -300,7 +307,7 @@ def run_arena(contests: Sequence[Contest], comparer: Any, out_dir: str | Path, *
     editors = sorted({m for c in contests for m in c.edits})
     idx = {m: i for i, m in enumerate(editors)}
     n = len(editors)
-    cache = SqliteCache(out / "verdicts.sqlite", "verdicts", what="arena verdict cache")
+    cache = verdict_cache(out)
     ident = identity_of(comparer)
     rng = np.random.default_rng(seed)
     remaining: dict[tuple[int, int], list[int]] = {}

@@ -23,6 +23,7 @@ from editlens.bench.base import BenchItem, Benchmark
 from editlens.bench.table import comparison
 from editlens.core.io import atomic_write
 from editlens.core.types import EditSample
+from editlens.data.edit_folders import edit_folder_outputs, is_edit_folder
 from editlens.errors import InputError
 
 #: what an editor's output file may be (a file with another suffix is not taken for an output)
@@ -55,27 +56,6 @@ def model_dirs(edits: Path, only: Sequence[str] | None = None,
             raise InputError(f"--model {', '.join(unknown)}: no such folder under {edits} (it has {', '.join(subs)})")
         subs = {k: v for k, v in subs.items() if k in only}
     return subs
-
-
-def is_edit_folder(folder: Path) -> bool:
-    """Whether ``folder`` is what ``editlens edit`` (``--bench``) wrote: ``editor.json`` beside
-    ``manifest.jsonl``, or ``step1/``, ``step2/``... folders of that kind (multi-turn cases)."""
-    return ((folder / "editor.json").is_file() and (folder / "manifest.jsonl").is_file()) or \
-        (folder / "step1" / "editor.json").is_file()
-
-
-def edit_folder_outputs(folder: Path) -> dict[str, Path]:
-    """Case id -> its image (sample 0) in an ``editlens edit --bench`` folder (every ``stepN/`` of it too)."""
-    from editlens.runner.edit import edits_manifest_rows
-
-    found: dict[str, Path] = {}
-    for where in [folder, *sorted(folder.glob("step*"), key=lambda p: (len(p.name), p.name))]:
-        if not (where / "manifest.jsonl").is_file():
-            continue
-        for row in edits_manifest_rows(where):
-            if int(row.get("sample") or 0) == 0:
-                found[str(row.get("edit_id", row["id"]))] = where / str(row["edited"])
-    return found
 
 
 def locate(bench: Benchmark, items: Sequence[BenchItem], edits: Path, only: Sequence[str] | None = None) -> Located:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sqlite3
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -221,23 +220,11 @@ def _merge_store(out: Path, folders: Sequence[Path], order: Sequence[str],
 
     _same([(f, _evaluators(f)) for f in folders], "evaluators (names and settings)")
     store = ResultsStore(out)
-    store.close()
-    conn = sqlite3.connect(out / "results.sqlite")
     try:
-        for i, f in enumerate(folders):
-            conn.execute("ATTACH DATABASE ? AS shard", (str(f / "results.sqlite"),))
-            conn.execute("INSERT OR REPLACE INTO results SELECT * FROM shard.results")
-            conn.execute("INSERT OR REPLACE INTO loaded_images SELECT * FROM shard.loaded_images")
-            for a, b in moves:  # images of the shard's own folder (its edits) are the merged folder's
-                for col in ("ref", "resolved"):
-                    conn.execute(f"UPDATE loaded_images SET {col} = ? || substr({col}, ?) WHERE substr({col}, 1, ?) = ?",
-                                 (b, len(a) + 1, len(a), a))
-            if i == 0:
-                conn.execute("INSERT OR REPLACE INTO meta SELECT * FROM shard.meta")
-            conn.commit()
-            conn.execute("DETACH DATABASE shard")
+        for i, f in enumerate(folders):  # images of a shard's own folder (its edits) are the merged folder's
+            store.absorb(f, moves, meta=i == 0)
     finally:
-        conn.close()
+        store.close()
     pos = {sid: i for i, sid in enumerate(order)}
     records: list[dict[str, Any]] = []
     for f in folders:
@@ -356,12 +343,9 @@ def merge_bench(out: Path, folders: Sequence[Path]) -> dict[str, Any]:
                   "run_dir": str(out / "run"), "interrupted": any(t.get("interrupted") for _, t in tables),
                   "stopped_by": None, "merged_from": [str(f) for f in folders]})
     files = write_tables(table, rows, out)
-    from editlens.reporting.bench_html import write_bench_report
-
     failed = sum(1 for r in rows if r["status"] == "failed" and r["id"] not in set(unreadable))
     table["files"] = {k: str(v) for k, v in files.items()}
     table["exit"] = 1 if failed or table["interrupted"] else 2 if unreadable else 0
-    table["files"]["html"] = str(write_bench_report(table, out / "report.html"))
     return {"kind": "bench", "out": str(out), "rows": len(rows), "shards": len(folders), "table": table}
 
 
@@ -424,18 +408,15 @@ def merge_arena(out: Path, folders: Sequence[Path]) -> dict[str, Any]:
     atomic_write(out / "arena.json", lambda fh: json.dump(doc, fh, indent=1, default=str))
     caches = [f / "verdicts.sqlite" for f in folders if (f / "verdicts.sqlite").is_file()]
     if caches:  # the verdicts, so a rerun into the merged folder asks none of them again
+        from editlens.runner.arena import verdict_cache
+
         shutil.copy2(caches[0], out / "verdicts.sqlite")
-        conn = sqlite3.connect(out / "verdicts.sqlite")
+        cache = verdict_cache(out)
         try:
-            tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
             for c in caches[1:]:
-                conn.execute("ATTACH DATABASE ? AS shard", (str(c),))
-                for t in tables:
-                    conn.execute(f"INSERT OR IGNORE INTO main.{t} SELECT * FROM shard.{t}")
-                conn.commit()
-                conn.execute("DETACH DATABASE shard")
+                cache.absorb(c)
         finally:
-            conn.close()
+            cache.close()
     return {"kind": "arena", "out": str(out), "comparisons": len(judged), "shards": len(folders), "arena": doc}
 
 

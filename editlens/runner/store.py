@@ -19,7 +19,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 from editlens.core.io import atomic_write
 from editlens.core.types import Score
@@ -161,6 +161,27 @@ class ResultsStore:
                 if self.conn.in_transaction:
                     self.conn.execute("ROLLBACK")
                 raise
+
+    def absorb(self, other_dir: str | os.PathLike, moves: Sequence[tuple[str, str]] = (), meta: bool = False) -> None:
+        """Add another run's stored results and image records (``runs merge`` joins shards' stores): a
+        loaded image's path under a prefix ``a`` of ``moves`` is rewritten under ``b`` (the shard's own
+        folder becomes the merged one); ``meta``: take its run metadata too (the first shard's)."""
+        other = Path(other_dir) / "results.sqlite"
+        with self._lock:  # not inside a transaction: SQLite refuses to attach there
+            self.conn.execute("ATTACH DATABASE ? AS shard", (str(other),))
+        try:
+            with self._tx() as conn:
+                conn.execute("INSERT OR REPLACE INTO results SELECT * FROM shard.results")
+                conn.execute("INSERT OR REPLACE INTO loaded_images SELECT * FROM shard.loaded_images")
+                for a, b in moves:
+                    for col in ("ref", "resolved"):
+                        conn.execute(f"UPDATE loaded_images SET {col} = ? || substr({col}, ?) "
+                                     f"WHERE substr({col}, 1, ?) = ?", (b, len(a) + 1, len(a), a))
+                if meta:
+                    conn.execute("INSERT OR REPLACE INTO meta SELECT * FROM shard.meta")
+        finally:
+            with self._lock:
+                self.conn.execute("DETACH DATABASE shard")
 
     def done(self, evaluator: str, chash: str, redo: Iterable[str] = ("failed",)) -> set[str]:
         """Sample ids finished for this evaluator configuration.
