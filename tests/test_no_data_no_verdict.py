@@ -311,8 +311,9 @@ def test_view_refuses_a_foreign_host_and_images_the_run_did_not_load(tmp_path):
         status, _, body = _get(server.url, host=f"evil.example:{port}")  # DNS rebinding: the page's own name
         assert status == 403 and b"Host 'evil.example" in body
         assert _get(server.url)[0] == 200
-        # the report links the row's file (its card shows the failure), but the file is never served
-        assert _get(f"{server.url}image/{server.images.index(str(secret))}")[0] == 404
+        # the run never read the row's file, so the report does not link it, and nothing past the list is served
+        assert str(secret) not in server.images
+        assert _get(f"{server.url}image/{len(server.images)}")[0] == 404
         good = next(i for i, p in enumerate(server.images) if p != str(secret))
         status, headers, _ = _get(f"{server.url}image/{good}")
         assert status == 200 and headers["Content-Type"].startswith("image/")

@@ -225,7 +225,7 @@ def test_limit_on_run_edit_best_of_n_and_arena(tmp_path, monkeypatch):
     res = runner.invoke(app, ["best-of-n", str(tmp_path / "e" / "manifest.jsonl"), "--metric", "l1", "--limit", "1",
                               "--json"])
     assert res.exit_code == 0 and len(json.loads(res.output)["picks"]) == 1
-    res = runner.invoke(app, ["arena", str(EXAMPLES / "manifest.jsonl"), "--metric", "ssim_ref", "--limit", "1",
+    res = runner.invoke(app, ["arena", str(EXAMPLES / "manifest.jsonl"), "--metric", "l1", "--limit", "1",
                               "--out", str(tmp_path / "a")])
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "a" / "arena.json").read_text())["sources"] == 1

@@ -110,11 +110,11 @@ def test_an_edit_folders_manifest_naming_a_file_elsewhere_is_refused(tmp_path):
 
     for name in ("a", "b"):
         F.save(tmp_path / name / "images" / "e.png", F.png(1))
-        row = {"id": "e", "edit_id": "e", "sample": 0, "source": "s.png", "edited": "images/e.png", "instruction": "x"}
+        row = {"id": "e", "edit_id": "e", "sample": 0, "source": "../s.png", "edited": "images/e.png", "instruction": "x"}
         (tmp_path / name / "manifest.jsonl").write_text(json.dumps(row) + "\n")
     path, n = write_pairs(tmp_path / "a", tmp_path / "b", tmp_path / "pairs.jsonl")
     assert n == 1
-    bad = {"id": "e", "edit_id": "e", "sample": 0, "source": "s.png", "edited": "../../etc/passwd", "instruction": "x"}
+    bad = {"id": "e", "edit_id": "e", "sample": 0, "source": "../s.png", "edited": "../../etc/passwd", "instruction": "x"}
     (tmp_path / "b" / "manifest.jsonl").write_text(json.dumps(bad) + "\n")
     with pytest.raises(UnsafePathError, match=r"manifest.jsonl: edited '\.\./\.\./etc/passwd' has a '\.\.' component"):
         write_pairs(tmp_path / "a", tmp_path / "b", tmp_path / "pairs.jsonl")

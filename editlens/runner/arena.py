@@ -45,6 +45,7 @@ class Contest:
     instruction: str
     edits: dict[str, str] = field(default_factory=dict)  # editor -> edited image path
     ids: dict[str, str] = field(default_factory=dict)  # editor -> sample id
+    reference: str | None = None  # the source's reference edit, for evaluators that compare with one
 
 
 def is_run_dir(path: str | Path) -> bool:
@@ -110,6 +111,8 @@ def contests_from(path: str | Path, editors: Sequence[str] | None = None) -> tup
             continue
         c.edits[s.model] = str(s.edited)
         c.ids[s.model] = s.id
+        if c.reference is None and s.reference is not None:
+            c.reference = str(s.reference)
     contests = [c for c in by.values() if len(c.edits) >= 2]
     found = sorted({m for c in contests for m in c.edits})
     if editors:
@@ -329,8 +332,10 @@ def run_arena(contests: Sequence[Contest], comparer: Any, out_dir: str | Path, *
             flip = hashlib.blake2b(f"{c.key}\0{editors[i]}\0{editors[j]}".encode(), digest_size=1).digest()[0] & 1
             a, b = (j, i) if flip else (i, j)
             items.append((ci, a, b, PairItem(f"{c.key}|{editors[a]}|{editors[b]}", c.source, c.edits[editors[a]],
-                                             c.edits[editors[b]], c.instruction)))
-            keys.append(key_of(ident, c.source, c.edits[editors[a]], c.edits[editors[b]], c.instruction))
+                                             c.edits[editors[b]], c.instruction, c.reference)))
+            # (the reference is part of the key only where there is one: earlier caches stay valid)
+            keys.append(key_of(ident, c.source, c.edits[editors[a]], c.edits[editors[b]], c.instruction,
+                               *([c.reference] if c.reference is not None else [])))
         got = cache.get_many(keys) if keys else {}
         todo = [k for k, key in enumerate(keys) if key not in got]
         stats["cached"] += len(keys) - len(todo)

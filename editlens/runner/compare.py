@@ -33,6 +33,7 @@ class PairItem:
     edited_a: Any
     edited_b: Any
     instruction: str
+    reference: Any = None  # the reference edit of the source, for evaluators that need one (l1_ref, ssim_ref...)
 
 
 PAIR_COLUMNS = ("id", "source", "edited_a", "edited_b", "instruction")
@@ -130,21 +131,22 @@ class ScoreComparer:
     def compare(self, items: Sequence[PairItem], batch_size: int = 8) -> list[dict[str, Any]]:
         from editlens.core.types import EditSample
 
-        edits: dict[tuple[str, str, str], int] = {}
+        edits: dict[tuple[Any, Any, str, Any], int] = {}
         for it in items:
             for e in (it.edited_a, it.edited_b):
-                edits.setdefault((it.source, e, it.instruction), len(edits))
+                edits.setdefault((it.source, e, it.instruction, it.reference), len(edits))
         keys = list(edits)
         scores = []
         for k in range(0, len(keys), batch_size):
-            loaded = [EditSample(f"e{k + i}", image_ref(s), image_ref(e), ins).load()
-                      for i, (s, e, ins) in enumerate(keys[k : k + batch_size])]
+            loaded = [EditSample(f"e{k + i}", image_ref(s), image_ref(e), ins,
+                                 reference=None if r is None else image_ref(r)).load()
+                      for i, (s, e, ins, r) in enumerate(keys[k : k + batch_size])]
             scores += self.metric.score_batch(loaded)
         hib = self.metric.spec.higher_is_better
         out = []
         for it in items:
-            sa = scores[edits[(it.source, it.edited_a, it.instruction)]]
-            sb = scores[edits[(it.source, it.edited_b, it.instruction)]]
+            sa = scores[edits[(it.source, it.edited_a, it.instruction, it.reference)]]
+            sb = scores[edits[(it.source, it.edited_b, it.instruction, it.reference)]]
             out.append({"id": it.id, **decide(sa, sb, hib, self.metric.name, self.metric.spec)})
         return out
 

@@ -408,10 +408,7 @@ def generate_edits(
         made_with = {k: (runtime.get("precision") or {}).get(k) for k in ("device", "dtype")
                      if (runtime.get("precision") or {}).get(k)}
         bar: Any = _NoBar()
-        if progress and todo:
-            from tqdm.auto import tqdm
 
-            bar = tqdm(total=len(todo), unit="image", desc=f"editing ({editor.name})", dynamic_ncols=True)
         def batches(stop: Any) -> Iterator[list[EditRequest]]:
             """The requests, one batch at a time, read as the editor asks for them (a source that
             cannot be read fails its images here); none after a stop signal."""
@@ -440,6 +437,10 @@ def generate_edits(
         try:
             with _StopFlag() as stop:
                 editor.stop_requested = lambda: stop.set  # an editor that can stop midway does, on a signal
+                if progress and todo:  # shown once a signal is caught: from here on, Ctrl-C stops cleanly
+                    from tqdm.auto import tqdm
+
+                    bar = tqdm(total=len(todo), unit="image", desc=f"editing ({editor.name})", dynamic_ncols=True)
                 run_batches = getattr(editor, "edit_batches", None) or functools.partial(Editor.edit_batches, editor)
                 for requests, outputs, elapsed in run_batches(batches(stop)):
                     if len(outputs) != len(requests):  # a broken editor: no image may go to the wrong edit
