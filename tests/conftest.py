@@ -20,8 +20,9 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
     """Mark ``once`` what need not run in both of CI's passes: pages in a browser (no model precision in
-    them), 4-bit QLoRA training (bitsandbytes computes in its own dtype whatever EDITLENS_DTYPE says) and
-    the docs' shell examples (they run only commands that need no weights: no model, no precision)."""
+    them), 4-bit QLoRA training (bitsandbytes computes in its own dtype whatever EDITLENS_DTYPE says), the
+    docs' shell examples (they run only commands that need no weights: no model, no precision) and the
+    several-process tests (:data:`SEVERAL_PROCESSES`)."""
     import inspect
 
     for item in items:
@@ -32,6 +33,14 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
             src = ""
         if "chromium_page(" in src or "qlora" in item.name.lower() or item.name.startswith("test_page_shell_examples"):
             item.add_marker(pytest.mark.once)
+        elif getattr(getattr(item, "module", None), "__name__", None) in SEVERAL_PROCESSES:
+            item.add_marker(pytest.mark.once)
+
+
+#: tests that start several processes (torchrun / accelerate launch, Ray workers): a minute or more each on
+#: two cores, so CI runs them in its first pass only (in bfloat16 where the CPU computes it natively); their
+#: float32 runs are made by hand before a change lands (EDITLENS_DTYPE=float32 pytest tests/test_...)
+SEVERAL_PROCESSES = {"test_training_distributed", "test_ray_generation"}
 
 
 @pytest.fixture(scope="session")

@@ -101,6 +101,12 @@ def _check_against_cli(args: list[str]) -> str | None:
     return f"{' '.join(args[:i])}: no option {unknown}" if unknown else None
 
 
+#: pages whose runnable blocks another test runs as written (the names are still checked here): the
+#: quickstart from the built wheel in a fresh venv (tests/test_quickstart_loop.py); running it twice costs
+#: a minute and a half of CI
+RUN_AS_WRITTEN_ELSEWHERE = {"docs/quickstart-loop.md"}
+
+
 @pytest.mark.parametrize("page", _shell_pages(), ids=lambda p: str(p.relative_to(REPO)))
 def test_page_shell_examples_name_real_commands_and_run(page, tmp_path):
     import os
@@ -118,6 +124,8 @@ def test_page_shell_examples_name_real_commands_and_run(page, tmp_path):
             assert problem is None, f"{where}: {problem}"
         if no_run:
             assert script.lstrip().startswith("#"), f"{where}: a no-run block says why on its first line"
+            continue
+        if str(page.relative_to(REPO)) in RUN_AS_WRITTEN_ELSEWHERE:
             continue
         res = subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
                              timeout=600)
