@@ -133,58 +133,79 @@ def check_engine(backend: Any, needs: EngineNeeds, who: str, option: str) -> dic
 _CHECKED: dict[tuple[Any, ...], dict[str, Any]] = {}
 
 
+class _EnginePoster:
+    """POSTs to an engine's tokenizer endpoints (``/tokenize``, ``/detokenize``): at the root, else under
+    ``/v1`` (vLLM: root only; SGLang: both; some proxies: ``/v1`` only); each answer a JSON object, or
+    :class:`ModelUnavailableError` naming the engine, the endpoint and ``why`` it is needed."""
+
+    def __init__(self, backend: Any, why: str) -> None:
+        import httpx
+
+        self.be = be = _one_engine(backend)
+        self.root = be.base_url[:-3] if be.base_url.endswith("/v1") else be.base_url
+        self.why = why
+        self.client = httpx.Client(timeout=min(getattr(be, "timeout", 30.0), 30.0),
+                                   headers=be._headers() if hasattr(be, "_headers") else {})
+
+    def __enter__(self) -> _EnginePoster:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.client.close()
+
+    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        import httpx
+
+        be, status, said = self.be, 0, ""
+        for base in (self.root, self.root + "/v1"):
+            try:
+                r = self.client.post(base + path, json={"model": be.model_id, **body})
+            except httpx.HTTPError as exc:
+                raise ModelUnavailableError(f"the engine at {be.base_url}: {path} failed ({exc})") from None
+            status, said = r.status_code, r.text[:200]
+            if status not in (404, 405):
+                break
+        if status >= 400:
+            raise ModelUnavailableError(f"the engine at {be.base_url} has no usable {path} (HTTP {status}: {said}); "
+                                        f"{self.why}")
+        try:
+            answer = r.json()
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            raise ModelUnavailableError(f"the engine at {be.base_url}: {path} answered something that is not a "
+                                        "JSON object")
+        return answer
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        answer = self.post("/detokenize", {"tokens": list(tokens)})
+        text = answer.get("prompt", answer.get("text"))  # vLLM: "prompt"; SGLang: "text"
+        if not isinstance(text, str):
+            raise ModelUnavailableError(f"the engine at {self.be.base_url}: /detokenize answered without the text "
+                                        f"(neither vLLM's 'prompt' nor SGLang's 'text' field: {sorted(answer)[:8]})")
+        return text
+
+    def tokenize(self, text: str) -> list[int]:
+        ids = self.post("/tokenize", {"prompt": text, "add_special_tokens": False}).get("tokens")
+        if not isinstance(ids, list) or not all(isinstance(t, int) for t in ids):
+            raise ModelUnavailableError(f"the engine at {self.be.base_url}: /tokenize answered without token ids")
+        return [int(t) for t in ids]
+
+
 def engine_tokens(backend: Any, words: Sequence[str]) -> list[dict[str, tuple[int, str]]]:
     """For ``words``, the engine's first token of each (id and decoded text),
     written bare and after a space; a variant is kept only when every word
     has its own first token (as :func:`editlens.dice.released_format.candidate_variants`).
     Raises :class:`ModelUnavailableError` when the engine has no ``/tokenize``."""
-    import httpx
-
-    be = _one_engine(backend)
-    root = be.base_url[:-3] if be.base_url.endswith("/v1") else be.base_url
-    headers = be._headers() if hasattr(be, "_headers") else {}
     out: list[dict[str, tuple[int, str]]] = []
-    with httpx.Client(timeout=min(getattr(be, "timeout", 30.0), 30.0), headers=headers) as client:
-        def post(path: str, body: dict[str, Any]) -> Any:
-            status, said = 0, ""
-            for base in (root, root + "/v1"):  # vLLM: root only; SGLang: both; some proxies: /v1 only
-                try:
-                    r = client.post(base + path, json={"model": be.model_id, **body})
-                except httpx.HTTPError as exc:
-                    raise ModelUnavailableError(f"the engine at {be.base_url}: {path} failed ({exc})") from None
-                status, said = r.status_code, r.text[:200]
-                if status not in (404, 405):
-                    break
-            if status >= 400:
-                raise ModelUnavailableError(
-                    f"the engine at {be.base_url} has no usable {path} (HTTP {status}: {said}); the token "
-                    "probabilities of words are read through it (vLLM and SGLang serve it: check the URL, "
-                    "or run in-process)")
-            try:
-                answer = r.json()
-            except ValueError:
-                answer = None
-            if not isinstance(answer, dict):
-                raise ModelUnavailableError(f"the engine at {be.base_url}: {path} answered something that is "
-                                            "not a JSON object")
-            return answer
-
-        def detokenized(token: int) -> str:
-            answer = post("/detokenize", {"tokens": [token]})
-            text = answer.get("prompt", answer.get("text"))  # vLLM: "prompt"; SGLang: "text"
-            if not isinstance(text, str):
-                raise ModelUnavailableError(
-                    f"the engine at {be.base_url}: /detokenize answered without the text (neither vLLM's "
-                    f"'prompt' nor SGLang's 'text' field: {sorted(answer)[:8]})")
-            return text
-
+    with _EnginePoster(backend, "the token probabilities of words are read through it (vLLM and SGLang serve "
+                                "it: check the URL, or run in-process)") as engine:
         for prefix in ("", " "):
             found: dict[str, tuple[int, str]] = {}
             for w in words:
-                ids = post("/tokenize", {"prompt": prefix + w, "add_special_tokens": False}).get("tokens") or []
+                ids = engine.tokenize(prefix + w)
                 if ids:
-                    first = int(ids[0])
-                    found[w] = (first, detokenized(first))
+                    found[w] = (ids[0], engine.detokenize([ids[0]]))
             if len(found) == len(words) and len({v[0] for v in found.values()}) == len(words) and found not in out:
                 out.append(found)
     return out
@@ -194,31 +215,8 @@ def engine_detokenize(backend: Any, tokens: Sequence[int]) -> str:
     """The engine's text of ``tokens`` (its ``/detokenize``; vLLM answers
     ``{"prompt"}``, SGLang ``{"text"}``), special tokens written as the
     tokenizer writes them. Raises :class:`ModelUnavailableError` when it has none."""
-    import httpx
-
-    be = _one_engine(backend)
-    root = be.base_url[:-3] if be.base_url.endswith("/v1") else be.base_url
-    headers = be._headers() if hasattr(be, "_headers") else {}
-    status, said, answer = 0, "", None
-    with httpx.Client(timeout=min(getattr(be, "timeout", 30.0), 30.0), headers=headers) as client:
-        for base in (root, root + "/v1"):
-            try:
-                r = client.post(base + "/detokenize", json={"model": be.model_id, "tokens": list(tokens)})
-            except httpx.HTTPError as exc:
-                raise ModelUnavailableError(f"the engine at {be.base_url}: /detokenize failed ({exc})") from None
-            status, said = r.status_code, r.text[:200]
-            if status not in (404, 405):
-                break
-        if status < 400:
-            try:
-                answer = r.json()
-            except ValueError:
-                answer = None
-    text = answer.get("prompt", answer.get("text")) if isinstance(answer, dict) else None
-    if not isinstance(text, str):
-        raise ModelUnavailableError(f"the engine at {be.base_url} has no usable /detokenize (HTTP {status}: {said}); "
-                                    "token offsets are computed through it")
-    return text
+    with _EnginePoster(backend, "token offsets are computed through it") as engine:
+        return engine.detokenize(tokens)
 
 
 def engine_honours_seed(backend: Any) -> bool | None:
@@ -247,28 +245,5 @@ def engine_honours_seed(backend: Any) -> bool | None:
 def engine_tokenize(backend: Any, text: str) -> list[int]:
     """The engine's token ids of ``text`` without special tokens (its ``/tokenize``, at the root or under
     ``/v1``). Raises :class:`ModelUnavailableError` when it has none."""
-    import httpx
-
-    be = _one_engine(backend)
-    root = be.base_url[:-3] if be.base_url.endswith("/v1") else be.base_url
-    headers = be._headers() if hasattr(be, "_headers") else {}
-    status, said, answer = 0, "", None
-    with httpx.Client(timeout=min(getattr(be, "timeout", 30.0), 30.0), headers=headers) as client:
-        for base in (root, root + "/v1"):
-            try:
-                r = client.post(base + "/tokenize", json={"model": be.model_id, "prompt": text,
-                                                          "add_special_tokens": False})
-            except httpx.HTTPError as exc:
-                raise ModelUnavailableError(f"the engine at {be.base_url}: /tokenize failed ({exc})") from None
-            status, said = r.status_code, r.text[:200]
-            if status not in (404, 405):
-                break
-        if status < 400:
-            try:
-                answer = r.json()
-            except ValueError:
-                answer = None
-    ids = answer.get("tokens") if isinstance(answer, dict) else None
-    if not isinstance(ids, list) or not all(isinstance(t, int) for t in ids):
-        raise ModelUnavailableError(f"the engine at {be.base_url} has no usable /tokenize (HTTP {status}: {said})")
-    return [int(t) for t in ids]
+    with _EnginePoster(backend, "candidate words' token ids are read through it") as engine:
+        return engine.tokenize(text)
