@@ -15,7 +15,8 @@ import json
 import os
 import random
 import threading
-from typing import Any, Sequence
+from collections.abc import Callable, Coroutine
+from typing import Any, Sequence, TypeVar
 
 import httpx
 
@@ -23,7 +24,23 @@ from editlens.backends.types import ChatRequest, Generation
 from editlens.backends.wire import parse_response, request_body
 from editlens.errors import ModelUnavailableError
 
+T = TypeVar("T")
+
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+
+
+def run_async(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run the coroutine ``make()`` makes to its end from synchronous code; called from inside an event
+    loop (e.g. a notebook), in a helper thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(make())
+    box: list[T] = []
+    t = threading.Thread(target=lambda: box.append(asyncio.run(make())))
+    t.start()
+    t.join()
+    return box[0]
 
 
 class OpenAIBackend:
@@ -147,16 +164,7 @@ class OpenAIBackend:
             for r in requests:
                 if r.candidates and not r.logprob_tokens:
                     self._candidate_ids(r.candidates)
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self._generate_all(requests))
-        # called from inside an event loop (e.g. a notebook): run in a helper thread
-        box: list[Any] = []
-        t = threading.Thread(target=lambda: box.append(asyncio.run(self._generate_all(requests))))
-        t.start()
-        t.join()
-        return box[0]
+        return run_async(lambda: self._generate_all(requests))
 
     async def _generate_all(self, requests: Sequence[ChatRequest]) -> list[Generation]:
         sem = asyncio.Semaphore(self.concurrency)
@@ -317,15 +325,12 @@ class PooledBackend:
     def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
         if not requests:
             return []
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self._generate_all(requests))
-        box: list[Any] = []
-        t = threading.Thread(target=lambda: box.append(asyncio.run(self._generate_all(requests))))
-        t.start()
-        t.join()
-        return box[0]
+        for m in self.members:
+            if m.dialect == "vllm":  # the candidates' token ids, asked once per candidate set and engine
+                for r in requests:
+                    if r.candidates and not r.logprob_tokens:
+                        m._candidate_ids(r.candidates)
+        return run_async(lambda: self._generate_all(requests))
 
     async def _generate_all(self, requests: Sequence[ChatRequest]) -> list[Generation]:
         results: list[Generation | None] = [None] * len(requests)

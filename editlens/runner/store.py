@@ -70,10 +70,10 @@ def resolved_image(ref: str) -> str:
     return os.path.realpath(ref)
 
 
-def recorded_images(run_dir: str | os.PathLike) -> set[str] | None:
-    """The resolved images the run in ``run_dir`` decoded (:func:`resolved_image`),
-    or ``None`` when its store has no complete record (runs made before it
-    existed, and runs resumed from them). Only reads; a run may be writing meanwhile."""
+def _recorded_rows(run_dir: str | os.PathLike) -> list[tuple[str, str, str]] | None:
+    """``(sample id, role, resolved image)`` of every image the run in ``run_dir`` decoded, or ``None``
+    when its store has no complete record (runs made before it existed, and runs resumed from them).
+    Only reads; a run may be writing meanwhile."""
     path = Path(run_dir) / "results.sqlite"
     if not path.is_file():
         return None
@@ -85,32 +85,26 @@ def recorded_images(run_dir: str | os.PathLike) -> set[str] | None:
             flag = conn.execute("SELECT value FROM meta WHERE key=?", (IMAGES_RECORDED,)).fetchone()
             if not flag or not json.loads(flag[0]):
                 return None
-            return {r[0] for r in conn.execute("SELECT resolved FROM loaded_images")}
+            return [(r[0], r[1], r[2]) for r in conn.execute("SELECT sample_id, role, resolved FROM loaded_images")]
         finally:
             conn.close()
     except sqlite3.DatabaseError:  # no such table: a store older than the record
         return None
 
 
+def recorded_images(run_dir: str | os.PathLike) -> set[str] | None:
+    """The resolved images the run in ``run_dir`` decoded (:func:`resolved_image`),
+    or ``None`` when its store has no complete record (see :func:`_recorded_rows`)."""
+    rows = _recorded_rows(run_dir)
+    return None if rows is None else {r[2] for r in rows}
+
 
 def recorded_image_map(run_dir: str | os.PathLike) -> dict[tuple[str, str], str] | None:
     """Per ``(sample id, role)``, the resolved image the run decoded for that row
     (:func:`resolved_image`); ``None`` as :func:`recorded_images`. A report shows a
     row's image only when it is the one the run scored for that row."""
-    path = Path(run_dir) / "results.sqlite"
-    if not path.is_file():
-        return None
-    try:
-        conn = sqlite3.connect(path, timeout=10)
-        try:
-            flag = conn.execute("SELECT value FROM meta WHERE key=?", (IMAGES_RECORDED,)).fetchone()
-            if not flag or not json.loads(flag[0]):
-                return None
-            return {(r[0], r[1]): r[2] for r in conn.execute("SELECT sample_id, role, resolved FROM loaded_images")}
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError:
-        return None
+    rows = _recorded_rows(run_dir)
+    return None if rows is None else {(r[0], r[1]): r[2] for r in rows}
 
 
 def config_hash(config: dict[str, Any]) -> str:
