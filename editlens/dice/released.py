@@ -36,7 +36,9 @@ import numpy as np
 from editlens.core.types import LoadedEdit
 from editlens.dice.prompt_sets import PromptSet, default_prompts
 from editlens.dice.released_format import (
+    ANSWER_READINGS,
     CONVENTIONS,
+    EDITLENS_READING_NOTE,
     RENDERINGS,
     CentreCrop,
     assign_command_confidence,
@@ -44,6 +46,7 @@ from editlens.dice.released_format import (
     coherence_images,
     parse_decision,
     parse_released_answer,
+    read_as_release,
     release_change_text,
     step_for_offset,
     unavailable_reason,
@@ -123,6 +126,8 @@ class Preset:
     line_width: int = 3  # editlens rendering only
     prompts: str | None = None  # a prompts module/clone to read (None: editlens' own wording)
     confidence: str = "softmax-logits"  # see CONFIDENCE_SOURCES
+    #: how the detector's answer is read: "editlens" or "release" (DICE's parser; see ANSWER_READINGS)
+    answer_reading: str = "editlens"
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -152,6 +157,8 @@ class Preset:
             raise InputError(f"{where}: quantization must be nf4 (4-bit, as released) or none, got {p.quantization!r}")
         if p.coherence_inputs not in RENDERINGS:
             raise InputError(f"{where}: coherence_inputs must be one of {RENDERINGS}, got {p.coherence_inputs!r}")
+        if p.answer_reading not in ANSWER_READINGS:
+            raise InputError(f"{where}: answer_reading must be one of {ANSWER_READINGS}, got {p.answer_reading!r}")
         if p.drawing not in CONVENTIONS:
             raise InputError(f"{where}: drawing must be one of {sorted(CONVENTIONS)}, got {p.drawing!r}")
         return p
@@ -437,7 +444,7 @@ class ReleasedDice:
         except Exception as exc:  # one failing sample must not end a run: it fails (redone on rerun), never "unparsable"
             return DiceResult([], detector="released", failed=True,
                               problem=f"detector generation failed: {type(exc).__name__}: {exc}")
-        ans = parse_released_answer(g.text)
+        ans = read_as_release(g.text) if self.preset.answer_reading == "release" else parse_released_answer(g.text)
         cut = g.finish_reason == "length"  # stopped by the token limit, not by the model
         cut_note = (f"the answer was cut off at {self.preset.detector_generation.max_new_tokens} new tokens, so the "
                     "list may be incomplete" + (f"; cut-off last item not read: {ans.tail[:80]!r}" if ans.tail else ""))
@@ -521,6 +528,7 @@ class ReleasedDice:
             # each result names every difference: the run's and its own (e.g. boxes on a non-square image)
             res.differences_from_release = self._run_notes + res.differences_from_release
             res.identical_to_release = not res.differences_from_release
+            res.answer_reading = self.preset.answer_reading
             out.append(res)
         return out
 
@@ -536,6 +544,8 @@ class ReleasedDice:
                 notes.append("coherence images drawn by editlens (PIL outline on a square array) and the change text "
                              "stripped, not the release's matplotlib 640x480 JPEG figures and spacing "
                              "(coherence_inputs \"release\")")
+        if self.preset.answer_reading != "release":
+            notes.append(EDITLENS_READING_NOTE)
         if self.preset.confidence != RELEASE_CONFIDENCE:
             notes.append(f"confidence {self.preset.confidence}: the released pipeline outputs 1.0 for every "
                          f"difference (--dice-confidence {RELEASE_CONFIDENCE})")
@@ -599,7 +609,7 @@ def build_released(preset: str | None = None, detector: str | None = None, coher
                    prompts: str | None = None, drawing: str | None = None, device: str = "auto",
                    quantization: str = "auto", dtype: str = "auto", confidence: str | None = None,
                    engine: str | None = None, served: dict[str, str | None] | None = None,
-                   coherence_inputs: str | None = None) -> ReleasedDice:
+                   coherence_inputs: str | None = None, answer_reading: str | None = None) -> ReleasedDice:
     """The CLI's entry: a preset (name or file) with the given parts replaced."""
     from editlens.dice.prompt_sets import load_official_prompts
 
@@ -624,6 +634,11 @@ def build_released(preset: str | None = None, detector: str | None = None, coher
         if coherence_inputs not in RENDERINGS:
             raise InputError(f"--dice-coherence-inputs must be one of {RENDERINGS}, got {coherence_inputs!r}")
         p = replace(p, coherence_inputs=coherence_inputs)
+    if answer_reading:
+        if answer_reading not in ANSWER_READINGS:
+            raise InputError(f"--option dice.dice_answer_reading must be one of {ANSWER_READINGS}, "
+                             f"got {answer_reading!r}")
+        p = replace(p, answer_reading=answer_reading)
     prompts = prompts or p.prompts
     return ReleasedDice(p, load_official_prompts(prompts) if prompts else None, device, quantization, dtype,
                         engine, served)
@@ -634,7 +649,7 @@ def build_released(preset: str | None = None, detector: str | None = None, coher
 #: their served names, default ``dice-detector``/``dice-coherence``, ``none`` for no coherence stage)
 RELEASED_OPTIONS = ("dice_preset", "dice_detector", "dice_coherence", "dice_prompts", "dice_drawing",
                     "dice_quantization", "dice_confidence", "engine", "engine_detector", "engine_coherence",
-                    "dice_coherence_inputs")
+                    "dice_coherence_inputs", "dice_answer_reading")
 
 
 def released_from_options(options: dict[str, Any]) -> ReleasedDice:
@@ -645,7 +660,7 @@ def released_from_options(options: dict[str, Any]) -> ReleasedDice:
                           options.get("dice_quantization") or "auto", options.get("dtype", "auto"),
                           options.get("dice_confidence"), options.get("engine"),
                           {"detector": options.get("engine_detector"), "coherence": options.get("engine_coherence")},
-                          options.get("dice_coherence_inputs"))
+                          options.get("dice_coherence_inputs"), options.get("dice_answer_reading"))
 
 
 def load_dice(ref: Any, precision: Any, quantization: str, models: dict[str, str], **recipe: Any) -> ReleasedDice:
