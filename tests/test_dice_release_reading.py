@@ -117,3 +117,48 @@ def test_released_run_reads_as_the_release_when_asked_and_records_it(layout, tmp
     assert [x.command for x in r.differences] == ["ADD"] and "dropped" in r.problem
     with pytest.raises(InputError, match="dice_answer_reading"):
         build_released(None, detector=det, quantization="none", device="cpu", answer_reading="lenient")
+
+
+def test_processor_from_the_adapter_by_default_or_the_stock_one_as_released(layout, tmp_path, monkeypatch):
+    """The adapter folder holds a processor that differs from the base's (64 px image tiles instead of 32):
+    editlens' default reads it; ``dice_processor=release`` reads the stock Idefics3 processor the release
+    loads for both models (here the tiny stock folder), ``base`` the base folder; each recorded per result."""
+    import shutil
+
+    from transformers import AutoProcessor
+
+    import editlens.dice.released as released
+    from editlens.dice.released import RawGeneration, ReleasedModel, build_released, released_from_options
+
+    base, adapter = layout["detector"]
+    stock = layout["coherence"][0]  # the layout's "Idefics3-8B-Llama3": the stock processor
+    own = tmp_path / "adapter"
+    shutil.copytree(adapter, own)
+    proc = AutoProcessor.from_pretrained(str(base))
+    proc.image_processor.max_image_size = {"longest_edge": 64}
+    proc.save_pretrained(str(own))
+    monkeypatch.setattr(released, "STOCK_PROCESSOR", str(stock))
+    monkeypatch.setattr(ReleasedModel, "generate", lambda self, *a, **k: RawGeneration(
+        "['ADD: cat, (0.1, 0.2, 0.3, 0.4)']", [1], [0], [{}], [], "stop"))
+    det = f"{base}+{own}"
+
+    ours = build_released(None, detector=det, quantization="none", device="cpu")
+    assert ours.detector.processor.image_processor.max_image_size == {"longest_edge": 64}
+    (r,) = ours.run([_images(tmp_path)])
+    assert r.to_dict()["processor_source"] == {"detector": f"adapter: {own}"}
+    assert any("not the stock" in n and "--dice-processor release" in n for n in r.differences_from_release)
+
+    rel = released_from_options({"dice_detector": det, "dice_quantization": "none", "device": "cpu",
+                                 "dice_processor": "release"})
+    assert rel.detector.processor.image_processor.max_image_size == {"longest_edge": 32}
+    assert rel.detector.processor.image_processor.size["longest_edge"] == 1456  # the preset's, as released
+    (r,) = rel.run([_images(tmp_path)])
+    assert r.to_dict()["processor_source"] == {"detector": f"release: {stock}"}
+    assert not any("not the stock" in n for n in r.differences_from_release)
+    from_base = build_released(None, detector=det, quantization="none", device="cpu", processor="base")
+    assert from_base.detector.processor_source == f"base: {base}"
+    from editlens.errors import ModelUnavailableError
+
+    monkeypatch.setattr(released, "STOCK_PROCESSOR", str(tmp_path / "missing"))
+    with pytest.raises(ModelUnavailableError, match="no such directory"):
+        build_released(None, detector=det, quantization="none", device="cpu", processor="release")
