@@ -495,3 +495,54 @@ def test_refl_only_with_a_ground_truth_trains_towards_it_alone(tiny_base, relabe
     assert seen["recipe"]["mse_target"] == "each source's ground truth ('red') only"
     with pytest.raises(InputError, match="give it with --no-reward-prompt"):
         TuneConfig(base="b", data="d", out="o", ground_truth="red").validate()
+
+
+def test_release_validation_protocol_edits_as_the_release_validates(tiny_base, relabelled, tmp_path, monkeypatch):
+    """``--val-protocol release``: 512 px inputs, EulerAncestral, 100 steps, guidance 7.5 / 1.5, every edit from
+    a generator seeded 42, the release's prompt; recorded in the summary and the card. The default is unchanged."""
+    from diffusers import EulerAncestralDiscreteScheduler, StableDiffusionInstructPix2PixPipeline
+
+    from editlens.adiee.tune_editor import TuneConfig, release_validation_prompt, tune_editor
+    from editlens.runner.reward import RewardFunction
+    from editlens.testing import colour_reward
+
+    calls: list[dict] = []
+    real = StableDiffusionInstructPix2PixPipeline.__call__
+
+    def spy(self, prompt, image, **kw):  # type: ignore[no-untyped-def]
+        calls.append({"prompt": prompt, "size": image.size, "scheduler": type(self.scheduler).__name__,
+                      "seed_state": kw["generator"].get_state().clone(), **{k: kw[k] for k in (
+                          "num_inference_steps", "guidance_scale", "image_guidance_scale")}})
+        # the settings are what this test checks: the edit itself runs small (16 px, 2 steps) to stay cheap
+        return real(self, prompt, image=image.resize((16, 16)), **{**kw, "num_inference_steps": 2})
+
+    monkeypatch.setattr(StableDiffusionInstructPix2PixPipeline, "__call__", spy)
+    colour_reward.register()
+    reward = RewardFunction(colour_reward.NAME)
+    common = dict(base=str(tiny_base), data=str(relabelled), steps=1, batch_size=2, resolution=16, val_count=2,
+                  val_metric=colour_reward.NAME, val_at_start=False, augment=False, device="cpu")
+    s = tune_editor(TuneConfig(out=str(tmp_path / "rel"), val_protocol="release", **common), val_reward=reward,
+                    progress=False, echo=lambda m: None)
+    assert len(calls) == 2
+    seeded = torch.Generator().manual_seed(42).get_state()
+    for c in calls:
+        assert c["size"] == (512, 512) and c["num_inference_steps"] == 100
+        assert (c["guidance_scale"], c["image_guidance_scale"]) == (7.5, 1.5)
+        assert c["scheduler"] == EulerAncestralDiscreteScheduler.__name__
+        assert torch.equal(c["seed_state"], seeded)
+        assert c["prompt"].endswith(". The image quality is five out of five.") and ".." not in c["prompt"]
+    assert release_validation_prompt("Add a hat.") == "Add a hat. The image quality is five out of five."
+    assert s["validation"]["protocol"] == "release" and s["validation"]["steps"] == 100
+    assert s["validation"]["resolution"] == 512 and s["validation"]["seed"] == 42
+    card = json.loads((tmp_path / "rel" / "editor" / "editlens_editor.json").read_text())
+    assert card["source"]["recipe"]["validation"]["scheduler"] == "EulerAncestralDiscreteScheduler"
+
+    calls.clear()
+    s = tune_editor(TuneConfig(out=str(tmp_path / "ours"), val_steps=2, **common), val_reward=reward,
+                    progress=False, echo=lambda m: None)
+    assert [c["size"] for c in calls] == [(16, 16)] * 2 and calls[0]["num_inference_steps"] == 2
+    base_scheduler = json.loads((Path(tiny_base) / "scheduler" / "scheduler_config.json").read_text())["_class_name"]
+    assert calls[0]["scheduler"] == base_scheduler  # the base's own
+    assert s["validation"]["protocol"] == "editlens"
+    with pytest.raises(InputError, match="val_protocol"):
+        TuneConfig(out=str(tmp_path / "x"), val_protocol="imagenhub", **common).validate()

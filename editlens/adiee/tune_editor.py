@@ -57,6 +57,28 @@ FAMILY = "instruct-pix2pix"
 LORA_TARGETS = ["to_q", "to_k", "to_v", "to_out.0"]
 
 
+#: ``--val-protocol``: how validation edits are made. ``editlens`` (default): held-out sources at
+#: ``--resolution``, the base's scheduler, ``--val-steps``, ``--guidance``/``--image-guidance``, seed ``seed + i``
+#: per source, the top-quality prompt of the run's suffix. ``release``: as ADIEE's editor validation where the
+#: data allows (held-out sources of the run's data, not ImagenHub): inputs at 512 px, EulerAncestral, 100 steps,
+#: guidance 7.5 / image guidance 1.5, every edit from the same generator seeded 42, the prompt the instruction +
+#: ``". The image quality is five out of five."`` with ``".."`` made ``"."``.
+VAL_PROTOCOLS = ("editlens", "release")
+RELEASE_VALIDATION = {"resolution": 512, "scheduler": "EulerAncestralDiscreteScheduler", "steps": 100,
+                      "guidance": 7.5, "image_guidance": 1.5, "seed": 42,
+                      "prompt": "{instruction}. The image quality is five out of five. ('..' -> '.')"}
+
+
+def release_validation_prompt(instruction: str) -> str:
+    """The release's validation prompt: the instruction, then ``". The image quality is five out of five."``,
+    then every ``..`` made ``.``.
+
+    >>> release_validation_prompt("Make it red."), release_validation_prompt("Make it red")
+    ('Make it red. The image quality is five out of five.', 'Make it red. The image quality is five out of five.')
+    """
+    return (instruction + ". The image quality is five out of five.").replace("..", ".")
+
+
 @dataclass
 class TuneConfig:
     base: str  # an InstructPix2Pix / MagicBrush diffusers folder or hub id
@@ -93,6 +115,7 @@ class TuneConfig:
     val_steps: int = 20
     guidance: float = 7.5
     image_guidance: float = 1.5
+    val_protocol: str = "editlens"  # see VAL_PROTOCOLS
     refl_weight: float = 0.0  # 0: no ReFL
     refl_metric: str | None = None
     refl_steps: int = 40
@@ -113,6 +136,8 @@ class TuneConfig:
             raise InputError(f"lora_rank must be 0 (whole UNet) or more, got {self.lora_rank}")
         if self.resolution % 8:
             raise InputError(f"resolution must be a multiple of 8, got {self.resolution}")
+        if self.val_protocol not in VAL_PROTOCOLS:
+            raise InputError(f"val_protocol must be one of {', '.join(VAL_PROTOCOLS)}, got {self.val_protocol!r}")
         if not 0 <= self.conditioning_dropout < 1:
             raise InputError(f"conditioning_dropout must be in [0, 1), got {self.conditioning_dropout}")
         check_table_choice(self.target_weights, self.target_weight_table, "--target-weights")
@@ -123,6 +148,15 @@ class TuneConfig:
                              "it with --no-reward-prompt (reward-conditioned tuning draws among all candidates)")
         if self.refl_weight > 0 and not 0 <= self.refl_min_step < self.refl_steps:
             raise InputError(f"refl_min_step must be in [0, refl_steps={self.refl_steps}), got {self.refl_min_step}")
+
+    def validation_settings(self) -> dict[str, Any]:
+        """How validation edits are made under ``val_protocol`` (recorded in the summary and the editor card)."""
+        if self.val_protocol == "release":
+            return {"protocol": "release", **RELEASE_VALIDATION,
+                    **({} if self.reward_prompt else {"prompt": "{instruction} (no reward prompt)"})}
+        return {"protocol": "editlens", "resolution": self.resolution, "scheduler": "the base's", "steps": self.val_steps,
+                "guidance": self.guidance, "image_guidance": self.image_guidance, "seed": f"{self.seed} + i",
+                "prompt": "the run's top-quality prompt" if self.reward_prompt else "{instruction}"}
 
     def identity(self) -> dict[str, Any]:
         """What a resumed run must share: the model it builds and what it sees at each step."""
@@ -394,17 +428,31 @@ class TuneEditorTask(TrainingTask):
         from editlens.core.io import atomic_write
 
         cfg = self.cfg
+        release = cfg.val_protocol == "release"
         pipe = self.editor.pipeline()
+        if release:  # the release validates with EulerAncestral on the base's scheduler configuration
+            from diffusers import EulerAncestralDiscreteScheduler
+
+            pipe.scheduler = EulerAncestralDiscreteScheduler.from_config(self.editor.scheduler_config)
         pipe.set_progress_bar_config(disable=True)
         folder = Path(cfg.out) / "validation" / f"step-{self.step_now:07d}"
         folder.mkdir(parents=True, exist_ok=True)
         edited, sources, instructions = [], [], []
+        v = cfg.validation_settings()
         for i, g in enumerate(self.val_groups):
-            src = self.image(g.source)
-            gen = torch.Generator(device="cpu").manual_seed(cfg.seed + i)
-            out = pipe(self.instruction_for(g.instruction, None), image=Image.fromarray(src),
-                       num_inference_steps=cfg.val_steps, guidance_scale=cfg.guidance,
-                       image_guidance_scale=cfg.image_guidance, generator=gen, output_type="np").images[0]
+            if release:  # 512 px inputs; every edit from a copy of one generator seeded 42
+                arr, _ = load_image(parse_ref(g.source) or g.source)
+                side = int(v["resolution"])
+                src = arr if arr.shape[:2] == (side, side) else resize_to(arr, (side, side))
+                gen = torch.Generator(device="cpu").manual_seed(int(v["seed"]))
+                prompt = release_validation_prompt(g.instruction) if cfg.reward_prompt else g.instruction
+            else:
+                src = self.image(g.source)
+                gen = torch.Generator(device="cpu").manual_seed(cfg.seed + i)
+                prompt = self.instruction_for(g.instruction, None)
+            out = pipe(prompt, image=Image.fromarray(src), num_inference_steps=int(v["steps"]),
+                       guidance_scale=float(v["guidance"]), image_guidance_scale=float(v["image_guidance"]),
+                       generator=gen, output_type="np").images[0]
             img = (np.clip(out, 0, 1) * 255).round().astype(np.uint8)
             png = Image.fromarray(img)
             atomic_write(folder / f"{i:03d}.png", lambda fh, im=png: im.save(fh, format="PNG"), mode="wb")  # type: ignore[misc]
@@ -458,7 +506,11 @@ class TuneEditorTask(TrainingTask):
                          "reward": self.refl_reward.describe()}
         if self.val_reward is not None:
             r["validation_reward"] = self.val_reward.describe()
+            r["validation"] = cfg.validation_settings()
         return r
+
+    def summary_extra(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"validation": self.cfg.validation_settings()} if self.has_validation else {}
 
     def export(self, result: Any) -> dict[str, Any]:
         from editlens.core.io import atomic_directory, write_json

@@ -557,6 +557,10 @@ def tune_editor_cmd(
     val_steps: int = typer.Option(20, "--val-steps", min=1, help="Denoising steps of validation edits (release: 100)."),
     guidance: float = typer.Option(7.5, "--guidance", help="Text guidance of validation edits."),
     image_guidance: float = typer.Option(1.5, "--image-guidance", help="Image guidance of validation edits."),
+    val_protocol: str = typer.Option("editlens", "--val-protocol", help="How validation edits are made: editlens "
+                                     "(--resolution, --val-steps, the base's scheduler) or release (as ADIEE's: 512 px "
+                                     "inputs, EulerAncestral, 100 steps, guidance 7.5 / 1.5, seed 42, the release's "
+                                     "prompt; overrides those flags for validation)."),
     save_every: int = typer.Option(0, "--save-every", min=0, help=SAVE_EVERY_HELP),
     keep_checkpoints: int = typer.Option(2, "--keep-checkpoints", min=1, help="Checkpoints kept (the newest)."),
     gradient_checkpointing: bool = typer.Option(False, "--gradient-checkpointing", help="Recompute activations in the backward pass (less memory, slower)."),
@@ -591,7 +595,8 @@ def tune_editor_cmd(
                      steps=steps, warmup_steps=warmup, lr_decay=lr_decay, clip=clip, resolution=resolution,
                      augment=augment, conditioning_dropout=conditioning_dropout, val_every=val_every,
                      val_count=val_count if val_metric else 0, val_at_start=val_at_start, val_metric=val_metric,
-                     val_steps=val_steps, guidance=guidance, image_guidance=image_guidance, refl_weight=refl_weight,
+                     val_steps=val_steps, guidance=guidance, image_guidance=image_guidance, val_protocol=val_protocol,
+                     refl_weight=refl_weight,
                      refl_metric=(refl_metric or val_metric) if refl_weight > 0 else None, refl_steps=refl_steps,
                      refl_min_step=refl_min_step, save_every=save_every, keep_checkpoints=keep_checkpoints, seed=seed,
                      device=device, dtype=dtype, gradient_checkpointing=gradient_checkpointing,

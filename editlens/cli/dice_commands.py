@@ -94,6 +94,15 @@ def dice_cmd(
         None, "--dice-coherence-inputs",
         help="Coherence images and change text: release (matplotlib 640x480 JPEG figures, default for released "
              "checkpoints) or editlens (PIL boxes on a square array, what `dice train` uses)."),
+    dice_answer_reading: Optional[str] = typer.Option(
+        None, "--dice-answer-reading",
+        help="How the detector's answer is read: editlens (default: items the release drops kept and flagged) or "
+             "release (as DICE's parser: first line only, items whose coordinates are not floats in [0, 1] "
+             "dropped, a box of another length ends the reading; where the release raises, unscored)."),
+    dice_processor: Optional[str] = typer.Option(
+        None, "--dice-processor",
+        help="Where each model's processor comes from: adapter (default: the adapter folder, else the base), "
+             "base, release (the stock HuggingFaceM4/Idefics3-8B-Llama3 processor, as released) or a folder."),
     device: str = DeviceOpt,
     dtype: str = DtypeOpt,
 ) -> None:
@@ -121,7 +130,8 @@ def dice_cmd(
         pipe: DicePipeline | ReleasedDice = build_released(
             dice_preset, dice_detector, dice_coherence, dice_prompts, dice_drawing, device, dice_quantization, dtype,
             dice_confidence.value if dice_confidence else None,
-            coherence_inputs=dice_coherence_inputs.value if dice_coherence_inputs else None)
+            coherence_inputs=dice_coherence_inputs.value if dice_coherence_inputs else None,
+            answer_reading=dice_answer_reading, processor=dice_processor)
         sample = sample.at_sizes("native")  # as released: each image at its own size
     else:
         pipe = DicePipeline(vlm, detector, boxes=boxes, **opts)

@@ -36,7 +36,9 @@ import numpy as np
 from editlens.core.types import LoadedEdit
 from editlens.dice.prompt_sets import PromptSet, default_prompts
 from editlens.dice.released_format import (
+    ANSWER_READINGS,
     CONVENTIONS,
+    EDITLENS_READING_NOTE,
     RENDERINGS,
     CentreCrop,
     assign_command_confidence,
@@ -44,6 +46,7 @@ from editlens.dice.released_format import (
     coherence_images,
     parse_decision,
     parse_released_answer,
+    read_as_release,
     release_change_text,
     step_for_offset,
     unavailable_reason,
@@ -123,6 +126,10 @@ class Preset:
     line_width: int = 3  # editlens rendering only
     prompts: str | None = None  # a prompts module/clone to read (None: editlens' own wording)
     confidence: str = "softmax-logits"  # see CONFIDENCE_SOURCES
+    #: how the detector's answer is read: "editlens" or "release" (DICE's parser; see ANSWER_READINGS)
+    answer_reading: str = "editlens"
+    #: where each model's processor comes from: "adapter", "base", "release" or a folder (see PROCESSOR_SOURCES)
+    processor: str = "adapter"
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -152,6 +159,8 @@ class Preset:
             raise InputError(f"{where}: quantization must be nf4 (4-bit, as released) or none, got {p.quantization!r}")
         if p.coherence_inputs not in RENDERINGS:
             raise InputError(f"{where}: coherence_inputs must be one of {RENDERINGS}, got {p.coherence_inputs!r}")
+        if p.answer_reading not in ANSWER_READINGS:
+            raise InputError(f"{where}: answer_reading must be one of {ANSWER_READINGS}, got {p.answer_reading!r}")
         if p.drawing not in CONVENTIONS:
             raise InputError(f"{where}: drawing must be one of {sorted(CONVENTIONS)}, got {p.drawing!r}")
         return p
@@ -225,17 +234,45 @@ def attach_adapter(model: Any, ref: str, trainable: bool = False) -> Any:
     return attach(model, ref, trainable)
 
 
-def load_processor(spec: ModelSpec, longest_edge: int | None) -> Any:
+#: the processor the release loads for both models (its ``processor_path`` default)
+STOCK_PROCESSOR = "HuggingFaceM4/Idefics3-8B-Llama3"
+#: where the processor comes from (preset ``processor``, ``--dice-processor``): ``adapter`` (editlens' default:
+#: the adapter folder when it holds processor files, else the base), ``base`` (the base folder), ``release``
+#: (the stock :data:`STOCK_PROCESSOR`, as released); anything else is a folder or hub reference to read it from
+PROCESSOR_SOURCES = ("adapter", "base", "release")
+
+
+def _has_processor(path: Path) -> bool:
+    return (path / "processor_config.json").is_file() or (path / "preprocessor_config.json").is_file()
+
+
+def processor_location(spec: ModelSpec, source: str = "adapter") -> Path:
+    """The folder the processor of ``spec`` is read from (see :data:`PROCESSOR_SOURCES`)."""
+    if source == "adapter":
+        refs = ([spec.adapter] if spec.adapter else []) + [spec.base]
+    else:
+        refs = [spec.base if source == "base" else STOCK_PROCESSOR if source == "release" else source]
+    for ref in refs:
+        path = resolve_location(ref)
+        if _has_processor(path):
+            return path
+    where = {"adapter": "the adapter or base", "base": "the base"}.get(source, refs[0])
+    raise ModelUnavailableError(f"model {spec}: no processor files (preprocessor_config.json) in {where}"
+                                + (" (the stock processor the release loads; --dice-processor adapter reads the "
+                                   "checkpoint's own)" if source == "release" else ""))
+
+
+def load_processor(spec: ModelSpec, longest_edge: int | None, source: str = "adapter") -> Any:
+    """The processor of ``spec`` from ``source`` (:func:`processor_location`), its longest edge set to the
+    preset's; the folder it came from is ``editlens_source`` on it."""
     from transformers import AutoProcessor
 
-    for ref in ([spec.adapter] if spec.adapter else []) + [spec.base]:
-        path = resolve_location(ref)
-        if (path / "processor_config.json").is_file() or (path / "preprocessor_config.json").is_file():
-            proc = AutoProcessor.from_pretrained(str(path), local_files_only=True)
-            if longest_edge:
-                proc.image_processor.size = {"longest_edge": int(longest_edge)}
-            return proc
-    raise ModelUnavailableError(f"model {spec}: no processor files (preprocessor_config.json) in the adapter or base")
+    path = processor_location(spec, source)
+    proc = AutoProcessor.from_pretrained(str(path), local_files_only=True)
+    if longest_edge:
+        proc.image_processor.size = {"longest_edge": int(longest_edge)}
+    proc.editlens_source = str(path)
+    return proc
 
 
 def record_probability_source(res: Any, stage: str, g: RawGeneration) -> None:
@@ -312,7 +349,7 @@ class ReleasedModel:
 
     def __init__(self, spec: ModelSpec, device: str = "auto", quantization: str = "auto",
                  longest_edge: int | None = None, dtype: str = "auto", compute_dtype: str | None = "float16",
-                 unquantised_dtype: str | None = None) -> None:
+                 unquantised_dtype: str | None = None, processor: str = "adapter") -> None:
         from editlens.models.precision import resolve_device
 
         self.spec = spec
@@ -326,7 +363,12 @@ class ReleasedModel:
         from editlens.backends.local import contiguous_lm_head
 
         contiguous_lm_head(self.model)  # as the local backend (and so an editlens serve of it) runs it
-        self.processor = load_processor(spec, longest_edge)
+        self.processor = load_processor(spec, longest_edge, processor)
+        self.processor_source = f"{processor}: {self.processor.editlens_source}"
+        if processor != "release":  # identical only when that folder holds the stock processor files
+            self.notes.append(f"{spec}: processor read from {self.processor.editlens_source} ({processor}), not the "
+                              f"stock {STOCK_PROCESSOR} processor the release loads for both models "
+                              "(--dice-processor release)")
         self.tokenizer = self.processor.tokenizer
         from editlens.models.quant import count_4bit_layers
 
@@ -342,6 +384,7 @@ class ReleasedModel:
 
         prec = describe_precision(self.model)
         return {"spec": str(self.spec), "device": self.device, "quantized_4bit": self.quantized,
+                "processor_source": self.processor_source,
                 "dtype": prec["unquantised_dtype"], "precision": prec,
                 "policy": getattr(self.model, "editlens_precision", None)}
 
@@ -393,9 +436,10 @@ class ReleasedDice:
         # auto: as the preset (4-bit where it pays); nf4 and none are forced
         self.quantization = ("auto" if preset.quantization == "nf4" else "none") if choice == "auto" else choice
         self.detector = ReleasedModel(preset.detector, device, self.quantization, preset.longest_edge, dtype,
-                                      preset.compute_dtype, preset.unquantised_dtype)
+                                      preset.compute_dtype, preset.unquantised_dtype, preset.processor)
         self.coherence = (ReleasedModel(preset.coherence, device, self.quantization, preset.longest_edge, dtype,
-                                        preset.compute_dtype, preset.unquantised_dtype) if preset.coherence else None)
+                                        preset.compute_dtype, preset.unquantised_dtype, preset.processor)
+                          if preset.coherence else None)
 
     def _engine_stages(self, preset: Preset, prompts: PromptSet | None, engine: str,
                        served: dict[str, str | None]) -> None:
@@ -437,7 +481,7 @@ class ReleasedDice:
         except Exception as exc:  # one failing sample must not end a run: it fails (redone on rerun), never "unparsable"
             return DiceResult([], detector="released", failed=True,
                               problem=f"detector generation failed: {type(exc).__name__}: {exc}")
-        ans = parse_released_answer(g.text)
+        ans = read_as_release(g.text) if self.preset.answer_reading == "release" else parse_released_answer(g.text)
         cut = g.finish_reason == "length"  # stopped by the token limit, not by the model
         cut_note = (f"the answer was cut off at {self.preset.detector_generation.max_new_tokens} new tokens, so the "
                     "list may be incomplete" + (f"; cut-off last item not read: {ans.tail[:80]!r}" if ans.tail else ""))
@@ -521,6 +565,10 @@ class ReleasedDice:
             # each result names every difference: the run's and its own (e.g. boxes on a non-square image)
             res.differences_from_release = self._run_notes + res.differences_from_release
             res.identical_to_release = not res.differences_from_release
+            res.answer_reading = self.preset.answer_reading
+            res.processor_source = {role: m.processor_source for role, m in (("detector", self.detector),
+                                                                             ("coherence", self.coherence))
+                                    if m is not None and hasattr(m, "processor_source")}
             out.append(res)
         return out
 
@@ -536,6 +584,8 @@ class ReleasedDice:
                 notes.append("coherence images drawn by editlens (PIL outline on a square array) and the change text "
                              "stripped, not the release's matplotlib 640x480 JPEG figures and spacing "
                              "(coherence_inputs \"release\")")
+        if self.preset.answer_reading != "release":
+            notes.append(EDITLENS_READING_NOTE)
         if self.preset.confidence != RELEASE_CONFIDENCE:
             notes.append(f"confidence {self.preset.confidence}: the released pipeline outputs 1.0 for every "
                          f"difference (--dice-confidence {RELEASE_CONFIDENCE})")
@@ -599,7 +649,8 @@ def build_released(preset: str | None = None, detector: str | None = None, coher
                    prompts: str | None = None, drawing: str | None = None, device: str = "auto",
                    quantization: str = "auto", dtype: str = "auto", confidence: str | None = None,
                    engine: str | None = None, served: dict[str, str | None] | None = None,
-                   coherence_inputs: str | None = None) -> ReleasedDice:
+                   coherence_inputs: str | None = None, answer_reading: str | None = None,
+                   processor: str | None = None) -> ReleasedDice:
     """The CLI's entry: a preset (name or file) with the given parts replaced."""
     from editlens.dice.prompt_sets import load_official_prompts
 
@@ -624,6 +675,13 @@ def build_released(preset: str | None = None, detector: str | None = None, coher
         if coherence_inputs not in RENDERINGS:
             raise InputError(f"--dice-coherence-inputs must be one of {RENDERINGS}, got {coherence_inputs!r}")
         p = replace(p, coherence_inputs=coherence_inputs)
+    if answer_reading:
+        if answer_reading not in ANSWER_READINGS:
+            raise InputError(f"--option dice.dice_answer_reading must be one of {ANSWER_READINGS}, "
+                             f"got {answer_reading!r}")
+        p = replace(p, answer_reading=answer_reading)
+    if processor:
+        p = replace(p, processor=processor)
     prompts = prompts or p.prompts
     return ReleasedDice(p, load_official_prompts(prompts) if prompts else None, device, quantization, dtype,
                         engine, served)
@@ -634,7 +692,7 @@ def build_released(preset: str | None = None, detector: str | None = None, coher
 #: their served names, default ``dice-detector``/``dice-coherence``, ``none`` for no coherence stage)
 RELEASED_OPTIONS = ("dice_preset", "dice_detector", "dice_coherence", "dice_prompts", "dice_drawing",
                     "dice_quantization", "dice_confidence", "engine", "engine_detector", "engine_coherence",
-                    "dice_coherence_inputs")
+                    "dice_coherence_inputs", "dice_answer_reading", "dice_processor")
 
 
 def released_from_options(options: dict[str, Any]) -> ReleasedDice:
@@ -645,7 +703,8 @@ def released_from_options(options: dict[str, Any]) -> ReleasedDice:
                           options.get("dice_quantization") or "auto", options.get("dtype", "auto"),
                           options.get("dice_confidence"), options.get("engine"),
                           {"detector": options.get("engine_detector"), "coherence": options.get("engine_coherence")},
-                          options.get("dice_coherence_inputs"))
+                          options.get("dice_coherence_inputs"), options.get("dice_answer_reading"),
+                          options.get("dice_processor"))
 
 
 def load_dice(ref: Any, precision: Any, quantization: str, models: dict[str, str], **recipe: Any) -> ReleasedDice:

@@ -26,7 +26,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from editlens.dice.parsing import tidy_box
-from editlens.dice.types import Difference
+from editlens.dice.types import COMMANDS, Difference
 
 _NUM = r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
 # One item: COMMAND: object, (x0, y0, x1, y1) — the object runs to the last
@@ -55,10 +55,15 @@ class ReleasedAnswer:
     #: at the token limit ends up here, never silently dropped
     tail: str = ""
 
+    #: the release's reading only: why the answer is left unscored (the release would crash, or reads nothing)
+    unscored: str | None = None
+
     @property
     def problem(self) -> str | None:
         if self.differences is not None:
             return None
+        if self.unscored:
+            return f"unscored detector answer: {self.unscored}"
         why = "; ".join(self.rejected) if self.rejected else "no 'COMMAND: object, (x0, y0, x1, y1)' item"
         return f"unparsable detector answer: {why}"
 
@@ -110,6 +115,155 @@ def parse_released_answer(text: str | None) -> ReleasedAnswer:
     if _NOCHANGE.search(first) or _EMPTY_LIST.match(first):
         return ReleasedAnswer([], no_change=True, rejected=rejected)
     return ReleasedAnswer(None, rejected=rejected)
+
+
+#: how the detector's answer is read: ``editlens`` (:func:`parse_released_answer`: any line, integer and
+#: nearly-in-range coordinates kept, flagged) or ``release`` (:func:`read_as_release`: as DICE's released parser)
+ANSWER_READINGS = ("editlens", "release")
+#: the note a run reading answers the editlens way records
+EDITLENS_READING_NOTE = ("detector answers read by editlens' parser: items the release drops (integer or out-of-range "
+                         "coordinates, items after a box of another length, lines after the first) are kept and "
+                         "flagged, a 'nochange' answer is no change where the release raises "
+                         "(--option dice.dice_answer_reading=release reads as the release)")
+
+
+class _ReleaseRaises(Exception):
+    """The released parser would raise here: the answer gets no reading."""
+
+
+def _release_list(line: str) -> Any:
+    """The first line decoded as the release does: quotes made double, then JSON, then brackets for
+    parentheses, a closing bracket added, a filler item added, then ``json_repair`` (when installed)."""
+    import json
+
+    line = line.replace("'", '"')
+    try:
+        return json.loads(line)
+    except ValueError:
+        pass
+    line = line.replace("(", "[").replace(")", "]")
+    for attempt in (line, line + "]", line + '"skip: error, []" ]'):
+        try:
+            return json.loads(attempt)
+        except ValueError:
+            continue
+    try:
+        import json_repair
+    except ImportError:
+        raise _ReleaseRaises("the release hands this line to json_repair, which is not installed here; "
+                             "editlens does not guess its repair") from None
+    try:
+        return json_repair.loads(line + '"skip: error, []" ]')
+    except Exception:  # the release reads nothing when json_repair fails too
+        return None
+
+
+def _release_box(text: str) -> Any:
+    import json
+
+    return json.loads(text)
+
+
+def read_as_release(text: str | None) -> ReleasedAnswer:
+    """A detector answer read as DICE's released parser reads it (``--option
+    dice.dice_answer_reading=release``): only the answer's first line; a list
+    of ``"COMMAND: object, (x0, y0, x1, y1)"`` strings; an item is **dropped**
+    unless its four coordinates are JSON floats in [0, 1] (``0`` and ``1.02``
+    drop it; nothing is clamped or reordered); a box of another length ends the
+    reading (later items are not read); an item whose command contains
+    ``nochange`` makes the release raise, so the answer is left *unscored*
+    (raw kept), as is an answer the release reads as nothing (not a list, or
+    every item dropped: the release would report no differences, editlens
+    does not call that a verdict). An explicit empty list is no change.
+
+    >>> a = read_as_release("['ADD: cat, (0.1, 0.2, 0.3, 0.4)', 'EDIT: dog, (0, 0.2, 1, 0.9)']")
+    >>> [(d.command, d.box) for d in a.differences], len(a.rejected)
+    ([('ADD', (0.1, 0.2, 0.3, 0.4))], 1)
+    >>> read_as_release("['nochange']").differences is None
+    True
+    """
+    if text is None:
+        return ReleasedAnswer(None, rejected=["no answer"])
+    # the release splits the decoded prompt + answer at "Assistant:" and keeps the first line after it
+    line = text.split("Assistant:")[0].split("\n")[0]
+    rest = text[len(line):].strip()
+    rejected = [f"text after the first line not read (the release reads the first line only): {rest[:80]!r}"] \
+        if rest else []
+    try:
+        preds = _release_list(line)
+        out = _release_items(text, preds, rejected)
+    except _ReleaseRaises as exc:
+        return ReleasedAnswer(None, rejected=rejected, unscored=str(exc))
+    if out is None:
+        return ReleasedAnswer(None, rejected=rejected, unscored="the release's parser reads no list from the "
+                                                                  "first line (it would report no differences)")
+    if not out and preds:
+        return ReleasedAnswer(None, rejected=rejected, unscored="the release drops every item (it would report "
+                                                                  "no differences): " + "; ".join(rejected))
+    return ReleasedAnswer(out, no_change=not out, rejected=rejected)
+
+
+def _release_items(text: str, preds: Any, rejected: list[str]) -> list[Difference] | None:
+    """The items the release keeps, in order; ``None`` when it reads no list."""
+    if not isinstance(preds, list):
+        return None
+    if preds and isinstance(preds[0], list):
+        preds = preds[0]
+    out: list[Difference] = []
+    cursor, misaligned = 0, False
+    for i, pred in enumerate(preds):
+        if not isinstance(pred, str):
+            rejected.append(f"{pred!r}: not a string (the release skips it)")
+            continue
+        parts = pred.split(":")
+        command = parts[0]
+        if "nochange" in command.lower():
+            raise _ReleaseRaises(f"{pred!r}: the release's parser returns three values for a 'nochange' item where "
+                                 "its caller unpacks four, and raises")
+        at = text.find(command, cursor)
+        if at >= 0:
+            cursor = at + len(command)
+        if len(parts) < 2:  # the release has kept the command but no object: its lists no longer line up
+            rejected.append(f"{pred!r}: no ':' (the release keeps the command without an object)")
+            misaligned = True
+            continue
+        obj = parts[1].split(",")[0]
+        coord_text = ",".join(parts[1].split(",")[1:]).replace("(", "[").replace(")", "]")
+        range_checked = True
+        try:
+            coords = _release_box(coord_text)
+            n = len(coords)
+        except (ValueError, TypeError):
+            range_checked = False  # the release's fallback: a "BOUNDING_BOX:" field, range not checked
+            try:
+                try:
+                    coords = _release_box(pred.split("BOUNDING_BOX:")[1])
+                except (ValueError, IndexError):
+                    coords = _release_box(pred.split("BOUNDING BOX:")[1])
+                n = len(coords)
+            except (ValueError, IndexError, TypeError):
+                rejected.append(f"{pred!r}: no readable box (the release drops it)")
+                continue
+        if n != 4:
+            rejected.append(f"{pred!r}: a box of {n} values (the release drops it and reads no further item)")
+            rejected += [f"{p!r}: not read (after a box of {n} values)" for p in preds[i + 1:]]
+            break
+        bad = next((c for c in coords if not isinstance(c, float) or (range_checked and not 0 <= c <= 1)), None)
+        if bad is not None:
+            rejected.append(f"{pred!r}: coordinate {bad!r} is not a float in [0, 1] (the release drops the item)")
+            continue
+        if misaligned:
+            raise _ReleaseRaises(f"{pred!r}: an earlier item without ':' left the release's commands, objects and "
+                                 "boxes out of line; editlens does not guess how it pairs them")
+        if command not in COMMANDS:
+            raise _ReleaseRaises(f"{pred!r}: command {command!r} is none of {', '.join(COMMANDS)} as written; "
+                                 "editlens does not guess what the release draws for it")
+        flags = [] if range_checked else ["read from a BOUNDING_BOX field, range not checked (as the release)"]
+        box = (float(coords[0]), float(coords[1]), float(coords[2]), float(coords[3]))
+        if box[2] <= box[0] or box[3] <= box[1]:
+            flags.append("empty or inverted box, kept as the release keeps it")
+        out.append(Difference(command, obj.strip() or None, box, flags=flags, char_offset=at if at >= 0 else None))
+    return out
 
 
 def format_released_answer(diffs: Sequence[tuple[str, str, Sequence[float]]], digits: int = 3) -> str:

@@ -81,6 +81,10 @@ class DiceResult:
     #: (exact ids, the engine's top log-probabilities, after penalties) and the share of candidate steps
     #: that lacked a candidate's value
     probability_source: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: released-style models: how the detector's answer was read ("editlens" or "release") and where each
+    #: stage's processor came from (see :mod:`editlens.dice.released`)
+    answer_reading: str | None = None
+    processor_source: dict[str, str] = field(default_factory=dict)
 
     @property
     def no_change(self) -> bool:
@@ -117,6 +121,10 @@ class DiceResult:
             out["differences_from_release"] = list(self.differences_from_release)
         if self.probability_source:
             out["probability_source"] = {k: dict(v) for k, v in self.probability_source.items()}
+        if self.answer_reading:
+            out["answer_reading"] = self.answer_reading
+        if self.processor_source:
+            out["processor_source"] = dict(self.processor_source)
         if self.raw is not None:
             out["raw"] = self.raw
         if self.problem:
