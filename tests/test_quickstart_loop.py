@@ -225,7 +225,14 @@ def test_limit_on_run_edit_best_of_n_and_arena(tmp_path, monkeypatch):
     res = runner.invoke(app, ["best-of-n", str(tmp_path / "e" / "manifest.jsonl"), "--metric", "l1", "--limit", "1",
                               "--json"])
     assert res.exit_code == 0 and len(json.loads(res.output)["picks"]) == 1
-    res = runner.invoke(app, ["arena", str(EXAMPLES / "manifest.jsonl"), "--metric", "l1", "--limit", "1",
+    # an arena needs an evaluator that judges the edit: closeness to a reference edit (the ground truth's)
+    rows = [json.loads(x) for x in (EXAMPLES / "manifest.jsonl").read_text().splitlines() if x.strip()]
+    truth = {r["source"]: r["edited"] for r in rows if r["model"] == "ground_truth"}
+    with_ref = tmp_path / "with_reference.jsonl"
+    with_ref.write_text("".join(json.dumps({**r, **{k: str(EXAMPLES / r[k]) for k in ("source", "edited")},
+                                            "reference": str(EXAMPLES / truth[r["source"]])}) + "\n"
+                                for r in rows if r["source"] in truth))
+    res = runner.invoke(app, ["arena", str(with_ref), "--metric", "ssim_ref", "--limit", "1",
                               "--out", str(tmp_path / "a")])
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "a" / "arena.json").read_text())["sources"] == 1
