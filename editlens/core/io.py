@@ -14,6 +14,10 @@ caches, plots, exported models) goes through here:
 * :func:`atomic_directory` — a folder (a model, a checkpoint) built in a temp
   folder beside the target and renamed into place when complete.
 
+And the one reader of what was written: :func:`read_json`, :func:`iter_jsonl`
+and :func:`read_jsonl` raise :class:`~editlens.errors.InputError` naming the
+file (and line) and the problem, never a bare ``json`` or ``OSError`` traceback.
+
 Temp names start with ``.`` and end with ``.tmp``; a write that fails
 removes its temp file and re-raises.
 """
@@ -29,8 +33,10 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Iterator
 
+from editlens.errors import InputError
+
 __all__ = ["atomic_write", "write_text", "write_bytes", "write_json", "write_jsonl", "torch_save",
-           "atomic_directory"]
+           "atomic_directory", "read_json", "iter_jsonl", "read_jsonl"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -139,3 +145,75 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
             os.replace(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # only left when something failed
+
+
+def _missing(p: Path, what: str, hint: str) -> InputError:
+    return InputError(f"{p}: {'no such file' if not p.exists() else 'not a file'}"
+                      + (f" ({what})" if what else "") + (f"; {hint}" if hint else ""))
+
+
+def read_json(path: str | os.PathLike, what: str = "", hint: str = "") -> Any:
+    """The JSON document in ``path``; ``what`` says what the file is for (in
+    the error), ``hint`` what to do about it.
+
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "x.json")
+    >>> _ = open(p, "w").write('{"a": 1')
+    >>> read_json(p, "run summary")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    editlens.errors.InputError: ...x.json: not valid JSON (run summary): Expecting ',' delimiter: line 1 column 8 (char 7)
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise _missing(p, what, hint)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{p}: not UTF-8 text" + (f" ({what})" if what else "") + f": {exc.reason}") from None
+    except OSError as exc:
+        raise InputError(f"{p}: cannot be read" + (f" ({what})" if what else "") + f": {exc.strerror}") from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise InputError(f"{p}: not valid JSON" + (f" ({what})" if what else "") + f": {exc}") from None
+
+
+def iter_jsonl(path: str | os.PathLike, missing_hint: str = "") -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for every non-blank line of ``path``.
+
+    Raises :class:`InputError` naming the file (and line) when the file is
+    missing, is not UTF-8, holds a line that is not JSON, or a line that is
+    not a JSON object.
+
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "x.jsonl")
+    >>> _ = open(p, "w").write('{"a": 1}\\n\\n[2]\\n')
+    >>> next(iter_jsonl(p))
+    (1, {'a': 1})
+    >>> list(iter_jsonl(p))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    editlens.errors.InputError: ...x.jsonl:3: expected a JSON object, got list
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{p}: file not found" + (f" ({missing_hint})" if missing_hint else ""))
+    with open(p, encoding="utf-8") as fh:
+        n = 0
+        try:
+            for n, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise InputError(f"{p}:{n}: not valid JSON ({exc.msg})") from None
+                if not isinstance(row, dict):
+                    raise InputError(f"{p}:{n}: expected a JSON object, got {type(row).__name__}")
+                yield n, row
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{p}:{n + 1}: not UTF-8 text ({exc.reason})") from None
+
+
+def read_jsonl(path: str | os.PathLike, missing_hint: str = "") -> list[dict[str, Any]]:
+    """Every object of a JSON-lines file, in order (errors as :func:`iter_jsonl`)."""
+    return [row for _, row in iter_jsonl(path, missing_hint)]
