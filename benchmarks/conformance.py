@@ -203,6 +203,13 @@ KRIS_CASES = [("count_change", ""), ("color_change", ""), ("anomaly_correction",
               ("biology", "Leaves lose chlorophyll in autumn."), ("humanities", "Lanterns are lit at the festival.")]
 
 
+#: the categories judged by metrics_view_change.py, metrics_multi_element.py and
+#: metrics_temporal_prediction.py: per case, its input images (frames named <clip>-<frame>)
+KRIS_OWN = {"viewpoint_change": [["1.jpg"], ["2.jpg"]],
+            "multi-element_composition": [["1_1.jpg", "1_2.jpg", "1_3.jpg"], ["2_1.jpg", "2_2.jpg"]],
+            "temporal_prediction": [["1-1.jpg", "1-2.jpg", "1-4.jpg"], ["2-1.jpg", "2-2.jpg", "2-3.jpg"]]}
+
+
 def kris_data(root: Path) -> tuple[Path, Path]:
     """KRIS_Bench/<category>/annotation.json {id: {ori_img, ins_en, explain_en}} (2 cases per category) and
     outputs in the release's results/<model>/<category>/<id>.jpg layout."""
@@ -218,6 +225,22 @@ def kris_data(root: Path) -> tuple[Path, Path]:
             save(edits / "modelA" / cat / f"{k}.jpg", encode(photo(i, "edited"), "JPEG"))
             if i != 3:
                 save(edits / "modelB" / cat / f"{k}.jpg", encode(model_b(src), "JPEG"))
+            i += 1
+        (base / cat / "annotation.json").write_text(json.dumps(ann, indent=2))
+    # the three categories with their own scripts: a ground-truth view, several inputs, video frames
+    for cat, cases in KRIS_OWN.items():
+        ann = {}
+        for k, names in enumerate(cases, 1):
+            src = photo(i, "source")
+            for j, name in enumerate(names):
+                save(base / cat / name, encode(photo(i + j, "source"), "JPEG"))
+            ann[str(k)] = {"ori_img": names if len(names) > 1 else names[0],
+                           "ins_en": f"Case {i}: change the {cat.replace('_', ' ')}.", "explain_en": ""}
+            if cat == "viewpoint_change":
+                ann[str(k)]["gt_img"] = f"{k}_gt.jpg"
+                save(base / cat / f"{k}_gt.jpg", encode(photo(i + 3, "edited"), "JPEG"))
+            save(edits / "modelA" / cat / f"{k}.jpg", encode(photo(i, "edited"), "JPEG"))
+            save(edits / "modelB" / cat / f"{k}.jpg", encode(model_b(src), "JPEG"))
             i += 1
         (base / cat / "annotation.json").write_text(json.dumps(ann, indent=2))
     return base, edits
@@ -377,7 +400,8 @@ class Judge:
         # the question, by the score key its prompt asks for (or the prompt's name in a stand-in clone)
         if "knowledge_score" in text or "P-dual_evaluation" in text:
             keys = ["instruction_score", "knowledge_score"]
-        elif "instruction_score" in text or "P-instruction_following" in text:
+        elif "instruction_score" in text or any(f"P-{n}" in text for n in (
+                "instruction_following", "view_instruction_following", "instruction_multi", "instruction_temporal")):
             keys = ["instruction_score"]
         elif "quality_score" in text or "P-quality" in text or n_images == 1:
             keys = ["quality_score"]

@@ -157,7 +157,7 @@ def kris(req: dict[str, Any]) -> dict[str, Any]:
             while parent and parent not in sys.modules:
                 sys.modules[parent] = types.ModuleType(parent)
                 parent = parent.rpartition(".")[0]
-        mods[script] = load(path, f"kris_{script}")
+        mods[script] = load(path, f"kris_{script}", folder_on_path=True)  # they import metrics_common
     out: dict[str, Any] = {}
     for it in req["items"]:
         mod = mods[it["script"]]
@@ -166,7 +166,10 @@ def kris(req: dict[str, Any]) -> dict[str, Any]:
             text = it["answers"].get(q)
             if text is None:
                 continue
-            res = getattr(mod, fn)(text)
+            kwargs: dict[str, Any] = {}
+            if isinstance(fn, list):  # [function, keywords the script passes it]
+                fn, kwargs = fn
+            res = getattr(mod, fn)(text, **kwargs)
             if isinstance(res, tuple):  # (score, reasoning)
                 res = res[0]
             elif isinstance(res, dict):  # the instruction + knowledge answer

@@ -18,6 +18,11 @@
                           judge-output file ``gpt_eval.py`` keeps; with every case in it, its
                           ``main`` asks nothing and runs only its scoring tail) and
                           ``DIR/<model>/data_total.json`` (the cases judged, rows as published)
+  MagicBrush              ``DIR/<model>/<img_id>/<img_id>_1.png``, ``..._inde_N`` (single-turn)
+                          or ``..._iter_N`` (multi-turn): the edit files, and
+                          ``DIR/gt/<img_id>/<img_id>-outputN.png`` (``evaluation/image_eval.py``)
+  Emu Edit                ``DIR/<model>/<idx>/<idx>_1.png`` and the source as
+                          ``DIR/gt/<idx>/<idx>-output1.png`` (the same script's L1)
   ======================  =====================================================================
 
 * :func:`verify` (``editlens bench verify RUN --clone DIR``) runs the owners'
@@ -505,10 +510,20 @@ class UGEOfficial(ImgEditOfficial):
 # ------------------------------------------------------------------------------------------------ KRIS-Bench
 
 #: per judging script: question -> the script's extractor for its answer
-_KRIS_CALLS = {
+_KRIS_CALLS: dict[str, dict[str, Any]] = {
     "common": {"VC": "extract_consistency_score_and_reason", "IF": "extract_instruction_score_and_reason",
                "VQ": "extract_quality_score_and_reason"},
     "knowledge": {"VC": "extract_consistency_score", "IF_KP": "extract_dual_scores", "VQ": "extract_quality_score"},
+    # metrics_view_change.py calls metrics_common's three extractors (imported into its namespace)
+    "view": {"VC": "extract_consistency_score_and_reason", "IF": "extract_instruction_score_and_reason",
+             "VQ": "extract_quality_score_and_reason"},
+    # metrics_multi_element.py and metrics_temporal_prediction.py call metrics_common's generic
+    # extract_score_and_reason with the key of each question
+    **{script: {q: ["extract_score_and_reason", {"score_key": f"{name}_score",
+                                                 "reason_fields": [f"{name}_reasoning"] if script == "multi"
+                                                 else ["reasoning", "reason"]}]
+                for q, name in (("VC", "consistency"), ("IF", "instruction"), ("VQ", "quality"))}
+       for script in ("multi", "temporal")},
 }
 _KRIS_KEYS = {"VC": "consistency", "IF": "instruction", "VQ": "quality", "KP": "knowledge"}
 
