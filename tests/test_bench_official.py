@@ -372,3 +372,38 @@ def test_pixel_distance_pairs_turns_settings_and_rows_as_the_owners_functions_sa
                     str(tmp_path / "res.json")], check=True)
     figs = json.loads((tmp_path / "res.json").read_text())["figures"]["m"]["all_turn"]
     assert set(figs) == {"add", "remove", "overall"} and figs["remove"]["l1"] == pytest.approx(0.75)
+
+
+@pytest.mark.parametrize("script", ["multi", "temporal", "view"])
+def test_kris_driver_calls_each_scripts_extractor_with_the_score_key_that_script_passes(tmp_path, script):
+    """metrics_multi_element.py / metrics_temporal_prediction.py read every answer with metrics_common's
+    generic extractor and the question's score key; metrics_view_change.py with its three named extractors.
+    Stand-ins of our own with those names (each returns the key it was asked for and the JSON value)."""
+    import subprocess
+    import sys
+
+    from editlens.bench import official_driver
+    from editlens.runner.official import _KRIS_CALLS
+
+    (tmp_path / "metrics_common.py").write_text(
+        "import json\n"
+        "def extract_score_and_reason(resp, score_key, reason_fields):\n"
+        "    return (score_key, json.loads(resp).get(score_key)), None\n"
+        "def extract_consistency_score_and_reason(resp):\n"
+        "    return ('consistency_score', json.loads(resp).get('consistency_score')), None\n"
+        "def extract_instruction_score_and_reason(resp):\n"
+        "    return ('instruction_score', json.loads(resp).get('instruction_score')), None\n"
+        "def extract_quality_score_and_reason(resp):\n"
+        "    return ('quality_score', json.loads(resp).get('quality_score')), None\n")
+    (tmp_path / f"metrics_{script}.py").write_text(  # imports it as the owners' scripts do
+        "from metrics_common import (extract_score_and_reason, extract_consistency_score_and_reason,\n"
+        "    extract_instruction_score_and_reason, extract_quality_score_and_reason)\n")
+    answers = {q: json.dumps({"consistency_score": 1, "instruction_score": 2, "quality_score": 3})
+               for q in ("VC", "IF", "VQ")}
+    req = {"files": {"scripts": {script: str(tmp_path / f"metrics_{script}.py")}, "prompts": None},
+           "items": [{"id": "m/x/1", "script": script, "answers": answers, "calls": _KRIS_CALLS[script]}]}
+    (tmp_path / "req.json").write_text(json.dumps(req))
+    subprocess.run([sys.executable, official_driver.__file__, "kris", str(tmp_path / "req.json"),
+                    str(tmp_path / "res.json")], check=True, cwd=tmp_path)
+    got = json.loads((tmp_path / "res.json").read_text())["items"]["m/x/1"]
+    assert got == {"VC": ["consistency_score", 1], "IF": ["instruction_score", 2], "VQ": ["quality_score", 3]}

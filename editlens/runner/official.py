@@ -46,7 +46,6 @@ import json
 import math
 import pickle
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
