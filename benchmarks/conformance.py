@@ -2,8 +2,12 @@
 
     python benchmarks/conformance.py --clone DIR NAME [--out DIR] [--seed N]
 
-NAME is gedit, imgedit, imgedit-uge, rise or kris; DIR is your clone of the
-owners' repository (Step1X-Edit, ImgEdit, RISEBench, Kris_Bench). The script
+NAME is gedit, imgedit, imgedit-uge, rise, kris, magicbrush, magicbrush-multiturn
+or emu-edit; DIR is your clone of the owners' repository (Step1X-Edit, ImgEdit,
+RISEBench, Kris_Bench; MagicBrush for the last three, whose L1/L2 are checked
+with its ``evaluation/image_eval.py`` run by ``--owner-python``, a Python with
+torchvision, clip and pyiqa; no judge there, and steps 2-3 are a run of the
+model-free metrics on edits of other sizes than the ground truth, half JPEG). The script
 
 1. builds a tiny dataset in the benchmark's published layout from editlens'
    bundled sample photographs (``editlens/samples/images``, AURORA), with two
@@ -46,7 +50,9 @@ import numpy as np
 from PIL import Image, ImageEnhance
 
 SAMPLES = ("cat_seat", "dragonfruit", "hydrant", "pencil_case")
-NAMES = ("gedit", "imgedit", "imgedit-uge", "rise", "kris")
+NAMES = ("gedit", "imgedit", "imgedit-uge", "rise", "kris", "magicbrush", "magicbrush-multiturn", "emu-edit")
+#: benchmarks scored without a judge: their model-free metrics (paper columns) are what is checked
+PIXEL_METRICS = {"magicbrush": ("L1", "L2"), "magicbrush-multiturn": ("L1", "L2"), "emu-edit": ("L1",)}
 
 
 # ------------------------------------------------------------------------------------------------ images
@@ -197,6 +203,13 @@ KRIS_CASES = [("count_change", ""), ("color_change", ""), ("anomaly_correction",
               ("biology", "Leaves lose chlorophyll in autumn."), ("humanities", "Lanterns are lit at the festival.")]
 
 
+#: the categories judged by metrics_view_change.py, metrics_multi_element.py and
+#: metrics_temporal_prediction.py: per case, its input images (frames named <clip>-<frame>)
+KRIS_OWN = {"viewpoint_change": [["1.jpg"], ["2.jpg"]],
+            "multi-element_composition": [["1_1.jpg", "1_2.jpg", "1_3.jpg"], ["2_1.jpg", "2_2.jpg"]],
+            "temporal_prediction": [["1-1.jpg", "1-2.jpg", "1-4.jpg"], ["2-1.jpg", "2-2.jpg", "2-3.jpg"]]}
+
+
 def kris_data(root: Path) -> tuple[Path, Path]:
     """KRIS_Bench/<category>/annotation.json {id: {ori_img, ins_en, explain_en}} (2 cases per category) and
     outputs in the release's results/<model>/<category>/<id>.jpg layout."""
@@ -214,12 +227,99 @@ def kris_data(root: Path) -> tuple[Path, Path]:
                 save(edits / "modelB" / cat / f"{k}.jpg", encode(model_b(src), "JPEG"))
             i += 1
         (base / cat / "annotation.json").write_text(json.dumps(ann, indent=2))
+    # the three categories with their own scripts: a ground-truth view, several inputs, video frames
+    for cat, cases in KRIS_OWN.items():
+        ann = {}
+        for k, names in enumerate(cases, 1):
+            src = photo(i, "source")
+            for j, name in enumerate(names):
+                save(base / cat / name, encode(photo(i + j, "source"), "JPEG"))
+            ann[str(k)] = {"ori_img": names if len(names) > 1 else names[0],
+                           "ins_en": f"Case {i}: change the {cat.replace('_', ' ')}.", "explain_en": ""}
+            if cat == "viewpoint_change":
+                ann[str(k)]["gt_img"] = f"{k}_gt.jpg"
+                save(base / cat / f"{k}_gt.jpg", encode(photo(i + 3, "edited"), "JPEG"))
+            save(edits / "modelA" / cat / f"{k}.jpg", encode(photo(i, "edited"), "JPEG"))
+            save(edits / "modelB" / cat / f"{k}.jpg", encode(model_b(src), "JPEG"))
+            i += 1
+        (base / cat / "annotation.json").write_text(json.dumps(ann, indent=2))
     return base, edits
 
 
-DATASETS: dict[str, Callable[[Path], tuple[Path, Path]]] = {
+#: MagicBrush test sessions (turns per session) of the tiny set; the ids are numbers, as published
+MB_SESSIONS = {"30": 1, "139": 3, "242": 2}
+
+
+def _shifted(im: Image.Image, rng: np.random.Generator) -> Image.Image:
+    """An edit of another size than the ground truth (the owners resize it), its colours shifted by chance."""
+    arr = np.asarray(im, dtype=np.int16) + rng.integers(-25, 26, size=3)
+    out = Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8))
+    return out.resize((im.width + int(rng.integers(-9, 10)), im.height + int(rng.integers(-7, 8))), Image.BICUBIC)
+
+
+def _fmt(rng: np.random.Generator) -> tuple[str, str]:
+    return ("JPEG", "jpg") if rng.random() < 0.5 else ("PNG", "png")
+
+
+def magicbrush_data(root: Path, seed: int = 0) -> tuple[Path, Path]:
+    """MagicBrush's test/edit_sessions.json {img_id: [{input, mask, output, instruction}]} with
+    images/<img_id>/<img_id>-input.png, -outputN.png, -maskN.png; outputs <model>/<img_id>_<turn>.{png,jpg}.
+    Edits of other sizes than the ground truth (the owners resize them), about half JPEG; ``seed`` picks the
+    photographs, sizes, colour shifts and formats."""
+    rng = np.random.default_rng(seed)
+    base, edits = root / "test", root / "edits"
+    sessions: dict[str, list[dict[str, str]]] = {}
+    i = seed
+    for img_id, turns in MB_SESSIONS.items():
+        folder = base / "images" / img_id
+        prev = photo(i, "source")
+        save(folder / f"{img_id}-input.png", encode(prev))
+        sessions[img_id] = []
+        for t in range(1, turns + 1):
+            gt = photo(i + t, "edited").resize(prev.size, Image.BICUBIC)
+            save(folder / f"{img_id}-output{t}.png", encode(gt))
+            save(folder / f"{img_id}-mask{t}.png", encode(Image.new("RGB", prev.size, (255, 255, 255))))
+            sessions[img_id].append({"input": f"{img_id}-input.png" if t == 1 else f"{img_id}-output{t - 1}.png",
+                                     "mask": f"{img_id}-mask{t}.png", "output": f"{img_id}-output{t}.png",
+                                     "instruction": f"Turn {t}: change the picture."})
+            fmt, ext = _fmt(rng)
+            save(edits / "modelA" / f"{img_id}_{t}.{ext}", encode(_shifted(gt, rng), fmt))
+            fmt, ext = _fmt(rng)
+            save(edits / "modelB" / f"{img_id}_{t}.{ext}", encode(model_b(prev), fmt))
+            prev = gt
+        i += 4
+    (base / "edit_sessions.json").write_text(json.dumps(sessions, indent=2))
+    return base, edits
+
+
+def emu_edit_data(root: Path, seed: int = 0) -> tuple[Path, Path]:
+    """The Emu Edit test set's hub parquet (image bytes embedded, JPEG or PNG) and outputs
+    <model>/<idx>.{png,jpg} of other sizes than the source; ``seed`` as for MagicBrush."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(seed)
+    base, edits = root / "emu_edit_test_set", root / "edits"
+    rows = []
+    tasks = ("background", "global", "style", "remove", "add", "local", "texture", "add")
+    for i, task in enumerate(tasks):
+        src = photo(i + seed, "source")
+        rows.append({"image": {"bytes": encode(src, _fmt(rng)[0]), "path": f"{i}.jpg"},
+                     "instruction": f"Case {i}: {task} edit.", "task": task, "input_caption": "a photo",
+                     "output_caption": f"a photo, {task} edited", "idx": i, "hash": f"h{i}", "split": "test"})
+        fmt, ext = _fmt(rng)
+        save(edits / "modelA" / f"{i}.{ext}", encode(_shifted(photo(i + seed, "edited"), rng), fmt))
+        fmt, ext = _fmt(rng)
+        save(edits / "modelB" / f"{i}.{ext}", encode(model_b(src), fmt))
+    (base / "data").mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), base / "data" / "test-00000-of-00001.parquet")
+    return base, edits
+
+
+DATASETS: dict[str, Callable[..., tuple[Path, Path]]] = {
     "gedit": gedit_data, "imgedit": lambda r: imgedit_data(r, False), "imgedit-uge": lambda r: imgedit_data(r, True),
-    "rise": rise_data, "kris": kris_data}
+    "rise": rise_data, "kris": kris_data, "magicbrush": magicbrush_data,
+    "magicbrush-multiturn": magicbrush_data, "emu-edit": emu_edit_data}
 
 
 # ------------------------------------------------------------------------------------------------ the judge
@@ -300,7 +400,8 @@ class Judge:
         # the question, by the score key its prompt asks for (or the prompt's name in a stand-in clone)
         if "knowledge_score" in text or "P-dual_evaluation" in text:
             keys = ["instruction_score", "knowledge_score"]
-        elif "instruction_score" in text or "P-instruction_following" in text:
+        elif "instruction_score" in text or any(f"P-{n}" in text for n in (
+                "instruction_following", "view_instruction_following", "instruction_multi", "instruction_temporal")):
             keys = ["instruction_score"]
         elif "quality_score" in text or "P-quality" in text or n_images == 1:
             keys = ["quality_score"]
@@ -409,7 +510,13 @@ def conformance(name: str, clone: Path, out: Path, seed: int = 0, python: str | 
     from editlens.runner.official import recognise, verify
 
     _, version = recognise(name, clone)  # refuses an unknown clone before any work
-    data, edits = DATASETS[name](out / "data")
+    data, edits = DATASETS[name](out / "data", seed) if name in PIXEL_METRICS else DATASETS[name](out / "data")
+    if name in PIXEL_METRICS:  # no judge: the edits and ground truth vary with the seed instead
+        run_benchmark(name, data, out / "run", edits=edits, metrics=PIXEL_METRICS[name], cache=False, n_boot=10,
+                      progress=False, seed=seed)
+        res = verify(out / "run", clone, python=python, keep=out / "verify")
+        res["answer_forms"] = {}
+        return res
     judge = Judge(name, seed)
     with serving(judge) as url:  # the release the clone's scoring file is (RISEBench has two)
         run_benchmark(name, data, out / "run", edits=edits, vlm=url, prompts_from=prompts_from or clone, cache=False,
@@ -426,7 +533,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clone", type=Path, required=True, help="your clone of the owners' repository")
     ap.add_argument("--out", type=Path, default=None, help="keep the dataset, run and owners' outputs here")
     ap.add_argument("--seed", type=int, default=0, help="another seed: other scores and other odd answers")
-    ap.add_argument("--python", default=None, help="the Python that runs the owners' code (default: this one)")
+    ap.add_argument("--python", "--owner-python", dest="python", default=None, help="the Python that runs the owners' code (default: this one)")
     ap.add_argument("--answers", default="release", choices=("release", "strict"),
                     help="bench run's answer policy (strict: editlens' reader, expected to differ where the "
                          "release reads odd answers)")

@@ -117,10 +117,10 @@ def test_rise_export_writes_the_judge_file_gpt_eval_reads_and_the_cases_as_publi
 def test_export_refuses_a_folder_that_is_not_a_run_and_a_benchmark_without_owner_files(tmp_path):
     res = runner.invoke(app, ["bench", "export", str(tmp_path), "--official", str(tmp_path / "o")])
     assert res.exit_code != 0 and "not a `editlens bench run` output folder (table.json is missing)" in res.output
-    (tmp_path / "table.json").write_text(json.dumps({"benchmark": "magicbrush", "models": {}}))
+    (tmp_path / "table.json").write_text(json.dumps({"benchmark": "imagenhub", "models": {}}))
     (tmp_path / "items.jsonl").write_text("")
     (tmp_path / "run").mkdir()
-    with pytest.raises(InputError, match="magicbrush.*no owners' files"):
+    with pytest.raises(InputError, match="imagenhub.*no owners' files"):
         export_official(tmp_path, tmp_path / "o")
 
 
@@ -227,8 +227,183 @@ def test_an_owners_script_that_fails_is_an_error_naming_it_and_a_missing_module_
 
     script = tmp_path / "step1_get_avgscore.py"
     script.write_text("import a_module_the_owners_env_has\n")
-    with pytest.raises(InputError, match=r"step1_get_avgscore.py failed: .* exited 1 \(the owners' script needs a "
-                                         r"package this Python lacks.*--python"):
+    with pytest.raises(InputError, match=r"step1_get_avgscore.py failed: .* exited 1 \(the owners' code imports the "
+                                         r"module 'a_module_the_owners_env_has', which .* lacks: install it with `.* -m "
+                                         r"pip install a_module_the_owners_env_has`.*--owner-python"):
         run_script([sys.executable, str(script)], tmp_path, "step1_get_avgscore.py")
     script.write_text("print('3.25')\n")
     assert run_script([sys.executable, str(script)], tmp_path, "x").strip() == "3.25"
+
+
+# ------------------------------------------------------------------------------------------------ MagicBrush, Emu Edit
+
+
+def _pixel_run(tmp_path, name):
+    """A model-free (L1/L2) run of ``name`` on the tiny published files, edits of another size than the
+    ground truth, one of them JPEG."""
+    edits = tmp_path / "edits" / "m"
+    if name == "emu-edit":
+        data = F.emu(tmp_path / "bench")
+        F.save(edits / "0.png", F.png(70, (40, 30)))
+        F.save(edits / "1.jpg", F.png(71, (20, 20), fmt="JPEG"))
+        metrics = ("L1",)
+    else:
+        data = F.magicbrush_test(tmp_path / "bench")
+        F.save(edits / "242679_1.png", F.png(70, (40, 30)))
+        F.save(edits / "242679_2.jpg", F.png(71, (20, 20), fmt="JPEG"))
+        metrics = ("L1", "L2")
+    run_benchmark(name, data, tmp_path / "out", edits=tmp_path / "edits", metrics=metrics, cache=False, n_boot=10,
+                  progress=False)
+    return tmp_path / "out", data, edits
+
+
+@pytest.mark.parametrize("name,second", [("magicbrush", "242679_inde_2"), ("magicbrush-multiturn", "242679_iter_2")])
+def test_magicbrush_export_writes_image_evals_layout_with_the_edits_bytes_and_the_ground_truth(tmp_path, name,
+                                                                                                second):
+    from PIL import Image
+
+    out, data, edits = _pixel_run(tmp_path, name)
+    res = runner.invoke(app, ["bench", "export", str(out), "--official", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    assert "image_eval.py --generated_path DIR/MODEL --gt_path DIR/gt" in res.output
+    o = tmp_path / "o"
+    assert sorted(str(p.relative_to(o)) for p in o.rglob("*") if p.is_file()) == [
+        "gt/242679/242679-output1.png", "gt/242679/242679-output2.png", "m/242679/242679_1.png",
+        f"m/242679/{second}.jpg"]
+    # the edits byte for byte (a JPEG stays a JPEG at its own size: the owners' script resizes it)
+    assert (o / "m" / "242679" / f"{second}.jpg").read_bytes() == (edits / "242679_2.jpg").read_bytes()
+    assert Image.open(o / "m" / "242679" / "242679_1.png").size == (40, 30)
+    img = data / "images" / "242679"
+    assert (o / "gt" / "242679" / "242679-output2.png").read_bytes() == (img / "242679-output2.png").read_bytes()
+
+
+def test_emu_edit_export_pairs_each_edit_with_its_source_as_image_evals_ground_truth(tmp_path):
+    import pyarrow.parquet as pq
+
+    out, data, edits = _pixel_run(tmp_path, "emu-edit")
+    export_official(out, tmp_path / "o")
+    o = tmp_path / "o"
+    assert sorted(str(p.relative_to(o)) for p in o.rglob("*") if p.is_file()) == [
+        "gt/0/0-output1.png", "gt/1/1-output1.png", "m/0/0_1.png", "m/1/1_1.jpg"]
+    rows = pq.read_table(data).to_pylist()
+    assert (o / "gt" / "1" / "1-output1.png").read_bytes() == rows[1]["image"]["bytes"]  # the source, as embedded
+    assert (o / "m" / "1" / "1_1.jpg").read_bytes() == (edits / "1.jpg").read_bytes()
+
+
+def test_an_edit_in_another_format_is_decoded_into_a_png_the_owners_script_reads(tmp_path):
+    from PIL import Image
+
+    from editlens.runner.official import _owner_image
+
+    im = Image.new("RGB", (9, 7), (10, 200, 30))
+    buf = __import__("io").BytesIO()
+    im.save(buf, format="WEBP", lossless=True)
+    p = _owner_image(buf.getvalue(), tmp_path / "5" / "5_1")
+    assert p.name == "5_1.png" and Image.open(p).format == "PNG"
+    assert Image.open(p).convert("RGB").tobytes() == Image.open(buf).convert("RGB").tobytes()
+
+
+@pytest.mark.parametrize("name", ["magicbrush", "magicbrush-multiturn", "emu-edit"])
+def test_verify_refuses_an_image_eval_it_does_not_know_naming_file_and_commit(tmp_path, name):
+    out, _, _ = _pixel_run(tmp_path, name)
+    clone = tmp_path / "MagicBrush"
+    F.save(clone / "evaluation" / "image_eval.py", b"def eval_distance(pairs, metric='l1'):\n    return 0.0\n")
+    res = runner.invoke(app, ["bench", "verify", str(out), "--clone", str(clone)])
+    assert res.exit_code != 0
+    assert "evaluation/image_eval.py is not a version editlens was checked against" in res.output
+    assert "OSU-NLP-Group/MagicBrush at commit fcfc8921396b" in res.output
+
+
+def test_verify_names_the_module_the_owners_python_lacks_and_how_to_install_it(tmp_path, monkeypatch):
+    import editlens.runner.official as O
+
+    out, _, _ = _pixel_run(tmp_path, "magicbrush")
+    script = tmp_path / "MagicBrush" / "evaluation" / "image_eval.py"
+    F.save(script, b"import torch\nimport clip\n")  # what its top imports; the test Python has no OpenAI CLIP
+    monkeypatch.setattr(O, "recognise", lambda name, clone: ({"script": script}, {"commit": "x"}))
+    monkeypatch.setitem(O.PIP_NAMES, "clip", "openai-clip")
+    script.write_text("raise ModuleNotFoundError(\"No module named 'clip'\", name='clip')\n")
+    with pytest.raises(InputError, match=r"the pixel_distance step failed: .* exited 3 \(the owners' code imports "
+                                         r"the module 'clip', which .* lacks: install it with `.* -m pip install "
+                                         r"openai-clip`, or give --owner-python"):
+        verify(out, tmp_path / "MagicBrush")
+
+
+def test_pixel_distance_pairs_turns_settings_and_rows_as_the_owners_functions_say(tmp_path):
+    """The driver's grouping, with a stand-in for image_eval.py that has its function names (our own code:
+    mean absolute difference of two numbers written in the files)."""
+    import subprocess
+    import sys
+
+    from editlens.bench import official_driver
+
+    script = tmp_path / "image_eval.py"
+    script.write_text(
+        "import os\n"
+        "def get_all_turn_imgs(d, kind):\n"
+        "    names = sorted(n for n in os.listdir(d) if ('output' in n) == (kind == 'gt') and 'iter' not in n)\n"
+        "    return [os.path.join(d, n) for n in names]\n"
+        "def get_final_turn_img(d, kind):\n"
+        "    names = sorted(n for n in os.listdir(d) if ('output' in n) == (kind == 'gt'))\n"
+        "    return os.path.join(d, names[-1])\n"
+        "def eval_distance(pairs, metric='l1'):\n"
+        "    v = [abs(float(open(a).read()) - float(open(b).read())) for a, b in pairs]\n"
+        "    return sum(x if metric == 'l1' else x * x for x in v) / len(v)\n")
+    gen, gt = tmp_path / "m", tmp_path / "gt"
+    for sid, vals in {"1": [(0.5, 0.25)], "2": [(0.0, 1.0), (0.5, 0.0)]}.items():
+        for t, (a, b) in enumerate(vals, 1):
+            F.save(gen / sid / (f"{sid}_1.png" if t == 1 else f"{sid}_inde_{t}.png"), str(a).encode())
+            F.save(gt / sid / f"{sid}-output{t}.png", str(b).encode())
+    req = {"files": {"script": str(script)}, "gt": str(gt), "models": {"m": str(gen)},
+           "settings": ["all_turn", "final_turn"], "metrics": ["l1", "l2"], "rows": None}
+    (tmp_path / "req.json").write_text(json.dumps(req))
+    subprocess.run([sys.executable, official_driver.__file__, "pixel_distance", str(tmp_path / "req.json"),
+                    str(tmp_path / "res.json")], check=True)
+    figs = json.loads((tmp_path / "res.json").read_text())["figures"]["m"]
+    assert figs["all_turn"]["turn 1"] == {"l1": pytest.approx(0.625), "l2": pytest.approx((0.0625 + 1) / 2)}
+    assert figs["all_turn"]["turn 2"]["l1"] == pytest.approx(0.5)
+    assert figs["all_turn"]["overall"]["l1"] == pytest.approx((0.25 + 1 + 0.5) / 3)
+    assert figs["final_turn"]["turn 1"]["l1"] == pytest.approx(0.25)  # session 1 ends at turn 1
+    assert figs["final_turn"]["turn 2"]["l1"] == pytest.approx(0.5)  # session 2's last pair
+    req["rows"] = {"1": "add", "2": "remove"}
+    req["settings"] = ["all_turn"]
+    (tmp_path / "req.json").write_text(json.dumps(req))
+    subprocess.run([sys.executable, official_driver.__file__, "pixel_distance", str(tmp_path / "req.json"),
+                    str(tmp_path / "res.json")], check=True)
+    figs = json.loads((tmp_path / "res.json").read_text())["figures"]["m"]["all_turn"]
+    assert set(figs) == {"add", "remove", "overall"} and figs["remove"]["l1"] == pytest.approx(0.75)
+
+
+@pytest.mark.parametrize("script", ["multi", "temporal", "view"])
+def test_kris_driver_calls_each_scripts_extractor_with_the_score_key_that_script_passes(tmp_path, script):
+    """metrics_multi_element.py / metrics_temporal_prediction.py read every answer with metrics_common's
+    generic extractor and the question's score key; metrics_view_change.py with its three named extractors.
+    Stand-ins of our own with those names (each returns the key it was asked for and the JSON value)."""
+    import subprocess
+    import sys
+
+    from editlens.bench import official_driver
+    from editlens.runner.official import _KRIS_CALLS
+
+    (tmp_path / "metrics_common.py").write_text(
+        "import json\n"
+        "def extract_score_and_reason(resp, score_key, reason_fields):\n"
+        "    return (score_key, json.loads(resp).get(score_key)), None\n"
+        "def extract_consistency_score_and_reason(resp):\n"
+        "    return ('consistency_score', json.loads(resp).get('consistency_score')), None\n"
+        "def extract_instruction_score_and_reason(resp):\n"
+        "    return ('instruction_score', json.loads(resp).get('instruction_score')), None\n"
+        "def extract_quality_score_and_reason(resp):\n"
+        "    return ('quality_score', json.loads(resp).get('quality_score')), None\n")
+    (tmp_path / f"metrics_{script}.py").write_text(  # imports it as the owners' scripts do
+        "from metrics_common import (extract_score_and_reason, extract_consistency_score_and_reason,\n"
+        "    extract_instruction_score_and_reason, extract_quality_score_and_reason)\n")
+    answers = {q: json.dumps({"consistency_score": 1, "instruction_score": 2, "quality_score": 3})
+               for q in ("VC", "IF", "VQ")}
+    req = {"files": {"scripts": {script: str(tmp_path / f"metrics_{script}.py")}, "prompts": None},
+           "items": [{"id": "m/x/1", "script": script, "answers": answers, "calls": _KRIS_CALLS[script]}]}
+    (tmp_path / "req.json").write_text(json.dumps(req))
+    subprocess.run([sys.executable, official_driver.__file__, "kris", str(tmp_path / "req.json"),
+                    str(tmp_path / "res.json")], check=True, cwd=tmp_path)
+    got = json.loads((tmp_path / "res.json").read_text())["items"]["m/x/1"]
+    assert got == {"VC": ["consistency_score", 1], "IF": ["instruction_score", 2], "VQ": ["quality_score", 3]}

@@ -272,7 +272,8 @@ def export_cmd(
     run: Path = typer.Argument(..., help="A `bench run` output folder (its --out)."),
     official: Path = typer.Option(..., "--official", help="Folder to write the owners' intermediate files into "
                                   "(GEdit's per-task score CSVs, ImgEdit's result.json, KRIS' metrics.json, "
-                                  "RISEBench's judge file)."),
+                                  "RISEBench's judge file; MagicBrush/Emu Edit: the edits in image_eval.py's "
+                                  "layout)."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Write a benchmark run's judge answers in its owners' own files, to run their scripts on them or submit
@@ -294,8 +295,10 @@ def export_cmd(
 def verify_cmd(
     run: Path = typer.Argument(..., help="A `bench run` output folder (its --out)."),
     clone: Path = typer.Option(..., "--clone", help="Your clone of the benchmark owners' repository (its root)."),
-    python: Optional[str] = typer.Option(None, "--python", help="The Python that runs the owners' code (default: "
-                                         "this one); it needs what their scripts import (pandas, numpy, ...)."),
+    python: Optional[str] = typer.Option(None, "--python", "--owner-python",
+                                         help="The Python that runs the owners' code (default: this one); it needs "
+                                         "what their scripts import (pandas, numpy, ...; MagicBrush's "
+                                         "image_eval.py: torchvision, clip, pyiqa)."),
     keep: Optional[Path] = typer.Option(None, "--keep", help="Keep the exported files and the owners' outputs in "
                                         "this folder."),
     json_out: bool = JsonOpt,

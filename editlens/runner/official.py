@@ -18,6 +18,11 @@
                           judge-output file ``gpt_eval.py`` keeps; with every case in it, its
                           ``main`` asks nothing and runs only its scoring tail) and
                           ``DIR/<model>/data_total.json`` (the cases judged, rows as published)
+  MagicBrush              ``DIR/<model>/<img_id>/<img_id>_1.png``, ``..._inde_N`` (single-turn)
+                          or ``..._iter_N`` (multi-turn): the edit files, and
+                          ``DIR/gt/<img_id>/<img_id>-outputN.png`` (``evaluation/image_eval.py``)
+  Emu Edit                ``DIR/<model>/<idx>/<idx>_1.png`` and the source as
+                          ``DIR/gt/<idx>/<idx>-output1.png`` (the same script's L1)
   ======================  =====================================================================
 
 * :func:`verify` (``editlens bench verify RUN --clone DIR``) runs the owners'
@@ -40,6 +45,7 @@ import io
 import json
 import math
 import pickle
+import re
 import subprocess
 import sys
 import tempfile
@@ -168,6 +174,8 @@ class OfficialFormat:
     name: ClassVar[str]
     #: what a user runs on the exported files (shown by export)
     how_to_run: ClassVar[str]
+    #: False for a benchmark scored without a judge (its export copies images, not answers)
+    judged: ClassVar[bool] = True
 
     def export(self, run: RunAnswers, out: Path) -> list[Path]:
         raise NotImplementedError
@@ -227,6 +235,11 @@ def _finite(x: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
+#: the pip requirement that provides a module the owners' code imports, where the names differ
+PIP_NAMES = {"clip": "git+https://github.com/openai/CLIP.git (or the PyPI package openai-clip)",
+             "cv2": "opencv-python", "PIL": "pillow", "yaml": "pyyaml", "sklearn": "scikit-learn"}
+
+
 def run_driver(task: str, request: Mapping[str, Any], python: str, work: Path, cwd: Path | None = None) -> Any:
     """:mod:`editlens.bench.official_driver` ``task`` in a subprocess of ``python``."""
     from editlens.bench import official_driver
@@ -244,9 +257,12 @@ def run_script(cmd: Sequence[str], cwd: Path, what: str) -> str:
     if p.returncode != 0:
         tail = "\n".join((p.stderr or p.stdout).strip().splitlines()[-6:])
         hint = ""
-        if "ModuleNotFoundError" in tail:
-            hint = (" (the owners' script needs a package this Python lacks: install it, or give --python the "
-                    "interpreter of the owners' environment)")
+        missing = re.search(r"editlens-missing-module: (\S+)|No module named '([^']+)'", tail)
+        if missing:
+            mod = (missing.group(1) or missing.group(2)).split(".")[0]
+            hint = (f" (the owners' code imports the module {mod!r}, which {cmd[0]} lacks: install it with "
+                    f"`{cmd[0]} -m pip install {PIP_NAMES.get(mod, mod)}`, or give --owner-python the interpreter "
+                    "of the owners' environment)")
         raise InputError(f"{what} failed: {' '.join(cmd)} exited {p.returncode}{hint}:\n{tail}")
     return p.stdout
 
@@ -493,10 +509,20 @@ class UGEOfficial(ImgEditOfficial):
 # ------------------------------------------------------------------------------------------------ KRIS-Bench
 
 #: per judging script: question -> the script's extractor for its answer
-_KRIS_CALLS = {
+_KRIS_CALLS: dict[str, dict[str, Any]] = {
     "common": {"VC": "extract_consistency_score_and_reason", "IF": "extract_instruction_score_and_reason",
                "VQ": "extract_quality_score_and_reason"},
     "knowledge": {"VC": "extract_consistency_score", "IF_KP": "extract_dual_scores", "VQ": "extract_quality_score"},
+    # metrics_view_change.py calls metrics_common's three extractors (imported into its namespace)
+    "view": {"VC": "extract_consistency_score_and_reason", "IF": "extract_instruction_score_and_reason",
+             "VQ": "extract_quality_score_and_reason"},
+    # metrics_multi_element.py and metrics_temporal_prediction.py call metrics_common's generic
+    # extract_score_and_reason with the key of each question
+    **{script: {q: ["extract_score_and_reason", {"score_key": f"{name}_score",
+                                                 "reason_fields": [f"{name}_reasoning"] if script == "multi"
+                                                 else ["reasoning", "reason"]}]
+                for q, name in (("VC", "consistency"), ("IF", "instruction"), ("VQ", "quality"))}
+       for script in ("multi", "temporal")},
 }
 _KRIS_KEYS = {"VC": "consistency", "IF": "instruction", "VQ": "quality", "KP": "knowledge"}
 
@@ -752,6 +778,181 @@ class RiseOfficial(OfficialFormat):
         return f
 
 
+# ------------------------------------------------------------------------------------------------ MagicBrush, Emu Edit
+
+
+def _manifest(run: RunAnswers) -> dict[str, dict[str, Any]]:
+    """The run's manifest rows by sample id (the source, edited and reference images of each item)."""
+    from editlens.core.io import iter_jsonl
+
+    f = run.root / "run" / "manifest.jsonl"
+    return {r["id"]: r for _, r in iter_jsonl(f, "rerun `editlens bench run` to write it")}
+
+
+def _image_bytes(run: RunAnswers, value: str, what: str) -> bytes:
+    """The encoded bytes of an image the manifest names (a file, or a table cell ``FILE#row=N&column=C``),
+    relative to the run's ``run/`` folder."""
+    from editlens.core.embedded import parse_ref, read_table_image
+
+    full = str(run.root / "run" / value) if not Path(value.split("#", 1)[0]).is_absolute() else value
+    ref = parse_ref(full)
+    try:
+        return read_table_image(ref) if ref is not None else Path(full).read_bytes()
+    except OSError as e:
+        raise InputError(f"{run.root}: the {what} image {value} (named in run/manifest.jsonl) cannot be read "
+                         f"({e}); the run's inputs moved since `bench run`") from None
+
+
+def _owner_image(data: bytes, out_stem: Path) -> Path:
+    """``data`` written at ``out_stem`` as the owners' script reads it (names holding ``.png`` or ``.jpg``):
+    PNG and JPEG files byte for byte, any other format decoded (RGB, as the script converts it) into a PNG."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as im:
+        fmt = im.format
+        if fmt not in ("PNG", "JPEG"):
+            buf = io.BytesIO()
+            im.convert("RGB").save(buf, format="PNG")
+            data, fmt = buf.getvalue(), "PNG"
+    target = out_stem.with_name(out_stem.name + (".png" if fmt == "PNG" else ".jpg"))
+    return atomic_write(target, partial(_put_bytes, data), mode="wb")
+
+
+def _put_bytes(data: bytes, fh: Any) -> None:
+    fh.write(data)
+
+
+class _PixelOfficial(OfficialFormat):
+    """A metric suite's model-free part (L1/L2) against MagicBrush's ``evaluation/image_eval.py``: the
+    edits copied into its generated-image layout, its ground truth beside them, and its own pairing
+    functions and ``eval_distance`` run on them (:func:`editlens.bench.official_driver.pixel_distance`)."""
+
+    judged = False
+    GT = "gt"
+    #: section of editlens' table -> the owner's setting it is computed as
+    SETTINGS: ClassVar[dict[str, str]] = {}
+    FIGURES: ClassVar[dict[str, str]] = {"L1": "l1", "L2": "l2"}
+
+    def _edit_name(self, row: Mapping[str, Any]) -> tuple[str, str]:
+        """(session folder, file stem) of ``row``'s edit in the owners' generated-image layout."""
+        raise NotImplementedError
+
+    def _gt(self, run: RunAnswers, row: Mapping[str, Any], entry: Mapping[str, Any]) -> tuple[str, str, str]:
+        """(folder, file stem, manifest value) of the ground-truth image ``row`` is compared with."""
+        raise NotImplementedError
+
+    def export(self, run: RunAnswers, out: Path) -> list[Path]:
+        manifest = _manifest(run)
+        written: list[Path] = []
+        gts: dict[tuple[str, str], str] = {}
+        for r in run.rows:
+            if r["status"] != "scored" or r["id"] not in manifest:
+                continue  # no edit (missing or unreadable): nothing to pair
+            entry = manifest[r["id"]]
+            folder, name = self._edit_name(r)
+            written.append(_owner_image(_image_bytes(run, entry["edited"], "edited"), out / r["model"] / folder / name))
+            gfolder, gstem, gvalue = self._gt(run, r, entry)
+            gts[(gfolder, gstem)] = gvalue
+        for (gfolder, gstem), gvalue in sorted(gts.items()):
+            written.append(_owner_image(_image_bytes(run, gvalue, "ground-truth"), out / self.GT / gfolder / gstem))
+        return written
+
+    def _rows(self, run: RunAnswers) -> dict[str, str] | None:
+        return None
+
+    def compare(self, run: RunAnswers, exported: Path, clone: Path, files: dict[str, Path],
+                version: dict[str, Any], python: str, work: Path) -> tuple[list[Figure], list[str]]:
+        models = [m for m in run.models() if (exported / m).is_dir()]
+        figures = {f for sec in self._sections(run) for f in sec["figures"] if f in self.FIGURES}
+        res = run_driver("pixel_distance", {
+            "files": {"script": str(files["script"])}, "gt": str(exported / self.GT),
+            "models": {m: str(exported / m) for m in models}, "settings": sorted(set(self.SETTINGS.values())),
+            "metrics": sorted(self.FIGURES[f] for f in figures), "rows": self._rows(run)}, python, work)
+        figs = []
+        for model in models:
+            for sec in self._sections(run, model):
+                setting = self.SETTINGS.get(sec["name"])
+                if setting is None:
+                    continue
+                owner = res["figures"].get(model, {}).get(setting, {})
+                for row in [r["row"] for r in sec["rows"]] + ["overall"]:
+                    for fig in sec["figures"]:
+                        if fig not in self.FIGURES:
+                            continue
+                        f = Figure(model, sec["name"], row, fig, _cell(run.table, model, sec["name"], row, fig),
+                                   _finite((owner.get(row) or {}).get(self.FIGURES[fig])))
+                        if f.verdict == "DIFFERENT":
+                            f.reason = ("the release pairs no edit with this row" if f.owner is None else
+                                        "the same image pairs: the distance differs")
+                        figs.append(f)
+        return figs, list(res.get("notes") or []) + self.notes()
+
+    def _sections(self, run: RunAnswers, model: str | None = None) -> list[dict[str, Any]]:
+        models = [model] if model else run.models()
+        out: dict[str, dict[str, Any]] = {}
+        for m in models:
+            for sec in run.table["models"].get(m, {}).get("sections", []):
+                out.setdefault(sec["name"], sec)
+        return list(out.values())
+
+    def notes(self) -> list[str]:
+        return []
+
+
+@official
+class MagicBrushOfficial(_PixelOfficial):
+    name = "magicbrush"
+    how_to_run = ("cd MagicBrush/evaluation && python image_eval.py --generated_path DIR/MODEL --gt_path DIR/gt "
+                  "--metric l1,l2 (the all-turn figures; its final-turn setting needs the iterative edits of "
+                  "`magicbrush-multiturn`)")
+    SETTINGS = {"single-turn (every turn from its ground-truth input)": "all_turn"}
+    KIND = "inde"
+
+    def _edit_name(self, row: Mapping[str, Any]) -> tuple[str, str]:
+        img_id, t = str(row["img_id"]), int(row["turn_index"])
+        return img_id, f"{img_id}_1" if t == 1 else f"{img_id}_{self.KIND}_{t}"
+
+    def _gt(self, run: RunAnswers, row: Mapping[str, Any], entry: Mapping[str, Any]) -> tuple[str, str, str]:
+        img_id = str(row["img_id"])
+        return img_id, f"{img_id}-output{int(row['turn_index'])}", str(entry["reference"])
+
+
+@official
+class MagicBrushMultiTurnOfficial(MagicBrushOfficial):
+    name = "magicbrush-multiturn"
+    how_to_run = ("cd MagicBrush/evaluation && python image_eval.py --generated_path DIR/MODEL --gt_path DIR/gt "
+                  "--metric l1,l2 (its final-turn figures)")
+    SETTINGS = {"multi-turn (each turn from the editor's previous output)": "iterative", "final turn": "final_turn"}
+    KIND = "iter"
+
+    def notes(self) -> list[str]:
+        return ["the multi-turn section's owner values are image_eval.py's eval_distance on the pairs (iter_N, "
+                "outputN): the release computes its all-turn setting from independent edits only"]
+
+
+@official
+class EmuEditOfficial(_PixelOfficial):
+    name = "emu-edit"
+    how_to_run = ("cd MagicBrush/evaluation && python image_eval.py --generated_path DIR/MODEL --gt_path DIR/gt "
+                  "--metric l1 (Emu Edit publishes no scoring code: its L1 is the paper's input-vs-edited distance, "
+                  "computed by MagicBrush's script with the source image in the place of the ground truth)")
+    SETTINGS = {"test": "all_turn"}
+    FIGURES = {"L1": "l1"}
+
+    def _edit_name(self, row: Mapping[str, Any]) -> tuple[str, str]:
+        return _key(row), f"{_key(row)}_1"
+
+    def _gt(self, run: RunAnswers, row: Mapping[str, Any], entry: Mapping[str, Any]) -> tuple[str, str, str]:
+        return _key(row), f"{_key(row)}-output1", str(entry["source"])
+
+    def _rows(self, run: RunAnswers) -> dict[str, str] | None:
+        return {_key(r): r["category"] for r in run.rows}
+
+    def notes(self) -> list[str]:
+        return ["Emu Edit publishes no scoring code: the owner values are MagicBrush's image_eval.py eval_distance "
+                "(L1, the edit resized to the source's size) on (edit, source) pairs, the paper's definition"]
+
+
 # ------------------------------------------------------------------------------------------------ entry points
 
 
@@ -799,12 +1000,12 @@ def export_official(run: str | Path, out: str | Path) -> dict[str, Any]:
     (see the module's table); returns ``{"benchmark", "files", "how_to_run"}``."""
     r = load_run(run)
     fmt = format_of(r.benchmark)
-    if not r.raw:
+    if fmt.judged and not r.raw:
         raise InputError(f"{r.root}: the run has no judge answers stored (every item failed or was skipped); "
                          "rerun `editlens bench run` first")
     files = fmt.export(r, Path(out))
     res = {"benchmark": r.benchmark, "files": [str(f) for f in files], "how_to_run": fmt.how_to_run}
-    if not _official_prompts(r):
+    if fmt.judged and not _official_prompts(r):
         res["note"] = ("the run asked editlens' own prompt wording (no --prompts-from): the owners' scripts may not "
                        "read its answers, and the figures are not comparable to the owners' leaderboards")
     return res
@@ -822,7 +1023,7 @@ def verify(run: str | Path, clone: str | Path, *, python: str | None = None,
     r = load_run(run)
     fmt = format_of(r.benchmark)
     files, version = recognise(r.benchmark, Path(clone))
-    if not _official_prompts(r):
+    if fmt.judged and not _official_prompts(r):
         raise InputError(f"{r.root}: the run asked editlens' own prompt wording, not the owners' (it was run without "
                          "--prompts-from), so its answers are in editlens' format; rerun `editlens bench run ... "
                          "--prompts-from CLONE` to compare with the owners' code")
