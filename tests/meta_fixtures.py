@@ -123,7 +123,7 @@ def _scores_for(manifest: Path, out: Path, metric: str = "m") -> Path:
 def write_reward_benches(root: Path) -> dict[str, Path]:
     """The three reward-model benchmarks as published (editlens.testing.tiny_benchmarks), their
     prepared folders and an `editlens run`-shaped results file of each (evaluator ``m``)."""
-    from editlens.meta.rewardbench import prepare
+    from editlens.bench.evaluate import prepare
 
     out: dict[str, Path] = {}
     es = TB.write_editscore_bench(root / "es", "parquet")
