@@ -93,8 +93,7 @@ def _norm(text: str, root: Path) -> str:
 
 def run_case(argv: list[str], root: Path, out: Path, report: bool) -> tuple[str, str | None]:
     """The command's JSON (paths normalised) and its report's HTML (or ``None``)."""
-    args = [a.replace("$ROOT", str(root)).replace("$SHARED", str(SHARED)).replace("$ROOT/out", str(out)) for a in argv]
-    args = [a.replace(str(root / "out"), str(out)) for a in args]
+    args = [a.replace("$ROOT/out", str(out)).replace("$ROOT", str(root)).replace("$SHARED", str(SHARED)) for a in argv]
     html = out / "report.html"
     if report:
         args += ["--report", str(html)]
@@ -120,15 +119,115 @@ def test_meta_eval_output_is_byte_identical(name: str, fixtures: Path, tmp_path:
     argv, files = CASES[name]
     if name.startswith("shared-"):
         shared_path("benchmarks", "imagenhub_tie")
-    out = fixtures / "out"
-    if out.exists():
-        import shutil
-
-        shutil.rmtree(out)
-    out.mkdir()
+    out = _fresh_out(fixtures)
     got, html = run_case(argv, fixtures, out, not name.startswith(NO_REPORT))
     compare(name, got)
     if html is not None:
         compare(name, sha(html), ".report.sha256")
     for f in files:
         compare(f"{name}.{Path(f).name}", _norm((out / f).read_text(encoding="utf-8"), fixtures))
+
+
+#: the same meta-evaluations through `meta-eval run NAME` and `calibrate run NAME`: old case -> new argv
+RUN_CASES: dict[str, list[str]] = {
+    "imagenhub-judge": ["meta-eval", "run", "imagenhub", "--data", "$ROOT/ih/ratings", "--predictions", "$ROOT/ih/judge",
+                        "--n-boot", "40"],
+    "imagenhub-preds-fisher": ["meta-eval", "run", "imagenhub", "--data", "$ROOT/ih/ratings", "--predictions",
+                               "$ROOT/ih/preds.jsonl", "--protocol", "imagenhub-fisher", "--n-boot", "40", "--seed", "3"],
+    "genai-bench": ["meta-eval", "run", "genai-bench", "--data", "$ROOT/genai/genai.json"],
+    "pointwise-aurora": ["meta-eval", "run", "aurora", "--data", "$ROOT/pw/human.jsonl", "--predictions",
+                         "$ROOT/pw/results.jsonl", "--metric", "j", "--n-boot", "40", "--by", "task_type"],
+    "pointwise-official": ["meta-eval", "run", "aurora", "--data", "$ROOT/pw/human.jsonl", "--predictions",
+                           "$ROOT/pw/results.jsonl", "--metric", "k", "--protocol", "official", "--n-boot", "40"],
+    "pairwise-scores": ["meta-eval", "run", "aurora", "--data", "$ROOT/pw/pairs.jsonl", "--predictions",
+                        "$ROOT/pw/results.jsonl", "--metric", "j"],
+    "pairwise-verdicts": ["meta-eval", "run", "aurora", "--data", "$ROOT/pw/pairs.jsonl", "--verdicts",
+                          "$ROOT/pw/verdicts.jsonl"],
+    "editscore-bench": ["meta-eval", "run", "editscore-bench", "--data", "$ROOT/rb/editscore-bench-prep", "--predictions",
+                        "$ROOT/rb/editscore-bench-results.jsonl", "--metric", "m"],
+    "editscore-bench-published": ["meta-eval", "run", "editscore-bench", "--data", "$ROOT/rb/es", "--predictions",
+                                  "$ROOT/rb/editscore-bench-results.jsonl", "--metric", "m"],
+    "editreward-bench": ["meta-eval", "run", "editreward-bench", "--data", "$ROOT/rb/editreward-bench-prep",
+                         "--predictions", "$ROOT/rb/editreward-bench-results.jsonl", "--metric", "m"],
+    "mmrb2-scores": ["meta-eval", "run", "mmrb2", "--data", "$ROOT/rb/mmrb2-prep", "--predictions",
+                     "$ROOT/rb/mmrb2-results.jsonl", "--metric", "m"],
+    "mmrb2-verdicts": ["meta-eval", "run", "mmrb2", "--data", "$ROOT/rb/mmrb2-prep", "--verdicts",
+                       "$ROOT/rb/mmrb2-verdicts.jsonl"],
+    "prepare-mmrb2": ["meta-eval", "prepare", "mmrb2", "$ROOT/rb/mm/edit.json", "--out", "$ROOT/out/p",
+                      "--option", "multi_input=first"],
+    "calibrate-imagenhub": ["calibrate", "run", "imagenhub", "--data", "$ROOT/ih/ratings", "--predictions",
+                            "$ROOT/ih/preds.jsonl", "--metric", "score", "--out", "$ROOT/out/cal.json", "--folds", "3"],
+    "calibrate-pointwise": ["calibrate", "run", "aurora", "--data", "$ROOT/pw/human.jsonl", "--predictions",
+                            "$ROOT/pw/results.jsonl", "--metric", "j,k", "--out", "$ROOT/out/cal.json", "--method", "platt"],
+    "calibrate-pointwise-good-at": ["calibrate", "run", "aurora", "--data", "$ROOT/pw/human.jsonl", "--predictions",
+                                    "$ROOT/pw/results.jsonl", "--metric", "j", "--good-at", "0.5", "--out",
+                                    "$ROOT/out/cal.json"],
+    "calibrate-pairwise": ["calibrate", "run", "aurora", "--data", "$ROOT/pw/pairs.jsonl", "--predictions",
+                           "$ROOT/pw/results.jsonl", "--metric", "j", "--out", "$ROOT/out/cal.json", "--folds", "3"],
+}
+
+
+def _fresh_out(root: Path) -> Path:
+    import shutil
+
+    out = root / "out"
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir()
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(RUN_CASES))
+def test_meta_eval_run_gives_the_old_commands_output(name: str, fixtures: Path) -> None:
+    """`meta-eval run NAME` (and `calibrate run NAME`, `prepare --option`) is the old per-benchmark
+    command: the same JSON, report page and files, compared with the old command's golden."""
+    out = _fresh_out(fixtures)
+    got, html = run_case(RUN_CASES[name], fixtures, out, not name.startswith(NO_REPORT))
+    assert got == (GOLDEN / f"{name}.json").read_text(encoding="utf-8")
+    if html is not None:
+        assert sha(html) == (GOLDEN / f"{name}.report.sha256").read_text(encoding="utf-8")
+    for f in CASES[name][1]:
+        assert _norm((out / f).read_text(encoding="utf-8"), fixtures) == \
+            (GOLDEN / f"{name}.{Path(f).name}.json").read_text(encoding="utf-8")
+
+
+def test_old_commands_are_hidden_and_print_what_run_prints(fixtures: Path) -> None:
+    """The old commands are hidden (one release) and their text output is `meta-eval run`'s."""
+    res = CliRunner().invoke(app, ["meta-eval", "--help"])
+    assert res.exit_code == 0
+    shown = res.stdout
+    for old in ("imagenhub", "genai-bench", "pointwise", "pairwise", "editscore-bench", "editreward-bench", "mmrb2"):
+        assert f" {old} " not in shown
+    for new in (" run ", " list ", " prepare ", " arena "):
+        assert new in shown
+    old_text = CliRunner().invoke(app, ["meta-eval", "editreward-bench", "--bench", f"{fixtures}/rb/editreward-bench-prep",
+                                        "--predictions", f"{fixtures}/rb/editreward-bench-results.jsonl", "--metric", "m"])
+    new_text = CliRunner().invoke(app, ["meta-eval", "run", "editreward-bench", "--data",
+                                        f"{fixtures}/rb/editreward-bench-prep", "--predictions",
+                                        f"{fixtures}/rb/editreward-bench-results.jsonl", "--metric", "m"])
+    assert old_text.exit_code == new_text.exit_code == 0
+    assert old_text.stdout == new_text.stdout and old_text.stdout.startswith("EditReward-Bench (TIGER-Lab): strict group")
+
+
+def test_meta_eval_list_names_every_human_label_benchmark_from_the_specs() -> None:
+    import json
+
+    res = CliRunner().invoke(app, ["meta-eval", "list", "--json"])
+    assert res.exit_code == 0, res.output
+    rows = {r["name"]: r for r in json.loads(res.stdout)}
+    assert {"aurora", "imagenhub", "genai-bench", "editscore-bench", "editreward-bench", "mmrb2"} <= set(rows)
+    assert rows["editreward-bench"]["label_kind"] == "ranked" and "editreward" in rows["editreward-bench"]["protocols"]
+    assert rows["aurora"]["protocols"]["official"].startswith("ImagenHub") and rows["mmrb2"]["prepare"]
+    assert not rows["imagenhub"]["prepare"]
+    assert "gedit" not in rows  # an editor benchmark is no human-label one
+
+
+def test_run_refuses_an_unknown_protocol_and_an_editor_benchmark(fixtures: Path) -> None:
+    res = CliRunner().invoke(app, ["meta-eval", "run", "genai-bench", "--data", f"{fixtures}/genai/genai.json",
+                                   "--protocol", "nope"])
+    assert res.exit_code == 2 and "no protocol 'nope'; it has genai-bench, adiee-genai-4way" in res.output
+    res = CliRunner().invoke(app, ["meta-eval", "run", "gedit", "--data", f"{fixtures}/genai/genai.json"])
+    assert res.exit_code == 2 and "gedit is not a human-label benchmark" in res.output
+    res = CliRunner().invoke(app, ["meta-eval", "run", "mmrb2", "--data", f"{fixtures}/rb/mmrb2-prep", "--predictions",
+                                   f"{fixtures}/rb/mmrb2-results.jsonl", "--option", "colour=red"])
+    assert res.exit_code == 2 and "benchmark mmrb2 takes no option colour" in res.output
