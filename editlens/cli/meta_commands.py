@@ -98,7 +98,7 @@ def list_cmd(json_out: bool = JsonOpt) -> None:
     """The human-label benchmarks `meta-eval run` knows (built-in and plugins): label kind, protocols, inputs."""
     from editlens.bench.evaluate import human_label_benchmarks
 
-    rows = [{"name": b.spec.name, "title": b.spec.title, "label_kind": b.spec.label_kind, "protocols": b.protocols(),
+    rows: list[dict[str, Any]] = [{"name": b.spec.name, "title": b.spec.title, "label_kind": b.spec.label_kind, "protocols": b.protocols(),
              "data": b.data_help, "predictions": b.predictions_help, "prepare": bool(b.prepare_download),
              "class": f"{type(b).__module__}:{type(b).__qualname__}"} for b in human_label_benchmarks()]
     if json_out:
