@@ -142,7 +142,7 @@ def pointwise_report(human_path: str | Path, pred_path: str | Path, metric: str 
     extra = {
         # calibration needs a probability to match: human scores in [0, 1] (labels or a share of raters)
         "calibration": calibration_summary(pointwise_labels(human_path, pred_path, metric), seed) if in_01 else
-        {"error": "human scores outside [0, 1]: run `editlens calibrate pointwise --good-at T` to say which are good"},
+        {"error": "human scores outside [0, 1]: run `editlens calibrate run aurora --good-at T` to say which are good"},
         "by_edit_type": edit_type_breakdown(scores, human, types, n_boot, seed) if types else {},
     }
     if by:
@@ -312,7 +312,7 @@ class AuroraBench(HumanLabelBenchmark):
                    "pairwise-ties": "pairwise accuracy with tie calibration (Deutsch et al. 2023)",
                    "adiee-released-rule": "ADIEE's released rule: type = round(score/5), higher type wins"},
         table_layout={"columns": ["Spearman", "n"]},
-        usage="editlens meta-eval pointwise --human HUMAN.jsonl --predictions results.jsonl --protocol aurora (pairs: meta-eval pairwise; the released rule: editlens adiee pairwise-eval)",
+        usage="editlens meta-eval run aurora --data HUMAN.jsonl --predictions results.jsonl --metric NAME (pairs: the same with pairs.jsonl, or --verdicts; the released rule: --protocol adiee-released-rule)",
         identical="the pooled Spearman of ADIEE's release and the per-model mean of EditReward's paper",
         differs="bootstrap CIs and system-level Kendall tau are added",
     )

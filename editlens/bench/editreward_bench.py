@@ -183,7 +183,7 @@ class EditRewardBench(HumanLabelBenchmark):
         protocols={"editreward": "2-way tie-calibrated accuracy, 3/4-way C/(C+D), strict group accuracy per K "
                    "and pooled"},
         table_layout={"rows": ["2pair", "3pair", "4pair", "pooled"], "columns": ["pairwise", "strict"]},
-        usage="editlens meta-eval prepare editreward-bench DIR --out P && editlens run P/manifest.jsonl ... && editlens meta-eval editreward-bench --bench P --predictions RUN/results.jsonl --metric NAME",
+        usage="editlens meta-eval prepare editreward-bench DIR --out P && editlens run P/manifest.jsonl ... && editlens meta-eval run editreward-bench --data P --predictions RUN/results.jsonl --metric NAME",
         identical="grouping rule, tie-calibrated 2-way accuracy, C/(C+D) for 3/4-way, strict group accuracy",
         differs="groups with an unscored edit are counted apart",
     )

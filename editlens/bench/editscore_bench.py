@@ -168,7 +168,7 @@ class EditScoreBench(HumanLabelBenchmark):
         protocols={"editscore": "share of pairs whose preferred edit scores strictly higher (ties wrong), per "
                    "subtask and dimension; mean over the 13 subtasks; four groups"},
         table_layout={"columns": ["prompt_following", "consistency", "overall"], "rows": "13 subtasks + 4 groups"},
-        usage="editlens meta-eval prepare editscore-bench DIR --out P && editlens run P/manifest.jsonl ... && editlens meta-eval editscore-bench --bench P --predictions RUN/results.jsonl --metric NAME",
+        usage="editlens meta-eval prepare editscore-bench DIR --out P && editlens run P/manifest.jsonl ... && editlens meta-eval run editscore-bench --data P --predictions RUN/results.jsonl --metric NAME",
         identical="strictly-higher rule, per-subtask accuracy and the unweighted subtask mean",
         differs="pairs with an unscored edit are left out and counted (and also reported as wrong)",
     )

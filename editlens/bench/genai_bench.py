@@ -77,7 +77,7 @@ class GenAIBench(HumanLabelBenchmark):
                                        "are a tie only when both scores are >= 9, else both bad; exact 4-way match "
                                        "over all pairs (editlens adiee pairwise-eval --rule adiee-genai-4way)"},
         table_layout={"columns": ["accuracy", "n", "no verdict"]},
-        usage="editlens meta-eval genai-bench --judge-outputs RESULTS.json",
+        usage="editlens meta-eval run genai-bench --data RESULTS.json",
         identical="the verdict-to-vote mapping and accuracy over all items",
         differs="a bootstrap CI and the count of answers without a verdict are added",
     )

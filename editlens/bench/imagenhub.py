@@ -286,7 +286,7 @@ class ImagenHub(HumanLabelBenchmark):
         protocols={"imagenhub-official": "Spearman per method, combined as tanh(mean r) as ImagenHub's code",
                    "imagenhub-fisher": "the true Fisher-z average", "imagenhub-mean": "plain mean of r"},
         table_layout={"columns": ["O", "SC", "PQ"], "rows": ["aggregated Spearman"]},
-        usage="editlens meta-eval imagenhub --ratings DIR --predictions results.jsonl --metric NAME",
+        usage="editlens meta-eval run imagenhub --data DIR --predictions results.jsonl --metric NAME",
         identical="human O = mean over raters of sqrt(SC*PQ); the Imagic column excluded; tanh(mean r) as published",
         differs="bootstrap CIs, the true Fisher-z average and the plain mean are offered beside it",
     )

@@ -196,7 +196,7 @@ class MMRB2(HumanLabelBenchmark):
         protocols={"mmrb2": "every pair judged in both orders; accuracy = (forward correct + flipped reverse "
                    "correct) / judgements; per order and their consistency"},
         table_layout={"columns": ["accuracy", "forward", "reverse", "consistency"]},
-        usage="editlens meta-eval prepare mmrb2 DIR --out P && editlens run P/manifest.jsonl ... && editlens meta-eval mmrb2 --bench P --predictions RUN/results.jsonl --metric NAME",
+        usage="editlens meta-eval prepare mmrb2 DIR --out P && editlens run P/manifest.jsonl ... && editlens meta-eval run mmrb2 --data P --predictions RUN/results.jsonl --metric NAME",
         identical="both-orders accuracy over judgements; no verdict is no judgement",
         differs="pairs with several input images are left out (or use the first) and counted",
     )
