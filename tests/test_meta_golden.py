@@ -231,3 +231,14 @@ def test_run_refuses_an_unknown_protocol_and_an_editor_benchmark(fixtures: Path)
     res = CliRunner().invoke(app, ["meta-eval", "run", "mmrb2", "--data", f"{fixtures}/rb/mmrb2-prep", "--predictions",
                                    f"{fixtures}/rb/mmrb2-results.jsonl", "--option", "colour=red"])
     assert res.exit_code == 2 and "benchmark mmrb2 takes no option colour" in res.output
+
+
+@pytest.mark.parametrize("name", sorted(n for n in CASES if not n.startswith("shared-") and n != "arena"))
+def test_meta_eval_text_output_is_unchanged(name: str, fixtures: Path) -> None:
+    """What the commands print without --json, as the code before the move printed it (the
+    prepare commands' last words now name `meta-eval run`, where they named `meta-eval pairwise`)."""
+    out = _fresh_out(fixtures)
+    args = [a.replace("$ROOT/out", str(out)).replace("$ROOT", str(fixtures)) for a in CASES[name][0]]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    compare(name, _norm(res.stdout, fixtures), ".txt")

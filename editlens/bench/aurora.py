@@ -389,8 +389,8 @@ class AuroraBench(HumanLabelBenchmark):
             return [f"accuracy {figure_of(rep['accuracy'], rep['n'])} (tie threshold {rep['threshold']:.4g}) over "
                     f"{rep['n']} pairs; {rep['n_unparsable']} unscored, {rep['n_missing']} missing; {rep['direction']}",
                     *trust_lines(rep)]
-        proto = {"aurora-pointwise": "aurora", "aurora-per-model-mean": "aurora-per-model", "official": "official",
-                 "fisher": "fisher", "mean": "mean"}.get(rep["protocol"], rep["protocol"])
+        proto = {"aurora-pointwise": "aurora", "aurora-per-model-mean": "aurora-per-model"}.get(
+            rep["protocol"], (rep.get("grouped") or {}).get("aggregation", rep["protocol"]))
         lines = [f"{rep['protocol']} ({self.WHAT.get(proto, rep['protocol'])}): {figure_of(rep['value'], rep['n_items'])} "
                  f"over {rep['n_items']} items ({rep['n_unparsable']} unscored, {rep['n_missing']} missing); "
                  f"{rep['direction']}"]
