@@ -162,6 +162,10 @@ RUN_CASES: dict[str, list[str]] = {
     "calibrate-pointwise-good-at": ["calibrate", "run", "aurora", "--data", "$ROOT/pw/human.jsonl", "--predictions",
                                     "$ROOT/pw/results.jsonl", "--metric", "j", "--good-at", "0.5", "--out",
                                     "$ROOT/out/cal.json"],
+    "shared-imagenhub-judge": ["meta-eval", "run", "imagenhub", "--data", f"{IH}/human_ratings", "--predictions",
+                               f"{IH}/judge_outputs/gpt4o_0shot", "--n-boot", "20"],
+    "shared-calibrate-imagenhub": ["calibrate", "run", "imagenhub", "--data", f"{IH}/human_ratings", "--predictions",
+                                   f"{IH}/judge_outputs/gpt4o_0shot", "--out", "$ROOT/out/cal.json"],
     "calibrate-pairwise": ["calibrate", "run", "aurora", "--data", "$ROOT/pw/pairs.jsonl", "--predictions",
                            "$ROOT/pw/results.jsonl", "--metric", "j", "--out", "$ROOT/out/cal.json", "--folds", "3"],
 }
@@ -181,6 +185,8 @@ def _fresh_out(root: Path) -> Path:
 def test_meta_eval_run_gives_the_old_commands_output(name: str, fixtures: Path) -> None:
     """`meta-eval run NAME` (and `calibrate run NAME`, `prepare --option`) is the old per-benchmark
     command: the same JSON, report page and files, compared with the old command's golden."""
+    if name.startswith("shared-"):
+        shared_path("benchmarks", "imagenhub_tie")
     out = _fresh_out(fixtures)
     got, html = run_case(RUN_CASES[name], fixtures, out, not name.startswith(NO_REPORT))
     assert got == (GOLDEN / f"{name}.json").read_text(encoding="utf-8")
@@ -218,7 +224,8 @@ def test_meta_eval_list_names_every_human_label_benchmark_from_the_specs() -> No
     assert {"aurora", "imagenhub", "genai-bench", "editscore-bench", "editreward-bench", "mmrb2"} <= set(rows)
     assert rows["editreward-bench"]["label_kind"] == "ranked" and "editreward" in rows["editreward-bench"]["protocols"]
     assert rows["aurora"]["protocols"]["official"].startswith("ImagenHub") and rows["mmrb2"]["prepare"]
-    assert not rows["imagenhub"]["prepare"]
+    assert not rows["imagenhub"]["prepare"] and rows["imagenhub"]["calibration_target"].startswith("the share of")
+    assert rows["mmrb2"]["calibration_target"] is None
     assert "gedit" not in rows  # an editor benchmark is no human-label one
 
 

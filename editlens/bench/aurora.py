@@ -321,6 +321,8 @@ class AuroraBench(HumanLabelBenchmark):
                           "pairwise-ties": lambda **kw: pairwise_report(**kw),
                           "adiee-released-rule": released_rule_accuracy}
     report_title = "point-wise"
+    calibration_target = ("point-wise: the edit is good (human >= --good-at, or a human score in [0, 1] read as "
+                          "the probability); pair-wise: people prefer A, from score(A) - score(B)")
     data_help = "human ratings as JSONL: point-wise {id, model, human} or pair-wise {id, a, b, preference}"
     predictions_help = "an `editlens run` results.jsonl (with --metric) or {id, score} JSON lines"
     more_protocols = {"official": "ImagenHub: tanh of the mean per-model Spearman rho (as published)",

@@ -53,6 +53,8 @@ class HumanLabelBenchmark(Benchmark):
     more_protocols: ClassVar[Mapping[str, str]] = {}
     #: where the published files come from, as ``meta-eval prepare`` records it (benchmarks of pairs)
     prepare_download: ClassVar[str] = ""
+    #: what :meth:`calibration_labels` makes a score's probability match ("": no calibration target)
+    calibration_target: ClassVar[str] = ""
 
     def protocols(self) -> dict[str, str]:
         return {**self.spec.protocols, **self.more_protocols}

@@ -294,6 +294,7 @@ class ImagenHub(HumanLabelBenchmark):
                           "imagenhub-fisher": lambda **kw: imagenhub_report(aggregation="fisher", **kw),
                           "imagenhub-mean": lambda **kw: imagenhub_report(aggregation="mean", **kw)}
     report_title = "ImagenHub"
+    calibration_target = "the share of the raters whose O = sqrt(SC*PQ) >= --good-at (0.5)"
     data_help = "the folder of Text-Guided_IE_rater*.tsv"
     predictions_help = ("a folder <Method>/{SC,PQ}.json of VIEScore answers, or an editlens results.jsonl / "
                         "{id, score} JSONL with ids METHOD/UID")

@@ -98,15 +98,19 @@ def list_cmd(json_out: bool = JsonOpt) -> None:
     """The human-label benchmarks `meta-eval run` knows (built-in and plugins): label kind, protocols, inputs."""
     from editlens.bench.evaluate import human_label_benchmarks
 
-    rows: list[dict[str, Any]] = [{"name": b.spec.name, "title": b.spec.title, "label_kind": b.spec.label_kind, "protocols": b.protocols(),
-             "data": b.data_help, "predictions": b.predictions_help, "prepare": bool(b.prepare_download),
-             "class": f"{type(b).__module__}:{type(b).__qualname__}"} for b in human_label_benchmarks()]
+    rows: list[dict[str, Any]] = [
+        {"name": b.spec.name, "title": b.spec.title, "label_kind": b.spec.label_kind, "protocols": b.protocols(),
+         "data": b.data_help, "predictions": b.predictions_help, "prepare": bool(b.prepare_download),
+         "calibration_target": b.calibration_target or None, "class": f"{type(b).__module__}:{type(b).__qualname__}"}
+        for b in human_label_benchmarks()]
     if json_out:
         emit_json(rows)
         return
     for r in rows:
         typer.echo(f"{r['name']:<18} {r['label_kind']:<9} {', '.join(r['protocols'])}" + ("  (prepare)" if r["prepare"] else ""))
         typer.echo(f"{'':<18} --data: {r['data']}")
+        if r["calibration_target"]:
+            typer.echo(f"{'':<18} calibrate run: {r['calibration_target']}")
 
 
 @meta_app.command("imagenhub", hidden=True)

@@ -40,6 +40,7 @@ class ToyRatings(HumanLabelBenchmark):
                      columns={"id": "edit id", "rating": "1-5"},
                      protocols={"toy-kendall": "Kendall tau of the scores with the mean rating"})
     report_title = "toy ratings"
+    calibration_target = "share of raters who gave 4 or more"
     data_help = "CSV id,rater,rating"
     predictions_help = "an editlens results.jsonl (with --metric) or {id, score} JSONL"
 
