@@ -8,7 +8,6 @@ ImagenHub's per-method Spearman, aggregated."""
 from __future__ import annotations
 
 import csv
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ from editlens.bench.evaluate import (
 )
 from editlens.bench.labels import keep_once, load_predictions
 from editlens.bench.registry import register
+from editlens.core.io import read_json
 from editlens.errors import InputError
 from editlens.meta.calibration import Labelled, evaluator_direction, metric_names
 from editlens.meta.correlation import icc_2_1, system_level
@@ -115,13 +115,7 @@ def load_viescore_outputs(judge_dir: str | Path) -> JudgePredictions:
     for mdir in methods:
         data = {}
         for aspect in ("SC", "PQ"):
-            f = mdir / f"{aspect}.json"
-            if not f.is_file():
-                raise InputError(f"{f}: file not found")
-            try:
-                data[aspect] = json.loads(f.read_text(encoding="utf-8"))
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{f}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+            data[aspect] = read_json(mdir / f"{aspect}.json", f"VIEScore {aspect} answers of {mdir.name}")
         for uid in sorted(set(data["SC"]) | set(data["PQ"])):
             total += 1
             sc_raw = (data["SC"].get(uid) or {}).get("score")

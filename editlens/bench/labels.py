@@ -265,10 +265,9 @@ def digest(data: bytes) -> str:
 
 
 def read_prepared(folder: Path, kind: str | None = None) -> LabelledPairs:
-    try:
-        info = json.loads((folder / "benchmark.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{folder / 'benchmark.json'}: cannot be read ({exc})") from None
+    from editlens.core.io import read_json
+
+    info = read_json(folder / "benchmark.json", "a folder written by `editlens meta-eval prepare`")
     if not isinstance(info, dict):
         raise InputError(f"{folder / 'benchmark.json'}: expected a JSON object")
     if kind and info.get("benchmark") != kind:
@@ -301,7 +300,7 @@ def write_prepared(bench: LabelledPairs, path: str | Path, out: str | Path, down
     ``out/benchmark.json`` of ``bench`` read (with its images) from ``path``. Images shipped
     inside the tables are written as they are (same bytes, no re-encoding); image files
     (MMRB2's) are referred to where they lie. ``download`` says where the benchmark comes from."""
-    from editlens.core.io import atomic_write
+    from editlens.core.io import atomic_write, write_bytes
 
     kind = bench.kind
     root = Path(out)
@@ -315,7 +314,7 @@ def write_prepared(bench: LabelledPairs, path: str | Path, out: str | Path, down
         if name not in written:
             target = root / "images" / f"{name}.{_extension(img)}"
             if not target.is_file():
-                target.write_bytes(img)
+                write_bytes(target, img)
             written[name] = str(target.resolve())
         return written[name]
 

@@ -8,7 +8,6 @@ two orders."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping
@@ -25,6 +24,7 @@ from editlens.bench.labels import (
     scored_values,
 )
 from editlens.bench.registry import register
+from editlens.core.io import read_json
 from editlens.errors import InputError
 
 DOWNLOAD = ("https://github.com/facebookresearch/MMRB2: python benchmark/build_from_hf.py --output-dir DIR "
@@ -38,12 +38,7 @@ def read_mmrb2(path: str | Path, multi_input: str = "skip") -> LabelledPairs:
     p = Path(path)
     if p.is_dir():
         p = p / "edit.json"
-    if not p.is_file():
-        raise InputError(f"{p}: not found (build it with MMRB2's benchmark/build_from_hf.py)")
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{p}: not readable JSON ({exc})") from None
+    data = read_json(p, "MMRB2's edit.json", "build it with MMRB2's benchmark/build_from_hf.py")
     if not isinstance(data, dict) or not isinstance(data.get("pairs"), list):
         raise InputError(f"{p}: expected {{\"pairs\": [...]}}")
     base = p.parent
