@@ -249,3 +249,37 @@ def test_meta_eval_text_output_is_unchanged(name: str, fixtures: Path) -> None:
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     compare(name, _norm(res.stdout, fixtures), ".txt")
+
+
+def test_python_run_returns_the_report_the_cli_prints(fixtures: Path) -> None:
+    """`editlens.bench.evaluate.run` is the command: its MetaReport's document is the golden JSON."""
+    import json
+
+    from editlens.bench.evaluate import MetaReport, run
+
+    res = run("editreward-bench", fixtures / "rb" / "editreward-bench-prep",
+              fixtures / "rb" / "editreward-bench-results.jsonl", metric="m")
+    assert isinstance(res, MetaReport) and res.title == "TIGER-Lab EditReward-Bench" and res.extra is None
+    text = json.dumps(res.report, indent=2, default=str, allow_nan=False) + "\n"
+    assert _norm(text, fixtures) == (GOLDEN / "editreward-bench.json").read_text(encoding="utf-8")
+    pw = run("aurora", fixtures / "pw" / "pairs.jsonl", fixtures / "pw" / "results.jsonl", metric="j")
+    assert pw.title == "pair-wise" and pw.extra is not None and pw.extra["confusion"]["labels"][1] == "tie"
+    assert sum(map(sum, pw.extra["confusion"]["matrix"])) == pw.report["n"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["genai-bench", "--data", "$ROOT/genai/genai.json", "--predictions", "$ROOT/pw/results.jsonl"],
+     "scores (--predictions) go with --protocol adiee-genai-4way"),
+    (["aurora", "--data", "$ROOT/pw/pairs.jsonl", "--predictions", "$ROOT/pw/results.jsonl", "--protocol", "aurora"],
+     "pair-wise labels; protocol aurora reads point-wise ones"),
+    (["aurora", "--data", "$ROOT/pw/pairs.jsonl", "--predictions", "$ROOT/pw/results.jsonl", "--verdicts",
+      "$ROOT/pw/verdicts.jsonl"], "give exactly one of --predictions (scores) or --verdicts"),
+    (["imagenhub", "--data", "$ROOT/nowhere", "--predictions", "$ROOT/ih/preds.jsonl"],
+     "nowhere: no rater TSV files"),
+    (["mmrb2", "--data", "$ROOT/rb/mmrb2-prep", "--predictions", "$ROOT/rb/mmrb2-results.jsonl", "--metric", "zzz"],
+     "no result for metric 'zzz'"),
+    (["nope", "--data", "$ROOT/genai/genai.json"], "unknown benchmark 'nope'"),
+])
+def test_run_says_what_is_wrong_and_exits_2(argv: list[str], message: str, fixtures: Path) -> None:
+    res = CliRunner().invoke(app, ["meta-eval", "run", *[a.replace("$ROOT", str(fixtures)) for a in argv]])
+    assert res.exit_code == 2 and message in res.output and "Traceback" not in res.output, res.output
