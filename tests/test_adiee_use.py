@@ -41,8 +41,8 @@ def released_ckpt(tiny_vlm_dirs, tmp_path) -> Path:
 
 
 def test_adiee_evaluator_registry_cache_and_run(released_ckpt, manifest, tmp_path):
+    from editlens.bench.aurora import pointwise_report
     from editlens.data.manifest import read_manifest
-    from editlens.meta.reports import pointwise_report
     from editlens.metrics.registry import get_spec
     from editlens.runner.run import run_evaluation
     from editlens.runner.selection import select_metrics

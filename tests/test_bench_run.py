@@ -175,8 +175,8 @@ def test_bench_run_magicbrush_metric_suite_against_the_ground_truth(tmp_path, ti
 
 
 def test_human_label_adapters_give_the_meta_eval_commands_numbers(tmp_path):
+    from editlens.bench.aurora import pairwise_report, pointwise_report
     from editlens.bench.registry import get
-    from editlens.meta.reports import pairwise_report, pointwise_report
 
     human = tmp_path / "human.jsonl"
     pred = tmp_path / "pred.jsonl"

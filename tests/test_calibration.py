@@ -179,7 +179,7 @@ def test_calibrate_pointwise_and_pairwise_commands(tmp_path):
 
 
 def test_meta_eval_report_shows_calibration(tmp_path):
-    from editlens.meta.reports import pointwise_report
+    from editlens.bench.aurora import pointwise_report
     from editlens.reporting.html import render_meta_report
 
     p, s, good = _known(n=300, seed=2)
@@ -211,7 +211,7 @@ def test_calibrate_gpt4o_on_imagenhub(tmp_path):
     assert q["ece_after"] == pytest.approx(0.0180, abs=5e-4)  # isotonic, 5 folds by source, seed 0
     assert q["ece_after_ci95"][1] < q["ece_before"]
     # the meta-eval report carries the same calibration and still reproduces the published figure
-    from editlens.meta.reports import imagenhub_report
+    from editlens.bench.imagenhub import imagenhub_report
 
     rep = imagenhub_report(root / "human_ratings", root / "judge_outputs" / "gpt4o_0shot", n_boot=50)
     assert rep["value"] == pytest.approx(0.3821, abs=1e-4)

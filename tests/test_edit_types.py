@@ -159,7 +159,7 @@ def test_runs_summary_by_edit_type(tmp_path):
 
 
 def test_meta_eval_breaks_down_by_edit_type(tmp_path):
-    from editlens.meta.reports import pairwise_report, pointwise_report
+    from editlens.bench.aurora import pairwise_report, pointwise_report
     from editlens.reporting.html import render_meta_report
 
     instr = {"a1": "add a hat", "a2": "add a dog", "a3": "add a cat", "r1": "remove the car", "r2": "remove the man",

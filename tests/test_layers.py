@@ -78,3 +78,17 @@ def test_every_lazy_import_string_names_a_real_object():
         except (ImportError, AttributeError) as exc:
             broken.append(f"{where}: {ref} ({type(exc).__name__}: {exc})")
     assert broken == []
+
+
+def test_meta_is_pure_statistics_and_never_imports_bench():
+    """meta/ computes (protocols, correlation, bootstrap, calibration fit and apply, arena
+    statistics); reading a benchmark's files is bench/'s job, so no arrow runs back up from
+    meta/ to bench/ (issue 45: the bench <-> meta package loop), lazy imports included."""
+    wrong = [f"{p.relative_to(PACKAGE)} imports editlens.bench" for p in sorted((PACKAGE / "meta").rglob("*.py"))
+             if "bench" in _imports(p)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_meta_calibration_and_meta_reports_make_no_circle():
+    """meta/reports reads meta/calibration (the summary of a report), never the other way round."""
+    assert "editlens.meta.reports" not in (PACKAGE / "meta" / "calibration.py").read_text(encoding="utf-8")

@@ -8,7 +8,8 @@ import pytest
 from helpers import shared_path
 from scipy import stats
 
-from editlens.meta.benchmarks import load_imagenhub_human, load_viescore_outputs
+from editlens.bench.aurora import pairwise_report, pointwise_report
+from editlens.bench.imagenhub import imagenhub_report, load_imagenhub_human, load_viescore_outputs
 from editlens.meta.correlation import correlate, icc_2_1, system_level
 from editlens.meta.protocols import (
     accuracy_with_ties,
@@ -22,7 +23,6 @@ from editlens.meta.protocols import (
     retrieval_metrics,
     viescore_overall,
 )
-from editlens.meta.reports import imagenhub_report, pairwise_report, pointwise_report
 
 
 def test_aggregations_hand_computed():

@@ -10,12 +10,18 @@ import pytest
 from helpers import shared_path
 from typer.testing import CliRunner
 
+from editlens.bench import labels as L
+from editlens.bench.editreward_bench import editreward_bench_report
+from editlens.bench.editscore_bench import editscore_bench_report
+from editlens.bench.genai_bench import load_genai_results
+from editlens.bench.imagenhub import load_imagenhub_human
+from editlens.bench.labels import LabelledPairs as Benchmark
+from editlens.bench.labels import Pair
+from editlens.bench.mmrb2 import mmrb2_report
 from editlens.cli.main import app
 from editlens.core.evidence import MIN_N, figure, shortfall
 from editlens.core.types import Score
 from editlens.errors import InputError
-from editlens.meta import benchmarks as B
-from editlens.meta.rewardbench import Benchmark, Pair, editreward_bench_report, editscore_bench_report, mmrb2_report
 from editlens.runner.compare import decide
 
 runner = CliRunner()
@@ -136,12 +142,12 @@ def test_pointwise_human_refusals(tmp_path, rows, message):
     path = tmp_path / "h.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))  # json writes inf as Infinity
     with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        B.load_pointwise_human(path)
+        L.load_pointwise_human(path)
 
 
 def test_an_identical_repeat_counts_once(tmp_path):
     path = _jsonl(tmp_path / "h.jsonl", [{"id": "a", "human": 2}, {"id": "a", "human": 2}])
-    assert B.load_pointwise_human(path)[0] == {"a": 2.0}
+    assert L.load_pointwise_human(path)[0] == {"a": 2.0}
 
 
 @pytest.mark.parametrize("rows, message", [
@@ -150,19 +156,19 @@ def test_an_identical_repeat_counts_once(tmp_path):
     ([{"id": "a", "score": float("nan")}], "p.jsonl:1: field 'score' is NaN"),
 ])
 def test_prediction_refusals(tmp_path, rows, message):
-    from editlens.meta.rewardbench import load_results
+    from editlens.bench.labels import load_results
 
     path = _jsonl(tmp_path / "p.jsonl", rows)
-    for load in (B.load_predictions, lambda p, m: load_results(p, m)):
+    for load in (L.load_predictions, lambda p, m: load_results(p, m)):
         with pytest.raises(InputError, match=message):
             load(path, None)
 
 
 def test_pairs_refuse_self_pairs_and_conflicting_repeats(tmp_path):
     with pytest.raises(InputError, match="pairs.jsonl:1: fields 'a' and 'b' are the same edit 'x'"):
-        B.load_pairwise_human(_jsonl(tmp_path / "pairs.jsonl", [{"id": "p", "a": "x", "b": "x", "preference": "A"}]))
+        L.load_pairwise_human(_jsonl(tmp_path / "pairs.jsonl", [{"id": "p", "a": "x", "b": "x", "preference": "A"}]))
     with pytest.raises(InputError, match="pairs.jsonl:2: pair id 'p' repeated"):
-        B.load_pairwise_human(_jsonl(tmp_path / "pairs.jsonl", [{"id": "p", "a": "x", "b": "y", "preference": "A"},
+        L.load_pairwise_human(_jsonl(tmp_path / "pairs.jsonl", [{"id": "p", "a": "x", "b": "y", "preference": "A"},
                                                                 {"id": "p", "a": "x", "b": "y", "preference": "B"}]))
 
 
@@ -171,7 +177,7 @@ def test_genai_bench_repeated_item_with_another_vote_is_refused(tmp_path):
     f.write_text(json.dumps([{"idx": 1, "response": "[[A>B]]", "human_vote": "leftvote"},
                              {"idx": 1, "response": "[[A>B]]", "human_vote": "rightvote"}]))
     with pytest.raises(InputError, match="item 1: idx '1' repeated"):
-        B.load_genai_results(f)
+        load_genai_results(f)
 
 
 def test_calibrate_refuses_nan_good_at_and_single_class(tmp_path):
@@ -203,7 +209,7 @@ def test_imagenhub_repeated_uid_is_refused(tmp_path):
     cells[1] = "[0.0, 0.0]" if cells[1] != "[0.0, 0.0]" else "[1.0, 1.0]"
     f.write_text("\n".join(lines + ["\t".join(cells)]) + "\n")
     with pytest.raises(InputError, match=f"{f.name}:{len(lines) + 1}: uid '{cells[0]}' repeated with another value"):
-        B.load_imagenhub_human(d)
+        load_imagenhub_human(d)
 
 
 # ------------------------------------------------------------------ the tracebacks: a message and exit 2

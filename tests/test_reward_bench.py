@@ -11,9 +11,13 @@ from helpers import rng_image
 from scripted import ScriptedBackend
 
 from editlens.backends.types import Generation
+from editlens.bench.aurora import verdicts_report
+from editlens.bench.editreward_bench import editreward_bench_report
+from editlens.bench.editscore_bench import editscore_bench_report
+from editlens.bench.evaluate import load_benchmark, prepare
+from editlens.bench.mmrb2 import mmrb2_report
 from editlens.errors import InputError
 from editlens.judges.pairwise import PairVerdict, PairwiseJudge, consistency
-from editlens.meta import rewardbench as R
 from editlens.testing import tiny_benchmarks as TB
 
 
@@ -23,7 +27,7 @@ def _scored(values):
 
 @pytest.mark.parametrize("fmt", ["arrow", "parquet"])
 def test_editscore_bench_published_format_and_protocol(tmp_path, fmt):
-    bench = R.load_benchmark("editscore-bench", TB.write_editscore_bench(tmp_path / "b", fmt))
+    bench = load_benchmark("editscore-bench", TB.write_editscore_bench(tmp_path / "b", fmt))
     assert len(bench.pairs) == 12 and len(bench.edits) == 8  # 2 tasks x 2 pairs x 3 dimensions; edits shared
     assert bench.pairs[0].a == "subject-add_0_m0" and bench.pairs[0].label == 1  # index 0 is the preferred edit
     # overall: m0 wins except in one color_alter pair (a tie: wrong); prompt following read from the details
@@ -33,7 +37,7 @@ def test_editscore_bench_published_format_and_protocol(tmp_path, fmt):
     for k in results:
         results[k]["details"] = {"prompt_following": 0.0 if k.endswith("m0") else 1.0}
     results.pop("subject-add_1_m1")  # an edit without a score
-    rep = R.editscore_bench_report(bench, results, "m")
+    rep = editscore_bench_report(bench, results, "m")
     o = rep["dimensions"]["overall"]
     assert o["per_task"] == {"subject-add": 1.0, "color_alter": 0.5}
     assert o["per_task_unscored_as_wrong"] == {"subject-add": 0.5, "color_alter": 0.5}
@@ -50,17 +54,17 @@ def test_editscore_bench_bad_files_name_file_and_field(tmp_path):
     f = tmp_path / "x.parquet"
     pq.write_table(pa.table({"key": [["a", "b"]], "instruction": ["x"]}), f)
     with pytest.raises(InputError, match=r"x.parquet: missing column\(s\) \['input_image'"):
-        R.load_benchmark("editscore-bench", f)
+        load_benchmark("editscore-bench", f)
     pq.write_table(pa.table({"key": [["a"]], "instruction": ["x"], "input_image": [None], "output_images": [None],
                              "task_type": ["t"], "dimension": ["overall"]}), f)
     with pytest.raises(InputError, match="row 0: 'key' must be a list of two edit ids"):
-        R.load_benchmark("editscore-bench", f)
+        load_benchmark("editscore-bench", f)
     with pytest.raises(InputError, match="no such file"):
-        R.load_benchmark("editscore-bench", tmp_path / "nope")
+        load_benchmark("editscore-bench", tmp_path / "nope")
 
 
 def test_editreward_bench_rankings_groups_and_protocol(tmp_path):
-    bench = R.load_benchmark("editreward-bench", TB.write_editreward_bench(tmp_path / "b"))
+    bench = load_benchmark("editreward-bench", TB.write_editreward_bench(tmp_path / "b"))
     assert bench.info["groups"] == 5 and len(bench.pairs) == 3 + 3 + 6
     labels = {p.id: p.label for p in bench.pairs}
     assert labels["2pair/g2a"] == 1 and labels["2pair/g2b"] == -1 and labels["2pair/g2c"] == 0
@@ -73,14 +77,14 @@ def test_editreward_bench_rankings_groups_and_protocol(tmp_path):
         scores[e] = 10.0 - order[group].index(letter)
     scores["2pair/g2c/A"] = scores["2pair/g2c/B"] = 5.0  # the human tie: equal scores
     scores["4pair/g4a/C"], scores["4pair/g4a/D"] = scores["4pair/g4a/D"], scores["4pair/g4a/C"]
-    rep = R.editreward_bench_report(bench, scores, "m")
+    rep = editreward_bench_report(bench, scores, "m")
     assert rep["by_k"]["2pair"]["pairwise"]["accuracy"] == 1.0
     assert rep["by_k"]["3pair"]["strict"]["accuracy"] == 1.0
     assert rep["by_k"]["4pair"]["pairwise"]["accuracy"] == pytest.approx(5 / 6)  # C/(C+D)
     assert rep["by_k"]["4pair"]["strict"]["accuracy"] == 0.0
     assert rep["strict_accuracy"] == pytest.approx(4 / 5) and rep["strict"]["groups"] == 5
     del scores["3pair/g3a/B"]
-    rep = R.editreward_bench_report(bench, scores, "m")
+    rep = editreward_bench_report(bench, scores, "m")
     assert rep["strict"] == {"correct": 3, "groups": 4, "groups_with_unscored_edits": 1}
 
 
@@ -95,34 +99,34 @@ def test_editreward_bench_refuses_inconsistent_rows(tmp_path):
 
     pq.write_table(pa.Table.from_pylist(rows, schema=pq.read_schema(f)), f)
     with pytest.raises(InputError, match="ranking 'C>D' does not compare A and B"):
-        R.load_benchmark("editreward-bench", root)
+        load_benchmark("editreward-bench", root)
 
 
 def test_mmrb2_edit_json_prepare_and_both_orders(tmp_path):
     path = TB.write_mmrb2(tmp_path / "mm")
-    summary = R.prepare("mmrb2", path / "edit.json", tmp_path / "prep")
+    summary = prepare("mmrb2", path / "edit.json", tmp_path / "prep")
     assert summary["pairs"] == 3 and summary["info"]["left_out"] == {"several input images": 1}
-    assert R.prepare("mmrb2", path, tmp_path / "prep2", multi_input="first")["pairs"] == 4
+    assert prepare("mmrb2", path, tmp_path / "prep2", multi_input="first")["pairs"] == 4
     rows = [json.loads(x) for x in (tmp_path / "prep" / "pairs.jsonl").read_text().splitlines()]
     assert rows[0]["preference"] == "A" and rows[1]["preference"] == "B" and rows[0]["a"].endswith("/a")
-    bench = R.load_benchmark("mmrb2", tmp_path / "prep")
+    bench = load_benchmark("mmrb2", tmp_path / "prep")
     ids = [p.id for p in bench.pairs]
     # a judge that prefers whatever it sees first: right in one order of each pair, consistent never
     biased = {i: {"verdict": "A=B", "orders": {"forward": {"verdict": "A>B"}, "reverse": {"verdict": "B>A"}}}
               for i in ids}
-    rep = R.mmrb2_report(bench, verdicts=biased)
+    rep = mmrb2_report(bench, verdicts=biased)
     assert rep["accuracy"] == 0.5 and rep["consistency"] == 0.0 and rep["judgements"] == 6
     assert (rep["accuracy_forward"], rep["accuracy_reverse"]) == (pytest.approx(2 / 3), pytest.approx(1 / 3))
     # a scorer: one computation per edit, both orders alike
     scores = {p.a: 1.0 if p.label == 1 else 0.0 for p in bench.pairs} | {p.b: 0.5 for p in bench.pairs}
-    rep = R.mmrb2_report(bench, scores=scores, metric="m")
+    rep = mmrb2_report(bench, scores=scores, metric="m")
     assert rep["accuracy"] == 1.0 and rep["consistency"] == 1.0 and rep["judgements"] == 6
     full = json.loads((tmp_path / "mm" / "edit.json").read_text())
     for p in full["pairs"]:
         del p["prompt_content"]
     (tmp_path / "ro.json").write_text(json.dumps(full))
     with pytest.raises(InputError, match="response_only"):
-        R.load_benchmark("mmrb2", tmp_path / "ro.json")
+        load_benchmark("mmrb2", tmp_path / "ro.json")
 
 
 def _judge(answer):
@@ -182,7 +186,7 @@ def test_verdicts_report_and_mmrb2_judgement_file(tmp_path):
     ]
     vf = tmp_path / "v.jsonl"
     vf.write_text("".join(json.dumps(v) + "\n" for v in verdicts))
-    rep = R.verdicts_report(human, vf)
+    rep = verdicts_report(human, vf)
     assert rep["judgements"] == 7 and rep["accuracy"] == pytest.approx(6 / 7)
     assert rep["consistency"] == pytest.approx(2 / 3) and rep["n_no_verdict"] == 1
     assert rep["accuracy_of_reported_verdict"] == pytest.approx(2 / 3)  # p1's position-bias tie is wrong

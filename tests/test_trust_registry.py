@@ -124,7 +124,7 @@ def test_meta_imports_no_model_code():
     import subprocess
     import sys
 
-    code = ("import sys, editlens.meta.protocols, editlens.meta.benchmarks, editlens.meta.reports; "
+    code = ("import sys, editlens.meta.protocols, editlens.meta.calibration, editlens.meta.reports; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers') "
             "or m.startswith(('editlens.backends', 'editlens.models', 'editlens.metrics'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -110,7 +110,7 @@ def pairwise_rows(task: Any, by_item: Mapping[str, list[dict[str, Any]]]) -> lis
 def _responses(verdicts: Path | None, predictions: Path | None, metric: str | None) -> Any:
     """``response(row) -> str | None``: the judged answer of a pair, in GenAI-Bench's ``[[...]]`` form."""
     if verdicts is not None:
-        from editlens.meta.rewardbench import load_verdicts
+        from editlens.bench.labels import load_verdicts
 
         found = load_verdicts(verdicts)
 
@@ -123,7 +123,7 @@ def _responses(verdicts: Path | None, predictions: Path | None, metric: str | No
             return str(raw) if raw and "[[" in str(raw) else (f"[[{verdict}]]" if verdict else None)
         return from_judge
     if predictions is not None:
-        from editlens.meta.benchmarks import load_predictions
+        from editlens.bench.labels import load_predictions
         from editlens.meta.direction import oriented
 
         scores = oriented(load_predictions(predictions, metric)[0], metric)

@@ -212,7 +212,32 @@ def _calibrate(labelled: Any, method: str, folds: int, seed: int, bins: int, out
                    + f"  in sample {q['ece_in_sample']:.4f}  Brier {q['brier_before']:.4f} -> {q['brier_after']:.4f}")
 
 
-@calibrate_app.command("imagenhub")
+@calibrate_app.command("run")
+@guarded
+def calibrate_run(
+    bench: str = typer.Argument(..., help="A human-label benchmark (`editlens meta-eval list`)."),
+    data: Path = typer.Option(..., "--data", help="Its human labels, as `meta-eval run` reads them."),
+    predictions: Path = typer.Option(..., "--predictions", help="The evaluator's scores (editlens results.jsonl or "
+                                     "{id, score} JSONL), or what the benchmark reads (ImagenHub: a judge-answers folder)."),
+    metric: Optional[str] = MetricListOpt,
+    good_at: Optional[float] = typer.Option(None, "--good-at", help="Where the benchmark takes it: an edit is good when "
+                                            "its human score (ImagenHub: a rater's sqrt(SC*PQ)) is at least this."),
+    option: Optional[List[str]] = typer.Option(None, "--option", help="A benchmark's own option, KEY=VALUE (repeatable)."),
+    out: Path = CalOutOpt, method: CalibrationMethod = MethodOpt, folds: int = FoldsOpt, seed: int = SeedOpt, bins: int = BinsOpt,
+    json_out: bool = CalJsonOpt, report: Optional[Path] = CalReportOpt,
+) -> None:
+    """P(people rate the edit good, or prefer it) from the score, to the benchmark's own calibration target."""
+    from editlens.bench.evaluate import calibration, human_label_benchmark
+    from editlens.cli.meta_commands import parse_options
+
+    options = parse_options(option)
+    if good_at is not None:
+        options["good_at"] = good_at
+    _calibrate(calibration(bench, data, predictions, metric, **options), method, folds, seed, bins, out, json_out,
+               report, human_label_benchmark(bench).calibration_title(data))
+
+
+@calibrate_app.command("imagenhub", hidden=True)
 @guarded
 def calibrate_imagenhub(
     ratings: Path = typer.Option(..., "--ratings", help="Folder of Text-Guided_IE_rater*.tsv."),
@@ -225,14 +250,14 @@ def calibrate_imagenhub(
     out: Path = CalOutOpt, method: CalibrationMethod = MethodOpt, folds: int = FoldsOpt, seed: int = SeedOpt, bins: int = BinsOpt,
     json_out: bool = CalJsonOpt, report: Optional[Path] = CalReportOpt,
 ) -> None:
-    """ImagenHub: P(a rater finds the edit good) from the score; the target is the share of the 3 raters."""
-    from editlens.meta.calibration import imagenhub_labels
+    """ImagenHub: P(a rater finds the edit good) from the score (= calibrate run imagenhub)."""
+    from editlens.bench.imagenhub import imagenhub_labels
 
     _calibrate(imagenhub_labels(ratings, judge_outputs, predictions, metric, good_at, name), method, folds, seed, bins,
                out, json_out, report, "ImagenHub")
 
 
-@calibrate_app.command("pointwise")
+@calibrate_app.command("pointwise", hidden=True)
 @guarded
 def calibrate_pointwise(
     human: Path = typer.Option(..., "--human", help="JSONL {id, human} (optional 'group': e.g. the source image)."),
@@ -243,14 +268,14 @@ def calibrate_pointwise(
     out: Path = CalOutOpt, method: CalibrationMethod = MethodOpt, folds: int = FoldsOpt, seed: int = SeedOpt, bins: int = BinsOpt,
     json_out: bool = CalJsonOpt, report: Optional[Path] = CalReportOpt,
 ) -> None:
-    """Point-wise human scores: P(the edit is good) from the score."""
-    from editlens.meta.calibration import pointwise_labels
+    """Point-wise human scores: P(the edit is good) from the score (= calibrate run aurora)."""
+    from editlens.bench.aurora import pointwise_labels
 
     _calibrate(pointwise_labels(human, predictions, metric, good_at), method, folds, seed, bins, out, json_out,
                report, "point-wise")
 
 
-@calibrate_app.command("pairwise")
+@calibrate_app.command("pairwise", hidden=True)
 @guarded
 def calibrate_pairwise(
     human: Path = typer.Option(..., "--human", help="JSONL {id, a, b, preference}."),
@@ -259,8 +284,8 @@ def calibrate_pairwise(
     out: Path = CalOutOpt, method: CalibrationMethod = MethodOpt, folds: int = FoldsOpt, seed: int = SeedOpt, bins: int = BinsOpt,
     json_out: bool = CalJsonOpt, report: Optional[Path] = CalReportOpt,
 ) -> None:
-    """Pair-wise preferences: P(people prefer A) from score(A) - score(B) (ties left out)."""
-    from editlens.meta.calibration import pairwise_labels
+    """Pair-wise preferences: P(people prefer A) from score(A) - score(B) (= calibrate run aurora on pairs)."""
+    from editlens.bench.aurora import pairwise_labels
 
     _calibrate(pairwise_labels(human, predictions, metric), method, folds, seed, bins, out, json_out, report,
                "pair-wise")

@@ -367,7 +367,7 @@ class Labelled:
     n_unlabelled: int = 0
 
 
-def _direction(metric: str) -> tuple[bool | None, tuple[float, float] | None]:
+def evaluator_direction(metric: str) -> tuple[bool | None, tuple[float, float] | None]:
     """Declared direction and (finite) range of a registered evaluator; (None, None) when unknown."""
     from editlens.errors import UnknownMetricError
     from editlens.metrics.registry import get_spec
@@ -380,124 +380,13 @@ def _direction(metric: str) -> tuple[bool | None, tuple[float, float] | None]:
     return spec.higher_is_better, ((float(lo), float(hi)) if math.isfinite(lo) and math.isfinite(hi) and hi > lo else None)
 
 
-def _metrics(metric: str | None) -> list[str | None]:
+def metric_names(metric: str | None) -> list[str | None]:
     if metric is None:
         return [None]
     names = [m.strip() for m in metric.split(",") if m.strip()]
     if not names:
         raise InputError("--metric needs at least one name")
     return list(dict.fromkeys(names))
-
-
-def _labels(benchmark: str, path: str | Path, **options: Any) -> Any:
-    """People's labels as the benchmark's adapter reads them (:mod:`editlens.bench`)."""
-    from editlens.bench.registry import get
-
-    return get(benchmark).labels(path, **options)
-
-
-def imagenhub_labels(ratings_dir: str | Path, judge_outputs: str | Path | None = None,
-                     predictions: str | Path | None = None, metric: str | None = None, good_at: float = 0.5,
-                     name: str | None = None) -> list[Labelled]:
-    """ImagenHub: each rater's O = sqrt(SC * PQ); an edit is *good* for a rater
-    when O >= ``good_at``; the target is the share of raters who found it good.
-    Scores are the judge's O (VIEScore answers, evaluator ``viescore`` unless
-    ``name`` says otherwise) or an editlens run's ``metric`` (comma-separated
-    for several)."""
-    from editlens.meta import benchmarks as B
-    from editlens.meta.reports import _split_id
-
-    if not 0.0 < good_at <= 1.0:
-        raise InputError(f"--good-at must be in (0, 1] (a rater's O = sqrt(SC*PQ) is in [0, 1]), got {good_at}")
-    human = _labels("imagenhub", ratings_dir)
-    shares = {(m, uid): float(np.mean([o >= good_at - 1e-12 for o in os]))
-              for m, items in human.per_rater_o.items() for uid, os in items.items()}
-    target = f"share of ImagenHub raters whose O = sqrt(SC*PQ) >= {good_at:g}"
-    if (judge_outputs is None) == (predictions is None):
-        raise InputError("give exactly one of --judge-outputs or --predictions")
-    sources: list[tuple[str, dict[tuple[str, str], float], int, bool | None, tuple[float, float] | None]] = []
-    if judge_outputs is not None:
-        preds = B.load_viescore_outputs(judge_outputs)
-        flat = {(m, uid): v for m, items in preds.scores["O"].items() for uid, v in items.items()}
-        sources.append((name or "viescore", flat, len(preds.unparsable), True, (0.0, 1.0)))
-    else:
-        for met in _metrics(metric):
-            scores, models, unscored = B.load_predictions(predictions, met)  # type: ignore[arg-type]
-            flat = {}
-            for sid, v in scores.items():
-                flat[_split_id(sid, models)] = v
-            hib, rng = _direction(met) if met else (None, None)
-            sources.append((name if (name and len(_metrics(metric)) == 1) else (met or "score"), flat, len(unscored),
-                            hib, rng))
-    out = []
-    for ev, flat, n_bad, hib, rng in sources:
-        keys = sorted(set(flat) & set(shares))
-        if len(keys) < 2:
-            raise InputError(f"{ev}: only {len(keys)} edit(s) have both a score and ImagenHub ratings; ids must be METHOD/UID")
-        out.append(Labelled(ev, "imagenhub-tie", target, [f"{m}/{u}" for m, u in keys], [flat[k] for k in keys],
-                            [shares[k] for k in keys], [u for _, u in keys], True if hib is None else hib, rng,
-                            n_unscored=n_bad, n_unlabelled=len(set(flat) - set(shares))))
-    return out
-
-
-def pointwise_labels(human_path: str | Path, pred_path: str | Path, metric: str | None = None,
-                     good_at: float | None = None) -> list[Labelled]:
-    """Generic point-wise ``{"id", "model", "human"}``: the edit is good when
-    ``human >= good_at``; human values already in [0, 1] with no ``good_at``
-    are read as the probability itself (e.g. a share of raters), 0/1 as labels.
-    A ``group`` field (e.g. the source image) keeps an item's edits in one fold."""
-    from editlens.data.jsonl import iter_jsonl
-    from editlens.meta import benchmarks as B
-
-    human, _ = _labels("aurora", human_path, kind="pointwise")
-    groups = {str(r["id"]): str(r.get("group", r.get("source", r["id"]))) for _, r in iter_jsonl(human_path) if "id" in r}
-    vals = list(human.values())
-    if good_at is None:
-        if any(not 0.0 <= v <= 1.0 for v in vals):
-            raise InputError(f"{human_path}: human scores outside [0, 1]; say which count as good with --good-at T "
-                             "(an edit is good when human >= T)")
-        targets = dict(human)
-        target = "human score read as a probability (0/1 labels or a share of raters)"
-    else:
-        if not math.isfinite(good_at):
-            raise InputError(f"--good-at must be a finite number, got {good_at}")
-        targets = {k: float(v >= good_at) for k, v in human.items()}
-        target = f"human >= {good_at:g}"
-    out = []
-    for met in _metrics(metric):
-        scores, _, unscored = B.load_predictions(pred_path, met)
-        ids = sorted(set(scores) & set(targets))
-        if len(ids) < 2:
-            raise InputError(f"only {len(ids)} item(s) have both a prediction and a human score; check the ids match")
-        hib, rng = _direction(met) if met else (None, None)
-        out.append(Labelled(met or "score", "pointwise", target, ids, [scores[i] for i in ids], [targets[i] for i in ids],
-                            [groups.get(i, i) for i in ids], True if hib is None else hib, rng,
-                            n_unscored=len([u for u in unscored if u in targets]),
-                            n_unlabelled=len(set(scores) - set(targets))))
-    return out
-
-
-def pairwise_labels(human_path: str | Path, pred_path: str | Path, metric: str | None = None) -> list[Labelled]:
-    """Generic pair-wise ``{"id", "a", "b", "preference"}``: the input is
-    score(a) - score(b) in the evaluator's better direction, the target 1 when
-    people preferred A, 0 when B; ties are left out (counted)."""
-    from editlens.meta import benchmarks as B
-
-    pairs = _labels("aurora", human_path, kind="pairwise")
-    out = []
-    for met in _metrics(metric):
-        scores, _, unscored = B.load_predictions(pred_path, met)
-        hib, _ = _direction(met) if met else (None, None)
-        sign = -1.0 if hib is False else 1.0
-        usable = [p for p in pairs if p["a"] in scores and p["b"] in scores and p["label"] != 0]
-        if len(usable) < 2:
-            raise InputError("fewer than 2 non-tied pairs have both edits scored; check that 'a'/'b' match prediction ids")
-        out.append(Labelled(met or "score", "pairwise", "P(people prefer A over B) from score(A) - score(B)",
-                            [p["id"] for p in usable], [sign * (scores[p["a"]] - scores[p["b"]]) for p in usable],
-                            [1.0 if p["label"] == 1 else 0.0 for p in usable], [p["id"] for p in usable], True, None,
-                            kind="pairwise", n_unscored=len([p for p in pairs if p["a"] in unscored or p["b"] in unscored]),
-                            n_unlabelled=len([p for p in pairs if p["label"] == 0])))
-    return out
 
 
 def calibration_report(labelled: Sequence[Labelled], method: str = "isotonic", folds: int = 5, seed: int = 0,

@@ -1,6 +1,6 @@
 """Small files in exactly the published formats of the three human-label
 benchmarks of edit reward models (for tests; the real files are downloads,
-see :data:`editlens.meta.rewardbench.DOWNLOADS`):
+see the ``DOWNLOAD`` of each ``editlens.bench`` module):
 
 * :func:`write_editscore_bench` — EditScore's EditReward-Bench as
   ``datasets.save_to_disk`` writes it (an arrow IPC stream
@@ -81,7 +81,9 @@ def write_editscore_bench(root: Path, fmt: str = "arrow", tasks: tuple[str, ...]
                 "task_type": {"dtype": "string", "_type": "Value"}, "dimension": {"dtype": "string", "_type": "Value"}}
     (root / "dataset_info.json").write_text(json.dumps({"features": features, "splits": {"train": {"num_examples": len(table)}}}))
     (root / "state.json").write_text(json.dumps({"_data_files": [{"filename": "data-00000-of-00001.arrow"}],
-                                                 "_split": "train"}))
+                                                 "_fingerprint": "0123456789abcdef", "_format_columns": None,
+                                                 "_format_kwargs": {}, "_format_type": None,
+                                                 "_output_all_columns": False, "_split": "train"}))
     return root
 
 
