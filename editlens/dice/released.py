@@ -41,6 +41,7 @@ from editlens.dice.released_format import (
     EDITLENS_READING_NOTE,
     RENDERINGS,
     CentreCrop,
+    RawGeneration,
     assign_command_confidence,
     candidate_variants,
     coherence_images,
@@ -287,22 +288,6 @@ def record_probability_source(res: Any, stage: str, g: RawGeneration) -> None:
     entry["candidate_steps_missing"] += g.candidate_steps_missing
     entry["missing_share"] = (round(entry["candidate_steps_missing"] / entry["candidate_steps"], 4)
                               if entry["candidate_steps"] else None)
-
-
-@dataclass
-class RawGeneration:
-    text: str
-    step_ids: list[int]
-    offsets: list[int]  # start of each generated token in ``text``
-    step_logits: list[dict[int, float]]  # per step, token id -> logit for the candidates' first tokens
-    variants: list[dict[str, int]]  # candidate word -> first token id, bare and after a space
-    finish_reason: str = "length"
-    #: where the candidates' values came from (``None``: in-process logits or scores, as ``confidence`` says);
-    #: on an engine: "engine ids (exact)", "engine top-20 log-probabilities", "... after penalties"
-    source: str | None = None
-    #: steps that emitted a candidate's token, and how many of them lacked another candidate's value
-    candidate_steps: int = 0
-    candidate_steps_missing: int = 0
 
 
 def generate_raw(model: Any, processor: Any, conversation: list[dict[str, Any]], images: Sequence[np.ndarray],

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from editlens.errors import InputError
+from editlens.reporting.leaderboard import specs_of
 from editlens.reporting.memo import Memo, ReportCache
 from editlens.reporting.payload import Box, RunData, SampleRecord, ScoreEntry
 
@@ -48,23 +49,6 @@ def _trim(value: Any) -> Any:
     if t is float and not math.isfinite(value):
         return None
     return value
-
-
-def specs_of(names: Iterable[str]) -> dict[str, Any]:
-    """``{name: MetricSpec or None}``: ``None`` for an evaluator the registry does not know
-    (e.g. a plugin no longer installed; its rows are shown, undescribed). A benchmark's judge
-    (``bench_gedit``, in a bench run's ``run/``) has its benchmark's spec."""
-    from editlens.bench.judge import spec_for_evaluator
-    from editlens.errors import UnknownMetricError
-    from editlens.metrics.registry import get_spec
-
-    out: dict[str, Any] = {}
-    for n in names:
-        try:
-            out[n] = get_spec(n)
-        except UnknownMetricError:
-            out[n] = spec_for_evaluator(n)
-    return out
 
 
 def dotted(obj: Any, path: str) -> Any:
