@@ -208,3 +208,18 @@ def test_no_import_circle_between_parts():
         graph.setdefault(part, set()).update(t.split(".")[1] for t in targets if t.split(".")[1] != part)
     circles = [c for c in _circles(graph) if frozenset(c) not in ALLOWED_PART_CIRCLES]
     assert circles == [], "\n".join(_shown(c, graph) for c in circles)
+
+
+def test_saved_weights_reach_a_model_only_through_models():
+    """Loading an adapter or a state dict into a VLM is done once, in editlens.models (the one loader: strict
+    key checks, the precision policy); everything else asks it. Training a new adapter (``get_peft_model``)
+    is not loading and stays with its trainer."""
+    loading = ("set_peft_model_state_dict", "load_peft_weights", "PeftModel.from_pretrained", "from_pretrained(None")
+    wrong = []
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE)
+        if rel.parts[0] in ("models", "testing"):
+            continue
+        text = path.read_text(encoding="utf-8")
+        wrong += [f"{rel}: {call}" for call in loading if call in text]
+    assert wrong == []

@@ -514,6 +514,7 @@ class TuneEditorTask(TrainingTask):
 
     def export(self, result: Any) -> dict[str, Any]:
         from editlens.core.io import atomic_directory, write_json
+        from editlens.models.describe import write_description
 
         target = Path(self.cfg.out) / "editor"
         unet = copy.deepcopy(self.editor.unet).float()
@@ -525,6 +526,8 @@ class TuneEditorTask(TrainingTask):
             pipe = self.editor.pipeline(unet)
             pipe.save_pretrained(tmp)
             write_json(Path(tmp) / EDITOR_FILE, self.editor_card(result.steps_done), default=str)
+            write_description(tmp, "editor", "editlens.editors.diffusers_editor:DiffusersEditor",
+                              pipeline=type(pipe).__name__)
         return {"editor": str(target)}
 
 

@@ -423,6 +423,16 @@ class DiffusersEditor(Editor):
         self._pipe = None
 
 
+def load_for_loader(ref: Any, precision: Any, quantization: str, models: dict[str, str],
+                    **options: Any) -> DiffusersEditor:
+    """The ``editor`` kind's loader (:func:`editlens.models.loader.load_model`): a pipeline folder
+    (one ``adiee tune-editor`` or ``make-tiny-editor`` wrote) as a :class:`DiffusersEditor`;
+    ``options`` are the editor's (``steps=``, ``prompt_suffix=`` ...)."""
+    if quantization not in ("none", "auto"):
+        raise InputError(f"{ref.ref}: a diffusers editor does not load in {quantization}")
+    return DiffusersEditor(str(ref.local_dir or ref.ref), device=precision.device, dtype=precision.dtype, **options)
+
+
 class _Stopped(Exception):
     """Raised between two denoising steps when a signal asked to stop."""
 

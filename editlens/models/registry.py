@@ -86,6 +86,8 @@ KINDS: dict[str, ModelKind] = {k.name: k for k in (
               "editlens.rewardmodels.editscore:load_editscore"),
     ModelKind("editreward", "EditReward: a reward head on a Qwen-VL base",
               "editlens.rewardmodels.editreward:preset_available", "editlens.rewardmodels.editreward:load_editreward"),
+    ModelKind("editor", "an image editor: a diffusers pipeline folder (adiee tune-editor, make-tiny-editor)",
+              None, "editlens.editors.diffusers_editor:load_for_loader"),
 )}
 
 

@@ -186,7 +186,8 @@ class TwoFrameModel(nn.Module):
         """Write the model directory atomically (a temp dir renamed into place)."""
         from safetensors.torch import save_file
 
-        from editlens.core.io import atomic_directory
+        from editlens.core.io import atomic_directory, write_json
+        from editlens.models.describe import write_description
 
         path = Path(path)
         with atomic_directory(path) as tmp:
@@ -202,7 +203,8 @@ class TwoFrameModel(nn.Module):
             if self.head is not None:
                 save_file({k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()},
                           str(tmp / "head.safetensors"))
-            (tmp / "twoframe.json").write_text(json.dumps(meta, indent=2))
+            write_json(tmp / "twoframe.json", meta)
+            write_description(tmp, "twoframe", "editlens.twoframe.model:TwoFrameModel", format=FORMAT)
         return path
 
 
