@@ -21,7 +21,6 @@ with randomly initialised parts.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -243,10 +242,12 @@ def read_meta(path: Path) -> dict[str, Any]:
     f = path / META_FILE
     if not f.is_file():
         return {"format": "released", "hidden": "emitting-step"}
-    try:
-        return json.loads(f.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise CheckpointError(f"{f}: not valid JSON ({exc.msg})") from None
+    from editlens.core.io import read_json
+
+    meta = read_json(f, "the checkpoint's description")
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{f}: expected a JSON object, got {type(meta).__name__}")
+    return meta
 
 
 def _weight_files(path: Path) -> list[Path]:

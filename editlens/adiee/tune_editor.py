@@ -28,7 +28,6 @@ it was trained from.
 from __future__ import annotations
 
 import copy
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -49,6 +48,7 @@ from editlens.adiee.tune_data import (
 )
 from editlens.core.embedded import parse_ref
 from editlens.core.images import load_image, resize_to
+from editlens.core.io import read_json
 from editlens.errors import InputError
 from editlens.training.loop import TrainingTask
 
@@ -207,10 +207,8 @@ def base_editor_settings(base: str) -> dict[str, Any]:
             return {}
         if not isinstance(path, str):
             return {}
-    try:
-        found = json.loads(Path(path).read_text(encoding="utf-8")).get("settings") or {}
-    except (OSError, ValueError, AttributeError) as exc:
-        raise InputError(f"--base {base}: {path} is not readable JSON ({exc})") from None
+    doc = read_json(path, f"the settings of --base {base}")
+    found = (doc.get("settings") if isinstance(doc, dict) else None) or {}
     return dict(found) if isinstance(found, dict) else {}
 
 

@@ -26,13 +26,13 @@ id optionally followed by a folder inside the repository
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
+from editlens.core.io import read_json
 from editlens.core.types import LoadedEdit
 from editlens.dice.prompt_sets import PromptSet, default_prompts
 from editlens.dice.released_format import (
@@ -181,10 +181,7 @@ def load_preset(name_or_path: str | None) -> Preset:
     if not p.is_file():
         known = ", ".join(n for n, mp in presets().items() if mp.kind == "dice")
         raise InputError(f"--dice-preset {name_or_path}: neither a built-in preset ({known}) nor a file")
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(f"{p}: not a readable JSON preset ({exc})") from None
+    data = read_json(p, "a DICE preset")
     if not isinstance(data, dict):
         raise InputError(f"{p}: a preset is a JSON object")
     return Preset.from_dict({"name": p.stem, **data}, str(p))
@@ -621,7 +618,8 @@ def trained_generation(spec: ModelSpec | None, role: str) -> GenerationPreset | 
     meta = Path(spec.adapter) / "editlens_training.json"
     if not meta.is_file():
         return None
-    cfg = json.loads(meta.read_text()).get("config", {})
+    doc = read_json(meta, "the adapter's training record")
+    cfg = (doc.get("config") if isinstance(doc, dict) else None) or {}
     stage = cfg.get("stage")
     if (role == "detector") != (stage == "detect"):
         raise InputError(f"adapter {spec.adapter} was trained for the {stage} stage, not as the {role}")

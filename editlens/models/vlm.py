@@ -24,7 +24,6 @@ Adding a VLM-based released model therefore needs a recipe, not loading code.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -103,10 +102,15 @@ def locate(ref: str, what: str = "model") -> Path:
 
 def model_type_of(path: Path) -> str:
     """``config.json``'s ``model_type`` of a model folder."""
-    try:
-        return str(json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))["model_type"])
-    except (OSError, ValueError, KeyError) as exc:
-        raise ModelUnavailableError(f"{path}: no readable config.json with a model_type ({exc})") from None
+    from editlens.core.io import read_json
+
+    cfg = Path(path) / "config.json"
+    if not cfg.is_file():
+        raise ModelUnavailableError(f"{path}: no config.json (not a saved transformers model)")
+    doc = read_json(cfg, "the model's config")
+    if not isinstance(doc, dict) or not doc.get("model_type"):
+        raise ModelUnavailableError(f"{cfg}: no model_type")
+    return str(doc["model_type"])
 
 
 def family_of(model_type: str, where: str = "") -> Any:

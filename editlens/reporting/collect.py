@@ -21,6 +21,7 @@ import string
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from editlens.core.io import read_json
 from editlens.errors import InputError
 from editlens.reporting.leaderboard import specs_of
 from editlens.reporting.memo import Memo, ReportCache
@@ -241,12 +242,7 @@ def _read_human(path: str | Path) -> dict[str, float]:
 def read_meta_eval(path: str | Path) -> dict[str, Any]:
     """A saved ``editlens meta-eval ... --json`` document."""
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{p}: meta-evaluation result not found")
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise InputError(f"{p}: not JSON ({exc}); save one with `editlens meta-eval ... --json > {p.name}`") from exc
+    doc = read_json(p, "meta-evaluation result", hint=f"save one with `editlens meta-eval ... --json > {p.name}`")
     if not isinstance(doc, dict) or not ({"benchmark", "protocol"} & set(doc)):
         raise InputError(f"{p}: not a meta-evaluation result (no 'benchmark' or 'protocol' field)")
     return doc

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from editlens.core.io import read_json
+from editlens.errors import InputError
 from editlens.meta import benchmarks as B
 
 #: pairwise labels in display order: +1 = A better, 0 = tie, -1 = B better
@@ -54,8 +56,6 @@ def describe_evaluated(*, predictions: str | Path | None = None, metric: str | N
     >>> describe_evaluated(predictions="/data/run/preds.jsonl", human="/data/h.jsonl")
     {'evaluator': 'score column', 'answers': 'preds.jsonl', 'human': 'h.jsonl'}
     """
-    import json
-
     out: dict[str, Any] = {}
     if judge_outputs is not None:
         out.update(evaluator="judge answers (VIEScore-style SC/PQ outputs)", answers=Path(judge_outputs).name)
@@ -66,9 +66,10 @@ def describe_evaluated(*, predictions: str | Path | None = None, metric: str | N
         run_manifest = Path(predictions).parent / "manifest.json"
         if metric and run_manifest.is_file():
             try:
-                entries = json.loads(run_manifest.read_text(encoding="utf-8")).get("evaluators") or []
-            except (OSError, ValueError):
-                entries = []
+                doc = read_json(run_manifest, "the run's manifest")
+            except InputError:  # the report still renders, without the model's name
+                doc = {}
+            entries = (doc.get("evaluators") if isinstance(doc, dict) else None) or []
             entry = next((e for e in entries if isinstance(e, dict) and e.get("name") == metric), None)
             opts = (entry or {}).get("options") or {}
             model = {k: Path(str(v)).name for k, v in opts.items() if k in ("vlm", "vlm_model", "model", "models")

@@ -19,7 +19,6 @@ preprocessing, head shape, calibration, provenance) and ``head.safetensors``.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -254,9 +253,12 @@ def load_twoframe(ref: str | os.PathLike, *, tokenizer: str | None = None, base:
     ref = str(ref)
     path = Path(ref).expanduser()
     if path.is_dir() and is_twoframe_dir(path):
-        meta = json.loads((path / "twoframe.json").read_text())
-        if meta.get("format") != FORMAT:
-            raise ModelUnavailableError(f"{path}/twoframe.json: unknown format {meta.get('format')!r} (want {FORMAT})")
+        from editlens.core.io import read_json
+
+        meta = read_json(path / "twoframe.json", "the two-frame model's description")
+        fmt = meta.get("format") if isinstance(meta, dict) else None
+        if fmt != FORMAT:
+            raise ModelUnavailableError(f"{path}/twoframe.json: unknown format {fmt!r} (want {FORMAT})")
         clip = _strict_clip(str(path))
         tok = _tokenizer(tokenizer or str(path), str(path))
         head = None
