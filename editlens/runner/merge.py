@@ -60,9 +60,10 @@ def kind_of(folder: Path) -> str:
     """``edit``, ``bench`` or ``run``: what kind of output ``folder`` is (a shard says so in its
     ``shard.json``, even one that holds no work)."""
     try:
-        kind = json.loads((folder / "shard.json").read_text(encoding="utf-8")).get("kind")
-    except (OSError, ValueError):
-        kind = None
+        doc = read_json(folder / "shard.json")
+    except InputError:  # no shard.json (or a damaged one): told by the folder's files below
+        doc = {}
+    kind = doc.get("kind") if isinstance(doc, dict) else None
     if kind in ("edit", "run", "bench", "arena"):
         return str(kind)
     if (folder / "editor.json").is_file() or (not (folder / "run").is_dir() and any(folder.glob("step*/editor.json"))):
