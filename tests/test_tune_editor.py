@@ -67,6 +67,15 @@ def test_cli_loss_goes_down_and_the_export_edits_with_the_reward_prompt(tiny_bas
     from editlens.editors.registry import create_editor
 
     assert create_editor(str(out / "editor"), device="cpu").prompt_suffix == card["prompt_suffix"]
+    # the folder says what it is (editlens.json), and the one model door loads it as an editor
+    from editlens.models.loader import infer_kind, load_model
+
+    described = json.loads((out / "editor" / "editlens.json").read_text())
+    assert described["kind"] == "editor" and described["pipeline"] == "StableDiffusionInstructPix2PixPipeline"
+    assert described["class"] == "editlens.editors.diffusers_editor:DiffusersEditor"
+    assert infer_kind(str(out / "editor")) == "editor"
+    editor = load_model(str(out / "editor"), device="cpu", dtype="float32", shared=False)
+    assert type(editor).__name__ == "DiffusersEditor" and editor.prompt_suffix == card["prompt_suffix"]
 
 
 # a child that runs the real CLI and SIGKILLs itself when optimiser step KILL_IN (0-based) asks for its batch:

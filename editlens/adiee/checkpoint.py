@@ -21,11 +21,10 @@ with randomly initialised parts.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import torch
 
@@ -174,9 +173,13 @@ def trained_in_4bit(meta: dict[str, Any]) -> bool:
 
 # -- writing -------------------------------------------------------------------------
 def _write_meta(out: Path, scorer: AdieeScorer, fmt: str, hidden: str, extra: dict[str, Any] | None = None) -> None:
+    from editlens.core.io import write_json
+    from editlens.models.describe import write_description
+
     meta = {"format": fmt, "family": scorer.family, "head": scorer.head, "hidden": hidden,
             "score_token": SCORE_TOKEN, "hidden_size": scorer.hidden_size, **(extra or {})}
-    (out / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    write_json(out / META_FILE, meta)
+    write_description(out, "adiee", "editlens.adiee.model:AdieeScorer", format=fmt)  # what the folder is
 
 
 def _vlm_config(vlm: Any) -> Any:
@@ -239,10 +242,12 @@ def read_meta(path: Path) -> dict[str, Any]:
     f = path / META_FILE
     if not f.is_file():
         return {"format": "released", "hidden": "emitting-step"}
-    try:
-        return json.loads(f.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise CheckpointError(f"{f}: not valid JSON ({exc.msg})") from None
+    from editlens.core.io import read_json
+
+    meta = read_json(f, "the checkpoint's description")
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{f}: expected a JSON object, got {type(meta).__name__}")
+    return meta
 
 
 def _weight_files(path: Path) -> list[Path]:
@@ -288,7 +293,6 @@ def _load_decoder(scorer_hidden: int, state: dict[str, torch.Tensor], where: str
 
 def load_released(path: str | Path, base: str | None = None, device: str = "auto", dtype: str = "auto",
                   models: dict[str, str] | None = None) -> tuple[AdieeScorer, LoadReport]:
-    import transformers
     from transformers import AutoConfig
 
     path = Path(path)
@@ -311,19 +315,15 @@ def load_released(path: str | Path, base: str | None = None, device: str = "auto
     text_cfg = getattr(cfg, "text_config", cfg)
     if emb is not None and emb.shape[0] != text_cfg.vocab_size:
         text_cfg.vocab_size = int(emb.shape[0])  # the released config is the base's: [SCORE] adds a row
-    cls = getattr(transformers, family.model_class)
     from editlens.models.precision import decide
+    from editlens.models.vlm import from_state_dict
 
     prec = decide(dtype, device)
-    dev, dt = prec.device, prec.torch_dtype
-    with torch.device("meta"):
-        known = set(cls(cfg).state_dict())
-    vlm_state, renamed = rename_keys(vlm_state, model_type, known)
-    rep = LoadReport("released", str(path), renamed=renamed, unexpected=other)
-    vlm, info = cls.from_pretrained(None, config=cfg, state_dict=vlm_state, output_loading_info=True, dtype=dt)
-    rep.missing += sorted(info.get("missing_keys") or [])
-    rep.unexpected += sorted(info.get("unexpected_keys") or [])
-    rep.mismatched += sorted(str(m[0]) if isinstance(m, tuple) else str(m) for m in info.get("mismatched_keys") or [])
+    dev = prec.device
+    vlm, fit = from_state_dict(family.model_class, cfg, vlm_state, dtype=prec.torch_dtype,
+                               rename=lambda state, known: rename_keys(state, model_type, known))
+    rep = LoadReport("released", str(path), renamed=fit.renamed, missing=fit.missing,
+                     unexpected=other + fit.unexpected, mismatched=fit.mismatched)
     dec, drep = _load_decoder(int(text_cfg.hidden_size), dec_state, str(path))
     rep.add(drep)
     scorer = _assemble(rep, vlm, processor, dec, model_type, dev)
@@ -339,8 +339,9 @@ def load_ours(path: str | Path, base: str | None = None, device: str = "auto", d
     base in 4-bit NF4 when the adapters were trained on one (QLoRA) and this
     is a CUDA device with bitsandbytes, unquantised otherwise; ``nf4`` forces
     4-bit (CPU too); ``none`` never."""
-    from peft import LoraConfig, get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
     from safetensors.torch import load_file
+
+    from editlens.models.vlm import attach_adapter
 
     path = Path(path)
     meta = read_meta(path)
@@ -360,18 +361,9 @@ def load_ours(path: str | Path, base: str | None = None, device: str = "auto", d
     adapter_cfg = path / "adapter_config.json"
     if not adapter_cfg.is_file() or not (path / "adapter_model.safetensors").is_file():
         raise CheckpointError(f"{path}: adapter_config.json / adapter_model.safetensors missing")
-    conf = json.loads(adapter_cfg.read_text(encoding="utf-8"))
-    keep = {k: v for k, v in conf.items() if k in LoraConfig.__dataclass_fields__}
-    keep["inference_mode"] = True
-    vlm = get_peft_model(vlm, LoraConfig(**keep))
-    saved = load_file(str(path / "adapter_model.safetensors"))
-    expected = set(get_peft_model_state_dict(vlm).keys())
+    # strictly: every adapter weight on a LoRA parameter of its shape, every LoRA parameter given one
+    vlm = attach_adapter(vlm, path, what=f"{path}: the adapter", error=CheckpointError)
     rep = LoadReport("ours", str(path))
-    rep.missing = sorted(expected - set(saved))
-    rep.unexpected = sorted(set(saved) - expected)
-    rep.check()  # before peft sees an incomplete adapter (it would fail deep inside)
-    res = set_peft_model_state_dict(vlm, saved)
-    rep.unexpected = sorted(cast(Any, res).unexpected_keys)  # peft types its result as a bare namedtuple
     dec_file = path / DECODER_FILE
     if not dec_file.is_file():
         raise CheckpointError(f"{path}: {DECODER_FILE} missing")

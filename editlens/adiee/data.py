@@ -37,7 +37,7 @@ from editlens.adiee.rules import (
     sample_turn_pairs,
 )
 from editlens.core.images import image_hash, load_image
-from editlens.core.io import atomic_write
+from editlens.core.io import atomic_write, read_json
 from editlens.data.jsonl import iter_jsonl
 from editlens.errors import InputError
 
@@ -71,13 +71,6 @@ class EditSequence:
     instructions: list[str]
 
 
-def _read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    rows = list(iter_jsonl(path))
-    if not rows:
-        raise InputError(f"{path}: no rows")
-    return rows
-
-
 def _resolve(value: Any, base: Path, where: str, col: str) -> Path:
     if value is None or not str(value).strip():
         raise InputError(f"{where}: missing '{col}'")
@@ -96,7 +89,10 @@ def read_edits(path: str | Path) -> list[GroundTruthEdit]:
     base = p.resolve().parent
     out: list[GroundTruthEdit] = []
     seen: dict[str, int] = {}
-    for n, row in _read_jsonl(p):
+    rows = list(iter_jsonl(p))
+    if not rows:
+        raise InputError(f"{p}: no rows")
+    for n, row in rows:
         where = f"{p}:{n}"
         src = row.get("source", row.get("input"))
         ref = row.get("reference", row.get("edited", row.get("output")))
@@ -122,7 +118,10 @@ def read_outputs(path: str | Path, edits: Sequence[GroundTruthEdit]) -> list[Mod
     base = p.resolve().parent
     ids = {e.id for e in edits}
     out = []
-    for n, row in _read_jsonl(p):
+    rows = list(iter_jsonl(p))
+    if not rows:
+        raise InputError(f"{p}: no rows")
+    for n, row in rows:
         where = f"{p}:{n}"
         eid = str(row.get("edit_id") or "").strip()
         if eid not in ids:
@@ -167,7 +166,7 @@ def find_sequences(folder: str | Path, edits: Sequence[GroundTruthEdit]) -> tupl
         images = [frames[k] for k in range(n + 1)]
         listed = d / "instructions.json"
         if listed.is_file():
-            instructions = [str(x) for x in json.loads(listed.read_text(encoding="utf-8"))]
+            instructions = [str(x) for x in read_json(listed, "the turns' instructions")]
         else:
             instructions = [by_pair.get((images[k - 1], images[k]), "") for k in range(1, n + 1)]
         if len(instructions) != n or not all(s.strip() for s in instructions):

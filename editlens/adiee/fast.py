@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from editlens.core.io import atomic_write
+from editlens.core.io import atomic_write, read_json
 from editlens.errors import InputError, ModelUnavailableError
 
 
@@ -93,7 +93,9 @@ class FastScorer:
         cfg_file = path / "config.json"
         if not cfg_file.is_file() or not (path / "head.safetensors").is_file():
             raise ModelUnavailableError(f"{path}: not a fast ADIEE scorer (needs config.json and head.safetensors)")
-        config = json.loads(cfg_file.read_text(encoding="utf-8"))
+        config = read_json(cfg_file, "a fast ADIEE scorer's config")
+        if not isinstance(config, dict):
+            raise CheckpointError(f"{cfg_file}: expected a JSON object, got {type(config).__name__}")
         if config.get("model_type") != "adiee_fast":
             raise CheckpointError(f"{cfg_file}: model_type is {config.get('model_type')!r}, not 'adiee_fast'")
         head = FastHead(int(config["feature_dim"]), int(config["hidden"]))

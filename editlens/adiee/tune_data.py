@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from editlens.core.io import read_json, read_jsonl
 from editlens.errors import InputError
 
 TARGET_WEIGHTS = ("balanced", "uniform", "table")
@@ -94,11 +95,12 @@ def read_run(run_dir: Path, metric: str | None, spec_of: Callable[[str], Any]) -
     results, meta = run_dir / "results.jsonl", run_dir / "manifest.json"
     if not results.is_file() or not meta.is_file():
         raise InputError(f"{run_dir}: not a finished run directory (needs results.jsonl and manifest.json)")
-    manifest_path = (json.loads(meta.read_text()).get("inputs") or {}).get("manifest")
+    doc = read_json(meta, "the run's manifest")
+    manifest_path = ((doc.get("inputs") if isinstance(doc, dict) else None) or {}).get("manifest")
     if not manifest_path or not Path(manifest_path).is_file():
         raise InputError(f"{meta}: the edit manifest it names ({manifest_path}) is not there")
     samples = {s.id: s for s in read_manifest(Path(manifest_path)).samples}
-    records = [json.loads(x) for x in results.read_text(encoding="utf-8").splitlines() if x.strip()]
+    records = read_jsonl(results)
     names = sorted({k for r in records for k in (r.get("scores") or {})})
     if metric is None:
         if len(names) != 1:

@@ -28,7 +28,6 @@ it was trained from.
 from __future__ import annotations
 
 import copy
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -49,6 +48,7 @@ from editlens.adiee.tune_data import (
 )
 from editlens.core.embedded import parse_ref
 from editlens.core.images import load_image, resize_to
+from editlens.core.io import read_json
 from editlens.errors import InputError
 from editlens.training.loop import TrainingTask
 
@@ -207,10 +207,8 @@ def base_editor_settings(base: str) -> dict[str, Any]:
             return {}
         if not isinstance(path, str):
             return {}
-    try:
-        found = json.loads(Path(path).read_text(encoding="utf-8")).get("settings") or {}
-    except (OSError, ValueError, AttributeError) as exc:
-        raise InputError(f"--base {base}: {path} is not readable JSON ({exc})") from None
+    doc = read_json(path, f"the settings of --base {base}")
+    found = (doc.get("settings") if isinstance(doc, dict) else None) or {}
     return dict(found) if isinstance(found, dict) else {}
 
 
@@ -514,6 +512,7 @@ class TuneEditorTask(TrainingTask):
 
     def export(self, result: Any) -> dict[str, Any]:
         from editlens.core.io import atomic_directory, write_json
+        from editlens.models.describe import write_description
 
         target = Path(self.cfg.out) / "editor"
         unet = copy.deepcopy(self.editor.unet).float()
@@ -525,6 +524,8 @@ class TuneEditorTask(TrainingTask):
             pipe = self.editor.pipeline(unet)
             pipe.save_pretrained(tmp)
             write_json(Path(tmp) / EDITOR_FILE, self.editor_card(result.steps_done), default=str)
+            write_description(tmp, "editor", "editlens.editors.diffusers_editor:DiffusersEditor",
+                              pipeline=type(pipe).__name__)
         return {"editor": str(target)}
 
 

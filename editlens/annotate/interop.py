@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping
 from xml.sax.saxutils import quoteattr
 
+from editlens.core.io import read_json
 from editlens.errors import InputError
 
 #: the stored value of each pair outcome in the config (Choice aliases)
@@ -135,10 +136,7 @@ def import_labelstudio(folder: str | Path, export_file: str | Path) -> dict[str,
     from editlens.annotate.task import Task
 
     p = Path(export_file)
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{p}: not Label Studio's JSON export ({exc})") from None
+    doc = read_json(p, "Label Studio's JSON export")
     if not isinstance(doc, list):
         raise InputError(f"{p}: expected a JSON list of tasks (Label Studio: Export -> JSON)")
     t = Task(folder)

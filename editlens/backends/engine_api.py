@@ -24,7 +24,6 @@ from typing import Any, Mapping
 from fastapi import Request  # at module level: FastAPI resolves the endpoints' annotations here
 
 from editlens.backends.types import ChatRequest
-from editlens.errors import ModelUnavailableError
 
 
 class FieldError(ValueError):
@@ -87,31 +86,18 @@ def load_adapter(backend: Any, adapter_dir: str | Path, name: str, merge: bool =
     LoRA adapter in ``adapter_dir`` as the model ``name``. Every adapter weight
     must land on a LoRA parameter and every LoRA parameter must get one.
     ``merge``: fold the adapter into the weights (as EditScore runs in-process)
-    instead of keeping it beside them (as vLLM and DICE in-process run it)."""
-    from peft import PeftConfig, get_peft_model
-    from peft.utils import get_peft_model_state_dict, load_peft_weights, set_peft_model_state_dict
-
-    path = Path(adapter_dir).expanduser()
-    if not (path / "adapter_config.json").is_file():
-        raise ModelUnavailableError(f"--adapter {name}={adapter_dir}: no adapter_config.json (not a peft LoRA folder)")
-    config = PeftConfig.from_pretrained(str(path))
-    config.inference_mode = True
-    peft_model = get_peft_model(backend.model, config)
-    weights = load_peft_weights(str(path), device="cpu")
-    expected = set(get_peft_model_state_dict(peft_model))
-    missing, unexpected = sorted(expected - set(weights)), sorted(set(weights) - expected)
-    if missing or unexpected:
-        raise ModelUnavailableError(
-            f"--adapter {name}={adapter_dir} does not fit the base: {len(missing)} LoRA weight(s) missing "
-            f"(e.g. {missing[:2]}), {len(unexpected)} unexpected (e.g. {unexpected[:2]})")
-    set_peft_model_state_dict(peft_model, weights)
-    backend.model = (peft_model.merge_and_unload() if merge else peft_model).eval()
+    instead of keeping it beside them (as vLLM and DICE in-process run it).
+    The loading is the one VLM loader's (:func:`editlens.models.vlm.with_adapter`)."""
     from editlens.models.fingerprint import fingerprint
     from editlens.models.resolve import ModelRef
+    from editlens.models.vlm import with_adapter
+
+    path = Path(adapter_dir).expanduser()
+    backend.model, merged = with_adapter(backend.model, path, merge, what=f"--adapter {name}={adapter_dir}")
 
     backend.model_id = name
     backend.revision = f"{backend.revision or ''}+adapter:{path}"
-    backend.adapter = {"name": name, "path": str(path), "merged": merge,
+    backend.adapter = {"name": name, "path": str(path), "merged": merged,
                        "weights": fingerprint(ModelRef(None, str(path), "literal"))}
     return backend
 

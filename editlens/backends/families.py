@@ -30,15 +30,18 @@ DEFAULT_BOX_CONVENTION = "fraction"
 
 
 def _read_chat_template(path: str) -> str | None:
+    from editlens.core.io import read_json
+    from editlens.errors import InputError
+
     folder = Path(path)
-    for name in ("chat_template.jinja", "chat_template.json"):
-        f = folder / name
-        if f.is_file():
-            text = f.read_text(encoding="utf-8")
-            return json.loads(text)["chat_template"] if name.endswith(".json") else text
-    cfg = folder / "tokenizer_config.json"
-    if cfg.is_file():
-        return json.loads(cfg.read_text(encoding="utf-8")).get("chat_template")
+    if (folder / "chat_template.jinja").is_file():
+        return (folder / "chat_template.jinja").read_text(encoding="utf-8")
+    for name in ("chat_template.json", "tokenizer_config.json"):
+        if (folder / name).is_file():
+            doc = read_json(folder / name, "the model's chat template")
+            if name == "chat_template.json" and not (isinstance(doc, dict) and isinstance(doc.get("chat_template"), str)):
+                raise InputError(f"{folder / name}: no 'chat_template' text")
+            return doc.get("chat_template") if isinstance(doc, dict) else None
     return None
 
 

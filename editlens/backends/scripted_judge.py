@@ -176,11 +176,13 @@ class ScriptedJudgeBackend:
 
 def load_folder(path: str | Path) -> ScriptedJudgeBackend:
     """The scripted judge a ``make-tiny-vlm --scripted`` folder describes."""
+    from editlens.core.io import read_json
     from editlens.errors import ModelUnavailableError
 
     f = Path(path).expanduser() / FOLDER_FILE
+    doc = read_json(f, "a scripted judge")
     try:
-        seed = int(json.loads(f.read_text(encoding="utf-8")).get("seed", 0))
-    except (OSError, ValueError, TypeError, AttributeError) as exc:
-        raise ModelUnavailableError(f"{f}: not a readable scripted judge file ({exc})") from None
+        seed = int(doc.get("seed", 0))
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise ModelUnavailableError(f"{f}: not a scripted judge file ({exc})") from None
     return ScriptedJudgeBackend(seed, source=str(Path(path).expanduser().resolve()))

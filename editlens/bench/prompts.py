@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from editlens.core import io as core_io
 from editlens.errors import InputError
 
 FALLBACK = "editlens fallback wording (not the benchmark's official prompts: numbers are not comparable to the paper's)"
@@ -62,7 +63,5 @@ def load_prompts(bench: Any, clone: str | Path | None) -> PromptSet:
 
 
 def read_json(path: Path, option: str = "--prompts-from") -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{option} {path}: not readable JSON ({exc})") from None
+    """The JSON in ``path``, given by ``option`` (named in the error)."""
+    return core_io.read_json(path, what=f"given by {option}")

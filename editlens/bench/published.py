@@ -7,10 +7,10 @@ and the field."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from editlens.core.io import read_json  # noqa: F401  (the benchmarks' reader of their JSON files)
 from editlens.errors import InputError
 
 
@@ -52,15 +52,6 @@ def image(cell: Any, where: str, base: Path) -> Any:
             raise InputError(f"{where}: image {cell!r} not found (relative to {base})")
         return p
     raise InputError(f"{where}: no image in the cell (got {type(cell).__name__})")
-
-
-def read_json(path: Path) -> Any:
-    if not path.is_file():
-        raise InputError(f"{path}: file not found")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"{path}: not readable JSON ({exc})") from None
 
 
 def text_field(row: dict[str, Any], name: str, where: str) -> str:

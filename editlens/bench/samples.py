@@ -9,7 +9,6 @@ its content is four sample photos with their instructions, not GEdit-Bench's cas
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +24,11 @@ def write_gedit_sample(out: str | Path) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from editlens.core.io import atomic_write
+    from editlens.core.io import atomic_write, read_jsonl
     from editlens.paths import samples_dir
 
     root = samples_dir()
-    rows = [json.loads(line) for line in (root / "manifest.jsonl").read_text(encoding="utf-8").splitlines()
-            if line.strip()]
+    rows = read_jsonl(root / "manifest.jsonl")
     table: dict[str, list[Any]] = {k: [] for k in ("key", "task_type", "instruction", "instruction_language",
                                                   "input_image", "input_image_raw", "Intersection_exist")}
     for row in rows:

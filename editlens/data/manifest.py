@@ -16,8 +16,6 @@ first.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import os
 import re
@@ -29,6 +27,7 @@ from typing import Any
 from editlens.core import safepath
 from editlens.core.embedded import TableImage, parse_ref
 from editlens.core.types import EditSample
+from editlens.data.tables import read_rows, text_rows  # noqa: F401  (text_rows: re-exported)
 from editlens.errors import InputError, ManifestError
 
 REQUIRED = ("id", "source", "edited", "instruction")
@@ -51,80 +50,6 @@ class ManifestReport:
     #: the table's columns holding images (parquet/arrow inputs)
     image_columns: list[str] = field(default_factory=list)
     split: str | None = None
-
-
-def _text(path: Path, encoding: str) -> str:
-    """The manifest's text; a UTF-8 BOM is dropped; undecodable bytes name their line."""
-    raw = path.read_bytes()
-    enc = "utf-8-sig" if encoding.lower().replace("_", "-") in ("utf-8", "utf8") else encoding
-    try:
-        return raw.decode(enc)
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise InputError(
-            f"{path}: line {line} is not valid {encoding} (byte 0x{raw[exc.start]:02x} at file offset {exc.start}: "
-            f"{exc.reason}). Save the file as UTF-8, or pass its encoding, e.g. --encoding latin-1 "
-            "(Python: encoding='latin-1')."
-        ) from None
-    except LookupError:
-        raise InputError(f"{path}: unknown encoding {encoding!r}") from None
-
-
-def _json_problem(line: str, exc: json.JSONDecodeError) -> str:
-    body = line.rstrip("\r\n")
-    if exc.pos >= len(body.rstrip()) or exc.msg.startswith("Unterminated"):
-        # the parser ran off the end: say so, with where the line ends
-        return f"not valid JSON: the line ends at column {len(body)} before the object is complete (truncated?)"
-    return f"not valid JSON: {exc.msg} at column {exc.colno}"
-
-
-def _check_delimiter(path: Path, text: str, delimiter: str) -> None:
-    """A header that is one column holding ``;`` (or tabs) is a CSV written with
-    another separator (spreadsheets in many locales write ``;``): say so."""
-    header = next((line for line in text.splitlines() if line.strip()), "")
-    if delimiter in header:
-        return
-    for other, name in ((";", "semicolon"), ("\t", "tab"), ("|", "pipe")):
-        if header.count(other) >= 2:
-            shown = header if len(header) <= 80 else header[:77] + "..."
-            raise InputError(f"{path}: the header {shown!r} has no {delimiter!r}; the file looks {name}-separated. "
-                             f"Pass --delimiter {other!r} (Python: delimiter={other!r}), or save it comma-separated.")
-
-
-def text_rows(path: Path, encoding: str = "utf-8",
-              delimiter: str | None = None) -> Iterable[tuple[int, dict[str, Any] | None, str | None]]:
-    """Yield ``(line_number, row, error)`` of a JSON Lines or CSV file; exactly one of row/error is set."""
-    suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".ndjson", ".json"):
-        for lineno, line in enumerate(io.StringIO(_text(path, encoding)), start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield lineno, None, _json_problem(line, exc)
-                continue
-            if not isinstance(row, dict):
-                yield lineno, None, f"expected a JSON object, got {type(row).__name__}"
-                continue
-            yield lineno, row, None
-    elif suffix in (".csv", ".tsv"):
-        text = _text(path, encoding)
-        if delimiter is None:
-            delimiter = "\t" if suffix == ".tsv" else ","
-            _check_delimiter(path, text, delimiter)
-        if len(delimiter) != 1:
-            raise InputError(f"delimiter must be one character, got {delimiter!r}")
-        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
-        for row in reader:
-            # line_num is the physical line of the row's end; header is line 1
-            lineno = reader.line_num
-            if None in row:
-                yield lineno, None, "more fields than the header has columns"
-                continue
-            yield lineno, {k: v for k, v in row.items() if v not in (None, "")}, None
-    else:
-        raise InputError(f"{path}: unknown manifest format {suffix!r} (use .jsonl or .csv)")
 
 
 def parse_columns(spec: str | Mapping[str, str] | None, known: tuple[str, ...] = KNOWN_COLUMNS) -> dict[str, str]:
@@ -220,8 +145,6 @@ def read_manifest(
     ``skip_invalid``: ids key the results, and dropping either row would
     lose it without a trace.
     """
-    from editlens.data.tables import read_rows
-
     mpath = Path(path)
     if not mpath.exists():
         raise InputError(f"{mpath}: manifest file not found")

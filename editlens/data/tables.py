@@ -27,10 +27,12 @@ file's folder, or ``image_root``).
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,13 +95,87 @@ def read_rows(path: str | Path, *, split: str | None = None, encoding: str = "ut
     if suffix == ".json":
         return _read_json_files(p.parent, [p], encoding, root, single=True)
     if suffix in TEXT_SUFFIXES:
-        from editlens.data.manifest import text_rows
-
         base = root or p.resolve().parent
         rows = [InputRow(n, f"{p}:{n}", row, err, base) for n, row, err in text_rows(p, encoding, delimiter)]
         return InputRows(p, rows, "line", files=[p], kind=suffix.lstrip("."))
     raise InputError(f"{p}: unknown manifest format {suffix!r} (use .jsonl, .csv, .json, .parquet, .arrow, a folder "
                      "of them, or a `datasets` folder)")
+
+
+# ----------------------------------------------------------------------------------- JSON Lines, CSV
+
+def _text(path: Path, encoding: str) -> str:
+    """The manifest's text; a UTF-8 BOM is dropped; undecodable bytes name their line."""
+    raw = path.read_bytes()
+    enc = "utf-8-sig" if encoding.lower().replace("_", "-") in ("utf-8", "utf8") else encoding
+    try:
+        return raw.decode(enc)
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise InputError(
+            f"{path}: line {line} is not valid {encoding} (byte 0x{raw[exc.start]:02x} at file offset {exc.start}: "
+            f"{exc.reason}). Save the file as UTF-8, or pass its encoding, e.g. --encoding latin-1 "
+            "(Python: encoding='latin-1')."
+        ) from None
+    except LookupError:
+        raise InputError(f"{path}: unknown encoding {encoding!r}") from None
+
+
+def _json_problem(line: str, exc: json.JSONDecodeError) -> str:
+    body = line.rstrip("\r\n")
+    if exc.pos >= len(body.rstrip()) or exc.msg.startswith("Unterminated"):
+        # the parser ran off the end: say so, with where the line ends
+        return f"not valid JSON: the line ends at column {len(body)} before the object is complete (truncated?)"
+    return f"not valid JSON: {exc.msg} at column {exc.colno}"
+
+
+def _check_delimiter(path: Path, text: str, delimiter: str) -> None:
+    """A header that is one column holding ``;`` (or tabs) is a CSV written with
+    another separator (spreadsheets in many locales write ``;``): say so."""
+    header = next((line for line in text.splitlines() if line.strip()), "")
+    if delimiter in header:
+        return
+    for other, name in ((";", "semicolon"), ("\t", "tab"), ("|", "pipe")):
+        if header.count(other) >= 2:
+            shown = header if len(header) <= 80 else header[:77] + "..."
+            raise InputError(f"{path}: the header {shown!r} has no {delimiter!r}; the file looks {name}-separated. "
+                             f"Pass --delimiter {other!r} (Python: delimiter={other!r}), or save it comma-separated.")
+
+
+def text_rows(path: Path, encoding: str = "utf-8",
+              delimiter: str | None = None) -> Iterable[tuple[int, dict[str, Any] | None, str | None]]:
+    """Yield ``(line_number, row, error)`` of a JSON Lines or CSV file; exactly one of row/error is set."""
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson", ".json"):
+        for lineno, line in enumerate(io.StringIO(_text(path, encoding)), start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield lineno, None, _json_problem(line, exc)
+                continue
+            if not isinstance(row, dict):
+                yield lineno, None, f"expected a JSON object, got {type(row).__name__}"
+                continue
+            yield lineno, row, None
+    elif suffix in (".csv", ".tsv"):
+        text = _text(path, encoding)
+        if delimiter is None:
+            delimiter = "\t" if suffix == ".tsv" else ","
+            _check_delimiter(path, text, delimiter)
+        if len(delimiter) != 1:
+            raise InputError(f"delimiter must be one character, got {delimiter!r}")
+        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
+        for row in reader:
+            # line_num is the physical line of the row's end; header is line 1
+            lineno = reader.line_num
+            if None in row:
+                yield lineno, None, "more fields than the header has columns"
+                continue
+            yield lineno, {k: v for k, v in row.items() if v not in (None, "")}, None
+    else:
+        raise InputError(f"{path}: unknown manifest format {suffix!r} (use .jsonl or .csv)")
 
 
 def _files(folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
@@ -310,8 +386,6 @@ def _read_json_files(folder: Path, files: list[Path], encoding: str, root: Path 
             raise InputError(f"{f}: cannot be read ({exc})") from None
         except json.JSONDecodeError as exc:
             if single:  # one object per line, named .json: JSON Lines
-                from editlens.data.manifest import text_rows
-
                 base = root or f.resolve().parent
                 out = [InputRow(n, f"{f}:{n}", row, err, base) for n, row, err in text_rows(f, encoding, None)]
                 return InputRows(f, out, "line", files=[f], kind="jsonl")

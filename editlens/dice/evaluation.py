@@ -37,11 +37,6 @@ CLASS_IDS = {c: i + 1 for i, c in enumerate(COMMANDS + (CHANGE,))}
 COHERENCE_IDS = {True: 1, False: 2}
 
 
-def _read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a JSONL file; each row's line number is kept under ``"_line"``."""
-    return [{**row, "_line": n} for n, row in iter_jsonl(path)]
-
-
 BOX_UNITS = ("fraction", "pixels")
 
 
@@ -81,9 +76,9 @@ def load_ground_truth(path: str | Path, box_units: str = "fraction") -> list[dic
     """
     if box_units not in BOX_UNITS:
         raise InputError(f"box units must be one of {BOX_UNITS}, got {box_units!r}")
-    rows = _read_jsonl(path)
-    for r in rows:
-        n = r.pop("_line")
+    numbered = list(iter_jsonl(path))
+    rows = [r for _, r in numbered]
+    for n, r in numbered:
         if "id" not in r or "differences" not in r:
             raise InputError(f"{path}:{n}: needs 'id' and 'differences'")
         if not (r.get("width") and r.get("height")):
@@ -113,8 +108,7 @@ def load_predictions_detailed(path: str | Path) -> tuple[dict[str, list[dict[str
     such samples count as predicting nothing, and are reported, not hidden."""
     out: dict[str, list[dict[str, Any]]] = {}
     problems: dict[str, str] = {}
-    for r in _read_jsonl(path):
-        n = r.pop("_line")
+    for n, r in iter_jsonl(path):
         if "scores" in r:  # editlens run results
             dice = (r["scores"].get("dice") or {}).get("details") or {}
             diffs = list(dice.get("differences") or [])

@@ -26,13 +26,13 @@ id optionally followed by a folder inside the repository
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
+from editlens.core.io import read_json
 from editlens.core.types import LoadedEdit
 from editlens.dice.prompt_sets import PromptSet, default_prompts
 from editlens.dice.released_format import (
@@ -41,6 +41,7 @@ from editlens.dice.released_format import (
     EDITLENS_READING_NOTE,
     RENDERINGS,
     CentreCrop,
+    RawGeneration,
     assign_command_confidence,
     candidate_variants,
     coherence_images,
@@ -180,10 +181,7 @@ def load_preset(name_or_path: str | None) -> Preset:
     if not p.is_file():
         known = ", ".join(n for n, mp in presets().items() if mp.kind == "dice")
         raise InputError(f"--dice-preset {name_or_path}: neither a built-in preset ({known}) nor a file")
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(f"{p}: not a readable JSON preset ({exc})") from None
+    data = read_json(p, "a DICE preset")
     if not isinstance(data, dict):
         raise InputError(f"{p}: a preset is a JSON object")
     return Preset.from_dict({"name": p.stem, **data}, str(p))
@@ -287,22 +285,6 @@ def record_probability_source(res: Any, stage: str, g: RawGeneration) -> None:
     entry["candidate_steps_missing"] += g.candidate_steps_missing
     entry["missing_share"] = (round(entry["candidate_steps_missing"] / entry["candidate_steps"], 4)
                               if entry["candidate_steps"] else None)
-
-
-@dataclass
-class RawGeneration:
-    text: str
-    step_ids: list[int]
-    offsets: list[int]  # start of each generated token in ``text``
-    step_logits: list[dict[int, float]]  # per step, token id -> logit for the candidates' first tokens
-    variants: list[dict[str, int]]  # candidate word -> first token id, bare and after a space
-    finish_reason: str = "length"
-    #: where the candidates' values came from (``None``: in-process logits or scores, as ``confidence`` says);
-    #: on an engine: "engine ids (exact)", "engine top-20 log-probabilities", "... after penalties"
-    source: str | None = None
-    #: steps that emitted a candidate's token, and how many of them lacked another candidate's value
-    candidate_steps: int = 0
-    candidate_steps_missing: int = 0
 
 
 def generate_raw(model: Any, processor: Any, conversation: list[dict[str, Any]], images: Sequence[np.ndarray],
@@ -636,7 +618,8 @@ def trained_generation(spec: ModelSpec | None, role: str) -> GenerationPreset | 
     meta = Path(spec.adapter) / "editlens_training.json"
     if not meta.is_file():
         return None
-    cfg = json.loads(meta.read_text()).get("config", {})
+    doc = read_json(meta, "the adapter's training record")
+    cfg = (doc.get("config") if isinstance(doc, dict) else None) or {}
     stage = cfg.get("stage")
     if (role == "detector") != (stage == "detect"):
         raise InputError(f"adapter {spec.adapter} was trained for the {stage} stage, not as the {role}")

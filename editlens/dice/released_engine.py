@@ -26,6 +26,7 @@ import numpy as np
 from editlens.backends.engine import EngineNeeds, _raw, engine_tokens
 from editlens.backends.types import ChatRequest, GenerationSettings, Message
 from editlens.backends.wire import ENGINE_TOP_LOGPROBS
+from editlens.dice.released_format import RawGeneration
 from editlens.errors import InputError
 
 #: served model names of the two stages unless told otherwise (vLLM's --lora-modules NAME=DIR)
@@ -62,8 +63,6 @@ class EngineModel:
 
     def generate(self, conversation: list[dict[str, Any]], images: Sequence[np.ndarray], gen: Any,
                  candidates: Sequence[str], confidence: str = "logits") -> Any:
-        from editlens.dice.released import RawGeneration
-
         # constant-one (the release's output) needs no probability; softmax-logits reads the engine's logprobs
         if confidence not in ("logits", "softmax-logits", "constant-one"):
             raise InputError("DICE on an engine reads confidences from the engine's log-probabilities, which come "

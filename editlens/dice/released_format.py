@@ -556,3 +556,19 @@ def release_change_text(raw: str | None, diff: Difference) -> str:
         return f"{diff.command}: {diff.object or 'an object'}"
     m = re.match(r"[^,:\"'\n]*", rest[colon + 1:])
     return f"{diff.command}: {m.group(0) if m else ''}"
+
+
+@dataclass
+class RawGeneration:
+    text: str
+    step_ids: list[int]
+    offsets: list[int]  # start of each generated token in ``text``
+    step_logits: list[dict[int, float]]  # per step, token id -> logit for the candidates' first tokens
+    variants: list[dict[str, int]]  # candidate word -> first token id, bare and after a space
+    finish_reason: str = "length"
+    #: where the candidates' values came from (``None``: in-process logits or scores, as ``confidence`` says);
+    #: on an engine: "engine ids (exact)", "engine top-20 log-probabilities", "... after penalties"
+    source: str | None = None
+    #: steps that emitted a candidate's token, and how many of them lacked another candidate's value
+    candidate_steps: int = 0
+    candidate_steps_missing: int = 0

@@ -55,6 +55,12 @@ class EditOutput:
 STOPPED = "stopped by a signal before it was finished"
 
 
+def exited(editor: str, exc: SystemExit) -> str:
+    """The failure of an image whose editor called ``sys.exit()`` (``SystemExit``)."""
+    return (f"the editor {editor} called sys.exit({exc.code!r}) instead of returning an image; "
+            "an editor must return an image or raise an exception")
+
+
 class Editor:
     """Base class of editors. Subclasses implement :meth:`edit_batch`.
 
@@ -86,8 +92,6 @@ class Editor:
             except StopNow:  # a second Ctrl-C / SIGTERM: stop now
                 raise
             except SystemExit as exc:  # an editor that ends the process: its images fail, named
-                from editlens.editors.callable_editor import exited
-
                 outputs = [EditOutput(error=exited(self.name, exc)) for _ in requests]
             yield requests, outputs, time.perf_counter() - t0
 

@@ -23,19 +23,13 @@ from typing import Any
 
 from PIL import Image
 
-from editlens.editors.base import Editor, EditOutput, EditRequest
+from editlens.editors.base import Editor, EditOutput, EditRequest, exited
 from editlens.errors import InputError
 
 
 def identity_edit(image: Image.Image, instruction: str, *, seed: int) -> Image.Image:
     """The do-nothing editor (returns the source): a baseline, and the callable kind's example."""
     return image.copy()
-
-
-def exited(editor: str, exc: SystemExit) -> str:
-    """The failure of an image whose editor called ``sys.exit()`` (``SystemExit``)."""
-    return (f"the editor {editor} called sys.exit({exc.code!r}) instead of returning an image; "
-            "an editor must return an image or raise an exception")
 
 
 def as_image(value: Any) -> Image.Image:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import inspect
-import json
 import os
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -29,6 +28,7 @@ from typing import Any
 
 from PIL import Image
 
+from editlens.core.io import read_json
 from editlens.editors.base import STOPPED, Editor, EditOutput, EditRequest
 from editlens.editors.spec import EditorFamily, family_of_class
 from editlens.editors.spec import family as family_preset
@@ -88,12 +88,12 @@ def locate(ref: str) -> tuple[str, bool, dict[str, Any]]:
         if not index.is_file():
             raise ModelUnavailableError(missing_weights_message(ref, f"{local} has no model_index.json (not a "
                                                                      "diffusers pipeline folder)"))
-        return str(local), True, json.loads(index.read_text(encoding="utf-8"))
+        return str(local), True, read_json(index, "the pipeline's index")
     if not _is_hub_id(ref):
         raise ModelUnavailableError(missing_weights_message(ref, "no such directory"))
     cached = _cached_hub_file(ref, "model_index.json")
     if cached:
-        return ref, True, json.loads(Path(cached).read_text(encoding="utf-8"))
+        return ref, True, read_json(cached, "the pipeline's index")
     if _offline():
         raise ModelUnavailableError(missing_weights_message(ref, "not in the local cache and HF_HUB_OFFLINE is set"))
     if not hub_reachable():
@@ -102,7 +102,7 @@ def locate(ref: str) -> tuple[str, bool, dict[str, Any]]:
     try:
         from huggingface_hub import hf_hub_download
 
-        return ref, False, json.loads(Path(hf_hub_download(ref, "model_index.json")).read_text(encoding="utf-8"))
+        return ref, False, read_json(hf_hub_download(ref, "model_index.json"), "the pipeline's index")
     except Exception as exc:
         raise ModelUnavailableError(missing_weights_message(ref, f"{type(exc).__name__}: {exc}")) from exc
 
@@ -261,10 +261,7 @@ class DiffusersEditor(Editor):
         if folder is None or not (folder / EDITOR_FILE).is_file():
             return {}
         path = folder / EDITOR_FILE
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise InputError(f"{path}: not readable JSON ({exc})") from None
+        data = read_json(path, "a tuned editor's settings")
         if not isinstance(data, dict) or not isinstance(data.get("prompt_suffix", ""), str):
             raise InputError(f"{path}: expected an object whose prompt_suffix is a string")
         return data
@@ -421,6 +418,16 @@ class DiffusersEditor(Editor):
 
     def close(self) -> None:
         self._pipe = None
+
+
+def load_for_loader(ref: Any, precision: Any, quantization: str, models: dict[str, str],
+                    **options: Any) -> DiffusersEditor:
+    """The ``editor`` kind's loader (:func:`editlens.models.loader.load_model`): a pipeline folder
+    (one ``adiee tune-editor`` or ``make-tiny-editor`` wrote) as a :class:`DiffusersEditor`;
+    ``options`` are the editor's (``steps=``, ``prompt_suffix=`` ...)."""
+    if quantization not in ("none", "auto"):
+        raise InputError(f"{ref.ref}: a diffusers editor does not load in {quantization}")
+    return DiffusersEditor(str(ref.local_dir or ref.ref), device=precision.device, dtype=precision.dtype, **options)
 
 
 class _Stopped(Exception):

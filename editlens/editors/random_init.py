@@ -233,6 +233,7 @@ def make_tiny_editor(path: Path | str, family: str = "instruct-pix2pix", **kwarg
 
     from editlens.core.io import write_json
     from editlens.editors.diffusers_editor import EDITOR_FILE
+    from editlens.models.describe import write_description
 
     if family not in TINY_EDITORS:
         raise ValueError(f"unknown tiny editor family {family!r}; one of {', '.join(TINY_EDITORS)}")
@@ -242,4 +243,5 @@ def make_tiny_editor(path: Path | str, family: str = "instruct-pix2pix", **kwarg
     # the family's resolution (512-1024 px) would make a tiny VAE's latents huge: generate at the native size
     write_json(out / EDITOR_FILE, {"settings": {"resolution": native},
                                    "made_by": "editlens make-tiny-editor (random weights: noise, for plumbing)"})
+    write_description(out, "editor", "editlens.editors.diffusers_editor:DiffusersEditor", family=family)
     return out

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import functools
 import importlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from editlens.core.io import read_json
 from editlens.errors import InputError
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ def families() -> dict[str, EditorFamily]:
     """Every family preset, by name."""
     out = {}
     for path in sorted(PRESETS.glob("*.json")):
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path, "editor family preset")
         out[data["family"]] = EditorFamily(
             family=data["family"], description=data.get("description", ""),
             pipeline_classes=tuple(data.get("pipeline_classes", ())), settings=dict(data.get("settings", {})),

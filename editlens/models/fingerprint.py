@@ -7,13 +7,13 @@ large checkpoint is read once, not at every run.
 
 from __future__ import annotations
 
-import json
 import threading
 from pathlib import Path
 from typing import Any
 
 from editlens.core.images import file_sha256
-from editlens.core.io import write_json
+from editlens.core.io import read_json, write_json
+from editlens.errors import InputError
 from editlens.models.resolve import ModelRef, _in_hub_cache
 from editlens.paths import cache_dir
 
@@ -27,9 +27,10 @@ def cached_sha256(path: Path) -> str:
     store = cache_dir() / "file_hashes.json"
     with _LOCK:
         try:
-            table = json.loads(store.read_text()) if store.is_file() else {}
-        except (OSError, json.JSONDecodeError):
+            table = read_json(store) if store.is_file() else {}
+        except InputError:  # a damaged cache is rebuilt
             table = {}
+        table = table if isinstance(table, dict) else {}
         if key in table:
             return table[key]
         digest = file_sha256(path)

@@ -6,9 +6,10 @@ original layout, ``BASE+ADAPTER``, or any of these in 4-bit — ``load_model``
 
 1. resolves it (role overrides, ``EDITLENS_MODEL_<ROLE>``, the config file,
    the preset's default; a preset also brings its recipe as options),
-2. works out what it is from the files' own description (``config.json``'s
-   ``model_type``, ``twoframe.json``, ``adiee.json``, a peft
-   ``adapter_config.json``) unless ``kind`` says so — never from the path,
+2. works out what it is from the files' own description (``editlens.json``,
+   written by every editlens exporter (:mod:`editlens.models.describe`); for
+   older folders ``twoframe.json`` or ``adiee.json``; ``config.json``'s
+   ``model_type``) unless ``kind`` says so — never from the path,
 3. asks the precision policy (:mod:`editlens.models.precision`) for the
    device and dtype,
 4. returns the instance held by the model pool (:mod:`editlens.models.pool`),
@@ -21,11 +22,11 @@ Each kind's loader lives with the code that knows its format (listed in
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from editlens.errors import InputError, ModelUnavailableError
+from editlens.core.io import read_json
+from editlens.errors import InputError
 
 #: ``config.json`` model types that are not vision-language families.
 _MODEL_TYPE_KINDS = {"clip": "clip", "dinov2": "dino", "owlv2": "owlv2"}
@@ -44,6 +45,12 @@ def infer_kind(ref: str) -> str:
     base = ref.rpartition("+")[0] if "+" in ref else ref
     p = Path(base).expanduser()
     if p.is_dir():
+        from editlens.models.describe import read_description
+
+        described = read_description(p)  # editlens.json: what every exporter writes
+        if described is not None:
+            return str(described["kind"])
+        # folders saved before editlens.json: their older markers
         if (p / "twoframe.json").is_file():
             return "twoframe"
         if (p / "adiee.json").is_file():
@@ -52,10 +59,8 @@ def infer_kind(ref: str) -> str:
             return "vlm"
         cfg = p / "config.json"
         if cfg.is_file():
-            try:
-                model_type = json.loads(cfg.read_text(encoding="utf-8")).get("model_type")
-            except (OSError, json.JSONDecodeError) as exc:
-                raise ModelUnavailableError(f"{cfg}: not readable JSON ({exc})") from None
+            doc = read_json(cfg, "the model's config")
+            model_type = doc.get("model_type") if isinstance(doc, dict) else None
             if model_type in _MODEL_TYPE_KINDS:
                 return _MODEL_TYPE_KINDS[model_type]
             if model_type in families():

@@ -63,7 +63,7 @@ class ModelKind:
         return getattr(importlib.import_module(module), attr)(preset, dict(models or {}))
 
 
-_HUB = "editlens.models.registry:hub_model_available"
+_HUB = "editlens.models.resolve:hub_model_available"
 #: The kinds of models editlens knows (code wiring; the presets themselves are data).
 KINDS: dict[str, ModelKind] = {k.name: k for k in (
     ModelKind("clip", "CLIP image/text encoder (transformers layout)", _HUB, "editlens.models.encoders:load_clip"),
@@ -86,6 +86,8 @@ KINDS: dict[str, ModelKind] = {k.name: k for k in (
               "editlens.rewardmodels.editscore:load_editscore"),
     ModelKind("editreward", "EditReward: a reward head on a Qwen-VL base",
               "editlens.rewardmodels.editreward:preset_available", "editlens.rewardmodels.editreward:load_editreward"),
+    ModelKind("editor", "an image editor: a diffusers pipeline folder (adiee tune-editor, make-tiny-editor)",
+              None, "editlens.editors.diffusers_editor:load_for_loader"),
 )}
 
 
@@ -275,16 +277,6 @@ def family_available(preset: ModelPreset, models: dict[str, str]) -> tuple[bool,
     if hasattr(transformers, cls):
         return True, None
     return False, f"transformers {transformers.__version__} has no {cls}; upgrade transformers"
-
-
-def hub_model_available(preset: ModelPreset, models: dict[str, str]) -> tuple[bool, str | None]:
-    """A preset whose weights are a hub id or folder: found locally (through its role's overrides)?"""
-    from editlens.models.resolve import is_available, model_reference, unavailable_message
-
-    mref = model_reference(preset.role or preset.ref or preset.name, models)
-    if is_available(mref):
-        return True, None
-    return False, unavailable_message(mref, "not found locally")
 
 
 def availability(preset: ModelPreset, models: dict[str, str] | None = None) -> tuple[bool, str | None]:

@@ -22,9 +22,12 @@ import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from editlens.errors import ModelUnavailableError
+
+if TYPE_CHECKING:
+    from editlens.models.registry import ModelPreset
 
 
 def config_path() -> Path:
@@ -207,3 +210,10 @@ def load_pretrained(loader: Callable[..., Any], mref: ModelRef | str, **kwargs: 
     emulated_bf16.install(loaded)  # bf16 asked for on a CPU without it: large products at float32 speed
     return loaded
 
+
+def hub_model_available(preset: ModelPreset, models: dict[str, str]) -> tuple[bool, str | None]:
+    """A preset whose weights are a hub id or folder: found locally (through its role's overrides)?"""
+    mref = model_reference(preset.role or preset.ref or preset.name, models)
+    if is_available(mref):
+        return True, None
+    return False, unavailable_message(mref, "not found locally")

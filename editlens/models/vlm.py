@@ -14,14 +14,16 @@ once, here:
    (``quantize_skip`` in ``presets/families/*.json``);
 4. :func:`attach_adapter` wraps it with the adapter strictly (every adapter
    weight must land on a LoRA parameter of the right shape and every LoRA
-   parameter must get one), and :func:`load_vlm` merges it when asked.
+   parameter must get one), and :func:`with_adapter` (used by :func:`load_vlm`
+   and ``serve --adapter``) merges it when asked;
+5. :func:`from_state_dict` builds a VLM whose weights come as one state dict
+   (a released ADIEE scorer) and reports the keys that did not fit.
 
 Adding a VLM-based released model therefore needs a recipe, not loading code.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -100,10 +102,15 @@ def locate(ref: str, what: str = "model") -> Path:
 
 def model_type_of(path: Path) -> str:
     """``config.json``'s ``model_type`` of a model folder."""
-    try:
-        return str(json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))["model_type"])
-    except (OSError, ValueError, KeyError) as exc:
-        raise ModelUnavailableError(f"{path}: no readable config.json with a model_type ({exc})") from None
+    from editlens.core.io import read_json
+
+    cfg = Path(path) / "config.json"
+    if not cfg.is_file():
+        raise ModelUnavailableError(f"{path}: no config.json (not a saved transformers model)")
+    doc = read_json(cfg, "the model's config")
+    if not isinstance(doc, dict) or not doc.get("model_type"):
+        raise ModelUnavailableError(f"{cfg}: no model_type")
+    return str(doc["model_type"])
 
 
 def family_of(model_type: str, where: str = "") -> Any:
@@ -193,17 +200,21 @@ def load_base(source: str | Path, device: str, quantization: str = "none", *, dt
 
 
 def attach_adapter(model: Any, source: str | Path, trainable: bool = False,
-                   key_map: Callable[[str], str] | None = None) -> Any:
+                   key_map: Callable[[str], str] | None = None, *, what: str | None = None,
+                   error: Callable[[str], Exception] = ModelUnavailableError) -> Any:
     """``model`` wrapped with the LoRA adapter at ``source``; refused unless
     every adapter weight lands on a LoRA parameter of the same shape and every
     LoRA parameter gets one (never a silently random adapter). ``key_map``
-    renames the file's keys first (adapters saved against older layouts)."""
+    renames the file's keys first (adapters saved against older layouts).
+    ``what`` names the adapter in errors (``--adapter NAME=DIR``; default
+    ``adapter SOURCE (PATH)``); ``error`` is the caller's error type."""
     from peft import PeftConfig, get_peft_model
     from peft.utils import get_peft_model_state_dict, load_peft_weights, set_peft_model_state_dict
 
     path = source if isinstance(source, Path) else locate(str(source), "adapter")
+    label = what or f"adapter {source} ({path})"
     if not (path / "adapter_config.json").is_file():
-        raise ModelUnavailableError(f"adapter {source} ({path}): no adapter_config.json (not a peft adapter folder)")
+        raise error(f"{label}: no adapter_config.json (not a peft adapter folder)")
     config = PeftConfig.from_pretrained(str(path))
     config.inference_mode = not trainable
     weights = load_peft_weights(str(path), device="cpu")
@@ -214,12 +225,69 @@ def attach_adapter(model: Any, source: str | Path, trainable: bool = False,
     missing, unexpected = sorted(set(expected) - set(weights)), sorted(set(weights) - set(expected))
     shapes = sorted(k for k in set(expected) & set(weights) if tuple(expected[k].shape) != tuple(weights[k].shape))
     if missing or unexpected or shapes:
-        raise ModelUnavailableError(
-            f"adapter {source} ({path}) does not fit the base model: {len(missing)} LoRA weight(s) missing "
+        raise error(
+            f"{label} does not fit the base model: {len(missing)} LoRA weight(s) missing "
             f"(e.g. {missing[:3]}), {len(unexpected)} unexpected (e.g. {unexpected[:3]}), {len(shapes)} of another "
             f"shape (e.g. {shapes[:3]}); refusing to run a partly random adapter")
     set_peft_model_state_dict(peft_model, weights)
     return peft_model
+
+
+def with_adapter(model: Any, source: str | Path, merge: bool = False, *, what: str | None = None,
+                 key_map: Callable[[str], str] | None = None,
+                 error: Callable[[str], Exception] = ModelUnavailableError) -> tuple[Any, bool]:
+    """``(model, merged)``: ``model`` running the adapter at ``source`` (strictly, as
+    :func:`attach_adapter`), folded into its weights when ``merge`` asks and they are
+    not 4-bit (merging would requantise them: there it stays beside its base and
+    ``merged`` is False); in eval mode."""
+    from editlens.models.quant import count_4bit_layers
+
+    quantized = count_4bit_layers(model) > 0
+    peft_model = attach_adapter(model, source, key_map=key_map, what=what, error=error)
+    if merge and not quantized:
+        return peft_model.merge_and_unload().eval(), True
+    return peft_model.eval(), False
+
+
+@dataclass
+class StateFit:
+    """How a state dict fitted its model: keys renamed from an older layout, and
+    the keys the model wanted but did not get, got but did not know, or got in
+    another shape (a caller refuses to run unless the last three are empty)."""
+
+    renamed: int = 0
+    missing: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+    mismatched: list[str] = field(default_factory=list)
+
+
+def from_state_dict(model_class: str, config: Any, state: dict[str, Any], *, dtype: Any = None,
+                    rename: Callable[[dict[str, Any], set[str]], tuple[dict[str, Any], int]] | None = None
+                    ) -> tuple[Any, StateFit]:
+    """A VLM of ``model_class`` (a transformers class name, from the family's
+    preset) built from ``config`` with its weights from ``state`` (a checkpoint
+    that is one state dict, e.g. a released scorer's ``vlm.`` keys), in the
+    torch ``dtype`` the precision policy chose. ``rename(state, known_keys)``
+    maps keys an older transformers wrote onto the current names first. Nothing
+    is refused here: the returned :class:`StateFit` lists what did not fit, for
+    the caller's own error."""
+    import torch
+    import transformers
+
+    cls: Any = getattr(transformers, model_class, None)
+    if cls is None:
+        raise ModelUnavailableError(f"transformers {transformers.__version__} has no {model_class}; "
+                                    "upgrade transformers")
+    fit = StateFit()
+    if rename is not None:
+        with torch.device("meta"):  # the key names only: no memory, no initialisation
+            known = set(cls(config).state_dict())
+        state, fit.renamed = rename(state, known)
+    model, info = cls.from_pretrained(None, config=config, state_dict=state, output_loading_info=True, dtype=dtype)
+    fit.missing = sorted(info.get("missing_keys") or [])
+    fit.unexpected = sorted(info.get("unexpected_keys") or [])
+    fit.mismatched = sorted(str(m[0]) if isinstance(m, tuple) else str(m) for m in info.get("mismatched_keys") or [])
+    return model, fit
 
 
 @dataclass
@@ -258,9 +326,7 @@ def load_vlm(reference: VlmReference, device: str, quantization: str = "none", *
     merged = False
     if reference.adapter:
         adapter_path = locate(reference.adapter, "adapter")
-        model = attach_adapter(model, adapter_path, key_map=key_map)
-        if merge and not quantized:
-            model, merged = model.merge_and_unload(), True
+        model, merged = with_adapter(model, adapter_path, merge, key_map=key_map)
     return LoadedVlm(model.eval(), base_path, adapter_path, model_type, quantized, merged, notes)
 
 

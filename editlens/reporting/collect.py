@@ -21,7 +21,9 @@ import string
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from editlens.core.io import read_json
 from editlens.errors import InputError
+from editlens.reporting.leaderboard import specs_of
 from editlens.reporting.memo import Memo, ReportCache
 from editlens.reporting.payload import Box, RunData, SampleRecord, ScoreEntry
 
@@ -48,23 +50,6 @@ def _trim(value: Any) -> Any:
     if t is float and not math.isfinite(value):
         return None
     return value
-
-
-def specs_of(names: Iterable[str]) -> dict[str, Any]:
-    """``{name: MetricSpec or None}``: ``None`` for an evaluator the registry does not know
-    (e.g. a plugin no longer installed; its rows are shown, undescribed). A benchmark's judge
-    (``bench_gedit``, in a bench run's ``run/``) has its benchmark's spec."""
-    from editlens.bench.judge import spec_for_evaluator
-    from editlens.errors import UnknownMetricError
-    from editlens.metrics.registry import get_spec
-
-    out: dict[str, Any] = {}
-    for n in names:
-        try:
-            out[n] = get_spec(n)
-        except UnknownMetricError:
-            out[n] = spec_for_evaluator(n)
-    return out
 
 
 def dotted(obj: Any, path: str) -> Any:
@@ -257,12 +242,7 @@ def _read_human(path: str | Path) -> dict[str, float]:
 def read_meta_eval(path: str | Path) -> dict[str, Any]:
     """A saved ``editlens meta-eval ... --json`` document."""
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{p}: meta-evaluation result not found")
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise InputError(f"{p}: not JSON ({exc}); save one with `editlens meta-eval ... --json > {p.name}`") from exc
+    doc = read_json(p, "meta-evaluation result", hint=f"save one with `editlens meta-eval ... --json > {p.name}`")
     if not isinstance(doc, dict) or not ({"benchmark", "protocol"} & set(doc)):
         raise InputError(f"{p}: not a meta-evaluation result (no 'benchmark' or 'protocol' field)")
     return doc

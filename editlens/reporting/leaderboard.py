@@ -19,7 +19,7 @@ in the report's cache.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from editlens.metrics.spec import RANKED_MEASURES
 from editlens.reporting.memo import Memo
@@ -221,13 +221,29 @@ def why_nothing_ranks(evaluators: Sequence[str], measures: Mapping[str, str | No
     return {"why": why, "add": what_to_add(has_reference, has_captions)}
 
 
+def specs_of(names: Iterable[str]) -> dict[str, Any]:
+    """``{name: MetricSpec or None}``: ``None`` for an evaluator the registry does not know
+    (e.g. a plugin no longer installed; its rows are shown, undescribed). A benchmark's judge
+    (``bench_gedit``, in a bench run's ``run/``) has its benchmark's spec."""
+    from editlens.bench.judge import spec_for_evaluator
+    from editlens.errors import UnknownMetricError
+    from editlens.metrics.registry import get_spec
+
+    out: dict[str, Any] = {}
+    for n in names:
+        try:
+            out[n] = get_spec(n)
+        except UnknownMetricError:
+            out[n] = spec_for_evaluator(n)
+    return out
+
+
 def run_ranking_notes(run_dir: Any) -> dict[str, Any]:
     """For ``runs summary``: each evaluator's direction (and what it measures), the similarity
     evaluators (not rankings), and, when no evaluator that judges the edit scored anything,
     :func:`why_nothing_ranks`. Read from the run's store and manifest only (no bootstrap)."""
     from pathlib import Path
 
-    from editlens.reporting.collect import specs_of
     from editlens.reporting.runs import _current_rows, _open
 
     store = _open(run_dir)

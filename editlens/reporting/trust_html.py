@@ -8,10 +8,11 @@ The run and meta-evaluation pages call :func:`probe_section` and
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from editlens.core.io import read_json
+from editlens.errors import InputError
 from editlens.reporting.markup import data_table, esc, num, pct, section
 
 PROBE_FILE = "probe.json"
@@ -26,9 +27,9 @@ def load_probe(run_dir: str | Path) -> dict[str, Any] | None:
     if not p.is_file():
         return None
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        return {"error": f"{p} cannot be read ({exc})"}
+        doc = read_json(p, "probe result")
+    except InputError as exc:
+        return {"error": str(exc)}
     return doc if isinstance(doc, dict) and "evaluators" in doc else {"error": f"{p} is not a probe result"}
 
 

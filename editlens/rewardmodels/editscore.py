@@ -366,11 +366,13 @@ def split_ref(ref: str, base: str | None) -> tuple[str | None, str]:
 
 
 def adapter_base(adapter_path: Path) -> str | None:
-    cfg = adapter_path / "adapter_config.json"
+    from editlens.core.io import read_json
+
     try:
-        return json.loads(cfg.read_text(encoding="utf-8")).get("base_model_name_or_path")
-    except (OSError, ValueError):
+        doc = read_json(adapter_path / "adapter_config.json")
+    except InputError:  # no base named: the caller asks for one
         return None
+    return doc.get("base_model_name_or_path") if isinstance(doc, dict) else None
 
 
 def _normalise_adapter_key(key: str) -> str:
@@ -444,10 +446,9 @@ def load_editscore(ref: Any, precision: Any, quantization: str, models: dict[str
 
 
 def _model_type(path: Path) -> str:
-    try:
-        return str(json.loads((path / "config.json").read_text(encoding="utf-8"))["model_type"])
-    except (OSError, ValueError, KeyError) as exc:
-        raise ModelUnavailableError(f"{path}: no readable config.json with a model_type ({exc})") from None
+    from editlens.models.vlm import model_type_of
+
+    return model_type_of(path)
 
 
 def preset_available(preset: Any, models: dict[str, str]) -> tuple[bool, str | None]:

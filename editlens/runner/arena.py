@@ -29,6 +29,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from editlens.core.io import read_json
 from editlens.errors import InputError
 
 SCHEMA = "editlens.arena/1"
@@ -645,10 +646,7 @@ def load_arena(path: str | Path) -> dict[str, Any] | None:
     p = p / "arena.json" if p.is_dir() else p
     if not p.is_file():
         return None
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise InputError(f"{p}: not JSON ({exc})") from exc
+    doc = read_json(p, "arena result")
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise InputError(f"{p}: not an editlens arena result (schema {SCHEMA})")
     return doc

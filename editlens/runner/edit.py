@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from editlens.core.io import write_bytes, write_json
+from editlens.core.io import read_json, write_bytes, write_json
 from editlens.core.safepath import inside, is_inside
 from editlens.core.types import EditSample
 from editlens.editors.base import STOPPED, Editor, EditOutput, EditRequest
@@ -183,17 +183,18 @@ def _file_sha256(path: Path) -> str | None:
 
 def _previous(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        doc = read_json(path)
+    except InputError:  # none yet, or damaged: written anew
         return {}
+    return doc if isinstance(doc, dict) else {}
 
 
 def _check_same_editor(path: Path, record: Mapping[str, Any]) -> None:
     if not path.is_file():
         return
     try:
-        old = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        old = read_json(path)
+    except InputError:
         return  # unreadable: rewritten below
     diffs = []
     for key in ("editor", "seed", "shard"):

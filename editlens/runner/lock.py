@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from editlens.errors import EditlensError
+from editlens.errors import EditlensError, InputError
 
 
 class RunLockedError(EditlensError):
@@ -31,9 +31,11 @@ LOCK_FILE = ".lock"
 def read_holder(run_dir: str | os.PathLike) -> dict[str, Any]:
     """What the run's lock file says of its (last) holder: ``pid``, ``host``, ``command``, ``started``;
     ``{}`` when there is no readable record. Reads only: never takes the lock."""
+    from editlens.core.io import read_json
+
     try:
-        info = json.loads((Path(run_dir) / LOCK_FILE).read_text(encoding="utf-8") or "{}")
-    except (OSError, ValueError):
+        info = read_json(Path(run_dir) / LOCK_FILE)
+    except InputError:  # none, or empty (the lock taken, its record not yet written)
         return {}
     return info if isinstance(info, dict) else {}
 

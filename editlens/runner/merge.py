@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from editlens.core.io import atomic_write, write_json, write_jsonl
+from editlens.core.io import atomic_write, read_json, read_jsonl, write_json, write_jsonl
 from editlens.errors import InputError
 
 #: what decides an edit folder's images (editor.json keys compared between shards)
@@ -26,13 +26,7 @@ EDITOR_KEYS = ("editor", "spec", "settings", "seed", "seed_rule", "samples")
 
 
 def _load(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{path}: missing (is {path.parent} a shard folder of `editlens edit/run/bench run "
-                         "--shard`?)") from None
-    except ValueError as exc:
-        raise InputError(f"{path}: not valid JSON ({exc})") from None
+    return read_json(path, hint=f"is {path.parent} a shard folder of `editlens edit/run/bench run --shard`?")
 
 
 def _stages(folder: Path) -> list[str]:
@@ -66,9 +60,10 @@ def kind_of(folder: Path) -> str:
     """``edit``, ``bench`` or ``run``: what kind of output ``folder`` is (a shard says so in its
     ``shard.json``, even one that holds no work)."""
     try:
-        kind = json.loads((folder / "shard.json").read_text(encoding="utf-8")).get("kind")
-    except (OSError, ValueError):
-        kind = None
+        doc = read_json(folder / "shard.json")
+    except InputError:  # no shard.json (or a damaged one): told by the folder's files below
+        doc = {}
+    kind = doc.get("kind") if isinstance(doc, dict) else None
     if kind in ("edit", "run", "bench", "arena"):
         return str(kind)
     if (folder / "editor.json").is_file() or (not (folder / "run").is_dir() and any(folder.glob("step*/editor.json"))):
@@ -320,8 +315,7 @@ def merge_bench(out: Path, folders: Sequence[Path]) -> dict[str, Any]:
     _merge_store(out / "run", [f / "run" for f in folders], samples, moves)
     rows: list[dict[str, Any]] = []
     for f in folders:
-        rows += [json.loads(line) for line in (f / "items.jsonl").read_text(encoding="utf-8").splitlines()
-                 if line.strip()]
+        rows += read_jsonl(f / "items.jsonl")
     rows.sort(key=lambda r: (r["id"] in skipped, *key(r["id"])))
     bench = get(doc["benchmark"], split=doc.get("split"))
     first = tables[0][1]
@@ -381,8 +375,7 @@ def merge_arena(out: Path, folders: Sequence[Path]) -> dict[str, Any]:
     idx = {m: i for i, m in enumerate(editors)}
     lines: list[dict[str, Any]] = []
     for f in folders:
-        lines += [json.loads(line) for line in (f / "comparisons.jsonl").read_text(encoding="utf-8").splitlines()
-                  if line.strip()]
+        lines += read_jsonl(f / "comparisons.jsonl")
     lines.sort(key=lambda v: pos.get(v["source"], len(pos)))  # stable: each shard's own order within a source
     judged = [_Judged(pos[v["source"]], idx[v["a"]], idx[v["b"]],
                       {k: val for k, val in v.items() if k not in ("source", "a", "b", "id_a", "id_b")})

@@ -54,7 +54,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
-from editlens.core.io import atomic_write
+from editlens.core.io import atomic_write, read_json, read_jsonl
 from editlens.errors import InputError
 
 #: two figures are EQUAL when they differ by no more than this (float noise of two summation orders)
@@ -92,9 +92,9 @@ def load_run(run: str | Path) -> RunAnswers:
             raise InputError(f"{root}: not a `editlens bench run` output folder ({f.name} is missing); give the "
                              "folder passed to `bench run --out`")
     try:
-        table = json.loads(tfile.read_text(encoding="utf-8"))
-        rows = [json.loads(line) for line in ifile.read_text(encoding="utf-8").splitlines() if line.strip()]
-    except (ValueError, UnicodeDecodeError) as e:
+        table = read_json(tfile, "the bench run's table")
+        rows = read_jsonl(ifile)
+    except InputError as e:
         raise InputError(f"{root}: table.json or items.jsonl is not readable JSON ({e}); rerun `editlens bench run` "
                          "to write them again") from None
     if not isinstance(table, dict) or not isinstance(table.get("benchmark"), str):
@@ -247,7 +247,7 @@ def run_driver(task: str, request: Mapping[str, Any], python: str, work: Path, c
     req, res = work / f"{task}.request.json", work / f"{task}.result.json"
     req.write_text(json.dumps(request, default=str), encoding="utf-8")
     run_script([python, official_driver.__file__, task, str(req), str(res)], cwd or work, f"the {task} step")
-    return json.loads(res.read_text(encoding="utf-8"))
+    return read_json(res, f"the {task} step's result")
 
 
 def run_script(cmd: Sequence[str], cwd: Path, what: str) -> str:
@@ -452,8 +452,8 @@ class ImgEditOfficial(OfficialFormat):
             run_script([python, str(files["step2"]), "--average_score_json", str(avg), "--basic_edit",
                         str(exported / "basic_edit.json"), "--typescore_json", str(types)], work,
                        "step2_typescore.py")
-            per_item = json.loads(avg.read_text(encoding="utf-8"))
-            by_type = json.loads(types.read_text(encoding="utf-8"))
+            per_item = read_json(avg, "step1_get_avgscore.py's output")
+            by_type = read_json(types, "step2_typescore.py's output")
             reads = self._reads(run, model, per_item)
             from editlens.bench.imgedit import TYPES
 
@@ -494,7 +494,7 @@ class UGEOfficial(ImgEditOfficial):
                                  "get_average_score.py").strip().splitlines()
             owner = _finite(printed[-1]) if printed else None
             per_item = run_driver("lines_average", {"files": {"script": str(files["script"])},
-                                                    "answers": json.loads(res.read_text(encoding="utf-8"))},
+                                                    "answers": read_json(res, "the judge's answers")},
                                   python, work)["items"]
             reads = self._reads(run, model, per_item)
             f = Figure(model, self.section, "overall", "score",
@@ -655,7 +655,7 @@ class RiseOfficial(OfficialFormat):
             raise InputError(f"{run.root}: the benchmark's data ({run.data}) is not there any more; the release's "
                              "scoring needs its data_total.json rows (index, category, subtask, consistency_free)")
         f = find_file(Path(run.data), "data_total.json", "RISEBench's data file")
-        rows = json.loads(f.read_text(encoding="utf-8"))
+        rows = read_json(f, "RISEBench's data file")
         keep = {_key(r) for r in run.answered() if r["model"] == model}
         return [c for c in rows if str(c.get("index")) in keep]
 
@@ -700,7 +700,7 @@ class RiseOfficial(OfficialFormat):
                 notes.append(f"{model}: no case has judge answers; nothing to compare")
                 continue
             data = exported / model / "data_total.json"
-            cases = json.loads(data.read_text(encoding="utf-8"))
+            cases = read_json(data, "the exported cases")
             free_field = any("consistency_free" in c for c in cases)
             dropped = len([r for r in run.rows if r["model"] == model]) - len(cases)
             if dropped:

@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from editlens.core.io import atomic_directory, write_json, write_jsonl
+from editlens.core.io import atomic_directory, read_json, write_json, write_jsonl
 from editlens.errors import InputError
 from editlens.training.distributed import current, main_only, start
 from editlens.training.plot import PlotSpec, plot_training
@@ -262,10 +262,10 @@ def _prepare_run_dir(out: str | Path, identity: dict[str, Any], config: dict[str
             raise InputError(f"{out} holds a checkpoint written by an earlier editlens ({', '.join(legacy[:3])}) "
                              "that this version does not resume; use another --out, or --restart to discard it")
     if not restart and saved.is_file():
-        try:
-            before = json.loads(saved.read_text()).get("identity")
-        except (OSError, json.JSONDecodeError, AttributeError) as exc:
-            raise InputError(f"{saved}: unreadable ({exc}); use another --out or --restart") from None
+        doc = read_json(saved, "the run's summary", hint="use another --out or --restart")
+        if not isinstance(doc, dict):
+            raise InputError(f"{saved}: not a run summary (a JSON object); use another --out or --restart")
+        before = doc.get("identity")
         if before is not None:
             diffs = identity_difference(before, identity)
             if diffs:
@@ -610,7 +610,7 @@ class _Run:
         summary_path = self.out / SUMMARY_FILE
         if start < self.steps or not summary_path.is_file():
             return False
-        done = json.loads(summary_path.read_text())
+        done = read_json(summary_path, "the run's summary")
         outputs = done.get("outputs") or {}
         if not (done.get("finished") and done.get("steps_done") == start
                 and all(Path(str(v)).exists() for v in outputs.values())):

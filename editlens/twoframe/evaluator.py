@@ -150,13 +150,15 @@ class TwoFrameEvaluator(Metric):
 
 
 def _has_head(ref: str) -> bool:
-    import json
+    from editlens.core.io import read_json
+    from editlens.errors import InputError
 
     meta = Path(ref).expanduser() / "twoframe.json"
     try:
-        return bool(json.loads(meta.read_text()).get("head")) if meta.is_file() else False
-    except (OSError, ValueError):
+        doc = read_json(meta) if meta.is_file() else {}
+    except InputError:  # not a two-frame folder this can read: loading it says why
         return False
+    return bool(doc.get("head")) if isinstance(doc, dict) else False
 
 
 def _fingerprint(ref: str) -> dict[str, Any]:

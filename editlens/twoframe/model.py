@@ -19,7 +19,6 @@ preprocessing, head shape, calibration, provenance) and ``head.safetensors``.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -186,7 +185,8 @@ class TwoFrameModel(nn.Module):
         """Write the model directory atomically (a temp dir renamed into place)."""
         from safetensors.torch import save_file
 
-        from editlens.core.io import atomic_directory
+        from editlens.core.io import atomic_directory, write_json
+        from editlens.models.describe import write_description
 
         path = Path(path)
         with atomic_directory(path) as tmp:
@@ -202,7 +202,8 @@ class TwoFrameModel(nn.Module):
             if self.head is not None:
                 save_file({k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()},
                           str(tmp / "head.safetensors"))
-            (tmp / "twoframe.json").write_text(json.dumps(meta, indent=2))
+            write_json(tmp / "twoframe.json", meta)
+            write_description(tmp, "twoframe", "editlens.twoframe.model:TwoFrameModel", format=FORMAT)
         return path
 
 
@@ -252,9 +253,12 @@ def load_twoframe(ref: str | os.PathLike, *, tokenizer: str | None = None, base:
     ref = str(ref)
     path = Path(ref).expanduser()
     if path.is_dir() and is_twoframe_dir(path):
-        meta = json.loads((path / "twoframe.json").read_text())
-        if meta.get("format") != FORMAT:
-            raise ModelUnavailableError(f"{path}/twoframe.json: unknown format {meta.get('format')!r} (want {FORMAT})")
+        from editlens.core.io import read_json
+
+        meta = read_json(path / "twoframe.json", "the two-frame model's description")
+        fmt = meta.get("format") if isinstance(meta, dict) else None
+        if fmt != FORMAT:
+            raise ModelUnavailableError(f"{path}/twoframe.json: unknown format {fmt!r} (want {FORMAT})")
         clip = _strict_clip(str(path))
         tok = _tokenizer(tokenizer or str(path), str(path))
         head = None

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from editlens.core.io import read_json
 from editlens.errors import InputError
 
 
@@ -32,10 +32,9 @@ class CocoSet:
             raise InputError(f"{ann_path}: annotation file not found")
         if not img_root.is_dir():
             raise InputError(f"{img_root}: image folder not found")
-        try:
-            data = json.loads(ann_path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise InputError(f"{ann_path}: not a readable COCO JSON file ({exc})") from None
+        data = read_json(ann_path, "COCO annotations")
+        if not isinstance(data, dict):
+            raise InputError(f"{ann_path}: a COCO instances file is a JSON object, got {type(data).__name__}")
         missing = [k for k in ("images", "annotations", "categories") if k not in data]
         if missing:
             raise InputError(f"{ann_path}: a COCO instances file needs {', '.join(missing)}")

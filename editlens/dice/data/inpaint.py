@@ -18,7 +18,6 @@ synthetic edit is known exactly.
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 import warnings
 import zlib
@@ -214,10 +213,10 @@ class DiffusersInpainter:
             raise ModelUnavailableError(f"inpainting model {model_dir}: no model_index.json, so not a saved diffusers "
                                         "pipeline (expected e.g. a Stable Diffusion inpainting or Kandinsky 2.2 "
                                         "inpainting directory written by save_pretrained)")
-        try:
-            saved_class = json.loads(index.read_text()).get("_class_name", "?")
-        except (OSError, ValueError) as exc:
-            raise ModelUnavailableError(f"inpainting model {index}: unreadable ({exc})") from None
+        from editlens.core.io import read_json
+
+        doc = read_json(index, "the inpainting pipeline's index")
+        saved_class = doc.get("_class_name", "?") if isinstance(doc, dict) else "?"
         from editlens.models.precision import resolve_device
 
         self.device = resolve_device(device)

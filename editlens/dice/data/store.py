@@ -69,7 +69,10 @@ class DatasetStore:
         p = self.out / "provenance.json"
         if not p.is_file() or not self.records:
             return
-        before = json.loads(p.read_text()).get("config", {})
+        from editlens.core.io import read_json
+
+        doc = read_json(p, "the data set's provenance", hint="use another --out")
+        before = (doc.get("config") if isinstance(doc, dict) else None) or {}
         now = json.loads(json.dumps(config))  # tuples -> lists, as stored
         diff = {k: (before.get(k), v) for k, v in now.items() if k not in free and before.get(k) != v}
         if diff:
