@@ -156,6 +156,37 @@ def editreward_dirs(tmp_path_factory):  # type: ignore[no-untyped-def]
             "q3": TR.build_editreward(root / "q3", "qwen3_vl")}
 
 
+@pytest.fixture(scope="session")
+def wheel_venv(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """This checkout built as a wheel and installed in a fresh venv, once per test process (the tests that use
+    it share one xdist group, so one worker builds it): ``(wheel, python, site)``. torch & co. are not
+    reinstalled (no network, and minutes of CI): the venv sees this interpreter's site-packages through a
+    plain path line, which is not itself scanned for .pth files, so this venv's editable editlens is not
+    activated there and ``import editlens`` can only find the installed wheel."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    from helpers import REPO
+
+    root = tmp_path_factory.mktemp("wheel")
+    # no PYTHONPATH anywhere: a checkout on it would make pip think editlens is installed already
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    dist = root / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(dist), str(REPO)], check=True, capture_output=True, timeout=300, env=clean)
+    (wheel,) = dist.glob("editlens-*.whl")
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    py = venv / "bin" / "python"
+    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    (Path(site) / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-index", "-q",
+                    str(wheel)], check=True, capture_output=True, timeout=300, env=clean)
+    return wheel, py, site
+
+
 @pytest.fixture(autouse=True)
 def _isolated_caches(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("EDITLENS_CACHE_DIR", str(tmp_path / "editlens-cache"))
