@@ -35,6 +35,10 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
             item.add_marker(pytest.mark.once)
         elif getattr(getattr(item, "module", None), "__name__", None) in SEVERAL_PROCESSES:
             item.add_marker(pytest.mark.once)
+    # the long tests first, so that xdist's workers (pyproject: --dist loadgroup hands out one test, or one
+    # xdist_group, at a time) start them early and finish together instead of one waiting on a late minute-long
+    # test; xdist puts its groups (tests sharing a costly fixture) first itself, the most tests first
+    items.sort(key=lambda item: 0 if item.get_closest_marker("once") or item.get_closest_marker("slow") else 1)
 
 
 #: tests that start several processes (torchrun / accelerate launch, Ray workers): a minute or more each on

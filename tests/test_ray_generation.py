@@ -14,6 +14,9 @@ ray = pytest.importorskip("ray")
 
 from test_editors import FAST, SCRIPTED, cli, digests, rows, write_inputs  # noqa: E402
 
+#: one worker runs this module's tests: they share its Ray cluster (started once, not once per xdist worker)
+pytestmark = pytest.mark.xdist_group("ray")
+
 
 @pytest.fixture(scope="module")
 def local_ray():
