@@ -269,12 +269,18 @@ class Launches:
     def out(self, name: str) -> Path:
         return self.root / name
 
-    def result(self, name: str) -> subprocess.CompletedProcess:
+    def _logs(self, name: str) -> list[Path]:
         logs = sorted(self.root.glob(f"{name}.log.rank*[0-9]"))
         assert logs, f"{name}: the launch never ran this command"
-        codes = [int(Path(f"{p}.status").read_text()) for p in logs]
-        code = 0 if not any(codes) else max(codes)  # as a launcher reports: non-zero when a process failed
-        return subprocess.CompletedProcess([name], code, "".join(p.read_text() for p in logs), "")
+        return logs
+
+    def codes(self, name: str) -> list[int]:
+        """Each process's exit status for the command ``name`` (rank order)."""
+        return [int(Path(f"{p}.status").read_text()) for p in self._logs(name)]
+
+    def result(self, name: str) -> subprocess.CompletedProcess:
+        code = max(self.codes(name), key=abs)  # as a launcher reports: non-zero when a process failed
+        return subprocess.CompletedProcess([name], code, "".join(p.read_text() for p in self._logs(name)), "")
 
 
 @pytest.fixture(scope="module")
@@ -326,7 +332,8 @@ def test_dice_train_on_two_processes_equals_one(launches):
 
     # a process count that does not divide the batch is refused before anything loads
     bad = launches.result("dice-bad")
-    assert bad.returncode == 1, bad.stdout[-3000:]
+    # each process refuses with the CLI's input-error status (torchrun itself then exits 1)
+    assert launches.codes("dice-bad") == [2, 2], bad.stdout[-3000:]
     assert "--batch-size 3 does not split among 2 processes" in bad.stdout
     assert not (launches.out("dice-bad") / "checkpoints").exists()
 
