@@ -43,7 +43,6 @@ def test_copy_samples_makes_the_docs_paths_real(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 @pytest.mark.once
-@pytest.mark.xdist_group("wheel")
 def test_the_wheel_installed_in_a_fresh_venv_runs_the_demo_from_an_empty_folder(wheel_venv, tmp_path):
     """The README's user path: `pip install editlens` (the wheel), then `editlens demo`, no checkout around."""
     import os

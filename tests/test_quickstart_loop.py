@@ -131,7 +131,6 @@ def flip_edit(image, instruction, seed=0):  # an editor that changes the picture
 
 @pytest.mark.slow
 @pytest.mark.once
-@pytest.mark.xdist_group("wheel")
 def test_the_quickstart_runs_as_written_from_the_wheel_in_a_fresh_venv(wheel_venv, tmp_path):
     """docs/quickstart-loop.md, run from the built wheel in a fresh venv (tests/conftest.py builds it once for
     this test and tests/test_front_door.py), so `editlens` can only be the installed wheel."""

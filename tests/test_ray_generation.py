@@ -14,7 +14,9 @@ ray = pytest.importorskip("ray")
 
 from test_editors import FAST, SCRIPTED, cli, digests, rows, write_inputs  # noqa: E402
 
-#: one worker runs this module's tests: they share its Ray cluster (started once, not once per xdist worker)
+#: one worker should run this module's tests (they share its Ray cluster). NB: with pytest 9 + pytest-xdist 3.8
+#: xdist_group has no effect (xdist renames item._nodeid, pytest 9 reads item._id): each worker that gets one
+#: of these tests starts its own cluster, as before this mark
 pytestmark = pytest.mark.xdist_group("ray")
 
 

@@ -165,17 +165,13 @@ def test_the_loop_on_two_processes_equals_one_and_resumes(tmp_path):
 # (~10 s of CPU each: most of these tests' time); the tests below then check each command's outputs.
 
 JOBS = Path(__file__).resolve().parent / "cli_jobs.py"
-#: the trainers' tests share this xdist group: one worker builds the tiny models and makes the launches once
-TRAINERS = pytest.mark.xdist_group("distributed-trainers")
 
 
-@pytest.fixture(scope="module")
-def dice_setup(tmp_path_factory):  # type: ignore[no-untyped-def]
+def dice_setup_in(root: Path):  # type: ignore[no-untyped-def]
     from helpers import write_dice_records
 
     from editlens.testing.tiny_dice import build_trainable_idefics3
 
-    root = tmp_path_factory.mktemp("dice-dist")
     (root / "data").mkdir()
     return build_trainable_idefics3(root / "base"), write_dice_records(root / "data")
 
@@ -187,12 +183,10 @@ def _dice_args(dice_setup) -> list[str]:  # type: ignore[no-untyped-def]
             "--save-every", "2", "--device", "cpu", "--no-progress", "--json"]
 
 
-@pytest.fixture(scope="module")
-def tune_setup(tmp_path_factory):  # type: ignore[no-untyped-def]
+def tune_setup_in(root: Path):  # type: ignore[no-untyped-def]
     from editlens.editors.random_init import make_tiny_editor
     from editlens.testing.tiny_tuning import make_relabelled
 
-    root = tmp_path_factory.mktemp("tune-dist")
     return (make_tiny_editor(root / "base", "instruct-pix2pix", image_size=16),
             make_relabelled(root / "data"))
 
@@ -203,13 +197,11 @@ def _tune_args(tune_setup, *extra: str) -> list[str]:  # type: ignore[no-untyped
             "--conditioning-dropout", "0.2", "--save-every", "1", "--device", "cpu", "--no-progress", *extra]
 
 
-@pytest.fixture(scope="module")
-def adiee_setup(tmp_path_factory):  # type: ignore[no-untyped-def]
+def adiee_setup_in(root: Path):  # type: ignore[no-untyped-def]
     from PIL import Image
 
     from editlens.models.random_init import BUILDERS
 
-    root = tmp_path_factory.mktemp("adiee-dist")
     (root / "data" / "images").mkdir(parents=True)
     rows = []
     for i in range(6):
@@ -230,14 +222,12 @@ def _adiee_args(adiee_setup) -> list[str]:  # type: ignore[no-untyped-def]
             "--save-every", "1", "--device", "cpu", "--no-progress"]
 
 
-@pytest.fixture(scope="module")
-def twoframe_setup(tmp_path_factory):  # type: ignore[no-untyped-def]
+def twoframe_setup_in(root: Path):  # type: ignore[no-untyped-def]
     from helpers import rng_image
     from PIL import Image
 
     from editlens.models.random_init import build_clip
 
-    root = tmp_path_factory.mktemp("twoframe-dist")
     rows = []
     for k in range(10):
         src = rng_image(200 + k, 32, 32)
@@ -258,6 +248,11 @@ def _twoframe_args(twoframe_setup) -> list[str]:  # type: ignore[no-untyped-def]
             "--json"]
 
 
+def _setup(make, root: Path):  # type: ignore[no-untyped-def]
+    root.mkdir(parents=True, exist_ok=True)
+    return make(root)
+
+
 class Launches:
     """Where each command of the shared launches wrote (``out(name)``) and what it said and returned
     (``result(name)``: every process's console output, joined, and the launch's exit status)."""
@@ -265,6 +260,7 @@ class Launches:
     def __init__(self, root: Path):
         self.root = root
         self.tune_losses_after_accelerate: list[float] = []
+        self.tune_base = self.twoframe_base = root
 
     def out(self, name: str) -> Path:
         return self.root / name
@@ -284,28 +280,41 @@ class Launches:
 
 
 @pytest.fixture(scope="module")
-def launches(dice_setup, tune_setup, adiee_setup, twoframe_setup, tmp_path_factory) -> Launches:  # type: ignore[no-untyped-def]
-    root = tmp_path_factory.mktemp("launches")
-    runs = Launches(root)
+def launches(tmp_path_factory) -> Launches:  # type: ignore[no-untyped-def]
+    """Made once per test run (tests/helpers.py built_once): the worker that gets there first builds the tiny
+    models and launches the commands, any other waits and reads the same folders."""
+    from helpers import built_once
 
-    def job(name: str, args: list[str], out: str | None = None) -> dict:
-        return {"args": [*args, "--out", str(runs.out(out or name))], "log": str(root / f"{name}.log")}
+    def build(root: Path) -> dict:
+        runs = Launches(root)
+        dice_setup, tune_setup = _setup(dice_setup_in, root / "dice"), _setup(tune_setup_in, root / "tune")
+        adiee_setup, twoframe_setup = _setup(adiee_setup_in, root / "adiee"), _setup(twoframe_setup_in, root / "tf")
 
-    def launch(prefix: list[str], jobs: list[dict], name: str) -> None:
-        (root / f"{name}.json").write_text(json.dumps(jobs))
-        _run(prefix, [str(JOBS), str(root / f"{name}.json")])
+        def job(name: str, args: list[str], out: str | None = None) -> dict:
+            return {"args": [*args, "--out", str(runs.out(out or name))], "log": str(root / f"{name}.log")}
 
-    dice, adiee, twoframe = _dice_args(dice_setup), _adiee_args(adiee_setup), _twoframe_args(twoframe_setup)
-    resume = _tune_args(tune_setup, "--batch-size", "2", "--grad-accum", "2")
-    share = _tune_args(tune_setup, "--batch-size", "2", "--steps", "3")
-    # the same commands in the same order in one process and on two
-    launch([], [job("dice-one", dice), job("resume-one", [*resume, "--steps", "3"]), job("share-one", share),
-                job("adiee-one", adiee), job("twoframe-one", twoframe)], "one")
-    launch(ACCELERATE[:-2], [job("resume-first", [*resume, "--steps", "2"], out="resume-two")], "accelerate")
-    runs.tune_losses_after_accelerate = _losses(runs.out("resume-two"))
-    launch(TORCHRUN[:-2], [job("dice-two", dice), job("dice-bad", [*dice, "--batch-size", "3"]),
-                           job("resume-two", [*resume, "--steps", "3"]), job("share-two", share),
-                           job("adiee-two", adiee), job("twoframe-two", twoframe)], "torchrun")
+        def launch(prefix: list[str], jobs: list[dict], name: str) -> None:
+            (root / f"{name}.json").write_text(json.dumps(jobs))
+            _run(prefix, [str(JOBS), str(root / f"{name}.json")])
+
+        dice, adiee, twoframe = _dice_args(dice_setup), _adiee_args(adiee_setup), _twoframe_args(twoframe_setup)
+        resume = _tune_args(tune_setup, "--batch-size", "2", "--grad-accum", "2")
+        share = _tune_args(tune_setup, "--batch-size", "2", "--steps", "3")
+        # the same commands in the same order in one process and on two
+        launch([], [job("dice-one", dice), job("resume-one", [*resume, "--steps", "3"]), job("share-one", share),
+                    job("adiee-one", adiee), job("twoframe-one", twoframe)], "one")
+        launch(ACCELERATE[:-2], [job("resume-first", [*resume, "--steps", "2"], out="resume-two")], "accelerate")
+        after_accelerate = _losses(runs.out("resume-two"))
+        launch(TORCHRUN[:-2], [job("dice-two", dice), job("dice-bad", [*dice, "--batch-size", "3"]),
+                               job("resume-two", [*resume, "--steps", "3"]), job("share-two", share),
+                               job("adiee-two", adiee), job("twoframe-two", twoframe)], "torchrun")
+        return {"root": str(root), "after_accelerate": after_accelerate, "tune_base": str(tune_setup[0]),
+                "twoframe_base": str(twoframe_setup[0])}
+
+    made = built_once(tmp_path_factory, "distributed-launches", build)
+    runs = Launches(Path(made["root"]))
+    runs.tune_losses_after_accelerate = made["after_accelerate"]
+    runs.tune_base, runs.twoframe_base = Path(made["tune_base"]), Path(made["twoframe_base"])
     return runs
 
 
@@ -316,7 +325,6 @@ def _done(launches: Launches, name: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-@TRAINERS
 def test_dice_train_on_two_processes_equals_one(launches):
     _done(launches, "dice-one")
     r = _done(launches, "dice-two")
@@ -339,7 +347,6 @@ def test_dice_train_on_two_processes_equals_one(launches):
 
 
 @pytest.mark.slow
-@TRAINERS
 def test_tune_editor_on_two_processes_equals_one_and_resumes(launches):
     """--batch-size 2 --grad-accum 2 on 2 processes: each computes one whole micro-batch; a run of 2
     steps (accelerate launch) resumed to 3 (torchrun) equals 3 steps in one process."""
@@ -362,8 +369,7 @@ def test_tune_editor_on_two_processes_equals_one_and_resumes(launches):
 
 
 @pytest.mark.slow
-@TRAINERS
-def test_tune_editor_shares_each_micro_batch_with_the_same_noise(launches, tune_setup):
+def test_tune_editor_shares_each_micro_batch_with_the_same_noise(launches):
     """--batch-size 2 --grad-accum 1 on 2 processes: one example each; every sample's noise, timestep
     and dropout come from its own generator, so the first step's loss is the one-process loss and the
     run stays with it (batch-size-1 kernels round differently from batch-size-2 ones)."""
@@ -375,7 +381,7 @@ def test_tune_editor_shares_each_micro_batch_with_the_same_noise(launches, tune_
     assert two[0] == pytest.approx(one[0], rel=1e-3 if bf16 else 1e-5)
     assert two == pytest.approx(one, rel=2e-2 if bf16 else 1e-3)
     unet = "editor/unet/diffusion_pytorch_model.safetensors"
-    base = _weights(Path(tune_setup[0]) / "unet" / "diffusion_pytorch_model.safetensors")
+    base = _weights(launches.tune_base / "unet" / "diffusion_pytorch_model.safetensors")
     w1, w2 = _weights(one_dir / unet), _weights(two_dir / unet)
     moved = torch.cat([(w1[k] - base[k]).reshape(-1) for k in w1]).norm()
     apart = torch.cat([(w1[k] - w2[k]).reshape(-1) for k in w1]).norm()
@@ -383,7 +389,6 @@ def test_tune_editor_shares_each_micro_batch_with_the_same_noise(launches, tune_
 
 
 @pytest.mark.slow
-@TRAINERS
 def test_adiee_train_on_two_processes(launches):
     from editlens.adiee.checkpoint import load_scorer
 
@@ -402,13 +407,12 @@ def test_adiee_train_on_two_processes(launches):
 
 
 @pytest.mark.slow
-@TRAINERS
-def test_twoframe_train_on_two_processes_gathers_the_batch(launches, twoframe_setup):
+def test_twoframe_train_on_two_processes_gathers_the_batch(launches):
     """LoRA on the towers: each process encodes its share of a batch (4 of 8, then 1 of the last 2),
     the features are gathered with their gradients, and every process computes the whole batch's loss."""
     from editlens.twoframe.model import load_twoframe
 
-    base, _ = twoframe_setup
+    base = launches.twoframe_base
     _done(launches, "twoframe-one")
     r = _done(launches, "twoframe-two")
     one_dir, two_dir = launches.out("twoframe-one"), launches.out("twoframe-two")
