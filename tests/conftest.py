@@ -35,6 +35,9 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
             item.add_marker(pytest.mark.once)
         elif getattr(getattr(item, "module", None), "__name__", None) in SEVERAL_PROCESSES:
             item.add_marker(pytest.mark.once)
+    # the long tests first, so that xdist's workers (pyproject: --dist loadgroup hands out one test at a time)
+    # start them early and finish together instead of one waiting on a late minute-long test
+    items.sort(key=lambda item: 0 if item.get_closest_marker("once") or item.get_closest_marker("slow") else 1)
 
 
 #: tests that start several processes (torchrun / accelerate launch, Ray workers): a minute or more each on
@@ -154,6 +157,40 @@ def editreward_dirs(tmp_path_factory):  # type: ignore[no-untyped-def]
     root = tmp_path_factory.mktemp("editreward")
     return {"q25": TR.build_editreward(root / "q25", "qwen2_5_vl", old_key_names=True),
             "q3": TR.build_editreward(root / "q3", "qwen3_vl")}
+
+
+@pytest.fixture(scope="session")
+def wheel_venv(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """This checkout built as a wheel and installed in a fresh venv, once per test run (one xdist worker builds it, the
+    others wait for it): ``(wheel, python, site)``. torch & co. are not
+    reinstalled (no network, and minutes of CI): the venv sees this interpreter's site-packages through a
+    plain path line, which is not itself scanned for .pth files, so this venv's editable editlens is not
+    activated there and ``import editlens`` can only find the installed wheel."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    from helpers import REPO, built_once
+
+    def build(root: Path) -> list[str]:
+        # no PYTHONPATH anywhere: a checkout on it would make pip think editlens is installed already
+        clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        dist = root / "dist"
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                        str(dist), str(REPO)], check=True, capture_output=True, timeout=300, env=clean)
+        (wheel,) = dist.glob("editlens-*.whl")
+        venv = root / "venv"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+        py = venv / "bin" / "python"
+        site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                              check=True, capture_output=True, text=True).stdout.strip()
+        (Path(site) / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+        subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-index", "-q",
+                        str(wheel)], check=True, capture_output=True, timeout=300, env=clean)
+        return [str(wheel), str(py), site]
+
+    wheel, py, site = built_once(tmp_path_factory, "wheel", build)
+    return Path(wheel), Path(py), site
 
 
 @pytest.fixture(autouse=True)

@@ -71,3 +71,20 @@ def pmap(fn, items):  # type: ignore[no-untyped-def]
         return [fn(x) for x in items]
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as ex:
         return list(ex.map(fn, items))
+
+
+def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build):  # type: ignore[no-untyped-def]
+    """``build(folder)`` once per test run however many xdist workers ask (the others wait for it, then reuse
+    it), for costly fixtures whose tests may land on several workers: its JSON-able result."""
+    import json
+
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the workers' common folder
+    done = root / f"{name}.json"
+    with FileLock(str(root / f"{name}.lock")):
+        if not done.is_file():
+            (root / name).mkdir(exist_ok=True)
+            done.write_text(json.dumps(build(root / name)))
+    return json.loads(done.read_text())

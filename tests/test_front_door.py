@@ -2,9 +2,7 @@
 
 import json
 import subprocess
-import sys
 import zipfile
-from pathlib import Path
 
 import pytest
 from helpers import REPO
@@ -45,39 +43,24 @@ def test_copy_samples_makes_the_docs_paths_real(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 @pytest.mark.once
-def test_the_wheel_installed_in_a_fresh_venv_runs_the_demo_from_an_empty_folder(tmp_path):
+def test_the_wheel_installed_in_a_fresh_venv_runs_the_demo_from_an_empty_folder(wheel_venv, tmp_path):
     """The README's user path: `pip install editlens` (the wheel), then `editlens demo`, no checkout around."""
     import os
-    import sysconfig
 
-    dist = tmp_path / "dist"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                    str(dist), str(REPO)], check=True, capture_output=True, timeout=300)
-    (wheel,) = dist.glob("editlens-*.whl")
+    wheel, fresh_python, fresh_site = wheel_venv  # tests/conftest.py: built and installed once per session
     names = set(zipfile.ZipFile(wheel).namelist())
     package_data = [p.relative_to(REPO).as_posix() for p in (REPO / "editlens").rglob("*")
                     if p.is_file() and p.suffix not in {".py", ".pyc"} and "__pycache__" not in p.parts]
     assert "editlens/samples/manifest.jsonl" in package_data
     assert sorted(set(package_data) - names) == []
 
-    # A fresh venv gets the wheel; its dependencies (torch & co., no network here) are this venv's, added as a
-    # plain path: a path line in a .pth is not itself scanned for .pth files, so this venv's editable
-    # editlens is not activated there and `import editlens` can only find the installed wheel.
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    fresh_python = venv / "bin" / "python"
-    fresh_site = subprocess.run([str(fresh_python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                check=True, capture_output=True, text=True).stdout.strip()
-    (Path(fresh_site) / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(fresh_python), "install", "--no-deps", "--no-index",
-                    "-q", str(wheel)], check=True, capture_output=True, timeout=300)
     empty = tmp_path / "empty"
     empty.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     where = subprocess.run([str(fresh_python), "-c", "import editlens; print(editlens.__file__)"], cwd=empty, env=env,
                            check=True, capture_output=True, text=True).stdout.strip()
     assert where.startswith(fresh_site), where
-    cli = venv / "bin" / "editlens"
+    cli = fresh_python.parent / "editlens"
     version = subprocess.run([str(cli), "--version"], cwd=empty, env=env, capture_output=True, text=True, timeout=120)
     assert version.returncode == 0 and version.stdout.startswith("editlens "), version.stderr
     demo = subprocess.run([str(cli), "demo", "--out", "demo"], cwd=empty, env=env, capture_output=True, text=True,

@@ -131,33 +131,18 @@ def flip_edit(image, instruction, seed=0):  # an editor that changes the picture
 
 @pytest.mark.slow
 @pytest.mark.once
-def test_the_quickstart_runs_as_written_from_the_wheel_in_a_fresh_venv(tmp_path):
-    """docs/quickstart-loop.md, run from the built wheel in a fresh venv. torch & co. are not reinstalled (no
-    network, and minutes of CI): the venv sees this interpreter's site-packages through a plain path line (as
-    tests/test_front_door.py does), so `editlens` can only be the installed wheel."""
+def test_the_quickstart_runs_as_written_from_the_wheel_in_a_fresh_venv(wheel_venv, tmp_path):
+    """docs/quickstart-loop.md, run from the built wheel in a fresh venv (tests/conftest.py builds it once for
+    this test and tests/test_front_door.py), so `editlens` can only be the installed wheel."""
     import os
     import re
     import subprocess
-    import sys
-    import sysconfig
-    from pathlib import Path
 
     from helpers import REPO
 
-    # no PYTHONPATH anywhere: a checkout on it would make pip think editlens is installed already
+    _, py, _ = wheel_venv
+    venv = py.parent.parent
     clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    dist = tmp_path / "dist"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                    str(dist), str(REPO)], check=True, capture_output=True, timeout=300, env=clean)
-    (wheel,) = dist.glob("editlens-*.whl")
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    py = venv / "bin" / "python"
-    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, capture_output=True, text=True).stdout.strip()
-    (Path(site) / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-index", "-q",
-                    str(wheel)], check=True, capture_output=True, timeout=300, env=clean)
     script = re.search(r"^```bash\n(.*?)^```", (REPO / "docs" / "quickstart-loop.md").read_text(), re.S | re.M)
     assert script is not None
     work = tmp_path / "work"

@@ -14,6 +14,11 @@ ray = pytest.importorskip("ray")
 
 from test_editors import FAST, SCRIPTED, cli, digests, rows, write_inputs  # noqa: E402
 
+#: one worker should run this module's tests (they share its Ray cluster). NB: with pytest 9 + pytest-xdist 3.8
+#: xdist_group has no effect (xdist renames item._nodeid, pytest 9 reads item._id): each worker that gets one
+#: of these tests starts its own cluster, as before this mark
+pytestmark = pytest.mark.xdist_group("ray")
+
 
 @pytest.fixture(scope="module")
 def local_ray():

@@ -159,47 +159,34 @@ def test_the_loop_on_two_processes_equals_one_and_resumes(tmp_path):
 
 
 # -- the four trainers -----------------------------------------------------------------------------
+# Every command below is run as written on its own would run it, but the commands of one launcher share one
+# launch (tests/cli_jobs.py): one `python` for the one-process references, one `accelerate launch` and one
+# `torchrun` for the 2-process runs. Each process imports torch & co. once instead of once per command
+# (~10 s of CPU each: most of these tests' time); the tests below then check each command's outputs.
 
-@pytest.fixture(scope="module")
-def dice_setup(tmp_path_factory):  # type: ignore[no-untyped-def]
+JOBS = Path(__file__).resolve().parent / "cli_jobs.py"
+
+
+def dice_setup_in(root: Path):  # type: ignore[no-untyped-def]
     from helpers import write_dice_records
 
     from editlens.testing.tiny_dice import build_trainable_idefics3
 
-    root = tmp_path_factory.mktemp("dice-dist")
     (root / "data").mkdir()
     return build_trainable_idefics3(root / "base"), write_dice_records(root / "data")
 
 
-@pytest.mark.slow
-def test_dice_train_on_two_processes_equals_one(dice_setup, tmp_path):
+def _dice_args(dice_setup) -> list[str]:  # type: ignore[no-untyped-def]
     base, data = dice_setup
-    args = ["dice-train", "--stage", "detect", "--data", str(data / "train.jsonl"), "--base", str(base),
+    return ["dice-train", "--stage", "detect", "--data", str(data / "train.jsonl"), "--base", str(base),
             "--steps", "3", "--batch-size", "2", "--lr", "1e-2", "--rank", "8", "--dropout", "0.1",
             "--save-every", "2", "--device", "cpu", "--no-progress", "--json"]
-    _run(ONE, [*args, "--out", str(tmp_path / "one")])
-    r = _run(TORCHRUN, [*args, "--out", str(tmp_path / "two")])
-    assert r.stdout.count('"steps_done"') == 1  # one report, the main process's
-    one, two = _losses(tmp_path / "one"), _losses(tmp_path / "two")
-    assert len(one) == 3 and np.isfinite(one).all()
-    # each process accumulates whole examples, seeded by (seed, step, example): the same computation
-    assert two == pytest.approx(one, rel=1e-6, abs=1e-7)
-    adapter = "adapter/adapter_model.safetensors"
-    assert _max_diff(_weights(tmp_path / "one" / adapter), _weights(tmp_path / "two" / adapter)) <= 1e-6
-    assert json.loads((tmp_path / "two" / "summary.json").read_text())["processes"] == 2
-
-    # a process count that does not divide the batch is refused before anything loads
-    bad = _run(TORCHRUN, [*args, "--batch-size", "3", "--out", str(tmp_path / "bad")], expect=1)
-    assert "--batch-size 3 does not split among 2 processes" in bad.stdout + bad.stderr
-    assert not (tmp_path / "bad" / "checkpoints").exists()
 
 
-@pytest.fixture(scope="module")
-def tune_setup(tmp_path_factory):  # type: ignore[no-untyped-def]
+def tune_setup_in(root: Path):  # type: ignore[no-untyped-def]
     from editlens.editors.random_init import make_tiny_editor
     from editlens.testing.tiny_tuning import make_relabelled
 
-    root = tmp_path_factory.mktemp("tune-dist")
     return (make_tiny_editor(root / "base", "instruct-pix2pix", image_size=16),
             make_relabelled(root / "data"))
 
@@ -210,54 +197,11 @@ def _tune_args(tune_setup, *extra: str) -> list[str]:  # type: ignore[no-untyped
             "--conditioning-dropout", "0.2", "--save-every", "1", "--device", "cpu", "--no-progress", *extra]
 
 
-@pytest.mark.slow
-def test_tune_editor_on_two_processes_equals_one_and_resumes(tune_setup, tmp_path):
-    """--batch-size 2 --grad-accum 2 on 2 processes: each computes one whole micro-batch; a run of 2
-    steps (accelerate launch) resumed to 3 (torchrun) equals 3 steps in one process."""
-    args = _tune_args(tune_setup, "--batch-size", "2", "--grad-accum", "2")
-    _run(ONE, [*args, "--steps", "3", "--out", str(tmp_path / "one")])
-    _run(ACCELERATE, [*args, "--steps", "2", "--out", str(tmp_path / "two")])
-    assert len(_losses(tmp_path / "two")) == 2
-    r = _run(TORCHRUN, [*args, "--steps", "3", "--out", str(tmp_path / "two")])
-    assert r.stdout.count("resumed from") == 1 and r.stdout.count("editor: ") == 1
-    one, two = _losses(tmp_path / "one"), _losses(tmp_path / "two")
-    assert len(two) == 3 and two == pytest.approx(one, rel=1e-6, abs=1e-7)
-    unet = "editor/unet/diffusion_pytorch_model.safetensors"
-    w1, w2 = _weights(tmp_path / "one" / unet), _weights(tmp_path / "two" / unet)
-    assert _max_diff(w1, w2) <= 1e-6
-    card = json.loads((tmp_path / "two" / "editor" / "editlens_editor.json").read_text())
-    assert card["source"]["trained_steps"] == 3
-    summary = json.loads((tmp_path / "two" / "summary.json").read_text())
-    assert summary["processes"] == 2 and summary["resumed_from"] == 2
-
-
-@pytest.mark.slow
-def test_tune_editor_shares_each_micro_batch_with_the_same_noise(tune_setup, tmp_path):
-    """--batch-size 2 --grad-accum 1 on 2 processes: one example each; every sample's noise, timestep
-    and dropout come from its own generator, so the first step's loss is the one-process loss and the
-    run stays with it (batch-size-1 kernels round differently from batch-size-2 ones)."""
-    args = _tune_args(tune_setup, "--batch-size", "2", "--steps", "3")
-    _run(ONE, [*args, "--out", str(tmp_path / "one")])
-    _run(TORCHRUN, [*args, "--out", str(tmp_path / "two")])
-    one, two = _losses(tmp_path / "one"), _losses(tmp_path / "two")
-    bf16 = json.loads((tmp_path / "one" / "summary.json").read_text())["precision"]["dtype"] != "float32"
-    assert two[0] == pytest.approx(one[0], rel=1e-3 if bf16 else 1e-5)
-    assert two == pytest.approx(one, rel=2e-2 if bf16 else 1e-3)
-    unet = "editor/unet/diffusion_pytorch_model.safetensors"
-    base = _weights(Path(tune_setup[0]) / "unet" / "diffusion_pytorch_model.safetensors")
-    w1, w2 = _weights(tmp_path / "one" / unet), _weights(tmp_path / "two" / unet)
-    moved = torch.cat([(w1[k] - base[k]).reshape(-1) for k in w1]).norm()
-    apart = torch.cat([(w1[k] - w2[k]).reshape(-1) for k in w1]).norm()
-    assert float(apart) < (0.5 if bf16 else 0.1) * float(moved), (float(apart), float(moved))
-
-
-@pytest.fixture(scope="module")
-def adiee_setup(tmp_path_factory):  # type: ignore[no-untyped-def]
+def adiee_setup_in(root: Path):  # type: ignore[no-untyped-def]
     from PIL import Image
 
     from editlens.models.random_init import BUILDERS
 
-    root = tmp_path_factory.mktemp("adiee-dist")
     (root / "data" / "images").mkdir(parents=True)
     rows = []
     for i in range(6):
@@ -271,35 +215,19 @@ def adiee_setup(tmp_path_factory):  # type: ignore[no-untyped-def]
     return BUILDERS["llava_next"](root / "base"), root / "data"
 
 
-@pytest.mark.slow
-def test_adiee_train_on_two_processes(adiee_setup, tmp_path):
-    from editlens.adiee.checkpoint import load_scorer
-
+def _adiee_args(adiee_setup) -> list[str]:  # type: ignore[no-untyped-def]
     base, data = adiee_setup
-    args = ["adiee", "train", "--data", str(data), "--base", str(base), "--steps", "2", "--batch-size", "1",
+    return ["adiee", "train", "--data", str(data), "--base", str(base), "--steps", "2", "--batch-size", "1",
             "--grad-accum", "2", "--lr", "5e-3", "--image-side", "32", "--lora-dropout", "0.05", "--val-every", "0",
             "--save-every", "1", "--device", "cpu", "--no-progress"]
-    _run(ONE, [*args, "--out", str(tmp_path / "one")])
-    r = _run(TORCHRUN, [*args, "--out", str(tmp_path / "two")])
-    assert r.stdout.count("checkpoint (ours layout)") == 1
-    one, two = _losses(tmp_path / "one"), _losses(tmp_path / "two")
-    assert len(two) == 2 and np.isfinite(two).all()
-    assert two == pytest.approx(one, rel=1e-6, abs=1e-7)  # whole micro-batches: LoRA dropout included
-    a, _, _ = load_scorer(tmp_path / "one" / "scorer", device="cpu")
-    b, rep, _ = load_scorer(tmp_path / "two" / "scorer", device="cpu")
-    assert rep.missing == []
-    sa, sb = a.score_decoder.state_dict(), b.score_decoder.state_dict()
-    assert all(torch.allclose(sa[k], sb[k], atol=1e-6) for k in sa)
 
 
-@pytest.fixture(scope="module")
-def twoframe_setup(tmp_path_factory):  # type: ignore[no-untyped-def]
+def twoframe_setup_in(root: Path):  # type: ignore[no-untyped-def]
     from helpers import rng_image
     from PIL import Image
 
     from editlens.models.random_init import build_clip
 
-    root = tmp_path_factory.mktemp("twoframe-dist")
     rows = []
     for k in range(10):
         src = rng_image(200 + k, 32, 32)
@@ -313,27 +241,190 @@ def twoframe_setup(tmp_path_factory):  # type: ignore[no-untyped-def]
     return build_clip(root / "base"), root / "edits.jsonl"
 
 
+def _twoframe_args(twoframe_setup) -> list[str]:  # type: ignore[no-untyped-def]
+    base, manifest = twoframe_setup
+    return ["twoframe", "train", str(manifest), "--model", str(base), "--tune", "lora:2", "--epochs", "2",
+            "--batch-size", "8", "--lr", "1e-3", "--val-fraction", "0", "--device", "cpu", "--no-progress",
+            "--json"]
+
+
+def _setup(make, root: Path):  # type: ignore[no-untyped-def]
+    root.mkdir(parents=True, exist_ok=True)
+    return make(root)
+
+
+class Launches:
+    """Where each command of the shared launches wrote (``out(name)``) and what it said and returned
+    (``result(name)``: every process's console output, joined, and the launch's exit status)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.tune_losses_after_accelerate: list[float] = []
+        self.tune_base = self.twoframe_base = root
+
+    def out(self, name: str) -> Path:
+        return self.root / name
+
+    def _logs(self, name: str) -> list[Path]:
+        logs = sorted(self.root.glob(f"{name}.log.rank*[0-9]"))
+        assert logs, f"{name}: the launch never ran this command"
+        return logs
+
+    def codes(self, name: str) -> list[int]:
+        """Each process's exit status for the command ``name`` (rank order)."""
+        return [int(Path(f"{p}.status").read_text()) for p in self._logs(name)]
+
+    def result(self, name: str) -> subprocess.CompletedProcess:
+        code = max(self.codes(name), key=abs)  # as a launcher reports: non-zero when a process failed
+        return subprocess.CompletedProcess([name], code, "".join(p.read_text() for p in self._logs(name)), "")
+
+
+@pytest.fixture(scope="module")
+def launches(tmp_path_factory) -> Launches:  # type: ignore[no-untyped-def]
+    """Made once per test run (tests/helpers.py built_once): the worker that gets there first builds the tiny
+    models and launches the commands, any other waits and reads the same folders."""
+    from helpers import built_once
+
+    def build(root: Path) -> dict:
+        runs = Launches(root)
+        dice_setup, tune_setup = _setup(dice_setup_in, root / "dice"), _setup(tune_setup_in, root / "tune")
+        adiee_setup, twoframe_setup = _setup(adiee_setup_in, root / "adiee"), _setup(twoframe_setup_in, root / "tf")
+
+        def job(name: str, args: list[str], out: str | None = None) -> dict:
+            return {"args": [*args, "--out", str(runs.out(out or name))], "log": str(root / f"{name}.log")}
+
+        def launch(prefix: list[str], jobs: list[dict], name: str) -> None:
+            (root / f"{name}.json").write_text(json.dumps(jobs))
+            _run(prefix, [str(JOBS), str(root / f"{name}.json")])
+
+        dice, adiee, twoframe = _dice_args(dice_setup), _adiee_args(adiee_setup), _twoframe_args(twoframe_setup)
+        resume = _tune_args(tune_setup, "--batch-size", "2", "--grad-accum", "2")
+        share = _tune_args(tune_setup, "--batch-size", "2", "--steps", "3")
+        # the same commands in the same order in one process and on two
+        launch([], [job("dice-one", dice), job("resume-one", [*resume, "--steps", "3"]), job("share-one", share),
+                    job("adiee-one", adiee), job("twoframe-one", twoframe)], "one")
+        launch(ACCELERATE[:-2], [job("resume-first", [*resume, "--steps", "2"], out="resume-two")], "accelerate")
+        after_accelerate = _losses(runs.out("resume-two"))
+        launch(TORCHRUN[:-2], [job("dice-two", dice), job("dice-bad", [*dice, "--batch-size", "3"]),
+                               job("resume-two", [*resume, "--steps", "3"]), job("share-two", share),
+                               job("adiee-two", adiee), job("twoframe-two", twoframe)], "torchrun")
+        return {"root": str(root), "after_accelerate": after_accelerate, "tune_base": str(tune_setup[0]),
+                "twoframe_base": str(twoframe_setup[0])}
+
+    made = built_once(tmp_path_factory, "distributed-launches", build)
+    runs = Launches(Path(made["root"]))
+    runs.tune_losses_after_accelerate = made["after_accelerate"]
+    runs.tune_base, runs.twoframe_base = Path(made["tune_base"]), Path(made["twoframe_base"])
+    return runs
+
+
+def _done(launches: Launches, name: str) -> subprocess.CompletedProcess:
+    r = launches.result(name)
+    assert r.returncode == 0, (name, r.stdout[-6000:])
+    return r
+
+
 @pytest.mark.slow
-def test_twoframe_train_on_two_processes_gathers_the_batch(twoframe_setup, tmp_path):
+def test_dice_train_on_two_processes_equals_one(launches):
+    _done(launches, "dice-one")
+    r = _done(launches, "dice-two")
+    one_dir, two_dir = launches.out("dice-one"), launches.out("dice-two")
+    assert r.stdout.count('"steps_done"') == 1  # one report, the main process's
+    one, two = _losses(one_dir), _losses(two_dir)
+    assert len(one) == 3 and np.isfinite(one).all()
+    # each process accumulates whole examples, seeded by (seed, step, example): the same computation
+    assert two == pytest.approx(one, rel=1e-6, abs=1e-7)
+    adapter = "adapter/adapter_model.safetensors"
+    assert _max_diff(_weights(one_dir / adapter), _weights(two_dir / adapter)) <= 1e-6
+    assert json.loads((two_dir / "summary.json").read_text())["processes"] == 2
+
+    # a process count that does not divide the batch is refused before anything loads
+    bad = launches.result("dice-bad")
+    # each process refuses with the CLI's input-error status (torchrun itself then exits 1)
+    assert launches.codes("dice-bad") == [2, 2], bad.stdout[-3000:]
+    assert "--batch-size 3 does not split among 2 processes" in bad.stdout
+    assert not (launches.out("dice-bad") / "checkpoints").exists()
+
+
+@pytest.mark.slow
+def test_tune_editor_on_two_processes_equals_one_and_resumes(launches):
+    """--batch-size 2 --grad-accum 2 on 2 processes: each computes one whole micro-batch; a run of 2
+    steps (accelerate launch) resumed to 3 (torchrun) equals 3 steps in one process."""
+    _done(launches, "resume-one")
+    _done(launches, "resume-first")  # accelerate launch, 2 steps
+    assert len(launches.tune_losses_after_accelerate) == 2
+    r = _done(launches, "resume-two")  # torchrun, resumed to 3 in the same folder
+    assert r.stdout.count("resumed from") == 1 and r.stdout.count("editor: ") == 1
+    one_dir, two_dir = launches.out("resume-one"), launches.out("resume-two")
+    one, two = _losses(one_dir), _losses(two_dir)
+    assert len(two) == 3 and two == pytest.approx(one, rel=1e-6, abs=1e-7)
+    assert two[:2] == launches.tune_losses_after_accelerate
+    unet = "editor/unet/diffusion_pytorch_model.safetensors"
+    w1, w2 = _weights(one_dir / unet), _weights(two_dir / unet)
+    assert _max_diff(w1, w2) <= 1e-6
+    card = json.loads((two_dir / "editor" / "editlens_editor.json").read_text())
+    assert card["source"]["trained_steps"] == 3
+    summary = json.loads((two_dir / "summary.json").read_text())
+    assert summary["processes"] == 2 and summary["resumed_from"] == 2
+
+
+@pytest.mark.slow
+def test_tune_editor_shares_each_micro_batch_with_the_same_noise(launches):
+    """--batch-size 2 --grad-accum 1 on 2 processes: one example each; every sample's noise, timestep
+    and dropout come from its own generator, so the first step's loss is the one-process loss and the
+    run stays with it (batch-size-1 kernels round differently from batch-size-2 ones)."""
+    _done(launches, "share-one")
+    _done(launches, "share-two")
+    one_dir, two_dir = launches.out("share-one"), launches.out("share-two")
+    one, two = _losses(one_dir), _losses(two_dir)
+    bf16 = json.loads((one_dir / "summary.json").read_text())["precision"]["dtype"] != "float32"
+    assert two[0] == pytest.approx(one[0], rel=1e-3 if bf16 else 1e-5)
+    assert two == pytest.approx(one, rel=2e-2 if bf16 else 1e-3)
+    unet = "editor/unet/diffusion_pytorch_model.safetensors"
+    base = _weights(launches.tune_base / "unet" / "diffusion_pytorch_model.safetensors")
+    w1, w2 = _weights(one_dir / unet), _weights(two_dir / unet)
+    moved = torch.cat([(w1[k] - base[k]).reshape(-1) for k in w1]).norm()
+    apart = torch.cat([(w1[k] - w2[k]).reshape(-1) for k in w1]).norm()
+    assert float(apart) < (0.5 if bf16 else 0.1) * float(moved), (float(apart), float(moved))
+
+
+@pytest.mark.slow
+def test_adiee_train_on_two_processes(launches):
+    from editlens.adiee.checkpoint import load_scorer
+
+    _done(launches, "adiee-one")
+    r = _done(launches, "adiee-two")
+    one_dir, two_dir = launches.out("adiee-one"), launches.out("adiee-two")
+    assert r.stdout.count("checkpoint (ours layout)") == 1
+    one, two = _losses(one_dir), _losses(two_dir)
+    assert len(two) == 2 and np.isfinite(two).all()
+    assert two == pytest.approx(one, rel=1e-6, abs=1e-7)  # whole micro-batches: LoRA dropout included
+    a, _, _ = load_scorer(one_dir / "scorer", device="cpu")
+    b, rep, _ = load_scorer(two_dir / "scorer", device="cpu")
+    assert rep.missing == []
+    sa, sb = a.score_decoder.state_dict(), b.score_decoder.state_dict()
+    assert all(torch.allclose(sa[k], sb[k], atol=1e-6) for k in sa)
+
+
+@pytest.mark.slow
+def test_twoframe_train_on_two_processes_gathers_the_batch(launches):
     """LoRA on the towers: each process encodes its share of a batch (4 of 8, then 1 of the last 2),
     the features are gathered with their gradients, and every process computes the whole batch's loss."""
     from editlens.twoframe.model import load_twoframe
 
-    base, manifest = twoframe_setup
-    args = ["twoframe", "train", str(manifest), "--model", str(base), "--tune", "lora:2", "--epochs", "2",
-            "--batch-size", "8", "--lr", "1e-3", "--val-fraction", "0", "--device", "cpu", "--no-progress",
-            "--json"]
-    _run(ONE, [*args, "--out", str(tmp_path / "one")])
-    r = _run(TORCHRUN, [*args, "--out", str(tmp_path / "two")])
+    base = launches.twoframe_base
+    _done(launches, "twoframe-one")
+    r = _done(launches, "twoframe-two")
+    one_dir, two_dir = launches.out("twoframe-one"), launches.out("twoframe-two")
     assert r.stdout.count('"first_epoch_loss"') == 1
-    one, two = _losses(tmp_path / "one"), _losses(tmp_path / "two")
+    one, two = _losses(one_dir), _losses(two_dir)
     assert len(two) == 4 and np.isfinite(two).all()
     # float32: the same to rounding; bfloat16 kernels on 4 + 4 (and 1 + 1) rows round unlike 8 (and 2)
-    bf16 = json.loads((tmp_path / "one" / "summary.json").read_text())["precision"]["dtype"] != "float32"
+    bf16 = json.loads((one_dir / "summary.json").read_text())["precision"]["dtype"] != "float32"
     assert two[0] == pytest.approx(one[0], rel=1e-3 if bf16 else 1e-6)
     assert two == pytest.approx(one, rel=2e-2 if bf16 else 1e-5)
-    model = load_twoframe(tmp_path / "two" / "model", device="cpu")
-    ref = load_twoframe(tmp_path / "one" / "model", device="cpu")
+    model = load_twoframe(two_dir / "model", device="cpu")
+    ref = load_twoframe(one_dir / "model", device="cpu")
     start = load_twoframe(base, device="cpu")
     sa, sb, s0 = ({k: v.detach() for k, v in m.clip.named_parameters()} for m in (ref, model, start))
     moved = torch.cat([(sa[k] - s0[k]).reshape(-1) for k in sa]).norm()
