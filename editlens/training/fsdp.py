@@ -150,7 +150,7 @@ class Sharded:
         try:
             yield
         finally:
-            for (m, n, p), w in zip(slots, whole):
+            for m, n, p in slots:
                 m._parameters[n] = p
             for u, pre, post in hooks:
                 u._forward_pre_hooks.update(pre)
