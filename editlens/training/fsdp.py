@@ -164,11 +164,9 @@ class Sharded:
 
     def full_optimizer_state(self, optimizer: Any) -> dict[str, Any]:
         """``optimizer.state_dict()`` with every sharded tensor whole (a collective)."""
-        state = optimizer.state_dict()
-        for slot in state["state"].values():
-            for k, v in list(slot.items()):
-                if _is_dtensor(v):
-                    slot[k] = v.full_tensor()
+        state = optimizer.state_dict()  # its per-parameter dicts are the optimiser's own: not changed here
+        state["state"] = {i: {k: v.full_tensor() if _is_dtensor(v) else v for k, v in slot.items()}
+                          for i, slot in state["state"].items()}
         return state
 
     def shard_optimizer_state(self, optimizer: Any) -> None:
