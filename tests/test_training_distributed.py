@@ -228,27 +228,63 @@ def dice_setup(tmp_path_factory):  # type: ignore[no-untyped-def]
     return build_trainable_idefics3(root / "base"), write_dice_records(root / "data")
 
 
-@pytest.mark.slow
-def test_dice_train_on_two_processes_equals_one(dice_setup, tmp_path):
+def _dice_args(dice_setup) -> list[str]:  # type: ignore[no-untyped-def]
     base, data = dice_setup
-    args = ["dice-train", "--stage", "detect", "--data", str(data / "train.jsonl"), "--base", str(base),
+    return ["dice-train", "--stage", "detect", "--data", str(data / "train.jsonl"), "--base", str(base),
             "--steps", "3", "--batch-size", "2", "--lr", "1e-2", "--rank", "8", "--dropout", "0.1",
             "--save-every", "2", "--device", "cpu", "--no-progress", "--json"]
-    _run(ONE, [*args, "--out", str(tmp_path / "one")])
+
+
+@pytest.fixture(scope="module")
+def dice_one(dice_setup, tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
+    """The one-process run the several-process ones are compared with."""
+    out = tmp_path_factory.mktemp("dice-one") / "one"
+    _run(ONE, [*_dice_args(dice_setup), "--out", str(out)])
+    return out
+
+
+@pytest.mark.slow
+def test_dice_train_on_two_processes_equals_one(dice_setup, dice_one, tmp_path):
+    args = _dice_args(dice_setup)
     r = _run(TORCHRUN, [*args, "--out", str(tmp_path / "two")])
     assert r.stdout.count('"steps_done"') == 1  # one report, the main process's
-    one, two = _losses(tmp_path / "one"), _losses(tmp_path / "two")
+    one, two = _losses(dice_one), _losses(tmp_path / "two")
     assert len(one) == 3 and np.isfinite(one).all()
     # each process accumulates whole examples, seeded by (seed, step, example): the same computation
     assert two == pytest.approx(one, rel=1e-6, abs=1e-7)
     adapter = "adapter/adapter_model.safetensors"
-    assert _max_diff(_weights(tmp_path / "one" / adapter), _weights(tmp_path / "two" / adapter)) <= 1e-6
+    assert _max_diff(_weights(dice_one / adapter), _weights(tmp_path / "two" / adapter)) <= 1e-6
     assert json.loads((tmp_path / "two" / "summary.json").read_text())["processes"] == 2
 
     # a process count that does not divide the batch is refused before anything loads
     bad = _run(TORCHRUN, [*args, "--batch-size", "3", "--out", str(tmp_path / "bad")], expect=1)
     assert "--batch-size 3 does not split among 2 processes" in bad.stdout + bad.stderr
     assert not (tmp_path / "bad" / "checkpoints").exists()
+
+
+@pytest.mark.slow
+def test_dice_train_sharded_with_fsdp_equals_one(dice_setup, dice_one, tmp_path):
+    """--sharding fsdp: the decoder layers (with their LoRA adapters) sharded over 2 gloo processes; the loss
+    history, the checkpoint's adapter and the exported adapter equal one process's, and the exported adapter
+    is whole: it loads with peft's from_pretrained."""
+    from peft import PeftModel
+    from transformers import AutoModelForImageTextToText
+
+    r = _run(TORCHRUN, [*_dice_args(dice_setup), "--sharding", "fsdp", "--out", str(tmp_path / "two")])
+    assert r.stdout.count('"steps_done"') == 1
+    one, two = _losses(dice_one), _losses(tmp_path / "two")
+    assert len(two) == 3 and two == pytest.approx(one, rel=1e-6, abs=1e-7)
+    summary = json.loads((tmp_path / "two" / "summary.json").read_text())
+    assert summary["sharding"] == "fsdp" and summary["fsdp_units"] >= 1 and summary["processes"] == 2
+    for adapter in ("adapter", "checkpoints/step-0000002/adapter"):
+        path = f"{adapter}/adapter_model.safetensors"
+        assert _max_diff(_weights(dice_one / path), _weights(tmp_path / "two" / path)) <= 1e-6
+    base = AutoModelForImageTextToText.from_pretrained(str(dice_setup[0]))
+    model = PeftModel.from_pretrained(base, str(tmp_path / "two" / "adapter"))
+    trained = _weights(tmp_path / "two" / "adapter" / "adapter_model.safetensors")
+    loaded = [v.float() for k, v in model.state_dict().items() if "lora_" in k]
+    assert len(loaded) == len(trained) > 0
+    assert sorted(float(v.norm()) for v in loaded) == pytest.approx(sorted(float(v.norm()) for v in trained.values()))
 
 
 @pytest.fixture(scope="module")
