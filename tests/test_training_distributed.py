@@ -94,8 +94,8 @@ class Toy(TrainingTask):
         self.model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Dropout(drop), torch.nn.Linear(8, 1))
         g = torch.Generator().manual_seed(1)
         self.x, self.y = torch.randn(60, 4, generator=g), torch.randn(60, 1, generator=g)
-    def optimizer(self, params):
-        return torch.optim.SGD(params, lr=0.1)
+    def optimizer(self, params):  # $ADAM: AdamW, whose state FSDP shards
+        return torch.optim.AdamW(params, lr=0.05) if os.environ.get("ADAM") else torch.optim.SGD(params, lr=0.1)
     def batch(self, step, micro):
         if step == int(os.environ.get("SIGTERM_MAIN_AT", -1)) and current().main and not getattr(self, "sent", 0):
             self.sent = os.kill(os.getpid(), signal.SIGTERM) or 1  # the main process alone is told to stop
@@ -112,6 +112,7 @@ class Toy(TrainingTask):
 
 out, steps, SHARE = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 res = run(Toy(), LoopSettings(out=out, steps=steps, precision=decide("float32", "cpu", "training"), grad_accum=4,
+                              max_grad_norm=float(os.environ.get("CLIP", 0)), sharding=os.environ.get("SHARDING"),
                               share="examples" if SHARE == "gather" else SHARE, plot=None, progress=False))
 print("RESULT", current().rank, json.dumps({"losses": [r["loss"] for r in res.rows], "out": res.outputs}))
 sys.exit(res.exit_code)
@@ -156,6 +157,62 @@ def test_the_loop_on_two_processes_equals_one_and_resumes(tmp_path):
     assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
     rows = [r["rows"] for r in map(json.loads, (tmp_path / "gather-two" / "log.jsonl").read_text().splitlines())]
     assert rows == [1.5, 1.5, 1.5]  # the mean over the processes of the rows each computed
+
+
+def test_the_loop_sharded_with_fsdp_equals_one_process_and_resumes(tmp_path):
+    """FSDP2 over 2 gloo processes (both Linear layers sharded, AdamW state sharded, gradients clipped):
+    torchrun --sharding fsdp stopped by SIGTERM after step 2, resumed by `accelerate launch --use_fsdp`;
+    the loss history and the exported (whole) weights are one process's."""
+    script = tmp_path / "toy.py"
+    script.write_text(_TOY)
+    env = {"ADAM": "1", "CLIP": "0.5", "FSDP_TRANSFORMER_CLS_TO_WRAP": "Linear"}
+    _run([], [str(script), str(tmp_path / "one"), "4", "micro-batches"], **env)
+    torchrun = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    first = _run(torchrun, [str(script), str(tmp_path / "two"), "4", "micro-batches"], expect=None,
+                 SIGTERM_MAIN_AT="1", SHARDING="fsdp", **env)
+    assert first.stdout.count("interrupted at step 2") == 1
+    # the checkpoint is whole: every trainable tensor and AdamW moment at its full shape
+    state = torch.load(tmp_path / "two" / "checkpoints" / "step-0000002" / "state.pt", weights_only=True)
+    assert {k: tuple(v.shape) for k, v in state["trainable"].items()} == {
+        "0.weight": (8, 4), "0.bias": (8,), "2.weight": (1, 8), "2.bias": (1,)}
+    assert [tuple(s["exp_avg"].shape) for s in state["optimizer"]["state"].values()] == [(8, 4), (8,), (1, 8), (1,)]
+    accelerate = ["-m", "accelerate.commands.launch", "--num_processes", "2", "--num_machines", "1",
+                  "--mixed_precision", "no", "--dynamo_backend", "no", "--use_fsdp", "--fsdp_version", "2",
+                  "--fsdp_transformer_layer_cls_to_wrap", "Linear"]
+    resumed = _run(accelerate, [str(script), str(tmp_path / "two"), "4", "micro-batches"],
+                   CUDA_VISIBLE_DEVICES="", ADAM="1", CLIP="0.5")
+    assert resumed.stdout.count("resumed from") == 1
+    assert _losses(tmp_path / "two") == pytest.approx(_losses(tmp_path / "one"), rel=1e-6)
+    a = torch.load(tmp_path / "one" / "weights.pt")
+    b = torch.load(tmp_path / "two" / "weights.pt")
+    assert all(type(b[k]) is torch.Tensor and torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+    summary = json.loads((tmp_path / "two" / "summary.json").read_text())
+    assert summary["sharding"] == "fsdp" and summary["fsdp_units"] == 2 and summary["processes"] == 2
+
+
+def test_fsdp_choice_and_refusals(monkeypatch):
+    from editlens.training.fsdp import chosen_sharding, layer_classes, shard
+
+    monkeypatch.delenv("ACCELERATE_USE_FSDP", raising=False)
+    monkeypatch.delenv("FSDP_TRANSFORMER_CLS_TO_WRAP", raising=False)
+    assert chosen_sharding(None) == "ddp" and chosen_sharding("FSDP") == "fsdp"
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")  # accelerate launch --use_fsdp
+    assert chosen_sharding(None) == "fsdp" and chosen_sharding("ddp") == "ddp"
+    with pytest.raises(InputError, match="sharding must be one of ddp, fsdp, got 'zero3'"):
+        chosen_sharding("zero3")
+    from editlens.models.precision import decide
+
+    precision = decide("float32", "cpu", "training")
+    net = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    assert layer_classes(net) == [] and shard(net, Processes(), precision) is None  # one process: nothing to shard
+    with pytest.raises(InputError, match=r"Sequential has no transformer layers .*--sharding ddp"):
+        shard(net, Processes(0, 2), precision)
+    monkeypatch.setenv("FSDP_TRANSFORMER_CLS_TO_WRAP", "Linear, Conv2d")
+    assert layer_classes(net) == ["Linear", "Conv2d"]
+    net.register_buffer("q", torch.zeros(1))
+    net[0].register_parameter("packed", torch.nn.Parameter(torch.zeros(2, dtype=torch.uint8), requires_grad=False))
+    with pytest.raises(InputError, match="cannot shard 4-bit / 8-bit quantised base weights"):
+        shard(net, Processes(0, 2), precision)
 
 
 # -- the four trainers -----------------------------------------------------------------------------
@@ -306,6 +363,7 @@ def launches(tmp_path_factory) -> Launches:  # type: ignore[no-untyped-def]
         launch(ACCELERATE[:-2], [job("resume-first", [*resume, "--steps", "2"], out="resume-two")], "accelerate")
         after_accelerate = _losses(runs.out("resume-two"))
         launch(TORCHRUN[:-2], [job("dice-two", dice), job("dice-bad", [*dice, "--batch-size", "3"]),
+                               job("dice-fsdp", [*dice, "--sharding", "fsdp"]),
                                job("resume-two", [*resume, "--steps", "3"]), job("share-two", share),
                                job("adiee-two", adiee), job("twoframe-two", twoframe)], "torchrun")
         return {"root": str(root), "after_accelerate": after_accelerate, "tune_base": str(tune_setup[0]),
@@ -344,6 +402,33 @@ def test_dice_train_on_two_processes_equals_one(launches):
     assert launches.codes("dice-bad") == [2, 2], bad.stdout[-3000:]
     assert "--batch-size 3 does not split among 2 processes" in bad.stdout
     assert not (launches.out("dice-bad") / "checkpoints").exists()
+
+
+@pytest.mark.slow
+def test_dice_train_sharded_with_fsdp_equals_one(launches):
+    """--sharding fsdp: the decoder layers (with their LoRA adapters) sharded over 2 gloo processes; the loss
+    history, the checkpoint's adapter and the exported adapter equal one process's, and the exported adapter
+    is whole: it loads with peft's from_pretrained."""
+    from peft import PeftModel
+    from transformers import AutoModelForImageTextToText
+
+    _done(launches, "dice-one")
+    r = _done(launches, "dice-fsdp")
+    one_dir, two_dir = launches.out("dice-one"), launches.out("dice-fsdp")
+    assert r.stdout.count('"steps_done"') == 1
+    one, two = _losses(one_dir), _losses(two_dir)
+    assert len(two) == 3 and two == pytest.approx(one, rel=1e-6, abs=1e-7)
+    summary = json.loads((two_dir / "summary.json").read_text())
+    assert summary["sharding"] == "fsdp" and summary["fsdp_units"] >= 1 and summary["processes"] == 2
+    for adapter in ("adapter", "checkpoints/step-0000002/adapter"):
+        path = f"{adapter}/adapter_model.safetensors"
+        assert _max_diff(_weights(one_dir / path), _weights(two_dir / path)) <= 1e-6
+    base = AutoModelForImageTextToText.from_pretrained(str(launches.root / "dice" / "base"))
+    model = PeftModel.from_pretrained(base, str(two_dir / "adapter"))
+    trained = _weights(two_dir / "adapter" / "adapter_model.safetensors")
+    loaded = [v.float() for k, v in model.state_dict().items() if "lora_" in k]
+    assert len(loaded) == len(trained) > 0
+    assert sorted(float(v.norm()) for v in loaded) == pytest.approx(sorted(float(v.norm()) for v in trained.values()))
 
 
 @pytest.mark.slow

@@ -337,7 +337,7 @@ class AdieeTask(TrainingTask):
 
 
 def train(cfg: TrainConfig, echo: Callable[[str], None] = print, progress: bool = True,
-          restart: bool = False, log_to: str | None = None) -> dict[str, Any]:
+          restart: bool = False, log_to: str | None = None, sharding: str | None = None) -> dict[str, Any]:
     """Train (or resume) and write the final checkpoint; returns the summary
     (``interrupted`` and ``exit_code`` say whether Ctrl-C/SIGTERM stopped it)."""
     from editlens.models.precision import decide
@@ -392,7 +392,7 @@ def train(cfg: TrainConfig, echo: Callable[[str], None] = print, progress: bool 
         out=out, steps=cfg.steps, precision=precision, identity=cfg.identity(), config=asdict(cfg), seed=cfg.seed,
         grad_accum=cfg.grad_accum, warmup_steps=cfg.warmup_steps, decay=cfg.lr_decay, max_grad_norm=cfg.clip,
         save_every=cfg.save_every, keep=cfg.keep_checkpoints, eval_every=cfg.val_every, progress=progress,
-        share=share, desc="adiee train", log=echo, log_to=log_to,
+        share=share, desc="adiee train", log=echo, log_to=log_to, sharding=sharding,
         plot=PlotSpec(title="ADIEE scorer training", ylabel="training loss", series=("loss", "score_loss", "ce_loss"),
                       references=((baseline, "score loss of best constant"),), val_metric="spearman",
                       val_label="val Spearman", logy=True)))

@@ -548,7 +548,7 @@ def split_groups(groups: list[Group], val_count: int, seed: int) -> tuple[list[G
 
 def tune_editor(cfg: TuneConfig, val_reward: Any = None, refl_reward: Any = None,
                 echo: Callable[[str], None] = print, progress: bool = True, restart: bool = False,
-                log_to: str | None = None) -> dict[str, Any]:
+                log_to: str | None = None, sharding: str | None = None) -> dict[str, Any]:
     """Train (or resume) and export the editor; returns the summary (``exit_code`` 130/143 when interrupted).
 
     ``val_reward`` / ``refl_reward``: :class:`editlens.runner.reward.RewardFunction` objects (or
@@ -600,6 +600,7 @@ def tune_editor(cfg: TuneConfig, val_reward: Any = None, refl_reward: Any = None
         grad_accum=cfg.grad_accum, warmup_steps=cfg.warmup_steps, decay=cfg.lr_decay, max_grad_norm=cfg.clip,
         save_every=cfg.save_every, keep=cfg.keep_checkpoints, eval_every=cfg.val_every,
         eval_at_start=cfg.val_at_start, progress=progress, share=share, desc="tune-editor", log=echo, log_to=log_to,
+        sharding=sharding,
         plot=PlotSpec(title="editor fine-tuning", ylabel="training loss", series=series, val_metric="reward",
                       val_label="validation reward", logy=cfg.refl_weight == 0)))
     return {**res.summary, "exit_code": res.exit_code}

@@ -29,7 +29,15 @@ from editlens.cli.options import (
     SampleWeights,
     TargetWeights,
 )
-from editlens.cli.training_options import QUANT_HELP, SAVE_EVERY_HELP, VAL_EVERY_HELP, LogTo, LogToOpt
+from editlens.cli.training_options import (
+    QUANT_HELP,
+    SAVE_EVERY_HELP,
+    VAL_EVERY_HELP,
+    LogTo,
+    LogToOpt,
+    Sharding,
+    ShardingOpt,
+)
 
 adiee_app = typer.Typer(no_args_is_help=True, help="ADIEE: make scored training data, train and use a score-token scorer.")
 #: Reward commands that work with any registered evaluator (top-level: ``editlens best-of-n``, ``editlens relabel``).
@@ -130,6 +138,7 @@ def train_cmd(
     seed: int = typer.Option(0, "--seed", help="Random seed (the same seed reproduces the same result)."),
     restart: bool = typer.Option(False, "--restart", help="Discard an earlier run in --out instead of resuming it."),
     log_to: Optional[LogTo] = LogToOpt,
+    sharding: Optional[Sharding] = ShardingOpt,
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
 ) -> None:
     """Train the scorer; prints the loss, writes log.jsonl, loss.png and the checkpoint."""
@@ -153,7 +162,8 @@ def train_cmd(
                       device=device,
                       dtype=dtype, gradient_checkpointing=gradient_checkpointing, layout=layout,
                       templates=parse_models(template))
-    s = train(cfg, echo=typer.echo, progress=progress, restart=restart, log_to=log_to.value if log_to else None)
+    s = train(cfg, echo=typer.echo, progress=progress, restart=restart, log_to=log_to.value if log_to else None,
+                    sharding=sharding.value if sharding else None)
     from editlens.training.distributed import current
 
     if not current().main:  # several processes: the main one reports
@@ -572,6 +582,7 @@ def tune_editor_cmd(
     dtype: str = DtypeOpt,
     restart: bool = typer.Option(False, "--restart", help="Discard an earlier run in --out instead of resuming it."),
     log_to: Optional[LogTo] = LogToOpt,
+    sharding: Optional[Sharding] = ShardingOpt,
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output (JSON) instead of the table."),
 ) -> None:
@@ -609,7 +620,8 @@ def tune_editor_cmd(
     refl_reward = val_reward if cfg.refl_metric == val_metric else _reward(cfg.refl_metric, options, models, device,
                                                                           dtype, reward_batch)
     s = tune_editor(cfg, val_reward, refl_reward, echo=_echo if json_out else typer.echo, progress=progress,
-                    restart=restart, log_to=log_to.value if log_to else None)
+                    restart=restart, log_to=log_to.value if log_to else None,
+                    sharding=sharding.value if sharding else None)
     from editlens.training.distributed import current
 
     if not current().main:  # several processes: the main one reports

@@ -35,7 +35,7 @@ from editlens.cli.options import (
     vlm_options,
 )
 from editlens.cli.tables import print_rows
-from editlens.cli.training_options import SAVE_EVERY_HELP, VAL_EVERY_HELP, LogTo, LogToOpt
+from editlens.cli.training_options import SAVE_EVERY_HELP, VAL_EVERY_HELP, LogTo, LogToOpt, Sharding, ShardingOpt
 
 if TYPE_CHECKING:
     from editlens.dice.released import ReleasedDice
@@ -314,6 +314,7 @@ def train_cmd(
     crop: DiceCrop = typer.Option("auto", "--crop", help="square: centre-crop both images to a square, boxes mapped into the crop (the paper's recipe); none: whole images; auto: as the released inference (detector whole, coherence cropped). Recorded in the adapter and its preset."),
     restart: bool = typer.Option(False, "--restart", help="Discard an earlier run in --out instead of resuming it."),
     log_to: Optional[LogTo] = LogToOpt,
+    sharding: Optional[Sharding] = ShardingOpt,
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output (JSON) instead of the table."),
 ) -> None:
@@ -334,7 +335,7 @@ def train_cmd(
                       quantization=quantization, longest_edge=longest_edge, prompts=str(prompts) if prompts else None,
                       drawing=drawing, crop=crop)
     res = train(cfg, progress=progress, log=lambda m: typer.echo(m, err=True), restart=restart,
-                log_to=log_to.value if log_to else None)
+                log_to=log_to.value if log_to else None, sharding=sharding.value if sharding else None)
     from editlens.training.distributed import current
 
     if not current().main:  # several processes: the main one reports

@@ -33,8 +33,18 @@ class LogTo(str, enum.Enum):
 LogToOpt = typer.Option(None, "--log-to", help="Also log every step's figures to tensorboard (OUT/tensorboard; "
                         "pip install 'editlens[tracking]') or wandb (pip install 'editlens[wandb]').")
 
+class Sharding(str, enum.Enum):
+    ddp = "ddp"
+    fsdp = "fsdp"
+
+
+#: ``--sharding``: how several processes (accelerate launch / torchrun) hold the model (editlens.training.fsdp)
+ShardingOpt = typer.Option(None, "--sharding", help="With several processes (accelerate launch / torchrun): ddp "
+                           "(each holds the whole model) or fsdp (the transformer layers sharded over them, FSDP2); "
+                           "default: fsdp under `accelerate launch --use_fsdp`, else ddp. One process: ignored.")
+
 #: the shared names every training command accepts
-SHARED = ("--val-every", "--save-every", "--lora-rank", "--quantization")
+SHARED = ("--val-every", "--save-every", "--lora-rank", "--quantization", "--sharding")
 VAL_EVERY_HELP = "Steps between validations (0: only at the end)."
 SAVE_EVERY_HELP = "Steps between checkpoints (0: only at the end and on Ctrl-C)."
 QUANT_HELP = "Frozen base weights: auto (the recipe's choice on this machine), nf4 (4-bit NF4, QLoRA) or none."

@@ -10,7 +10,7 @@ import typer
 
 from editlens.cli.common import emit_json, guarded
 from editlens.cli.options import DeviceOpt, DtypeOpt, LrDecay, TwoFrameMode, TwoFrameObjective, TwoFrameSize
-from editlens.cli.training_options import LogTo, LogToOpt
+from editlens.cli.training_options import LogTo, LogToOpt, Sharding, ShardingOpt
 
 if TYPE_CHECKING:
     from editlens.twoframe.model import TwoFrameModel
@@ -89,6 +89,7 @@ def train_cmd(
     amp: Optional[str] = typer.Option(None, "--amp", hidden=True, help="Earlier spelling of --dtype: auto, none (float32), bf16, fp16."),
     restart: bool = typer.Option(False, "--restart", help="Discard an earlier run in --out instead of resuming it."),
     log_to: Optional[LogTo] = LogToOpt,
+    sharding: Optional[Sharding] = ShardingOpt,
     tokenizer: Optional[str] = TokOpt,
     base: Optional[str] = BaseOpt,
     heads: Optional[int] = HeadsOpt,
@@ -125,7 +126,7 @@ def train_cmd(
                           device=local_device(device), dtype="float32")
     log = (lambda m: typer.echo(m, err=True)) if json_out else typer.echo
     history = train(model, train_set, out, cfg, val_set, progress=progress, restart=restart, log=log,
-                    log_to=log_to.value if log_to else None)
+                    log_to=log_to.value if log_to else None, sharding=sharding.value if sharding else None)
     if not current().main:  # several processes: the main one reports
         raise typer.Exit(history["exit_code"])
     if history["interrupted"]:

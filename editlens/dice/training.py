@@ -420,7 +420,7 @@ def _check(cfg: TrainConfig) -> None:
 
 
 def train(cfg: TrainConfig, progress: bool = True, log: Callable[[str], None] = print,
-          restart: bool = False, log_to: str | None = None) -> TrainResult:
+          restart: bool = False, log_to: str | None = None, sharding: str | None = None) -> TrainResult:
     """Train (or resume) one stage; see the module docstring for the run directory."""
     import torch
 
@@ -454,7 +454,7 @@ def train(cfg: TrainConfig, progress: bool = True, log: Callable[[str], None] = 
         share="micro-batches", desc=f"dice train {cfg.stage}", plot=PlotSpec(title=f"DICE {cfg.stage}: {Path(cfg.out).name}",
                                                       ylabel="loss (answer tokens)", val_metric="AP"
                                                       if cfg.stage == "detect" else "accuracy"), log=log,
-        log_to=log_to))
+        log_to=log_to, sharding=sharding))
     summary = res.summary
     outputs = res.outputs
     return TrainResult(res.out, res.steps_done, res.resumed_from, summary.get("first_step_loss"),

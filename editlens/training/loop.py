@@ -165,6 +165,9 @@ class LoopSettings:
     # this process's share of its examples (:func:`editlens.training.distributed.current`)
     share: str = "examples"
     log_to: str | None = None  # --log-to tensorboard|wandb: every log record's figures also go there
+    # several processes: "ddp" (each holds the whole model) or "fsdp" (its layers sharded; see
+    # editlens.training.fsdp); None: "fsdp" when launched by ``accelerate launch --use_fsdp``, else "ddp"
+    sharding: str | None = None
 
     def check(self) -> None:
         for name in ("steps", "grad_accum", "keep"):
@@ -177,6 +180,9 @@ class LoopSettings:
             raise InputError(f"decay must be one of {', '.join(DECAYS)}, got {self.decay!r}")
         if self.share not in SHARES:
             raise ValueError(f"share must be one of {', '.join(SHARES)}, got {self.share!r}")
+        from editlens.training.fsdp import chosen_sharding
+
+        self.sharding = chosen_sharding(self.sharding)
 
 
 @dataclass
@@ -364,14 +370,17 @@ def _seed_step(seed: int, step: int, micro: int = 0) -> None:
 # -- checkpoints ----------------------------------------------------------------------------------
 
 def save_checkpoint(out: Path, step: int, model: Any, optimizer: Any, scheduler: Any, scaler: Any,
-                    meta: dict[str, Any], keep: int, extra: Callable[[Path], None] | None = None) -> Path:
-    """``OUT/checkpoints/step-NNNNNNN/`` built in a temp folder and renamed into place; older ones pruned."""
+                    meta: dict[str, Any], keep: int, extra: Callable[[Path], None] | None = None,
+                    optimizer_state: dict[str, Any] | None = None) -> Path:
+    """``OUT/checkpoints/step-NNNNNNN/`` built in a temp folder and renamed into place; older ones pruned.
+    ``optimizer_state``: the optimiser's whole state when it is not ``optimizer.state_dict()`` (FSDP)."""
     import torch
 
     target = out / "checkpoints" / f"step-{step:07d}"
     with atomic_directory(target) as tmp:
+        optim = optimizer_state if optimizer_state is not None else optimizer.state_dict()
         torch.save({"trainable": {n: p.detach().to("cpu").clone() for n, p in trainable_parameters(model)},
-                    "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                    "optimizer": optim, "scheduler": scheduler.state_dict(),
                     "scaler": scaler.state_dict()}, tmp / "state.pt")
         if extra is not None:
             extra(tmp)
@@ -534,6 +543,15 @@ class _Run:
         if not self.params:
             raise InputError("nothing to train: every parameter is frozen")
         procs.broadcast_parameters(self.params)  # every process starts from the main one's weights
+        self.sharded = None
+        if s.sharding == "fsdp":
+            from editlens.training.fsdp import shard
+
+            self.sharded = shard(self.model, procs, s.precision)
+            if self.sharded is not None:  # the layers' parameters are now FSDP's (sharded) ones
+                self.params = [p for _, p in trainable_parameters(self.model)]
+        # the parameters whose gradients the loop averages (FSDP reduce-scatters its own)
+        self.replicated = self.sharded.replicated(self.params) if self.sharded is not None else self.params
         self.optimizer = task.optimizer(self.params)
         self.base_lrs = [g["lr"] for g in self.optimizer.param_groups]  # this run's: a resumed state must not win
         steps, warmup, decay = self.steps, self.warmup, self.decay
@@ -560,12 +578,28 @@ class _Run:
             plot_training(self.result.rows, self.out / s.plot.filename, s.plot)
             self.last_plot = time.time()
 
+    def whole(self, write_back: bool = False) -> Any:
+        """The whole model on every process for the main process's work (FSDP: a collective gathering
+        the shards; else nothing to do)."""
+        return self.sharded.full(write_back) if self.sharded is not None else contextlib.nullcontext()
+
     def checkpoint(self, step: int) -> None:
         # the main process writes (the others hold the same weights); no waiting on one another here,
-        # which also holds when a second Ctrl-C stopped the processes at different points
+        # which also holds when a second Ctrl-C stopped the processes at different points (FSDP: every
+        # process helps gather the whole state first)
         ck = self.result.checkpoint
         if step == 0 or (ck is not None and ck.name == f"step-{step:07d}" and (ck.is_dir() or not self.procs.main)):
             return  # nothing trained yet, or saved already
+        if self.sharded is not None:
+            with self.whole():
+                state = self.sharded.full_optimizer_state(self.optimizer)
+                if self.procs.main:
+                    self.result.checkpoint = save_checkpoint(
+                        self.out, step, self.model, self.optimizer, self.scheduler, self.scaler, self.meta,
+                        self.s.keep, self.task.save_extra, optimizer_state=state)
+            if not self.procs.main:
+                self.result.checkpoint = self.out / "checkpoints" / f"step-{step:07d}"
+            return
         if not self.procs.main:
             self.result.checkpoint = self.out / "checkpoints" / f"step-{step:07d}"
             return
@@ -578,7 +612,8 @@ class _Run:
             with _eval_mode(self.model), self.autocast():
                 return self.task.validate()
 
-        return self.procs.on_main(main)
+        with self.whole():
+            return self.procs.on_main(main)
 
     def write(self, rec: dict[str, Any]) -> None:
         if self.logf is not None:
@@ -592,7 +627,12 @@ class _Run:
 
     def resume(self) -> int:
         ck = latest_checkpoint(self.out)
-        start = load_checkpoint(ck, self.model, self.optimizer, self.scheduler, self.scaler, self.identity) if ck else 0
+        start = 0
+        if ck:
+            with self.whole(write_back=True):  # FSDP: the whole state loads, then is sharded again
+                start = load_checkpoint(ck, self.model, self.optimizer, self.scheduler, self.scaler, self.identity)
+            if self.sharded is not None:
+                self.sharded.shard_optimizer_state(self.optimizer)
         if start:  # the learning rate is not part of the identity: a rerun with another --lr uses it from here on
             self.scheduler.base_lrs = list(self.base_lrs)
             for group, base in zip(self.optimizer.param_groups, self.base_lrs):
@@ -674,7 +714,7 @@ class _Run:
                             v = float(v.detach()) if hasattr(v, "detach") else float(v)
                             agg[k] = agg.get(k, 0.0) + v / self.local_micro
                     if procs.several:
-                        procs.average_gradients(self.params)
+                        procs.average_gradients(self.replicated)
                         shared = procs.gather((agg, stop.signal))
                         agg = _mean_figures([a for a, _ in shared])
                         halt = next((sig for _, sig in shared if sig), None)
@@ -684,7 +724,10 @@ class _Run:
                     phase = "update"
                     if s.max_grad_norm > 0:
                         self.scaler.unscale_(self.optimizer)
-                        torch.nn.utils.clip_grad_norm_(self.params, s.max_grad_norm)
+                        if self.sharded is not None:
+                            self.sharded.clip_grad_norm_(self.params, s.max_grad_norm)
+                        else:
+                            torch.nn.utils.clip_grad_norm_(self.params, s.max_grad_norm)
                     lr = self.optimizer.param_groups[0]["lr"]
                     self.scaler.step(self.optimizer)
                     self.scaler.update()
@@ -746,7 +789,8 @@ class _Run:
             with self.autocast():
                 return self.task.export(self.result) or {}
 
-        self.result.outputs = self.procs.on_main(export)  # the main process exports; the others learn where
+        with self.whole():
+            self.result.outputs = self.procs.on_main(export)  # the main process exports; the others learn where
         self.result.finished = True
         self.summarise()
         return self.result
@@ -759,7 +803,8 @@ class _Run:
                    "checkpoint": str(result.checkpoint) if result.checkpoint else None,
                    "log": str(self.out / LOG_FILE),
                    "loss_curve": str(self.out / s.plot.filename) if s.plot is not None else None,
-                   "outputs": result.outputs, **self.task.summary_extra(result.rows), **self.procs.describe()}
+                   "outputs": result.outputs, **self.task.summary_extra(result.rows), **self.procs.describe(),
+                   **(self.sharded.describe() if self.sharded is not None else {})}
         result.summary = _jsonable(summary)
         if self.procs.main:
             write_json(self.out / SUMMARY_FILE, result.summary)

@@ -417,7 +417,8 @@ def history_of(rows: list[dict[str, Any]], cfg: TrainConfig) -> dict[str, Any]:
 
 def train(model: TwoFrameModel, train_set: EditSet, out_dir: str | os.PathLike, cfg: TrainConfig,
           val_set: EditSet | None = None, *, progress: bool = True, restart: bool = False,
-          log: Callable[[str], None] = print, log_to: str | None = None) -> dict[str, Any]:
+          log: Callable[[str], None] = print, log_to: str | None = None,
+          sharding: str | None = None) -> dict[str, Any]:
     """Train, checkpoint, export ``out_dir/model``; returns the history (see :func:`history_of`)
     with ``interrupted``/``exit_code`` and the loop's ``summary``.
 
@@ -469,7 +470,7 @@ def train(model: TwoFrameModel, train_set: EditSet, out_dir: str | os.PathLike, 
         warmup_steps=cfg.warmup_steps, decay=cfg.lr_decay, max_grad_norm=cfg.clip,
         save_every=cfg.save_every or task.n_batches, keep=cfg.keep_checkpoints, eval_every=cfg.val_every or task.n_batches,
         eval_at_start=True, report_every=task.n_batches, progress=progress, desc=f"twoframe {cfg.mode}", plot=plot,
-        log=log, log_to=log_to))
+        log=log, log_to=log_to, sharding=sharding))
     history = {**history_of(res.rows, cfg), "device": precision.device, "precision": res.summary.get("precision"),
                "train_size": len(train_set), "val_size": len(val_set) if val_set else 0,
                "objective": cfg.loss_objective, "negatives": list(cfg.negatives)}
