@@ -22,13 +22,19 @@ def _pages_with_code() -> list[Path]:
 
 @pytest.mark.parametrize("page", _pages_with_code(), ids=lambda p: str(p.relative_to(REPO)))
 def test_page_examples_run(page, monkeypatch, tmp_path):
+    from contextlib import ExitStack
+
+    from editlens.bench.registry import BENCHMARKS
+    from editlens.editors.registry import EDITORS
     from editlens.metrics.registry import METRICS
 
-    # a page may register an example evaluator: it lives for that page only
+    # a page may register an example evaluator, editor or benchmark: it lives for that page only
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("EDITLENS_DOCS_TMP", str(tmp_path))  # pages write their outputs here
     namespace: dict = {"__name__": "__docs__"}
-    with METRICS.isolated():
+    with ExitStack() as isolated:
+        for registry in (METRICS, EDITORS, BENCHMARKS):
+            isolated.enter_context(registry.isolated())
         for i, code in enumerate(BLOCK.findall(page.read_text(encoding="utf-8")), 1):
             try:
                 exec(compile(code, f"{page.name}[block {i}]", "exec"), namespace)

@@ -22,10 +22,14 @@ BUILTIN = ("gedit", "imgedit", "kris", "rise", "emu_edit", "magicbrush",
            "imagenhub", "genai_bench", "aurora", "editscore_bench", "editreward_bench", "mmrb2")
 
 
+#: the classes the built-in modules declared (with ``@register``), kept so a fresh registry finds them again
+_DECLARED: list[type[Benchmark]] = []
+
+
 def _import_builtins() -> list[tuple[str, type[Benchmark]]]:
-    for mod in BUILTIN:  # each module registers its classes (register(..., builtin) below) as it is imported
+    for mod in BUILTIN:  # each module declares its classes with @register as it is imported
         importlib.import_module(f"editlens.bench.{mod}")
-    return []
+    return [(cls.spec.name, cls) for cls in _DECLARED]
 
 
 def _checked(cls: Any) -> type[Benchmark]:
@@ -49,8 +53,11 @@ def register(cls: type[Benchmark], *, overwrite: bool = False) -> type[Benchmark
     """Add a benchmark class (usable as a decorator). A second class under a
     taken name is refused unless ``overwrite``; a built-in is never replaced."""
     cls = _checked(cls)
-    builtin = cls.__module__ in {f"editlens.bench.{mod}" for mod in BUILTIN}
-    return BENCHMARKS.register(cls.spec.name, cls, overwrite=overwrite, builtin=builtin)
+    if cls.__module__ in {f"editlens.bench.{mod}" for mod in BUILTIN}:  # a built-in: protected, no plugin scan yet
+        if cls not in _DECLARED:
+            _DECLARED.append(cls)
+        return BENCHMARKS.register(cls.spec.name, cls, builtin=True)
+    return BENCHMARKS.register(cls.spec.name, cls, overwrite=overwrite)
 
 
 def unregister(name: str) -> None:
