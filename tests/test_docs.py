@@ -22,19 +22,24 @@ def _pages_with_code() -> list[Path]:
 
 @pytest.mark.parametrize("page", _pages_with_code(), ids=lambda p: str(p.relative_to(REPO)))
 def test_page_examples_run(page, monkeypatch, tmp_path):
-    from editlens.metrics import registry
+    from contextlib import ExitStack
 
-    registry._ensure_loaded()
-    # a page may register an example evaluator: it lives for that page only
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    from editlens.bench.registry import BENCHMARKS
+    from editlens.editors.registry import EDITORS
+    from editlens.metrics.registry import METRICS
+
+    # a page may register an example evaluator, editor or benchmark: it lives for that page only
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("EDITLENS_DOCS_TMP", str(tmp_path))  # pages write their outputs here
     namespace: dict = {"__name__": "__docs__"}
-    for i, code in enumerate(BLOCK.findall(page.read_text(encoding="utf-8")), 1):
-        try:
-            exec(compile(code, f"{page.name}[block {i}]", "exec"), namespace)
-        except Exception as exc:  # name the page and block, not this file
-            pytest.fail(f"{page.relative_to(REPO)}, python block {i} failed: {type(exc).__name__}: {exc}")
+    with ExitStack() as isolated:
+        for registry in (METRICS, EDITORS, BENCHMARKS):
+            isolated.enter_context(registry.isolated())
+        for i, code in enumerate(BLOCK.findall(page.read_text(encoding="utf-8")), 1):
+            try:
+                exec(compile(code, f"{page.name}[block {i}]", "exec"), namespace)
+            except Exception as exc:  # name the page and block, not this file
+                pytest.fail(f"{page.relative_to(REPO)}, python block {i} failed: {type(exc).__name__}: {exc}")
 
 
 def test_every_page_is_linked_from_the_readme():

@@ -30,13 +30,12 @@ SPEC = MetricSpec("greener", Greener, ("source", "edited"), True, (-1.0, 1.0), N
 
 
 @pytest.fixture
-def greener(monkeypatch):
+def greener():
     from editlens.metrics import registry
 
-    registry._ensure_loaded()
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
-    registry.register_metric(SPEC)
-    return SPEC
+    with registry.METRICS.isolated():
+        registry.register_metric(SPEC)
+        yield SPEC
 
 
 def _edits(tmp_path):

@@ -158,7 +158,7 @@ def instruction_only():
     spec = register_metric(MetricSpec("test_instruction_only", InstructionOnly, ("instruction",), True, (0.0, 1.0)),
                            overwrite=True)
     yield spec.name
-    registry._REGISTRY.pop(spec.name, None)
+    registry.METRICS.unregister(spec.name)
 
 
 def test_probe_flags_image_controls_of_an_instruction_only_scorer(tmp_path, instruction_only):

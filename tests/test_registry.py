@@ -3,6 +3,7 @@ from importlib.metadata import EntryPoint
 import numpy as np
 import pytest
 
+import editlens.core.registry as core_registry
 import editlens.metrics.registry as reg
 from editlens import EditSample, create_metric, list_metrics
 from editlens.errors import UnknownMetricError
@@ -56,9 +57,8 @@ def test_register_in_code():
 
 def test_entry_point_plugin(monkeypatch):
     ep = EntryPoint(name="brightness_change", value="test_registry:BRIGHTNESS", group="editlens.metrics")
-    monkeypatch.setattr(reg, "entry_points", lambda group: [ep] if group == "editlens.metrics" else [])
-    monkeypatch.setattr(reg, "_LOADED", False)
-    monkeypatch.setattr(reg, "_REGISTRY", {})
+    monkeypatch.setattr(core_registry, "entry_points", lambda group: [ep] if group == "editlens.metrics" else [])
+    monkeypatch.setattr(reg, "METRICS", reg.METRICS.fresh())
     assert "brightness_change" in [s.name for s in list_metrics()]
     a = np.zeros((4, 4, 3), np.uint8)
     assert create_metric("brightness_change")([EditSample("x", a, a, "n").load()])[0].value == 0.0

@@ -534,8 +534,7 @@ def test_the_extending_docs_example_draws_its_boxes(tmp_path):
         page = write_run_report(tmp_path / "run", tmp_path / "r.html", n_boot=20).read_text()
         assert 'data-layer="bright_spots"' in page
     finally:
-        with registry._LOCK:
-            registry._REGISTRY.pop("bright_spots", None)
+        registry.METRICS.unregister("bright_spots")
 
 
 def test_a_leaderboard_that_cannot_rank_says_why_and_what_to_add(tmp_path):

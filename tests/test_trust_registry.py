@@ -8,6 +8,7 @@ from importlib.metadata import EntryPoint
 import pytest
 from typer.testing import CliRunner
 
+import editlens.core.registry as core_registry
 import editlens.metrics.registry as reg
 from editlens.metrics.base import Metric
 from editlens.metrics.spec import MetricSpec
@@ -23,10 +24,8 @@ SHADOW = MetricSpec("ssim", Dummy, ("source", "edited"), True, (0.0, 1.0), descr
 
 
 def _fresh(monkeypatch, eps):
-    monkeypatch.setattr(reg, "entry_points", lambda group: eps if group == "editlens.metrics" else [])
-    monkeypatch.setattr(reg, "_LOADED", False)
-    monkeypatch.setattr(reg, "_REGISTRY", {})
-    monkeypatch.setattr(reg, "_BUILTIN_NAMES", set())
+    monkeypatch.setattr(core_registry, "entry_points", lambda group: eps if group == "editlens.metrics" else [])
+    monkeypatch.setattr(reg, "METRICS", reg.METRICS.fresh())
 
 
 def test_failing_plugin_warns_and_the_rest_load(monkeypatch):
@@ -55,7 +54,7 @@ def test_registry_loading_is_thread_safe(monkeypatch):
         return [EntryPoint("plugin_good", "test_trust_registry:GOOD", "editlens.metrics")]
 
     _fresh(monkeypatch, [])
-    monkeypatch.setattr(reg, "entry_points", slow_eps)
+    monkeypatch.setattr(core_registry, "entry_points", slow_eps)
     seen, errors = [], []
 
     def look():

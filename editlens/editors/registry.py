@@ -7,9 +7,10 @@ through the ``editlens.editors`` entry-point group; each entry point names an
 
 A spec string (``editlens edit --editor SPEC``) is, in order:
 
-* ``KIND:VALUE`` with a kind of :data:`~editlens.editors.spec.KINDS`
-  (``diffusers:DIR``, ``endpoint:URL``, ``callable:module:function``,
-  ``command:PROG ARGS...``);
+* ``KIND:VALUE`` with a kind of :func:`kinds`: the built-in
+  :data:`~editlens.editors.spec.KINDS` (``diffusers:DIR``, ``endpoint:URL``,
+  ``callable:module:function``, ``command:PROG ARGS...``) or one a plugin
+  registers (an ``EditorSpec`` whose name is its kind, with a ``value_option``);
 * a registered name (``instruct-pix2pix``, ``magicbrush``, a plugin's);
 * ``http://...`` or ``https://...``: an endpoint;
 * an existing folder: a diffusers pipeline;
@@ -21,74 +22,78 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-import warnings
 from dataclasses import replace
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint
 from pathlib import Path
 from typing import Any
 
+from editlens.core.registry import Registry
 from editlens.editors.base import Editor
-from editlens.editors.spec import KINDS, EditorSpec
+from editlens.editors.spec import EditorSpec
 from editlens.errors import InputError
 
 CATALOG = Path(__file__).resolve().parent / "catalog.json"
-#: the option each kind's spec-string value goes to
+#: the option each built-in kind's spec-string value goes to (a plugin kind declares its own ``value_option``)
 VALUE_OPTION = {"diffusers": "weights", "endpoint": "url", "callable": "function", "command": "command"}
 #: options `editlens edit` passes to every editor; a kind without them ignores them
 RUNTIME_OPTIONS = ("device", "dtype", "cpu_offload", "attention_slicing")
 _CALLABLE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 
-_REGISTRY: dict[str, EditorSpec] = {}
-_BUILTIN: set[str] = set()
-_LOCK = threading.RLock()
-_LOADED = False
+
+def _builtins() -> list[tuple[str, EditorSpec]]:
+    out = []
+    for row in json.loads(CATALOG.read_text(encoding="utf-8"))["editors"]:
+        spec = EditorSpec(name=row["name"], kind=row["kind"], target=row["target"],
+                          description=row.get("description", ""), defaults=dict(row.get("defaults", {})),
+                          family=row.get("family"),
+                          value_option=VALUE_OPTION.get(row["name"]) if row["name"] == row["kind"] else None)
+        out.append((spec.name, spec))
+    return out
 
 
-def _load() -> None:
-    global _LOADED
-    if _LOADED:
-        return
-    with _LOCK:
-        if _LOADED:
-            return
-        for row in json.loads(CATALOG.read_text(encoding="utf-8"))["editors"]:
-            spec = EditorSpec(name=row["name"], kind=row["kind"], target=row["target"],
-                              description=row.get("description", ""), defaults=dict(row.get("defaults", {})),
-                              family=row.get("family"))
-            _REGISTRY[spec.name] = spec
-            _BUILTIN.add(spec.name)
-        for ep in entry_points(group="editlens.editors"):
-            try:
-                obj = ep.load()
-                found = obj if isinstance(obj, EditorSpec) else getattr(obj, "spec", None)
-                if not isinstance(found, EditorSpec):
-                    raise TypeError(f"it provides no EditorSpec ({ep.value})")
-                spec = found
-                if isinstance(obj, type):
-                    spec = replace(spec, target=obj)
-            except Exception as exc:  # a broken plugin must not take the others down
-                warnings.warn(f"editlens editor plugin {ep.name!r} could not be loaded and is left out: "
-                              f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=2)
-                continue
-            if spec.name in _REGISTRY:
-                warnings.warn(f"editlens editor plugin {ep.name!r} registers {spec.name!r}, which already exists; "
-                              "the plugin is left out (rename its editor)", RuntimeWarning, stacklevel=2)
-                continue
-            _REGISTRY[spec.name] = spec
-        _LOADED = True
+def _check_kind(spec: EditorSpec) -> None:
+    if spec.kind != spec.name and spec.kind not in kinds():
+        raise ValueError(f"editor {spec.name!r}: unknown kind {spec.kind!r}; known: {', '.join(sorted(kinds()))} "
+                         "(a plugin kind is an EditorSpec whose name is its kind, with a value_option)")
+
+
+def _plugin_spec(obj: Any, ep: EntryPoint) -> tuple[str, EditorSpec]:
+    spec = obj if isinstance(obj, EditorSpec) else getattr(obj, "spec", None)
+    if not isinstance(spec, EditorSpec):
+        raise TypeError(f"it provides no EditorSpec ({ep.value})")
+    if isinstance(obj, type):
+        spec = replace(spec, target=obj)
+    _check_kind(spec)
+    return spec.name, spec
+
+
+#: every editor and editor kind, built-in (``catalog.json``) and plugin (the
+#: ``editlens.editors`` entry-point group); the shared policy of :mod:`editlens.core.registry`
+EDITORS: Registry[EditorSpec] = Registry(
+    "editor", group="editlens.editors", builtins=_builtins, from_plugin=_plugin_spec, error=InputError,
+    hint="Run `editlens editors` to list them.")
 
 
 def register_editor(spec: EditorSpec, *, overwrite: bool = False) -> EditorSpec:
-    """Add an editor to the registry (a built-in one cannot be replaced)."""
-    _load()
-    with _LOCK:
-        if spec.name in _REGISTRY and (spec.name in _BUILTIN or not overwrite):
-            raise ValueError(f"editor {spec.name!r} is already registered" +
-                             (" (built in)" if spec.name in _BUILTIN else ""))
-        _REGISTRY[spec.name] = spec
-    return spec
+    """Add an editor to the registry (a built-in one cannot be replaced).
+
+    An editor whose ``kind`` is its own name and which declares a
+    ``value_option`` is a new kind: ``--editor KIND:VALUE`` then builds it
+    with ``VALUE`` as that option.
+    """
+    EDITORS.ensure_loaded()
+    _check_kind(spec)
+    return EDITORS.register(spec.name, spec, overwrite=overwrite)
+
+
+def kinds() -> dict[str, EditorSpec]:
+    """Each kind (the built-in :data:`~editlens.editors.spec.KINDS` and those plugins add) -> its spec.
+
+    >>> sorted(kinds())
+    ['callable', 'command', 'diffusers', 'endpoint']
+    """
+    return {name: spec for name, spec in EDITORS.items() if spec.kind == name and spec.value_option}
 
 
 def list_editors() -> list[EditorSpec]:
@@ -97,13 +102,11 @@ def list_editors() -> list[EditorSpec]:
     >>> {"diffusers", "endpoint", "callable", "command", "instruct-pix2pix"} <= {s.name for s in list_editors()}
     True
     """
-    _load()
-    return [_REGISTRY[k] for k in sorted(_REGISTRY)]
+    return [spec for _, spec in sorted(EDITORS.items())]
 
 
 def get_editor_spec(name: str) -> EditorSpec:
-    _load()
-    return _REGISTRY[name]
+    return EDITORS.get(name)
 
 
 def resolve_spec(spec_string: str) -> tuple[EditorSpec, dict[str, Any]]:
@@ -114,29 +117,28 @@ def resolve_spec(spec_string: str) -> tuple[EditorSpec, dict[str, Any]]:
     >>> resolve_spec("https://example.org/v1")[0].kind
     'endpoint'
     """
-    _load()
     text = str(spec_string).strip()
     if not text:
         raise InputError("--editor is empty; give a pipeline folder, a hub id, an endpoint URL, module:function, "
                          "command:... or a name from `editlens editors`")
     kind, sep, value = text.partition(":")
-    if sep and kind in KINDS and not text.startswith(("http://", "https://")):
+    by_kind = kinds()
+    if sep and kind in by_kind and not text.startswith(("http://", "https://")):
         if not value.strip():
             raise InputError(f"--editor {text!r}: nothing after '{kind}:'")
-        return _REGISTRY[kind], {VALUE_OPTION[kind]: value.strip()}
-    if text in _REGISTRY:
-        return _REGISTRY[text], {}
+        spec = by_kind[kind]
+        return spec, {str(spec.value_option): value.strip()}
+    if text in EDITORS:
+        return EDITORS.get(text), {}
     if text.startswith(("http://", "https://")):
-        return _REGISTRY["endpoint"], {"url": text}
+        return EDITORS.get("endpoint"), {"url": text}
     if Path(text).expanduser().is_dir():
-        return _REGISTRY["diffusers"], {"weights": text}
+        return EDITORS.get("diffusers"), {"weights": text}
     if _CALLABLE.match(text):
-        return _REGISTRY["callable"], {"function": text}
+        return EDITORS.get("callable"), {"function": text}
     if _HUB_ID.match(text) and not text.startswith((".", "~", "/")):
-        return _REGISTRY["diffusers"], {"weights": text}
-    import difflib
-
-    close = difflib.get_close_matches(text, _REGISTRY, n=3)
+        return EDITORS.get("diffusers"), {"weights": text}
+    close = EDITORS.suggest(text)
     hint = f" Did you mean {', '.join(close)}?" if close else ""
     looks_like_path = "/" in text or text.startswith((".", "~"))
     raise InputError(
@@ -157,16 +159,19 @@ def create_editor(spec_string: str, **options: Any) -> Editor:
     merged = {**spec.defaults, **from_string, **{k: v for k, v in options.items() if v is not None}}
     if spec.family and "family" not in options:
         merged.setdefault("family", spec.family)
-    cls = spec.load_class()
+    factory = spec.load_class()  # an Editor subclass, or a function returning an Editor
     import inspect
 
-    params = inspect.signature(cls.__init__).parameters
+    params = inspect.signature(factory).parameters
     # run-wide options (--device, --cpu-offload...) reach the kinds that name them only
     merged = {k: v for k, v in merged.items() if k in params or k not in RUNTIME_OPTIONS}
     try:
-        inspect.signature(cls).bind(**merged)
+        inspect.signature(factory).bind(**merged)
     except TypeError as exc:
         raise InputError(f"editor {spec_string!r} ({spec.kind}): {exc}") from None
-    editor = cls(**merged)
+    editor = factory(**merged)
+    if not isinstance(editor, Editor):
+        raise InputError(f"editor {spec_string!r} ({spec.kind}): {spec.target!r} gave a {type(editor).__name__}, "
+                         "not an editlens Editor")
     editor.spec = spec
     return editor

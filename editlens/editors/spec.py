@@ -9,19 +9,22 @@ the registry.
 from __future__ import annotations
 
 import functools
-import importlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from editlens.core.io import read_json
+from editlens.core.registry import load_target
 from editlens.errors import InputError
 
 if TYPE_CHECKING:
     from editlens.editors.base import Editor
 
-#: How an editor produces images.
+#: How an editor produces images: the built-in kinds (a plugin may register more,
+#: see :func:`editlens.editors.registry.kinds`).
 KINDS = ("diffusers", "endpoint", "callable", "command")
+_KIND_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 #: Inputs an editor can take from an edit (every editor needs ``source`` and ``instruction``).
 EDITOR_INPUTS = ("source", "instruction", "mask", "reference")
 PRESETS = Path(__file__).resolve().parent / "presets"
@@ -33,14 +36,20 @@ class EditorSpec:
 
     Attributes:
         name: registry name (``[a-z0-9-]``); ``editlens edit --editor NAME``.
-        kind: one of :data:`KINDS`.
+        kind: one of :data:`KINDS`, or a kind a plugin registered
+            (:func:`editlens.editors.registry.kinds`).
         target: ``"module:Class"`` of the :class:`~editlens.editors.base.Editor`
-            subclass (or the class itself).
+            subclass (or the class itself), or of a function returning an
+            ``Editor`` (called with the options).
         needs: edit inputs it reads (:data:`EDITOR_INPUTS`).
         description: one line for ``editlens editors``.
         defaults: options passed to the class unless the caller overrides them
             (for a named diffusers editor: ``weights``, the hub id).
         family: the diffusers family (:func:`family`) when the editor is one.
+        value_option: for a kind (an editor whose ``name`` is its ``kind``):
+            the option the value of an ``--editor KIND:VALUE`` string sets
+            (``"weights"`` for ``diffusers``). A spec with its own name as
+            ``kind`` and a ``value_option`` is how a plugin adds a kind.
     """
 
     name: str
@@ -50,19 +59,22 @@ class EditorSpec:
     description: str = ""
     defaults: dict[str, Any] = field(default_factory=dict)
     family: str | None = None
+    value_option: str | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"editor {self.name!r}: kind must be one of {KINDS}, got {self.kind!r}")
+        if not isinstance(self.kind, str) or not _KIND_NAME.match(self.kind):
+            raise ValueError(f"editor {self.name!r}: kind must be a lower-case name (one of {KINDS} or a "
+                             f"plugin's kind), got {self.kind!r}")
+        if self.kind == self.name and self.kind not in KINDS and not self.value_option:
+            raise ValueError(f"editor kind {self.name!r}: a new kind needs value_option (the option "
+                             f"'{self.name}:VALUE' sets)")
         unknown = set(self.needs) - set(EDITOR_INPUTS)
         if unknown:
             raise ValueError(f"editor {self.name!r}: unknown inputs {sorted(unknown)}")
 
-    def load_class(self) -> type[Editor]:
-        if not isinstance(self.target, str):
-            return self.target
-        module, _, attr = self.target.partition(":")
-        return getattr(importlib.import_module(module), attr)
+    def load_class(self) -> Callable[..., Editor]:
+        """The Editor subclass (or factory) ``target`` names, imported now."""
+        return load_target(self.target, f"editor {self.name!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "needs": list(self.needs), "description": self.description,

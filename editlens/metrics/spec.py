@@ -6,10 +6,11 @@ Kept apart from the registry (which loads the catalog) and the catalog
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping
+
+from editlens.core.registry import load_target
 
 if TYPE_CHECKING:
     from editlens.metrics.base import Metric
@@ -234,31 +235,25 @@ class MetricSpec:
             raise ValueError(f"metric {self.name!r}: size_policy must be source or native, got {self.size_policy!r}")
 
     def load_class(self) -> type[Metric]:
-        if not isinstance(self.target, str):
-            return self.target
-        module, _, attr = self.target.partition(":")
-        return getattr(importlib.import_module(module), attr)
+        return load_target(self.target, f"metric {self.name!r}")
 
     def load_summary(self) -> Any:
         """The summary function, or ``None`` when the evaluator contributes none."""
         if not self.summary:
             return None
-        module, _, attr = self.summary.partition(":")
-        return getattr(importlib.import_module(module), attr)
+        return load_target(self.summary, f"metric {self.name!r} summary")
 
     def load_preference(self) -> Any:
         """The preference function (see ``preference``), or ``None``."""
         if not self.preference:
             return None
-        module, _, attr = self.preference.partition(":")
-        return getattr(importlib.import_module(module), attr)
+        return load_target(self.preference, f"metric {self.name!r} preference")
 
     def load_availability(self) -> Any:
         """The evaluator's own availability check, or ``None`` for the standard one."""
         if not self.availability:
             return None
-        module, _, attr = self.availability.partition(":")
-        return getattr(importlib.import_module(module), attr)
+        return load_target(self.availability, f"metric {self.name!r} availability")
 
     def in_defaults(self, with_reference: bool) -> bool:
         return self.default == "yes" or (self.default == "with_reference" and with_reference)

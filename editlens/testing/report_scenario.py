@@ -155,5 +155,4 @@ def unregister_detail_kept() -> None:
     """Take :data:`DETAIL_KEPT` out of the registry again (a test leaves the process as it found it)."""
     from editlens.metrics import registry
 
-    with registry._LOCK:
-        registry._REGISTRY.pop(DETAIL_KEPT.name, None)
+    registry.METRICS.unregister(DETAIL_KEPT.name)
