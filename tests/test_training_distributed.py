@@ -30,6 +30,7 @@ def _env() -> dict[str, str]:
                                                                "MASTER_PORT")}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
     env["OMP_NUM_THREADS"] = "1"
+    env["CUDA_VISIBLE_DEVICES"] = ""  # CPU processes on gloo, also on a machine with GPUs
     return env
 
 
@@ -44,7 +45,9 @@ def _run(prefix: list[str], args: list[str], expect: int | None = 0, **env: str)
 
 ONE = ["-m", "editlens.cli.main"]
 TORCHRUN = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "editlens.cli.main"]
-ACCELERATE = ["-m", "accelerate.commands.launch", "--num_processes", "2", "--num_machines", "1", "--cpu",
+# `--multi_gpu`, not `--cpu`: accelerate's `--cpu` takes its one-process launcher whatever --num_processes says;
+# `--multi_gpu` starts the processes (torch elastic) and editlens joins them on gloo for --device cpu
+ACCELERATE = ["-m", "accelerate.commands.launch", "--num_processes", "2", "--num_machines", "1", "--multi_gpu",
               "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "editlens.cli.main"]
 
 
@@ -437,6 +440,7 @@ def test_tune_editor_on_two_processes_equals_one_and_resumes(launches):
     steps (accelerate launch) resumed to 3 (torchrun) equals 3 steps in one process."""
     _done(launches, "resume-one")
     _done(launches, "resume-first")  # accelerate launch, 2 steps
+    assert launches.codes("resume-first") == [0, 0]  # accelerate started two processes, not one
     assert len(launches.tune_losses_after_accelerate) == 2
     r = _done(launches, "resume-two")  # torchrun, resumed to 3 in the same folder
     assert r.stdout.count("resumed from") == 1 and r.stdout.count("editor: ") == 1
