@@ -178,8 +178,9 @@ def page_head(title: str, css: str) -> str:
     pages and the labelling page of ``editlens annotate`` share it."""
     from editlens import __version__
 
-    return fill(asset("head.html"), {"TITLE": esc(title), "VERSION": esc(__version__), "FAVICON": FAVICON,
+    head = fill(asset("head.html"), {"TITLE": esc(title), "VERSION": esc(__version__), "FAVICON": FAVICON,
                                      "CSS": css})
+    return head.removesuffix("\n")  # the page template puts it on a line of its own
 
 
 def write_page(path: str | Path, text: str) -> Path:
