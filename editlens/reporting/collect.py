@@ -408,7 +408,6 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
     manifest column whose values are the report's categories (default ``edit_type``).
     ``cache``: what an earlier build of this report may lend this one (default: nothing)."""
     from editlens.metrics.spec import MEASURES
-    from editlens.reporting.leaderboard import leaderboards
     from editlens.reporting.trust_html import load_probe
 
     cache = cache if cache is not None else ReportCache()
@@ -431,11 +430,8 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
     completeness = _completeness(run, run_manifest, {s["id"]: s for s in samples}, samples_in, evaluators)
     completeness["resized"] = sum(1 for s in samples if s["input_notes"])
     source_totals = _source_totals(samples_in, by)
-    board = leaderboards(samples, evaluators, measures, {e: _hib(specs[e]) for e in evaluators}, models,
-                         seed=seed, n_boot=n_boot, source_totals=source_totals, memo=cache.stats)
-    board["by"] = by or CATEGORY_COLUMN
-    if not any(t["scope"] == "all" for t in board["tables"]):
-        board["why_empty"] = _why_empty(samples, samples_in, evaluators, measures, completeness["not_run"])
+    board = _leaderboard(samples, samples_in, evaluators, specs, measures, models, source_totals,
+                         completeness["not_run"], by, seed, n_boot, cache)
     arena = _arena(run)
     warning = _scripted_warning(run_manifest, arena)
     if warning:  # first of the report's notes, and the leaderboards' first line
@@ -614,6 +610,21 @@ def _source_totals(samples_in: Mapping[str, Any], by: str | None) -> dict[str, i
         if category is not None:
             planned.setdefault(f"type:{category}", set()).add(source_key)
     return {k: len(v) for k, v in planned.items()}
+
+
+def _leaderboard(samples: list[SampleRecord], samples_in: Mapping[str, Any], evaluators: list[str],
+                 specs: Mapping[str, Any], measures: Mapping[str, str | None], models: list[str],
+                 source_totals: Mapping[str, int], not_run: Mapping[str, str], by: str | None, seed: int,
+                 n_boot: int, cache: ReportCache) -> dict[str, Any]:
+    """The leaderboards (grouped by ``by``), and why nothing ranks when no table covers all edits."""
+    from editlens.reporting.leaderboard import leaderboards
+
+    board = leaderboards(samples, evaluators, measures, {e: _hib(specs[e]) for e in evaluators}, models,
+                         seed=seed, n_boot=n_boot, source_totals=source_totals, memo=cache.stats)
+    board["by"] = by or CATEGORY_COLUMN
+    if not any(t["scope"] == "all" for t in board["tables"]):
+        board["why_empty"] = _why_empty(samples, samples_in, evaluators, measures, not_run)
+    return board
 
 
 def _scripted_warning(run_manifest: Mapping[str, Any], arena: Mapping[str, Any] | None) -> str | None:
