@@ -14,7 +14,8 @@ LAYERS = [
     {"models"},
     {"metrics", "backends", "editors"},
     {"judges"},
-    {"meta", "bench"},  # bench: benchmark adapters and protocols
+    {"meta"},  # pure statistics of agreement with people
+    {"bench"},  # every benchmark, one file each, and the one meta-evaluation path
     {"training"},
     {"dice", "adiee", "twoframe", "rewardmodels"},
     {"runner"},

@@ -25,6 +25,7 @@ from fastapi import Request  # at module level: FastAPI resolves the endpoints' 
 
 from editlens.annotate.store import DuplicateVote
 from editlens.annotate.task import Task
+from editlens.core.hosts import host_refusal, own_hosts
 from editlens.errors import EditlensError
 
 COOKIE = "editlens_annotate_token"
@@ -63,7 +64,7 @@ class AnnotateServer:
         self.host, self.port = host, self.sock.getsockname()[1]
         shown = f"[{host}]" if ":" in host else host
         self.base = f"http://{shown}:{self.port}/"
-        self.hosts = {f"{h}:{self.port}" for h in {shown, "127.0.0.1", "localhost", "[::1]"}}
+        self.hosts = own_hosts(host, self.port)
         self._page_parts = (_asset("page.html"), _report_asset("report.css") + "\n" + _asset("page.css"),
                             _asset("page.js"))
         self.app = self._build_app()
@@ -77,13 +78,11 @@ class AnnotateServer:
 
     # ------------------------------------------------------------------------------------------------ pieces
     def refusal(self, host: str | None) -> str | None:
-        if (host or "").lower() not in self.hosts:
-            return (f"Host {host!r} refused: this labelling page answers only to {sorted(self.hosts)[0]} "
-                    "(a page on another site cannot reach it)")
-        return None
+        return host_refusal(host, self.hosts, "this labelling page")
 
     def page(self, annotator: str, token: str) -> bytes:
         from editlens import __version__
+        from editlens.reporting.markup import fill, page_head
 
         settings = self.task.settings
         title = ("Which edit is better?" if settings["task"] == "pairwise" else "Rate the edit")
@@ -91,9 +90,8 @@ class AnnotateServer:
         # the same browser (whose cookie then wins) cannot turn this page's votes into theirs
         data = {"annotator": annotator, "token": token, "task": settings["task"], "preset": self.task.preset}
         tpl, css, js = self._page_parts
-        out = (tpl.replace("__TITLE__", html.escape(title)).replace("__VERSION__", __version__)
-               .replace("__CSS__", css).replace("__JS__", js)
-               .replace("__DATA__", json.dumps(data).replace("</", "<\\/")))
+        out = fill(tpl, {"HEAD": page_head(title, css), "TITLE": html.escape(title), "VERSION": html.escape(__version__),
+                         "JS": js, "DATA": json.dumps(data).replace("</", "<\\/")})
         return out.encode("utf-8")
 
     def image_url(self, path: str) -> str:

@@ -354,6 +354,238 @@ async def _disconnected(request: Request) -> None:
             return
 
 
+def _error(status: int, message: str, kind: str = "invalid_request_error", close: bool = False) -> JSONResponse:
+    headers = {"Connection": "close"} if close else None
+    return JSONResponse(_json_error(status, message, kind), status_code=status, headers=headers)
+
+
+class _ChatService:
+    """What the endpoints of :func:`build_app` share: the served models (one
+    scheduler each), the limits and the engine imitated; one method per step
+    of answering a chat request."""
+
+    def __init__(self, backend: Any, model_name: str, batchers: dict[str, Any], limits: ServeLimits,
+                 adapters: Mapping[str, Any], max_images: int | None, imitate: Any) -> None:
+        from editlens.backends import imitation as imitation_mod
+
+        self.backend, self.model_name, self.batchers, self.limits = backend, model_name, batchers, limits
+        self.adapters, self.max_images, self.imitate = adapters, max_images, imitate
+        self.count_tokens = getattr(backend, "count_prompt_tokens", None)
+        self.max_model_len = limits.max_prompt_tokens + limits.max_tokens
+        self.tokenizer = getattr(backend, "tokenizer", None)
+        self.vocab = len(self.tokenizer) if self.tokenizer is not None else None
+        self.gen_defaults = imitation_mod.generation_defaults(backend) if imitate is not None else {}
+        self.body_limit = limits.max_image_bytes * 4 + 1024 * 1024
+
+    async def models(self) -> dict[str, Any]:
+        from editlens.backends import engine_api
+
+        paths = {name: getattr(b, "adapter", {}).get("path", name) for name, b in self.adapters.items()}
+        data = engine_api.model_entries(self.model_name, paths, self.max_model_len)
+        if self.imitate is not None:
+            for entry in data:
+                entry["owned_by"] = self.imitate.engine
+                if self.imitate.engine == "vllm" and entry.get("parent") is not None:
+                    entry.pop("max_model_len", None)  # vLLM lists no max_model_len for LoRA adapters
+        return {"object": "list", "data": data}
+
+    async def prompt_tokens(self, req: ChatRequest) -> int | None:
+        """The prompt's tokens (``None`` when the backend cannot count them); 413 over the limit."""
+        if self.count_tokens is None:
+            return None
+        limit = self.limits.max_prompt_tokens
+        chars = sum(len(p) for m in req.messages for p in m.parts if isinstance(p, str))
+        bound = getattr(self.backend, "max_token_chars", None)
+        if isinstance(bound, int) and chars > limit * bound:  # over the limit whatever the tokenizer does
+            raise BadRequest(413, f"prompt of {chars} characters is over the limit of {limit} tokens "
+                                  "(editlens serve --max-prompt-tokens)")
+        from starlette.concurrency import run_in_threadpool
+
+        try:
+            n = await run_in_threadpool(self.count_tokens, req)
+        except Exception as exc:  # the model's processor refuses the request
+            raise BadRequest(400, f"the model cannot read this request ({type(exc).__name__}: {exc})") from None
+        if n > limit:
+            raise BadRequest(413, f"prompt of {n} tokens is over the limit of {limit} tokens "
+                                  "(editlens serve --max-prompt-tokens)")
+        return n
+
+    async def parse(self, raw: bytes) -> tuple[dict[str, Any], ChatRequest]:
+        """The request body and the request it asks for; :class:`BadRequest` naming what is wrong."""
+        from starlette.concurrency import run_in_threadpool
+
+        from editlens.backends import engine_api
+        from editlens.backends import imitation as imitation_mod
+
+        imitate = self.imitate
+        # parsing, image decoding and (later) token counting run off the event loop: one costly
+        # request must not stall the others' I/O, nor GET /v1/models
+        try:
+            body = await run_in_threadpool(_load_json, raw)
+        except RecursionError:
+            raise BadRequest(400, "request body is nested too deeply") from None
+        except ValueError as exc:
+            raise BadRequest(400, f"request body is not valid JSON ({str(exc)[:200]})") from None
+        if imitate is not None and isinstance(body, dict):
+            body = imitation_mod.engine_body(body, imitate, self.gen_defaults)
+            refused = imitation_mod.check_logprobs(body, imitate, self.vocab)
+            if refused:
+                raise BadRequest(400, refused)
+        try:
+            req = await run_in_threadpool(parse_chat_request, body, self.limits.max_image_bytes, self.limits,
+                                          20 if imitate is None else (imitate.max_logprobs or self.vocab or 20))
+        except RecursionError:
+            raise BadRequest(400, "request body is nested too deeply") from None
+        if body.get("model") not in (None, *self.batchers):
+            raise BadRequest(404, f"model {_shown(body.get('model'))} is not served here; this server serves "
+                                  f"{', '.join(repr(n) for n in self.batchers)}")
+        try:
+            req = engine_api.apply_engine_fields(body, req, self.vocab)
+        except engine_api.FieldError as exc:
+            raise BadRequest(400, str(exc)) from None
+        if imitate is not None and imitate.logprob_token_ids:
+            req = imitation_mod.with_token_ids(req, body)
+        too_many = engine_api.image_limit_error(req, self.max_images)
+        if too_many:
+            raise BadRequest(400, too_many)
+        return body, req
+
+    async def chat(self, request: Request) -> Any:
+        """``POST /v1/chat/completions``."""
+        from starlette.requests import ClientDisconnect
+
+        try:
+            raw = await _read_body(request, self.body_limit, self.limits.read_timeout)
+        except BadRequest as exc:
+            return _error(exc.status, exc.message, close=True)
+        except ClientDisconnect:
+            return Response(status_code=499)
+        try:
+            body, req = await self.parse(raw)
+            n_prompt = await self.prompt_tokens(req)
+        except BadRequest as exc:
+            return _error(exc.status, exc.message)
+        served = self.batchers[body.get("model") or self.model_name]
+        want_logprobs = bool(body.get("logprobs"))
+        if body.get("stream"):
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            return StreamingResponse(self.stream(req, n_prompt, want_logprobs, include_usage, served,
+                                                 self.logprobs_of(body)),
+                                     media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        return await self.answer(request, body, req, served, n_prompt)
+
+    def _deadline_error(self, kind: str = "timeout") -> JSONResponse:
+        return _error(504, f"{DEADLINE} of {self.limits.request_timeout:g} s (editlens serve --request-timeout)",
+                      kind)
+
+    async def answer(self, request: Request, body: dict[str, Any], req: ChatRequest, served: Any,
+                     n_prompt: int | None) -> Any:
+        """The whole answer at once; its generation stops when the client leaves or the deadline passes."""
+        timeout = self.limits.request_timeout
+        job = served.enqueue(req, timeout, n_prompt)
+        answer = asyncio.ensure_future(asyncio.wrap_future(job.fut))
+        gone = asyncio.ensure_future(_disconnected(request))
+        try:
+            done, _ = await asyncio.wait({answer, gone}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+        if answer not in done:
+            answer.cancel()
+            job.cancel()  # nobody waits for it any more: it stops at the next token
+            if gone in done:
+                return Response(status_code=499)
+            return self._deadline_error()
+        gen = answer.result()
+        if gen.error:
+            status, kind = _STATUS_OF.get(gen.error, (500, "server_error"))
+            if gen.error == DEADLINE:
+                return self._deadline_error(kind)
+            return _error(status, gen.error, kind)
+        return completion_json(gen, self.model_name, req, want_logprobs=bool(body.get("logprobs")),
+                               prompt_tokens=n_prompt, logprobs_of=self.logprobs_of(body),
+                               token_ids=bool(body.get("return_token_ids")))
+
+    def logprobs_of(self, body: dict[str, Any]) -> Any:
+        """How the imitated engine writes log-probabilities (``None``: editlens' own way)."""
+        from editlens.backends import imitation as imitation_mod
+
+        imitate, tokenizer = self.imitate, self.tokenizer
+        if imitate is None:
+            return None
+        decode = (lambda k: tokenizer.decode([k])) if tokenizer is not None else None
+        return lambda gen: imitation_mod.logprobs_json(gen, body, imitate, decode)
+
+    async def stream(self, req: ChatRequest, n_prompt: int | None, want_logprobs: bool,
+                     include_usage: bool, served: Any, lp_of: Any = None) -> AsyncIterator[str]:
+        """The answer as server-sent events: a role chunk, text deltas token by
+        token, a last chunk per answer, usage when asked, then ``[DONE]``."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue = asyncio.Queue()
+        chunk = _Chunks(self.model_name)
+
+        def on_text(k: int, delta: str) -> None:  # the model thread, token by token
+            loop.call_soon_threadsafe(queue.put_nowait, (k, delta))
+
+        job = served.enqueue(req, self.limits.request_timeout, n_prompt, on_text)
+        job.fut.add_done_callback(lambda _: loop.call_soon_threadsafe(queue.put_nowait, None))
+        sent = [""] * req.settings.n
+        deadline = loop.time() + self.limits.request_timeout
+        try:
+            yield chunk([{"index": k, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                          "finish_reason": None} for k in range(req.settings.n)])
+            while True:
+                try:
+                    item = await asyncio.wait_for(queue.get(), max(0.0, deadline - loop.time()))
+                except asyncio.TimeoutError:
+                    item = Generation(None, error=DEADLINE)
+                if isinstance(item, tuple):
+                    k, delta = item
+                    sent[k] += delta
+                    yield chunk([{"index": k, "delta": {"content": delta}, "logprobs": None, "finish_reason": None}])
+                    continue
+                gen = item if isinstance(item, Generation) else job.fut.result()
+                if gen.error:
+                    status, kind = _STATUS_OF.get(gen.error, (500, "server_error"))
+                    yield f"data: {json.dumps(_json_error(status, gen.error, kind))}\n\n"
+                    break
+                yield chunk(_final_choices(gen, sent, req, want_logprobs, lp_of))
+                usage = _usage(gen, n_prompt)
+                if include_usage and usage is not None:
+                    yield chunk([], usage=usage)
+                yield "data: [DONE]\n\n"
+                break
+        finally:
+            job.cancel()  # a client that left mid-stream stops its generation; a finished job is unaffected
+
+
+class _Chunks:
+    """Writes the ``chat.completion.chunk`` events of one streamed answer (one id, one creation time)."""
+
+    def __init__(self, model_name: str) -> None:
+        self.model_name = model_name
+        self.ident, self.created = "chatcmpl-" + secrets.token_hex(8), int(time.time())
+
+    def __call__(self, choices: list[dict[str, Any]], **extra: Any) -> str:
+        doc = {"id": self.ident, "object": "chat.completion.chunk", "created": self.created,
+               "model": self.model_name, "choices": choices, **extra}
+        return f"data: {json.dumps(doc)}\n\n"
+
+
+def _final_choices(gen: Generation, sent: list[str], req: ChatRequest, want_logprobs: bool,
+                   lp_of: Any) -> list[dict[str, Any]]:
+    """The last chunk's choices: each answer's text not streamed yet (a backend
+    that cannot stream sends it all here), its finish reason and log-probabilities."""
+    final = []
+    for k, text in enumerate(gen.samples or [gen.text or ""]):
+        rest = text[len(sent[k]):] if text.startswith(sent[k]) else ""
+        choice: dict[str, Any] = {"index": k, "delta": {"content": rest} if rest else {},
+                                  "logprobs": None, "finish_reason": gen.finish_reason or "stop"}
+        if want_logprobs and k == 0 and gen.steps is not None:
+            choice["logprobs"] = lp_of(gen) if lp_of is not None else _logprobs_json(gen, req)
+        final.append(choice)
+    return final
+
+
 def build_app(backend: Any, model_name: str, api_key: str | None = None, max_image_bytes: int = 20 * 1024 * 1024,
               max_batch: int = 8, batch_window_ms: float = 10.0, limits: ServeLimits | None = None,
               routers: Sequence[Any] = (), slice_ms: float = 20.0, adapters: Mapping[str, Any] | None = None,
@@ -373,22 +605,17 @@ def build_app(backend: Any, model_name: str, api_key: str | None = None, max_ima
     that engine does (no editlens-only fields, its caps, defaults and quirks).
     """
     from editlens.backends import engine_api
-    from editlens.backends import imitation as imitation_mod
 
     limits = limits or ServeLimits(max_image_bytes=max_image_bytes)
-    max_image_bytes = limits.max_image_bytes
+    adapters = adapters or {}
     batcher = Batcher(backend, max_batch, batch_window_ms, slice_ms=slice_ms, prefill_tokens=prefill_tokens)
     # each adapter runs on its own scheduler: one batch is one model's
     batchers = {model_name: batcher, **{name: Batcher(b, max_batch, batch_window_ms, slice_ms=slice_ms,
                                                       prefill_tokens=prefill_tokens)
-                                        for name, b in (adapters or {}).items()}}
-    count_tokens = getattr(backend, "count_prompt_tokens", None)
-    max_model_len = limits.max_prompt_tokens + limits.max_tokens
-    tokenizer = getattr(backend, "tokenizer", None)
-    vocab = len(tokenizer) if tokenizer is not None else None
-    gen_defaults = imitation_mod.generation_defaults(backend) if imitate is not None else {}
+                                        for name, b in adapters.items()}}
+    service = _ChatService(backend, model_name, batchers, limits, adapters, max_images, imitate)
     if imitate is not None:  # the engine's generation quirks (penalty scope, log-probabilities after penalties)
-        for b in (backend, *(adapters or {}).values()):
+        for b in (backend, *adapters.values()):
             b.engine_quirks = imitate.quirks()
 
     @asynccontextmanager
@@ -402,192 +629,17 @@ def build_app(backend: Any, model_name: str, api_key: str | None = None, max_ima
     app.state.batchers = batchers
     app.state.backend = backend
     app.state.limits = limits
+    tokenizer = service.tokenizer
     if tokenizer is not None:
         app.include_router(engine_api.tokenizer_router(
-            lambda name: tokenizer if name in (None, *batchers) else None, max_model_len))
-
-    def error(status: int, message: str, kind: str = "invalid_request_error", close: bool = False) -> JSONResponse:
-        headers = {"Connection": "close"} if close else None
-        return JSONResponse(_json_error(status, message, kind), status_code=status, headers=headers)
-
-    @app.get("/v1/models")
-    async def models() -> dict[str, Any]:
-        paths = {name: getattr(b, "adapter", {}).get("path", name) for name, b in (adapters or {}).items()}
-        data = engine_api.model_entries(model_name, paths, max_model_len)
-        if imitate is not None:
-            for entry in data:
-                entry["owned_by"] = imitate.engine
-                if imitate.engine == "vllm" and entry.get("parent") is not None:
-                    entry.pop("max_model_len", None)  # vLLM lists no max_model_len for LoRA adapters
-        return {"object": "list", "data": data}
-
+            lambda name: tokenizer if name in (None, *batchers) else None, service.max_model_len))
+    app.get("/v1/models")(service.models)
     if imitate is not None and imitate.engine == "sglang":
         @app.get("/get_server_info")
         async def server_info() -> dict[str, Any]:  # SGLang's server arguments, the ones clients read
             return {"enable_deterministic_inference": imitate.honours_seed, "version": "editlens-imitation"}
 
-    body_limit = max_image_bytes * 4 + 1024 * 1024
-
-    async def prompt_tokens(req: ChatRequest) -> int | None:
-        if count_tokens is None:
-            return None
-        limit = limits.max_prompt_tokens
-        chars = sum(len(p) for m in req.messages for p in m.parts if isinstance(p, str))
-        bound = getattr(backend, "max_token_chars", None)
-        if isinstance(bound, int) and chars > limit * bound:  # over the limit whatever the tokenizer does
-            raise BadRequest(413, f"prompt of {chars} characters is over the limit of {limit} tokens "
-                                  "(editlens serve --max-prompt-tokens)")
-        from starlette.concurrency import run_in_threadpool
-
-        try:
-            n = await run_in_threadpool(count_tokens, req)
-        except Exception as exc:  # the model's processor refuses the request
-            raise BadRequest(400, f"the model cannot read this request ({type(exc).__name__}: {exc})") from None
-        if n > limit:
-            raise BadRequest(413, f"prompt of {n} tokens is over the limit of {limit} tokens "
-                                  "(editlens serve --max-prompt-tokens)")
-        return n
-
-    @app.post("/v1/chat/completions")
-    async def chat(request: Request) -> Any:
-        from starlette.requests import ClientDisconnect
-
-        try:
-            raw = await _read_body(request, body_limit, limits.read_timeout)
-        except BadRequest as exc:
-            return error(exc.status, exc.message, close=True)
-        except ClientDisconnect:
-            return Response(status_code=499)
-        from starlette.concurrency import run_in_threadpool
-
-        # parsing, image decoding and (below) token counting run off the event loop: one costly
-        # request must not stall the others' I/O, nor GET /v1/models
-        try:
-            body = await run_in_threadpool(_load_json, raw)
-        except RecursionError:
-            return error(400, "request body is nested too deeply")
-        except ValueError as exc:
-            return error(400, f"request body is not valid JSON ({str(exc)[:200]})")
-        if imitate is not None and isinstance(body, dict):
-            body = imitation_mod.engine_body(body, imitate, gen_defaults)
-            refused = imitation_mod.check_logprobs(body, imitate, vocab)
-            if refused:
-                return error(400, refused)
-        try:
-            req = await run_in_threadpool(parse_chat_request, body, max_image_bytes, limits,
-                                          20 if imitate is None else (imitate.max_logprobs or vocab or 20))
-        except BadRequest as exc:
-            return error(exc.status, exc.message)
-        except RecursionError:
-            return error(400, "request body is nested too deeply")
-        if body.get("model") not in (None, *batchers):
-            return error(404, f"model {_shown(body.get('model'))} is not served here; this server serves "
-                              f"{', '.join(repr(n) for n in batchers)}")
-        try:
-            req = engine_api.apply_engine_fields(body, req, len(tokenizer) if tokenizer is not None else None)
-        except engine_api.FieldError as exc:
-            return error(400, str(exc))
-        if imitate is not None and imitate.logprob_token_ids:
-            req = imitation_mod.with_token_ids(req, body)
-        too_many = engine_api.image_limit_error(req, max_images)
-        if too_many:
-            return error(400, too_many)
-        served = batchers[body.get("model") or model_name]
-        try:
-            n_prompt = await prompt_tokens(req)
-        except BadRequest as exc:
-            return error(exc.status, exc.message)
-        want_logprobs = bool(body.get("logprobs"))
-        if body.get("stream"):
-            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            return StreamingResponse(_stream(req, n_prompt, want_logprobs, include_usage, served, logprobs_of(body)),
-                                     media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
-        job = served.enqueue(req, limits.request_timeout, n_prompt)
-        answer = asyncio.ensure_future(asyncio.wrap_future(job.fut))
-        gone = asyncio.ensure_future(_disconnected(request))
-        try:
-            done, _ = await asyncio.wait({answer, gone}, timeout=limits.request_timeout,
-                                         return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            gone.cancel()
-        if answer not in done:
-            answer.cancel()
-            job.cancel()  # nobody waits for it any more: it stops at the next token
-            if gone in done:
-                return Response(status_code=499)
-            return error(504, f"{DEADLINE} of {limits.request_timeout:g} s (editlens serve --request-timeout)",
-                         "timeout")
-        gen = answer.result()
-        if gen.error:
-            status, kind = _STATUS_OF.get(gen.error, (500, "server_error"))
-            if gen.error == DEADLINE:
-                return error(504, f"{DEADLINE} of {limits.request_timeout:g} s (editlens serve --request-timeout)",
-                             kind)
-            return error(status, gen.error, kind)
-        return completion_json(gen, model_name, req, want_logprobs, n_prompt, logprobs_of(body),
-                               bool(body.get("return_token_ids")))
-
-    def logprobs_of(body: dict[str, Any]) -> Any:
-        if imitate is None:
-            return None
-        decode = (lambda k: tokenizer.decode([k])) if tokenizer is not None else None
-        return lambda gen: imitation_mod.logprobs_json(gen, body, imitate, decode)
-
-    async def _stream(req: ChatRequest, n_prompt: int | None, want_logprobs: bool,
-                      include_usage: bool, served: Any = batcher, lp_of: Any = None) -> AsyncIterator[str]:
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue = asyncio.Queue()
-        ident, created = "chatcmpl-" + secrets.token_hex(8), int(time.time())
-
-        def chunk(choices: list[dict[str, Any]], **extra: Any) -> str:
-            doc = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": model_name,
-                   "choices": choices, **extra}
-            return f"data: {json.dumps(doc)}\n\n"
-
-        def on_text(k: int, delta: str) -> None:  # the model thread, token by token
-            loop.call_soon_threadsafe(queue.put_nowait, (k, delta))
-
-        job = served.enqueue(req, limits.request_timeout, n_prompt, on_text)
-        job.fut.add_done_callback(lambda _: loop.call_soon_threadsafe(queue.put_nowait, None))
-        sent = [""] * req.settings.n
-        deadline = loop.time() + limits.request_timeout
-        try:
-            yield chunk([{"index": k, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
-                          "finish_reason": None} for k in range(req.settings.n)])
-            while True:
-                try:
-                    item = await asyncio.wait_for(queue.get(), max(0.0, deadline - loop.time()))
-                except asyncio.TimeoutError:
-                    item = Generation(None, error=DEADLINE)
-                if isinstance(item, tuple):
-                    k, delta = item
-                    sent[k] += delta
-                    yield chunk([{"index": k, "delta": {"content": delta}, "logprobs": None, "finish_reason": None}])
-                    continue
-                gen = item if isinstance(item, Generation) else job.fut.result()
-                if gen.error:
-                    status, kind = _STATUS_OF.get(gen.error, (500, "server_error"))
-                    yield f"data: {json.dumps(_json_error(status, gen.error, kind))}\n\n"
-                    break
-                texts = gen.samples or [gen.text or ""]
-                final = []
-                for k, text in enumerate(texts):
-                    # what was not streamed yet (a backend that cannot stream sends it all here)
-                    rest = text[len(sent[k]):] if text.startswith(sent[k]) else ""
-                    choice: dict[str, Any] = {"index": k, "delta": {"content": rest} if rest else {},
-                                              "logprobs": None, "finish_reason": gen.finish_reason or "stop"}
-                    if want_logprobs and k == 0 and gen.steps is not None:
-                        choice["logprobs"] = lp_of(gen) if lp_of is not None else _logprobs_json(gen, req)
-                    final.append(choice)
-                yield chunk(final)
-                usage = _usage(gen, n_prompt)
-                if include_usage and usage is not None:
-                    yield chunk([], usage=usage)
-                yield "data: [DONE]\n\n"
-                break
-        finally:
-            job.cancel()  # a client that left mid-stream stops its generation; a finished job is unaffected
-
+    app.post("/v1/chat/completions")(service.chat)
     for router in routers:
         app.include_router(router)
     return _Guard(app, api_key)

@@ -525,130 +525,186 @@ def _generation(be: Any, st: Paused, n: int) -> Generation:
     return Generation(answers[0], first.steps, finish, samples=answers if n > 1 else [], usage=usage)
 
 
-def _run_slice(be: Any, work: list[Paused], inputs: dict[str, Any] | None, resume: tuple[Group, list[int]] | None,
-               live: list[tuple[int, Row]], settings: Any, candidates: tuple[str, ...], want_steps: bool,
-               control: Control, asked: Sequence[tuple[int, ...]] = ()) -> None:
-    import numpy as np
-    from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
+@dataclass(eq=False)
+class _Slice:
+    """What one ``generate()`` call of :func:`_run_slice` shares with its hooks
+    (the sampler, the penalty, the stopping check): the live rows and why each
+    stopped in this slice."""
 
-    rows: list[int] | None = None
-    if resume is not None:
-        group, keep = resume
-        rows = None if keep == list(range(len(group.members))) else keep
-        inputs = _resumed(be, group, keep, live)
-        prompt = {k: v if rows is None else v[rows] for k, v in group.prompt.items()}
-    else:
+    be: Any
+    live: list[tuple[int, Row]]
+    settings: Any
+    control: Control
+    start: int  # input column where this slice's new tokens begin
+    eos: set[int]
+    stopped_at: dict[int, int] = field(default_factory=dict)  # row -> tokens of this slice that count, when stopped here
+    ended: set[int] = field(default_factory=set)
+    cancelled_rows: set[int] = field(default_factory=set)
+    paused: bool = False
+    captured: list[torch.Tensor] = field(default_factory=list)  # scores after the penalties (SGLang's log-probs)
+
+    @property
+    def streaming(self) -> bool:
+        return self.control.on_text is not None
+
+    def stream(self, i: int, row: Row, new: list[int], final: bool = False) -> None:
+        """Sends row ``row`` of request ``i`` the text it gained from ``new`` tokens."""
+        with _text_lock(self.be):
+            text = self.be.tokenizer.decode(row.ids + new, skip_special_tokens=True)
+        if not final:
+            text = text.rstrip("\ufffd")  # half a character: wait for the rest of its bytes
+        if text.startswith(row.text) and len(text) > len(row.text):
+            delta, row.text = text[len(row.text):], text
+            self.control.on_text(i, row.k, delta)  # type: ignore[misc]
+
+
+class _Sampler:
+    """A logits processor: each sampled row draws from its own generator; the
+    drawn token is then the only choice left, so greedy decoding picks it. The
+    rows of a step are drawn in one vectorised call (a per-row loop sorted the
+    whole vocabulary once per row and step: ~9 ms each for a 152k-token
+    vocabulary on a CPU, which grew with the batch and was most of a batched
+    sampled step's cost beside the model)."""
+
+    def __init__(self, sl: _Slice, top_k: int, top_p: float) -> None:
+        self.sl, self.top_k, self.top_p = sl, top_k, top_p
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        sl = self.sl
+        rows = [b for b, (_, row) in enumerate(sl.live) if row.rng is not None and b not in sl.ended
+                and b not in sl.stopped_at]
+        if not rows:
+            return scores
+        picked = sample_tokens(scores[rows], sl.settings.temperature, self.top_k, self.top_p,
+                               [sl.live[b][1].rng for b in rows])  # type: ignore[misc]
+        at = torch.tensor(rows, device=scores.device)
+        scores[at] = -float("inf")
+        scores[at, picked] = 0.0
+        return scores
+
+
+class _GeneratedPenalty:
+    """A logits processor: the repetition penalty over the tokens generated so far only (not the prompt's)."""
+
+    def __init__(self, sl: _Slice, penalty: float) -> None:
+        self.sl, self.penalty = sl, penalty
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        for b, (_, row) in enumerate(self.sl.live):
+            seen = sorted(set(row.ids + input_ids[b, self.sl.start:].tolist()))
+            if seen:
+                at = torch.tensor(seen, device=scores.device)
+                vals = scores[b, at]
+                scores[b, at] = torch.where(vals < 0, vals * self.penalty, vals / self.penalty)
+        return scores
+
+
+class _Capture:
+    """A logits processor: the scores after the penalties, before sampling: the log-probabilities SGLang reports."""
+
+    def __init__(self, sl: _Slice) -> None:
+        self.sl = sl
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        self.sl.captured.append(scores.detach().clone())
+        return scores
+
+
+class _Steer:
+    """The stopping criterion: after every token, which rows end (end of turn,
+    their token budget, their client gone, or the caller asking to pause),
+    streaming each live row's new text."""
+
+    def __init__(self, sl: _Slice) -> None:
+        self.sl = sl
+
+    def __call__(self, input_ids: torch.Tensor, scores: Any, **kwargs: Any) -> torch.Tensor:
+        sl, control = self.sl, self.sl.control
+        step = input_ids.shape[1] - sl.start
+        last = input_ids[:, -1].tolist()
+        pause = bool(control.pause and control.pause())
+        gone = control.cancelled() if control.cancelled else None
+        done = []
+        for b, (i, row) in enumerate(sl.live):
+            if b in sl.ended or b in sl.stopped_at:
+                done.append(True)
+                continue
+            if last[b] in sl.eos:
+                sl.ended.add(b)
+                done.append(True)
+                if sl.streaming:
+                    sl.stream(i, row, input_ids[b, sl.start:-1].tolist())
+                continue
+            reason = None
+            if len(row.ids) + step >= sl.settings.max_new_tokens:
+                reason = "length"
+            elif gone is not None and gone[i]:
+                reason = "cancelled"
+                sl.cancelled_rows.add(b)
+            elif pause:
+                reason = "pause"
+                sl.paused = True
+            if reason is not None:
+                sl.stopped_at[b] = step
+            if sl.streaming and reason != "cancelled":
+                sl.stream(i, row, input_ids[b, sl.start:].tolist())
+            done.append(reason is not None)
+        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
+
+
+def _slice_inputs(be: Any, inputs: dict[str, Any] | None, resume: tuple[Group, list[int]] | None,
+                  live: list[tuple[int, Row]]) -> tuple[dict[str, Any], dict[str, torch.Tensor], list[int] | None]:
+    """The model inputs of a slice, its per-token prompt and (resuming part of a
+    paused batch) the batch rows kept; ``None``: every row."""
+    if resume is None:
         assert inputs is not None
-        prompt = _per_token(inputs)
-    start = inputs["input_ids"].shape[1]
+        return inputs, _per_token(inputs), None
+    group, keep = resume
+    rows = None if keep == list(range(len(group.members))) else keep
+    prompt = {k: v if rows is None else v[rows] for k, v in group.prompt.items()}
+    return _resumed(be, group, keep, live), prompt, rows
+
+
+def _end_tokens(be: Any) -> set[int]:
+    import numpy as np
+
     eos = set(np.atleast_1d(be.model.generation_config.eos_token_id or []).tolist()) | {be.tokenizer.pad_token_id}
     # Idefics3 ends a turn with <end_of_utterance>, which its generation config may not list
     eos |= {be.tokenizer.get_vocab().get("<end_of_utterance>")} - {None}
-    stopped_at: dict[int, int] = {}  # row -> tokens of this slice that count, when stopped here
-    ended: set[int] = set()
-    cancelled_rows: set[int] = set()
-    paused = [False]
-    streaming = control.on_text is not None
+    return eos
 
+
+def _processors(sl: _Slice, want_steps: bool) -> tuple[list[Any], bool, bool]:
+    """The slice's logits processors, whether the repetition penalty is ours
+    (not generate()'s) and whether log-probabilities are read after the penalties."""
+    be, settings = sl.be, sl.settings
     # extra sampling settings a backend may carry (EditScore's release samples with top-p and top-k)
     extra = getattr(be, "sampling", None) or {}
     top_k, top_p = int(extra.get("top_k") or 0), float(extra.get("top_p") or 1.0)
     if settings.top_k or settings.top_p < 1.0:  # asked for by the request (engine clients send them as fields)
         top_k, top_p = settings.top_k, settings.top_p
-
-    class Sampler(LogitsProcessor):
-        """Each sampled row draws from its own generator; the drawn token is
-        then the only choice left, so greedy decoding picks it. The rows of
-        a step are drawn in one vectorised call (a per-row loop sorted the
-        whole vocabulary once per row and step: ~9 ms each for a 152k-token
-        vocabulary on a CPU, which grew with the batch and was most of a
-        batched sampled step's cost beside the model)."""
-
-        def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-            rows = [b for b, (_, row) in enumerate(live) if row.rng is not None and b not in ended
-                    and b not in stopped_at]
-            if not rows:
-                return scores
-            picked = sample_tokens(scores[rows], settings.temperature, top_k, top_p,
-                                   [live[b][1].rng for b in rows])  # type: ignore[misc]
-            at = torch.tensor(rows, device=scores.device)
-            scores[at] = -float("inf")
-            scores[at, picked] = 0.0
-            return scores
-
     # an engine imitation's quirks (editlens serve --imitate): SGLang penalises generated tokens only and
     # returns log-probabilities after the penalties
     quirks = getattr(be, "engine_quirks", None) or {}
     penalty = settings.repetition_penalty
     own_penalty = quirks.get("penalty") == "generated" and penalty != 1.0
     after_penalties = quirks.get("logprobs") == "after-penalties"
-    captured: list[torch.Tensor] = []
+    sampled = any(row.rng is not None for _, row in sl.live)
+    processors: list[Any] = ([_GeneratedPenalty(sl, penalty)] if own_penalty else []) + \
+        ([_Capture(sl)] if after_penalties and want_steps else []) + ([_Sampler(sl, top_k, top_p)] if sampled else [])
+    return processors, own_penalty, after_penalties
 
-    class GeneratedPenalty(LogitsProcessor):
-        """The repetition penalty over the tokens generated so far only (not the prompt's)."""
 
-        def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-            for b, (_, row) in enumerate(live):
-                seen = sorted(set(row.ids + input_ids[b, start:].tolist()))
-                if seen:
-                    at = torch.tensor(seen, device=scores.device)
-                    vals = scores[b, at]
-                    scores[b, at] = torch.where(vals < 0, vals * penalty, vals / penalty)
-            return scores
+def _generate_slice(sl: _Slice, inputs: dict[str, Any], processors: list[Any], own_penalty: bool,
+                    want_steps: bool, resume: tuple[Group, list[int]] | None,
+                    rows: list[int] | None) -> tuple[Any, dict[str, Any]]:
+    """Runs ``generate()`` for the slice (restoring a paused batch's model state first);
+    returns its output and the model state to keep."""
+    from transformers import LogitsProcessorList, StoppingCriteriaList
 
-    class Capture(LogitsProcessor):
-        """The scores after the penalties, before sampling: the log-probabilities SGLang reports."""
-
-        def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-            captured.append(scores.detach().clone())
-            return scores
-
-    def stream(b: int, i: int, row: Row, new: list[int], final: bool = False) -> None:
-        with _text_lock(be):
-            text = be.tokenizer.decode(row.ids + new, skip_special_tokens=True)
-        if not final:
-            text = text.rstrip("\ufffd")  # half a character: wait for the rest of its bytes
-        if text.startswith(row.text) and len(text) > len(row.text):
-            delta, row.text = text[len(row.text):], text
-            control.on_text(i, row.k, delta)  # type: ignore[misc]
-
-    class Steer(StoppingCriteria):
-        def __call__(self, input_ids: torch.Tensor, scores: Any, **kwargs: Any) -> torch.Tensor:
-            step = input_ids.shape[1] - start
-            last = input_ids[:, -1].tolist()
-            pause = bool(control.pause and control.pause())
-            gone = control.cancelled() if control.cancelled else None
-            done = []
-            for b, (i, row) in enumerate(live):
-                if b in ended or b in stopped_at:
-                    done.append(True)
-                    continue
-                if last[b] in eos:
-                    ended.add(b)
-                    done.append(True)
-                    if streaming:
-                        stream(b, i, row, input_ids[b, start:-1].tolist())
-                    continue
-                reason = None
-                if len(row.ids) + step >= settings.max_new_tokens:
-                    reason = "length"
-                elif gone is not None and gone[i]:
-                    reason = "cancelled"
-                    cancelled_rows.add(b)
-                elif pause:
-                    reason = "pause"
-                    paused[0] = True
-                if reason is not None:
-                    stopped_at[b] = step
-                if streaming and reason != "cancelled":
-                    stream(b, i, row, input_ids[b, start:].tolist())
-                done.append(reason is not None)
-            return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
-
-    sampled = any(row.rng is not None for _, row in live)
-    processors: list[Any] = ([GeneratedPenalty()] if own_penalty else []) + \
-        ([Capture()] if after_penalties and want_steps else []) + ([Sampler()] if sampled else [])
-    max_new = max(1, max(settings.max_new_tokens - len(row.ids) for _, row in live))
+    be, settings = sl.be, sl.settings
+    penalty = settings.repetition_penalty
+    max_new = max(1, max(settings.max_new_tokens - len(row.ids) for _, row in sl.live))
     with be._lock:
         be.calls += 1
         if resume is not None:
@@ -656,20 +712,27 @@ def _run_slice(be: Any, work: list[Paused], inputs: dict[str, Any] | None, resum
         gen = be.model.generate(
             **inputs, max_new_tokens=max_new, do_sample=False, temperature=None, top_p=None, top_k=None,
             logits_processor=LogitsProcessorList(processors) if processors else None,
-            stopping_criteria=StoppingCriteriaList([Steer()]), return_dict_in_generate=True,
+            stopping_criteria=StoppingCriteriaList([_Steer(sl)]), return_dict_in_generate=True,
             output_logits=want_steps, pad_token_id=be.tokenizer.pad_token_id,
             repetition_penalty=penalty if penalty != 1.0 and not own_penalty else None,
         )
-        state = _model_state(be.model)
-    new = gen.sequences[:, start:].tolist()
-    for b, (i, row) in enumerate(live):
+        return gen, _model_state(be.model)
+
+
+def _take_tokens(sl: _Slice, gen: Any, candidates: tuple[str, ...], want_steps: bool, after_penalties: bool,
+                 asked: Sequence[tuple[int, ...]]) -> None:
+    """Adds each row's tokens of this slice (up to its end of turn or its stop)
+    and its log-probabilities, and marks the rows that finished and why."""
+    be, settings = sl.be, sl.settings
+    new = gen.sequences[:, sl.start:].tolist()
+    for b, (i, row) in enumerate(sl.live):
         ids = new[b]
-        limit = stopped_at.get(b, len(ids))
-        cut = next((j for j, t in enumerate(ids[:limit]) if t in eos), None)
+        limit = sl.stopped_at.get(b, len(ids))
+        cut = next((j for j, t in enumerate(ids[:limit]) if t in sl.eos), None)
         got = ids[: limit if cut is None else cut]
         if row.steps is not None and want_steps:
             with _text_lock(be):
-                row.steps += be._steps(tuple(captured) if after_penalties else gen.logits, b, got, candidates,
+                row.steps += be._steps(tuple(sl.captured) if after_penalties else gen.logits, b, got, candidates,
                                        settings.top_logprobs,
                                        asked[i] if i < len(asked) else ())
         row.ids += got
@@ -677,19 +740,38 @@ def _run_slice(be: Any, work: list[Paused], inputs: dict[str, Any] | None, resum
             row.finish = "stop"
         elif len(row.ids) >= settings.max_new_tokens:
             row.finish = "length"
-        elif b in cancelled_rows:
+        elif b in sl.cancelled_rows:
             row.finish = "cancelled"
-        elif not paused[0]:
+        elif not sl.paused:
             row.finish = "length"  # generate() ended without a reason of ours: nothing more was asked
-        if streaming and row.finish in ("stop", "length"):
-            stream(b, i, row, [], final=True)  # what was held back (a last half character)
-    if any(row.finish is None for _, row in live):
-        name = next((n for n in ("cache", "past_key_values") if getattr(gen, n, None) is not None), None)
-        if name is None:
-            raise RuntimeError("this model's generate() returns no cache: its answers cannot be paused")
-        group = Group(getattr(gen, name), prompt, [(id(work[i]), row) for i, row in live], state, cache_name=name)
-        for i, _ in live:
-            work[i].group = group
+        if sl.streaming and row.finish in ("stop", "length"):
+            sl.stream(i, row, [], final=True)  # what was held back (a last half character)
+
+
+def _keep_unfinished(gen: Any, prompt: dict[str, torch.Tensor], work: list[Paused], live: list[tuple[int, Row]],
+                     state: dict[str, Any]) -> None:
+    """Rows not finished keep the slice's cache in one :class:`Group`, to go on later."""
+    if all(row.finish is not None for _, row in live):
+        return
+    name = next((n for n in ("cache", "past_key_values") if getattr(gen, n, None) is not None), None)
+    if name is None:
+        raise RuntimeError("this model's generate() returns no cache: its answers cannot be paused")
+    group = Group(getattr(gen, name), prompt, [(id(work[i]), row) for i, row in live], state, cache_name=name)
+    for i, _ in live:
+        work[i].group = group
+
+
+def _run_slice(be: Any, work: list[Paused], inputs: dict[str, Any] | None, resume: tuple[Group, list[int]] | None,
+               live: list[tuple[int, Row]], settings: Any, candidates: tuple[str, ...], want_steps: bool,
+               control: Control, asked: Sequence[tuple[int, ...]] = ()) -> None:
+    """One ``generate()`` call over the ``live`` rows: new tokens until each row ends
+    or the caller pauses; unfinished rows keep their cache for the next slice."""
+    inputs, prompt, rows = _slice_inputs(be, inputs, resume, live)
+    sl = _Slice(be, live, settings, control, start=inputs["input_ids"].shape[1], eos=_end_tokens(be))
+    processors, own_penalty, after_penalties = _processors(sl, want_steps)
+    gen, state = _generate_slice(sl, inputs, processors, own_penalty, want_steps, resume, rows)
+    _take_tokens(sl, gen, candidates, want_steps, after_penalties, asked)
+    _keep_unfinished(gen, prompt, work, live, state)
 
 
 def sample_tokens(logits: torch.Tensor, temperature: float, top_k: int, top_p: float,

@@ -387,98 +387,20 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
     """Everything the run report shows, as plain data (see module docstring). ``by``: the
     manifest column whose values are the report's categories (default ``edit_type``).
     ``cache``: what an earlier build of this report may lend this one (default: nothing)."""
-    from editlens.core.embedded import source_identity
     from editlens.metrics.spec import MEASURES
-    from editlens.reporting.leaderboard import leaderboards
-    from editlens.reporting.runs import _open, group_label
     from editlens.reporting.trust_html import load_probe
 
     cache = cache if cache is not None else ReportCache()
     run = Path(run_dir)
-    store = _open(run)
-    try:
-        run_manifest = store.get_meta("manifest") or {}
-        rows = store.rows(store.current_configs(), parse=False)  # details parsed only where they changed
-    finally:
-        store.close()
+    run_manifest, rows = _read_store(run)
     notes: list[str] = []
-    mpath = Path(manifest) if manifest else (Path(run_manifest["inputs"]["manifest"])
-                                            if run_manifest.get("inputs", {}).get("manifest") else None)
-    read_options = {k: v for k, v in ((run_manifest.get("inputs") or {}).get("manifest_options") or {}).items()
-                    if k in _READ_OPTIONS}
-    samples_in = _manifest_samples(mpath, notes, read_options, cache.manifests) if mpath else {}
-    if mpath is None:
-        notes.append("the run records no manifest path: cards show no images (pass --manifest)")
+    mpath, read_options, samples_in = _run_inputs(run_manifest, manifest, notes, cache)
     humans = _read_human(human) if human else {}
-    if by not in (None, "model", CATEGORY_COLUMN) and samples_in and not any(by in s.metadata for s in samples_in.values()):
-        available = sorted({c for s in samples_in.values() for c in s.metadata} | {"model", CATEGORY_COLUMN})
-        raise InputError(f"--by {by!r}: the run's manifest has no such column; group by one of {', '.join(available)}")
-
-    evaluators = [e["name"] for e in run_manifest.get("evaluators", []) if "name" in e]
-    by_sample: dict[str, list[dict[str, Any]]] = {}
-    models_of: dict[str, str] = {}
-    present: set[str] = set()
-    for r in rows:
-        by_sample.setdefault(r["sample_id"], []).append(r)
-        models_of.setdefault(r["sample_id"], r["model"] or "(none)")
-        present.add(r["evaluator"])
-    evaluators += sorted(present - set(evaluators))
-    # evaluators the run lists but that have no row yet (a run that just started) have nothing to show
-    evaluators = [e for e in evaluators if e in present]
+    _check_by(by, samples_in)
+    evaluators, by_sample, models_of = _rows_by_sample(run_manifest, rows)
     specs = specs_of(evaluators)
-    order = {sid: i for i, sid in enumerate(samples_in)}
-    ids = sorted(by_sample, key=lambda s: (order.get(s, math.inf), s))
-
-    samples: list[SampleRecord] = []
-    groups: dict[tuple[str, str], int] = {}
-    group_list: list[dict[str, Any]] = []
-    used: dict[tuple, SampleRecord] = {}
-    for sid in ids:
-        src = samples_in.get(sid)
-        rec: SampleRecord = {"id": sid, "model": models_of[sid]}
-        images = {}
-        if src is not None:
-            # file paths, or references to images inside a parquet/arrow file: the only images a report opens
-            images = src.image_refs()
-            rec["instruction"] = src.instruction
-            cat = src.metadata.get(by or CATEGORY_COLUMN) if by != "model" else src.model
-            if cat is not None and str(cat).strip():
-                rec["category"] = group_label(cat)
-            elif by is not None:
-                rec["category"] = "(none)"
-            cols = {k: v for k, v in src.columns().items() if not isinstance(v, (list, dict)) and k not in HUMAN_COLUMNS}
-            if cols:
-                rec["columns"] = cols
-            meta_h = next((src.metadata[c] for c in HUMAN_COLUMNS if c in src.metadata), None)
-            if meta_h is not None and sid not in humans:
-                try:
-                    humans[sid] = float(meta_h)
-                except (TypeError, ValueError):
-                    notes.append(f"sample {sid}: human score {meta_h!r} is not a number; ignored")
-        rec["images"] = images
-        srows = by_sample[sid]
-        # an image's identity: one rewritten in place (another size) changes its resize note
-        key = (sid, tuple((role, p, source_identity(p)) for role, p in sorted(images.items())),
-               tuple((r["evaluator"], id(specs[r["evaluator"]]), r["config_hash"],
-                                                          r["status"], r["value"], r["reason"], r["details"]) for r in srows))
-        rec.update(_sample_part(key, srows, images, specs, used, cache))
-        # edits of one source with one instruction, by different editors: a row of the compare view
-        gkey = (images.get("source") or f"id:{sid}", rec.get("instruction") or "")
-        if gkey not in groups:
-            groups[gkey] = len(group_list)
-            group_list.append({"source": images.get("source"), "instruction": rec.get("instruction")})
-        rec["group"] = groups[gkey]
-        if sid in humans:
-            rec["human"] = humans[sid]
-        samples.append(rec)
-    cache.samples = used  # keep what this build used: a run's samples, at their latest results
-    no_images = sum(1 for s in samples if not s["images"])
-    if mpath is not None and no_images:  # never 200 empty cards without a word
-        notes.append(f"{no_images} of {len(samples)} cards show no images: their ids are not in {mpath.name} as read "
-                     f"(columns {read_options.get('columns') or 'as named'}); pass --manifest, or rerun with the same --columns")
-    missing_human = set(humans) - set(by_sample)
-    if human and missing_human:
-        notes.append(f"{len(missing_human)} human score id(s) match no sample of the run")
+    samples, group_list = _sample_records(by_sample, models_of, samples_in, humans, specs, by, notes, cache)
+    _coverage_notes(samples, mpath, read_options, humans, by_sample, bool(human), notes)
 
     scored = {e for s in samples for e, sc in s["scores"].items() if sc["status"] == "scored"}
     scored_evaluators = [e for e in evaluators if e in scored]
@@ -487,27 +409,11 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
     per_model = _per_model(samples, evaluators, models, seed, n_boot, cache.stats)
     completeness = _completeness(run, run_manifest, {s["id"]: s for s in samples}, samples_in, evaluators)
     completeness["resized"] = sum(1 for s in samples if s["input_notes"])
-    # sources in the whole manifest, per scope: a partial run's tables say how many of them they cover
-    planned: dict[str, set] = {}
-    for src in samples_in.values():
-        source_key = (str(src.source), src.instruction)
-        planned.setdefault("all", set()).add(source_key)
-        cat = src.metadata.get(by or CATEGORY_COLUMN) if by != "model" else src.model
-        if cat is not None and str(cat).strip():
-            planned.setdefault(f"type:{group_label(cat)}", set()).add(source_key)
-        elif by is not None:
-            planned.setdefault("type:(none)", set()).add(source_key)
-    source_totals = {k: len(v) for k, v in planned.items()}
-    board = leaderboards(samples, evaluators, measures, {e: _hib(specs[e]) for e in evaluators}, models,
-                         seed=seed, n_boot=n_boot, source_totals=source_totals, memo=cache.stats)
-    board["by"] = by or CATEGORY_COLUMN
-    if not any(t["scope"] == "all" for t in board["tables"]):
-        board["why_empty"] = _why_empty(samples, samples_in, evaluators, measures, completeness["not_run"])
-    from editlens.backends.scripted_judge import WARNING, scripted_in
-
+    source_totals = _source_totals(samples_in, by)
+    board = _leaderboard(samples, samples_in, evaluators, specs, measures, models, source_totals,
+                         completeness["not_run"], by, seed, n_boot, cache)
     arena = _arena(run)
-    warning = WARNING if scripted_in(run_manifest.get("evaluators")) or scripted_in((arena or {}).get("notes")) \
-        else None
+    warning = _scripted_warning(run_manifest, arena)
     if warning:  # first of the report's notes, and the leaderboards' first line
         notes.insert(0, warning)
     return {
@@ -515,10 +421,7 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
         "warning": warning,
         "title": run.resolve().name,
         "run_dir": str(run),
-        "run": {k: run_manifest.get(k) for k in ("command", "started", "finished", "device", "executor", "interrupted")}
-               | {"git_commit": (run_manifest.get("environment") or {}).get("git_commit"),
-                  "editlens": (run_manifest.get("environment") or {}).get("editlens"),
-                  "skipped_metrics": (run_manifest.get("inputs") or {}).get("skipped_metrics") or {}},
+        "run": _run_facts(run_manifest),
         "completeness": completeness,
         "evaluators": evaluators,
         "scored_evaluators": scored_evaluators,
@@ -543,6 +446,183 @@ def collect_run(run_dir: str | Path, manifest: str | Path | None = None, human: 
         "probe": load_probe(run),  # `editlens probe`'s result, when the run was probed
         "arena": arena,  # `editlens arena`'s ratings, when the run has them
     }
+
+
+def _read_store(run: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The run's manifest and its rows at each evaluator's latest settings."""
+    from editlens.reporting.runs import _open
+
+    store = _open(run)
+    try:
+        run_manifest = store.get_meta("manifest") or {}
+        rows = store.rows(store.current_configs(), parse=False)  # details parsed only where they changed
+    finally:
+        store.close()
+    return run_manifest, rows
+
+
+def _run_inputs(run_manifest: Mapping[str, Any], manifest: str | Path | None, notes: list[str],
+                cache: ReportCache) -> tuple[Path | None, dict[str, Any], dict[str, Any]]:
+    """The manifest the report reads (given, or the one the run records), the
+    read options the run used and its samples by id."""
+    inputs = run_manifest.get("inputs") or {}
+    mpath = Path(manifest) if manifest else (Path(inputs["manifest"]) if inputs.get("manifest") else None)
+    read_options = {k: v for k, v in (inputs.get("manifest_options") or {}).items() if k in _READ_OPTIONS}
+    samples_in = _manifest_samples(mpath, notes, read_options, cache.manifests) if mpath else {}
+    if mpath is None:
+        notes.append("the run records no manifest path: cards show no images (pass --manifest)")
+    return mpath, read_options, samples_in
+
+
+def _check_by(by: str | None, samples_in: Mapping[str, Any]) -> None:
+    """Refuses a ``--by`` column the manifest does not have, naming the ones it has."""
+    if by not in (None, "model", CATEGORY_COLUMN) and samples_in and not any(by in s.metadata for s in samples_in.values()):
+        available = sorted({c for s in samples_in.values() for c in s.metadata} | {"model", CATEGORY_COLUMN})
+        raise InputError(f"--by {by!r}: the run's manifest has no such column; group by one of {', '.join(available)}")
+
+
+def _rows_by_sample(run_manifest: Mapping[str, Any], rows: list[dict[str, Any]]
+                    ) -> tuple[list[str], dict[str, list[dict[str, Any]]], dict[str, str]]:
+    """The evaluators with rows (the run's order first), each sample's rows and its editing model."""
+    evaluators = [e["name"] for e in run_manifest.get("evaluators", []) if "name" in e]
+    by_sample: dict[str, list[dict[str, Any]]] = {}
+    models_of: dict[str, str] = {}
+    present: set[str] = set()
+    for r in rows:
+        by_sample.setdefault(r["sample_id"], []).append(r)
+        models_of.setdefault(r["sample_id"], r["model"] or "(none)")
+        present.add(r["evaluator"])
+    evaluators += sorted(present - set(evaluators))
+    # evaluators the run lists but that have no row yet (a run that just started) have nothing to show
+    return [e for e in evaluators if e in present], by_sample, models_of
+
+
+def _category(src: Any, by: str | None) -> str | None:
+    """A manifest sample's category under ``by`` ("(none)" when grouping by a column it leaves empty)."""
+    from editlens.reporting.runs import group_label
+
+    cat = src.metadata.get(by or CATEGORY_COLUMN) if by != "model" else src.model
+    if cat is not None and str(cat).strip():
+        return group_label(cat)
+    return "(none)" if by is not None else None
+
+
+def _manifest_fields(sid: str, src: Any, by: str | None, humans: dict[str, float],
+                     notes: list[str]) -> SampleRecord:
+    """What a sample's card takes from its manifest row: instruction, category, plain
+    columns (and its human score, into ``humans``, unless the human file gave one)."""
+    rec: SampleRecord = {"instruction": src.instruction}
+    category = _category(src, by)
+    if category is not None:
+        rec["category"] = category
+    cols = {k: v for k, v in src.columns().items() if not isinstance(v, (list, dict)) and k not in HUMAN_COLUMNS}
+    if cols:
+        rec["columns"] = cols
+    meta_h = next((src.metadata[c] for c in HUMAN_COLUMNS if c in src.metadata), None)
+    if meta_h is not None and sid not in humans:
+        try:
+            humans[sid] = float(meta_h)
+        except (TypeError, ValueError):
+            notes.append(f"sample {sid}: human score {meta_h!r} is not a number; ignored")
+    return rec
+
+
+def _sample_records(by_sample: dict[str, list[dict[str, Any]]], models_of: Mapping[str, str],
+                    samples_in: Mapping[str, Any], humans: dict[str, float], specs: Mapping[str, Any],
+                    by: str | None, notes: list[str],
+                    cache: ReportCache) -> tuple[list[SampleRecord], list[dict[str, Any]]]:
+    """One card per sample (manifest order) and the compare view's groups (one
+    source with one instruction, edited by different editors)."""
+    from editlens.core.embedded import source_identity
+
+    order = {sid: i for i, sid in enumerate(samples_in)}
+    samples: list[SampleRecord] = []
+    groups: dict[tuple[str, str], int] = {}
+    group_list: list[dict[str, Any]] = []
+    used: dict[tuple, SampleRecord] = {}
+    for sid in sorted(by_sample, key=lambda s: (order.get(s, math.inf), s)):
+        src = samples_in.get(sid)
+        rec: SampleRecord = {"id": sid, "model": models_of[sid]}
+        # file paths, or references to images inside a parquet/arrow file: the only images a report opens
+        images = src.image_refs() if src is not None else {}
+        if src is not None:
+            rec.update(_manifest_fields(sid, src, by, humans, notes))
+        rec["images"] = images
+        srows = by_sample[sid]
+        # an image's identity: one rewritten in place (another size) changes its resize note
+        key = (sid, tuple((role, p, source_identity(p)) for role, p in sorted(images.items())),
+               tuple((r["evaluator"], id(specs[r["evaluator"]]), r["config_hash"],
+                                                          r["status"], r["value"], r["reason"], r["details"]) for r in srows))
+        rec.update(_sample_part(key, srows, images, specs, used, cache))
+        # edits of one source with one instruction, by different editors: a row of the compare view
+        gkey = (images.get("source") or f"id:{sid}", rec.get("instruction") or "")
+        if gkey not in groups:
+            groups[gkey] = len(group_list)
+            group_list.append({"source": images.get("source"), "instruction": rec.get("instruction")})
+        rec["group"] = groups[gkey]
+        if sid in humans:
+            rec["human"] = humans[sid]
+        samples.append(rec)
+    cache.samples = used  # keep what this build used: a run's samples, at their latest results
+    return samples, group_list
+
+
+def _coverage_notes(samples: list[SampleRecord], mpath: Path | None, read_options: Mapping[str, Any],
+                    humans: Mapping[str, float], by_sample: Mapping[str, Any], human_given: bool,
+                    notes: list[str]) -> None:
+    """Notes on cards without images and human scores matching no sample: never 200 empty cards without a word."""
+    no_images = sum(1 for s in samples if not s["images"])
+    if mpath is not None and no_images:
+        notes.append(f"{no_images} of {len(samples)} cards show no images: their ids are not in {mpath.name} as read "
+                     f"(columns {read_options.get('columns') or 'as named'}); pass --manifest, or rerun with the same --columns")
+    missing_human = set(humans) - set(by_sample)
+    if human_given and missing_human:
+        notes.append(f"{len(missing_human)} human score id(s) match no sample of the run")
+
+
+def _source_totals(samples_in: Mapping[str, Any], by: str | None) -> dict[str, int]:
+    """Sources in the whole manifest, per scope: a partial run's tables say how many of them they cover."""
+    planned: dict[str, set] = {}
+    for src in samples_in.values():
+        source_key = (str(src.source), src.instruction)
+        planned.setdefault("all", set()).add(source_key)
+        category = _category(src, by)
+        if category is not None:
+            planned.setdefault(f"type:{category}", set()).add(source_key)
+    return {k: len(v) for k, v in planned.items()}
+
+
+def _leaderboard(samples: list[SampleRecord], samples_in: Mapping[str, Any], evaluators: list[str],
+                 specs: Mapping[str, Any], measures: Mapping[str, str | None], models: list[str],
+                 source_totals: Mapping[str, int], not_run: Mapping[str, str], by: str | None, seed: int,
+                 n_boot: int, cache: ReportCache) -> dict[str, Any]:
+    """The leaderboards (grouped by ``by``), and why nothing ranks when no table covers all edits."""
+    from editlens.reporting.leaderboard import leaderboards
+
+    board = leaderboards(samples, evaluators, measures, {e: _hib(specs[e]) for e in evaluators}, models,
+                         seed=seed, n_boot=n_boot, source_totals=source_totals, memo=cache.stats)
+    board["by"] = by or CATEGORY_COLUMN
+    if not any(t["scope"] == "all" for t in board["tables"]):
+        board["why_empty"] = _why_empty(samples, samples_in, evaluators, measures, not_run)
+    return board
+
+
+def _scripted_warning(run_manifest: Mapping[str, Any], arena: Mapping[str, Any] | None) -> str | None:
+    """The warning of a run judged by the scripted judge (no model: its numbers say nothing)."""
+    from editlens.backends.scripted_judge import WARNING, scripted_in
+
+    if scripted_in(run_manifest.get("evaluators")) or scripted_in((arena or {}).get("notes")):
+        return WARNING
+    return None
+
+
+def _run_facts(run_manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's command, times, device and software, as its manifest records them."""
+    environment = run_manifest.get("environment") or {}
+    return {k: run_manifest.get(k) for k in ("command", "started", "finished", "device", "executor", "interrupted")} \
+        | {"git_commit": environment.get("git_commit"),
+           "editlens": environment.get("editlens"),
+           "skipped_metrics": (run_manifest.get("inputs") or {}).get("skipped_metrics") or {}}
 
 
 def _why_empty(samples: list[SampleRecord], samples_in: Mapping[str, Any], evaluators: list[str],

@@ -155,12 +155,32 @@ def render_page(title: str, header: str, sections: str, data: Any, thumbs: Mappi
     script reads (``data``: an object, or its JSON already made safe for a script)."""
     from editlens import __version__
 
-    parts = {"TITLE": esc(title), "VERSION": esc(__version__), "CSS": asset("report.css"), "HEADER": header,
+    parts = {"HEAD": page_head(title, asset("report.css")), "VERSION": esc(__version__), "HEADER": header,
              "SECTIONS": sections, "DATA": data if isinstance(data, str) else script_json(data),
              "THUMBS": script_json(thumbs or {}),
-             "FULL": script_json(full or {}), "JS": asset("report.js"), "FAVICON": FAVICON}
-    # one pass, so text inserted for one placeholder is never scanned for another
-    return re.sub(r"__([A-Z]+)__", lambda m: parts.get(m.group(1), m.group(0)), asset("report.html"))
+             "FULL": script_json(full or {}), "JS": asset("report.js")}
+    return fill(asset("report.html"), parts)
+
+
+def fill(template: str, parts: Mapping[str, str]) -> str:
+    """``template`` with each ``__NAME__`` replaced by ``parts[NAME]`` (unknown names stay), in one
+    pass, so text inserted for one placeholder is never scanned for another.
+
+    >>> fill("<b>__A__</b>__B__", {"A": "__B__", "B": "x"})
+    '<b>__B__</b>x'
+    """
+    return re.sub(r"__([A-Z]+)__", lambda m: parts.get(m.group(1), m.group(0)), template)
+
+
+def page_head(title: str, css: str) -> str:
+    """The head every editlens page starts with (``assets/head.html``: doctype, charset,
+    viewport, generator, title, the inline icon, the page's CSS), filled in: the report's
+    pages and the labelling page of ``editlens annotate`` share it."""
+    from editlens import __version__
+
+    head = fill(asset("head.html"), {"TITLE": esc(title), "VERSION": esc(__version__), "FAVICON": FAVICON,
+                                     "CSS": css})
+    return head.removesuffix("\n")  # the page template puts it on a line of its own
 
 
 def write_page(path: str | Path, text: str) -> Path:

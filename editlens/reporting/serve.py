@@ -26,6 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Mapping
 
+from editlens.core.hosts import host_refusal, own_hosts
 from editlens.reporting.memo import ReportCache
 
 TOKEN_COOKIE = "editlens_view_token"
@@ -115,9 +116,10 @@ class ReportServer:
 
         self.httpd = ThreadingHTTPServer((host, port), Handler)
         bound = self.httpd.server_address[1]
-        self.url = f"http://{host}:{bound}/" + (f"?token={token}" if token else "")
+        shown = f"[{host}]" if ":" in host else host  # an IPv6 address goes in brackets in a URL
+        self.url = f"http://{shown}:{bound}/" + (f"?token={token}" if token else "")
         # the names this server answers to: its own address, never a name a web page chose
-        self.hosts = {f"{h}:{bound}" for h in {host, "127.0.0.1", "localhost", "[::1]"}}
+        self.hosts = own_hosts(host, bound)
         self._thread: threading.Thread | None = None
 
     def refusal(self, host: str | None, query: str, cookie: str | None) -> str | None:
@@ -125,11 +127,9 @@ class ReportServer:
         import hmac
         from urllib.parse import parse_qs
 
-        if (host or "").lower() not in self.hosts:
-            return (f"Host {host!r} refused: this report answers only to {sorted(self.hosts)[0]} "
-                    "(a page on another site cannot read it)")
-        if self.token is None:
-            return None
+        refused = host_refusal(host, self.hosts, "this report")
+        if refused or self.token is None:
+            return refused
         given = (parse_qs(query).get("token") or [""])[0]
         for part in (cookie or "").split(";"):
             name, _, value = part.strip().partition("=")

@@ -288,6 +288,143 @@ def allot_round(cands: Sequence[tuple[float, int, int, Sequence[tuple[int, int]]
     return plan
 
 
+def _check_arena_options(ties: str, budget: int | None, stop_at: float) -> None:
+    from editlens.meta.arena import TIES
+
+    if ties not in TIES:
+        raise InputError(f"ties must be one of {', '.join(TIES)}, got {ties!r}")
+    if budget is not None and budget < 1:
+        raise InputError(f"--budget must be at least 1, got {budget}")
+    if not 0 < stop_at < 0.5:
+        raise InputError(f"--stop-at must be between 0 and 0.5, got {stop_at}")
+
+
+class _Schedule:
+    """An arena's comparisons so far and those left: the pairs of editors each
+    source can still compare, the verdicts (cached in ``OUT/verdicts.sqlite``)
+    and how often each source was used."""
+
+    def __init__(self, contests: Sequence[Contest], comparer: Any, out: Path, seed: int, batch_size: int) -> None:
+        self.contests, self.comparer, self.batch_size = contests, comparer, batch_size
+        self.editors = sorted({m for c in contests for m in c.edits})
+        self.idx = {m: i for i, m in enumerate(self.editors)}
+        self.cache = verdict_cache(out)
+        self.ident = identity_of(comparer)
+        self.rng = np.random.default_rng(seed)
+        self.remaining: dict[tuple[int, int], list[int]] = {}
+        for ci, c in enumerate(contests):
+            present = sorted(self.idx[m] for m in c.edits)
+            for x in range(len(present)):
+                for y in range(x + 1, len(present)):
+                    self.remaining.setdefault((present[x], present[y]), []).append(ci)
+        self.all_pairs = sum(len(v) for v in self.remaining.values())
+        self.judged: list[_Judged] = []
+        self.used = np.zeros(len(contests), dtype=int)
+        self.stats = {"asked": 0, "cached": 0}
+
+    def _item(self, ci: int, i: int, j: int) -> tuple[int, int, Any, str]:
+        """Editor shown as A, as B, the pair to judge and its cache key."""
+        from editlens.core.cache import key_of
+        from editlens.runner.compare import PairItem
+
+        c, editors = self.contests[ci], self.editors
+        # which editor is shown as A: fixed by the contest and the pair, not by the schedule
+        flip = hashlib.blake2b(f"{c.key}\0{editors[i]}\0{editors[j]}".encode(), digest_size=1).digest()[0] & 1
+        a, b = (j, i) if flip else (i, j)
+        item = PairItem(f"{c.key}|{editors[a]}|{editors[b]}", c.source, c.edits[editors[a]],
+                        c.edits[editors[b]], c.instruction, c.reference)
+        # (the reference is part of the key only where there is one: earlier caches stay valid)
+        key = key_of(self.ident, c.source, c.edits[editors[a]], c.edits[editors[b]], c.instruction,
+                     *([c.reference] if c.reference is not None else []))
+        return a, b, item, key
+
+    def judge(self, plan: list[tuple[int, int, int]]) -> None:
+        """Verdicts on ``(source, editor i, editor j)``: cached ones replayed, the rest asked in batches
+        (a verdict lost to the backend is not cached: a rerun asks it again)."""
+        items = [(ci, *self._item(ci, i, j)) for ci, i, j in plan]
+        keys = [key for *_, key in items]
+        got = self.cache.get_many(keys) if keys else {}
+        todo = [k for k, key in enumerate(keys) if key not in got]
+        self.stats["cached"] += len(keys) - len(todo)
+        self.stats["asked"] += len(todo)
+        for s in range(0, len(todo), self.batch_size):
+            chunk = todo[s : s + self.batch_size]
+            verdicts = self.comparer.compare([items[k][3] for k in chunk], self.batch_size)
+            keep = []
+            for k, v in zip(chunk, verdicts):
+                got[keys[k]] = v
+                if not v.get("failed"):
+                    keep.append((keys[k], v))
+            self.cache.put_many(keep)
+        for ci, a, b, _, key in items:
+            self.judged.append(_Judged(ci, a, b, got[key]))
+            self.used[ci] += 1
+
+    def comparisons(self) -> list[tuple[Any, int, int, int]]:
+        return [(j.contest, j.a, j.b, o) for j in self.judged if (o := _outcome(j.verdict)) is not None]
+
+    def take(self, i: int, j: int) -> int | None:
+        """A source where editors ``i`` and ``j`` are not compared yet, among the least used; ``None``: none left."""
+        pool = self.remaining.get((i, j)) or []
+        if not pool:
+            return None
+        least = min(self.used[c] for c in pool)
+        choices = [c for c in pool if self.used[c] == least]
+        ci = choices[int(self.rng.integers(0, len(choices)))]
+        pool.remove(ci)
+        return ci
+
+    def first_round(self, budget: int | None) -> None:
+        """Every source's editors paired once (a random matching); a random sample of it within ``budget``."""
+        plan = []
+        for ci, c in enumerate(self.contests):
+            present = [self.idx[m] for m in c.edits]
+            order = [present[k] for k in self.rng.permutation(len(present))]
+            for x in range(0, len(order) - 1, 2):
+                i, j = sorted((order[x], order[x + 1]))
+                plan.append((ci, i, j))
+        if budget is not None and budget < len(plan):  # a random sample of the first round, by the seed
+            plan = [plan[k] for k in sorted(self.rng.choice(len(plan), size=budget, replace=False))]
+        for ci, i, j in plan:
+            self.remaining[(i, j)].remove(ci)
+        self.judge(plan)
+
+    def next_rounds(self, ties: str, budget: int | None, size: int, stop_at: float,
+                    progress: Callable[[str], None] | None) -> tuple[int, str]:
+        """Rounds on the most uncertain neighbours until settled, out of pairs or of budget:
+        the number of rounds (the first included) and why it stopped."""
+        rounds, n = 1, len(self.editors)
+        while True:
+            if budget is not None and len(self.judged) >= budget:
+                return rounds, "budget"
+            cands = uncertain_pairs(self.comparisons(), n, ties, self.remaining, stop_at)
+            if not cands:
+                return rounds, "settled"
+            allot = size if budget is None else min(size, budget - len(self.judged))
+            plan = allot_round(cands, allot, self.take)
+            if not plan:  # the open pairs cannot be compared any more, directly or through a third editor
+                return rounds, "exhausted"
+            self.judge(plan)
+            rounds += 1
+            if progress:
+                progress(f"round {rounds}: {len(self.judged)} comparisons ({self.stats['asked']} asked, "
+                         f"{self.stats['cached']} cached); {len(cands)} neighbour pair(s) not settled yet")
+
+    def unsettled(self, ties: str, stop_at: float) -> list[dict[str, Any]]:
+        """Neighbours whose order the final verdicts leave uncertain (``unlinked``: no verdict links them)."""
+        from editlens.meta.arena import fit, identifiability, order_uncertainty, pair_counts, unsettled_neighbours
+
+        final, n, editors = self.comparisons(), len(self.editors), self.editors
+        if not final:  # nothing judged with a verdict: no order to be settled
+            return []
+        w, t = pair_counts(final, n)
+        theta = fit(final, n, ties)["theta"]
+        comp = identifiability(final, n)["component_of"]
+        return [{"better": editors[i], "worse": editors[j], "p_wrong": round(p, 4),
+                 **({"unlinked": True} if comp[i] != comp[j] else {})}  # no verdict links them: no order at all
+                for p, i, j in unsettled_neighbours(theta, order_uncertainty(w, t, theta), stop_at)]
+
+
 def run_arena(contests: Sequence[Contest], comparer: Any, out_dir: str | Path, *, ties: str = "davidson",
               budget: int | None = None, round_size: int | None = None, stop_at: float = 0.01, seed: int = 0,
               n_boot: int = 200, batch_size: int = 8, human: Mapping[str, float] | None = None,
@@ -296,140 +433,223 @@ def run_arena(contests: Sequence[Contest], comparer: Any, out_dir: str | Path, *
     """Judge pairs adaptively, fit the ratings and write ``out_dir/arena.json`` and
     ``out_dir/comparisons.jsonl`` (atomically). Returns the arena document (see
     :func:`editlens.runner.arena` module docstring and :func:`ratings_document`)."""
-    from editlens.core.cache import key_of
-    from editlens.meta.arena import TIES, fit, identifiability, order_uncertainty, pair_counts, unsettled_neighbours
-    from editlens.runner.compare import PairItem
-
-    if ties not in TIES:
-        raise InputError(f"ties must be one of {', '.join(TIES)}, got {ties!r}")
-    if budget is not None and budget < 1:
-        raise InputError(f"--budget must be at least 1, got {budget}")
-    if not 0 < stop_at < 0.5:
-        raise InputError(f"--stop-at must be between 0 and 0.5, got {stop_at}")
+    _check_arena_options(ties, budget, stop_at)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    editors = sorted({m for c in contests for m in c.edits})
-    idx = {m: i for i, m in enumerate(editors)}
-    n = len(editors)
-    cache = verdict_cache(out)
-    ident = identity_of(comparer)
-    rng = np.random.default_rng(seed)
-    remaining: dict[tuple[int, int], list[int]] = {}
-    for ci, c in enumerate(contests):
-        present = sorted(idx[m] for m in c.edits)
-        for x in range(len(present)):
-            for y in range(x + 1, len(present)):
-                remaining.setdefault((present[x], present[y]), []).append(ci)
-    all_pairs = sum(len(v) for v in remaining.values())
-    judged: list[_Judged] = []
-    used = np.zeros(len(contests), dtype=int)
-    stats = {"asked": 0, "cached": 0}
-
-    def judge(plan: list[tuple[int, int, int]]) -> None:
-        items, keys = [], []
-        for ci, i, j in plan:
-            c = contests[ci]
-            # which editor is shown as A: fixed by the contest and the pair, not by the schedule
-            flip = hashlib.blake2b(f"{c.key}\0{editors[i]}\0{editors[j]}".encode(), digest_size=1).digest()[0] & 1
-            a, b = (j, i) if flip else (i, j)
-            items.append((ci, a, b, PairItem(f"{c.key}|{editors[a]}|{editors[b]}", c.source, c.edits[editors[a]],
-                                             c.edits[editors[b]], c.instruction, c.reference)))
-            # (the reference is part of the key only where there is one: earlier caches stay valid)
-            keys.append(key_of(ident, c.source, c.edits[editors[a]], c.edits[editors[b]], c.instruction,
-                               *([c.reference] if c.reference is not None else [])))
-        got = cache.get_many(keys) if keys else {}
-        todo = [k for k, key in enumerate(keys) if key not in got]
-        stats["cached"] += len(keys) - len(todo)
-        stats["asked"] += len(todo)
-        for s in range(0, len(todo), batch_size):
-            chunk = todo[s : s + batch_size]
-            verdicts = comparer.compare([items[k][3] for k in chunk], batch_size)
-            keep = []
-            for k, v in zip(chunk, verdicts):
-                got[keys[k]] = v
-                if not v.get("failed"):
-                    keep.append((keys[k], v))
-            cache.put_many(keep)
-        for k, (ci, a, b, _) in enumerate(items):
-            judged.append(_Judged(ci, a, b, got[keys[k]]))
-            used[ci] += 1
-
-    def comparisons() -> list[tuple[Any, int, int, int]]:
-        return [(j.contest, j.a, j.b, o) for j in judged if (o := _outcome(j.verdict)) is not None]
-
-    def take(i: int, j: int) -> int | None:
-        pool = remaining.get((i, j)) or []
-        if not pool:
-            return None
-        least = min(used[c] for c in pool)
-        choices = [c for c in pool if used[c] == least]
-        ci = choices[int(rng.integers(0, len(choices)))]
-        pool.remove(ci)
-        return ci
-
+    sched = _Schedule(contests, comparer, out, seed, batch_size)
+    editors, judged = sched.editors, sched.judged
+    size = round_size or max(len(editors), len(contests) // 2)
     try:
-        # first round: every source's editors paired once (a random matching)
-        plan = []
-        for ci, c in enumerate(contests):
-            present = [idx[m] for m in c.edits]
-            order = [present[k] for k in rng.permutation(len(present))]
-            for x in range(0, len(order) - 1, 2):
-                i, j = sorted((order[x], order[x + 1]))
-                plan.append((ci, i, j))
-        if budget is not None and budget < len(plan):  # a random sample of the first round, by the seed
-            plan = [plan[k] for k in sorted(rng.choice(len(plan), size=budget, replace=False))]
-        for ci, i, j in plan:
-            remaining[(i, j)].remove(ci)
-        judge(plan)
-        rounds, stopped = 1, None
-        size = round_size or max(n, len(contests) // 2)
-        while stopped is None:
-            if budget is not None and len(judged) >= budget:
-                stopped = "budget"
-                break
-            cands = uncertain_pairs(comparisons(), n, ties, remaining, stop_at)
-            if not cands:
-                stopped = "settled"
-                break
-            allot = size if budget is None else min(size, budget - len(judged))
-            plan = allot_round(cands, allot, take)
-            if not plan:  # the open pairs cannot be compared any more, directly or through a third editor
-                stopped = "exhausted"
-                break
-            judge(plan)
-            rounds += 1
-            if progress:
-                progress(f"round {rounds}: {len(judged)} comparisons ({stats['asked']} asked, {stats['cached']} "
-                         f"cached); {len(cands)} neighbour pair(s) not settled yet")
+        sched.first_round(budget)
+        rounds, stopped = sched.next_rounds(ties, budget, size, stop_at, progress)
     finally:
-        cache.close()  # every verdict is already written: closing loses nothing
+        sched.cache.close()  # every verdict is already written: closing loses nothing
     doc = ratings_document(editors, contests, judged, ties=ties, n_boot=n_boot, seed=seed, human=human,
                            noop=(info or {}).get("noop"))
-    final = comparisons()
-    if final:
-        w, t = pair_counts(final, n)
-        theta = fit(final, n, ties)["theta"]
-        comp = identifiability(final, n)["component_of"]
-        still = [{"better": editors[i], "worse": editors[j], "p_wrong": round(p, 4),
-                  **({"unlinked": True} if comp[i] != comp[j] else {})}  # no verdict links them: no order at all
-                 for p, i, j in unsettled_neighbours(theta, order_uncertainty(w, t, theta), stop_at)]
-    else:  # nothing judged with a verdict: no order to be settled
-        still = []
+    still = sched.unsettled(ties, stop_at)
     doc.update({
-        "judge": getattr(comparer, "name", type(comparer).__name__), "judge_identity": ident,
+        "judge": getattr(comparer, "name", type(comparer).__name__), "judge_identity": sched.ident,
         "input": dict(info or {}),
-        "schedule": {"rounds": rounds, "stopped": stopped, "settled": bool(final) and not still, "unsettled": still,
-                     "stop_at": stop_at, "budget": budget, "round_size": size,
-                     "seed": seed, "comparisons": len(judged), "all_pairs": len(judged) + sum(len(v) for v in remaining.values()),
-                     "asked": stats["asked"], "cached": stats["cached"]},
+        "schedule": {"rounds": rounds, "stopped": stopped, "settled": bool(sched.comparisons()) and not still,
+                     "unsettled": still, "stop_at": stop_at, "budget": budget, "round_size": size,
+                     "seed": seed, "comparisons": len(judged),
+                     "all_pairs": len(judged) + sum(len(v) for v in sched.remaining.values()),
+                     "asked": sched.stats["asked"], "cached": sched.stats["cached"]},
     })
-    assert doc["schedule"]["all_pairs"] == all_pairs
+    assert doc["schedule"]["all_pairs"] == sched.all_pairs
     write_outputs(doc, judged, contests, editors, out)
     return doc
 
 
 def _names(editors: Sequence[str], idx: Sequence[int]) -> str:
     return ", ".join(editors[i] for i in idx)
+
+
+@dataclass
+class _Fit:
+    """The Bradley-Terry fit behind a ratings document, and the facts about it every part of the document reads."""
+
+    editors: Sequence[str]
+    boot: dict[str, Any]  # :func:`editlens.meta.arena.bootstrap_ratings`
+    theta: np.ndarray  # ratings, rounded
+    rank: np.ndarray  # 0: not ranked
+    is_noop: np.ndarray
+    comps: list[tuple[Any, int, int, int]]  # the comparisons with a verdict
+
+    @property
+    def ident(self) -> dict[str, Any]:
+        return self.boot["identifiability"]
+
+    @property
+    def groups(self) -> list[list[int]]:
+        return self.ident["components"]
+
+    @property
+    def rated(self) -> bool:
+        return bool(self.comps)
+
+    @property
+    def several(self) -> bool:
+        """The verdicts fall into more than one group of linked editors."""
+        return len([g for g in self.groups if any(self.ident["sources"][i] for i in g)]) > 1
+
+    def group_of(self, i: int) -> int:
+        return next(gi + 1 for gi, g in enumerate(self.groups) if i in g)
+
+
+def _fit(editors: Sequence[str], judged: Sequence[_Judged], ties: str, n_boot: int, seed: int,
+         noop: Mapping[str, Mapping[str, Any]]) -> _Fit:
+    """Fits the ratings with their bootstrap and ranks the editors within each group of linked editors
+    (an editor that changed nothing is never ranked)."""
+    from scipy.stats import rankdata
+
+    from editlens.meta.arena import bootstrap_ratings
+
+    n = len(editors)
+    comps = [(j.contest, j.a, j.b, o) for j in judged if (o := _outcome(j.verdict)) is not None]
+    is_noop = np.array([bool((noop.get(m) or {}).get("noop")) for m in editors])
+    boot = bootstrap_ratings(comps, n, ties=ties, n_boot=n_boot, seed=seed, ranked=list(~is_noop))
+    ident = boot["identifiability"]
+    theta = np.round(np.nan_to_num(boot["theta"]), 6) + 0.0
+    rank = np.zeros(n, dtype=int)
+    if comps and ident["decided"] > 0:
+        for g in ident["components"]:
+            members = [i for i in g if not is_noop[i] and ident["sources"][i]]
+            if members:
+                rank[members] = rankdata(-theta[members], method="min").astype(int)
+    return _Fit(editors, boot, theta, rank, is_noop, comps)
+
+
+def _tally(editors: Sequence[str], judged: Sequence[_Judged]) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+    """Per editor wins, losses, ties and comparisons without a verdict; and over all
+    verdicts: ties from position bias, verdicts lost to the backend, no verdict."""
+    record = {m: {"wins": 0, "losses": 0, "ties": 0, "no_verdict": 0} for m in editors}
+    counts = {"position_bias": 0, "failed": 0, "no_verdict": 0}
+    for j in judged:
+        o = _outcome(j.verdict)
+        a, b = editors[j.a], editors[j.b]
+        if o is None:
+            counts["no_verdict"] += 1
+            counts["failed"] += bool(j.verdict.get("failed"))
+            record[a]["no_verdict"] += 1
+            record[b]["no_verdict"] += 1
+        elif o == 0:
+            record[a]["ties"] += 1
+            record[b]["ties"] += 1
+            counts["position_bias"] += bool(j.verdict.get("position_bias"))
+        else:
+            win, lose = (a, b) if o > 0 else (b, a)
+            record[win]["wins"] += 1
+            record[lose]["losses"] += 1
+    return record, counts
+
+
+def _editor_rows(fit: _Fit, record: Mapping[str, Mapping[str, int]],
+                 noop: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One row per editor, ranked ones first (by group, then rating): what it can be given and why not the rest."""
+    from editlens.meta.arena import elo_scale
+
+    boot, ident, theta, rank, several = fit.boot, fit.ident, fit.theta, fit.rank, fit.several
+    separated = {i for blocks in ident["separated"] for g in blocks for i in g}
+    rows = []
+    for i in sorted(range(len(fit.editors)),
+                    key=lambda k: (fit.group_of(k) if several else 0, bool(fit.is_noop[k]) or not rank[k], -theta[k])):
+        m = fit.editors[i]
+        f = noop.get(m) or {}
+        estimable = fit.rated and ident["sources"][i] > 0 and i not in separated
+        why = (None if estimable else
+               "no verdict" if not fit.rated or not ident["sources"][i] else
+               "not identifiable: separation (see the notes)")
+        if boot["too_few"][i] and ident["sources"][i]:
+            why = ((why + "; ") if why else "") + f"too few sources ({ident['sources'][i]}) for a CI"
+        ci = boot["ci"][i] if estimable else None
+        rows.append({"editor": m, "rank": int(rank[i]) if rank[i] else None,
+                     "rank_ci": boot["rank_ci"][i] if rank[i] else None,
+                     "group": fit.group_of(i) if several else None,
+                     "rating": float(theta[i]) if estimable else None, "rating_note": why,
+                     "noop": f"{f['unchanged']}/{f['checked']} edits unchanged" if f.get("unchanged") else None,
+                     "ci": ci, "elo": float(elo_scale([theta[i]])[0]) if estimable else None,
+                     "elo_ci": elo_scale(ci).tolist() if ci else None, "sources": ident["sources"][i], **record[m],
+                     "comparisons": record[m]["wins"] + record[m]["losses"] + record[m]["ties"]})
+    return rows
+
+
+def _neighbours(fit: _Fit, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each ranked editor and the next of its group: the bootstrap's probability that the first is better."""
+    neighbours = []
+    ranked = [r for r in rows if r["rank"] is not None]
+    for up, down in zip(ranked, ranked[1:]):
+        if up["group"] != down["group"]:
+            continue  # editors of different groups have no order
+        pb = fit.boot["p_better"][fit.editors.index(up["editor"])][fit.editors.index(down["editor"])]
+        neighbours.append({"better": up["editor"], "worse": down["editor"], "p_better": pb,
+                           "significant": pb is not None and pb >= 0.975,
+                           **({"why": "too few sources"} if pb is None else {})})
+    return neighbours
+
+
+def _verdict_notes(fit: _Fit, counts: Mapping[str, int], ties: str) -> list[str]:
+    """What the verdicts as a whole allow: all ties, none, position bias, the tie parameter."""
+    comps, position_bias = fit.comps, counts["position_bias"]
+    decided = sum(1 for c in comps if c[3] != 0)
+    notes = []
+    if comps and decided == 0:
+        notes.append(f"every verdict was a tie ({len(comps) - decided}, {position_bias} of them position bias: the "
+                     "judge's preference followed the order of the pictures, not the pictures): the ratings are equal "
+                     "and do not order the editors; no rank is given")
+    elif not comps:
+        failed = counts["failed"]
+        notes.append("no comparison gave a verdict: nothing to rate" + (f" ({failed} lost to the backend)" if failed
+                                                                        else ""))
+    elif position_bias:
+        notes.append(f"{position_bias} of {len(comps)} verdicts were ties because the two presentation orders "
+                     "disagreed (position bias)")
+    return notes
+
+
+def _identifiability_notes(fit: _Fit) -> list[str]:
+    """What the verdicts cannot order: unconnected groups, separated groups, editors with too few sources."""
+    editors, ident, boot = fit.editors, fit.ident, fit.boot
+    notes = []
+    if fit.rated and fit.several:
+        named = "; ".join(f"group {gi + 1}: {_names(editors, g)}" for gi, g in enumerate(fit.groups)
+                          if any(ident["sources"][i] for i in g))
+        notes.append(f"the comparisons fall into unconnected groups ({named}): no verdict links the groups, directly "
+                     "or through other editors, so editors are ranked within their group only and ratings of "
+                     "different groups are not comparable")
+    index_of = {tuple(g): b for b, g in enumerate(ident["blocks"])}
+    for blocks in ident["separated"]:
+        blocks = sorted(blocks, key=lambda g: -float(np.mean(fit.theta[g])))
+        ids = [index_of[tuple(g)] for g in blocks]
+        chain = all(low in ident["above"][up] for up, low in zip(ids, ids[1:]))  # each one directly above the next
+        shown = (" > " if chain else ", ").join("{" + _names(editors, g) + "}" for g in blocks)
+        how = ("each group won every comparison with the next (never lost to it, nor tied)" if chain else
+               "highest rated first; between any two of these groups that were compared, every verdict went "
+               "the same way")
+        notes.append(f"separation: {shown}: {how}, so the gaps between the groups are not estimable (the "
+                     "maximum-likelihood ratings are infinite; any finite number would be the prior's): no rating, "
+                     f"CI or Elo is given for {_names(editors, sorted(i for g in blocks for i in g))}; their order "
+                     "is the verdicts'")
+    few = [i for i in range(len(editors)) if boot["too_few"][i] and ident["sources"][i]]
+    if few:
+        notes.append("too few sources: " + ", ".join(f"{editors[i]} ({ident['sources'][i]})" for i in few)
+                     + f" had verdicts on fewer than {boot['min_sources']} sources: no CI, rank CI or share of "
+                     "resamples is given for them")
+    return notes
+
+
+def _human_agreement(fit: _Fit, rows: Sequence[Mapping[str, Any]], human: Mapping[str, float]) -> dict[str, Any]:
+    """How the arena's ranks agree with a human ranking (none across unconnected groups)."""
+    from editlens.meta.arena import rank_agreement
+
+    ranked_rows = [r for r in rows if r["rank"] is not None]
+    agree = rank_agreement({r["editor"]: -float(r["rank"]) for r in ranked_rows}, human)
+    unknown = sorted(set(human) - set(fit.editors))
+    if fit.several and agree["kendall"] is not None:
+        agree = {**agree, "kendall": None, "spearman": None,
+                 "why": "the arena's editors fall into unconnected groups: there is no one ranking to compare"}
+    return {**agree, "reference": dict(human), "not_in_arena": unknown,
+            "not_in_human": sorted(r["editor"] for r in ranked_rows if r["editor"] not in human)}
 
 
 def ratings_document(editors: Sequence[str], contests: Sequence[Contest], judged: Sequence[_Judged], *, ties: str,
@@ -446,113 +666,16 @@ def ratings_document(editors: Sequence[str], contests: Sequence[Contest], judged
     another) has no rating, CI or Elo (``rating_note`` says why); an editor with
     verdicts on too few sources has no CI, rank CI or share of resamples; when every
     verdict is a tie nothing is ranked; with no verdict nothing is rated."""
-    from scipy.stats import rankdata
+    from editlens.meta.arena import TIES
 
-    from editlens.meta.arena import TIES, bootstrap_ratings, elo_scale, rank_agreement
-
-    n = len(editors)
-    comps = [(j.contest, j.a, j.b, o) for j in judged if (o := _outcome(j.verdict)) is not None]
     noop = noop or {}
-    is_noop = np.array([bool((noop.get(m) or {}).get("noop")) for m in editors])
-    boot = bootstrap_ratings(comps, n, ties=ties, n_boot=n_boot, seed=seed, ranked=list(~is_noop))
-    ident = boot["identifiability"]
-    groups = ident["components"]
-    several = len([g for g in groups if any(ident["sources"][i] for i in g)]) > 1
-    group_of = {i: gi + 1 for gi, g in enumerate(groups) for i in g}
-    rated = bool(comps)
-    order_known = rated and ident["decided"] > 0
-    theta = np.round(np.nan_to_num(boot["theta"]), 6) + 0.0
-    rank = np.zeros(n, dtype=int)
-    if order_known:  # ranks within each group of linked editors; an editor that changed nothing is never ranked
-        for g in groups:
-            members = [i for i in g if not is_noop[i] and ident["sources"][i]]
-            if members:
-                rank[members] = rankdata(-theta[members], method="min").astype(int)
-    record = {m: {"wins": 0, "losses": 0, "ties": 0, "no_verdict": 0} for m in editors}
-    position_bias = failed = no_verdict = 0
-    for j in judged:
-        o = _outcome(j.verdict)
-        a, b = editors[j.a], editors[j.b]
-        if o is None:
-            no_verdict += 1
-            failed += bool(j.verdict.get("failed"))
-            record[a]["no_verdict"] += 1
-            record[b]["no_verdict"] += 1
-        elif o == 0:
-            record[a]["ties"] += 1
-            record[b]["ties"] += 1
-            position_bias += bool(j.verdict.get("position_bias"))
-        else:
-            win, lose = (a, b) if o > 0 else (b, a)
-            record[win]["wins"] += 1
-            record[lose]["losses"] += 1
-    separated = {i for blocks in ident["separated"] for g in blocks for i in g}
-    rows = []
-    for i in sorted(range(n), key=lambda k: (group_of[k] if several else 0, bool(is_noop[k]) or not rank[k], -theta[k])):
-        m = editors[i]
-        f = noop.get(m) or {}
-        estimable = rated and ident["sources"][i] > 0 and i not in separated
-        why = (None if estimable else
-               "no verdict" if not rated or not ident["sources"][i] else
-               "not identifiable: separation (see the notes)")
-        if boot["too_few"][i] and ident["sources"][i]:
-            why = ((why + "; ") if why else "") + f"too few sources ({ident['sources'][i]}) for a CI"
-        ci = boot["ci"][i] if estimable else None
-        rows.append({"editor": m, "rank": int(rank[i]) if rank[i] else None,
-                     "rank_ci": boot["rank_ci"][i] if rank[i] else None,
-                     "group": group_of[i] if several else None,
-                     "rating": float(theta[i]) if estimable else None, "rating_note": why,
-                     "noop": f"{f['unchanged']}/{f['checked']} edits unchanged" if f.get("unchanged") else None,
-                     "ci": ci, "elo": float(elo_scale([theta[i]])[0]) if estimable else None,
-                     "elo_ci": elo_scale(ci).tolist() if ci else None, "sources": ident["sources"][i], **record[m],
-                     "comparisons": record[m]["wins"] + record[m]["losses"] + record[m]["ties"]})
-    neighbours = []
-    ranked = [r for r in rows if r["rank"] is not None]
-    for up, down in zip(ranked, ranked[1:]):
-        if up["group"] != down["group"]:
-            continue  # editors of different groups have no order
-        pb = boot["p_better"][editors.index(up["editor"])][editors.index(down["editor"])]
-        neighbours.append({"better": up["editor"], "worse": down["editor"], "p_better": pb,
-                           "significant": pb is not None and pb >= 0.975,
-                           **({"why": "too few sources"} if pb is None else {})})
-    decided = sum(1 for c in comps if c[3] != 0)
-    n_ties = len(comps) - decided
-    notes = []
-    if comps and decided == 0:
-        notes.append(f"every verdict was a tie ({n_ties}, {position_bias} of them position bias: the judge's "
-                     "preference followed the order of the pictures, not the pictures): the ratings are equal and "
-                     "do not order the editors; no rank is given")
-    elif not comps:
-        notes.append("no comparison gave a verdict: nothing to rate" + (f" ({failed} lost to the backend)" if failed
-                                                                        else ""))
-    elif position_bias:
-        notes.append(f"{position_bias} of {len(comps)} verdicts were ties because the two presentation orders "
-                     "disagreed (position bias)")
-    if rated and several:
-        named = "; ".join(f"group {gi + 1}: {_names(editors, g)}" for gi, g in enumerate(groups)
-                          if any(ident["sources"][i] for i in g))
-        notes.append(f"the comparisons fall into unconnected groups ({named}): no verdict links the groups, directly "
-                     "or through other editors, so editors are ranked within their group only and ratings of "
-                     "different groups are not comparable")
-    index_of = {tuple(g): b for b, g in enumerate(ident["blocks"])}
-    for blocks in ident["separated"]:
-        blocks = sorted(blocks, key=lambda g: -float(np.mean(theta[g])))
-        ids = [index_of[tuple(g)] for g in blocks]
-        chain = all(low in ident["above"][up] for up, low in zip(ids, ids[1:]))  # each one directly above the next
-        shown = (" > " if chain else ", ").join("{" + _names(editors, g) + "}" for g in blocks)
-        how = ("each group won every comparison with the next (never lost to it, nor tied)" if chain else
-               "highest rated first; between any two of these groups that were compared, every verdict went "
-               "the same way")
-        notes.append(f"separation: {shown}: {how}, so the gaps between the groups are not estimable (the "
-                     "maximum-likelihood ratings are infinite; any finite number would be the prior's): no rating, "
-                     f"CI or Elo is given for {_names(editors, sorted(i for g in blocks for i in g))}; their order "
-                     "is the verdicts'")
-    few = [i for i in range(n) if boot["too_few"][i] and ident["sources"][i]]
-    if few:
-        notes.append("too few sources: " + ", ".join(f"{editors[i]} ({ident['sources'][i]})" for i in few)
-                     + f" had verdicts on fewer than {boot['min_sources']} sources: no CI, rank CI or share of "
-                     "resamples is given for them")
-    if ties == "davidson" and boot["nu"] is None and comps:
+    fit = _fit(editors, judged, ties, n_boot, seed, noop)
+    boot, ident = fit.boot, fit.ident
+    record, counts = _tally(editors, judged)
+    rows = _editor_rows(fit, record, noop)
+    decided = sum(1 for c in fit.comps if c[3] != 0)
+    notes = _verdict_notes(fit, counts, ties) + _identifiability_notes(fit)
+    if ties == "davidson" and boot["nu"] is None and fit.comps:
         notes.append("Davidson's tie parameter nu is not fitted: " + ("every verdict was a tie" if not decided
                                                                       else "no verdict was a tie"))
     for m, f in noop.items():
@@ -564,22 +687,16 @@ def ratings_document(editors: Sequence[str], contests: Sequence[Contest], judged
         "tie_parameter": boot["nu"], "scale": {"rating": "log-strength (Bradley-Terry), centred on 0",
                                                "elo": "Elo display: 1000 + 400 * rating / ln 10"},
         "ci": f"{int(boot['level'] * 100)}% percentile bootstrap over sources ({n_boot} resamples, seed {seed})",
-        "editors": rows, "neighbours": neighbours,
-        "groups": [[editors[i] for i in g] for g in groups if any(ident["sources"][i] for i in g)],
-        "ordered": order_known,
-        "verdicts": {"comparisons": len(judged), "decided": decided, "ties": n_ties, "position_bias": position_bias,
-                     "no_verdict": no_verdict, "failed": failed},
+        "editors": rows, "neighbours": _neighbours(fit, rows),
+        "groups": [[editors[i] for i in g] for g in fit.groups if any(ident["sources"][i] for i in g)],
+        "ordered": fit.rated and ident["decided"] > 0,
+        "verdicts": {"comparisons": len(judged), "decided": decided, "ties": len(fit.comps) - decided,
+                     "position_bias": counts["position_bias"], "no_verdict": counts["no_verdict"],
+                     "failed": counts["failed"]},
         "sources": len(contests), "notes": notes,
     }
     if human:
-        ranked_rows = [r for r in rows if r["rank"] is not None]
-        agree = rank_agreement({r["editor"]: -float(r["rank"]) for r in ranked_rows}, human)
-        unknown = sorted(set(human) - set(editors))
-        if several and agree["kendall"] is not None:
-            agree = {**agree, "kendall": None, "spearman": None,
-                     "why": "the arena's editors fall into unconnected groups: there is no one ranking to compare"}
-        doc["human"] = {**agree, "reference": dict(human), "not_in_arena": unknown,
-                        "not_in_human": sorted(r["editor"] for r in ranked_rows if r["editor"] not in human)}
+        doc["human"] = _human_agreement(fit, rows, human)
     return doc
 
 

@@ -342,10 +342,43 @@ def generate_edits(
     Returns an :class:`EditRunResult`; ``OUT/manifest.jsonl`` lists the images made so far.
     """
     from editlens.runner.lock import RunLock
-    from editlens.runner.run import _NoBar, _StopFlag
 
     if samples < 1:
         raise InputError(f"samples must be at least 1, got {samples}")
+    input_path, edits = _edits_to_make(inputs, columns, manifest_options, limit)
+    part, shard_doc, edits = _shard_part(shard, edits, samples)
+    if isinstance(editor, str):
+        from editlens.editors import create_editor
+
+        editor = create_editor(editor, **dict(editor_options or {}))
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "images").mkdir(exist_ok=True)
+    with RunLock(out, wait=wait):
+        record = {"schema": SCHEMA, "editor": editor.name, "spec": editor.spec.to_dict() if getattr(editor, "spec", None) else None,
+                  "settings": editor.settings(), "weights": editor.weights(), "seed": int(seed),
+                  "seed_rule": SEED_RULE, **({"shard": str(part)} if part else {})}
+        _check_same_editor(out / "editor.json", record)
+        job = _EditJob(out, editor, edits, samples, int(seed))
+        job.plan(retry_failed)
+        runtime = editor.runtime() if job.todo else _previous(out / "editor.json").get("runtime", {})
+        write_json(out / "editor.json", {**record, "runtime": runtime, "samples": samples, "input": input_path,
+                                         "command": list(command) if command else None,
+                                         "python": sys.version.split()[0]}, default=str)
+        if shard_doc is not None:
+            write_json(out / "shard.json", shard_doc)
+        # per image: a resume on other hardware may change the dtype, and the log says which image used which
+        job.made_with = {k: (runtime.get("precision") or {}).get(k) for k in ("device", "dtype")
+                         if (runtime.get("precision") or {}).get(k)}
+        job.run(max(1, int(batch_size or editor.batch_size or 1)), progress)
+    return job.result
+
+
+def _edits_to_make(inputs: str | os.PathLike | Sequence[EditSample], columns: str | Mapping[str, str] | None,
+                   manifest_options: Mapping[str, Any] | None,
+                   limit: int | None) -> tuple[str | None, list[EditSample]]:
+    """The input manifest's path (``None`` for samples given in memory) and its
+    edits (the first ``limit``); refuses no edits and an id given twice."""
     if isinstance(inputs, (str, os.PathLike)):
         input_path: str | None = str(Path(inputs).resolve())
         edits = read_edit_inputs(inputs, columns, **{k: v for k, v in (manifest_options or {}).items()
@@ -361,125 +394,135 @@ def generate_edits(
         if s.id in seen:
             raise InputError(f"edit id {s.id!r} appears twice; ids key the generated images")
         seen.add(s.id)
+    return input_path, edits
+
+
+def _shard_part(shard: Any, edits: list[EditSample],
+                samples: int) -> tuple[Any, dict[str, Any] | None, list[EditSample]]:
+    """The shard asked for (``None``: all), the record ``OUT/shard.json`` keeps and the shard's edits."""
     from editlens.runner.shards import Shard, ids_digest, parse_shard, shard_record
 
     part = shard if isinstance(shard, Shard) or shard is None else parse_shard(str(shard))
-    shard_doc = None
-    if part is not None:
-        shard_doc = shard_record(part, [s.id for s in edits],
-                                 ids_digest([(s.id, s.source, s.instruction) for s in edits]), "edit",
-                                 samples=samples)
-        edits = part.select(edits, lambda s: s.id)
-    if isinstance(editor, str):
-        from editlens.editors import create_editor
+    if part is None:
+        return None, None, edits
+    shard_doc = shard_record(part, [s.id for s in edits],
+                             ids_digest([(s.id, s.source, s.instruction) for s in edits]), "edit",
+                             samples=samples)
+    return part, shard_doc, part.select(edits, lambda s: s.id)
 
-        editor = create_editor(editor, **dict(editor_options or {}))
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "images").mkdir(exist_ok=True)
-    log = out / "generations.jsonl"
-    with RunLock(out, wait=wait):
-        record = {"schema": SCHEMA, "editor": editor.name, "spec": editor.spec.to_dict() if getattr(editor, "spec", None) else None,
-                  "settings": editor.settings(), "weights": editor.weights(), "seed": int(seed),
-                  "seed_rule": SEED_RULE, **({"shard": str(part)} if part else {})}
-        _check_same_editor(out / "editor.json", record)
-        state = _read_log(log)
-        _end_torn_line(log)
-        todo: list[tuple[EditSample, int]] = []
-        reused = kept_failed = 0
-        for s in edits:
-            for k in range(samples):
-                rec = state.get((s.id, k))
-                if rec and rec.get("status") == "done" and is_inside(out, str(rec.get("edited") or "")) \
-                        and _file_sha256(out / rec["edited"]) == rec.get("sha256"):  # a log naming a file elsewhere: remade
-                    reused += 1
+
+class _EditJob:
+    """One ``generate_edits`` run in its locked folder: the log's state, the
+    images still to make, and what happened to each (:class:`EditRunResult`)."""
+
+    def __init__(self, out: Path, editor: Editor, edits: list[EditSample], samples: int, seed: int) -> None:
+        self.out, self.editor, self.edits, self.samples, self.seed = out, editor, edits, samples, seed
+        self.log = out / "generations.jsonl"
+        self.state = _read_log(self.log)
+        _end_torn_line(self.log)
+        self.todo: list[tuple[EditSample, int]] = []
+        self.result = EditRunResult(out, out / "manifest.jsonl")
+        self.made_with: dict[str, Any] = {}
+        self.bar: Any = None
+
+    def plan(self, retry_failed: bool) -> None:
+        """Images done before (the log says so and the file still has its hash) are kept,
+        failed ones kept unless ``retry_failed``; the rest is to do."""
+        for s in self.edits:
+            for k in range(self.samples):
+                rec = self.state.get((s.id, k))
+                if rec and rec.get("status") == "done" and is_inside(self.out, str(rec.get("edited") or "")) \
+                        and _file_sha256(self.out / rec["edited"]) == rec.get("sha256"):  # a log naming a file elsewhere: remade
+                    self.result.reused += 1
                 elif rec and rec.get("status") == "failed" and not retry_failed:
-                    kept_failed += 1
+                    self.result.failed += 1
                 else:
-                    todo.append((s, k))
-        result = EditRunResult(out, out / "manifest.jsonl", reused=reused, failed=kept_failed)
-        runtime = editor.runtime() if todo else _previous(out / "editor.json").get("runtime", {})
-        write_json(out / "editor.json", {**record, "runtime": runtime, "samples": samples, "input": input_path,
-                                         "command": list(command) if command else None,
-                                         "python": sys.version.split()[0]}, default=str)
-        if shard_doc is not None:
-            write_json(out / "shard.json", shard_doc)
-        size = max(1, int(batch_size or editor.batch_size or 1))
-        # per image: a resume on other hardware may change the dtype, and the log says which image used which
-        made_with = {k: (runtime.get("precision") or {}).get(k) for k in ("device", "dtype")
-                     if (runtime.get("precision") or {}).get(k)}
-        bar: Any = _NoBar()
+                    self.todo.append((s, k))
 
-        def batches(stop: Any) -> Iterator[list[EditRequest]]:
-            """The requests, one batch at a time, read as the editor asks for them (a source that
-            cannot be read fails its images here); none after a stop signal."""
-            for start in range(0, len(todo), size):
-                if stop.set:
-                    result.interrupted, result.stopped_by = True, stop.signum
-                    return
-                requests: list[EditRequest] = []
-                for s, k in todo[start : start + size]:
-                    try:
-                        image = _source_image(s)
-                    except InputError as exc:  # this edit fails; the others go on
-                        rec = {"edit_id": s.id, "sample": k, "seed": derive_seed(seed, s.id, k), "status": "failed",
-                               "error": str(exc)}
-                        result.failed += 1
-                        result.failures.append(rec)
-                        _append(log, rec)
-                        state[(s.id, k)] = rec
-                        bar.update(1)
-                        continue
-                    requests.append(EditRequest(s.id, k, image, s.instruction, derive_seed(seed, s.id, k),
-                                                dict(s.metadata)))
-                if requests:
-                    yield requests
+    def run(self, size: int, progress: bool) -> None:
+        """Makes the images to do, ``size`` per editor call; a signal stops cleanly
+        (the images in flight are not counted), and the manifest is rewritten after every batch."""
+        from editlens.runner.run import _NoBar, _StopFlag
 
+        editor = self.editor
+        self.bar = _NoBar()
         try:
             with _StopFlag() as stop:
                 editor.stop_requested = lambda: stop.set  # an editor that can stop midway does, on a signal
-                if progress and todo:  # shown once a signal is caught: from here on, Ctrl-C stops cleanly
+                if progress and self.todo:  # shown once a signal is caught: from here on, Ctrl-C stops cleanly
                     from tqdm.auto import tqdm
 
-                    bar = tqdm(total=len(todo), unit="image", desc=f"editing ({editor.name})", dynamic_ncols=True)
+                    self.bar = tqdm(total=len(self.todo), unit="image", desc=f"editing ({editor.name})",
+                                    dynamic_ncols=True)
                 run_batches = getattr(editor, "edit_batches", None) or functools.partial(Editor.edit_batches, editor)
-                for requests, outputs, elapsed in run_batches(batches(stop)):
+                for requests, outputs, elapsed in run_batches(self.batches(stop, size)):
                     if len(outputs) != len(requests):  # a broken editor: no image may go to the wrong edit
                         why = f"the editor returned {len(outputs)} outputs for {len(requests)} requests"
                         outputs = [EditOutput(error=why) for _ in requests]
                     seconds = round(elapsed / max(1, len(requests)), 4)
                     for r, o in zip(requests, outputs, strict=True):
                         if o.image is None and o.error == STOPPED:  # cut short by the signal: not made, not failed
-                            result.interrupted, result.stopped_by = True, stop.signum
+                            self.result.interrupted, self.result.stopped_by = True, stop.signum
                             continue
-                        rec = {"edit_id": r.id, "sample": r.sample, "seed": r.seed, "seconds": seconds, **made_with}
-                        if o.image is not None:
-                            buf = io.BytesIO()
-                            o.image.save(buf, format="PNG")
-                            rel = f"images/{image_name(r.id, r.sample)}"
-                            write_bytes(out / rel, buf.getvalue())
-                            rec.update(status="done", edited=rel, sha256=hashlib.sha256(buf.getvalue()).hexdigest(),
-                                       size=list(o.image.size), prompt=o.prompt, **({"details": o.details} if o.details else {}))
-                            result.generated += 1
-                            shape = reshaped(r.source.size, o.image.size)
-                            if shape is not None:  # said, per image and in the summary: never passed silently
-                                rec["shape_note"] = shape
-                                result.reshaped.append({"edit_id": r.id, "sample": r.sample, "source": list(r.source.size),
-                                                        "output": list(o.image.size),
-                                                        "aspect_changed": shape.startswith("aspect")})
-                        else:
-                            rec.update(status="failed", error=o.error or "no image")
-                            result.failed += 1
-                            result.failures.append(rec)
-                        _append(log, rec)
-                        state[(r.id, r.sample)] = rec
-                    write_output_manifest(out, edits, samples, editor.name, state)
-                    bar.update(len(requests))
+                        self.keep(r, o, seconds)
+                    write_output_manifest(self.out, self.edits, self.samples, editor.name, self.state)
+                    self.bar.update(len(requests))
         finally:
             editor.stop_requested = None
-            bar.close()
-            write_output_manifest(out, edits, samples, editor.name, state)
-    return result
+            self.bar.close()
+            write_output_manifest(self.out, self.edits, self.samples, editor.name, self.state)
+
+    def batches(self, stop: Any, size: int) -> Iterator[list[EditRequest]]:
+        """The requests, one batch at a time, read as the editor asks for them (a source that
+        cannot be read fails its images here); none after a stop signal."""
+        for start in range(0, len(self.todo), size):
+            if stop.set:
+                self.result.interrupted, self.result.stopped_by = True, stop.signum
+                return
+            requests: list[EditRequest] = []
+            for s, k in self.todo[start : start + size]:
+                try:
+                    image = _source_image(s)
+                except InputError as exc:  # this edit fails; the others go on
+                    self.fail({"edit_id": s.id, "sample": k, "seed": derive_seed(self.seed, s.id, k),
+                               "status": "failed", "error": str(exc)})
+                    self.bar.update(1)
+                    continue
+                requests.append(EditRequest(s.id, k, image, s.instruction, derive_seed(self.seed, s.id, k),
+                                            dict(s.metadata)))
+            if requests:
+                yield requests
+
+    def fail(self, rec: dict[str, Any]) -> None:
+        self.result.failed += 1
+        self.result.failures.append(rec)
+        self.logged(rec)
+
+    def logged(self, rec: dict[str, Any]) -> None:
+        """Appends ``rec`` to the log (after its image is in place) and to the state."""
+        _append(self.log, rec)
+        self.state[(rec["edit_id"], rec["sample"])] = rec
+
+    def keep(self, r: EditRequest, o: EditOutput, seconds: float) -> None:
+        """Writes one output's image (atomically) and its log line; a missing image is a failure."""
+        rec = {"edit_id": r.id, "sample": r.sample, "seed": r.seed, "seconds": seconds, **self.made_with}
+        if o.image is None:
+            rec.update(status="failed", error=o.error or "no image")
+            self.fail(rec)
+            return
+        buf = io.BytesIO()
+        o.image.save(buf, format="PNG")
+        rel = f"images/{image_name(r.id, r.sample)}"
+        write_bytes(self.out / rel, buf.getvalue())
+        rec.update(status="done", edited=rel, sha256=hashlib.sha256(buf.getvalue()).hexdigest(),
+                   size=list(o.image.size), prompt=o.prompt, **({"details": o.details} if o.details else {}))
+        self.result.generated += 1
+        shape = reshaped(r.source.size, o.image.size)
+        if shape is not None:  # said, per image and in the summary: never passed silently
+            rec["shape_note"] = shape
+            self.result.reshaped.append({"edit_id": r.id, "sample": r.sample, "source": list(r.source.size),
+                                         "output": list(o.image.size), "aspect_changed": shape.startswith("aspect")})
+        self.logged(rec)
 
 
 def edits_manifest_rows(out: str | os.PathLike) -> Iterable[dict[str, Any]]:
