@@ -46,7 +46,7 @@ def _item(source: str, edited: str | None = None) -> dict:
 
 
 HOSTILE = [
-    ({"items": [_item(_url(_png_header_only(30_000, 30_000)))]}, 413, "items[0].source: image of 30000x30000 pixels is over the limit"),
+    ({"items": [_item(_url(_png_header_only(30_000, 30_000)))]}, 413, "pixels is over the limit of 40000000 pixels"),
     ({"items": [_item(_url(_png_header_only(39_000_000, 1)))]}, 413, "aspect ratio of 3.9e+07:1"),
     ({"items": [_item(_png(), _url(_png_header_only(9_000, 9_000)))]}, 413, "items[0].edited: image of 9000x9000"),
     ({"items": [_item(_url(b"\x89PNG not really"))]}, 400, "items[0].source: image cannot be decoded"),

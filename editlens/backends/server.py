@@ -29,6 +29,7 @@ import io
 import json
 import logging
 import math
+import re
 import secrets
 import time
 from contextlib import asynccontextmanager
@@ -124,6 +125,12 @@ def _decode_image(url: str, max_bytes: int, max_pixels: int = ServeLimits.max_im
                                   f"over the limit of {max_aspect:g}:1 (editlens serve --max-aspect-ratio)")
         arr, _ = load_image(img, ImageLoadOptions(max_pixels=max_pixels), name="request image")
     except Image.DecompressionBombError as exc:
+        # Pillow's own check (twice its MAX_IMAGE_PIXELS) can fire in Image.open, before the size is ours to
+        # read: the same refusal as ours, with the count Pillow names
+        declared = re.search(r"\((\d+) pixels\)", str(exc))
+        if declared and int(declared.group(1)) > max_pixels:
+            raise BadRequest(413, f"image of {int(declared.group(1))} pixels is over the limit of {max_pixels} "
+                                  "pixels (editlens serve --max-image-pixels)") from None
         raise BadRequest(413, f"image refused as a decompression bomb: {exc}") from None
     except (UnidentifiedImageError, OSError, InputError, SyntaxError, ValueError) as exc:
         raise BadRequest(400, f"image cannot be decoded: {exc}") from None
