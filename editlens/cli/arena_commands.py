@@ -134,7 +134,7 @@ def arena_cmd(
     if bool(judge) == bool(metric):
         raise typer.BadParameter("give one of --judge NAME (a pairwise judge, with --vlm) or --metric NAME "
                                  "(pairs decided by a point-wise evaluator's scores)")
-    http_settings(timeout, max_retries, concurrency)
+    http = http_settings(timeout, max_retries, concurrency)
     vlm = join_vlms(vlm_urls)
     contests, info = A.contests_from(run_or_manifest, split_names(editors))
     from editlens.runner.shards import parse_shard
@@ -157,7 +157,7 @@ def arena_cmd(
         if not vlm:
             raise typer.BadParameter(f"the {judge} judge needs --vlm")
         jopts = vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype,
-                            min_samples=min_samples) or {}
+                            min_samples=min_samples, http=http) or {}
         comparer = JudgeComparer({**jopts, "orders": orders.value, **opts.get(judge, {})}, judge)
     else:
         assert metric is not None
@@ -178,7 +178,7 @@ def arena_cmd(
             comparer = stored
         else:
             comparer = ScoreComparer(metric, parse_models(model), opts, device, dtype,
-                                     vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype))
+                                     vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype, http=http))
     from editlens.backends.scripted_judge import WARNING, scripted_in
 
     backend = getattr(getattr(comparer, "judge", None) or getattr(comparer, "metric", None), "backend", None)

@@ -173,7 +173,7 @@ def run_cmd(
     from editlens.cli.options import http_settings
     from editlens.runner.bench import run_benchmark
 
-    http_settings(timeout, max_retries, concurrency)
+    http = http_settings(timeout, max_retries, concurrency)
     vlm = join_vlms(vlm_urls)
     from editlens.training.tracking import open_tracker
 
@@ -193,7 +193,7 @@ def run_cmd(
                         cache={"default": True, "none": False}.get(cache, cache), command=sys.argv,
                         answers=answers, images=images, release=release, probe=probe,
                         metrics=[m.strip() for m in metrics.split(",") if m.strip()] if metrics else None,
-                        shard=part, where=spread(executor, address, workers, gpus_per_worker), report=not no_report)
+                        shard=part, where=spread(executor, address, workers, gpus_per_worker), report=not no_report, http=http)
     if res.kind == "estimate":
         _say_estimate(name, res, json_out)
         return

@@ -120,7 +120,7 @@ def score_cmd(
     from editlens.runner.scoring import score_edit
     from editlens.runner.selection import parse_options
 
-    http_settings(timeout, max_retries, concurrency)
+    http = http_settings(timeout, max_retries, concurrency)
     from editlens.data.validation import parse_boxes
 
     meta: dict[str, Any] = {}
@@ -137,7 +137,7 @@ def score_cmd(
     report = score_edit(
         str(source), str(edited), instruction, reference=str(reference) if reference else None,
         metrics=split_names(metrics), extra=extra_metrics(judge, captions),
-        vlm=vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype, min_samples=min_samples),
+        vlm=vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype, min_samples=min_samples, http=http),
         source_caption=source_caption, target_caption=target_caption,
         models=parse_models(model), options=parse_options(option or []),
         image_options=ImageLoadOptions(max_pixels=max_pixels, size_policy=size_policy.value), metadata=meta,
@@ -248,7 +248,7 @@ def run_cmd(
     failed`; a rerun retries them; --allow-failures: 0); 2 bad input; 130/143 stopped by Ctrl-C/SIGTERM
     after saving finished batches, the summary and exports.
     """
-    http_settings(timeout, max_retries, concurrency)
+    http = http_settings(timeout, max_retries, concurrency)
     from editlens.core.images import ImageLoadOptions
     from editlens.runner.run import run_evaluation
     from editlens.runner.selection import parse_options, select_metrics
@@ -287,7 +287,7 @@ def run_cmd(
                          options=parse_options(option or []), device=device, dtype=dtype,
                          with_reference=any(s.reference is not None for s in report.samples),
                          vlm=vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype,
-                                         min_samples=min_samples))
+                                         min_samples=min_samples, http=http), http=http)
     if not sel.metrics:
         skipped_lines(sel.skipped)
         typer.echo("error: no metric can run", err=True)
@@ -414,7 +414,7 @@ def compare_cmd(
     from editlens.runner import compare as C
     from editlens.runner.selection import parse_options
 
-    http_settings(timeout, max_retries, concurrency)
+    http = http_settings(timeout, max_retries, concurrency)
     single = [source, edited_a, edited_b, instruction]
     if pairs is None:
         if any(v is None for v in single):
@@ -437,12 +437,12 @@ def compare_cmd(
     decider: C.ScoreComparer | C.JudgeComparer
     if metric:
         decider = C.ScoreComparer(metric, parse_models(model), parse_options(option or []), device, dtype,
-                                  vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype))
+                                  vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype, http=http))
     else:
         if not vlm:
             raise typer.BadParameter("the pairwise judge needs --vlm (or compare by scores with --metric NAME)")
         opts = vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype,
-                           min_samples=min_samples) or {}
+                           min_samples=min_samples, http=http) or {}
         decider = C.JudgeComparer({**opts, "orders": orders.value, **parse_options(option or []).get("pairwise", {})})
     verdicts = decider.compare(items, batch_size)
     if pairs is None:

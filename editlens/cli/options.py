@@ -105,34 +105,42 @@ CalibrationOpt = typer.Option(None, "--calibration", help="Calibration file (fro
                               "'calibrated', the probability that people rate the edit good, to each mapped score's details.")
 
 
-def http_settings(timeout: float | None, max_retries: int | None, concurrency: int | None) -> None:
-    """Apply --timeout/--max-retries/--concurrency to the HTTP backends this command creates."""
-    from editlens.backends.factory import HTTP_BUILTIN, set_http_defaults
+def http_settings(timeout: float | None, max_retries: int | None, concurrency: int | None) -> Any:
+    """--timeout/--max-retries/--concurrency as the :class:`~editlens.backends.factory.HttpSettings` a command
+    passes down (in its :class:`~editlens.runner.judge_settings.JudgeSettings`); a bad value is a usage error."""
+    from editlens.backends.factory import HttpSettings
 
-    set_http_defaults(timeout=HTTP_BUILTIN["timeout"] if timeout is None else timeout,
-                      max_retries=HTTP_BUILTIN["max_retries"] if max_retries is None else max_retries,
-                      concurrency=HTTP_BUILTIN["concurrency"] if concurrency is None else concurrency)
+    try:
+        return HttpSettings.of(timeout, max_retries, concurrency)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+def judge_settings(vlm: str | None, vlm_model: str | None = None, cache: str = "default",
+                   template: Sequence[str] | None = None, device: str = "auto", samples: int = 1,
+                   temperature: float = 0.0, dtype: str = "auto", min_samples: int | None = None,
+                   timeout: float | None = None, max_retries: int | None = None,
+                   concurrency: int | None = None) -> Any:
+    """The judge block of a command's options as one :class:`~editlens.runner.judge_settings.JudgeSettings`
+    (bad sampling settings refused first, before any model loads)."""
+    from editlens.judges.ensemble import check_sampling
+    from editlens.runner.judge_settings import JudgeSettings
+
+    check_sampling(samples, temperature, min_samples)
+    templates = parse_models(template, "--template", "NAME=PATH (e.g. viescore_sc=my_prompt.txt)") if vlm else {}
+    return JudgeSettings(vlm, vlm_model, cache, templates, samples, temperature, min_samples, device, dtype,
+                         http_settings(timeout, max_retries, concurrency))
 
 
 def vlm_options(vlm: str | None, vlm_model: str | None, cache: str, template: Sequence[str] | None,
                 device: str = "auto", samples: int = 1, temperature: float = 0.0, dtype: str = "auto",
-                min_samples: int | None = None) -> dict[str, Any] | None:
-    from editlens.judges.ensemble import check_sampling
+                min_samples: int | None = None, http: Any = None) -> dict[str, Any] | None:
+    """The options of VLM evaluators (:meth:`JudgeSettings.vlm_options`); ``http``: the command's
+    :func:`http_settings` (``None``: the built-in values)."""
+    from dataclasses import replace
 
-    check_sampling(samples, temperature, min_samples)  # a clear error before any model loads
-    if not vlm:
-        return None
-    templates = parse_models(template, "--template", "NAME=PATH (e.g. viescore_sc=my_prompt.txt)")
-    from editlens.runner.checks import check_templates
-
-    check_templates(templates)  # before any model loads
-    opts: dict[str, Any] = {"vlm": vlm, "vlm_model": vlm_model, "device": device, "dtype": dtype,
-                            "templates": templates, "cache": {"default": True, "none": False}.get(cache, cache)}
-    if samples > 1 or temperature > 0:  # only then, so settings (and cached rows) of greedy runs stay as they were
-        opts.update(samples=samples, temperature=temperature)
-        if min_samples is not None:
-            opts["min_samples"] = min_samples
-    return opts
+    settings = judge_settings(vlm, vlm_model, cache, template, device, samples, temperature, dtype, min_samples)
+    return (replace(settings, http=http) if http is not None else settings).vlm_options()
 
 
 #: ``--limit N``: a quick look at the first N edits (run, edit, best-of-n) or sources (arena)
