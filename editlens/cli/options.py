@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import Enum, StrEnum
-from typing import Any
+from typing import Any, List, Optional
 
 import typer
 
@@ -141,6 +141,56 @@ def vlm_options(vlm: str | None, vlm_model: str | None, cache: str, template: Se
 
     settings = judge_settings(vlm, vlm_model, cache, template, device, samples, temperature, dtype, min_samples)
     return (replace(settings, http=http) if http is not None else settings).vlm_options()
+
+
+class JudgeBlock:
+    """Where a command takes the judge block (``judging: Any = JudgeBlockOpt``, or ``JudgeBlock(vlms=True)``
+    for a repeatable ``--vlm``): :func:`judge_block` puts the block's options there."""
+
+    def __init__(self, vlms: bool = False) -> None:
+        self.vlms = vlms
+
+
+JudgeBlockOpt: Any = JudgeBlock()
+
+#: the judge block: (parameter, annotation, option); ``--device`` / ``--dtype`` stay the command's own
+JUDGE_BLOCK: list[tuple[str, Any, Any]] = [
+    ("vlm", Optional[str], VlmOpt), ("vlm_model", Optional[str], VlmModelOpt), ("cache", str, CacheOpt),
+    ("template", Optional[List[str]], TemplateOpt), ("samples", int, SamplesOpt),
+    ("temperature", float, TemperatureOpt), ("min_samples", Optional[int], MinSamplesOpt),
+    ("timeout", Optional[float], TimeoutOpt), ("max_retries", Optional[int], RetriesOpt),
+    ("concurrency", Optional[int], ConcurrencyOpt)]
+
+
+def judge_block(fn: Any) -> Any:
+    """Declare the judge block once: the command's ``judging`` parameter becomes the block's ten options
+    (``--vlm`` ... ``--concurrency``, in that place of ``--help``), and the command receives them as one
+    :class:`~editlens.runner.judge_settings.JudgeSettings` (built by :func:`judge_settings`, with the
+    command's ``--device`` and ``--dtype``)."""
+    import functools
+    import inspect
+
+    sig = inspect.signature(fn)
+    params = list(sig.parameters.values())
+    at = [p.name for p in params].index("judging")
+    repeat = params[at].default.vlms
+    block = [inspect.Parameter(name, params[at].kind, default=VlmsOpt if repeat and name == "vlm" else opt,
+                               annotation=Optional[List[str]] if repeat and name == "vlm" else ann)
+             for name, ann, opt in JUDGE_BLOCK]
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        v = {name: kwargs.pop(name) for name, _, _ in JUDGE_BLOCK}
+        kwargs["judging"] = judge_settings(join_vlms(v["vlm"]) if repeat else v["vlm"], v["vlm_model"], v["cache"],
+                                           v["template"], kwargs.get("device", "auto"), v["samples"],
+                                           v["temperature"], kwargs.get("dtype", "auto"), v["min_samples"],
+                                           v["timeout"], v["max_retries"], v["concurrency"])
+        return fn(*args, **kwargs)
+
+    wrapper.__signature__ = sig.replace(parameters=params[:at] + block + params[at + 1:])  # type: ignore[attr-defined]
+    hints = {k: v for k, v in getattr(fn, "__annotations__", {}).items() if k != "judging"}
+    wrapper.__annotations__ = {**hints, **{p.name: p.annotation for p in block}}
+    return wrapper
 
 
 #: ``--limit N``: a quick look at the first N edits (run, edit, best-of-n) or sources (arena)
