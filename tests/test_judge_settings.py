@@ -81,3 +81,36 @@ def test_no_process_wide_http_default_is_left():
             if isinstance(node, ast.Name) and node.id in names or isinstance(node, ast.alias) and node.name in names:
                 found.append(str(path))
     assert found == []
+
+
+def test_the_judge_and_ray_blocks_are_declared_once_and_reach_each_command_whole():
+    import typer
+
+    from editlens.cli.options import JudgeBlockOpt, RayBlockOpt, judge_bundle
+
+    root = typer.main.get_command(app)
+
+    def options(path):
+        cmd = root
+        for part in path:
+            cmd = cmd.commands[part]
+        return {p.name: (p.opts, p.help, p.default) for p in cmd.params}
+
+    def block(bundle):
+        return {n: (list(opt.param_decls), opt.help, opt.default) for n, _, opt in bundle.params}
+
+    for path, bundle in [(["score"], JudgeBlockOpt), (["run"], JudgeBlockOpt), (["compare"], JudgeBlockOpt),
+                         (["arena"], judge_bundle(vlms=True)), (["edit"], RayBlockOpt), (["bench", "run"], RayBlockOpt)]:
+        got = options(path)
+        want = block(bundle)
+        assert {n: (list(got[n][0]), got[n][1], got[n][2]) for n in want} == want, path
+        assert "judging" not in got and "where" not in got
+
+
+def test_a_command_receives_the_block_as_one_value(tmp_path):
+    bad = CliRunner().invoke(app, ["edit", str(tmp_path / "m.jsonl"), "--editor", "x", "--out", str(tmp_path / "o"),
+                                   "--address", "ray://h:1"])
+    assert bad.exit_code == 2 and "go with --executor ray" in bad.output
+    sampled = CliRunner().invoke(app, ["compare", "--source", "a.png", "--edited-a", "b.png", "--edited-b", "c.png",
+                                       "--instruction", "x", "--vlm", "http://127.0.0.1:9/v1", "--samples", "3"])
+    assert sampled.exit_code == 2 and "temperature" in sampled.output  # the settings check their sampling first

@@ -12,11 +12,11 @@ from editlens.cli.common import EXIT_FAILED, emit_json, guarded, parse_models, s
 from editlens.cli.options import (
     DeviceOpt,
     DtypeOpt,
-    JudgeBlock,
     ModelOpt,
     OptionOpt,
     ShardOpt,
-    judge_block,
+    bundles,
+    judge_bundle,
 )
 
 app = typer.Typer(no_args_is_help=True)
@@ -40,7 +40,7 @@ class Scale(str, enum.Enum):
 
 @app.command("arena")
 @guarded
-@judge_block
+@bundles
 def arena_cmd(
     run_or_manifest: Optional[Path] = typer.Argument(None, help="A run directory (its manifest) or a manifest with "
                                                      "several editors (the 'model' column) per source."),
@@ -75,7 +75,7 @@ def arena_cmd(
                                                "DIR/arena): the same Bradley-Terry fit and CIs, no judge."),
     model: Optional[List[str]] = ModelOpt,
     option: Optional[List[str]] = OptionOpt,
-    judging: Any = JudgeBlock(vlms=True),
+    judging: Any = judge_bundle(vlms=True),
     device: str = DeviceOpt,
     dtype: str = DtypeOpt,
     shard: Optional[str] = ShardOpt,

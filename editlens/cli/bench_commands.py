@@ -10,23 +10,20 @@ import typer
 from editlens.cli.common import EXIT_FAILED, emit_json, guarded, parse_models
 from editlens.cli.edit_commands import editor_options
 from editlens.cli.options import (
-    AddressOpt,
     AllowFailuresOpt,
     CacheOpt,
     ConcurrencyOpt,
     DeviceOpt,
     DtypeOpt,
-    Executor,
-    ExecutorOpt,
-    GpusPerWorkerOpt,
     ModelOpt,
-    RayWorkersOpt,
+    RayBlockOpt,
     RetriesOpt,
     ShardOpt,
     TemperatureOpt,
     TimeoutOpt,
     VlmModelOpt,
     VlmsOpt,
+    bundles,
     join_vlms,
 )
 from editlens.cli.training_options import LogTo, LogToOpt
@@ -100,6 +97,7 @@ def sample_cmd(name: str = typer.Argument(..., help="Benchmark name (gedit)."),
 
 @bench_app.command("run")
 @guarded
+@bundles
 def run_cmd(
     name: str = typer.Argument(..., help="Benchmark name (see `editlens bench list`)."),
     data: Path = typer.Option(..., "--data", help="The benchmark as published (see `editlens bench info NAME`)."),
@@ -156,10 +154,7 @@ def run_cmd(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars (off with --json)."),
     allow_failures: bool = AllowFailuresOpt,
     json_out: bool = JsonOpt,
-    executor: Executor = ExecutorOpt,
-    address: Optional[str] = AddressOpt,
-    workers: Optional[int] = RayWorkersOpt,
-    gpus_per_worker: float = GpusPerWorkerOpt,
+    where: Any = RayBlockOpt,
     shard: Optional[str] = ShardOpt,
     log_to: Optional[LogTo] = LogToOpt,
 ) -> None:
@@ -181,7 +176,6 @@ def run_cmd(
                                                  {"benchmark": name, "vlm": vlm, "seed": seed})
     # as `editlens edit` reads them (call.KEY too); the editor runs on --device / --dtype like the metrics
     opts = editor_options(editor_option, device, dtype, False, False)
-    from editlens.cli.edit_commands import spread
     from editlens.runner.shards import parse_shard
 
     part = parse_shard(shard)
@@ -193,7 +187,7 @@ def run_cmd(
                         cache={"default": True, "none": False}.get(cache, cache), command=sys.argv,
                         answers=answers, images=images, release=release, probe=probe,
                         metrics=[m.strip() for m in metrics.split(",") if m.strip()] if metrics else None,
-                        shard=part, where=spread(executor, address, workers, gpus_per_worker), report=not no_report, http=http)
+                        shard=part, where=where, report=not no_report, http=http)
     if res.kind == "estimate":
         _say_estimate(name, res, json_out)
         return

@@ -34,8 +34,8 @@ from editlens.cli.options import (
     Orders,
     ShardOpt,
     SizePolicy,
+    bundles,
     extra_metrics,
-    judge_block,
 )
 from editlens.errors import EditlensError
 
@@ -70,7 +70,7 @@ def metrics_cmd(json_out: bool = typer.Option(False, "--json", help="Machine-rea
 
 @app.command("score")
 @guarded
-@judge_block
+@bundles
 def score_cmd(
     source: Path = typer.Option(..., "--source", help="Original image."),
     edited: Path = typer.Option(..., "--edited", help="Edited image."),
@@ -157,7 +157,7 @@ def _print_scores(report: EditReport) -> None:
 
 @app.command("run")
 @guarded
-@judge_block
+@bundles
 def run_cmd(
     manifest: Path = typer.Argument(..., help="Manifest of edits: .jsonl, .csv, .json, parquet/arrow file or folder, "
                                     "or a `datasets` folder (images embedded or as paths)."),
@@ -346,7 +346,7 @@ def _shard_samples(samples: list, shard: Optional[str], generated: Optional[Path
 
 @app.command("compare")
 @guarded
-@judge_block
+@bundles
 def compare_cmd(
     source: Optional[Path] = typer.Option(None, "--source", help="The original image (a file)."),
     edited_a: Optional[Path] = typer.Option(None, "--edited-a", help="Edit A (a file)."),

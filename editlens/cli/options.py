@@ -143,54 +143,80 @@ def vlm_options(vlm: str | None, vlm_model: str | None, cache: str, template: Se
     return (replace(settings, http=http) if http is not None else settings).vlm_options()
 
 
-class JudgeBlock:
-    """Where a command takes the judge block (``judging: Any = JudgeBlockOpt``, or ``JudgeBlock(vlms=True)``
-    for a repeatable ``--vlm``): :func:`judge_block` puts the block's options there."""
+class OptionBundle:
+    """Options several commands declare alike, declared once: a command names one parameter with a bundle as
+    its default (``judging: Any = JudgeBlockOpt``) and :func:`bundles` puts the bundle's options in that
+    place of its signature (and of ``--help``); the command receives what ``build(values, kwargs)`` makes of
+    them (``kwargs``: the command's other options, e.g. ``--device``)."""
 
-    def __init__(self, vlms: bool = False) -> None:
-        self.vlms = vlms
-
-
-JudgeBlockOpt: Any = JudgeBlock()
-
-#: the judge block: (parameter, annotation, option); ``--device`` / ``--dtype`` stay the command's own
-JUDGE_BLOCK: list[tuple[str, Any, Any]] = [
-    ("vlm", Optional[str], VlmOpt), ("vlm_model", Optional[str], VlmModelOpt), ("cache", str, CacheOpt),
-    ("template", Optional[List[str]], TemplateOpt), ("samples", int, SamplesOpt),
-    ("temperature", float, TemperatureOpt), ("min_samples", Optional[int], MinSamplesOpt),
-    ("timeout", Optional[float], TimeoutOpt), ("max_retries", Optional[int], RetriesOpt),
-    ("concurrency", Optional[int], ConcurrencyOpt)]
+    def __init__(self, params: list[tuple[str, Any, Any]], build: Any) -> None:
+        self.params, self.build = params, build
 
 
-def judge_block(fn: Any) -> Any:
-    """Declare the judge block once: the command's ``judging`` parameter becomes the block's ten options
-    (``--vlm`` ... ``--concurrency``, in that place of ``--help``), and the command receives them as one
-    :class:`~editlens.runner.judge_settings.JudgeSettings` (built by :func:`judge_settings`, with the
-    command's ``--device`` and ``--dtype``)."""
+def bundles(fn: Any) -> Any:
+    """Expand every :class:`OptionBundle` parameter of a command into its options (see there)."""
     import functools
     import inspect
 
     sig = inspect.signature(fn)
-    params = list(sig.parameters.values())
-    at = [p.name for p in params].index("judging")
-    repeat = params[at].default.vlms
-    block = [inspect.Parameter(name, params[at].kind, default=VlmsOpt if repeat and name == "vlm" else opt,
-                               annotation=Optional[List[str]] if repeat and name == "vlm" else ann)
-             for name, ann, opt in JUDGE_BLOCK]
+    params: list[inspect.Parameter] = []
+    found: dict[str, OptionBundle] = {}
+    for p in sig.parameters.values():
+        if isinstance(p.default, OptionBundle):
+            found[p.name] = p.default
+            params += [inspect.Parameter(n, p.kind, default=opt, annotation=ann) for n, ann, opt in p.default.params]
+        else:
+            params.append(p)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        v = {name: kwargs.pop(name) for name, _, _ in JUDGE_BLOCK}
-        kwargs["judging"] = judge_settings(join_vlms(v["vlm"]) if repeat else v["vlm"], v["vlm_model"], v["cache"],
-                                           v["template"], kwargs.get("device", "auto"), v["samples"],
-                                           v["temperature"], kwargs.get("dtype", "auto"), v["min_samples"],
-                                           v["timeout"], v["max_retries"], v["concurrency"])
+        values = {name: {n: kwargs.pop(n) for n, _, _ in b.params} for name, b in found.items()}
+        for name, b in found.items():
+            kwargs[name] = b.build(values[name], kwargs)
         return fn(*args, **kwargs)
 
-    wrapper.__signature__ = sig.replace(parameters=params[:at] + block + params[at + 1:])  # type: ignore[attr-defined]
-    hints = {k: v for k, v in getattr(fn, "__annotations__", {}).items() if k != "judging"}
-    wrapper.__annotations__ = {**hints, **{p.name: p.annotation for p in block}}
+    wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    hints = {k: v for k, v in getattr(fn, "__annotations__", {}).items() if k not in found}
+    wrapper.__annotations__ = {**hints, **{n: ann for b in found.values() for n, ann, _ in b.params}}
     return wrapper
+
+
+def _judge(v: dict[str, Any], kwargs: dict[str, Any]) -> Any:
+    return judge_settings(join_vlms(v["vlm"]) if isinstance(v["vlm"], list) else v["vlm"], v["vlm_model"], v["cache"],
+                          v["template"], kwargs.get("device", "auto"), v["samples"], v["temperature"],
+                          kwargs.get("dtype", "auto"), v["min_samples"], v["timeout"], v["max_retries"],
+                          v["concurrency"])
+
+
+def judge_bundle(vlms: bool = False) -> OptionBundle:
+    """The judge block: ``--vlm`` (repeatable engine URLs with ``vlms``), ``--vlm-model``, ``--cache``,
+    ``--template``, ``--samples``, ``--temperature``, ``--min-samples``, ``--timeout``, ``--max-retries``,
+    ``--concurrency``, received as one :class:`~editlens.runner.judge_settings.JudgeSettings` (with the
+    command's ``--device`` and ``--dtype``)."""
+    return OptionBundle([
+        ("vlm", Optional[List[str]], VlmsOpt) if vlms else ("vlm", Optional[str], VlmOpt),
+        ("vlm_model", Optional[str], VlmModelOpt), ("cache", str, CacheOpt),
+        ("template", Optional[List[str]], TemplateOpt), ("samples", int, SamplesOpt),
+        ("temperature", float, TemperatureOpt), ("min_samples", Optional[int], MinSamplesOpt),
+        ("timeout", Optional[float], TimeoutOpt), ("max_retries", Optional[int], RetriesOpt),
+        ("concurrency", Optional[int], ConcurrencyOpt)], _judge)
+
+
+JudgeBlockOpt: Any = judge_bundle()
+
+
+def _where(v: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    if v["executor"] is not Executor.ray and (v["address"] or v["workers"] or v["gpus_per_worker"]):
+        raise typer.BadParameter("--address, --workers and --gpus-per-worker go with --executor ray")
+    return {"executor": v["executor"].value, "address": v["address"], "workers": v["workers"],
+            "gpus_per_worker": v["gpus_per_worker"]}
+
+
+#: the Ray block (``--executor``, ``--address``, ``--workers``, ``--gpus-per-worker``): where the editor runs,
+#: received as :func:`editlens.runner.edit.open_editor`'s keywords
+RayBlockOpt: Any = OptionBundle([("executor", Executor, ExecutorOpt), ("address", Optional[str], AddressOpt),
+                                 ("workers", Optional[int], RayWorkersOpt),
+                                 ("gpus_per_worker", float, GpusPerWorkerOpt)], _where)
 
 
 #: ``--limit N``: a quick look at the first N edits (run, edit, best-of-n) or sources (arena)
