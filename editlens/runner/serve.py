@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from editlens.backends.serving import ServeSettings, serve_app, vlm_app
+from editlens.backends.serving import ServeSettings, vlm_app
 from editlens.errors import InputError
 
 
@@ -69,6 +69,8 @@ def build_server(settings: ServeSettings, score: Sequence[str] | None = None, *,
 
 def serve(server: Server, settings: ServeSettings) -> None:
     """Bind ``settings.host``:``settings.port``, print the URL, serve until SIGINT/SIGTERM."""
-    serve_app(server.app, settings.host, settings.port,
+    from editlens.backends import serving
+
+    serving.serve_app(server.app, settings.host, settings.port,
               banner=lambda url: f"serving {server.what} at {url}" + (" (API key required)" if server.api_key else ""),
               access_log=settings.access_log)
