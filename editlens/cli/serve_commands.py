@@ -115,10 +115,13 @@ def serve_cmd(
             typer.echo(f"error: --api-key-env {api_key_env} is set but ${api_key_env} is empty", err=True)
             raise typer.Exit(2)
     settings = ServeSettings(
-        vlm, name, host, port, key, max_image_mb, max_image_pixels, max_batch, max_tokens, max_n, max_prompt_tokens,
-        prefill_tokens, max_aspect_ratio, request_timeout, read_timeout, slice_ms, access_log, device, dtype,
-        parse_models(adapter, "--adapter", "NAME=DIR (a LoRA adapter folder)") if adapter else {}, merge_adapters,
-        max_images_per_prompt, imitate, deterministic_inference, max_logprobs)
+        vlm=vlm, name=name, host=host, port=port, api_key=key, max_image_mb=max_image_mb,
+        max_image_pixels=max_image_pixels, max_batch=max_batch, max_tokens=max_tokens, max_n=max_n,
+        max_prompt_tokens=max_prompt_tokens, prefill_tokens=prefill_tokens, max_aspect_ratio=max_aspect_ratio,
+        request_timeout=request_timeout, read_timeout=read_timeout, slice_ms=slice_ms, access_log=access_log,
+        device=device, dtype=dtype, merge_adapters=merge_adapters, max_images_per_prompt=max_images_per_prompt,
+        adapters=parse_models(adapter, "--adapter", "NAME=DIR (a LoRA adapter folder)") if adapter else {},
+        imitate=imitate, deterministic_inference=deterministic_inference, max_logprobs=max_logprobs)
     from editlens.runner.selection import parse_options
 
     # judges (yes_no, viescore, ...) ask --vlm: the model served here, or an engine's URL
