@@ -127,15 +127,12 @@ def test_bench_run_from_python_with_a_failed_request_exits_nonzero(tmp_path):
     data = F.gedit(tmp_path / "gedit", instructions={**INSTRUCTIONS, "k2": "edit k2 case:500"})
     edits = tmp_path / "edits"
     F.gedit_outputs(edits, "m", ["k1", "k2"])
-    from editlens.backends.factory import HTTP_BUILTIN, set_http_defaults
+    from editlens.backends.factory import HttpSettings
 
-    set_http_defaults(timeout=2.0, max_retries=0, concurrency=4)
-    try:
-        with ScoringServer().running() as url:
-            t = run_benchmark("gedit", data, tmp_path / "out", edits=edits, vlm=url, cache=False, n_boot=20,
-                              progress=False)
-    finally:
-        set_http_defaults(**{k: HTTP_BUILTIN[k] for k in ("timeout", "max_retries", "concurrency")})
+    # how the judge's requests are fetched is passed down (no process-wide default to set and reset)
+    with ScoringServer().running() as url:
+        t = run_benchmark("gedit", data, tmp_path / "out", edits=edits, vlm=url, cache=False, n_boot=20,
+                          progress=False, http=HttpSettings(timeout=2.0, max_retries=0, concurrency=4))
     c = t["models"]["m"]["counts"]
     assert (c["scored"], c["failed"], c["skipped"]) == (1, 1, 2) and t["exit"] == 1
 

@@ -5,51 +5,60 @@ Backends are shared per (reference, settings) through the model pool
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, astuple, dataclass
 from typing import Any
 
 from editlens.backends.cache import CachedBackend, ResponseCache
 
-#: How HTTP backends fetch answers unless a caller says otherwise (CLI:
-#: ``--timeout``, ``--max-retries``, ``--concurrency``).
-HTTP_BUILTIN: dict[str, Any] = {"timeout": 120.0, "max_retries": 5, "concurrency": 8}
-HTTP_DEFAULTS: dict[str, Any] = dict(HTTP_BUILTIN)
 
+@dataclass(frozen=True)
+class HttpSettings:
+    """How an HTTP backend fetches answers (CLI: ``--timeout``, ``--max-retries``, ``--concurrency``): seconds a
+    request may take before it is retried, retries after 429/5xx/time-outs, requests in flight at once. Passed
+    down with the judge's settings (:class:`editlens.runner.judge_settings.JudgeSettings`), never set for the
+    whole process; how answers are fetched, not what they are, so it keys no stored result.
 
-def set_http_defaults(*, timeout: float | None = None, max_retries: int | None = None,
-                      concurrency: int | None = None) -> dict[str, Any]:
-    """Change how HTTP backends created from now on fetch answers; returns the new defaults.
-
-    >>> set_http_defaults(timeout=30)["timeout"]
+    >>> HttpSettings(timeout=30).timeout
     30.0
-    >>> _ = set_http_defaults(timeout=120)
     """
-    if timeout is not None:
-        if not timeout > 0:
-            raise ValueError(f"--timeout must be a positive number of seconds, got {timeout}")
-        HTTP_DEFAULTS["timeout"] = float(timeout)
-    if max_retries is not None:
-        if max_retries < 0:
-            raise ValueError(f"--max-retries must be 0 or more, got {max_retries}")
-        HTTP_DEFAULTS["max_retries"] = int(max_retries)
-    if concurrency is not None:
-        if concurrency < 1:
-            raise ValueError(f"--concurrency must be at least 1, got {concurrency}")
-        HTTP_DEFAULTS["concurrency"] = int(concurrency)
-    return dict(HTTP_DEFAULTS)
+
+    timeout: float = 120.0
+    max_retries: int = 5
+    concurrency: int = 8
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.timeout, (int, float)) and self.timeout > 0 and math.isfinite(self.timeout)):
+            raise ValueError(f"--timeout must be a positive number of seconds, got {self.timeout}")
+        if int(self.max_retries) != self.max_retries or self.max_retries < 0:
+            raise ValueError(f"--max-retries must be a whole number, 0 or more, got {self.max_retries}")
+        if int(self.concurrency) != self.concurrency or self.concurrency < 1:
+            raise ValueError(f"--concurrency must be a whole number, at least 1, got {self.concurrency}")
+        object.__setattr__(self, "timeout", float(self.timeout))
+        object.__setattr__(self, "max_retries", int(self.max_retries))
+        object.__setattr__(self, "concurrency", int(self.concurrency))
+
+    @classmethod
+    def of(cls, timeout: float | None = None, max_retries: int | None = None,
+           concurrency: int | None = None) -> HttpSettings:
+        """The settings with what is given (``None``: the built-in value)."""
+        given: dict[str, Any] = {"timeout": timeout, "max_retries": max_retries, "concurrency": concurrency}
+        return cls(**{k: v for k, v in given.items() if v is not None})
 
 
 def create_backend(ref: str, *, device: str = "auto", dtype: str = "auto", batch_size: int = 8,
                    cache: bool | str = True, http_model: str | None = None, api_key_env: str = "EDITLENS_API_KEY",
-                   concurrency: int | None = None, models: dict[str, str] | None = None,
-                   timeout: float | None = None, max_retries: int | None = None, model_option: str = "--vlm-model",
+                   models: dict[str, str] | None = None,
+                   http: HttpSettings | Mapping[str, Any] | None = None,
+                   model_option: str = "--vlm-model",
                    needs: Any = None, who: str = "this evaluator", engine_option: str = "--vlm") -> Any:
     """``cache``: True for the default cache file, a path, or False for none.
-    ``concurrency``, ``timeout``, ``max_retries``: HTTP only; ``None`` takes :data:`HTTP_DEFAULTS`.
+    ``http``: how an HTTP backend fetches answers (an :class:`HttpSettings` or its fields as a mapping, the
+    form an evaluator's options hold; ``None``: the built-in values).
     ``needs`` (an :class:`~editlens.backends.engine.EngineNeeds`): behind a URL, what the caller ``who``
     needs of the engine, checked once here (errors name ``engine_option`` and ``model_option``)."""
-    http: dict[str, Any] = {"concurrency": concurrency if concurrency is not None else HTTP_DEFAULTS["concurrency"],
-            "timeout": timeout if timeout is not None else HTTP_DEFAULTS["timeout"],
-            "max_retries": max_retries if max_retries is not None else HTTP_DEFAULTS["max_retries"]}
+    fetch = http if isinstance(http, HttpSettings) else HttpSettings(**http) if http else HttpSettings()
     local = not ref.startswith(("http://", "https://"))
     if local:  # the policy's decision, so "auto" and the dtype it means share one loaded model
         from editlens.models.precision import decide
@@ -57,16 +66,18 @@ def create_backend(ref: str, *, device: str = "auto", dtype: str = "auto", batch
         prec = decide(dtype, device)
         device, dtype = prec.device, prec.dtype
     key = ("backend", ref, device, dtype, batch_size, str(cache), http_model, api_key_env,
-           tuple(sorted(http.items())), tuple(sorted((models or {}).items())))
+           astuple(fetch), tuple(sorted((models or {}).items())))
 
     def load() -> Any:
         if not local:
             from editlens.backends.http import OpenAIBackend, PooledBackend
 
             urls = ref.split()  # --vlm URL --vlm URL: several engines of one model, round robin
-            backend: Any = (PooledBackend(urls, model=http_model, api_key_env=api_key_env, option=model_option, **http)
+            backend: Any = (PooledBackend(urls, model=http_model, api_key_env=api_key_env, option=model_option,
+                                         **asdict(fetch))
                             if len(urls) > 1 else
-                            OpenAIBackend(ref, model=http_model, api_key_env=api_key_env, option=model_option, **http))
+                            OpenAIBackend(ref, model=http_model, api_key_env=api_key_env, option=model_option,
+                                         **asdict(fetch)))
         else:
             from editlens.models.loader import load_model
 

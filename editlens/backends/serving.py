@@ -15,11 +15,14 @@
 from __future__ import annotations
 
 import logging
+import math
 import socket
 import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from editlens.errors import EditlensError
+from editlens.errors import EditlensError, InputError
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -119,3 +122,131 @@ def serve_app(app: Any, host: str, port: int, banner: Callable[[str], str] = str
     shown = f"[{host}]" if ":" in host else host
     print(banner(f"http://{shown}:{bound}/v1"), file=sys.stderr, flush=True)
     server.run(sockets=[sock])
+
+
+@dataclass
+class ServeSettings:
+    """What ``editlens serve`` serves and how (each field is the CLI option of the same name).
+
+    ``vlm``: the local model (hub id or folder), or with ``/v1/score`` evaluators an engine's URL their
+    judges ask; ``adapters``: ``{served name: LoRA folder}`` of ``vlm``; ``imitate``: ``vllm`` or
+    ``sglang`` (answer as that engine does); ``api_key``: the key clients must send (the value, not the
+    variable). ``max_tokens`` / ``max_prompt_tokens`` left ``None`` fit the model's context
+    (:meth:`limits`)."""
+
+    vlm: str | None = None
+    name: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_key: str | None = None
+    max_image_mb: float = 20.0
+    max_image_pixels: int = 40_000_000
+    max_batch: int = 8
+    max_tokens: int | None = None
+    max_n: int = 8
+    max_prompt_tokens: int | None = None
+    prefill_tokens: int | None = None
+    max_aspect_ratio: float = 100.0
+    request_timeout: float = 300.0
+    read_timeout: float = 30.0
+    slice_ms: float = 20.0
+    access_log: bool = True
+    device: str = "auto"
+    dtype: str = "auto"
+    adapters: Mapping[str, str] = field(default_factory=dict)
+    merge_adapters: bool = False
+    max_images_per_prompt: int | None = None
+    imitate: str | None = None
+    deterministic_inference: bool = False
+    max_logprobs: int = 20
+
+    def __post_init__(self) -> None:
+        for flag in ("max_image_mb", "request_timeout", "read_timeout"):
+            value = getattr(self, flag)
+            if not (value > 0 and math.isfinite(value)):
+                raise InputError(f"--{flag.replace('_', '-')} must be a positive number, got {value:g}")
+        if self.imitate is not None and self.imitate not in ("vllm", "sglang"):
+            raise InputError(f"--imitate must be vllm or sglang, got {self.imitate!r}")
+
+    @property
+    def engine(self) -> bool:
+        """``vlm`` is an engine's URL (served judges ask it), not a model to load here."""
+        return bool(self.vlm) and str(self.vlm).startswith(("http://", "https://"))
+
+    def limits(self) -> Any:
+        """The :class:`~editlens.backends.server.ServeLimits`; token limits not given fit the model's
+        context (a tiny model's context is far below 8192 + 2048 positions)."""
+        from editlens.backends.server import ServeLimits
+
+        context = context_of(self.vlm) if self.vlm and not self.engine else None
+        max_tokens = self.max_tokens or (min(2048, max(1, context // 4)) if context else 2048)
+        max_prompt = self.max_prompt_tokens or (min(8192, max(1, context - max_tokens)) if context else 8192)
+        return ServeLimits(max_tokens=max_tokens, max_n=self.max_n, request_timeout=self.request_timeout,
+                           max_image_bytes=max(1, int(self.max_image_mb * 1024 * 1024)),
+                           max_image_pixels=self.max_image_pixels, max_prompt_tokens=max_prompt,
+                           read_timeout=self.read_timeout, max_aspect_ratio=self.max_aspect_ratio)
+
+
+def context_of(vlm: str) -> int | None:
+    """The positions a local model was built for (``max_position_embeddings`` of its text config), from its
+    ``config.json`` alone (no weights loaded); ``None`` when it does not say."""
+    import json
+    from pathlib import Path
+
+    cfg = Path(vlm).expanduser() / "config.json"
+    try:
+        data = json.loads(cfg.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    for part in (data.get("text_config") or {}, data):
+        value = part.get("max_position_embeddings") if isinstance(part, dict) else None
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def vlm_app(settings: ServeSettings, limits: Any, routers: Sequence[Any] = ()) -> tuple[Any, str]:
+    """The app serving ``settings.vlm`` (a local model, loaded now; its LoRA adapters each on a copy of
+    the base) over ``/v1/chat/completions``, with ``routers`` (``/v1/score``) beside it; and what it
+    serves, for the banner. A limit past the model's context is said on stderr."""
+    from editlens.backends.local import TransformersBackend
+    from editlens.backends.scheduler import default_prefill_tokens
+    from editlens.backends.server import build_app
+    from editlens.models.loader import load_model
+
+    vlm = str(settings.vlm)
+    if settings.adapters and settings.engine:
+        raise InputError("--adapter serves a LoRA adapter of the local --vlm model; give --vlm DIR")
+    imitated = None
+    if settings.imitate is not None:
+        from editlens.backends.imitation import imitation
+
+        imitated = imitation(settings.imitate, deterministic=settings.deterministic_inference,
+                             max_logprobs=settings.max_logprobs)
+    # the pooled model: /v1/score judges on the same --vlm share it
+    backend = load_model(vlm, kind="vlm", device=settings.device, dtype=settings.dtype,
+                         batch_size=settings.max_batch)
+    config = getattr(getattr(backend, "model", None), "config", None)
+    text_config = config.get_text_config() if config is not None and hasattr(config, "get_text_config") else config
+    context = getattr(text_config, "max_position_embeddings", None)
+    if isinstance(context, int) and limits.max_prompt_tokens + limits.max_tokens > context:
+        print(f"note: --max-prompt-tokens {limits.max_prompt_tokens} plus --max-tokens {limits.max_tokens} is over "
+              f"this model's context of {context} positions: longer requests are answered from positions it was "
+              "not trained on", file=sys.stderr)
+    served_adapters = {}
+    for adapter_name, folder in settings.adapters.items():
+        from editlens.backends.engine_api import load_adapter
+
+        fresh = TransformersBackend(vlm, device=settings.device, dtype=settings.dtype, batch_size=settings.max_batch)
+        served_adapters[adapter_name] = load_adapter(fresh, folder, adapter_name, merge=settings.merge_adapters)
+    app = build_app(backend, settings.name or vlm, api_key=settings.api_key, max_batch=settings.max_batch,
+                    limits=limits, routers=routers, slice_ms=settings.slice_ms, adapters=served_adapters,
+                    max_images=settings.max_images_per_prompt,
+                    prefill_tokens=settings.prefill_tokens or default_prefill_tokens(getattr(backend, "device", "cpu")),
+                    imitate=imitated)
+    what = settings.name or vlm
+    if imitated is not None:
+        what += f", answering as {imitated.engine}"
+    if served_adapters:
+        what += f" (adapters: {', '.join(served_adapters)})"
+    return app, what

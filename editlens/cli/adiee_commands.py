@@ -3,8 +3,6 @@ and the reward commands ``editlens best-of-n`` and ``editlens relabel``."""
 
 from __future__ import annotations
 
-import json
-import math
 from enum import Enum
 from pathlib import Path
 from typing import List, Optional
@@ -303,25 +301,6 @@ def pairwise_eval_cmd(human: Path = typer.Option(..., "--human", help="JSONL {id
     typer.echo(f"accuracy with tie calibration {rep['accuracy']:.4f} (threshold {rep['threshold']:.4g})")
 
 
-def _score_manifest(manifest: Path, metric: str, model, option, device: str, batch_size: int, dtype: str = "auto",
-                    limit: Optional[int] = None):
-    from editlens.adiee.reward import group_key
-    from editlens.data.manifest import read_manifest
-    from editlens.runner.selection import parse_options, select_metrics
-
-    rep = read_manifest(manifest)
-    if limit is not None:  # the candidates of the first N groups (edits)
-        keep = list(dict.fromkeys(group_key(s) for s in rep.samples))[:limit]
-        rep.samples = [s for s in rep.samples if group_key(s) in set(keep)]
-    sel = select_metrics([metric], models=parse_models(model), options=parse_options(option or []), device=device,
-                         dtype=dtype)
-    m = sel.metrics[0]
-    from editlens.runner.reward import RewardFunction
-
-    scores = RewardFunction(m, batch_size).scores(rep.samples)
-    return rep.samples, scores, m
-
-
 @reward_app.command("best-of-n")
 @guarded
 def best_of_n_cmd(
@@ -356,10 +335,6 @@ def best_of_n_cmd(
 
     Exit status with --editor: 3 when images or scores failed (a rerun redoes them), as `editlens run`.
     """
-    from dataclasses import asdict
-
-    from editlens.adiee.reward import best_of_n
-
     if editor:
         from editlens.cli.edit_commands import spread
 
@@ -369,13 +344,11 @@ def best_of_n_cmd(
         return
     if executor is not Executor.local:
         raise typer.BadParameter("--executor ray spreads the generation: it goes with --editor")
-    samples_, scores, m = _score_manifest(manifest, metric, model, option, device, batch_size, dtype, limit)
-    picks = best_of_n(samples_, scores, m.spec.higher_is_better)
-    doc = {"metric": metric, "higher_is_better": m.spec.higher_is_better, "picks": [asdict(p) for p in picks]}
-    if out:
-        from editlens.core.io import atomic_write
+    from editlens.runner.best_of_n import best_of_manifest
+    from editlens.runner.selection import parse_options
 
-        atomic_write(out, lambda fh: json.dump(doc, fh, indent=2, default=str))
+    doc = best_of_manifest(manifest, metric, models=parse_models(model), options=parse_options(option or []),
+                           device=device, dtype=dtype, batch_size=batch_size, limit=limit, out=out)
     if json_out:
         emit_json(doc)
         return
@@ -385,11 +358,11 @@ def best_of_n_cmd(
     table = Table(title=f"best of N by {metric}")
     for col in ("group", "candidates", "best", "value", "others"):
         table.add_column(col)
-    for p in picks:
+    for p in doc["picks"]:
         others = ", ".join(f"{c['id']}={'-' if c['value'] is None else format(c['value'], '.3f')}"
-                           for c in p.candidates if c["id"] != p.best_id)
-        table.add_row(p.group.split("\u241f")[-1][:40], str(len(p.candidates)), p.best_id or "(none scored)",
-                      "-" if p.best_value is None else f"{p.best_value:.4f}", others)
+                           for c in p["candidates"] if c["id"] != p["best_id"])
+        table.add_row(p["group"].split("\u241f")[-1][:40], str(len(p["candidates"])), p["best_id"] or "(none scored)",
+                      "-" if p["best_value"] is None else f"{p['best_value']:.4f}", others)
     Console().print(table)
 
 
@@ -444,45 +417,12 @@ def relabel_cmd(
     batch_size: int = typer.Option(8, "--batch-size", min=1, help="Items per batch (larger is faster where memory allows)."),
 ) -> None:
     """Reward scores normalised to 1-5 next to a training manifest (reward-conditioned fine-tuning)."""
-    from editlens.adiee.reward import to_reward_scale
-    from editlens.core.io import atomic_write
-    from editlens.data.manifest import read_manifest
+    from editlens.runner.relabel import relabel
+    from editlens.runner.selection import parse_options
 
-    samples, scores, m = _score_manifest(manifest, metric, model, option, device, batch_size, dtype)
-    low, high = m.spec.value_range
-    scale_note = f"[{low:g}, {high:g}] -> 1-5"
-    if not (math.isfinite(low) and math.isfinite(high)):
-        # an unbounded reward (EditReward) is relative: map this manifest's own range to 1-5, and say so
-        got = [sc.value for sc in scores if sc.status == "scored" and sc.value is not None]
-        if len(set(got)) < 2:
-            typer.echo(f"error: {metric} has no fixed range and fewer than two distinct scores here, so there is "
-                       "nothing to map to 1-5", err=True)
-            raise typer.Exit(2)
-        low, high = min(got), max(got)
-        scale_note = f"min-max of this manifest's {metric} scores [{low:.4g}, {high:.4g}] -> 1-5 (relative)"
-    rows = []
-    by_id = {}
-    for line in manifest.read_text(encoding="utf-8").splitlines() if manifest.suffix == ".jsonl" else []:
-        if line.strip():
-            r = json.loads(line)
-            by_id[str(r.get("id"))] = r
-    unscored = 0
-    for s, sc in zip(samples, scores):
-        row = dict(by_id.get(s.id) or {"id": s.id, "source": str(s.source), "edited": str(s.edited),
-                                        "instruction": s.instruction})
-        if sc.status == "scored" and sc.value is not None:
-            r = to_reward_scale(sc.value if m.spec.higher_is_better else high - (sc.value - low), low, high)
-            row.update({"reward": round(r, 4), "reward_raw": sc.value, "reward_metric": metric,
-                        "reward_scale": scale_note,
-                        "instruction_with_reward": f"{s.instruction.rstrip()} The image quality is {round(r)} out of five."})
-        else:
-            unscored += 1
-            row.update({"reward": None, "reward_metric": metric, "reward_status": sc.status, "reward_reason": sc.reason})
-        rows.append(row)
-    target = out or manifest.with_suffix(".reward.jsonl")
-    atomic_write(target, lambda fh: fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    read_manifest(target, check_files=False)  # the output is itself a valid manifest
-    typer.echo(f"{len(rows) - unscored} relabelled, {unscored} unscored -> {target}")
+    done = relabel(manifest, metric, models=parse_models(model), options=parse_options(option or []), device=device,
+                   dtype=dtype, batch_size=batch_size, out=out)
+    typer.echo(f"{done.relabelled} relabelled, {done.unscored} unscored -> {done.target}")
 
 
 def _reward(name: Optional[str], options: dict, models: dict, device: str, dtype: str, batch_size: int):

@@ -10,24 +10,13 @@ import typer
 
 from editlens.cli.common import EXIT_FAILED, emit_json, guarded, parse_models, split_names
 from editlens.cli.options import (
-    CacheOpt,
-    ConcurrencyOpt,
     DeviceOpt,
     DtypeOpt,
-    MinSamplesOpt,
     ModelOpt,
     OptionOpt,
-    RetriesOpt,
-    SamplesOpt,
     ShardOpt,
-    TemperatureOpt,
-    TemplateOpt,
-    TimeoutOpt,
-    VlmModelOpt,
-    VlmsOpt,
-    http_settings,
-    join_vlms,
-    vlm_options,
+    bundles,
+    judge_bundle,
 )
 
 app = typer.Typer(no_args_is_help=True)
@@ -51,6 +40,7 @@ class Scale(str, enum.Enum):
 
 @app.command("arena")
 @guarded
+@bundles
 def arena_cmd(
     run_or_manifest: Optional[Path] = typer.Argument(None, help="A run directory (its manifest) or a manifest with "
                                                      "several editors (the 'model' column) per source."),
@@ -85,16 +75,7 @@ def arena_cmd(
                                                "DIR/arena): the same Bradley-Terry fit and CIs, no judge."),
     model: Optional[List[str]] = ModelOpt,
     option: Optional[List[str]] = OptionOpt,
-    vlm_urls: Optional[List[str]] = VlmsOpt,
-    vlm_model: Optional[str] = VlmModelOpt,
-    cache: str = CacheOpt,
-    template: Optional[List[str]] = TemplateOpt,
-    samples: int = SamplesOpt,
-    temperature: float = TemperatureOpt,
-    min_samples: Optional[int] = MinSamplesOpt,
-    timeout: Optional[float] = TimeoutOpt,
-    max_retries: Optional[int] = RetriesOpt,
-    concurrency: Optional[int] = ConcurrencyOpt,
+    judging: Any = judge_bundle(vlms=True),
     device: str = DeviceOpt,
     dtype: str = DtypeOpt,
     shard: Optional[str] = ShardOpt,
@@ -108,10 +89,7 @@ def arena_cmd(
     or no comparison gave a verdict (nothing is rated).
     """
     from editlens.errors import InputError
-    from editlens.metrics.registry import get_spec
-    from editlens.metrics.spec import RANKED_MEASURES
     from editlens.runner import arena as A
-    from editlens.runner.compare import JudgeComparer, ScoreComparer
     from editlens.runner.selection import parse_options
 
     if human_votes is not None:
@@ -122,20 +100,13 @@ def arena_cmd(
 
         doc = people_arena(human_votes, out, ties=ties.value, n_boot=n_boot, seed=seed,
                            human=read_human_ranking(human_ranking) if human_ranking else None)
-        if json_out:
-            emit_json(doc)
-        else:
-            for line in arena_lines(doc, scale.value):
-                typer.echo(line)
-            typer.echo(f"-> {(out or human_votes / 'arena') / 'arena.json'}", err=True)
+        _say_arena(doc, out or human_votes / "arena", scale.value, json_out)
         return
     if run_or_manifest is None:
         raise typer.BadParameter("give RUN_OR_MANIFEST (or --human-votes DIR)")
     if bool(judge) == bool(metric):
         raise typer.BadParameter("give one of --judge NAME (a pairwise judge, with --vlm) or --metric NAME "
                                  "(pairs decided by a point-wise evaluator's scores)")
-    http_settings(timeout, max_retries, concurrency)
-    vlm = join_vlms(vlm_urls)
     contests, info = A.contests_from(run_or_manifest, split_names(editors))
     from editlens.runner.shards import parse_shard
 
@@ -148,37 +119,8 @@ def arena_cmd(
     if limit is not None:
         contests = contests[:limit]
     human = A.read_human_ranking(human_ranking) if human_ranking else None
-    opts = parse_options(option or [])
-    comparer: Any
-    if judge:
-        spec = get_spec(judge)
-        if not spec.pairwise:
-            raise InputError(f"--judge {judge}: not a pairwise judge (it scores one edit); use --metric {judge}")
-        if not vlm:
-            raise typer.BadParameter(f"the {judge} judge needs --vlm")
-        jopts = vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype,
-                            min_samples=min_samples) or {}
-        comparer = JudgeComparer({**jopts, "orders": orders.value, **opts.get(judge, {})}, judge)
-    else:
-        assert metric is not None
-        spec = get_spec(metric)
-        if spec.pairwise:
-            raise InputError(f"--metric {metric}: a pairwise judge; use --judge {metric}")
-        if spec.measures not in RANKED_MEASURES:
-            what = ("measures similarity to the source: an editor that changes nothing would win every pair"
-                    if spec.measures == "similarity" else "gives no score of the edit")
-            raise InputError(f"--metric {metric} {what}. An arena needs an evaluator that judges the edit (edit quality, "
-                             "instruction following or agreement with a reference), or a pairwise judge (--judge).")
-        run_dir = Path(info["run"]) if info["run"] else None
-        stored = None
-        if run_dir is not None:
-            ids = {(c.source, path, c.instruction): c.ids[m] for c in contests for m, path in c.edits.items()}
-            stored = A.StoredScoreComparer(run_dir, metric, ids)
-        if stored is not None and stored.config is not None:
-            comparer = stored
-        else:
-            comparer = ScoreComparer(metric, parse_models(model), opts, device, dtype,
-                                     vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype))
+    comparer = _arena_comparer(judge, metric, judging, orders.value, parse_options(option or []),
+                               parse_models(model), contests, info)
     from editlens.backends.scripted_judge import WARNING, scripted_in
 
     backend = getattr(getattr(comparer, "judge", None) or getattr(comparer, "metric", None), "backend", None)
@@ -199,18 +141,60 @@ def arena_cmd(
         write_json(out / "shard.json", shard_record(
             part, [c.key for c in every], ids_digest([(c.key, *sorted(c.edits.items())) for c in every]), "arena",
             editors=sorted({m for c in every for m in c.edits}), n_boot=n_boot), default=str)
-    if json_out:
-        emit_json(doc)
-    else:
-        for line in arena_lines(doc, scale.value):
-            typer.echo(line)
-        typer.echo(f"-> {out / 'arena.json'}", err=True)
+    _say_arena(doc, out, scale.value, json_out)
     if doc["verdicts"]["failed"]:
         raise typer.Exit(EXIT_FAILED)
     if not doc["verdicts"]["decided"] and not doc["verdicts"]["ties"]:  # nothing rated: never a success
         typer.echo("error: no comparison gave a verdict (every answer unparsable or missing; see "
                    f"{out / 'comparisons.jsonl'}): nothing is rated", err=True)
         raise typer.Exit(EXIT_FAILED)
+
+
+def _arena_comparer(judge: str | None, metric: str | None, settings: Any, orders: str,
+                    opts: dict[str, dict[str, Any]], models: dict[str, str], contests: list[Any],
+                    info: dict[str, Any]) -> Any:
+    """What decides a pair: a pairwise judge (``--judge``, with the judge settings), or a point-wise
+    evaluator's scores (``--metric``; stored in the run already, else computed)."""
+    from editlens.errors import InputError
+    from editlens.metrics.registry import get_spec
+    from editlens.metrics.spec import RANKED_MEASURES
+    from editlens.runner import arena as A
+    from editlens.runner.compare import JudgeComparer, ScoreComparer
+
+    if judge:
+        if not get_spec(judge).pairwise:
+            raise InputError(f"--judge {judge}: not a pairwise judge (it scores one edit); use --metric {judge}")
+        if not settings.vlm:
+            raise typer.BadParameter(f"the {judge} judge needs --vlm")
+        return JudgeComparer({**(settings.vlm_options() or {}), "orders": orders, **opts.get(judge, {})}, judge)
+    assert metric is not None
+    spec = get_spec(metric)
+    if spec.pairwise:
+        raise InputError(f"--metric {metric}: a pairwise judge; use --judge {metric}")
+    if spec.measures not in RANKED_MEASURES:
+        what = ("measures similarity to the source: an editor that changes nothing would win every pair"
+                if spec.measures == "similarity" else "gives no score of the edit")
+        raise InputError(f"--metric {metric} {what}. An arena needs an evaluator that judges the edit (edit quality, "
+                         "instruction following or agreement with a reference), or a pairwise judge (--judge).")
+    if info["run"]:
+        ids = {(c.source, path, c.instruction): c.ids[m] for c in contests for m, path in c.edits.items()}
+        stored = A.StoredScoreComparer(Path(info["run"]), metric, ids)
+        if stored.config is not None:
+            return stored
+    from dataclasses import replace
+
+    # as before JudgeSettings: point-wise scores take the judge block less --min-samples
+    return ScoreComparer(metric, models, opts, settings.device, settings.dtype,
+                         replace(settings, min_samples=None).vlm_options())
+
+
+def _say_arena(doc: dict[str, Any], out: Path, scale: str, json_out: bool) -> None:
+    if json_out:
+        emit_json(doc)
+        return
+    for line in arena_lines(doc, scale):
+        typer.echo(line)
+    typer.echo(f"-> {out / 'arena.json'}", err=True)
 
 
 def arena_lines(doc: dict, scale: str = "bt") -> list[str]:

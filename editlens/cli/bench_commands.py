@@ -3,30 +3,27 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 
 from editlens.cli.common import EXIT_FAILED, emit_json, guarded, parse_models
 from editlens.cli.edit_commands import editor_options
 from editlens.cli.options import (
-    AddressOpt,
     AllowFailuresOpt,
     CacheOpt,
     ConcurrencyOpt,
     DeviceOpt,
     DtypeOpt,
-    Executor,
-    ExecutorOpt,
-    GpusPerWorkerOpt,
     ModelOpt,
-    RayWorkersOpt,
+    RayBlockOpt,
     RetriesOpt,
     ShardOpt,
     TemperatureOpt,
     TimeoutOpt,
     VlmModelOpt,
     VlmsOpt,
+    bundles,
     join_vlms,
 )
 from editlens.cli.training_options import LogTo, LogToOpt
@@ -100,6 +97,7 @@ def sample_cmd(name: str = typer.Argument(..., help="Benchmark name (gedit)."),
 
 @bench_app.command("run")
 @guarded
+@bundles
 def run_cmd(
     name: str = typer.Argument(..., help="Benchmark name (see `editlens bench list`)."),
     data: Path = typer.Option(..., "--data", help="The benchmark as published (see `editlens bench info NAME`)."),
@@ -156,10 +154,7 @@ def run_cmd(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars (off with --json)."),
     allow_failures: bool = AllowFailuresOpt,
     json_out: bool = JsonOpt,
-    executor: Executor = ExecutorOpt,
-    address: Optional[str] = AddressOpt,
-    workers: Optional[int] = RayWorkersOpt,
-    gpus_per_worker: float = GpusPerWorkerOpt,
+    where: Any = RayBlockOpt,
     shard: Optional[str] = ShardOpt,
     log_to: Optional[LogTo] = LogToOpt,
 ) -> None:
@@ -173,7 +168,7 @@ def run_cmd(
     from editlens.cli.options import http_settings
     from editlens.runner.bench import run_benchmark
 
-    http_settings(timeout, max_retries, concurrency)
+    http = http_settings(timeout, max_retries, concurrency)
     vlm = join_vlms(vlm_urls)
     from editlens.training.tracking import open_tracker
 
@@ -181,7 +176,6 @@ def run_cmd(
                                                  {"benchmark": name, "vlm": vlm, "seed": seed})
     # as `editlens edit` reads them (call.KEY too); the editor runs on --device / --dtype like the metrics
     opts = editor_options(editor_option, device, dtype, False, False)
-    from editlens.cli.edit_commands import spread
     from editlens.runner.shards import parse_shard
 
     part = parse_shard(shard)
@@ -193,24 +187,11 @@ def run_cmd(
                         cache={"default": True, "none": False}.get(cache, cache), command=sys.argv,
                         answers=answers, images=images, release=release, probe=probe,
                         metrics=[m.strip() for m in metrics.split(",") if m.strip()] if metrics else None,
-                        shard=part, where=spread(executor, address, workers, gpus_per_worker))
-    if estimate:
-        if json_out:
-            emit_json(res)
-            return
-        if not res.get("judge_calls"):
-            typer.echo(f"{name} is scored by metrics ({', '.join(res.get('metrics', []))}): no judge calls; "
-                       f"{res['edits_to_score']} edits to score, {res['skipped']} without an output")
-            return
-        probe_note = (f" + {res['probe_calls']} start-up probe request (--no-probe skips it)"
-                      if res.get("probe_calls") else "")
-        typer.echo(f"{res['judge_calls']} judge calls for {res['items']} cases x {res['models']} model(s) "
-                   f"({res['judge_calls_for_found_edits']} for the {res['edits_to_score']} outputs found; "
-                   f"{res['skipped']} missing){probe_note}; about {res['prompt_tokens_approx']:,} prompt tokens "
-                   f"(~{res['image_tokens_per_image_assumed']} per image) and at most "
-                   f"{res['completion_tokens_max']:,} answer tokens; prompts: {res['prompts']['source']}")
+                        shard=part, where=where, report=not no_report, http=http)
+    if res.kind == "estimate":
+        _say_estimate(name, res, json_out)
         return
-    if res.get("generation_stopped"):
+    if res.kind == "generation_stopped":
         from editlens.cli.common import EXIT_SIGNAL_BASE
 
         typer.echo(f"stopped while making the edits ({res['made']} made and kept; nothing judged yet): rerun the "
@@ -221,25 +202,44 @@ def run_cmd(
                         for sec in m["sections"] for fig, cell in sec["overall"]["cells"].items()
                         if cell.get("value") is not None})
         tracker.close()
-    if not no_report:
-        from editlens.reporting.bench_html import write_bench_report
-        from editlens.reporting.html import write_run_report
+    _say_table(res.to_dict(), json_out)
+    _exit_of_table(res.to_dict(), out, allow_failures)
 
-        # the edits themselves (images, each judge answer) are in run/'s own report, linked from the table's
-        res["files"]["run_html"] = str(write_run_report(out / "run", n_boot=n_boot, seed=seed))
-        res["files"]["html"] = str(write_bench_report(res, out / "report.html"))
+
+def _say_estimate(name: str, res: Any, json_out: bool) -> None:
+    if json_out:
+        emit_json(res.to_dict())
+        return
+    if not res.judged:
+        typer.echo(f"{name} is scored by metrics ({', '.join(res.get('metrics', []))}): no judge calls; "
+                   f"{res['edits_to_score']} edits to score, {res['skipped']} without an output")
+        return
+    probe_note = (f" + {res['probe_calls']} start-up probe request (--no-probe skips it)"
+                  if res.get("probe_calls") else "")
+    typer.echo(f"{res['judge_calls']} judge calls for {res['items']} cases x {res['models']} model(s) "
+               f"({res['judge_calls_for_found_edits']} for the {res['edits_to_score']} outputs found; "
+               f"{res['skipped']} missing){probe_note}; about {res['prompt_tokens_approx']:,} prompt tokens "
+               f"(~{res['image_tokens_per_image_assumed']} per image) and at most "
+               f"{res['completion_tokens_max']:,} answer tokens; prompts: {res['prompts']['source']}")
+
+
+def _say_table(res: dict[str, Any], json_out: bool) -> None:
     if json_out:
         emit_json(res)
-    else:
-        from editlens.bench.table import to_text
+        return
+    from editlens.bench.table import to_text
 
-        typer.echo(to_text(res))
-        for note in res.get("notes") or ():
-            typer.echo(f"note: {note}", err=True)
-        if res.get("prompts") and not res["prompts"]["from_clone"]:
-            typer.echo("note: judge prompts are editlens' fallback wording (give --prompts-from CLONE for the "
-                       "official ones); numbers are not comparable to the paper's", err=True)
-        typer.echo("wrote " + ", ".join(res["files"].values()), err=True)
+    typer.echo(to_text(res))
+    for note in res.get("notes") or ():
+        typer.echo(f"note: {note}", err=True)
+    if res.get("prompts") and not res["prompts"]["from_clone"]:
+        typer.echo("note: judge prompts are editlens' fallback wording (give --prompts-from CLONE for the "
+                   "official ones); numbers are not comparable to the paper's", err=True)
+    typer.echo("wrote " + ", ".join(res["files"].values()), err=True)
+
+
+def _exit_of_table(res: dict[str, Any], out: Path, allow_failures: bool) -> None:
+    """Stopped, unreadable outputs, lost requests, nothing readable: said, and the exit status."""
     if res.get("stopped_by"):  # a signal stopped it: finished batches are kept, rerun to go on
         from editlens.cli.common import EXIT_SIGNAL_BASE
 

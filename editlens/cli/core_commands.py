@@ -21,31 +21,21 @@ from editlens.cli.common import (
 from editlens.cli.inputs import EditsOpt, EditsPatternOpt, ImageRootOpt, SplitOpt, read_input
 from editlens.cli.options import (
     AllowFailuresOpt,
-    CacheOpt,
     CalibrationOpt,
     CaptionsOpt,
-    ConcurrencyOpt,
     DeviceOpt,
     DtypeOpt,
     Executor,
+    JudgeBlockOpt,
     JudgeOpt,
     LimitOpt,
-    MinSamplesOpt,
     ModelOpt,
     OptionOpt,
     Orders,
-    RetriesOpt,
-    SamplesOpt,
     ShardOpt,
     SizePolicy,
-    TemperatureOpt,
-    TemplateOpt,
-    TimeoutOpt,
-    VlmModelOpt,
-    VlmOpt,
+    bundles,
     extra_metrics,
-    http_settings,
-    vlm_options,
 )
 from editlens.errors import EditlensError
 
@@ -80,6 +70,7 @@ def metrics_cmd(json_out: bool = typer.Option(False, "--json", help="Machine-rea
 
 @app.command("score")
 @guarded
+@bundles
 def score_cmd(
     source: Path = typer.Option(..., "--source", help="Original image."),
     edited: Path = typer.Option(..., "--edited", help="Edited image."),
@@ -99,17 +90,8 @@ def score_cmd(
     max_pixels: int = typer.Option(178_956_970, "--max-pixels", help="Refuse larger images (decompression bombs)."),
     json_out: bool = typer.Option(False, "--json", help="Print the stable JSON document (schema editlens.score/1)."),
     judge: Optional[str] = JudgeOpt,
-    vlm: Optional[str] = VlmOpt,
-    vlm_model: Optional[str] = VlmModelOpt,
-    cache: str = CacheOpt,
-    template: Optional[List[str]] = TemplateOpt,
+    judging: Any = JudgeBlockOpt,
     captions: bool = CaptionsOpt,
-    samples: int = SamplesOpt,
-    temperature: float = TemperatureOpt,
-    min_samples: Optional[int] = MinSamplesOpt,
-    timeout: Optional[float] = TimeoutOpt,
-    max_retries: Optional[int] = RetriesOpt,
-    concurrency: Optional[int] = ConcurrencyOpt,
     device: str = DeviceOpt,
     dtype: str = DtypeOpt,
     calibration: Optional[Path] = CalibrationOpt,
@@ -117,11 +99,9 @@ def score_cmd(
 ) -> None:
     """Score one edit. Exit status 3 when a score failed (a backend error; --allow-failures: 0)."""
     from editlens.core.images import ImageLoadOptions
+    from editlens.data.validation import parse_boxes
     from editlens.runner.scoring import score_edit
     from editlens.runner.selection import parse_options
-
-    http_settings(timeout, max_retries, concurrency)
-    from editlens.data.validation import parse_boxes
 
     meta: dict[str, Any] = {}
     if boxes:
@@ -137,7 +117,7 @@ def score_cmd(
     report = score_edit(
         str(source), str(edited), instruction, reference=str(reference) if reference else None,
         metrics=split_names(metrics), extra=extra_metrics(judge, captions),
-        vlm=vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype, min_samples=min_samples),
+        vlm=judging.vlm_options(),
         source_caption=source_caption, target_caption=target_caption,
         models=parse_models(model), options=parse_options(option or []),
         image_options=ImageLoadOptions(max_pixels=max_pixels, size_policy=size_policy.value), metadata=meta,
@@ -177,6 +157,7 @@ def _print_scores(report: EditReport) -> None:
 
 @app.command("run")
 @guarded
+@bundles
 def run_cmd(
     manifest: Path = typer.Argument(..., help="Manifest of edits: .jsonl, .csv, .json, parquet/arrow file or folder, "
                                     "or a `datasets` folder (images embedded or as paths)."),
@@ -201,15 +182,9 @@ def run_cmd(
                                               "with --editor, the editor's workers too."),
     gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="GPUs each Ray actor holds (e.g. 1)."),
     judge: Optional[str] = JudgeOpt,
-    vlm: Optional[str] = VlmOpt,
-    vlm_model: Optional[str] = VlmModelOpt,
-    cache: str = CacheOpt,
-    template: Optional[List[str]] = TemplateOpt,
+    judging: Any = JudgeBlockOpt,
     captions: bool = CaptionsOpt,
     dice: bool = typer.Option(False, "--dice", help="Also run DICE (differences + coherence; model-free detector without --vlm)."),
-    samples: int = SamplesOpt,
-    temperature: float = TemperatureOpt,
-    min_samples: Optional[int] = MinSamplesOpt,
     retry_failed: bool = typer.Option(True, "--retry-failed/--no-retry-failed",
                                       help="Rerun: retry results that failed (transport errors, crashes)."),
     retry_unscored: bool = typer.Option(False, "--retry-unscored",
@@ -226,9 +201,6 @@ def run_cmd(
     edits: Optional[Path] = EditsOpt,
     edits_pattern: Optional[str] = EditsPatternOpt,
     image_root: Optional[Path] = ImageRootOpt,
-    timeout: Optional[float] = TimeoutOpt,
-    max_retries: Optional[int] = RetriesOpt,
-    concurrency: Optional[int] = ConcurrencyOpt,
     calibration: Optional[Path] = CalibrationOpt,
     allow_failures: bool = AllowFailuresOpt,
     editor: Optional[str] = typer.Option(None, "--editor", help="Generate the edits first with this editor (see "
@@ -248,7 +220,6 @@ def run_cmd(
     failed`; a rerun retries them; --allow-failures: 0); 2 bad input; 130/143 stopped by Ctrl-C/SIGTERM
     after saving finished batches, the summary and exports.
     """
-    http_settings(timeout, max_retries, concurrency)
     from editlens.core.images import ImageLoadOptions
     from editlens.runner.run import run_evaluation
     from editlens.runner.selection import parse_options, select_metrics
@@ -286,8 +257,7 @@ def run_cmd(
     sel = select_metrics(split_names(metrics), extra=extra_metrics(judge, captions, dice), models=parse_models(model),
                          options=parse_options(option or []), device=device, dtype=dtype,
                          with_reference=any(s.reference is not None for s in report.samples),
-                         vlm=vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype,
-                                         min_samples=min_samples))
+                         vlm=judging.vlm_options(), http=judging.http)
     if not sel.metrics:
         skipped_lines(sel.skipped)
         typer.echo("error: no metric can run", err=True)
@@ -317,17 +287,7 @@ def run_cmd(
         for fmt in export_formats:
             typer.echo(f"exported {export_rows(rows, out / f'results_long.{fmt}', columns=cols)}", err=True)
         store.close()
-    s = result.summary
-    typer.echo(f"{s['samples']} samples: {result.computed} results computed, {result.reused} reused "
-               f"-> {out}/results.jsonl, summary.json, manifest.json")
-    from editlens.core.evidence import not_measured
-
-    for name, c in s["counts"].items():
-        mean = s["means"][name]
-        shown = (f"{mean:.4f}" if mean is not None else "- (no score: information only)" if c.get("info")
-                 else not_measured(0, "no scored result"))
-        typer.echo(f"  {name:<12} scored {c['scored']:>5}  skipped {c['skipped']:>4}  unscored {c['unscored']:>4}  "
-                   f"failed {c['failed']:>4}  info {c.get('info', 0):>4}  mean {shown}")
+    _summary_lines(result, out)
     skipped_lines(sel.skipped)  # after the results: what could not run, one line per reason
     if result.interrupted:
         import signal
@@ -346,6 +306,21 @@ def run_cmd(
                    f"({'--allow-failures given: 0' if allow_failures else '--allow-failures: 0'}).", err=True)
         if not allow_failures:
             raise typer.Exit(EXIT_FAILED)
+
+
+def _summary_lines(result: Any, out: Path) -> None:
+    """``run``'s summary: what was computed and reused, and per evaluator its counts and mean."""
+    from editlens.core.evidence import not_measured
+
+    s = result.summary
+    typer.echo(f"{s['samples']} samples: {result.computed} results computed, {result.reused} reused "
+               f"-> {out}/results.jsonl, summary.json, manifest.json")
+    for name, c in s["counts"].items():
+        mean = s["means"][name]
+        shown = (f"{mean:.4f}" if mean is not None else "- (no score: information only)" if c.get("info")
+                 else not_measured(0, "no scored result"))
+        typer.echo(f"  {name:<12} scored {c['scored']:>5}  skipped {c['skipped']:>4}  unscored {c['unscored']:>4}  "
+                   f"failed {c['failed']:>4}  info {c.get('info', 0):>4}  mean {shown}")
 
 
 def _shard_samples(samples: list, shard: Optional[str], generated: Optional[Path]) -> tuple[list, Optional[dict]]:
@@ -371,6 +346,7 @@ def _shard_samples(samples: list, shard: Optional[str], generated: Optional[Path
 
 @app.command("compare")
 @guarded
+@bundles
 def compare_cmd(
     source: Optional[Path] = typer.Option(None, "--source", help="The original image (a file)."),
     edited_a: Optional[Path] = typer.Option(None, "--edited-a", help="Edit A (a file)."),
@@ -390,18 +366,9 @@ def compare_cmd(
                                "when they agree, else a tie flagged as position bias), forward or reverse."),
     model: Optional[List[str]] = ModelOpt,
     option: Optional[List[str]] = OptionOpt,
-    vlm: Optional[str] = VlmOpt,
-    vlm_model: Optional[str] = VlmModelOpt,
-    cache: str = CacheOpt,
-    template: Optional[List[str]] = TemplateOpt,
-    samples: int = SamplesOpt,
-    temperature: float = TemperatureOpt,
-    min_samples: Optional[int] = MinSamplesOpt,
+    judging: Any = JudgeBlockOpt,
     batch_size: int = typer.Option(8, "--batch-size", min=1, help="With --pairs: pairs (or edits) per batch."),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output (JSON) instead of the table."),
-    timeout: Optional[float] = TimeoutOpt,
-    max_retries: Optional[int] = RetriesOpt,
-    concurrency: Optional[int] = ConcurrencyOpt,
     device: str = DeviceOpt,
     dtype: str = DtypeOpt,
 ) -> None:
@@ -414,7 +381,6 @@ def compare_cmd(
     from editlens.runner import compare as C
     from editlens.runner.selection import parse_options
 
-    http_settings(timeout, max_retries, concurrency)
     single = [source, edited_a, edited_b, instruction]
     if pairs is None:
         if any(v is None for v in single):
@@ -436,13 +402,15 @@ def compare_cmd(
             metric = None
     decider: C.ScoreComparer | C.JudgeComparer
     if metric:
+        from dataclasses import replace
+
+        # point-wise scores take the judge block less --min-samples (as before JudgeSettings)
         decider = C.ScoreComparer(metric, parse_models(model), parse_options(option or []), device, dtype,
-                                  vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype))
+                                  replace(judging, min_samples=None).vlm_options())
     else:
-        if not vlm:
+        if not judging.vlm:
             raise typer.BadParameter("the pairwise judge needs --vlm (or compare by scores with --metric NAME)")
-        opts = vlm_options(vlm, vlm_model, cache, template, device, samples, temperature, dtype,
-                           min_samples=min_samples) or {}
+        opts = judging.vlm_options() or {}
         decider = C.JudgeComparer({**opts, "orders": orders.value, **parse_options(option or []).get("pairwise", {})})
     verdicts = decider.compare(items, batch_size)
     if pairs is None:

@@ -115,14 +115,14 @@ def dice_cmd(
         typer.echo(ctx.get_help())
         typer.echo(f"\nerror: scoring one edit needs {', '.join(missing)}", err=True)
         raise typer.Exit(2)
-    http_settings(timeout, max_retries, concurrency)
+    http = http_settings(timeout, max_retries, concurrency)
     from editlens.core.types import EditSample
     from editlens.dice.drawing import draw_differences
     from editlens.dice.pipeline import DicePipeline
 
     sample = EditSample("edit", str(source), str(edited), instruction).load()
     opts = vlm_options(vlm, vlm_model, cache, template, device=device, samples=samples, temperature=temperature,
-                       dtype=dtype) or {}
+                       dtype=dtype, http=http) or {}
     opts.pop("vlm", None)
     if dice_preset or dice_detector or dice_coherence:  # released-style base + adapter models
         from editlens.dice.released import build_released
@@ -212,7 +212,7 @@ def dice_eval_cmd(gt: Path = typer.Option(..., "--gt", help="Annotated JSONL (DI
                   json_out: bool = typer.Option(False, "--json", help="Machine-readable output (JSON) instead of the table."), timeout: Optional[float] = TimeoutOpt,
                   max_retries: Optional[int] = RetriesOpt, concurrency: Optional[int] = ConcurrencyOpt) -> None:
     """COCO-style AP of DICE's detections (pycocotools), class-agnostic and -aware, coherence AP and accuracy."""
-    http_settings(timeout, max_retries, concurrency)
+    http = http_settings(timeout, max_retries, concurrency)
     from editlens.dice.evaluation import (
         coherence_accuracy,
         evaluate_detection,
@@ -243,7 +243,7 @@ def dice_eval_cmd(gt: Path = typer.Option(..., "--gt", help="Annotated JSONL (DI
             raise typer.Exit(2)
         from editlens.dice.pipeline import DicePipeline
 
-        opts = vlm_options(vlm, vlm_model, cache, template, samples=samples, temperature=temperature) or {}
+        opts = vlm_options(vlm, vlm_model, cache, template, samples=samples, temperature=temperature, http=http) or {}
         opts.pop("vlm", None)
         pipe = DicePipeline(vlm, "mllm", **opts)
         rep["coherence_accuracy"] = coherence_accuracy(rows, judge_ground_truth(rows, pipe, gt.resolve().parent))

@@ -13,16 +13,14 @@ import typer
 
 from editlens.cli.common import EXIT_FAILED, EXIT_SIGNAL_BASE, emit_json, guarded
 from editlens.cli.options import (
-    AddressOpt,
     DeviceOpt,
     DtypeOpt,
     Executor,
-    ExecutorOpt,
-    GpusPerWorkerOpt,
     LimitOpt,
-    RayWorkersOpt,
+    RayBlockOpt,
     ShardOpt,
     TinyEditorFamily,
+    bundles,
 )
 
 app = typer.Typer()
@@ -76,9 +74,10 @@ def _redacted(arg: str) -> str:
 def spread(executor: Executor, address: Optional[str], workers: Optional[int],
            gpus_per_worker: float) -> dict[str, Any]:
     """Where the editor runs (:func:`editlens.runner.edit.open_editor`'s keywords)."""
-    if executor is not Executor.ray and (address or workers or gpus_per_worker):
-        raise typer.BadParameter("--address, --workers and --gpus-per-worker go with --executor ray")
-    return {"executor": executor.value, "address": address, "workers": workers, "gpus_per_worker": gpus_per_worker}
+    from editlens.cli.options import RayBlockOpt
+
+    return RayBlockOpt.build({"executor": executor, "address": address, "workers": workers,
+                              "gpus_per_worker": gpus_per_worker}, {})
 
 
 def run_generation(manifest: Path, editor: str, out: Path, samples: int, seed: int, options: dict[str, Any],
@@ -126,6 +125,7 @@ def exit_for(result: Any, out: Path, allow_failures: bool = False) -> None:
 
 @app.command("edit")
 @guarded
+@bundles
 def edit_cmd(
     manifest: Path = typer.Argument(..., help="Edits to make: a manifest with source and instruction (any format "
                                     "`editlens run` reads; an edited column is not needed), or with --bench a "
@@ -155,10 +155,7 @@ def edit_cmd(
                                         "holds several."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     allow_failures: bool = typer.Option(False, "--allow-failures", help="Exit 0 even when images failed."),
-    executor: Executor = ExecutorOpt,
-    address: Optional[str] = AddressOpt,
-    workers: Optional[int] = RayWorkersOpt,
-    gpus_per_worker: float = GpusPerWorkerOpt,
+    where: Any = RayBlockOpt,
     shard: Optional[str] = ShardOpt,
     limit: Optional[int] = LimitOpt,
 ) -> None:
@@ -169,7 +166,6 @@ def edit_cmd(
     weights; 130/143 stopped by Ctrl-C/SIGTERM (finished images kept).
     """
     options = editor_options(option, device, dtype, cpu_offload, attention_slicing)
-    where = spread(executor, address, workers, gpus_per_worker)
     if bench is None:
         if split is not None:
             raise typer.BadParameter("--split goes with --bench")

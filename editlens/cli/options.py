@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import Enum, StrEnum
-from typing import Any
+from typing import Any, List, Optional
 
 import typer
 
@@ -105,34 +105,118 @@ CalibrationOpt = typer.Option(None, "--calibration", help="Calibration file (fro
                               "'calibrated', the probability that people rate the edit good, to each mapped score's details.")
 
 
-def http_settings(timeout: float | None, max_retries: int | None, concurrency: int | None) -> None:
-    """Apply --timeout/--max-retries/--concurrency to the HTTP backends this command creates."""
-    from editlens.backends.factory import HTTP_BUILTIN, set_http_defaults
+def http_settings(timeout: float | None, max_retries: int | None, concurrency: int | None) -> Any:
+    """--timeout/--max-retries/--concurrency as the :class:`~editlens.backends.factory.HttpSettings` a command
+    passes down (in its :class:`~editlens.runner.judge_settings.JudgeSettings`); a bad value is a usage error."""
+    from editlens.backends.factory import HttpSettings
 
-    set_http_defaults(timeout=HTTP_BUILTIN["timeout"] if timeout is None else timeout,
-                      max_retries=HTTP_BUILTIN["max_retries"] if max_retries is None else max_retries,
-                      concurrency=HTTP_BUILTIN["concurrency"] if concurrency is None else concurrency)
+    try:
+        return HttpSettings.of(timeout, max_retries, concurrency)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+def judge_settings(vlm: str | None, vlm_model: str | None = None, cache: str = "default",
+                   template: Sequence[str] | None = None, device: str = "auto", samples: int = 1,
+                   temperature: float = 0.0, dtype: str = "auto", min_samples: int | None = None,
+                   timeout: float | None = None, max_retries: int | None = None,
+                   concurrency: int | None = None) -> Any:
+    """The judge block of a command's options as one :class:`~editlens.runner.judge_settings.JudgeSettings`
+    (bad sampling settings refused first, before any model loads)."""
+    from editlens.judges.ensemble import check_sampling
+    from editlens.runner.judge_settings import JudgeSettings
+
+    check_sampling(samples, temperature, min_samples)
+    templates = parse_models(template, "--template", "NAME=PATH (e.g. viescore_sc=my_prompt.txt)") if vlm else {}
+    return JudgeSettings(vlm, vlm_model, cache, templates, samples, temperature, min_samples, device, dtype,
+                         http_settings(timeout, max_retries, concurrency))
 
 
 def vlm_options(vlm: str | None, vlm_model: str | None, cache: str, template: Sequence[str] | None,
                 device: str = "auto", samples: int = 1, temperature: float = 0.0, dtype: str = "auto",
-                min_samples: int | None = None) -> dict[str, Any] | None:
-    from editlens.judges.ensemble import check_sampling
+                min_samples: int | None = None, http: Any = None) -> dict[str, Any] | None:
+    """The options of VLM evaluators (:meth:`JudgeSettings.vlm_options`); ``http``: the command's
+    :func:`http_settings` (``None``: the built-in values)."""
+    from dataclasses import replace
 
-    check_sampling(samples, temperature, min_samples)  # a clear error before any model loads
-    if not vlm:
-        return None
-    templates = parse_models(template, "--template", "NAME=PATH (e.g. viescore_sc=my_prompt.txt)")
-    from editlens.runner.checks import check_templates
+    settings = judge_settings(vlm, vlm_model, cache, template, device, samples, temperature, dtype, min_samples)
+    return (replace(settings, http=http) if http is not None else settings).vlm_options()
 
-    check_templates(templates)  # before any model loads
-    opts: dict[str, Any] = {"vlm": vlm, "vlm_model": vlm_model, "device": device, "dtype": dtype,
-                            "templates": templates, "cache": {"default": True, "none": False}.get(cache, cache)}
-    if samples > 1 or temperature > 0:  # only then, so settings (and cached rows) of greedy runs stay as they were
-        opts.update(samples=samples, temperature=temperature)
-        if min_samples is not None:
-            opts["min_samples"] = min_samples
-    return opts
+
+class OptionBundle:
+    """Options several commands declare alike, declared once: a command names one parameter with a bundle as
+    its default (``judging: Any = JudgeBlockOpt``) and :func:`bundles` puts the bundle's options in that
+    place of its signature (and of ``--help``); the command receives what ``build(values, kwargs)`` makes of
+    them (``kwargs``: the command's other options, e.g. ``--device``)."""
+
+    def __init__(self, params: list[tuple[str, Any, Any]], build: Any) -> None:
+        self.params, self.build = params, build
+
+
+def bundles(fn: Any) -> Any:
+    """Expand every :class:`OptionBundle` parameter of a command into its options (see there)."""
+    import functools
+    import inspect
+
+    sig = inspect.signature(fn)
+    params: list[inspect.Parameter] = []
+    found: dict[str, OptionBundle] = {}
+    for p in sig.parameters.values():
+        if isinstance(p.default, OptionBundle):
+            found[p.name] = p.default
+            params += [inspect.Parameter(n, p.kind, default=opt, annotation=ann) for n, ann, opt in p.default.params]
+        else:
+            params.append(p)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        values = {name: {n: kwargs.pop(n) for n, _, _ in b.params} for name, b in found.items()}
+        for name, b in found.items():
+            kwargs[name] = b.build(values[name], kwargs)
+        return fn(*args, **kwargs)
+
+    wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    hints = {k: v for k, v in getattr(fn, "__annotations__", {}).items() if k not in found}
+    wrapper.__annotations__ = {**hints, **{n: ann for b in found.values() for n, ann, _ in b.params}}
+    return wrapper
+
+
+def _judge(v: dict[str, Any], kwargs: dict[str, Any]) -> Any:
+    return judge_settings(join_vlms(v["vlm"]) if isinstance(v["vlm"], list) else v["vlm"], v["vlm_model"], v["cache"],
+                          v["template"], kwargs.get("device", "auto"), v["samples"], v["temperature"],
+                          kwargs.get("dtype", "auto"), v["min_samples"], v["timeout"], v["max_retries"],
+                          v["concurrency"])
+
+
+def judge_bundle(vlms: bool = False) -> OptionBundle:
+    """The judge block: ``--vlm`` (repeatable engine URLs with ``vlms``), ``--vlm-model``, ``--cache``,
+    ``--template``, ``--samples``, ``--temperature``, ``--min-samples``, ``--timeout``, ``--max-retries``,
+    ``--concurrency``, received as one :class:`~editlens.runner.judge_settings.JudgeSettings` (with the
+    command's ``--device`` and ``--dtype``)."""
+    return OptionBundle([
+        ("vlm", Optional[List[str]], VlmsOpt) if vlms else ("vlm", Optional[str], VlmOpt),
+        ("vlm_model", Optional[str], VlmModelOpt), ("cache", str, CacheOpt),
+        ("template", Optional[List[str]], TemplateOpt), ("samples", int, SamplesOpt),
+        ("temperature", float, TemperatureOpt), ("min_samples", Optional[int], MinSamplesOpt),
+        ("timeout", Optional[float], TimeoutOpt), ("max_retries", Optional[int], RetriesOpt),
+        ("concurrency", Optional[int], ConcurrencyOpt)], _judge)
+
+
+JudgeBlockOpt: Any = judge_bundle()
+
+
+def _where(v: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    if v["executor"] is not Executor.ray and (v["address"] or v["workers"] or v["gpus_per_worker"]):
+        raise typer.BadParameter("--address, --workers and --gpus-per-worker go with --executor ray")
+    return {"executor": v["executor"].value, "address": v["address"], "workers": v["workers"],
+            "gpus_per_worker": v["gpus_per_worker"]}
+
+
+#: the Ray block (``--executor``, ``--address``, ``--workers``, ``--gpus-per-worker``): where the editor runs,
+#: received as :func:`editlens.runner.edit.open_editor`'s keywords
+RayBlockOpt: Any = OptionBundle([("executor", Executor, ExecutorOpt), ("address", Optional[str], AddressOpt),
+                                 ("workers", Optional[int], RayWorkersOpt),
+                                 ("gpus_per_worker", float, GpusPerWorkerOpt)], _where)
 
 
 #: ``--limit N``: a quick look at the first N edits (run, edit, best-of-n) or sources (arena)

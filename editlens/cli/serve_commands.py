@@ -11,7 +11,7 @@ from typing import List, Optional
 import typer
 
 from editlens.cli.common import guarded, parse_models, split_names
-from editlens.cli.options import DeviceOpt, DtypeOpt, ModelOpt, TinyVlmFamily
+from editlens.cli.options import DeviceOpt, DtypeOpt, ModelOpt, TinyVlmFamily, judge_settings
 
 app = typer.Typer()
 
@@ -91,9 +91,8 @@ def serve_cmd(
                                                  "for pipelines and CI; marked in every result and table)."),
 ) -> None:
     """Serve a local VLM over an OpenAI-compatible /v1/chat/completions API (and /v1/score with --score)."""
-    from editlens.backends.local import TransformersBackend
-    from editlens.backends.server import ServeLimits, build_app
-    from editlens.backends.serving import serve_app
+    from editlens.backends.serving import ServeSettings
+    from editlens.runner.serve import build_server, serve
 
     _positive(max_image_mb, "--max-image-mb")
     _positive(request_timeout, "--request-timeout")
@@ -107,106 +106,36 @@ def serve_cmd(
         vlm = sj.write_folder(Path(_scripted_home()) / f"seed-{scripted_judge}", scripted_judge).parent.as_posix()
         name = name or sj.MODEL_ID
         typer.echo(f"warning: {sj.WARNING}", err=True)
-    if not vlm and not score:
-        typer.echo("error: give --vlm (a local model to serve) and/or --score (evaluators for /v1/score)", err=True)
-        raise typer.Exit(2)
-    engine = bool(vlm) and vlm.startswith(("http://", "https://"))  # type: ignore[union-attr]
-    if engine and not score:
-        typer.echo(f"error: editlens serve loads a local model (--vlm HUB_ID_OR_DIR); {vlm} is already a server: "
-                   "pass it as --vlm to score, run or compare instead", err=True)
-        raise typer.Exit(2)
-    imitated = None
-    if imitate is not None:
-        from editlens.backends.imitation import imitation
-
-        if imitate not in ("vllm", "sglang"):
-            raise typer.BadParameter(f"must be vllm or sglang, got {imitate!r}", param_hint="--imitate")
-        imitated = imitation(imitate, deterministic=deterministic_inference, max_logprobs=max_logprobs)
+    if imitate is not None and imitate not in ("vllm", "sglang"):
+        raise typer.BadParameter(f"must be vllm or sglang, got {imitate!r}", param_hint="--imitate")
     key = None
     if api_key_env:
         key = os.environ.get(api_key_env)
         if not key:
             typer.echo(f"error: --api-key-env {api_key_env} is set but ${api_key_env} is empty", err=True)
             raise typer.Exit(2)
-    context = _context_of(vlm) if vlm and not engine else None
-    # defaults that fit the model: a tiny model's context is far below 8192 + 2048 positions
-    max_tokens = max_tokens or (min(2048, max(1, context // 4)) if context else 2048)
-    max_prompt_tokens = max_prompt_tokens or (min(8192, max(1, context - max_tokens)) if context else 8192)
-    limits = ServeLimits(max_tokens=max_tokens, max_n=max_n, request_timeout=request_timeout,
-                         max_image_bytes=max(1, int(max_image_mb * 1024 * 1024)), max_image_pixels=max_image_pixels,
-                         max_prompt_tokens=max_prompt_tokens, read_timeout=read_timeout,
-                         max_aspect_ratio=max_aspect_ratio)
-    routers, served = [], {}
-    adapters = parse_models(adapter, "--adapter", "NAME=DIR (a LoRA adapter folder)") if adapter else {}
-    if adapters and (not vlm or engine):
-        typer.echo("error: --adapter serves a LoRA adapter of the local --vlm model; give --vlm DIR", err=True)
-        raise typer.Exit(2)
-    if score:  # POST /v1/score with registered evaluators (adiee, editscore, yes_no...), for RL trainers
-        from editlens.cli.options import vlm_options
-        from editlens.runner.score_server import score_router
-        from editlens.runner.selection import parse_options, select_metrics
+    settings = ServeSettings(
+        vlm=vlm, name=name, host=host, port=port, api_key=key, max_image_mb=max_image_mb,
+        max_image_pixels=max_image_pixels, max_batch=max_batch, max_tokens=max_tokens, max_n=max_n,
+        max_prompt_tokens=max_prompt_tokens, prefill_tokens=prefill_tokens, max_aspect_ratio=max_aspect_ratio,
+        request_timeout=request_timeout, read_timeout=read_timeout, slice_ms=slice_ms, access_log=access_log,
+        device=device, dtype=dtype, merge_adapters=merge_adapters, max_images_per_prompt=max_images_per_prompt,
+        adapters=parse_models(adapter, "--adapter", "NAME=DIR (a LoRA adapter folder)") if adapter else {},
+        imitate=imitate, deterministic_inference=deterministic_inference, max_logprobs=max_logprobs)
+    from editlens.runner.selection import parse_options
 
-        # judges (yes_no, viescore, ...) ask --vlm: the model served here, or an engine's URL
-        sel = select_metrics(split_names(score), models=parse_models(model), options=parse_options(option or []),
-                             device=device, dtype=dtype,
-                             vlm=vlm_options(vlm, vlm_model, cache, template, device, dtype=dtype) if vlm else None)
-        served = {m.name: m for m in sel.metrics}
-        for m in sel.metrics:  # load now: the first request must not wait for a model to load
-            getattr(m, "describe", lambda: None)()
-        routers.append(score_router(served, limits=limits))
-    if vlm and not engine:
-        from editlens.models.loader import load_model
-
-        # the pooled model: --score judges on the same --vlm share it
-        backend = load_model(vlm, kind="vlm", device=device, dtype=dtype, batch_size=max_batch)
-        config = getattr(getattr(backend, "model", None), "config", None)
-        text_config = config.get_text_config() if config is not None and hasattr(config, "get_text_config") else config
-        context = getattr(text_config, "max_position_embeddings", None)
-        if isinstance(context, int) and max_prompt_tokens + max_tokens > context:
-            typer.echo(f"note: --max-prompt-tokens {max_prompt_tokens} plus --max-tokens {max_tokens} is over this "
-                       f"model's context of {context} positions: longer requests are answered from positions it "
-                       "was not trained on", err=True)
-        served_adapters = {}
-        for adapter_name, folder in adapters.items():
-            from editlens.backends.engine_api import load_adapter
-
-            fresh = TransformersBackend(vlm, device=device, dtype=dtype, batch_size=max_batch)
-            served_adapters[adapter_name] = load_adapter(fresh, folder, adapter_name, merge=merge_adapters)
-        from editlens.backends.scheduler import default_prefill_tokens
-
-        app_ = build_app(backend, name or vlm, api_key=key, max_batch=max_batch, limits=limits, routers=routers,
-                         slice_ms=slice_ms, adapters=served_adapters, max_images=max_images_per_prompt,
-                         prefill_tokens=prefill_tokens or default_prefill_tokens(getattr(backend, "device", "cpu")),
-                         imitate=imitated)
-        what = name or vlm
-        if imitated is not None:
-            what += f", answering as {imitated.engine}"
-        if served_adapters:
-            what += f" (adapters: {', '.join(served_adapters)})"
-    else:
-        from editlens.runner.score_server import score_app
-
-        app_ = score_app(served, api_key=key, limits=limits)
-        what = f"/v1/score ({', '.join(served)})"
-    serve_app(app_, host, port, banner=lambda url: f"serving {what} at {url}"
-              + (" (API key required)" if key else ""), access_log=access_log)
+    # judges (yes_no, viescore, ...) ask --vlm: the model served here, or an engine's URL
+    server = build_server(settings, split_names(score) if score else None, models=parse_models(model),
+                          options=parse_options(option or []),
+                          judge=judge_settings(vlm, vlm_model, cache, template, device, dtype=dtype))
+    serve(server, settings)
 
 
 def _context_of(vlm: str) -> int | None:
-    """The positions a local model was built for (``max_position_embeddings`` of its text config), from its
-    ``config.json`` alone (no weights loaded); ``None`` when it does not say."""
-    import json
+    """The positions a local model was built for (:func:`editlens.backends.serving.context_of`)."""
+    from editlens.backends.serving import context_of
 
-    cfg = Path(vlm).expanduser() / "config.json"
-    try:
-        data = json.loads(cfg.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    for part in (data.get("text_config") or {}, data):
-        value = part.get("max_position_embeddings") if isinstance(part, dict) else None
-        if isinstance(value, int) and value > 0:
-            return value
-    return None
+    return context_of(vlm)
 
 
 def _scripted_home() -> str:

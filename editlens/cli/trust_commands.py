@@ -131,14 +131,14 @@ def probe_cmd(
         raise typer.BadParameter(f"--by must be edit_type, got {by!r}")
     names = parse_controls(controls)
     output_dir(out)
-    http_settings(timeout, max_retries, concurrency)
+    http = http_settings(timeout, max_retries, concurrency)
     rep, inputs = read_input(manifest, skip_invalid=skip_invalid, columns=columns, encoding=encoding, split=split,
                              edits=edits, edits_pattern=edits_pattern, image_root=image_root)
     require_samples(rep, manifest)
     sel = select_metrics(split_names(metrics), extra=extra_metrics(judge), models=parse_models(model),
                          options=parse_options(option or []), device=device, dtype=dtype,
                          with_reference=any(s.reference is not None for s in rep.samples),
-                         vlm=vlm_options(vlm, vlm_model, cache, template, device, dtype=dtype))
+                         vlm=vlm_options(vlm, vlm_model, cache, template, device, dtype=dtype, http=http))
     for name, reason in sel.skipped:
         typer.echo(f"metric {name} skipped: {reason}", err=True)
     if not sel.metrics:
@@ -319,7 +319,7 @@ def edit_types_cmd(
     from editlens.data.edit_types import COLUMN, edit_type_label, edit_type_of, edit_types
     from editlens.data.manifest import read_manifest, write_manifest
 
-    http_settings(timeout, max_retries, concurrency)
+    http = http_settings(timeout, max_retries, concurrency)
     rep = read_manifest(manifest, skip_invalid=skip_invalid, columns=columns, encoding=encoding, check_files=False)
     for line, reason in rep.problems:
         typer.echo(f"skipped {manifest}:{line}: {reason}", err=True)
@@ -332,8 +332,9 @@ def edit_types_cmd(
         from editlens.judges.templates import load_template
         from editlens.trust.edit_type_judge import judge_edit_types
 
-        opts = vlm_options(vlm, vlm_model, cache, template, device, dtype=dtype) or {}
-        backend = create_backend(vlm, device=device, dtype=dtype, cache=opts["cache"], http_model=vlm_model)
+        opts = vlm_options(vlm, vlm_model, cache, template, device, dtype=dtype, http=http) or {}
+        backend = create_backend(vlm, device=device, dtype=dtype, cache=opts["cache"], http_model=vlm_model,
+                                 http=http)
         ask = [s for s in rep.samples if decided[s.id]["by"] == "rules"]  # a manifest column is kept as given
         answers = judge_edit_types([s.instruction for s in ask], backend,
                                    load_template("edit_type", opts.get("templates")))

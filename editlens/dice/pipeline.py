@@ -42,7 +42,8 @@ class DicePipeline:
     def __init__(self, vlm: str | None = None, detector: str = "auto", vlm_model: str | None = None,
                  device: str = "auto", dtype: str = "auto", cache: bool | str = True,
                  templates: dict[str, str] | None = None, batch_size: int = 8, boxes: str = "auto",
-                 samples: int = 1, temperature: float = 0.0, seed: int = 0, min_samples: int | None = None) -> None:
+                 samples: int = 1, temperature: float = 0.0, seed: int = 0, min_samples: int | None = None,
+                 http: Any = None) -> None:
         from editlens.judges.ensemble import check_sampling
 
         check_sampling(samples, temperature, min_samples)
@@ -57,7 +58,7 @@ class DicePipeline:
 
             raise ModelUnavailableError("the MLLM detector needs --vlm; without one use detector=changemap")
         self.vlm, self.vlm_model, self.device, self.dtype, self.cache = vlm, vlm_model, device, dtype, cache
-        self.batch_size = batch_size
+        self.batch_size, self.http = batch_size, http  # http: how an engine's answers are fetched
         self.detector_name = ("mllm" if vlm else "changemap") if detector == "auto" else detector
         self.templates = {n: load_template(n, templates) for n in ("dice_detect", "dice_coherence")}
         self._backend: Any = None
@@ -68,7 +69,7 @@ class DicePipeline:
             from editlens.backends.factory import create_backend
 
             self._backend = create_backend(self.vlm, device=self.device, dtype=self.dtype, cache=self.cache,
-                                           http_model=self.vlm_model, batch_size=self.batch_size)
+                                           http_model=self.vlm_model, batch_size=self.batch_size, http=self.http)
         return self._backend
 
     def key(self) -> tuple:
@@ -122,16 +123,16 @@ class DicePipeline:
 
 class DiceEvaluator(Metric):
     def __init__(self, vlm: str | None = None, detector: str = "auto", device: str = "auto", dtype: str = "auto",
-                 models: dict[str, str] | None = None, **kw: Any) -> None:
+                 models: dict[str, str] | None = None, http: Any = None, **kw: Any) -> None:
         from editlens.dice.released import RELEASED_OPTIONS, released_from_options
 
         if any(kw.get(k) for k in RELEASED_OPTIONS):  # --option dice.dice_preset=... : released-style models
             self.pipeline: DicePipeline | ReleasedDice = released_from_options({**kw, "device": device,
-                                                                                "dtype": dtype})
+                                                                                "dtype": dtype, "http": http})
             return
         for k in RELEASED_OPTIONS:
             kw.pop(k, None)
-        self.pipeline = DicePipeline(vlm, detector, device=device, dtype=dtype, **kw)
+        self.pipeline = DicePipeline(vlm, detector, device=device, dtype=dtype, http=http, **kw)
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "dice": self.pipeline.describe(), "size_policy": self.size_policy()}
@@ -203,12 +204,12 @@ class _DiceMasked(EncoderModelOptions, Metric):
     patch_coherent: bool
 
     def __init__(self, vlm: str | None = None, detector: str = "auto", model: str | None = None, device: str = "auto",
-                 dtype: str = "auto", models: dict[str, str] | None = None, **kw: Any) -> None:
+                 dtype: str = "auto", models: dict[str, str] | None = None, http: Any = None, **kw: Any) -> None:
         from editlens.dice.released import RELEASED_OPTIONS, released_from_options
 
         self._init_model(model, device, dtype, models)
         if any(kw.get(k) for k in RELEASED_OPTIONS):  # DICE's own models (released preset or trained here)
-            self.pipeline: Any = released_from_options({**kw, "device": device, "dtype": dtype})
+            self.pipeline: Any = released_from_options({**kw, "device": device, "dtype": dtype, "http": http})
             return
         for k in RELEASED_OPTIONS:
             kw.pop(k, None)
@@ -219,7 +220,7 @@ class _DiceMasked(EncoderModelOptions, Metric):
                 "DICE-masked CLIP needs coherence verdicts: pass --vlm (a prompted judge), or DICE's own models with "
                 f"--option {self.spec_name}.dice_preset=PRESET (or .dice_detector=BASE+ADAPTER and "
                 ".dice_coherence=BASE+ADAPTER)")
-        self.pipeline = DicePipeline(vlm, detector, device=device, dtype=dtype, **kw)
+        self.pipeline = DicePipeline(vlm, detector, device=device, dtype=dtype, http=http, **kw)
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "model": self.model_describe(), "dice": self.pipeline.describe()}

@@ -404,9 +404,9 @@ class ReleasedDice:
 
     def __init__(self, preset: Preset, prompts: PromptSet | None = None, device: str = "auto",
                  quantization: str = "auto", dtype: str = "auto", engine: str | None = None,
-                 served: dict[str, str | None] | None = None) -> None:
+                 served: dict[str, str | None] | None = None, http: Any = None) -> None:
         if engine:  # both stages on an inference engine (editlens.dice.released_engine)
-            self._engine_stages(preset, prompts, engine, served or {})
+            self._engine_stages(preset, prompts, engine, served or {}, http)
             return
         if preset.detector is None:
             raise InputError("released DICE needs a detector: --dice-detector BASE[+ADAPTER] or a preset with one")
@@ -424,7 +424,7 @@ class ReleasedDice:
                           if preset.coherence else None)
 
     def _engine_stages(self, preset: Preset, prompts: PromptSet | None, engine: str,
-                       served: dict[str, str | None]) -> None:
+                       served: dict[str, str | None], http: Any = None) -> None:
         from editlens.dice.released_engine import DEFAULT_SERVED, EngineModel
 
         names = {**DEFAULT_SERVED, **{k: v for k, v in served.items() if v}}
@@ -434,7 +434,7 @@ class ReleasedDice:
             # NAME, or NAME@URL for a stage on another engine (the released detector's base is its own model)
             name, _, url = str(names[role]).partition("@")
             return EngineModel(url or engine, name, role, getattr(preset, f"{role}_generation").max_new_tokens,
-                               "--option dice.engine")
+                               "--option dice.engine", http=http)
 
         self.detector = stage("detector")
         self.coherence = None if str(names["coherence"]).lower() == "none" else stage("coherence")
@@ -633,7 +633,7 @@ def build_released(preset: str | None = None, detector: str | None = None, coher
                    quantization: str = "auto", dtype: str = "auto", confidence: str | None = None,
                    engine: str | None = None, served: dict[str, str | None] | None = None,
                    coherence_inputs: str | None = None, answer_reading: str | None = None,
-                   processor: str | None = None) -> ReleasedDice:
+                   processor: str | None = None, http: Any = None) -> ReleasedDice:
     """The CLI's entry: a preset (name or file) with the given parts replaced."""
     from editlens.dice.prompt_sets import load_official_prompts
 
@@ -667,7 +667,7 @@ def build_released(preset: str | None = None, detector: str | None = None, coher
         p = replace(p, processor=processor)
     prompts = prompts or p.prompts
     return ReleasedDice(p, load_official_prompts(prompts) if prompts else None, device, quantization, dtype,
-                        engine, served)
+                        engine, served, http)
 
 
 #: ``--option dice.KEY=VALUE`` keys that make the ``dice`` evaluator run released-style models
@@ -687,7 +687,7 @@ def released_from_options(options: dict[str, Any]) -> ReleasedDice:
                           options.get("dice_confidence"), options.get("engine"),
                           {"detector": options.get("engine_detector"), "coherence": options.get("engine_coherence")},
                           options.get("dice_coherence_inputs"), options.get("dice_answer_reading"),
-                          options.get("dice_processor"))
+                          options.get("dice_processor"), http=options.get("http"))
 
 
 def load_dice(ref: Any, precision: Any, quantization: str, models: dict[str, str], **recipe: Any) -> ReleasedDice:

@@ -39,7 +39,8 @@ class EngineModel:
 
     quantized = False
 
-    def __init__(self, url: str, served_model: str, role: str, max_new_tokens: int, option: str) -> None:
+    def __init__(self, url: str, served_model: str, role: str, max_new_tokens: int, option: str,
+                 http: Any = None) -> None:
         from editlens.backends.factory import create_backend
 
         self.role, self.option = role, option
@@ -49,7 +50,7 @@ class EngineModel:
         self.backend = create_backend(url, cache=False, http_model=served_model,
                                       model_option=f"{option}_{role} (the served name of the {role} adapter)",
                                       needs=EngineNeeds(2, True, max_new_tokens), who=f"DICE {role}",
-                                      engine_option=option)
+                                      engine_option=option, http=http)
         self._variants: dict[tuple[str, ...], list[dict[str, tuple[int, str]]]] = {}
         self.dialect = getattr(_raw(self.backend), "dialect", None)
         #: the engine returns log-probabilities after its penalties (SGLang)

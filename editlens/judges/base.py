@@ -46,7 +46,7 @@ class VLMJudge(Metric):
                  dtype: str = "auto", cache: bool | str = True, templates: dict[str, str] | None = None,
                  max_new_tokens: int = 256, batch_size: int = 8, models: dict[str, str] | None = None,
                  samples: int = 1, temperature: float = 0.0, seed: int = 0, min_samples: int | None = None,
-                 engine: str | None = None) -> None:
+                 engine: str | None = None, http: Any = None) -> None:
         check_sampling(samples, temperature, min_samples)
         vlm = engine or vlm  # --option NAME.engine=URL: this judge on its own engine, whatever --vlm says
         self.samples, self.temperature, self.seed = int(samples), float(temperature), int(seed)
@@ -58,6 +58,7 @@ class VLMJudge(Metric):
         self.cache, self.batch_size, self.models = cache, batch_size, models
         self.max_new_tokens = max_new_tokens
         self.templates: dict[str, Template] = {n: load_template(n, templates) for n in self.template_names}
+        self.http = http  # how an engine's answers are fetched (backends.factory.HttpSettings; None: built in)
         self._backend: Any = None
 
     @property
@@ -70,7 +71,7 @@ class VLMJudge(Metric):
                                            cache=self.cache, http_model=self.vlm_model, models=self.models,
                                            needs=EngineNeeds(self.images_per_prompt, False, self.max_new_tokens)
                                            if self.probe_engine else None,
-                                           who=f"judge {self.name!r}")
+                                           who=f"judge {self.name!r}", http=self.http)
         return self._backend
 
     def describe(self) -> dict[str, Any]:

@@ -74,3 +74,17 @@ def render_bench_report(table: Mapping[str, Any]) -> str:
 
 def write_bench_report(table: Mapping[str, Any], path: str | Path) -> Path:
     return write_page(path, render_bench_report(table))
+
+
+def write_bench_html(table: Mapping[str, Any], root: str | Path) -> dict[str, Path]:
+    """A bench folder's HTML: the edits' own report (``run/report.html``: every image and judge answer,
+    with the table's bootstrap) and ``report.html`` linking it; returns ``{"run_html": ..., "html": ...}``.
+    Called by :func:`editlens.runner.bench_results.write_bench_folder`, the one writer of a bench folder."""
+    from editlens.reporting.html import write_run_report
+
+    root = Path(root)
+    boot = table.get("bootstrap") or {}
+    run_html = write_run_report(root / "run", n_boot=boot.get("n", 1000), seed=boot.get("seed", 0))
+    files = {**(table.get("files") or {}), "run_html": str(run_html)}
+    html = write_bench_report({**table, "files": files}, root / "report.html")
+    return {"run_html": run_html, "html": html}

@@ -541,7 +541,7 @@ class EditScoreEvaluator(Metric):
                  pq_images: str = "edited", quantization: str = "none", batch_size: int = 8, cache: Any = True,
                  device: str = "auto", dtype: str = "auto", models: dict[str, str] | None = None,
                  engine: str | None = None, served_model: str = "editscore", family: str | None = None,
-                 seeding: str = "batched", answer_reading: str = "strict") -> None:
+                 seeding: str = "batched", answer_reading: str = "strict", http: Any = None) -> None:
         from editlens.judges.ensemble import check_sampling
         from editlens.models.quant import normalise_choice
 
@@ -555,6 +555,7 @@ class EditScoreEvaluator(Metric):
         if not 0 < float(top_p) <= 1 or int(top_k) < 0:
             raise ValueError(f"editscore: top_p must be in (0, 1] and top_k >= 0, got {top_p}, {top_k}")
         self.model_ref = str(model) if model else "editscore"
+        self.http = http  # how the engine's answers are fetched (backends.factory.HttpSettings; None: built in)
         self.base = base
         self.scale, self.samples, self.temperature = int(scale), int(samples), float(temperature)
         self.top_p, self.top_k, self.seed = float(top_p), int(top_k), int(seed)
@@ -616,7 +617,7 @@ class EditScoreEvaluator(Metric):
         be = create_backend(engine, cache=self._cache_opt, http_model=self.served_model,
                             model_option="--option editscore.served_model",
                             needs=EngineNeeds(images, False, self.max_new_tokens), who="editscore",
-                            engine_option="--option editscore.engine")
+                            engine_option="--option editscore.engine", http=self.http)
         raw = getattr(be, "backend", be)
         entry: dict[str, Any] = next((m for m in raw.models_answer if m.get("id") == raw.model_id), {})
         family = self.family

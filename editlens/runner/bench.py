@@ -14,17 +14,17 @@ paper does, through ``editlens run``'s resumable store.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from editlens.bench.base import BenchItem, Benchmark
 from editlens.bench.table import comparison
-from editlens.core.io import atomic_write
 from editlens.core.types import EditSample
 from editlens.data.edit_folders import edit_folder_outputs, is_edit_folder
 from editlens.errors import InputError
+from editlens.runner.bench_results import BenchEstimate, BenchResult, BenchTable, GenerationStopped, write_bench_folder
+from editlens.runner.bench_results import write_tables as write_tables  # its old import path (runs merge)
 
 #: what an editor's output file may be (a file with another suffix is not taken for an output)
 OUTPUT_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
@@ -381,20 +381,23 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
                   command: list[str] | None = None, answers: str = "release", images: str = "release",
                   release: str | None = None, metrics: Sequence[str] | None = None,
                   probe: bool = True, shard: Any = None,
-                  where: dict[str, Any] | None = None) -> dict[str, Any]:
+                  where: dict[str, Any] | None = None, report: bool = True, http: Any = None) -> BenchResult:
     """Score the outputs under ``edits`` (or made by ``editors``, ``--editor`` specs) on
     benchmark ``name`` (files at ``data``) into ``out``.
 
     ``answers`` (``release``/``strict``) is how judge answers are read, ``images`` (``release``/``editlens``)
     how images are sent, ``release`` which version of the owner's scoring script the protocol follows
     (``spec.releases``), ``metrics`` the part of a metric suite to compute (its metric names or paper
-    columns), ``probe=False`` skips the judge engine's start-up capability probe.
+    columns), ``probe=False`` skips the judge engine's start-up capability probe, ``http`` (an
+    :class:`~editlens.backends.factory.HttpSettings`) how the judge's requests to an engine are fetched.
 
-    Returns the table (``table.json``'s content) with ``"exit"``: 0 when every
-    found output was scored or unscored, 1 when some failed (rerun to retry), 2 when
-    the only failures are outputs that cannot be read as images (``"unreadable"``
-    lists them: a rerun cannot fix those), and ``"files"``; with ``estimate_only``
-    the judge-call estimate and nothing run.
+    Returns a :class:`~editlens.runner.bench_results.BenchTable` (the table, ``table.json``'s content, with
+    ``exit``: 0 when every found output was scored or unscored, 1 when some failed (rerun to retry), 2 when
+    the only failures are outputs that cannot be read as images (``unreadable`` lists them: a rerun cannot
+    fix those), and the ``files`` of the bench folder, written by
+    :func:`~editlens.runner.bench_results.write_bench_folder`: ``report=False`` leaves out the HTML); with
+    ``estimate_only`` a :class:`~editlens.runner.bench_results.BenchEstimate` and nothing run; when a signal
+    stops the editors, a :class:`~editlens.runner.bench_results.GenerationStopped`.
 
     ``shard`` (``"I/N"``): only the cases of that shard (:func:`shard_items`); ``OUT/shard.json``
     says which, and ``editlens runs merge`` joins the shards' folders and writes the table of all.
@@ -416,7 +419,6 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
         raise InputError(f"--shard {shard}: none of the {len(all_items)} cases falls in this shard; use fewer shards")
     if (edits is None) == (not editors):
         raise InputError("give --edits DIR (outputs made already, DIR/<model>/...) or --editor SPEC (make them now)")
-    items_by_id = {it.id: it for it in items}
     prompts = None
     if not suite:
         from editlens.bench.prompts import load_prompts
@@ -433,44 +435,18 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
         located, editor_records = generate(items, editors, Path(out), seed=seed, editor_options=editor_options,
                                            progress=progress, command=command, where=where)
         if located.stopped_by is not None:  # nothing is judged: a rerun makes the rest, then judges all
-            return {"benchmark": name, "generation_stopped": True, "stopped_by": located.stopped_by,
-                    "made": len(located.samples), "editors": editor_records, "exit": 1, "files": {}}
+            return GenerationStopped(name, located.stopped_by, len(located.samples), editor_records)
     else:
         located = locate(bench, items, Path(edits), models_only)  # type: ignore[arg-type]
         if not estimate_only:
             located.notes += shape_notes(located)
     if estimate_only:
-        if prompts is None:
-            return {"benchmark": name, "judge_calls": 0, "metrics": list(suite),
-                    "edits_to_score": len(located.samples), "skipped": len(located.skipped)}
-        from editlens.backends.engine import is_engine_url
-        from editlens.bench.judge import estimate
-
-        est = estimate(bench, items, prompts, len(located.models), max_new_tokens,
-                       probe=bool(probe and is_engine_url(vlm)))
-        n_found = len(located.samples)
-        per_item = est["judge_calls"] / max(1, len(items) * max(1, len(located.models)))
-        est.update({"edits_to_score": n_found, "skipped": len(located.skipped),
-                    "judge_calls_for_found_edits": round(per_item * n_found)})
-        return est
+        return _estimate(name, bench, items, located, prompts, suite, max_new_tokens, probe, vlm)
     if not located.samples:
         raise InputError(f"{'--edits ' + str(edits) if edits else 'the editors'}: none of the {len(items)} cases has "
                          f"an output ({located.skipped[0]['reason'] if located.skipped else ''})")
-    evaluators: list[Any]
     if suite:
-        from editlens.errors import ModelUnavailableError
-        from editlens.metrics.registry import get_spec
-        from editlens.runner.selection import select_metrics
-
-        try:
-            evaluators = list[Any](select_metrics(list(suite), models=metric_models or {}, device=device,
-                                                  dtype=dtype).metrics)
-        except ModelUnavailableError as exc:  # say how to score the part that needs no model
-            free = [c for m, c in suite.items() if get_spec(m).model is None]
-            if not free or len(free) == len(suite):
-                raise
-            raise ModelUnavailableError(f"{exc}\n  or score only the metrics that need no model: --metrics "
-                                        f"{','.join(free)} (Python: metrics={free!r})") from None
+        evaluators = _suite_metrics(suite, metric_models, device, dtype)
     else:
         if not vlm:
             raise InputError(f"{bench.spec.title} is judged by a vision-language model: pass --vlm DIR|URL")
@@ -481,9 +457,9 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
                                  edited_files={s.id: s.edited for s in located.samples}, probe=probe,
                                  vlm=vlm, vlm_model=vlm_model,
                                  temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
-                                 batch_size=batch_size, device=device, dtype=dtype, cache=cache)]
+                                 batch_size=batch_size, device=device, dtype=dtype, cache=cache,
+                                 **({"http": http} if http is not None else {}))]
     from editlens.runner.run import run_evaluation
-    from editlens.runner.store import ResultsStore
 
     root = Path(out)
     run_dir = root / "run"
@@ -498,15 +474,64 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
                                          "editors": editor_records or None, "models": located.models,
                                          "skipped_outputs": len(located.skipped),
                                          **({"prompts": prompts.describe()} if prompts else {})})
+    result = _table(bench, items, located, {ev.name for ev in evaluators}, run_dir, prompts=prompts, suite=suite,
+                    answers=answers, images=images, editor_records=editor_records, n_boot=n_boot, seed=seed,
+                    interrupted=res.interrupted, stopped_by=res.stopped_by)
+    if shard is not None:  # what `runs merge` needs to put the shards' rows in one run's order
+        result.table["shard"] = _write_shard(root, shard, all_items, located, benchmark=name, split=split, limit=limit,
+                                             n_boot=n_boot, seed=seed)
+    return write_bench_folder(result, root, report=report)
+
+
+def _estimate(name: str, bench: Benchmark, items: Sequence[BenchItem], located: Located, prompts: Any,
+              suite: dict[str, str], max_new_tokens: int, probe: bool, vlm: str | None) -> BenchEstimate:
+    """``--estimate``: the judge calls of a judged benchmark, or the edits a metric suite would score."""
+    if prompts is None:
+        return BenchEstimate({"benchmark": name, "judge_calls": 0, "metrics": list(suite),
+                              "edits_to_score": len(located.samples), "skipped": len(located.skipped)}, judged=False)
+    from editlens.backends.engine import is_engine_url
+    from editlens.bench.judge import estimate
+
+    est = estimate(bench, items, prompts, len(located.models), max_new_tokens,
+                   probe=bool(probe and is_engine_url(vlm)))
+    n_found = len(located.samples)
+    per_item = est["judge_calls"] / max(1, len(items) * max(1, len(located.models)))
+    est.update({"edits_to_score": n_found, "skipped": len(located.skipped),
+                "judge_calls_for_found_edits": round(per_item * n_found)})
+    return BenchEstimate(est, judged=True)
+
+
+def _suite_metrics(suite: dict[str, str], metric_models: dict[str, str] | None, device: str,
+                   dtype: str) -> list[Any]:
+    """The metrics of a metric-suite benchmark; a missing model names the part that needs none."""
+    from editlens.errors import ModelUnavailableError
+    from editlens.metrics.registry import get_spec
+    from editlens.runner.selection import select_metrics
+
+    try:
+        return list[Any](select_metrics(list(suite), models=metric_models or {}, device=device, dtype=dtype).metrics)
+    except ModelUnavailableError as exc:  # say how to score the part that needs no model
+        free = [c for m, c in suite.items() if get_spec(m).model is None]
+        if not free or len(free) == len(suite):
+            raise
+        raise ModelUnavailableError(f"{exc}\n  or score only the metrics that need no model: --metrics "
+                                    f"{','.join(free)} (Python: metrics={free!r})") from None
+
+
+def _table(bench: Benchmark, items: Sequence[BenchItem], located: Located, names: set[str], run_dir: Path, *,
+           prompts: Any, suite: dict[str, str], answers: str, images: str, editor_records: dict[str, Any],
+           n_boot: int, seed: int, interrupted: bool, stopped_by: int | None) -> BenchTable:
+    """The paper's table from the run's stored rows, by the benchmark's protocol, and the exit status."""
+    from editlens.runner.store import ResultsStore
+
     store = ResultsStore(run_dir)
     try:
         current = store.current_configs()
-        names = {ev.name for ev in evaluators}
         stored = [r for r in store.rows({k: v for k, v in current.items() if k in names})]
         manifest = store.get_meta("manifest") or {}
     finally:
         store.close()
-    rows = protocol_rows(bench, located, items_by_id, stored)
+    rows = protocol_rows(bench, located, {it.id: it for it in items}, stored)
     table = bench.table(rows, n_boot=n_boot, seed=seed)
     table["comparison"] = comparison(table, bench.spec.table_layout.get("rank_by"), _lower_is_better(bench))
     judge = [e for e in manifest.get("evaluators", []) if e.get("name") in names]
@@ -520,32 +545,29 @@ def run_benchmark(name: str, data: str | Path, out: str | Path, *, edits: str | 
                              if prompts else None),
                   "editors": editor_records or None,
                   "bootstrap": {"n": n_boot, "seed": seed, "level": 0.95},
-                  "run_dir": str(run_dir), "interrupted": res.interrupted, "stopped_by": res.stopped_by,
+                  "run_dir": str(run_dir), "interrupted": interrupted, "stopped_by": stopped_by,
                   "notes": located.notes or None})
     table.setdefault("release", bench.release_version())  # RISE names its own (commit and what it computes)
     # an output that cannot be decoded (corrupt, not an image, over the pixel limit) is not a lost request
     unreadable = sorted({r["sample_id"] for r in stored if r["status"] == "failed"
                          and (r.get("details") or {}).get("input_unreadable")})
     table["unreadable"] = unreadable or None
-    if shard is not None:  # what `runs merge` needs to put the shards' rows in one run's order
-        from editlens.runner.shards import ids_digest, parse_shard, shard_record
-
-        part = parse_shard(str(shard))
-        assert part is not None
-        from editlens.core.io import write_json
-
-        write_json(root / "shard.json", shard_record(
-            part, [it.id for it in all_items], ids_digest([(it.id, it.source, it.instruction) for it in all_items]),
-            "bench",
-            benchmark=name, split=split, limit=limit, n_boot=n_boot, seed=seed, models=located.models,
-            samples=[x.id for x in located.samples], skipped=[x["id"] for x in located.skipped]), default=str)
-        table["shard"] = str(part)
-    files = write_tables(table, rows, root)
     failed = sum(1 for r in rows if r["status"] == "failed" and r["id"] not in set(unreadable))
-    table["files"] = {k: str(v) for k, v in files.items()}
-    table["exit"] = 1 if failed or res.interrupted else 2 if unreadable else 0
-    return table
+    return BenchTable(table, rows, exit=1 if failed or interrupted else 2 if unreadable else 0)
 
+
+def _write_shard(root: Path, shard: Any, all_items: Sequence[BenchItem], located: Located, **record: Any) -> str:
+    """``OUT/shard.json``: which shard of which cases this folder holds, for ``runs merge``."""
+    from editlens.core.io import write_json
+    from editlens.runner.shards import ids_digest, parse_shard, shard_record
+
+    part = parse_shard(str(shard))
+    assert part is not None
+    write_json(root / "shard.json", shard_record(
+        part, [it.id for it in all_items], ids_digest([(it.id, it.source, it.instruction) for it in all_items]),
+        "bench", **record, models=located.models, samples=[x.id for x in located.samples],
+        skipped=[x["id"] for x in located.skipped]), default=str)
+    return str(part)
 
 def metric_suite(bench: Benchmark, metrics: Sequence[str] | None) -> dict[str, str]:
     """The part of ``bench``'s metric suite to compute (``--metrics a,b``: metric names or the paper's
@@ -631,19 +653,3 @@ def _lower_is_better(bench: Benchmark) -> list[str]:
         except KeyError:  # a metric a plugin registers elsewhere: no direction known, so no "best"
             continue
     return out
-
-
-def write_tables(table: dict[str, Any], rows: Sequence[dict[str, Any]], root: Path) -> dict[str, Path]:
-    """``table.json``, ``table.csv``, ``table.md``, ``table.tex`` and ``items.jsonl`` (every item with every
-    published column and its figures); the HTML report is :func:`editlens.reporting.bench_html.write_bench_report`."""
-    from editlens.bench.table import to_csv, to_latex, to_markdown
-
-    root.mkdir(parents=True, exist_ok=True)
-    files = {"json": root / "table.json", "csv": root / "table.csv", "markdown": root / "table.md",
-             "latex": root / "table.tex", "items": root / "items.jsonl"}
-    atomic_write(files["json"], lambda fh: json.dump(table, fh, indent=2, default=str))
-    atomic_write(files["csv"], lambda fh: fh.write(to_csv(table)))
-    atomic_write(files["markdown"], lambda fh: fh.write(to_markdown(table)))
-    atomic_write(files["latex"], lambda fh: fh.write(to_latex(table)))
-    atomic_write(files["items"], lambda fh: fh.writelines(json.dumps(r, default=str) + "\n" for r in rows))
-    return files

@@ -117,3 +117,46 @@ def best_of_generated(
         reason = "; ".join(f"{n}: {r}" for n, r in sel.skipped) or "not available"
         raise InputError(f"metric {metric} cannot run: {reason}")
     return pick_by_scores(samples, sel.metrics[0], batch_size)
+
+
+def score_manifest(manifest: str | Path, metric: str, *, models: Mapping[str, str] | None = None,
+                   options: Mapping[str, Mapping[str, Any]] | None = None, device: str = "auto",
+                   dtype: str = "auto", batch_size: int = 8, limit: int | None = None) -> tuple[list[EditSample],
+                                                                                                  list[Any], Any]:
+    """Every edit of ``manifest`` scored by the registered evaluator ``metric`` (built as the runner builds
+    it: model roles, options): ``(samples, scores, evaluator)``. ``limit``: the candidates of the first N
+    groups (edits) only."""
+    from editlens.adiee.reward import group_key
+    from editlens.data.manifest import read_manifest
+    from editlens.runner.reward import RewardFunction
+    from editlens.runner.selection import select_metrics
+
+    rep = read_manifest(manifest)
+    if limit is not None:  # the candidates of the first N groups (edits)
+        keep = set(list(dict.fromkeys(group_key(s) for s in rep.samples))[:limit])
+        rep.samples = [s for s in rep.samples if group_key(s) in keep]
+    sel = select_metrics([metric], models=dict(models or {}), options=dict(options or {}), device=device, dtype=dtype)
+    m = sel.metrics[0]
+    return rep.samples, RewardFunction(m, batch_size).scores(rep.samples), m
+
+
+def best_of_manifest(manifest: str | Path, metric: str, *, models: Mapping[str, str] | None = None,
+                     options: Mapping[str, Mapping[str, Any]] | None = None, device: str = "auto",
+                     dtype: str = "auto", batch_size: int = 8, limit: int | None = None,
+                     out: str | Path | None = None) -> dict[str, Any]:
+    """Best of N over candidates made already: the candidates of one source and instruction (or one
+    ``group`` column value) compete, scored by ``metric``. Returns (and with ``out`` writes, atomically)
+    ``{"metric", "higher_is_better", "picks"}``, each pick with every candidate's score."""
+    from editlens.adiee.reward import best_of_n
+
+    samples, scores, m = score_manifest(manifest, metric, models=models, options=options, device=device, dtype=dtype,
+                                        batch_size=batch_size, limit=limit)
+    picks = best_of_n(samples, scores, m.spec.higher_is_better)
+    doc = {"metric": metric, "higher_is_better": m.spec.higher_is_better, "picks": [asdict(p) for p in picks]}
+    if out:
+        import json
+
+        from editlens.core.io import atomic_write
+
+        atomic_write(out, lambda fh: json.dump(doc, fh, indent=2, default=str))
+    return doc

@@ -276,14 +276,14 @@ def _calibrate_rows(store: ResultsStore, calibration: Any, configs: dict[str, st
 
 def result_identity(described: dict[str, Any]) -> dict[str, Any]:
     """An evaluator's settings less those that cannot change its results
-    (where answers are cached), so changing them recomputes nothing.
+    (where answers are cached; how an engine's answers are fetched), so changing them recomputes nothing.
 
     >>> result_identity({"name": "viescore", "options": {"cache": False, "vlm": "u"}})
     {'name': 'viescore', 'options': {'vlm': 'u'}}
     """
     options = described.get("options")
-    if isinstance(options, dict) and "cache" in options:
-        return {**described, "options": {k: v for k, v in options.items() if k != "cache"}}
+    if isinstance(options, dict) and ("cache" in options or "http" in options):
+        return {**described, "options": {k: v for k, v in options.items() if k not in ("cache", "http")}}
     return described
 
 

@@ -12,8 +12,9 @@ from editlens.metrics.base import Metric
 from editlens.metrics.registry import create_metric, default_metric_names, get_spec
 from editlens.metrics.spec import MetricSpec
 
-#: Run-time options the runner hands to metrics whose constructor takes them.
-RUNTIME_OPTIONS = ("models", "device", "dtype")
+#: Run-time options the runner hands to metrics whose constructor takes them (``http``: how an engine's
+#: answers are fetched, :class:`editlens.backends.factory.HttpSettings`' fields; only when given).
+RUNTIME_OPTIONS = ("models", "device", "dtype", "http")
 #: VLM options of self-ensembling (``--samples``, ``--temperature``, ``--min-samples``)
 ENSEMBLE_OPTIONS = ("samples", "temperature", "seed", "min_samples")
 
@@ -58,6 +59,7 @@ def select_metrics(
     device: str = "auto",
     vlm: str | Mapping[str, Any] | None = None,
     dtype: str = "auto",
+    http: Any = None,
 ) -> Selection:
     """Build metric objects.
 
@@ -69,7 +71,9 @@ def select_metrics(
     of metrics that use a vision-language model, e.g.
     ``{"vlm": "HuggingFaceTB/SmolVLM-256M-Instruct", "cache": True}``.
     ``device`` and ``dtype`` go to every metric that loads a model (the
-    precision policy, :mod:`editlens.models.precision`, resolves ``auto``).
+    precision policy, :mod:`editlens.models.precision`, resolves ``auto``). ``http``
+    (an :class:`~editlens.backends.factory.HttpSettings` or its fields) goes to every evaluator that fetches
+    answers from an engine (judges get it with ``vlm`` too; EditScore's or DICE's ``engine`` without one).
     """
     from editlens.runner.checks import check_options, check_templates
 
@@ -78,6 +82,10 @@ def select_metrics(
         vlm = {"vlm": vlm}
     check_options(options)  # typos fail here, before any model loads
     check_templates((vlm or {}).get("templates"))
+    from editlens.runner.judge_settings import fetch_options
+
+    # the judge settings' fetching, also for the engines of evaluators that take no --vlm
+    http = fetch_options(http if http is not None else (vlm or {}).get("http"))
     models = dict(models or {})
     # which metrics are defaults is registry metadata (MetricSpec.default), not a list here
     defaults = default_metric_names(with_reference)
@@ -106,9 +114,10 @@ def select_metrics(
                 raise ModelUnavailableError(f"metric {spec.name!r} cannot run: {reason}")
             sel.skipped.append((spec.name, reason or "unavailable"))
             continue
-        runtime = {"models": models, "device": device, "dtype": dtype}
+        runtime = {"models": models, "device": device, "dtype": dtype, "http": http}
         for key in _runtime_options(spec):
-            opts.setdefault(key, runtime[key])
+            if key != "http" or http is not None:
+                opts.setdefault(key, runtime[key])
         sel.metrics.append(create_metric(spec.name, **opts))
     return sel
 
