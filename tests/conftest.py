@@ -40,6 +40,16 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
     items.sort(key=lambda item: 0 if item.get_closest_marker("once") or item.get_closest_marker("slow") else 1)
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _browser_closed_after_each_module():  # type: ignore[no-untyped-def]
+    """The shared Chromium (editlens.testing.browser) runs Playwright's event loop on this thread; a test of
+    another module that calls asyncio.run() on it would find a loop already running. So it lives one module."""
+    yield
+    from editlens.testing import browser
+
+    browser._close_shared()
+
+
 #: tests that start several processes (torchrun / accelerate launch, Ray workers): a minute or more each on
 #: two cores, so CI runs them in its first pass only (in bfloat16 where the CPU computes it natively); their
 #: float32 runs are made by hand before a change lands (EDITLENS_DTYPE=float32 pytest tests/test_...)

@@ -515,4 +515,4 @@ def test_missing_image_and_meta_eval_in_run_report(synthetic, tmp_path):
         assert "0.61" in page.inner_text("#meta0") and page.locator("#meta0 img.plot").count() == 1
         assert errors == []
     bad = runner.invoke(app, ["report", str(root / "run"), "--meta-eval", str(manifest)])
-    assert bad.exit_code == 2 and "manifest.jsonl: not JSON" in bad.output
+    assert bad.exit_code == 2 and "manifest.jsonl: not valid JSON" in bad.output
