@@ -218,6 +218,22 @@ def test_fsdp_choice_and_refusals(monkeypatch):
         shard(net, Processes(0, 2), precision)
 
 
+def test_trainers_that_copy_their_model_refuse_fsdp_before_loading(monkeypatch, tmp_path):
+    """two-frame training and tune-editor copy their model (the LoRA merge of the export; validation's UNet),
+    which FSDP's sharded modules refuse with an AssertionError from inside torch: both say so up front, also
+    when `accelerate launch --use_fsdp` chose FSDP, and name what works."""
+    from editlens.adiee.tune_editor import tune_editor
+    from editlens.twoframe.train import train
+
+    monkeypatch.delenv("ACCELERATE_USE_FSDP", raising=False)
+    with pytest.raises(InputError, match=r"twoframe train does not train with FSDP .*--sharding ddp"):
+        train(None, None, tmp_path, None, sharding="fsdp")  # type: ignore[arg-type]
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    with pytest.raises(InputError, match=r"adiee tune-editor does not train with FSDP .*copy the UNet"):
+        tune_editor(None)  # type: ignore[arg-type]
+    assert not any(tmp_path.iterdir())  # nothing written
+
+
 # -- the four trainers -----------------------------------------------------------------------------
 # Every command below is run as written on its own would run it, but the commands of one launcher share one
 # launch (tests/cli_jobs.py): one `python` for the one-process references, one `accelerate launch` and one

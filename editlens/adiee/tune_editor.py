@@ -555,6 +555,11 @@ def tune_editor(cfg: TuneConfig, val_reward: Any = None, refl_reward: Any = None
     anything with the same call, ``value_range``, ``higher_is_better`` and ``describe``); the ReFL
     one must be differentiable.
     """
+    from editlens.training.fsdp import refuse_fsdp
+
+    # validation and the export copy the UNet, which FSDP's sharded modules do not allow
+    refuse_fsdp(sharding, "adiee tune-editor", "its validation edits and its export copy the UNet, which sharded "
+                "modules do not allow")
     from editlens.models.precision import decide
     from editlens.training import LoopSettings, PlotSpec, prepare_run_dir, run
     from editlens.training.distributed import choose_share, local_device, main_only, start

@@ -52,6 +52,15 @@ def chosen_sharding(value: str | None) -> str:
     return value
 
 
+def refuse_fsdp(sharding: str | None, trainer: str, why: str) -> None:
+    """Stop before anything loads when ``trainer`` cannot run sharded (``--sharding fsdp``, or launched by
+    ``accelerate launch --use_fsdp``): say why and what works instead."""
+    if chosen_sharding(sharding) == "fsdp":
+        raise InputError(f"{trainer} does not train with FSDP sharding ({why}); use --sharding ddp (each "
+                         "process holds the whole model; launched by `accelerate launch --use_fsdp`, pass "
+                         "--sharding ddp or launch without --use_fsdp)")
+
+
 def layer_classes(model: Any) -> list[str]:
     """The class names of the model's transformer layers: those accelerate was told
     (``$FSDP_TRANSFORMER_CLS_TO_WRAP``, comma-separated), else every ``_no_split_modules`` of its parts."""

@@ -426,6 +426,11 @@ def train(model: TwoFrameModel, train_set: EditSet, out_dir: str | os.PathLike, 
     (``restart=True`` discards it). Ctrl-C or SIGTERM saves the position and
     returns with ``interrupted`` set.
     """
+    from editlens.training.fsdp import refuse_fsdp
+
+    # the export merges LoRA into a copy of the towers, and FSDP's sharded modules cannot be copied
+    refuse_fsdp(sharding, "twoframe train", "its export merges the LoRA adapters into a copy of the CLIP towers, "
+                "which sharded modules do not allow; the towers fit one device")
     from editlens.core.io import write_json
     from editlens.models.precision import decide
     from editlens.training import LoopSettings, PlotSpec, prepare_run_dir, run
