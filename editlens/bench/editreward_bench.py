@@ -23,7 +23,6 @@ from editlens.bench.labels import (
     digest,
     image_bytes,
     load_results,
-    read_prepared,
     scored_values,
     table_rows,
 )
@@ -193,12 +192,8 @@ class EditRewardBench(HumanLabelBenchmark):
     predictions_help = "an `editlens run` results.jsonl of the prepared manifest (with --metric) or {id, score} JSONL"
     prepare_download = DOWNLOAD
 
-    def read_pairs(self, path: str | Path, with_images: bool = False, **options: Any) -> LabelledPairs:
-        """The published files, or a folder written by ``meta-eval prepare`` (its ``benchmark.json``)."""
-        p = Path(path)
-        if (p / "benchmark.json").is_file():
-            return read_prepared(p, self.spec.name)
-        return read_editreward_bench(p, with_images=with_images)
+    def read_published(self, path: Path, with_images: bool = False, **options: Any) -> LabelledPairs:
+        return read_editreward_bench(path, with_images=with_images)
 
     def labels(self, path: str | Path, **options: Any) -> Any:
         return self.read_pairs(path, **options)

@@ -80,7 +80,17 @@ class HumanLabelBenchmark(Benchmark):
 
     def read_pairs(self, path: str | Path, with_images: bool = False, **options: Any) -> Any:
         """The labelled pairs (:class:`~editlens.bench.labels.LabelledPairs`) of a benchmark that
-        ``meta-eval prepare`` turns into a manifest."""
+        ``meta-eval prepare`` turns into a manifest: a folder it wrote (its ``benchmark.json``), else the
+        published files (:meth:`read_published`)."""
+        from editlens.bench.labels import read_prepared
+
+        p = Path(path)
+        if (p / "benchmark.json").is_file():
+            return read_prepared(p, self.spec.name)
+        return self.read_published(p, with_images=with_images, **options)
+
+    def read_published(self, path: Path, with_images: bool = False, **options: Any) -> Any:
+        """The published files as labelled pairs (benchmarks that ``meta-eval prepare`` knows)."""
         raise InputError(f"benchmark {self.spec.name} has nothing to prepare (it is read as published)")
 
 

@@ -20,7 +20,6 @@ from editlens.bench.labels import (
     Pair,
     load_results,
     load_verdicts,
-    read_prepared,
     scored_values,
 )
 from editlens.bench.registry import register
@@ -201,12 +200,9 @@ class MMRB2(HumanLabelBenchmark):
     predictions_help = "an `editlens run` results.jsonl of the prepared manifest (with --metric); or --verdicts"
     prepare_download = DOWNLOAD
 
-    def read_pairs(self, path: str | Path, with_images: bool = False, **options: Any) -> LabelledPairs:
-        """``edit.json`` (``multi_input``: ``skip`` or ``first``), or a folder written by ``meta-eval prepare``."""
-        p = Path(path)
-        if (p / "benchmark.json").is_file():
-            return read_prepared(p, self.spec.name)
-        return read_mmrb2(p, **options)
+    def read_published(self, path: Path, with_images: bool = False, **options: Any) -> LabelledPairs:
+        """``edit.json`` (``multi_input``: ``skip`` or ``first``)."""
+        return read_mmrb2(path, **options)
 
     def labels(self, path: str | Path, **options: Any) -> Any:
         return self.read_pairs(path, **options)
