@@ -278,7 +278,7 @@ def test_python_run_returns_the_report_the_cli_prints(fixtures: Path) -> None:
      "nowhere: no rater TSV files"),
     (["mmrb2", "--data", "$ROOT/rb/mmrb2-prep", "--predictions", "$ROOT/rb/mmrb2-results.jsonl", "--metric", "zzz"],
      "no result for metric 'zzz'"),
-    (["nope", "--data", "$ROOT/genai/genai.json"], "unknown benchmark 'nope'"),
+    (["nope", "--data", "$ROOT/genai/genai.json"], "unknown benchmark 'nope'; meta-eval runs aurora, "),
 ])
 def test_run_says_what_is_wrong_and_exits_2(argv: list[str], message: str, fixtures: Path) -> None:
     res = CliRunner().invoke(app, ["meta-eval", "run", *[a.replace("$ROOT", str(fixtures)) for a in argv]])

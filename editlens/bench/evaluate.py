@@ -98,9 +98,11 @@ def human_label_benchmark(name: str) -> HumanLabelBenchmark:
     """The registered human-label benchmark ``name`` (an error lists them otherwise)."""
     from editlens.bench.registry import get, names
 
+    known = [b.spec.name for b in human_label_benchmarks()]
+    if name not in names():  # the list meta-eval can run, not every benchmark's
+        raise InputError(f"unknown benchmark {name!r}; meta-eval runs {', '.join(known)} (`editlens meta-eval list`)")
     bench = get(name)
     if not isinstance(bench, HumanLabelBenchmark):
-        known = [n for n in names() if isinstance(get(n), HumanLabelBenchmark)]
         raise InputError(f"{name} is not a human-label benchmark (label kind {bench.spec.label_kind}); "
                          f"meta-eval runs {', '.join(known)}")
     return bench
