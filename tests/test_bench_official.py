@@ -238,10 +238,10 @@ def test_an_owners_script_that_fails_is_an_error_naming_it_and_a_missing_module_
 # ------------------------------------------------------------------------------------------------ MagicBrush, Emu Edit
 
 
-def _pixel_run(tmp_path, name):
+def _pixel_run(tmp_path, name, model="m"):
     """A model-free (L1/L2) run of ``name`` on the tiny published files, edits of another size than the
     ground truth, one of them JPEG."""
-    edits = tmp_path / "edits" / "m"
+    edits = tmp_path / "edits" / model
     if name == "emu-edit":
         data = F.emu(tmp_path / "bench")
         F.save(edits / "0.png", F.png(70, (40, 30)))
@@ -275,6 +275,12 @@ def test_magicbrush_export_writes_image_evals_layout_with_the_edits_bytes_and_th
     assert Image.open(o / "m" / "242679" / "242679_1.png").size == (40, 30)
     img = data / "images" / "242679"
     assert (o / "gt" / "242679" / "242679-output2.png").read_bytes() == (img / "242679-output2.png").read_bytes()
+
+
+def test_a_model_named_like_the_ground_truth_folder_is_refused_before_it_overwrites_it(tmp_path):
+    out, _, _ = _pixel_run(tmp_path, "magicbrush", model="gt")
+    res = runner.invoke(app, ["bench", "export", str(out), "--official", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "a model named 'gt' cannot be exported in this layout" in res.output, res.output
 
 
 def test_emu_edit_export_pairs_each_edit_with_its_source_as_image_evals_ground_truth(tmp_path):

@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from editlens.core.io import atomic_write, read_json, read_jsonl
+from editlens.core.safepath import inside
 from editlens.errors import InputError
 
 #: two figures are EQUAL when they differ by no more than this (float noise of two summation orders)
@@ -850,11 +851,16 @@ class _PixelOfficial(OfficialFormat):
                 continue  # no edit (missing or unreadable): nothing to pair
             entry = manifest[r["id"]]
             folder, name = self._edit_name(r)
-            written.append(_owner_image(_image_bytes(run, entry["edited"], "edited"), out / r["model"] / folder / name))
+            if r["model"] == self.GT:  # the owners' script reads ground truth from there
+                raise InputError(f"{r['id']}: a model named {self.GT!r} cannot be exported in this layout (its "
+                                 f"{self.GT}/ folder holds the ground truth); rename the model in the run")
+            target = inside(out, f"{r['model']}/{folder}/{name}", what=f"{r['id']}: exported edit path")
+            written.append(_owner_image(_image_bytes(run, entry["edited"], "edited"), target))
             gfolder, gstem, gvalue = self._gt(run, r, entry)
             gts[(gfolder, gstem)] = gvalue
         for (gfolder, gstem), gvalue in sorted(gts.items()):
-            written.append(_owner_image(_image_bytes(run, gvalue, "ground-truth"), out / self.GT / gfolder / gstem))
+            target = inside(out, f"{self.GT}/{gfolder}/{gstem}", what="exported ground-truth path")
+            written.append(_owner_image(_image_bytes(run, gvalue, "ground-truth"), target))
         return written
 
     def _rows(self, run: RunAnswers) -> dict[str, str] | None:
